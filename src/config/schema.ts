@@ -1,0 +1,76 @@
+/**
+ * The daemon's configuration: one JSON file, validated at start with every
+ * problem listed (`path: message`). Every field has a default except the test
+ * pack, so a config file can be as small as `{"test_pack": {"url": "..."}}`.
+ */
+import { z } from 'zod';
+
+const hostPort = z
+  .string()
+  .regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, 'must be host:port, e.g. 127.0.0.1:8080');
+
+export const configSchema = z.strictObject({
+  /** Node identifier; default `farmhand-<12 hex digits of the first MAC address>`. */
+  node_id: z
+    .string()
+    .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, 'letters, digits, ".", "_" and "-" only, at most 63')
+    .optional(),
+  /** Where the HTTP API listens. */
+  listen: hostPort.default('0.0.0.0:8080'),
+  /**
+   * Absolute base URL for `job_url`/`result_url`. Default: taken from each
+   * request's Host header, so URLs work whichever address the client used.
+   */
+  public_url: z.url().optional(),
+  data_dir: z.string().min(1).default('/var/lib/farmhand'),
+  test_pack: z.strictObject({
+    /** Path or URL of the test-pack git repository. */
+    url: z.string().min(1),
+  }),
+  runner: z
+    .strictObject({
+      /** The interpreter test scripts run under. */
+      python: z.string().min(1).default('/usr/bin/python3'),
+      /** Per-test timeout when the test pack sets none (`[test_pack] test_timeout_secs`). */
+      default_timeout_secs: z.number().positive().default(3600),
+      /** Between TERM and KILL when a run is stopped. */
+      kill_grace_secs: z.number().nonnegative().default(5),
+      /** Stop answers 202 when the job has not stopped within this time. */
+      stop_response_secs: z.number().positive().default(20),
+      /** Cap on what one run may write to stdout+stderr; the rest is dropped and the logs say so. */
+      max_output_bytes: z.number().int().positive().default(64 * 1024 * 1024),
+    })
+    .prefault({}),
+  capture: z
+    .strictObject({
+      /** `testsrc:` (ffmpeg's test pattern), `v4l2:/dev/videoN`, `virtual:` (the virtual set-top box). */
+      uri: z.string().regex(/^(testsrc:|v4l2:\/dev\/[\w./-]+|virtual:|none:)$/, 'one of testsrc:, v4l2:/dev/videoN, virtual:, none:').default('testsrc:'),
+      width: z.number().int().min(16).max(7680).default(1280),
+      height: z.number().int().min(16).max(4320).default(720),
+      fps: z.number().positive().max(120).default(25),
+      /** Frames per second handed to Node for screenshots. */
+      preview_fps: z.number().positive().max(60).default(5),
+      /** V4L2 input format, e.g. `mjpeg` or `yuyv422`; ffmpeg's choice when unset. */
+      input_format: z.string().optional(),
+      ffmpeg: z.string().min(1).default('ffmpeg'),
+    })
+    .prefault({}),
+  retention: z
+    .strictObject({
+      /** Keep at most this many results; the oldest go first. */
+      max_results: z.number().int().positive().default(100_000),
+      /** Delete the oldest results while the data directory's filesystem has less free space. */
+      min_free_mb: z.number().nonnegative().default(1024),
+    })
+    .prefault({}),
+  auth: z
+    .strictObject({
+      /** v1 clients send no credentials; set true to require a token on v1 too. */
+      v1_requires_token: z.boolean().default(false),
+    })
+    .prefault({}),
+  log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+
+export type FarmConfig = z.infer<typeof configSchema> & { node_id: string };
+export type ConfigInput = z.input<typeof configSchema>;

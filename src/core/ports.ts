@@ -1,0 +1,134 @@
+/**
+ * The interfaces the domain talks to. Adapters in storage/, runner/ and
+ * hardware/ implement them; daemon.ts wires concrete classes to them. Nothing
+ * in core/ imports Koa, serialport, sharp, child_process or lowdb.
+ */
+import type { ArtifactListing, JobRecord, ResultRecord, RunOutcome } from './model.js';
+import type { ResultQuery } from './query.js';
+
+// ---------------------------------------------------------------- logging
+
+/** The subset of pino the code uses; tests pass a silent one. */
+export interface Logger {
+  debug(obj: object | string, msg?: string): void;
+  info(obj: object | string, msg?: string): void;
+  warn(obj: object | string, msg?: string): void;
+  error(obj: object | string, msg?: string): void;
+  child(bindings: Record<string, unknown>): Logger;
+}
+
+// ---------------------------------------------------------------- results
+
+export interface ResultRepository {
+  /** Create the folder of a run about to start; returns its absolute path. */
+  createRunDir(resultId: string): Promise<string>;
+  /** Absolute folder of a result id (no I/O, no check that it exists). */
+  dirOf(resultId: string): string;
+  /** Record a finished run: writes `result.json` into its folder, then indexes it. */
+  add(record: ResultRecord): Promise<void>;
+  /** A finished run; `'deleted'` once retention removed it; undefined if unknown or still running. */
+  get(resultId: string): ResultRecord | 'deleted' | undefined;
+  /** Filtered, sorted, capped at `q.limit`. */
+  query(q: ResultQuery): ResultRecord[];
+  /** Every regular file under the result folder, recursively, with size and md5. */
+  artifacts(resultId: string): Promise<ArtifactListing>;
+  /**
+   * A file of the result folder by relative path, or undefined when there is
+   * none - including any path that would leave the folder, by `..` or by a
+   * symlink pointing outside it.
+   */
+  openArtifact(resultId: string, relPath: string): Promise<{ path: string; size: number; mtime: Date } | undefined>;
+  /** Mean duration in seconds of the past runs of a test case; undefined when none. */
+  meanDuration(testCase: string): number | undefined;
+  /** Delete the oldest results past the configured count or free-space floor; returns their ids. */
+  enforceRetention(): Promise<string[]>;
+  /** Flush and close the index. */
+  close(): Promise<void>;
+}
+
+// ---------------------------------------------------------------- jobs
+
+export interface JobRepository {
+  get(jobUid: string): JobRecord | undefined;
+  /** The job with the highest number, running or not. */
+  latest(): JobRecord | undefined;
+  /** Persist (atomically) the job's current state. */
+  save(job: JobRecord): Promise<void>;
+  /** Allocate the next job number (persisted before it is returned). */
+  nextNumber(): Promise<number>;
+  /** Every job whose stored status is `running` (after a crash, these are stale). */
+  running(): JobRecord[];
+}
+
+// ---------------------------------------------------------------- test pack
+
+export interface Revision {
+  sha: string;
+  /** Branch name when the revision named a branch (or HEAD: the default branch); else null. */
+  branch: string | null;
+}
+
+/** INI file parsed to sections of string values: `config['test_pack']['default_remote_control']`. */
+export type IniConfig = Record<string, Record<string, string>>;
+
+export interface TestPack {
+  /** SHA (full/short), branch, tag, HEAD or any ref. Fetches once before `not_found`. */
+  resolve(revision: string): Promise<Revision>;
+  /** `tests/**\/*.py::test_*`, sorted. */
+  testCaseNames(sha: string): Promise<string[]>;
+  /** A cached checkout of the commit; returns its absolute path. */
+  checkout(sha: string): Promise<string>;
+  /** `config/farmhand.conf`, else `config/stbt.conf`, else `.stbt.conf`; `{}` when none. */
+  config(sha: string): Promise<IniConfig>;
+  /** Names `<n>` of `config/remote-control/<n>.lircd.conf`, in alphabetical order. */
+  remoteControls(sha: string): Promise<string[]>;
+  /** A file's text at a commit; undefined when absent. */
+  readFile(sha: string, path: string): Promise<string | undefined>;
+  /** Fetch all refs from the origin now. */
+  fetch(): Promise<void>;
+}
+
+// ---------------------------------------------------------------- test runs
+
+export interface TestRunSpec {
+  /** The run's folder: working directory and artifact store. */
+  resultDir: string;
+  checkoutDir: string;
+  testCase: string;
+  testPackSha: string;
+  /** The test pack's configuration plus `result.tags`. */
+  config: IniConfig;
+  timeoutSecs: number;
+  /** Called once the child exists, so a restart can find and end it. */
+  onSpawn?: (pid: number) => void;
+}
+
+export interface TestRunner {
+  /**
+   * Run one test case in its own process group and write the run's files
+   * (logs and metadata). Never rejects for a test's failure: crashes, timeouts
+   * and aborts are an `error` outcome. Aborting the signal ends the process
+   * group (TERM, then KILL after a grace period) and resolves once it is gone.
+   */
+  run(spec: TestRunSpec, signal: AbortSignal): Promise<RunOutcome>;
+}
+
+// ---------------------------------------------------------------- frames
+
+export interface CaptureHealth {
+  online: boolean;
+  /** Why not online; null when online. */
+  reason: string | null;
+}
+
+export interface FrameSource {
+  health(): CaptureHealth;
+  /** Lossless PNG of the latest frame; FarmError `device_unavailable` when offline. */
+  screenshotPng(): Promise<Buffer>;
+  /** Small JPEG of the latest frame; FarmError `device_unavailable` when offline. */
+  thumbnailJpeg(): Promise<Buffer>;
+  /** Write `screenshot.png` and `thumbnail.jpg` into a folder; resolves false when offline. */
+  saveScreenshot(dir: string): Promise<boolean>;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+}
