@@ -1,0 +1,304 @@
+/**
+ * Jobs: run_tests, the one-job-at-a-time loop, stop, and recovery after a
+ * crash. A job is data (JobRepository) plus, while it runs, an in-memory loop
+ * that runs its test cases one after another through the TestRunner.
+ */
+import { FarmError, invalid } from './errors.js';
+import { formatJobUid, formatResultId, runStamp } from './ids.js';
+import type { JobRecord, ResultRecord, RunOutcome } from './model.js';
+import type { FrameSource, IniConfig, JobRepository, Logger, ResultRepository, TestPack, TestRunner } from './ports.js';
+import type { RunRequest } from './runRequest.js';
+import { schedule, speedWeights, type Rng } from './shuffle.js';
+
+export interface JobServiceDeps {
+  nodeId: string;
+  /** 4 hex digits chosen once per installation. */
+  installationHex: string;
+  jobs: JobRepository;
+  results: ResultRepository;
+  testPack: TestPack;
+  runner: TestRunner;
+  frames: FrameSource;
+  /** Whether the node can run tests now (capture healthy, or no capture configured). */
+  online: () => { online: boolean; reason: string | null };
+  logger: Logger;
+  settings: { defaultTimeoutSecs: number; stopResponseSecs: number };
+  now?: () => Date;
+  rng?: Rng;
+}
+
+interface ActiveJob {
+  record: JobRecord;
+  abort: AbortController;
+  done: Promise<void>;
+}
+
+export const DAEMON_RESTARTED = 'DaemonRestarted: farmhand restarted while this test was running';
+
+export class JobService {
+  private active: ActiveJob | undefined;
+  private starting = false;
+  private readonly ended = new Map<string, { promise: Promise<void>; resolve: () => void }>();
+  private readonly now: () => Date;
+  private readonly rng: Rng;
+
+  constructor(private readonly d: JobServiceDeps) {
+    this.now = d.now ?? (() => new Date());
+    this.rng = d.rng ?? Math.random;
+  }
+
+  /**
+   * After a crash: a job stored as running is exited, and its in-flight run
+   * becomes an `error` result saying the daemon restarted. Returns the pids of
+   * test processes that may still be alive, so the caller can end them.
+   */
+  async recover(): Promise<number[]> {
+    const pids: number[] = [];
+    for (const job of this.d.jobs.running()) {
+      const run = job.current_run;
+      const end = this.now();
+      if (run) {
+        if (run.pid) pids.push(run.pid);
+        if (this.d.results.get(run.result_id) === undefined) {
+          await this.d.results.createRunDir(run.result_id);
+          await this.record(job, run.result_id, run.test_case, new Date(run.start_time), end, {
+            result: 'error',
+            failure_reason: DAEMON_RESTARTED,
+            traceback: null,
+            exit_status: null,
+          });
+        }
+      }
+      job.current_run = null;
+      job.status = 'exited';
+      job.end_time = end.toISOString();
+      await this.d.jobs.save(job);
+      this.d.logger.warn({ job: job.job_uid }, 'job was running when the daemon stopped; marked exited');
+    }
+    return pids;
+  }
+
+  get(jobUid: string): JobRecord | undefined {
+    if (this.active?.record.job_uid === jobUid) return this.active.record;
+    return this.d.jobs.get(jobUid);
+  }
+
+  /** The running job, or the last one; undefined if the node never ran one. */
+  current(): JobRecord | undefined {
+    return this.active?.record ?? this.d.jobs.latest();
+  }
+
+  isRunning(): boolean {
+    return this.active !== undefined || this.starting;
+  }
+
+  /** Validate against the test pack, then start the job; resolves once it is running. */
+  async runTests(req: RunRequest, username: string): Promise<JobRecord> {
+    if (this.isRunning()) {
+      throw new FarmError('conflict', `a test job is already running (${this.active?.record.job_uid ?? 'starting'}); stop it or wait for it to end`);
+    }
+    const health = this.d.online();
+    if (!health.online) throw new FarmError('device_unavailable', `the node is offline: ${health.reason ?? 'unknown reason'}`);
+    this.starting = true;
+    try {
+      const rev = await this.d.testPack.resolve(req.test_pack_revision);
+      const known = new Set(await this.d.testPack.testCaseNames(rev.sha));
+      const missing = req.test_cases.filter((t) => !known.has(t));
+      if (missing.length) {
+        throw invalid(`test case(s) not found at ${rev.sha.slice(0, 10)}: ${missing.slice(0, 5).join(', ')}${missing.length > 5 ? ', ...' : ''}`);
+      }
+      const config = await this.d.testPack.config(rev.sha);
+      const remote = await this.chooseRemote(req.remote_control, rev.sha, config);
+      const number = await this.d.jobs.nextNumber();
+      const record: JobRecord = {
+        job_uid: formatJobUid({ nodeId: this.d.nodeId, hex: this.d.installationHex, number }),
+        number,
+        status: 'running',
+        start_time: this.now().toISOString(),
+        end_time: null,
+        result_counts: { pass: 0, fail: 0, error: 0, total: req.soak === 'run once' ? req.test_cases.length : 0 },
+        test_cases: req.test_cases,
+        test_pack_revision: req.test_pack_revision,
+        test_pack_sha: rev.sha,
+        test_pack_branch: rev.branch,
+        category: req.category,
+        soak: req.soak,
+        shuffle: req.shuffle,
+        remote_control: remote,
+        tags: req.tags,
+        username,
+        current_run: null,
+      };
+      await this.d.jobs.save(record);
+      const abort = new AbortController();
+      const active: ActiveJob = { record, abort, done: Promise.resolve() };
+      this.active = active;
+      active.done = this.loop(active, config).catch((e: unknown) => {
+        this.d.logger.error({ err: e, job: record.job_uid }, 'job loop failed');
+      });
+      return record;
+    } finally {
+      this.starting = false;
+    }
+  }
+
+  /**
+   * Stop a job. Resolves `stopped: true` once it has stopped (or had already
+   * exited), `false` when it is still stopping after the configured bound.
+   */
+  async stop(jobUid: string): Promise<{ job: JobRecord; stopped: boolean }> {
+    const active = this.active;
+    if (!active || active.record.job_uid !== jobUid) {
+      const job = this.d.jobs.get(jobUid);
+      if (!job) throw new FarmError('not_found', `no job ${jobUid}`);
+      return { job, stopped: true };
+    }
+    active.abort.abort();
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<'timeout'>((res) => {
+      timer = setTimeout(() => res('timeout'), this.d.settings.stopResponseSecs * 1000);
+    });
+    const outcome = await Promise.race([active.done.then(() => 'done' as const), timeout]);
+    clearTimeout(timer);
+    return { job: active.record, stopped: outcome === 'done' };
+  }
+
+  /** Resolves when the job is exited (at once if it already is). */
+  whenEnded(jobUid: string): Promise<void> {
+    if (this.active?.record.job_uid !== jobUid) return Promise.resolve();
+    let e = this.ended.get(jobUid);
+    if (!e) {
+      let resolve!: () => void;
+      const promise = new Promise<void>((r) => (resolve = r));
+      e = { promise, resolve };
+      this.ended.set(jobUid, e);
+    }
+    return e.promise;
+  }
+
+  /** Stop whatever runs and wait for it (daemon shutdown). */
+  async shutdown(): Promise<void> {
+    const active = this.active;
+    if (!active) return;
+    active.abort.abort();
+    await active.done;
+  }
+
+  private async chooseRemote(requested: string | null, sha: string, config: IniConfig): Promise<string | null> {
+    const remotes = await this.d.testPack.remoteControls(sha);
+    if (requested !== null) {
+      if (!remotes.includes(requested)) {
+        throw invalid(`remote_control: no config/remote-control/${requested}.lircd.conf in the test pack at ${sha.slice(0, 10)}`);
+      }
+      return requested;
+    }
+    return config.test_pack?.default_remote_control ?? remotes[0] ?? null;
+  }
+
+  private async loop(active: ActiveJob, config: IniConfig): Promise<void> {
+    const job = active.record;
+    try {
+      const weights = speedWeights(job.test_cases.map((t) => this.d.results.meanDuration(t)));
+      const order = schedule(job.test_cases, { forever: job.soak === 'run forever', shuffle: job.shuffle, weights, rng: this.rng });
+      const timeoutSecs = Number(config.test_pack?.test_timeout_secs) || this.d.settings.defaultTimeoutSecs;
+      const runConfig: IniConfig = { ...config, 'result.tags': job.tags };
+      const checkoutDir = await this.d.testPack.checkout(job.test_pack_sha);
+      let lastStamp = '';
+      for (const testCase of order) {
+        if (active.abort.signal.aborted) break;
+        const start = await this.distinctStart(lastStamp, active.abort.signal);
+        if (!start) break;
+        lastStamp = runStamp(start);
+        await this.runOne(active, testCase, start, { checkoutDir, timeoutSecs, runConfig });
+      }
+    } finally {
+      job.status = 'exited';
+      job.end_time = this.now().toISOString();
+      job.current_run = null;
+      await this.d.jobs.save(job).catch((e: unknown) => this.d.logger.error({ err: e }, 'could not save job'));
+      this.active = undefined;
+      this.ended.get(job.job_uid)?.resolve();
+      this.ended.delete(job.job_uid);
+    }
+  }
+
+  private async runOne(
+    active: ActiveJob,
+    testCase: string,
+    start: Date,
+    ctx: { checkoutDir: string; timeoutSecs: number; runConfig: IniConfig },
+  ): Promise<void> {
+    const job = active.record;
+    const resultId = formatResultId(job.job_uid, start);
+    const resultDir = await this.d.results.createRunDir(resultId);
+    job.current_run = { result_id: resultId, test_case: testCase, start_time: start.toISOString(), pid: null };
+    if (job.soak === 'run forever') job.result_counts.total++;
+    await this.d.jobs.save(job);
+    const outcome = await this.d.runner.run(
+      {
+        resultDir,
+        checkoutDir: ctx.checkoutDir,
+        testCase,
+        testPackSha: job.test_pack_sha,
+        config: ctx.runConfig,
+        timeoutSecs: ctx.timeoutSecs,
+        onSpawn: (pid) => {
+          job.current_run = { ...job.current_run!, pid };
+          void this.d.jobs.save(job).catch(() => undefined);
+        },
+      },
+      active.abort.signal,
+    );
+    await this.d.frames.saveScreenshot(resultDir).catch((e: unknown) => {
+      this.d.logger.warn({ err: e, result: resultId }, 'could not save the end-of-run screenshot');
+    });
+    await this.record(job, resultId, testCase, start, this.now(), outcome);
+    job.result_counts[outcome.result]++;
+    job.current_run = null;
+    await this.d.jobs.save(job);
+    await this.d.results.enforceRetention().catch((e: unknown) => this.d.logger.error({ err: e }, 'retention failed'));
+  }
+
+  private async record(job: JobRecord, resultId: string, testCase: string, start: Date, end: Date, o: RunOutcome) {
+    const rec: ResultRecord = {
+      result_id: resultId,
+      job_uid: job.job_uid,
+      test_case: testCase,
+      test_pack_sha: job.test_pack_sha,
+      test_pack_branch: job.test_pack_branch,
+      category: job.category,
+      username: job.username,
+      tags: job.tags,
+      start_time: start.toISOString(),
+      end_time: end.toISOString(),
+      duration: Math.max(0, (end.getTime() - start.getTime()) / 1000),
+      result: o.result,
+      failure_reason: o.result === 'pass' ? null : o.failure_reason,
+      traceback: o.result === 'pass' ? null : o.traceback,
+    };
+    await this.d.results.add(rec);
+  }
+
+  /** A start time whose stamp differs from the previous run's (waits for the next second). */
+  private async distinctStart(lastStamp: string, signal: AbortSignal): Promise<Date | undefined> {
+    let now = this.now();
+    while (runStamp(now) === lastStamp) {
+      await sleep(1000 - (now.getTime() % 1000) + 1, signal);
+      if (signal.aborted) return undefined;
+      now = this.now();
+    }
+    return now;
+  }
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+}

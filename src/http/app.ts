@@ -1,0 +1,36 @@
+/**
+ * The Koa application: error handling, trailing-slash folding, JSON bodies,
+ * then the v1 routes (v2 mounts beside them).
+ */
+import Koa from 'koa';
+import type { Context, Next } from 'koa';
+import { jsonBody } from './body.js';
+import type { Services } from './context.js';
+import { errorHandler } from './errors.js';
+import { v1Router } from './v1/routes.js';
+
+export interface AppOptions {
+  /** Largest JSON body accepted; more is a 413. */
+  maxBodyBytes?: number;
+}
+
+export function createApp(s: Services, opts: AppOptions = {}): Koa {
+  const app = new Koa();
+  app.proxy = false;
+  // Koa's own error event would print a second time what errorHandler already logged.
+  app.silent = true;
+  app.use(errorHandler(s.logger));
+  app.use(foldTrailingSlash);
+  app.use(jsonBody(opts.maxBodyBytes ?? 1024 * 1024));
+  for (const router of [v1Router(s)]) {
+    app.use(router.routes());
+    app.use(router.allowedMethods());
+  }
+  return app;
+}
+
+/** COMPAT.md: `/result/<id>/` and `/result/<id>` are the same resource; so are `artifacts/` and `artifacts`. */
+async function foldTrailingSlash(ctx: Context, next: Next): Promise<void> {
+  if (ctx.path.length > 1 && ctx.path.endsWith('/')) ctx.path = ctx.path.replace(/\/+$/, '');
+  await next();
+}

@@ -1,0 +1,23 @@
+/** What the routers are given: the services, and how to build absolute URLs. */
+import type { Context } from 'koa';
+import type { JobService } from '../core/jobs.js';
+import type { FrameSource, Logger, ResultRepository, TestPack } from '../core/ports.js';
+
+export interface Services {
+  nodeId: string;
+  version: string;
+  jobs: JobService;
+  results: ResultRepository;
+  testPack: TestPack;
+  frames: FrameSource;
+  logger: Logger;
+  /** Absolute base URL from the config; else each request's own. */
+  publicUrl?: string;
+}
+
+export type ApiVersion = 'v1' | 'v2';
+
+/** `http://host:port` the client used (or the configured public URL), no trailing slash. */
+export function baseUrl(ctx: Context, s: Services): string {
+  return (s.publicUrl ?? `${ctx.protocol}://${ctx.host}`).replace(/\/+$/, '');
+}

@@ -1,0 +1,74 @@
+/**
+ * The v1 API of a single appliance: no node id in paths, no credentials by
+ * default (COMPAT.md), `job_id` still answered by run_tests. Handlers are
+ * short: validate, one service call, present.
+ */
+import Router from '@koa/router';
+import type { Context } from 'koa';
+import { FarmError } from '../../core/errors.js';
+import { parseResultQuery } from '../../core/query.js';
+import { parseRunRequest } from '../../core/runRequest.js';
+import { bodyOf } from '../body.js';
+import { baseUrl, type Services } from '../context.js';
+import { presentJob, presentResultSummary, presentV1RunTests } from '../presenters.js';
+import { mountResultRoutes } from '../resultRoutes.js';
+
+const JOB = '/api/v1/jobs/:node/:hex/:num';
+
+/** The job a request names; 404 when unknown. */
+export function jobFromParams(ctx: Context, s: Services) {
+  const p = ctx.params as Record<string, string>;
+  const uid = `/${p.node}/${p.hex}/${p.num}`;
+  const job = s.jobs.get(uid);
+  if (!job) throw new FarmError('not_found', `no job ${uid}`);
+  return job;
+}
+
+export function v1Router(s: Services): Router {
+  const r = new Router();
+
+  r.get('/api/v1/device/screenshot.png', async (ctx) => {
+    ctx.type = 'image/png';
+    ctx.body = await s.frames.screenshotPng();
+  });
+  r.get('/api/v1/device/thumbnail.jpg', async (ctx) => {
+    ctx.type = 'image/jpeg';
+    ctx.body = await s.frames.thumbnailJpeg();
+  });
+
+  r.get('/api/v1/test_pack/*rev/test_case_names', async (ctx) => {
+    const rev = await s.testPack.resolve(String((ctx.params as Record<string, string>).rev));
+    ctx.body = await s.testPack.testCaseNames(rev.sha);
+  });
+
+  r.post('/api/v1/run_tests', async (ctx) => {
+    const req = parseRunRequest(bodyOf(ctx), 'v1');
+    const job = await s.jobs.runTests(req, 'anonymous');
+    ctx.body = presentV1RunTests(job, baseUrl(ctx, s));
+  });
+
+  r.get(JOB, (ctx) => {
+    ctx.body = presentJob(jobFromParams(ctx, s), baseUrl(ctx, s), 'v1');
+  });
+
+  r.post(`${JOB}/stop`, async (ctx) => {
+    const { job, stopped } = await s.jobs.stop(jobFromParams(ctx, s).job_uid);
+    ctx.status = stopped ? 200 : 202;
+    ctx.body = presentJob(job, baseUrl(ctx, s), 'v1');
+  });
+
+  r.get(`${JOB}/results`, (ctx) => {
+    const job = jobFromParams(ctx, s);
+    const q = parseResultQuery({ ...ctx.query, filter: `job:${job.job_uid}` });
+    ctx.body = s.results.query(q).map((x) => presentResultSummary(x, baseUrl(ctx, s), 'v1'));
+  });
+
+  r.get('/api/v1/results', (ctx) => {
+    const q = parseResultQuery(ctx.query);
+    const base = baseUrl(ctx, s);
+    ctx.body = s.results.query(q).map((x) => presentResultSummary(x, base, 'v1'));
+  });
+
+  mountResultRoutes(r, '/api/v1/result', 'v1', s);
+  return r;
+}
