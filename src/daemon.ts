@@ -1,0 +1,121 @@
+/**
+ * The composition root: the one place that builds concrete classes and wires
+ * them together. `startDaemon` returns once the HTTP server listens; `stop`
+ * shuts everything down in order (HTTP, the running job, capture, storage).
+ */
+import { mkdir } from 'node:fs/promises';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import type { FarmConfig } from './config/schema.js';
+import { JobService } from './core/jobs.js';
+import type { FrameSource, Logger } from './core/ports.js';
+import { createFrameSource } from './hardware/capture/index.js';
+import { createApp } from './http/app.js';
+import type { Services } from './http/context.js';
+import { GitTestPack } from './runner/gitTestPack.js';
+import { killProcessGroup } from './runner/processGroup.js';
+import { ProcessTestRunner } from './runner/testRunner.js';
+import { FileJobRepository } from './storage/jobStore.js';
+import { FileResultRepository } from './storage/results/index.js';
+import { StateStore } from './storage/state.js';
+import { projectRoot, version } from './version.js';
+
+export interface Daemon {
+  /** `http://host:port` the server listens on. */
+  url: string;
+  server: Server;
+  services: Services;
+  stop(): Promise<void>;
+}
+
+export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daemon> {
+  const dataDir = cfg.data_dir;
+  await mkdir(dataDir, { recursive: true });
+  const state = await StateStore.open(dataDir);
+  const jobsRepo = new FileJobRepository(dataDir, state, cfg.node_id);
+
+  const results = new FileResultRepository({
+    dir: path.join(dataDir, 'results'),
+    retention: cfg.retention,
+    logger: logger.child({ module: 'results' }),
+  });
+  await results.open();
+
+  const testPack = new GitTestPack({
+    url: cfg.test_pack.url,
+    dir: path.join(dataDir, 'test-pack.git'),
+    worktreesDir: path.join(dataDir, 'checkouts'),
+    logger: logger.child({ module: 'test-pack' }),
+  });
+  await testPack.open().catch((e: unknown) => {
+    // Results stay readable without the test pack; run_tests retries the fetch.
+    logger.error({ err: e, url: cfg.test_pack.url }, 'could not mirror the test pack; will retry on use');
+  });
+
+  const runner = new ProcessTestRunner({
+    python: cfg.runner.python,
+    pythonPath: path.join(projectRoot, 'python'),
+    killGraceSecs: cfg.runner.kill_grace_secs,
+    maxOutputBytes: cfg.runner.max_output_bytes,
+    version,
+    logger: logger.child({ module: 'runner' }),
+  });
+
+  const frames: FrameSource = createFrameSource(cfg.capture, logger.child({ module: 'capture' }));
+  await frames.start();
+  const noCapture = cfg.capture.uri === 'none:';
+
+  const jobs = new JobService({
+    nodeId: cfg.node_id,
+    installationHex: state.data.installation_hex,
+    jobs: jobsRepo,
+    results,
+    testPack,
+    runner,
+    frames,
+    online: () => (noCapture ? { online: true, reason: null } : frames.health()),
+    logger: logger.child({ module: 'jobs' }),
+    settings: { defaultTimeoutSecs: cfg.runner.default_timeout_secs, stopResponseSecs: cfg.runner.stop_response_secs },
+  });
+  for (const pid of await jobs.recover()) killProcessGroup(pid, 'SIGKILL');
+
+  const services: Services = { nodeId: cfg.node_id, version, jobs, results, testPack, frames, logger, publicUrl: cfg.public_url };
+  const app = createApp(services);
+  const server = await listen(app.callback(), cfg.listen);
+  const addr = server.address() as AddressInfo;
+  const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
+  const url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${addr.port}`;
+  logger.info({ url, node_id: cfg.node_id, data_dir: dataDir }, 'farmhand is listening');
+
+  let stopping: Promise<void> | undefined;
+  const stop = () =>
+    (stopping ??= (async () => {
+      const closed = new Promise<void>((res) => server.close(() => res()));
+      server.closeIdleConnections();
+      await jobs.shutdown();
+      server.closeAllConnections();
+      await closed;
+      await frames.stop();
+      await results.close();
+    })());
+  return { url, server, services, stop };
+}
+
+async function listen(handler: Parameters<typeof import('node:http').createServer>[1], listenOn: string): Promise<Server> {
+  const { createServer } = await import('node:http');
+  const i = listenOn.lastIndexOf(':');
+  const host = listenOn.slice(0, i).replace(/^\[|\]$/g, '');
+  const port = Number(listenOn.slice(i + 1));
+  const server = createServer(handler);
+  server.headersTimeout = 30_000;
+  server.requestTimeout = 120_000; // long polls hold 55 s
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  return server;
+}
