@@ -2,7 +2,6 @@
 // `exit` stays off on purpose: a leaked handle shows up as a hang instead of hiding.
 module.exports = {
   'node-option': ['import=tsx'],
-  spec: ['test/**/*.test.ts'],
   timeout: 20000,
   reporter: 'spec',
 };
