@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Try farmhand on this machine: install what is missing, make the example test
+# pack a git repository, and start the daemon on loopback with ffmpeg's test
+# pattern as the "device under test". Ctrl-C stops it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+
+DEMO=.farmhand-demo
+PORT=${PORT:-8080}
+if [ ! -d "$DEMO/test-pack/.git" ]; then
+  mkdir -p "$DEMO"
+  cp -r examples/test-pack "$DEMO/test-pack"
+  git -C "$DEMO/test-pack" init -q -b main
+  git -C "$DEMO/test-pack" add -A
+  git -C "$DEMO/test-pack" -c user.name=farmhand -c user.email=farmhand@localhost commit -qm "Example test pack"
+fi
+
+URL="http://127.0.0.1:$PORT"
+cat <<MSG
+
+farmhand will listen on $URL. Try, in another terminal:
+
+  curl $URL/api/v1/test_pack/main/test_case_names
+  curl -d '{"test_pack_revision": "main", "test_cases": ["tests/example.py::test_passes", "tests/example.py::test_fails"]}' $URL/api/v1/run_tests
+  curl $URL/api/v1/results
+  curl -o screenshot.png $URL/api/v1/device/screenshot.png
+
+MSG
+exec node dist/main.js serve --listen "127.0.0.1:$PORT" --data-dir "$DEMO/data" \
+  --test-pack "$DEMO/test-pack" --capture testsrc: --node-id farmhand-demo

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what farmhand needs and is missing, on Debian 12 with Node >= 20.19:
+# Debian packages (ffmpeg, git, python3, socat, LIRC), the npm dependencies,
+# then builds dist/. Safe to run again: it only installs what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian packages: capture (ffmpeg), test packs (git), test scripts (python3 +
+# numpy), serial tests (socat), the IR oracle and remote files (lirc, lirc-compat-remotes).
+PACKAGES=(ffmpeg git python3 python3-numpy socat lirc lirc-compat-remotes)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "setup: installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -qq
+  # lirc's postinst tries to start its service; on a machine without systemd that is harmless.
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+node -e 'const [a,b]=process.versions.node.split(".").map(Number); if (a<20||(a===20&&b<19)) { console.error("setup: farmhand needs Node >= 20.19, this is "+process.version); process.exit(1) }'
+
+if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  echo "setup: installing npm dependencies"
+  npm ci --no-audit --no-fund --loglevel=error
+fi
+echo "setup: building"
+npm run --silent build
