@@ -1,0 +1,89 @@
+/**
+ * The ffmpeg command line of a capture device, built from parts: global
+ * options, one input chosen by the capture URI, then any number of outputs.
+ * Today the only output is the raw RGB preview piped to Node; per-run
+ * recording will be a second output on the same command, because only one
+ * process may stream from a V4L2 device (DESIGN.md, "Capture and video").
+ */
+
+/** What an input needs besides its arguments. */
+export interface InputOptions {
+  width: number;
+  height: number;
+  fps: number;
+  /** V4L2 pixel format (`mjpeg`, `yuyv422`, ...); ffmpeg picks when unset. */
+  input_format?: string | undefined;
+}
+
+/**
+ * One ffmpeg input. `stdin: 'frames'` means ffmpeg reads raw rgb24 frames of
+ * the configured size from its standard input, which the caller must feed
+ * (the virtual set-top box); `'none'` means stdin is unused.
+ */
+export interface InputSpec {
+  args: string[];
+  stdin: 'none' | 'frames';
+}
+
+/** One ffmpeg output: its options and target, in command-line order. */
+export interface OutputSpec {
+  args: string[];
+}
+
+/**
+ * The input arguments for a capture URI: `testsrc:`, `v4l2:/dev/videoN` or
+ * `virtual:`. Throws a plain Error for anything else (`none:` has no ffmpeg;
+ * the config schema rejects the rest before this is reached).
+ */
+export function inputArgs(uri: string, o: InputOptions): InputSpec {
+  const size = `${o.width}x${o.height}`;
+  if (uri === 'testsrc:') {
+    // lavfi generates frames as fast as it can; -re paces it at `fps`, so
+    // the preview rate is the real one and ffmpeg idles between frames.
+    return { args: ['-re', '-f', 'lavfi', '-i', `testsrc2=size=${size}:rate=${o.fps}`], stdin: 'none' };
+  }
+  if (uri.startsWith('v4l2:')) {
+    const device = uri.slice('v4l2:'.length);
+    if (!device.startsWith('/dev/')) throw new Error(`capture uri ${uri}: expected v4l2:/dev/videoN`);
+    const format = o.input_format === undefined ? [] : ['-input_format', o.input_format];
+    return {
+      args: ['-f', 'v4l2', ...format, '-video_size', size, '-framerate', String(o.fps), '-i', device],
+      stdin: 'none',
+    };
+  }
+  if (uri === 'virtual:') {
+    return {
+      args: ['-f', 'rawvideo', '-pix_fmt', 'rgb24', '-s', size, '-r', String(o.fps), '-i', 'pipe:0'],
+      stdin: 'frames',
+    };
+  }
+  throw new Error(`capture uri ${uri}: ffmpeg cannot read it`);
+}
+
+/**
+ * The preview output: `previewFps` raw rgb24 frames per second of exactly
+ * width x height on stdout. The scale keeps the frame size fixed even if a
+ * card delivers another mode than the one asked for, so Node can cut the
+ * byte stream into frames by length alone.
+ */
+export function previewOutput(o: { width: number; height: number; previewFps: number }): OutputSpec {
+  return {
+    args: [
+      '-map', '0:v',
+      '-vf', `fps=${o.previewFps},scale=${o.width}:${o.height}`,
+      '-f', 'rawvideo', '-pix_fmt', 'rgb24', 'pipe:1',
+    ],
+  };
+}
+
+/**
+ * The whole argument list (without the binary): quiet global options, the
+ * input, then the outputs. Stats and the banner are off so stderr carries
+ * only errors, which become the health reason.
+ */
+export function ffmpegArgs(input: InputSpec, outputs: OutputSpec[]): string[] {
+  const global = ['-hide_banner', '-nostats', '-loglevel', 'error'];
+  // -nostdin stops ffmpeg reading keystrokes; it must not be given when stdin carries frames.
+  if (input.stdin === 'none') global.push('-nostdin');
+  return [...global, ...input.args, ...outputs.flatMap((out) => out.args)];
+}

@@ -1,0 +1,231 @@
+/**
+ * The capture device: ONE long-lived ffmpeg child per card (V4L2 lets only
+ * one handle stream), supervised. It reads the reduced-rate raw preview into
+ * a FrameRing, serves screenshots and thumbnails from the latest frame, and
+ * restarts ffmpeg with back-off when it exits or stops producing frames.
+ * The command is built from an input (testsrc, v4l2, or raw frames on stdin
+ * for the virtual set-top box) and a list of outputs, so per-run recording
+ * can join the preview as a second output of the same process.
+ */
+import type { Writable } from 'node:stream';
+import { FarmError } from '../../core/errors.js';
+import type { CaptureHealth, FrameSource, Logger } from '../../core/ports.js';
+import { Backoff } from './backoff.js';
+import { encodePng, encodeThumbnail, writeFileAtomic } from './encode.js';
+import { ffmpegArgs, inputArgs, previewOutput, type InputSpec } from './ffmpeg-args.js';
+import { describeExit, FfmpegChild, type ChildExit } from './ffmpeg-child.js';
+import { FrameRing, type RawFrame } from './frame-ring.js';
+import { silentLogger } from './silent-logger.js';
+
+/**
+ * Feeds raw rgb24 frames of the configured size into ffmpeg's stdin (the
+ * `virtual:` input). Called with the new stdin at every (re)start of ffmpeg;
+ * returns a function that stops feeding that stdin.
+ */
+export type FrameFeed = (stdin: Writable) => () => void;
+
+/** The `capture` section of the config, plus what the daemon wires in. */
+export interface FfmpegFrameSourceOptions {
+  uri: string;
+  width: number;
+  height: number;
+  fps: number;
+  preview_fps: number;
+  input_format?: string | undefined;
+  /** The ffmpeg binary: a name looked up in PATH, or a path. */
+  ffmpeg: string;
+  logger?: Logger;
+  /** Required when the input reads frames from stdin (`virtual:`). */
+  feed?: FrameFeed;
+}
+
+/** Between TERM and KILL when ffmpeg is ended. */
+const KILL_GRACE_MS = 2000;
+/** How long a starting ffmpeg may take to deliver its first frame (a V4L2 card can take seconds). */
+const STARTUP_MS = 10_000;
+
+type Phase = 'idle' | 'starting' | 'running' | 'waiting' | 'stopped';
+
+export class FfmpegFrameSource implements FrameSource {
+  private readonly ring: FrameRing;
+  private readonly input: InputSpec;
+  private readonly args: string[];
+  private readonly log: Logger;
+  /** No frame for this long means stalled: 2 s plus two preview intervals. */
+  private readonly staleMs: number;
+  private readonly backoff = new Backoff();
+  private phase: Phase = 'idle';
+  private child: FfmpegChild | undefined;
+  private failure: string | undefined;
+  private stallReason: string | undefined;
+  private healthySince: number | undefined;
+  private watchdog: NodeJS.Timeout | undefined;
+  private restartTimer: NodeJS.Timeout | undefined;
+  private restartAt = 0;
+  private detachFeed: (() => void) | undefined;
+
+  /** Builds the command; does no I/O. Throws for a URI ffmpeg cannot read, or `virtual:` without a feed. */
+  constructor(private readonly o: FfmpegFrameSourceOptions) {
+    this.ring = new FrameRing(o.width, o.height);
+    this.input = inputArgs(o.uri, o);
+    if (this.input.stdin === 'frames' && o.feed === undefined) {
+      throw new Error(`capture uri ${o.uri} reads frames from stdin: a frame feed is required`);
+    }
+    this.args = ffmpegArgs(this.input, [previewOutput({ ...o, previewFps: o.preview_fps })]);
+    this.staleMs = 2000 + 2000 / o.preview_fps;
+    this.log = (o.logger ?? silentLogger).child({ uri: o.uri });
+  }
+
+  /** Spawn ffmpeg; resolves at once (frames and failures are reported by `health()`). */
+  async start(): Promise<void> {
+    if (this.phase !== 'idle' && this.phase !== 'stopped') return;
+    this.failure = undefined;
+    this.spawnChild();
+  }
+
+  /** End ffmpeg (TERM, then KILL) and stop restarting it; resolves once it is gone. */
+  async stop(): Promise<void> {
+    this.phase = 'stopped';
+    clearTimeout(this.restartTimer);
+    clearTimeout(this.watchdog);
+    this.restartTimer = this.watchdog = undefined;
+    const child = this.child;
+    if (child) await child.terminate(KILL_GRACE_MS);
+  }
+
+  health(): CaptureHealth {
+    const reason = this.offlineReason();
+    return { online: reason === null, reason };
+  }
+
+  /** Process id of the running ffmpeg, if any (tests and diagnostics). */
+  pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  /** The ffmpeg arguments (without the binary), for logs and diagnostics. */
+  commandArgs(): readonly string[] {
+    return this.args;
+  }
+
+  /** A copy of the latest live frame, which the caller owns; undefined when offline. */
+  latestFrame(): RawFrame | undefined {
+    return this.offlineReason() === null ? this.ring.latestCopy() : undefined;
+  }
+
+  /**
+   * Run `fn` on the latest live frame without copying it (the ring will not
+   * overwrite it until `fn` settles; `fn` must not keep `frame.data`).
+   * FarmError `device_unavailable` when offline.
+   */
+  async withLatestFrame<T>(fn: (frame: RawFrame) => Promise<T>): Promise<T> {
+    const reason = this.offlineReason();
+    const out = reason === null ? await this.ring.withLatest(fn) : undefined;
+    if (out === undefined) throw new FarmError('device_unavailable', `capture is offline: ${reason ?? 'no frame yet'}`);
+    return out;
+  }
+
+  screenshotPng(): Promise<Buffer> {
+    return this.withLatestFrame(encodePng);
+  }
+
+  thumbnailJpeg(): Promise<Buffer> {
+    return this.withLatestFrame(encodeThumbnail);
+  }
+
+  /** Both files from the same frame, each written atomically; false when offline. */
+  async saveScreenshot(dir: string): Promise<boolean> {
+    if (this.offlineReason() !== null) return false;
+    const files = await this.ring.withLatest((f) => Promise.all([encodePng(f), encodeThumbnail(f)]));
+    if (files === undefined) return false;
+    await Promise.all([writeFileAtomic(dir, 'screenshot.png', files[0]), writeFileAtomic(dir, 'thumbnail.jpg', files[1])]);
+    return true;
+  }
+
+  private offlineReason(): string | null {
+    switch (this.phase) {
+      case 'idle':
+        return 'capture not started';
+      case 'stopped':
+        return 'capture stopped';
+      case 'waiting': {
+        const secs = Math.max(0, (this.restartAt - performance.now()) / 1000);
+        return `${this.failure}; restarting in ${secs.toFixed(1)} s`;
+      }
+      case 'starting':
+        return this.failure === undefined ? 'starting: waiting for the first frame' : `${this.failure}; restarting`;
+      case 'running': {
+        const age = performance.now() - (this.ring.latestMonotonic() ?? 0);
+        return age > this.staleMs ? `stalled: no frames for ${(age / 1000).toFixed(1)} s` : null;
+      }
+    }
+  }
+
+  private spawnChild(): void {
+    this.ring.resetPartial();
+    this.phase = 'starting';
+    this.healthySince = this.stallReason = undefined;
+    const child: FfmpegChild = new FfmpegChild({
+      binary: this.o.ffmpeg,
+      args: this.args,
+      stdinPipe: this.input.stdin === 'frames',
+      logger: this.log,
+      onStdout: (chunk) => this.onData(child, chunk),
+    });
+    this.child = child;
+    void child.closed.then((exit) => this.onChildClosed(child, exit));
+    if (this.o.feed && child.stdin) this.detachFeed = this.o.feed(child.stdin);
+    this.armWatchdog(STARTUP_MS);
+    this.log.info({ pid: child.pid, args: this.args.join(' ') }, 'ffmpeg started');
+  }
+
+  private onData(child: FfmpegChild, chunk: Buffer): void {
+    if (child !== this.child || this.ring.push(chunk) === 0) return;
+    if (this.phase === 'starting') {
+      this.phase = 'running';
+      this.failure = undefined;
+      this.healthySince = performance.now();
+      this.armWatchdog(this.staleMs);
+      this.log.info({ pid: child.pid }, 'capture online');
+    } else {
+      this.watchdog?.refresh();
+    }
+  }
+
+  /** (Re)start the no-frame timer; when it fires ffmpeg is ended and restarted. */
+  private armWatchdog(ms: number): void {
+    clearTimeout(this.watchdog);
+    this.watchdog = setTimeout(() => this.onStall(ms), ms);
+  }
+
+  private onStall(ms: number): void {
+    this.watchdog = undefined;
+    const child = this.child;
+    if (!child) return;
+    const secs = (ms / 1000).toFixed(1);
+    this.stallReason =
+      this.phase === 'starting' ? `no frame within ${secs} s of starting ffmpeg` : `stalled: no frames for ${secs} s`;
+    this.log.warn({ pid: child.pid, reason: this.stallReason }, 'ffmpeg stalled; ending it');
+    void child.terminate(KILL_GRACE_MS);
+  }
+
+  private onChildClosed(child: FfmpegChild, exit: ChildExit): void {
+    if (child !== this.child) return;
+    this.child = undefined;
+    this.detachFeed?.();
+    this.detachFeed = undefined;
+    clearTimeout(this.watchdog);
+    this.watchdog = undefined;
+    if (this.phase === 'stopped') return;
+    this.failure = this.stallReason ?? describeExit(this.o.ffmpeg, exit, child.lastStderrLine());
+    const now = performance.now();
+    const delay = this.backoff.failed(now, this.healthySince);
+    this.phase = 'waiting';
+    this.restartAt = now + delay;
+    this.log.warn({ reason: this.failure, restart_in_ms: delay }, 'capture offline');
+    this.restartTimer = setTimeout(() => {
+      this.restartTimer = undefined;
+      this.spawnChild();
+    }, delay);
+  }
+}

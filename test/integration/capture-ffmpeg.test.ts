@@ -1,0 +1,210 @@
+/**
+ * The capture pipeline with a real ffmpeg child on testsrc2 (and raw frames
+ * on stdin for virtual:): frames, lossless screenshots, thumbnails, and the
+ * supervisor's recovery from a killed, stalled or missing ffmpeg.
+ */
+import { expect } from 'chai';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Writable } from 'node:stream';
+import sharp from 'sharp';
+import { isFarmError } from '../../src/core/errors.js';
+import { FfmpegFrameSource, type FfmpegFrameSourceOptions } from '../../src/hardware/capture/index.js';
+
+const W = 640;
+const H = 360;
+const base: FfmpegFrameSourceOptions = { uri: 'testsrc:', width: W, height: H, fps: 25, preview_fps: 10, ffmpeg: 'ffmpeg' };
+
+async function waitFor(what: string, cond: () => boolean, timeoutMs = 8000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function rejectionCode(p: Promise<unknown>): Promise<string | undefined> {
+  try {
+    await p;
+  } catch (e) {
+    return isFarmError(e) ? e.code : `not a FarmError: ${String(e)}`;
+  }
+  return undefined;
+}
+
+/** Active timers and child-process handles, after pending handle closes ran. */
+async function handles(): Promise<number> {
+  // A closed handle leaves the list in the loop's close phase, after the first setImmediate.
+  for (let i = 0; i < 2; i++) await new Promise((r) => setImmediate(r));
+  return process.getActiveResourcesInfo().filter((r) => r === 'Timeout' || r === 'ProcessWrap').length;
+}
+
+describe('capture: FfmpegFrameSource on testsrc2', function () {
+  let source: FfmpegFrameSource | undefined;
+  afterEach(async () => {
+    await source?.stop();
+    source = undefined;
+  });
+
+  const online = () => source!.health().online;
+
+  it('starts offline ("starting"), then frames arrive and health is online', async () => {
+    source = new FfmpegFrameSource(base);
+    expect(source.health()).to.deep.equal({ online: false, reason: 'capture not started' });
+    await source.start();
+    expect(source.health().reason).to.match(/^starting/);
+    await waitFor('online', online);
+    const first = source.latestFrame()!;
+    await waitFor('more frames', () => source!.latestFrame()!.seq >= first.seq + 3);
+    const f = source.latestFrame()!;
+    expect([f.width, f.height, f.data.length]).to.deep.equal([W, H, W * H * 3]);
+  });
+
+  it('"Screenshot from the device under test, image/png": the PNG decodes losslessly to the raw frame', async () => {
+    source = new FfmpegFrameSource(base);
+    await source.start();
+    await waitFor('online', online);
+    for (let i = 0; i < 3; i++) {
+      // Both calls read the ring in the same tick, so they see the same frame.
+      const pending = source.screenshotPng();
+      const raw = source.latestFrame()!;
+      const png = await pending;
+      const meta = await sharp(png).metadata();
+      expect([meta.format, meta.width, meta.height]).to.deep.equal(['png', W, H]);
+      const decoded = await sharp(png).raw().toBuffer({ resolveWithObject: true });
+      expect(decoded.info.channels).to.equal(3);
+      expect(decoded.data.equals(raw.data), 'decoded PNG equals the raw frame').to.equal(true);
+      await new Promise((r) => setTimeout(r, 120));
+    }
+  });
+
+  it('"Small thumbnail, image/jpeg": a JPEG 320 pixels wide', async () => {
+    source = new FfmpegFrameSource(base);
+    await source.start();
+    await waitFor('online', online);
+    const meta = await sharp(await source.thumbnailJpeg()).metadata();
+    expect([meta.format, meta.width, meta.height]).to.deep.equal(['jpeg', 320, 180]);
+  });
+
+  it('saveScreenshot writes screenshot.png and thumbnail.jpg and nothing else', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'farmhand-capture-'));
+    try {
+      source = new FfmpegFrameSource(base);
+      await source.start();
+      await waitFor('online', online);
+      expect(await source.saveScreenshot(dir)).to.equal(true);
+      expect((await readdir(dir)).sort()).to.deep.equal(['screenshot.png', 'thumbnail.jpg']);
+      const png = await sharp(await readFile(join(dir, 'screenshot.png'))).metadata();
+      const jpg = await sharp(await readFile(join(dir, 'thumbnail.jpg'))).metadata();
+      expect([png.format, png.width, jpg.format, jpg.width]).to.deep.equal(['png', W, 'jpeg', 320]);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('ffmpeg killed with SIGKILL: offline with the reason, then back online by itself', async () => {
+    source = new FfmpegFrameSource(base);
+    await source.start();
+    await waitFor('online', online);
+    const pid = source.pid()!;
+    process.kill(pid, 'SIGKILL');
+    await waitFor('offline', () => !online());
+    expect(source.health().reason).to.match(/ffmpeg was killed by SIGKILL; restarting/);
+    expect(await rejectionCode(source.screenshotPng())).to.equal('device_unavailable');
+    await waitFor('back online', online);
+    expect(source.pid()).to.be.a('number').and.not.equal(pid);
+    expect(alive(pid)).to.equal(false);
+  });
+
+  it('ffmpeg that stops producing frames is marked stalled, replaced, and comes back', async () => {
+    source = new FfmpegFrameSource(base);
+    await source.start();
+    await waitFor('online', online);
+    const pid = source.pid()!;
+    process.kill(pid, 'SIGSTOP'); // alive but silent, like a hung card
+    await waitFor('stalled', () => !online(), 4000);
+    expect(source.health().reason).to.match(/no frames for \d/);
+    await waitFor('back online', online, 10_000);
+    expect(source.pid()).to.not.equal(pid);
+    expect(alive(pid), 'the stalled ffmpeg was ended').to.equal(false);
+  });
+
+  it('a V4L2 device that does not exist: offline with ffmpeg\'s own error as the reason', async () => {
+    source = new FfmpegFrameSource({ ...base, uri: 'v4l2:/dev/video-farmhand-missing' });
+    await source.start();
+    await waitFor('failure', () => /exited/.test(source!.health().reason ?? ''));
+    expect(source.health().reason).to.match(/exited with code \d+: .*video-farmhand-missing/);
+  });
+
+  it('a bogus ffmpeg binary: offline with a reason; screenshots answer device_unavailable', async () => {
+    source = new FfmpegFrameSource({ ...base, ffmpeg: '/nonexistent/farmhand/ffmpeg' });
+    await source.start();
+    await waitFor('failure', () => /not found/.test(source!.health().reason ?? ''));
+    expect(source.health()).to.include({ online: false });
+    expect(source.health().reason).to.match(/^ffmpeg not found: \/nonexistent\/farmhand\/ffmpeg; restarting in/);
+    expect(source.pid()).to.equal(undefined);
+    expect(await rejectionCode(source.screenshotPng())).to.equal('device_unavailable');
+    expect(await rejectionCode(source.thumbnailJpeg())).to.equal('device_unavailable');
+    const dir = await mkdtemp(join(tmpdir(), 'farmhand-capture-'));
+    expect(await source.saveScreenshot(dir)).to.equal(false);
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('stop() ends ffmpeg and leaves no child, timer or process handle behind', async () => {
+    const before = await handles();
+    source = new FfmpegFrameSource(base);
+    await source.start();
+    await waitFor('online', online);
+    const pid = source.pid()!;
+    expect(alive(pid)).to.equal(true);
+    expect(await handles()).to.be.greaterThan(before);
+    await source.stop();
+    expect(alive(pid)).to.equal(false);
+    expect(source.health()).to.deep.equal({ online: false, reason: 'capture stopped' });
+    expect(await handles()).to.equal(before);
+  });
+
+  it('stop() while a restart is pending cancels it', async () => {
+    const before = await handles();
+    source = new FfmpegFrameSource({ ...base, ffmpeg: '/nonexistent/farmhand/ffmpeg' });
+    await source.start();
+    await waitFor('restart pending', () => /restarting in/.test(source!.health().reason ?? ''));
+    await source.stop();
+    expect(await handles()).to.equal(before);
+    await new Promise((r) => setTimeout(r, 700)); // past the first back-off delay
+    expect(source.health().reason).to.equal('capture stopped');
+  });
+});
+
+describe('capture: FfmpegFrameSource on virtual: (raw frames on stdin)', () => {
+  it('frames written to ffmpeg\'s stdin come out as screenshots', async () => {
+    const colour = [200, 30, 90];
+    const still = Buffer.alloc(W * H * 3);
+    for (let i = 0; i < still.length; i += 3) still.set(colour, i);
+    const feed = (stdin: Writable) => {
+      const timer = setInterval(() => stdin.write(still), 40);
+      return () => clearInterval(timer);
+    };
+    expect(() => new FfmpegFrameSource({ ...base, uri: 'virtual:' })).to.throw(/feed/);
+    const source = new FfmpegFrameSource({ ...base, uri: 'virtual:', feed });
+    try {
+      await source.start();
+      await waitFor('online', () => source.health().online);
+      const { data, info } = await sharp(await source.screenshotPng()).raw().toBuffer({ resolveWithObject: true });
+      expect([info.width, info.height]).to.deep.equal([W, H]);
+      expect(data.equals(still)).to.equal(true);
+    } finally {
+      await source.stop();
+    }
+  });
+});
