@@ -134,6 +134,9 @@ describe('capture: FfmpegFrameSource on testsrc2', function () {
     process.kill(pid, 'SIGSTOP'); // alive but silent, like a hung card
     await waitFor('stalled', () => !online(), 4000);
     expect(source.health().reason).to.match(/no frames for \d/);
+    // "A frame older than the staleness bound is not served as live."
+    expect(source.latestFrame()).to.equal(undefined);
+    expect(await rejectionCode(source.screenshotPng())).to.equal('device_unavailable');
     await waitFor('back online', online, 10_000);
     expect(source.pid()).to.not.equal(pid);
     expect(alive(pid), 'the stalled ffmpeg was ended').to.equal(false);
