@@ -1,16 +1,314 @@
 /**
- * Results queries: the filter grammar, sort and tz of the results endpoints.
- * (Placeholder types; the parser lands with the results index.)
+ * Results queries: the `filter`, `sort` and `tz` parameters of GET
+ * /api/v{1,2}/results, validated and compiled into a {@link ResultQuery}.
+ * Pure: no I/O. The grammar, with examples, is in docs/filters.md.
+ *
+ * Dates in a filter are compared with `start_time` as strings: records carry
+ * canonical UTC ISO times (`2026-11-23T09:19:15.123Z`, see model.ts), which
+ * sort lexically in time order, so a date term costs one string comparison
+ * per record instead of a `Date.parse`.
  */
+import { DateTime, FixedOffsetZone, IANAZone, type Zone } from 'luxon';
+import { FarmError } from './errors.js';
 import type { ResultRecord } from './model.js';
 
 export type SortField = 'category' | 'date' | 'duration' | 'job' | 'testcase' | 'result';
+export type SortDir = 'asc' | 'desc';
 
 export interface ResultQuery {
   /** Compiled filter; matches every record when the filter is empty. */
   predicate: (r: ResultRecord) => boolean;
-  sort: { field: SortField; dir: 'asc' | 'desc' };
+  sort: { field: SortField; dir: SortDir };
   /** IANA zone the dates of the filter were read in. */
   tz: string;
   limit: number;
+  /** The filter text as given ('' when none). */
+  filter?: string;
+}
+
+/** Default and maximum number of results one query returns (spec: "at most the first 2,000"). */
+export const DEFAULT_RESULT_LIMIT = 2000;
+
+const SORT_FIELDS: readonly SortField[] = ['category', 'date', 'duration', 'job', 'testcase', 'result'];
+
+/**
+ * Validate the query parameters of the results endpoints.
+ * Throws `FarmError('invalid_request')` for a bad `sort`/`tz` or a non-string
+ * parameter, `FarmError('invalid_filter')` naming the first bad term.
+ */
+export function parseResultQuery(
+  raw: { filter?: unknown; sort?: unknown; tz?: unknown },
+  opts: { now?: Date; limit?: number } = {},
+): ResultQuery {
+  const tz = parseTimeZone(raw.tz);
+  const sort = parseSort(raw.sort);
+  const filter = stringParam('filter', raw.filter);
+  const predicate = compileFilter(filter, tz, opts.now ?? new Date());
+  return { predicate, sort, tz, limit: opts.limit ?? DEFAULT_RESULT_LIMIT, filter };
+}
+
+/** A `tz` parameter: an IANA zone name, `UTC` when absent or empty. */
+export function parseTimeZone(raw: unknown): string {
+  const tz = stringParam('tz', raw);
+  if (tz === '') return 'UTC';
+  if (!IANAZone.isValidZone(tz)) {
+    throw new FarmError('invalid_request', `tz: unknown time zone "${tz}"; use an IANA name such as UTC or Europe/London`);
+  }
+  return tz;
+}
+
+/** A `sort` parameter, `<field>:asc|desc`; `date:desc` when absent or empty. */
+export function parseSort(raw: unknown): { field: SortField; dir: SortDir } {
+  const s = stringParam('sort', raw);
+  if (s === '') return { field: 'date', dir: 'desc' };
+  const m = /^([a-z]+):(asc|desc)$/.exec(s);
+  const field = m?.[1] as SortField | undefined;
+  if (!m || !field || !SORT_FIELDS.includes(field)) {
+    throw new FarmError('invalid_request', `sort: "${s}" is not <field>:asc or <field>:desc with field one of ${SORT_FIELDS.join(', ')}`);
+  }
+  return { field, dir: m[2] as SortDir };
+}
+
+function stringParam(name: string, raw: unknown): string {
+  if (raw === undefined || raw === null) return '';
+  if (typeof raw !== 'string') throw new FarmError('invalid_request', `${name}: give the parameter once, as a string`);
+  return raw.trim();
+}
+
+// ---------------------------------------------------------------- sorting
+
+const OUTCOME_RANK = { pass: 0, fail: 1, error: 2 } as const;
+
+const str = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+const byDate = (a: ResultRecord, b: ResultRecord): number =>
+  (isCanonical(a.start_time) && isCanonical(b.start_time)
+    ? str(a.start_time, b.start_time)
+    : Date.parse(a.start_time) - Date.parse(b.start_time)) || str(a.result_id, b.result_id);
+const jobNumber = (uid: string): number => Number(uid.slice(uid.lastIndexOf('/') + 1));
+
+const PRIMARY: Record<SortField, ((a: ResultRecord, b: ResultRecord) => number) | undefined> = {
+  date: undefined,
+  duration: (a, b) => a.duration - b.duration,
+  job: (a, b) => jobNumber(a.job_uid) - jobNumber(b.job_uid) || str(a.job_uid, b.job_uid),
+  testcase: (a, b) => str(a.test_case, b.test_case),
+  category: (a, b) => str(a.category, b.category),
+  result: (a, b) => OUTCOME_RANK[a.result] - OUTCOME_RANK[b.result],
+};
+
+/**
+ * Comparator for a sort: the field, then `start_time`, then `result_id`, all
+ * in the sort's direction, so the order is total and stable across requests.
+ * `result` ranks pass < fail < error; `job` compares job numbers numerically.
+ */
+export function compareFor(sort: { field: SortField; dir: SortDir }): (a: ResultRecord, b: ResultRecord) => number {
+  const primary = PRIMARY[sort.field];
+  const asc = primary ? (a: ResultRecord, b: ResultRecord) => primary(a, b) || byDate(a, b) : byDate;
+  return sort.dir === 'asc' ? asc : (a, b) => asc(b, a);
+}
+
+// ---------------------------------------------------------------- tokenizer
+
+interface Term {
+  /** The term as written, for error messages. */
+  text: string;
+  negated: boolean;
+  /** Lower-cased key, or undefined for free text. */
+  key: string | undefined;
+  value: string;
+}
+
+const badTerm = (text: string, why: string): FarmError =>
+  new FarmError('invalid_filter', `filter: bad term "${text}": ${why}`, { term: text });
+
+/** Split on unquoted whitespace; `"..."` holds spaces, with `\"` and `\\` as the only escapes. */
+function tokenize(filter: string): Term[] {
+  const terms: Term[] = [];
+  let i = 0;
+  while (i < filter.length) {
+    if (/\s/.test(filter[i]!)) { i++; continue; }
+    const start = i;
+    let key: string | undefined;
+    let value = '';
+    while (i < filter.length && !/\s/.test(filter[i]!)) {
+      const c = filter[i]!;
+      if (c === '"') {
+        const end = readQuoted(filter, i);
+        if (end.next < 0) throw badTerm(filter.slice(start), 'unterminated quote');
+        value += end.text;
+        i = end.next;
+      } else if (c === ':' && key === undefined) {
+        key = value;
+        value = '';
+        i++;
+      } else {
+        value += c;
+        i++;
+      }
+    }
+    terms.push(makeTerm(filter.slice(start, i), key, value));
+  }
+  return terms;
+}
+
+function readQuoted(s: string, open: number): { text: string; next: number } {
+  let text = '';
+  for (let i = open + 1; i < s.length; i++) {
+    const c = s[i]!;
+    if (c === '"') return { text, next: i + 1 };
+    if (c === '\\' && (s[i + 1] === '"' || s[i + 1] === '\\')) text += s[++i];
+    else text += c;
+  }
+  return { text, next: -1 };
+}
+
+function makeTerm(text: string, key: string | undefined, value: string): Term {
+  // `-` negates only when written unquoted at the very start of the term.
+  const negated = text.startsWith('-');
+  if (negated) {
+    if (key !== undefined) key = key.slice(1);
+    else value = value.slice(1);
+  }
+  if (text === '-') throw badTerm(text, 'nothing after "-"');
+  return { text, negated, key: key?.toLowerCase(), value };
+}
+
+// ---------------------------------------------------------------- compiling
+
+type Test = (r: ResultRecord) => boolean;
+
+function compileFilter(filter: string, tz: string, now: Date): Test {
+  const tests = tokenize(filter).map((t) => {
+    const test = compileTerm(t, tz, now);
+    return t.negated ? (r: ResultRecord) => !test(r) : test;
+  });
+  if (tests.length === 0) return () => true;
+  if (tests.length === 1) return tests[0]!;
+  if (tests.length === 2) {
+    const [a, b] = tests as [Test, Test];
+    return (r) => a(r) && b(r);
+  }
+  return (r) => tests.every((t) => t(r));
+}
+
+function compileTerm(t: Term, tz: string, now: Date): Test {
+  if (t.key === undefined) return freeText(t);
+  if (t.value === '') throw badTerm(t.text, `no value after "${t.key}:"`);
+  const v = t.value;
+  switch (t.key) {
+    case 'job': {
+      const uid = '/' + v.replace(/^\/+|\/+$/g, '');
+      return (r) => r.job_uid === uid;
+    }
+    case 'testcase':
+      return testCaseTerm(v);
+    case 'category':
+      return (r) => r.category === v;
+    case 'result': {
+      const want = v.toLowerCase();
+      if (want !== 'pass' && want !== 'fail' && want !== 'error') throw badTerm(t.text, 'result is pass, fail or error');
+      return (r) => r.result === want;
+    }
+    case 'date':
+      return dateTerm(t, tz, now);
+    default:
+      throw badTerm(t.text, `unknown key "${t.key}" (keys: job, testcase, category, result, date; quote free text that holds ":")`);
+  }
+}
+
+/** Exact full name; `*` matches any run of characters (`testcase:*::test_login*`). */
+function testCaseTerm(v: string): Test {
+  if (!v.includes('*')) return (r) => r.test_case === v;
+  const re = new RegExp('^' + v.split('*').map(escapeRe).join('.*') + '$', 's');
+  return (r) => re.test(r.test_case);
+}
+
+/** Case-insensitive substring of test_case, failure_reason, category, job_uid or result_id. */
+function freeText(t: Term): Test {
+  if (t.value === '') throw badTerm(t.text, 'empty text');
+  const re = new RegExp(escapeRe(t.value), 'i');
+  return (r) =>
+    re.test(r.test_case) || (r.failure_reason !== null && re.test(r.failure_reason)) ||
+    re.test(r.category) || re.test(r.result_id);
+}
+
+const escapeRe = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+// ---------------------------------------------------------------- dates
+
+/** Half-open span of instants [lo, hi) a written date stands for, as canonical ISO strings. */
+interface Span { lo: string; hi: string }
+
+function dateTerm(t: Term, tz: string, now: Date): Test {
+  const v = t.value;
+  const range = v.indexOf('..');
+  if (range >= 0) {
+    const from = v.slice(0, range).trim();
+    const to = v.slice(range + 2).trim();
+    if (from === '' && to === '') throw badTerm(t.text, 'a range needs at least one end');
+    const lo = from === '' ? undefined : parseSpan(t, from, tz, now).lo;
+    const hi = to === '' ? undefined : parseSpan(t, to, tz, now).hi;
+    return between(lo, hi);
+  }
+  const m = /^(>=|<=|>|<|=)?(.*)$/s.exec(v)!;
+  const span = parseSpan(t, m[2]!.trim(), tz, now);
+  switch (m[1]) {
+    case '>': return between(span.hi, undefined);
+    case '>=': return between(span.lo, undefined);
+    case '<': return between(undefined, span.lo);
+    case '<=': return between(undefined, span.hi);
+    default: return between(span.lo, span.hi);
+  }
+}
+
+function between(lo: string | undefined, hi: string | undefined): Test {
+  return (r) => {
+    const s = isCanonical(r.start_time) ? r.start_time : canonical(r.start_time);
+    return (lo === undefined || s >= lo) && (hi === undefined || s < hi);
+  };
+}
+
+const isCanonical = (s: string): boolean => s.length === 24 && s.charCodeAt(23) === 90 && s.charCodeAt(10) === 84;
+const canonical = (s: string): string => {
+  const ms = Date.parse(s);
+  return Number.isNaN(ms) ? '' : new Date(ms).toISOString();
+};
+
+const DATE_RE =
+  /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?\s*([Zz]|[+-]\d{2}(?::?\d{2})?)?)?$/;
+
+/** A written date or date-time as the span its precision covers: a day, a minute, a second or a millisecond. */
+function parseSpan(t: Term, text: string, tz: string, now: Date): Span {
+  const keyword = relativeSpan(text.toLowerCase(), tz, now);
+  if (keyword) return keyword;
+  const m = DATE_RE.exec(text);
+  if (!m) throw badTerm(t.text, `"${text}" is not a date (YYYY-MM-DD, YYYY-MM-DDThh:mm[:ss[.sss]][Z|±hh:mm], today, yesterday or now)`);
+  const [, y, mo, d, h, mi, s, frac, offset] = m;
+  const zone: Zone | string = offset ? offsetZone(offset) : tz;
+  const start = DateTime.fromObject(
+    {
+      year: Number(y), month: Number(mo), day: Number(d),
+      hour: Number(h ?? 0), minute: Number(mi ?? 0), second: Number(s ?? 0),
+      millisecond: frac ? Number(frac.slice(0, 3).padEnd(3, '0')) : 0,
+    },
+    { zone },
+  );
+  if (!start.isValid) throw badTerm(t.text, `"${text}" is not a valid date (${start.invalidReason ?? 'out of range'})`);
+  const step = frac ? { milliseconds: 1 } : s ? { seconds: 1 } : h ? { minutes: 1 } : { days: 1 };
+  return { lo: start.toUTC().toISO()!, hi: start.plus(step).toUTC().toISO()! };
+}
+
+function offsetZone(offset: string): Zone {
+  if (/^z$/i.test(offset)) return FixedOffsetZone.utcInstance;
+  const m = /^([+-])(\d{2}):?(\d{2})?$/.exec(offset)!;
+  const minutes = Number(m[2]) * 60 + Number(m[3] ?? 0);
+  return FixedOffsetZone.instance(m[1] === '-' ? -minutes : minutes);
+}
+
+function relativeSpan(word: string, tz: string, now: Date): Span | undefined {
+  const today = DateTime.fromJSDate(now, { zone: tz }).startOf('day');
+  const day = (d: DateTime): Span => ({ lo: d.toUTC().toISO()!, hi: d.plus({ days: 1 }).toUTC().toISO()! });
+  if (word === 'today') return day(today);
+  if (word === 'yesterday') return day(today.minus({ days: 1 }));
+  if (word === 'now') return { lo: now.toISOString(), hi: new Date(now.getTime() + 1).toISOString() };
+  return undefined;
 }
