@@ -1,0 +1,65 @@
+/**
+ * What every IR transport (the thing that puts infrared light on the device
+ * under test) promises, and the pulse train it sends. The LIRC encoder turns
+ * a key of a `lircd.conf` remote into `IrTrain`s; a transport emits them.
+ *
+ * `IrTrain` is declared here until the encoder and the transports share one
+ * module (the encoder declares the same shape).
+ */
+
+/** One frame of infrared: a carrier-modulated pulse/space sequence plus the silence after it. */
+export interface IrTrain {
+  /** Carrier in Hz; 0 (or missing) means 38000. */
+  frequency: number;
+  /** Carrier duty cycle in percent; transports that cannot set it ignore it. */
+  dutyCycle: number;
+  /** Pulse, space, ..., pulse, in microseconds. */
+  durations: number[];
+  /** Silence after the last pulse before anything else may be sent, in microseconds. */
+  gap: number;
+}
+
+/** The remote and key a train encodes, when the caller knows it. */
+export interface KeyLabel {
+  remote: string;
+  key: string;
+}
+
+export interface SendOptions {
+  /** Aborting stops the transmission as soon as the transport can; `send` then rejects with the signal's reason. */
+  signal?: AbortSignal;
+  /** The key the trains encode. Only for listeners (the virtual transport passes it on); never changes what is sent. */
+  key?: KeyLabel;
+}
+
+export interface SendKeyOptions {
+  /** Repeat frames after the first one (lircd's `SEND_ONCE remote key <repeats>`); default 0. */
+  repeats?: number;
+  signal?: AbortSignal;
+}
+
+/**
+ * A way to send infrared. Sends are serialised: a second `send` waits for the
+ * first, so frames never interleave. Every failure the device or its absence
+ * causes is a `FarmError` (`device_unavailable`; `invalid_request` for a train
+ * or key the transport cannot send).
+ */
+export interface IrTransport {
+  /** What this transport drives, for logs and status (`irtoy:/dev/ttyACM0`). */
+  readonly uri: string;
+  /** Emit the trains one after another, honouring each train's gap. Resolves when the device reports them sent. */
+  send(trains: readonly IrTrain[], opts?: SendOptions): Promise<void>;
+  /**
+   * Present on transports that encode keys themselves (lircd): send a key by
+   * remote and key name. Callers prefer it over `send` when it exists.
+   */
+  sendKey?(remote: string, key: string, opts?: SendKeyOptions): Promise<void>;
+  /** Finish the send in progress, release the device; later sends fail with `device_unavailable`. */
+  close(): Promise<void>;
+}
+
+/** The carrier LIRC assumes when a remote names none. */
+export const DEFAULT_CARRIER_HZ = 38000;
+
+/** The carrier of a train, with LIRC's default applied. */
+export const carrierOf = (t: IrTrain): number => (t.frequency > 0 ? t.frequency : DEFAULT_CARRIER_HZ);
