@@ -8,6 +8,7 @@
  * `plugins/irtoy.c`, whose byte sequence this follows.
  */
 import { FarmError } from '../../../core/errors.js';
+import { checkTrains } from './trains.js';
 import { carrierOf, type IrTrain } from './types.js';
 
 /** One sample count: the device's timer runs at 46875 Hz, so 21.333 us. */
@@ -92,12 +93,8 @@ function countOf(us: number): number {
   return count;
 }
 
-/** Check a train, and fold a trailing space (an even-length train) into its gap. */
+/** Fold a trailing space (an even-length train) into the train's gap. */
 function normalise(t: IrTrain): { durations: number[]; gap: number } {
-  const ok = (n: number): boolean => Number.isFinite(n) && n >= 0;
-  if (!t.durations.every(ok) || !ok(t.gap)) {
-    throw new FarmError('invalid_request', 'IR durations and gaps must be finite, non-negative microseconds');
-  }
   const durations = [...t.durations];
   let gap = t.gap;
   if (durations.length % 2 === 0 && durations.length > 0) gap += durations.pop() ?? 0;
@@ -126,6 +123,7 @@ const finish = (b: Building): Transmission => {
  * Throws `invalid_request` for what the IR Toy cannot send.
  */
 export function planTransmissions(trains: readonly IrTrain[]): TransmissionPlan {
+  checkTrains(trains);
   const out: Transmission[] = [];
   let cur: Building | undefined;
   let owedUs = 0; // silence owed before the next pulse
