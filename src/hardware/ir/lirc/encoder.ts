@@ -46,6 +46,14 @@ export class LircSession {
   readonly buffer = new SendBuffer();
   lastName: string | null = null;
 
+  /**
+   * Note the button just pressed, as irsimsend does in a char[32]: a name of
+   * 32 bytes or more is never seen as equal to the next one.
+   */
+  remember(name: string): void {
+    this.lastName = Buffer.byteLength(name) < LAST_NAME_LEN ? name : null;
+  }
+
   /** `remotes` in file order: loading leaves the buffer pointing at the last raw button. */
   constructor(remotes: readonly LircRemote[] = []) {
     const last = remotes[remotes.length - 1];
@@ -105,12 +113,33 @@ export class LircEncoder {
 
   /** One press as `irsimsend -c count -k key` sends it (see the module header). */
   simsend(key: string | LircCode, count = 1): IrTrain[] {
-    const code = typeof key === 'string' ? this.code(key) : key;
-    this.startPress(code);
-    const trains = [this.send(code, code.name === this.session.lastName, 0)];
-    for (let i = 1; i < count; i++) trains.push(this.send(code, true, 0));
-    this.session.lastName = Buffer.byteLength(code.name) < LAST_NAME_LEN ? code.name : null;
+    const trains: IrTrain[] = [];
+    this.simsendEach(typeof key === 'string' ? this.code(key) : key, count, (t) => {
+      if (t instanceof FarmError) throw t;
+      trains.push(t);
+    });
     return trains;
+  }
+
+  /**
+   * simsend() that reports each send to `sink` and, like irsimsend, goes on
+   * after a send LIRC refuses (the refusal is passed to `sink` instead of a
+   * train; a sink that throws stops the press there).
+   */
+  simsendEach(code: LircCode, count: number, sink: (t: IrTrain | FarmError) => void): void {
+    this.startPress(code);
+    const repeatOfLast = code.name === this.session.lastName;
+    for (let i = 0; i < Math.max(count, 1); i++) sink(this.trySend(code, repeatOfLast || i > 0));
+    this.session.remember(code.name);
+  }
+
+  private trySend(code: LircCode, repeat: boolean): IrTrain | FarmError {
+    try {
+      return this.send(code, repeat, 0);
+    } catch (e) {
+      if (e instanceof FarmError) return e;
+      throw e;
+    }
   }
 
   /** One press as lircd sends `SEND_ONCE remote key reps` (see the module header). */
