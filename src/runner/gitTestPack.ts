@@ -1,0 +1,227 @@
+/**
+ * The test pack as a git repository: a bare mirror of the configured
+ * repository (every ref, `refs/snapshots/*` included) under the data
+ * directory, read with git plumbing, plus cached checkouts for test runs.
+ * Revisions from clients are validated before git sees them and are always
+ * passed after `--end-of-options`, so they cannot act as options.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdir, rename, rm, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { notFound } from '../core/errors.js';
+import type { IniConfig, Logger, Revision, TestPack } from '../core/ports.js';
+import { CheckoutCache } from './checkouts.js';
+import { isTestFile, testCaseNamesOf } from './discovery.js';
+import { GitRepo } from './git.js';
+import { parseIniConfig } from './iniConfig.js';
+import { checkRepoPath, checkRevision, checkSha } from './revision.js';
+
+export interface GitTestPackOptions {
+  /** Path or URL of the test-pack repository (from the daemon's config, trusted). */
+  url: string;
+  /** The bare mirror, `<data_dir>/test-pack.git`. */
+  dir: string;
+  /** Cached checkouts, `<data_dir>/checkouts`. */
+  worktreesDir: string;
+  logger?: Logger;
+  /** How many checkouts to keep; default 10. */
+  keepCheckouts?: number;
+  /** Bound on one `git fetch`; default 300 s. */
+  fetchTimeoutSecs?: number;
+  /** The git program; default `git` from PATH. */
+  git?: string;
+}
+
+/** Config files in order of preference; the first that exists wins. */
+export const CONFIG_FILES = ['config/farmhand.conf', 'config/stbt.conf', '.stbt.conf'] as const;
+
+const FETCH_REFSPEC = '+refs/*:refs/*';
+const CACHE_SIZE = 64;
+
+export class GitTestPack implements TestPack {
+  private readonly repo: GitRepo;
+  private readonly checkouts: CheckoutCache;
+  private fetching: Promise<void> | undefined;
+  private readonly names = new Map<string, Promise<string[]>>();
+
+  constructor(private readonly o: GitTestPackOptions) {
+    this.repo = new GitRepo(o.dir, o.git);
+    this.checkouts = new CheckoutCache({ repo: this.repo, dir: o.worktreesDir, keep: Math.max(1, o.keepCheckouts ?? 10), logger: o.logger });
+  }
+
+  /**
+   * Create the mirror if it is missing (or broken), point it at the configured
+   * URL and fetch. A failed fetch is logged, not thrown: the daemon starts
+   * without network and fetches again when a revision is not found.
+   */
+  async open(): Promise<void> {
+    if (!(await this.isMirror())) await this.createMirror();
+    const url = await this.repo.exec(['config', '--get', 'remote.origin.url']);
+    if (url.stdout.toString('utf8').trim() !== this.o.url) {
+      await this.repo.run(['config', 'remote.origin.url', this.o.url]);
+    }
+    await this.checkouts.open();
+    await this.fetch().catch((e: unknown) => this.o.logger?.warn({ err: e, url: this.o.url }, 'could not fetch the test pack; will retry when needed'));
+  }
+
+  async resolve(revision: string): Promise<Revision> {
+    const rev = checkRevision(revision);
+    let sha = await this.revParse(rev);
+    if (!sha) {
+      let why = '';
+      await this.fetch().catch((e: unknown) => {
+        why = ` (fetching from the test-pack repository failed: ${(e as Error).message})`;
+      });
+      sha = await this.revParse(rev);
+      if (!sha) throw notFound(`revision ${JSON.stringify(rev)} not found in the test pack${why}`);
+    }
+    return { sha, branch: await this.branchOf(rev) };
+  }
+
+  async testCaseNames(sha: string): Promise<string[]> {
+    checkSha(sha);
+    let names = this.names.get(sha);
+    if (!names) {
+      names = this.discover(sha);
+      names.catch(() => this.names.delete(sha));
+      this.names.set(sha, names);
+      if (this.names.size > CACHE_SIZE) this.names.delete(this.names.keys().next().value as string);
+    }
+    return names;
+  }
+
+  async checkout(sha: string): Promise<string> {
+    checkSha(sha);
+    await this.requireCommit(sha);
+    return this.checkouts.checkout(sha);
+  }
+
+  /** Keep a checkout from being removed while a job uses it; call the result to release it. */
+  holdCheckout(sha: string): () => void {
+    return this.checkouts.hold(checkSha(sha));
+  }
+
+  async config(sha: string): Promise<IniConfig> {
+    checkSha(sha);
+    await this.requireCommit(sha);
+    const found = await this.repo.readBlobs(CONFIG_FILES.map((f) => `${sha}:${f}`));
+    const text = found.find((b) => b !== undefined);
+    return text ? parseIniConfig(text.toString('utf8')) : {};
+  }
+
+  async remoteControls(sha: string): Promise<string[]> {
+    checkSha(sha);
+    await this.requireCommit(sha);
+    const suffix = '.lircd.conf';
+    const out = await this.repo.run(['ls-tree', '-z', '--full-tree', '--end-of-options', sha, '--', 'config/remote-control/']);
+    return parseLsTree(out)
+      .filter((e) => e.type === 'blob' && e.path.endsWith(suffix))
+      .map((e) => path.posix.basename(e.path).slice(0, -suffix.length))
+      .filter((n) => n.length > 0)
+      .sort();
+  }
+
+  async readFile(sha: string, file: string): Promise<string | undefined> {
+    checkSha(sha);
+    checkRepoPath(file);
+    await this.requireCommit(sha);
+    const [blob] = await this.repo.readBlobs([`${sha}:${file}`]);
+    return blob?.toString('utf8');
+  }
+
+  /** Fetch every ref from the origin. Concurrent callers share one fetch. */
+  fetch(): Promise<void> {
+    this.fetching ??= this.doFetch().finally(() => (this.fetching = undefined));
+    return this.fetching;
+  }
+
+  // ------------------------------------------------------------ internals
+
+  private async isMirror(): Promise<boolean> {
+    const exists = await stat(this.o.dir).then(() => true, () => false);
+    if (!exists) return false;
+    const r = await this.repo.exec(['rev-parse', '--is-bare-repository']);
+    if (r.code === 0 && r.stdout.toString().trim() === 'true') return true;
+    // Ours to manage: a folder that is not a bare repository is a mirror that broke; make it again.
+    this.o.logger?.warn({ dir: this.o.dir }, 'test-pack mirror is not a bare git repository; recreating it');
+    await rm(this.o.dir, { recursive: true, force: true });
+    return false;
+  }
+
+  /** `git init --bare` in a temporary folder, configure, rename into place: never half-made. */
+  private async createMirror(): Promise<void> {
+    await mkdir(path.dirname(this.o.dir), { recursive: true });
+    const tmp = `${this.o.dir}.tmp-${randomBytes(4).toString('hex')}`;
+    const git = new GitRepo(tmp, this.o.git);
+    try {
+      await git.run(['init', '--quiet', '--bare', tmp]);
+      await git.run(['config', 'remote.origin.url', this.o.url]);
+      await git.run(['config', 'remote.origin.fetch', FETCH_REFSPEC]);
+      await rename(tmp, this.o.dir);
+    } finally {
+      await rm(tmp, { recursive: true, force: true });
+    }
+    this.o.logger?.info({ dir: this.o.dir, url: this.o.url }, 'created test-pack mirror');
+  }
+
+  private async doFetch(): Promise<void> {
+    const timeoutMs = (this.o.fetchTimeoutSecs ?? 300) * 1000;
+    await this.repo.run(['fetch', '--quiet', '--prune', '--no-write-fetch-head', 'origin', FETCH_REFSPEC], { timeoutMs });
+    await this.followOriginHead().catch((e: unknown) => this.o.logger?.warn({ err: e }, 'could not read the default branch of the test pack'));
+    this.o.logger?.debug({ url: this.o.url }, 'fetched test pack');
+  }
+
+  /** Point HEAD at the origin's default branch (fetch alone does not move a mirror's HEAD). */
+  private async followOriginHead(): Promise<void> {
+    const out = await this.repo.text(['ls-remote', '--symref', 'origin', 'HEAD'], { timeoutMs: 60_000 });
+    const m = /^ref: (refs\/heads\/\S+)\tHEAD$/m.exec(out);
+    if (!m?.[1]) return;
+    const current = await this.repo.exec(['symbolic-ref', '--quiet', 'HEAD']);
+    if (current.stdout.toString().trim() !== m[1]) await this.repo.run(['symbolic-ref', 'HEAD', m[1]]);
+  }
+
+  private async revParse(rev: string): Promise<string | undefined> {
+    const r = await this.repo.exec(['rev-parse', '--verify', '--quiet', '--end-of-options', `${rev}^{commit}`]);
+    const sha = r.stdout.toString('utf8').trim();
+    return r.code === 0 && /^[0-9a-f]{40,64}$/.test(sha) ? sha : undefined;
+  }
+
+  /** The branch a (valid, resolvable) revision names; HEAD names the default branch. */
+  private async branchOf(rev: string): Promise<string | null> {
+    // Git 2.39's rev-parse prints `--end-of-options` back in this mode; checkRevision already
+    // guarantees that `rev` cannot be read as an option.
+    const r = await this.repo.exec(['rev-parse', '--symbolic-full-name', rev]);
+    const full = r.code === 0 ? r.stdout.toString('utf8').trim() : '';
+    return full.startsWith('refs/heads/') ? full.slice('refs/heads/'.length) : null;
+  }
+
+  /** not_found unless the commit is in the mirror (callers pass resolved SHAs). */
+  private async requireCommit(sha: string): Promise<void> {
+    if ((await this.revParse(sha)) !== sha) throw notFound(`commit ${sha} not found in the test pack`);
+  }
+
+  private async discover(sha: string): Promise<string[]> {
+    await this.requireCommit(sha);
+    const out = await this.repo.run(['ls-tree', '-r', '-z', '--full-tree', '--end-of-options', sha, '--', 'tests/']);
+    const files = parseLsTree(out).filter((e) => e.type === 'blob' && e.mode !== '120000' && isTestFile(e.path));
+    const blobs = await this.repo.readBlobs(files.map((f) => f.oid));
+    return testCaseNamesOf(files.map((f, i) => ({ path: f.path, source: blobs[i]?.toString('utf8') ?? '' })));
+  }
+}
+
+interface TreeEntry {
+  mode: string;
+  type: string;
+  oid: string;
+  path: string;
+}
+
+/** Entries of `git ls-tree -z` output: `<mode> <type> <oid>\t<path>\0`. */
+export function parseLsTree(out: Buffer): TreeEntry[] {
+  const entries: TreeEntry[] = [];
+  for (const rec of out.toString('utf8').split('\0')) {
+    const m = /^(\d+) (\w+) ([0-9a-f]+)\t(.*)$/s.exec(rec);
+    if (m) entries.push({ mode: m[1] as string, type: m[2] as string, oid: m[3] as string, path: m[4] as string });
+  }
+  return entries;
+}

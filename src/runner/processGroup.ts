@@ -1,0 +1,105 @@
+/**
+ * Ending process groups: a test run (or a git command) is started as the
+ * leader of its own process group, so one signal reaches its children and
+ * grandchildren too. "Gone" means no live member is left; zombies count as
+ * gone, because reaping orphans is the init system's job, not ours.
+ */
+import { readdir, readFile } from 'node:fs/promises';
+
+/** Send a signal to every process of a group; false when the group no longer exists. */
+export function signalGroup(pgid: number, signal: NodeJS.Signals | 0): boolean {
+  try {
+    process.kill(-pgid, signal);
+    return true;
+  } catch (e) {
+    // EPERM: the group exists but holds a process we may not signal (setuid); it is still alive.
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Signal a process group at once, without waiting. For a pid recorded before
+ * a daemon restart prefer `endStaleTestProcess`, which checks that the pid is
+ * still a farmhand test run before touching it.
+ */
+export function killProcessGroup(pgid: number, signal: NodeJS.Signals = 'SIGKILL'): boolean {
+  return pgid > 1 && signalGroup(pgid, signal);
+}
+
+/** State letter of a /proc/<pid>/stat line and the process group, or undefined if unreadable. */
+export function parseProcStat(stat: string): { state: string; pgrp: number } | undefined {
+  // The command name sits in parentheses and may itself contain spaces and parentheses.
+  const close = stat.lastIndexOf(')');
+  if (close < 0) return undefined;
+  const fields = stat.slice(close + 2).split(' ');
+  const state = fields[0];
+  const pgrp = Number(fields[2]);
+  if (!state || !Number.isInteger(pgrp)) return undefined;
+  return { state, pgrp };
+}
+
+/** Whether a group has a member that is not a zombie. */
+export async function groupAlive(pgid: number): Promise<boolean> {
+  if (!signalGroup(pgid, 0)) return false;
+  let entries: string[];
+  try {
+    entries = await readdir('/proc');
+  } catch {
+    return true; // no /proc: trust kill(2), zombies included
+  }
+  const checks = entries
+    .filter((name) => /^\d+$/.test(name))
+    .map(async (name) => {
+      const stat = await readFile(`/proc/${name}/stat`, 'latin1').catch(() => '');
+      const parsed = parseProcStat(stat);
+      return parsed !== undefined && parsed.pgrp === pgid && parsed.state !== 'Z' && parsed.state !== 'X';
+    });
+  return (await Promise.all(checks)).some(Boolean);
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** Resolves true once `gone()` holds, false if `ms` passes first. Polls every 25 ms. */
+async function waitUntil(gone: () => Promise<boolean>, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    if (await gone()) return true;
+    if (Date.now() >= deadline) return false;
+    await sleep(Math.min(25, Math.max(1, deadline - Date.now())));
+  }
+}
+
+export interface TerminateOptions {
+  /** Time between SIGTERM and SIGKILL. */
+  graceMs: number;
+  /** Extra condition for "gone" beyond the group being empty, e.g. the leader's exit event seen. */
+  leaderExited?: () => boolean;
+  /** Told when SIGKILL becomes necessary. */
+  onKill?: () => void;
+}
+
+/**
+ * SIGTERM the group, wait up to the grace period, then SIGKILL it and wait
+ * (at most 5 s more) for it to be gone. Resolves true when it is gone.
+ */
+export async function terminateGroup(pgid: number, opts: TerminateOptions): Promise<boolean> {
+  const gone = async () => (opts.leaderExited?.() ?? true) && !(await groupAlive(pgid));
+  signalGroup(pgid, 'SIGTERM');
+  if (await waitUntil(gone, opts.graceMs)) return true;
+  opts.onKill?.();
+  signalGroup(pgid, 'SIGKILL');
+  return waitUntil(gone, 5000);
+}
+
+/**
+ * End a test process left over from before a daemon restart. Only a process
+ * whose command line shows it is a farmhand test run is touched, so a pid
+ * reused by something else since is left alone. Resolves true when it was
+ * ours and is now gone, false when there was nothing of ours to end.
+ */
+export async function endStaleTestProcess(pid: number, graceMs = 5000): Promise<boolean> {
+  if (!Number.isInteger(pid) || pid <= 1) return false;
+  const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+  if (!cmdline.split('\0').includes('farmhand.run')) return false;
+  return terminateGroup(pid, { graceMs });
+}
