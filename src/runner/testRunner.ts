@@ -1,0 +1,190 @@
+/**
+ * Test runs as child processes: `python -m farmhand.run <test case>` in its
+ * own process group, with the result folder as working directory. The
+ * runner logs the child's output, enforces the timeout, ends the whole group
+ * on stop, and writes the run's metadata files; it resolves only when the
+ * process group is gone and every file is written.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { RunOutcome } from '../core/model.js';
+import type { Logger, TestRunner, TestRunSpec } from '../core/ports.js';
+import { projectRoot } from '../version.js';
+import { exitStatusOf } from './exec.js';
+import { decideOutcome, readReport, STOPPED_REASON, timeoutReason, type ProcessEnd } from './outcome.js';
+import { groupAlive, terminateGroup } from './processGroup.js';
+import { RunLogs } from './runLogs.js';
+
+export interface ProcessTestRunnerOptions {
+  /** The interpreter; default `/usr/bin/python3`. */
+  python?: string;
+  /** The folder holding the `farmhand` Python package; default the project's `python/`. */
+  pythonPath?: string;
+  /** Between SIGTERM and SIGKILL. */
+  killGraceSecs: number;
+  /** Cap on stdout+stderr of one run. */
+  maxOutputBytes: number;
+  /** farmhand's version, written to `farmhand-version.log`. */
+  version: string;
+  logger?: Logger;
+  /** Where the per-run config and report files go (never the result folder); default os.tmpdir(). */
+  tmpDir?: string;
+}
+
+/** The longest delay setTimeout accepts (about 24.8 days). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+/** After the group is gone, how long to wait for pipes held open by a process that left the group. */
+const PIPE_CLOSE_MS = 2000;
+
+export class ProcessTestRunner implements TestRunner {
+  private readonly python: string;
+  private readonly pythonPath: string;
+
+  constructor(private readonly o: ProcessTestRunnerOptions) {
+    this.python = o.python ?? '/usr/bin/python3';
+    this.pythonPath = o.pythonPath ?? path.join(projectRoot, 'python');
+  }
+
+  async run(spec: TestRunSpec, signal: AbortSignal): Promise<RunOutcome> {
+    const work = await mkdtemp(path.join(this.o.tmpDir ?? tmpdir(), 'farmhand-run-'));
+    const logs = new RunLogs(spec.resultDir, this.o.maxOutputBytes);
+    let outcome: RunOutcome;
+    let seconds = 0;
+    try {
+      await this.writeFiles(spec.resultDir, {
+        'test-name': spec.testCase,
+        'test-args': '',
+        'git-commit': spec.testPackSha,
+        'farmhand-version.log': this.o.version,
+      });
+      logs.tool(`Running ${spec.testCase} at ${spec.testPackSha}`);
+      const started = process.hrtime.bigint();
+      const end: ProcessEnd = signal.aborted ? { exitStatus: null, endedBy: 'stop' } : await this.execute(spec, signal, logs, work);
+      seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      logs.endOfOutput();
+      outcome = decideOutcome(end, await readReport(path.join(work, 'report.json')), spec.timeoutSecs, this.python);
+      const reason = outcome.failure_reason ? `: ${outcome.failure_reason}` : '';
+      logs.tool(`Finished ${spec.testCase}: ${outcome.result}${reason} (exit status ${String(outcome.exit_status)}, ${seconds.toFixed(3)} s)`);
+    } catch (e) {
+      // The result folder could not be written (disk full, folder gone): an error run, not a crash of the job.
+      outcome = { result: 'error', failure_reason: `Error: could not run the test: ${(e as Error).message}`, traceback: null, exit_status: null };
+      this.o.logger?.error({ err: e, dir: spec.resultDir }, 'test run failed to start or to write its files');
+    }
+    await logs.close().catch((e: unknown) => this.o.logger?.error({ err: e, dir: spec.resultDir }, 'could not write the run logs'));
+    await this.writeFiles(spec.resultDir, {
+      duration: seconds.toFixed(3),
+      'exit-status': outcome.exit_status === null ? '' : String(outcome.exit_status),
+      'failure-reason': outcome.result === 'pass' ? '' : (outcome.failure_reason ?? ''),
+    }).catch((e: unknown) => this.o.logger?.error({ err: e, dir: spec.resultDir }, 'could not write the run metadata'));
+    await rm(work, { recursive: true, force: true });
+    return outcome;
+  }
+
+  /** Spawn the child, pump its output into the logs, and wait until its process group is gone. */
+  private async execute(spec: TestRunSpec, signal: AbortSignal, logs: RunLogs, work: string): Promise<ProcessEnd> {
+    const configFile = path.join(work, 'config.json');
+    await writeFile(configFile, JSON.stringify(spec.config));
+    const child = spawn(this.python, ['-m', 'farmhand.run', spec.testCase], {
+      cwd: spec.resultDir,
+      env: this.env(spec, configFile, path.join(work, 'report.json')),
+      detached: true, // setsid: the child leads a new process group that we can signal as a whole
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const spawnError = await new Promise<Error | undefined>((resolve) => {
+      child.once('spawn', () => resolve(undefined));
+      child.once('error', resolve);
+    });
+    if (spawnError || child.pid === undefined) return { exitStatus: null, endedBy: null, spawnError: spawnError ?? new Error('no pid') };
+    const pid = child.pid;
+    this.o.logger?.debug({ pid, test: spec.testCase }, 'test process started');
+    try {
+      spec.onSpawn?.(pid);
+    } catch (e) {
+      this.o.logger?.warn({ err: e }, 'onSpawn callback failed');
+    }
+
+    let exited = false;
+    const exit = new Promise<number | null>((resolve) => child.once('exit', (code, sig) => ((exited = true), resolve(exitStatusOf(code, sig)))));
+    const closed = new Promise<boolean>((resolve) => child.once('close', () => resolve(true)));
+    this.pump(child, logs);
+
+    let endedBy: ProcessEnd['endedBy'] = null;
+    let ending: Promise<void> | undefined;
+    const end = (why: 'timeout' | 'stop') => {
+      if (exited || endedBy) return;
+      endedBy = why;
+      logs.tool(`${why === 'timeout' ? timeoutReason(spec.timeoutSecs) : STOPPED_REASON}; sending SIGTERM to the test's process group`);
+      ending = this.endGroup(pid, () => exited, logs);
+    };
+    const timer = setTimeout(() => end('timeout'), Math.min(spec.timeoutSecs * 1000, MAX_TIMER_MS));
+    const onAbort = () => end('stop');
+    signal.addEventListener('abort', onAbort, { once: true });
+
+    const exitStatus = await exit;
+    clearTimeout(timer);
+    signal.removeEventListener('abort', onAbort);
+    if (ending) await ending;
+    else if (await groupAlive(pid)) {
+      logs.tool('The test left processes running; ending them');
+      await this.endGroup(pid, () => true, logs);
+    }
+    const timeout = new Promise<boolean>((resolve) => setTimeout(() => resolve(false), PIPE_CLOSE_MS).unref());
+    if (!(await Promise.race([closed, timeout]))) {
+      logs.tool('A process that left the test\'s process group still holds its output open; no longer reading it');
+      child.stdout?.destroy();
+      child.stderr?.destroy();
+    }
+    return { exitStatus, endedBy };
+  }
+
+  private env(spec: TestRunSpec, configFile: string, reportFile: string): NodeJS.ProcessEnv {
+    const pythonPath = [this.pythonPath, spec.checkoutDir, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter);
+    return {
+      ...process.env,
+      PYTHONPATH: pythonPath,
+      PYTHONUNBUFFERED: '1',
+      // No __pycache__ in the shared checkout or in farmhand's install folder.
+      PYTHONDONTWRITEBYTECODE: '1',
+      FARMHAND_TEST_PACK_DIR: spec.checkoutDir,
+      FARMHAND_CONFIG: configFile,
+      FARMHAND_REPORT: reportFile,
+    };
+  }
+
+  /** Child output into the logs; pauses the pipes while the files catch up, so memory stays bounded. */
+  private pump(child: ChildProcess, logs: RunLogs): void {
+    let paused = false;
+    const streams = [child.stdout, child.stderr];
+    const feed = (name: 'stdout' | 'stderr') => (chunk: Buffer) => {
+      logs.output(name, chunk);
+      if (paused || logs.writable) return;
+      paused = true;
+      streams.forEach((s) => s?.pause());
+      void logs.drained().then(() => {
+        paused = false;
+        streams.forEach((s) => s?.resume());
+      });
+    };
+    child.stdout?.on('data', feed('stdout'));
+    child.stderr?.on('data', feed('stderr'));
+  }
+
+  private async endGroup(pid: number, leaderExited: () => boolean, logs: RunLogs): Promise<void> {
+    const graceMs = this.o.killGraceSecs * 1000;
+    const gone = await terminateGroup(pid, {
+      graceMs,
+      leaderExited,
+      onKill: () => logs.tool(`The test's processes were still running ${this.o.killGraceSecs} s after SIGTERM; sending SIGKILL`),
+    });
+    if (!gone) {
+      logs.tool('Some of the test\'s processes survived SIGKILL');
+      this.o.logger?.error({ pid }, 'test process group survived SIGKILL');
+    }
+  }
+
+  private async writeFiles(dir: string, files: Record<string, string>): Promise<void> {
+    await Promise.all(Object.entries(files).map(([name, text]) => writeFile(path.join(dir, name), text === '' ? '' : `${text}\n`)));
+  }
+}
