@@ -205,6 +205,19 @@ describe('IrToyTransport (MockBinding)', () => {
     expect(s.written().slice(-7)).to.deep.equal([0xff, 0xff, 0, 0, 0, 0, 0]);
   });
 
+  it('unplugged mid-transmission -> device_unavailable at once, not after the timeout', async () => {
+    const s = scripted({ mode: 'silent-on-transmit' });
+    const t = new IrToyTransport(PATH, { flushMs: 1, timeoutMs: 5000 }, s.Port);
+    const p = t.send([train([560, 560, 560])]);
+    const t0 = performance.now();
+    setTimeout(() => s.ports[0]?.close(undefined, Object.assign(new Error('unplugged'), { disconnected: true })), 30);
+    const e = await rejection(p);
+    expect(performance.now() - t0).to.be.below(1000);
+    expect(e).to.include({ code: 'device_unavailable' });
+    expect((e as Error).message).to.match(/disconnected/);
+    await t.close();
+  });
+
   it('rejects what the IR Toy cannot send with invalid_request, before touching the port', async () => {
     const s = scripted();
     const t = new IrToyTransport(PATH, { flushMs: 1 }, s.Port);
