@@ -1,0 +1,249 @@
+/**
+ * The results index as it lives in memory: every live record, frozen, in one
+ * array in date order (start_time, then result_id), plus a Map by id and a
+ * running duration sum per test case. Queries scan the array once; a date
+ * sort walks it from the right end and stops at the limit, other sorts keep
+ * only the best `limit` matches in a heap. Repeated strings (test case, job,
+ * sha, category, failure reason, traceback, tags) are interned so 100,000
+ * runs of 50 test cases cost little more than their ids and times.
+ */
+import { jobNumber, OUTCOME_RANK, type ResultQuery, type SortField } from '../../core/query.js';
+import type { ResultRecord } from '../../core/model.js';
+
+type Cmp = (a: ResultRecord, b: ResultRecord) => number;
+
+/** Date order: records carry canonical UTC ISO times, so string order is time order. */
+const byDate: Cmp = (a, b) =>
+  a.start_time < b.start_time ? -1 : a.start_time > b.start_time ? 1 : a.result_id < b.result_id ? -1 : a.result_id > b.result_id ? 1 : 0;
+
+export class MemoryIndex {
+  private sorted: ResultRecord[] = [];
+  private readonly byId = new Map<string, ResultRecord>();
+  private readonly stats = new Map<string, { sum: number; count: number }>();
+  private strings = new Map<string, string>();
+  private tagSets = new Map<string, Readonly<Record<string, string>>>();
+
+  get size(): number {
+    return this.sorted.length;
+  }
+
+  get(id: string): ResultRecord | undefined {
+    return this.byId.get(id);
+  }
+
+  /** The live records in date order (do not modify). */
+  all(): readonly ResultRecord[] {
+    return this.sorted;
+  }
+
+  /** The `n` oldest records. */
+  oldest(n: number): ResultRecord[] {
+    return this.sorted.slice(0, Math.max(0, n));
+  }
+
+  /**
+   * Loading (at open): `loadSet`/`loadDelete` as the index file's lines come,
+   * then `loadEnd` sorts once. Records are interned as they arrive, so the
+   * parsed copies die young and only one copy of each record is ever kept.
+   */
+  loadSet(r: ResultRecord): void {
+    const old = this.byId.get(r.result_id);
+    if (old) this.count(old, -1);
+    const rec = this.intern(r);
+    this.byId.set(rec.result_id, rec);
+    this.count(rec, 1);
+  }
+
+  /** Loading: drop a record (its tombstone came); true when it was there. */
+  loadDelete(id: string): boolean {
+    const old = this.byId.get(id);
+    if (!old) return false;
+    this.byId.delete(id);
+    this.count(old, -1);
+    return true;
+  }
+
+  loadEnd(): void {
+    this.sorted = [...this.byId.values()];
+    if (!isSorted(this.sorted)) this.sorted.sort(byDate);
+  }
+
+  /** Add or replace one record; returns the stored (frozen) record. */
+  put(r: ResultRecord): ResultRecord {
+    const rec = this.intern(r);
+    const old = this.byId.get(rec.result_id);
+    if (old) {
+      this.sorted.splice(this.position(old), 1);
+      this.count(old, -1);
+    }
+    const last = this.sorted[this.sorted.length - 1];
+    // Runs finish in start order on one node, so this is nearly always a push.
+    if (!last || byDate(last, rec) < 0) this.sorted.push(rec);
+    else this.sorted.splice(this.position(rec), 0, rec);
+    this.byId.set(rec.result_id, rec);
+    this.count(rec, 1);
+    return rec;
+  }
+
+  /** Remove the `n` oldest records (retention); returns them. */
+  removeOldest(n: number): ResultRecord[] {
+    const gone = this.sorted.splice(0, Math.max(0, n));
+    for (const r of gone) {
+      this.byId.delete(r.result_id);
+      this.count(r, -1);
+    }
+    return gone;
+  }
+
+  meanDuration(testCase: string): number | undefined {
+    const s = this.stats.get(testCase);
+    return s && s.count > 0 ? s.sum / s.count : undefined;
+  }
+
+  /** Filter, sort and cap. */
+  query(q: ResultQuery): ResultRecord[] {
+    const limit = Math.max(0, q.limit);
+    if (limit === 0) return [];
+    if (q.sort.field === 'date') return this.walkByDate(q.predicate, q.sort.dir, limit);
+    const a = this.sorted;
+    const matches: ResultRecord[] = [];
+    for (const r of a) if (q.predicate(r)) matches.push(r);
+    const key = sortKeys(matches, q.sort.field);
+    const n = matches.length;
+    const desc = q.sort.dir === 'desc';
+    // Feed the heap in the sort's direction: keys that grow with time (job numbers) then
+    // mostly lose against the heap's top at once instead of all replacing it.
+    const order = Array.from({ length: n }, (_, j) => (desc ? n - 1 - j : j));
+    const cmp = desc
+      ? (x: number, y: number) => key[y]! - key[x]! || y - x
+      : (x: number, y: number) => key[x]! - key[y]! || x - y;
+    return smallest(order, cmp, limit).map((j) => matches[j]!);
+  }
+
+  /** Drop interned strings no live record uses any more (after many deletions). */
+  repool(): void {
+    this.strings = new Map();
+    this.tagSets = new Map();
+    for (const r of this.sorted) this.intern(r);
+  }
+
+  private walkByDate(pred: (r: ResultRecord) => boolean, dir: 'asc' | 'desc', limit: number): ResultRecord[] {
+    const out: ResultRecord[] = [];
+    const a = this.sorted;
+    if (dir === 'desc') {
+      for (let i = a.length - 1; i >= 0 && out.length < limit; i--) if (pred(a[i]!)) out.push(a[i]!);
+    } else {
+      for (let i = 0; i < a.length && out.length < limit; i++) if (pred(a[i]!)) out.push(a[i]!);
+    }
+    return out;
+  }
+
+  /** Index of `r`'s place in date order (binary search). */
+  private position(r: ResultRecord): number {
+    let lo = 0;
+    let hi = this.sorted.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (byDate(this.sorted[mid]!, r) < 0) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  private count(r: ResultRecord, sign: 1 | -1): void {
+    let s = this.stats.get(r.test_case);
+    if (!s) this.stats.set(r.test_case, (s = { sum: 0, count: 0 }));
+    s.sum += sign * r.duration;
+    s.count += sign;
+    if (s.count === 0) this.stats.delete(r.test_case);
+  }
+
+  private str<T extends string | null>(s: T): T {
+    if (s === null) return s;
+    const known = this.strings.get(s);
+    if (known !== undefined) return known as T;
+    this.strings.set(s, s);
+    return s;
+  }
+
+  private intern(r: ResultRecord): ResultRecord {
+    const tagKey = JSON.stringify(r.tags);
+    let tags = this.tagSets.get(tagKey);
+    if (!tags) this.tagSets.set(tagKey, (tags = Object.freeze({ ...r.tags })));
+    return Object.freeze({
+      result_id: r.result_id,
+      job_uid: this.str(r.job_uid),
+      test_case: this.str(r.test_case),
+      test_pack_sha: this.str(r.test_pack_sha),
+      test_pack_branch: this.str(r.test_pack_branch),
+      category: this.str(r.category),
+      username: this.str(r.username),
+      tags: tags as Record<string, string>,
+      start_time: r.start_time,
+      end_time: r.end_time,
+      duration: r.duration,
+      result: r.result,
+      failure_reason: this.str(r.failure_reason),
+      traceback: this.str(r.traceback),
+    });
+  }
+}
+
+/** One number per record that orders it under a sort field. */
+function sortKeys(rs: ResultRecord[], field: Exclude<SortField, 'date'>): Float64Array {
+  const key = new Float64Array(rs.length);
+  if (field === 'testcase' || field === 'category') {
+    const pick = field === 'testcase' ? (r: ResultRecord) => r.test_case : (r: ResultRecord) => r.category;
+    const distinct = [...new Set(rs.map(pick))].sort((x, y) => (x < y ? -1 : x > y ? 1 : 0));
+    const rank = new Map(distinct.map((v, i) => [v, i]));
+    for (let i = 0; i < rs.length; i++) key[i] = rank.get(pick(rs[i]!))!;
+  } else {
+    const of = field === 'duration' ? (r: ResultRecord) => r.duration
+      : field === 'job' ? (r: ResultRecord) => jobNumber(r.job_uid)
+      : (r: ResultRecord) => OUTCOME_RANK[r.result];
+    for (let i = 0; i < rs.length; i++) key[i] = of(rs[i]!);
+  }
+  return key;
+}
+
+function isSorted(a: ResultRecord[]): boolean {
+  for (let i = 1; i < a.length; i++) if (byDate(a[i - 1]!, a[i]!) > 0) return false;
+  return true;
+}
+
+/**
+ * The `k` smallest of `items` under `cmp`, sorted. Keeps a max-heap of the
+ * best `k` so far: O(n log k) at worst, and most items lose against the
+ * heap's top in one comparison.
+ */
+export function smallest<T>(items: T[], cmp: (a: T, b: T) => number, k: number): T[] {
+  if (items.length <= k) return items.sort(cmp);
+  const heap: T[] = [];
+  const down = (i: number): void => {
+    for (;;) {
+      const l = 2 * i + 1;
+      const r = l + 1;
+      let top = i;
+      if (l < heap.length && cmp(heap[l]!, heap[top]!) > 0) top = l;
+      if (r < heap.length && cmp(heap[r]!, heap[top]!) > 0) top = r;
+      if (top === i) return;
+      [heap[i], heap[top]] = [heap[top]!, heap[i]!];
+      i = top;
+    }
+  };
+  for (const x of items) {
+    if (heap.length < k) {
+      heap.push(x);
+      for (let i = heap.length - 1; i > 0; ) {
+        const p = (i - 1) >>> 1;
+        if (cmp(heap[i]!, heap[p]!) <= 0) break;
+        [heap[i], heap[p]] = [heap[p]!, heap[i]!];
+        i = p;
+      }
+    } else if (cmp(x, heap[0]!) < 0) {
+      heap[0] = x;
+      down(0);
+    }
+  }
+  return heap.sort(cmp);
+}

@@ -1,0 +1,330 @@
+/**
+ * The results store: one folder per run under `<data_dir>/results`, and an
+ * index of finished runs for queries.
+ *
+ * On disk (all under `dir`):
+ * - `<hex>/<n>/<YYYY-MM-DD>_<hh.mm.ss>/`: a run's folder (its working
+ *   directory and artifacts) with `result.json`, the ResultRecord, written
+ *   atomically when the run is added. The node id is not in the path: one
+ *   node per data directory.
+ * - `index.jsonl`: append-only, one record per line (a later line for the
+ *   same id replaces the earlier one), and `{"deleted":"<id>"}` tombstones
+ *   written by retention. Loaded whole into memory at open().
+ * - `deleted.jsonl`: the deleted ids as one span of start times per job
+ *   (see deleted-ids.ts).
+ *
+ * Compaction: once the index holds more dead lines (tombstones, deleted or
+ * replaced records) than max(10,000, live records), the deleted ids are
+ * written to `deleted.jsonl` first, then `index.jsonl` is rewritten with the
+ * live records only; each file is replaced atomically, and a crash between
+ * the two leaves ids in both files, which is harmless. So deleted ids answer
+ * `'deleted'` forever, at a few dozen bytes per job.
+ *
+ * If `index.jsonl` is missing it is rebuilt from the folders' `result.json`
+ * (logged as a warning); ids deleted before the last compaction still answer
+ * `'deleted'`, tombstones newer than it are lost with the file.
+ *
+ * Writes (add, retention, compaction) run one at a time through a promise
+ * chain; reads are synchronous on the in-memory index.
+ */
+import { mkdir, readFile, rm, rmdir, statfs } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { FarmError } from '../../core/errors.js';
+import type { ArtifactListing, ResultRecord } from '../../core/model.js';
+import type { Logger, ResultRepository } from '../../core/ports.js';
+import type { ResultQuery } from '../../core/query.js';
+import { ArtifactReader, RECORD_FILE } from './artifacts.js';
+import { writeFileAtomic } from './atomic.js';
+import { DeletedIds } from './deleted-ids.js';
+import { parseResultId, type ResultIdParts } from './ids.js';
+import { IndexFile } from './index-file.js';
+import { MemoryIndex } from './memory-index.js';
+import { checkRecord, idOfTornLine, recordLine, tombstoneLine } from './record.js';
+import { scanFolders } from './scan.js';
+
+export interface FileResultRepositoryOptions {
+  /** `<data_dir>/results` */
+  dir: string;
+  retention: { max_results: number; min_free_mb: number };
+  logger?: Logger;
+  /** Entries of the in-memory md5 cache (default 4096). */
+  md5CacheEntries?: number;
+  /** Dead index lines tolerated before compaction, at least (default 10,000). */
+  compactAfter?: number;
+  /** Free bytes on the filesystem of a folder (default: statfs); tests pass their own. */
+  diskFree?: (dir: string) => Promise<number>;
+}
+
+async function statfsFree(dir: string): Promise<number> {
+  const s = await statfs(dir);
+  return s.bavail * s.bsize;
+}
+
+const silent: Logger = { debug() {}, info() {}, warn() {}, error() {}, child: () => silent };
+
+export class FileResultRepository implements ResultRepository {
+  private readonly dir: string;
+  private readonly log: Logger;
+  private readonly index = new MemoryIndex();
+  private readonly deleted = new DeletedIds();
+  private readonly file: IndexFile;
+  private readonly reader: ArtifactReader;
+  private readonly compactAfter: number;
+  private readonly diskFree: (dir: string) => Promise<number>;
+  private deadLines = 0;
+  private writes: Promise<unknown> = Promise.resolve();
+
+  constructor(private readonly opts: FileResultRepositoryOptions) {
+    this.dir = resolve(opts.dir);
+    this.log = (opts.logger ?? silent).child({ module: 'results' });
+    this.file = new IndexFile(join(this.dir, 'index.jsonl'));
+    this.reader = new ArtifactReader(opts.md5CacheEntries);
+    this.compactAfter = opts.compactAfter ?? 10_000;
+    this.diskFree = opts.diskFree ?? statfsFree;
+  }
+
+  /** Live (not deleted) results in the index. */
+  get size(): number {
+    return this.index.size;
+  }
+
+  /** Load the index, rebuilding it from the folders when it is missing. */
+  async open(): Promise<void> {
+    await mkdir(this.dir, { recursive: true });
+    await this.loadDeleted();
+    const loaded = await this.file.load((line) => this.loadLine(line));
+    if (loaded === undefined) {
+      await this.rebuild();
+    } else if (loaded.torn !== undefined) {
+      await this.recoverTorn(loaded.torn);
+    }
+    this.index.loadEnd();
+    this.log.info({ results: this.index.size, jobs_with_deletions: this.deleted.jobs }, 'results index loaded');
+    await this.maybeCompact();
+  }
+
+  dirOf(resultId: string): string {
+    return join(this.dir, this.parts(resultId, 'not_found').relDir);
+  }
+
+  async createRunDir(resultId: string): Promise<string> {
+    const dir = join(this.dir, this.parts(resultId, 'invalid_request').relDir);
+    // Through the write chain, so retention never removes an empty job folder under a mkdir.
+    await this.serial(() => mkdir(dir, { recursive: true }));
+    return dir;
+  }
+
+  async add(record: ResultRecord): Promise<void> {
+    const checked = checkRecord(record);
+    if (typeof checked === 'string') throw new FarmError('invalid_request', `result record: ${checked}`);
+    const p = this.parts(checked.result_id, 'invalid_request');
+    if (checked.result_id !== idOf(p) || checked.job_uid !== p.jobUid) {
+      throw new FarmError('invalid_request', `result record: result_id ${checked.result_id} and job_uid ${checked.job_uid} disagree`);
+    }
+    await this.serial(async () => {
+      const dir = join(this.dir, p.relDir);
+      try {
+        await mkdir(dir, { recursive: true });
+        await writeFileAtomic(join(dir, RECORD_FILE), [JSON.stringify(checked, null, 2) + '\n']);
+        await this.file.append([recordLine(checked)]);
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === 'ENOSPC') throw new FarmError('storage_full', `no space left to record result ${checked.result_id}`);
+        throw e;
+      }
+      if (this.index.get(checked.result_id)) this.deadLines++;
+      this.index.put(checked);
+    });
+  }
+
+  get(resultId: string): ResultRecord | 'deleted' | undefined {
+    const p = parseResultId(resultId);
+    if (!p) return undefined;
+    const rec = this.index.get(idOf(p));
+    if (rec) return rec;
+    return this.deleted.has(p.jobUid, p.seconds) ? 'deleted' : undefined;
+  }
+
+  query(q: ResultQuery): ResultRecord[] {
+    return this.index.query(q);
+  }
+
+  /** Throws `not_found` for an unknown (or unfinished) result, `gone` for a deleted one. */
+  async artifacts(resultId: string): Promise<ArtifactListing> {
+    const found = this.get(resultId);
+    if (found === 'deleted') throw new FarmError('gone', `result ${resultId} has been deleted`);
+    if (!found) throw new FarmError('not_found', `no result ${resultId}`);
+    return this.reader.list(this.dirOf(found.result_id));
+  }
+
+  async openArtifact(resultId: string, relPath: string): Promise<{ path: string; size: number; mtime: Date } | undefined> {
+    const found = this.get(resultId);
+    if (!found || found === 'deleted') return undefined;
+    return this.reader.open(this.dirOf(found.result_id), relPath);
+  }
+
+  meanDuration(testCase: string): number | undefined {
+    return this.index.meanDuration(testCase);
+  }
+
+  enforceRetention(): Promise<string[]> {
+    return this.serial(async () => {
+      const { max_results, min_free_mb } = this.opts.retention;
+      const gone = await this.deleteOldest(this.index.size - max_results);
+      // Batches double while space stays short: few rounds when far below the floor, at most 2x overshoot.
+      for (let batch = 1; ; batch = Math.min(batch * 2, 256)) {
+        const free = await this.diskFree(this.dir);
+        if (free >= min_free_mb * 1024 * 1024 || this.index.size === 0) break;
+        this.log.warn({ free_mb: Math.floor(free / 2 ** 20), min_free_mb, deleting: batch }, 'disk nearly full: deleting the oldest results');
+        gone.push(...(await this.deleteOldest(batch)));
+      }
+      if (gone.length > 0) {
+        this.log.info({ deleted: gone.length, kept: this.index.size }, 'retention deleted old results');
+        await this.maybeCompact();
+      }
+      return gone;
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.writes.catch(() => undefined);
+    await this.file.close();
+  }
+
+  // -------------------------------------------------------------- internals
+
+  private parts(resultId: string, code: 'not_found' | 'invalid_request'): ResultIdParts {
+    const p = parseResultId(resultId);
+    if (!p) throw new FarmError(code, `"${String(resultId).slice(0, 200)}" is not a result id`);
+    return p;
+  }
+
+  private serial<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.writes.then(fn, fn);
+    this.writes = run.catch(() => undefined);
+    return run;
+  }
+
+  private loadLine(line: string): void {
+    let raw: unknown;
+    try {
+      raw = JSON.parse(line);
+    } catch {
+      this.log.warn({ line: line.slice(0, 200) }, 'results index: skipped a line that is not JSON');
+      this.deadLines++;
+      return;
+    }
+    const tomb = typeof raw === 'object' && raw !== null ? (raw as { deleted?: unknown }).deleted : undefined;
+    const p = typeof tomb === 'string' ? parseResultId(tomb) : undefined;
+    if (p) {
+      this.index.loadDelete(idOf(p));
+      this.deleted.add(p.jobUid, p.seconds);
+      this.deadLines += 2; // the tombstone and the record it ends
+      return;
+    }
+    const rec = checkRecord(raw);
+    const rp = typeof rec === 'string' ? undefined : parseResultId(rec.result_id);
+    if (typeof rec === 'string' || !rp || idOf(rp) !== rec.result_id) {
+      this.log.warn({ line: line.slice(0, 200), why: rec }, 'results index: skipped a bad record');
+      this.deadLines++;
+      return;
+    }
+    if (this.index.get(rec.result_id)) this.deadLines++;
+    this.index.loadSet(rec);
+  }
+
+  private async loadDeleted(): Promise<void> {
+    let text: string;
+    try {
+      text = await readFile(join(this.dir, 'deleted.jsonl'), 'utf8');
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return;
+      throw e;
+    }
+    let bad = 0;
+    for (const line of text.split('\n')) if (line && !this.deleted.addLine(line)) bad++;
+    if (bad > 0) this.log.warn({ bad }, 'deleted.jsonl: skipped bad lines');
+  }
+
+  /** A crash mid-append: the file was cut back to its last full line; re-add the run from its folder. */
+  private async recoverTorn(torn: string): Promise<void> {
+    const id = idOfTornLine(torn);
+    const p = id === undefined ? undefined : parseResultId(id);
+    const rec = p && (await readRecord(join(this.dir, p.relDir, RECORD_FILE)));
+    this.log.warn({ torn: torn.slice(0, 200), recovered: rec ? rec.result_id : null }, 'results index: last line was torn (crash while writing)');
+    if (!rec || idOf(p) !== rec.result_id) return;
+    this.index.loadSet(rec);
+    await this.file.append([recordLine(rec)]);
+  }
+
+  private async rebuild(): Promise<void> {
+    const t0 = Date.now();
+    const scan = await scanFolders(this.dir);
+    for (const b of scan.bad) this.log.warn(b, 'results rebuild: skipped a folder');
+    let orphans = 0;
+    const records: ResultRecord[] = [];
+    for (const rec of scan.records) {
+      const p = parseResultId(rec.result_id)!;
+      if (this.deleted.has(p.jobUid, p.seconds)) {
+        // Retention wrote the tombstone but a crash kept it from removing the folder.
+        orphans++;
+        await rm(join(this.dir, p.relDir), { recursive: true, force: true });
+      } else {
+        records.push(rec);
+        this.index.loadSet(rec);
+      }
+    }
+    records.sort((a, b) => (a.start_time < b.start_time ? -1 : a.start_time > b.start_time ? 1 : 0));
+    await this.file.rewrite(records.map(recordLine));
+    this.log.warn({ results: records.length, orphans, ms: Date.now() - t0 }, 'results index was missing: rebuilt it from the result folders');
+  }
+
+  private async deleteOldest(n: number): Promise<string[]> {
+    const victims = this.index.oldest(n);
+    if (victims.length === 0) return [];
+    // Tombstones first: a crash before the folders go leaves orphans that a rebuild removes, never a listed run without files.
+    await this.file.append(victims.map((r) => tombstoneLine(r.result_id)));
+    this.index.removeOldest(victims.length);
+    this.deadLines += 2 * victims.length;
+    for (const r of victims) {
+      const p = parseResultId(r.result_id)!;
+      this.deleted.add(p.jobUid, p.seconds);
+      await this.removeFolder(p.relDir);
+    }
+    return victims.map((r) => r.result_id);
+  }
+
+  /** Remove a run's folder and its job/installation folders once empty. */
+  private async removeFolder(relDir: string): Promise<void> {
+    await rm(join(this.dir, relDir), { recursive: true, force: true });
+    const [hex, num] = relDir.split('/') as [string, string];
+    for (const d of [join(this.dir, hex, num), join(this.dir, hex)]) {
+      try {
+        await rmdir(d);
+      } catch {
+        return; // not empty (or a run is being created there): keep it
+      }
+    }
+  }
+
+  private async maybeCompact(): Promise<void> {
+    if (this.deadLines <= Math.max(this.compactAfter, this.index.size)) return;
+    const t0 = Date.now();
+    await writeFileAtomic(join(this.dir, 'deleted.jsonl'), [this.deleted.serialize()]);
+    await this.file.rewrite(this.index.all().map(recordLine));
+    const dead = this.deadLines;
+    this.deadLines = 0;
+    this.index.repool();
+    this.log.info({ dropped_lines: dead, live: this.index.size, ms: Date.now() - t0 }, 'results index compacted');
+  }
+}
+
+const idOf = (p: ResultIdParts): string => `${p.jobUid}/${p.relDir.split('/')[2]}`;
+
+async function readRecord(path: string): Promise<ResultRecord | undefined> {
+  try {
+    const rec = checkRecord(JSON.parse(await readFile(path, 'utf8')));
+    return typeof rec === 'string' ? undefined : rec;
+  } catch {
+    return undefined;
+  }
+}
