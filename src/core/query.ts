@@ -77,19 +77,22 @@ function stringParam(name: string, raw: unknown): string {
 
 // ---------------------------------------------------------------- sorting
 
-const OUTCOME_RANK = { pass: 0, fail: 1, error: 2 } as const;
+/** Rank of an outcome in a `result` sort: pass < fail < error, so `result:desc` puts errors first. */
+export const OUTCOME_RANK = { pass: 0, fail: 1, error: 2 } as const;
+
+/** The number part of a job_uid (`/<node>/<hex>/<number>`), compared numerically by a `job` sort. */
+export const jobNumber = (uid: string): number => Number(uid.slice(uid.lastIndexOf('/') + 1));
 
 const str = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 const byDate = (a: ResultRecord, b: ResultRecord): number =>
   (isCanonical(a.start_time) && isCanonical(b.start_time)
     ? str(a.start_time, b.start_time)
     : Date.parse(a.start_time) - Date.parse(b.start_time)) || str(a.result_id, b.result_id);
-const jobNumber = (uid: string): number => Number(uid.slice(uid.lastIndexOf('/') + 1));
 
 const PRIMARY: Record<SortField, ((a: ResultRecord, b: ResultRecord) => number) | undefined> = {
   date: undefined,
   duration: (a, b) => a.duration - b.duration,
-  job: (a, b) => jobNumber(a.job_uid) - jobNumber(b.job_uid) || str(a.job_uid, b.job_uid),
+  job: (a, b) => jobNumber(a.job_uid) - jobNumber(b.job_uid),
   testcase: (a, b) => str(a.test_case, b.test_case),
   category: (a, b) => str(a.category, b.category),
   result: (a, b) => OUTCOME_RANK[a.result] - OUTCOME_RANK[b.result],
@@ -99,6 +102,7 @@ const PRIMARY: Record<SortField, ((a: ResultRecord, b: ResultRecord) => number) 
  * Comparator for a sort: the field, then `start_time`, then `result_id`, all
  * in the sort's direction, so the order is total and stable across requests.
  * `result` ranks pass < fail < error; `job` compares job numbers numerically.
+ * (The results store sorts by precomputed keys to the same order.)
  */
 export function compareFor(sort: { field: SortField; dir: SortDir }): (a: ResultRecord, b: ResultRecord) => number {
   const primary = PRIMARY[sort.field];
