@@ -14,3 +14,9 @@ class UITestError(Exception):
 
 class ConfigurationError(UITestError):
     """A configuration value is missing or has the wrong type."""
+
+
+# Tracebacks name them as test scripts import them: farmhand.UITestFailure.
+for _cls in (UITestFailure, UITestError, ConfigurationError):
+    _cls.__module__ = "farmhand"
+del _cls
