@@ -13,6 +13,9 @@ export function gitEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   return { ...env, GIT_TERMINAL_PROMPT: '0', LC_ALL: 'C', ...extra };
 }
 
+/** Options of one git command; `env` adds variables to the scrubbed environment. */
+export type GitOptions = Omit<ExecOptions, 'env'> & { env?: Record<string, string> };
+
 export class GitError extends FarmError {
   constructor(
     readonly args: readonly string[],
@@ -30,19 +33,19 @@ export class GitRepo {
   ) {}
 
   /** Run a git command; resolves with its result whatever the exit status. */
-  exec(args: readonly string[], opts: Omit<ExecOptions, 'env'> & { env?: Record<string, string> } = {}): Promise<ExecResult> {
+  exec(args: readonly string[], opts: GitOptions = {}): Promise<ExecResult> {
     return execCommand(this.git, [`--git-dir=${this.gitDir}`, ...args], { ...opts, env: gitEnv(opts.env) });
   }
 
   /** Run a git command; rejects with GitError unless it exits 0. Resolves with stdout. */
-  async run(args: readonly string[], opts: Omit<ExecOptions, 'env'> & { env?: Record<string, string> } = {}): Promise<Buffer> {
+  async run(args: readonly string[], opts: GitOptions = {}): Promise<Buffer> {
     const r = await this.exec(args, opts);
     if (r.code !== 0) throw new GitError(args, r);
     return r.stdout;
   }
 
   /** Like run, trimmed text. */
-  async text(args: readonly string[], opts: Omit<ExecOptions, 'env'> & { env?: Record<string, string> } = {}): Promise<string> {
+  async text(args: readonly string[], opts: GitOptions = {}): Promise<string> {
     return (await this.run(args, opts)).toString('utf8').trim();
   }
 

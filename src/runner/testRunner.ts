@@ -84,6 +84,28 @@ export class ProcessTestRunner implements TestRunner {
 
   /** Spawn the child, pump its output into the logs, and wait until its process group is gone. */
   private async execute(spec: TestRunSpec, signal: AbortSignal, logs: RunLogs, work: string): Promise<ProcessEnd> {
+    const started = await this.start(spec, work);
+    if ('spawnError' in started) return { exitStatus: null, endedBy: null, spawnError: started.spawnError };
+    const { child, pid } = started;
+    this.o.logger?.debug({ pid, test: spec.testCase }, 'test process started');
+    try {
+      spec.onSpawn?.(pid);
+    } catch (e) {
+      this.o.logger?.warn({ err: e }, 'onSpawn callback failed');
+    }
+    const closed = new Promise<boolean>((resolve) => child.once('close', () => resolve(true)));
+    this.pump(child, logs);
+    const end = await this.supervise(child, pid, spec, signal, logs);
+    const timeout = new Promise<boolean>((resolve) => setTimeout(() => resolve(false), PIPE_CLOSE_MS).unref());
+    if (!(await Promise.race([closed, timeout]))) {
+      logs.tool("A process that left the test's process group still holds its output open; no longer reading it");
+      child.stdout?.destroy();
+      child.stderr?.destroy();
+    }
+    return end;
+  }
+
+  private async start(spec: TestRunSpec, work: string): Promise<{ child: ChildProcess; pid: number } | { spawnError: Error }> {
     const configFile = path.join(work, 'config.json');
     await writeFile(configFile, JSON.stringify(spec.config));
     const child = spawn(this.python, ['-m', 'farmhand.run', spec.testCase], {
@@ -96,20 +118,14 @@ export class ProcessTestRunner implements TestRunner {
       child.once('spawn', () => resolve(undefined));
       child.once('error', resolve);
     });
-    if (spawnError || child.pid === undefined) return { exitStatus: null, endedBy: null, spawnError: spawnError ?? new Error('no pid') };
-    const pid = child.pid;
-    this.o.logger?.debug({ pid, test: spec.testCase }, 'test process started');
-    try {
-      spec.onSpawn?.(pid);
-    } catch (e) {
-      this.o.logger?.warn({ err: e }, 'onSpawn callback failed');
-    }
+    if (spawnError || child.pid === undefined) return { spawnError: spawnError ?? new Error('the child has no pid') };
+    return { child, pid: child.pid };
+  }
 
+  /** Wait for the child's exit, ending its group on timeout or abort, and any leftovers after. */
+  private async supervise(child: ChildProcess, pid: number, spec: TestRunSpec, signal: AbortSignal, logs: RunLogs): Promise<ProcessEnd> {
     let exited = false;
     const exit = new Promise<number | null>((resolve) => child.once('exit', (code, sig) => ((exited = true), resolve(exitStatusOf(code, sig)))));
-    const closed = new Promise<boolean>((resolve) => child.once('close', () => resolve(true)));
-    this.pump(child, logs);
-
     let endedBy: ProcessEnd['endedBy'] = null;
     let ending: Promise<void> | undefined;
     const end = (why: 'timeout' | 'stop') => {
@@ -121,7 +137,6 @@ export class ProcessTestRunner implements TestRunner {
     const timer = setTimeout(() => end('timeout'), Math.min(spec.timeoutSecs * 1000, MAX_TIMER_MS));
     const onAbort = () => end('stop');
     signal.addEventListener('abort', onAbort, { once: true });
-
     const exitStatus = await exit;
     clearTimeout(timer);
     signal.removeEventListener('abort', onAbort);
@@ -129,12 +144,6 @@ export class ProcessTestRunner implements TestRunner {
     else if (await groupAlive(pid)) {
       logs.tool('The test left processes running; ending them');
       await this.endGroup(pid, () => true, logs);
-    }
-    const timeout = new Promise<boolean>((resolve) => setTimeout(() => resolve(false), PIPE_CLOSE_MS).unref());
-    if (!(await Promise.race([closed, timeout]))) {
-      logs.tool('A process that left the test\'s process group still holds its output open; no longer reading it');
-      child.stdout?.destroy();
-      child.stderr?.destroy();
     }
     return { exitStatus, endedBy };
   }
