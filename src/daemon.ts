@@ -14,7 +14,7 @@ import { createFrameSource } from './hardware/capture/index.js';
 import { createApp } from './http/app.js';
 import type { Services } from './http/context.js';
 import { GitTestPack } from './runner/gitTestPack.js';
-import { killProcessGroup } from './runner/processGroup.js';
+import { endStaleTestProcess } from './runner/processGroup.js';
 import { ProcessTestRunner } from './runner/testRunner.js';
 import { FileJobRepository } from './storage/jobStore.js';
 import { FileResultRepository } from './storage/results/index.js';
@@ -78,7 +78,8 @@ export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daem
     logger: logger.child({ module: 'jobs' }),
     settings: { defaultTimeoutSecs: cfg.runner.default_timeout_secs, stopResponseSecs: cfg.runner.stop_response_secs },
   });
-  for (const pid of await jobs.recover()) killProcessGroup(pid, 'SIGKILL');
+  // A test process of the run the crash interrupted may still be alive: end it.
+  await Promise.all((await jobs.recover()).map((pid) => endStaleTestProcess(pid, cfg.runner.kill_grace_secs * 1000)));
 
   const services: Services = { nodeId: cfg.node_id, version, jobs, results, testPack, frames, logger, publicUrl: cfg.public_url };
   const app = createApp(services);

@@ -1,0 +1,80 @@
+/**
+ * Starts the whole daemon for a test: a temporary data directory, a real git
+ * test pack, real python3 children, real ffmpeg (testsrc2 at a small size),
+ * listening on 127.0.0.1 port 0. Each test file builds its own.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import request from 'supertest';
+import { configSchema, type ConfigInput, type FarmConfig } from '../../src/config/schema.js';
+import { startDaemon, type Daemon } from '../../src/daemon.js';
+import { silentLogger } from '../../src/logger.js';
+import { makeTestPack, type Files, type TestPackRepo } from '../fixtures/testPack.js';
+
+export interface TestDaemon {
+  daemon: Daemon;
+  url: string;
+  http: ReturnType<typeof request>;
+  pack: TestPackRepo;
+  dataDir: string;
+  config: FarmConfig;
+  stop(): Promise<void>;
+}
+
+export type TestConfig = Partial<Omit<ConfigInput, 'test_pack'>>;
+
+export function testConfig(packDir: string, dataDir: string, overrides: TestConfig = {}): FarmConfig {
+  const cfg = configSchema.parse({
+    node_id: 'farmhand-test',
+    listen: '127.0.0.1:0',
+    data_dir: dataDir,
+    log_level: 'silent',
+    ...overrides,
+    test_pack: { url: packDir },
+    capture: { uri: 'testsrc:', width: 320, height: 240, preview_fps: 10, ...overrides.capture },
+    runner: { kill_grace_secs: 1, stop_response_secs: 10, ...overrides.runner },
+  });
+  return { ...cfg, node_id: cfg.node_id ?? 'farmhand-test' };
+}
+
+export async function startTestDaemon(opts: { files?: Files; config?: TestConfig; pack?: TestPackRepo } = {}): Promise<TestDaemon> {
+  const pack = opts.pack ?? (await makeTestPack(opts.files));
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'farmhand-data-'));
+  const config = testConfig(pack.dir, dataDir, opts.config);
+  const daemon = await startDaemon(config, silentLogger);
+  return {
+    daemon,
+    url: daemon.url,
+    http: request(daemon.url),
+    pack,
+    dataDir,
+    config,
+    async stop() {
+      await daemon.stop();
+      await rm(dataDir, { recursive: true, force: true });
+      if (!opts.pack) await pack.cleanup();
+    },
+  };
+}
+
+/** Wait until the capture pipeline delivers frames (a node is offline until then). */
+export async function waitOnline(d: TestDaemon, timeoutMs = 15_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!d.daemon.services.frames.health().online) {
+    if (Date.now() > end) throw new Error(`capture never came online: ${d.daemon.services.frames.health().reason}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Poll a job (as a v1 client does) until it is exited; returns the last Job object. */
+export async function waitForJob(d: TestDaemon, jobUid: string, timeoutMs = 60_000): Promise<Record<string, unknown>> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const res = await d.http.get(`/api/v1/jobs${jobUid}`);
+    if (res.status !== 200) throw new Error(`job status answered ${res.status}: ${res.text}`);
+    if (res.body.status === 'exited') return res.body as Record<string, unknown>;
+    if (Date.now() > end) throw new Error(`job ${jobUid} still running after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
