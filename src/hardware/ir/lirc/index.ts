@@ -9,3 +9,4 @@ export { LircEncoder, LircSession, encode, assertTransmittable } from './encoder
 export type { ToggleState } from './frame.js';
 export { formatIrsimsend } from './format.js';
 export { irEncodeCommand } from './cli.js';
+export { simulateIrsimsend, listFileKey, type SimsendOptions } from './simsend.js';
