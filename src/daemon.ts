@@ -46,6 +46,7 @@ export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daem
     url: cfg.test_pack.url,
     dir: path.join(dataDir, 'test-pack.git'),
     worktreesDir: path.join(dataDir, 'checkouts'),
+    refreshAfterSecs: cfg.test_pack.refresh_secs,
     logger: logger.child({ module: 'test-pack' }),
   });
   await testPack.open().catch((e: unknown) => {

@@ -26,6 +26,8 @@ export const configSchema = z.strictObject({
   test_pack: z.strictObject({
     /** Path or URL of the test-pack git repository. */
     url: z.string().min(1),
+    /** A branch, tag or HEAD is fetched again before use when the last fetch is older than this. */
+    refresh_secs: z.number().nonnegative().default(10),
   }),
   runner: z
     .strictObject({

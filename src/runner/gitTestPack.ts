@@ -30,6 +30,13 @@ export interface GitTestPackOptions {
   fetchTimeoutSecs?: number;
   /** The git program; default `git` from PATH. */
   git?: string;
+  /**
+   * A revision that names a moving ref (branch, tag, HEAD, refs/...) is
+   * fetched first when the last fetch is older than this, so a branch pushed
+   * a moment ago runs its new commit; default 10 s. A SHA is never refetched
+   * when it is already mirrored.
+   */
+  refreshAfterSecs?: number;
 }
 
 /** Config files in order of preference; the first that exists wins. */
@@ -42,6 +49,7 @@ export class GitTestPack implements TestPack {
   private readonly repo: GitRepo;
   private readonly checkouts: CheckoutCache;
   private fetching: Promise<void> | undefined;
+  private lastFetch = 0;
   private readonly names = new Map<string, Promise<string[]>>();
 
   constructor(private readonly o: GitTestPackOptions) {
@@ -66,6 +74,11 @@ export class GitTestPack implements TestPack {
 
   async resolve(revision: string): Promise<Revision> {
     const rev = checkRevision(revision);
+    const isSha = /^[0-9a-f]{7,40}$/i.test(rev);
+    if (!isSha && Date.now() - this.lastFetch > (this.o.refreshAfterSecs ?? 10) * 1000) {
+      // A stale mirror must not run yesterday's branch; offline, the local ref still answers.
+      await this.fetch().catch((e: unknown) => this.o.logger?.warn({ err: e }, 'could not refresh the test pack; using the mirrored refs'));
+    }
     let sha = await this.revParse(rev);
     if (!sha) {
       let why = '';
@@ -131,7 +144,11 @@ export class GitTestPack implements TestPack {
 
   /** Fetch every ref from the origin. Concurrent callers share one fetch. */
   fetch(): Promise<void> {
-    this.fetching ??= this.doFetch().finally(() => (this.fetching = undefined));
+    this.fetching ??= this.doFetch()
+      .then(() => {
+        this.lastFetch = Date.now();
+      })
+      .finally(() => (this.fetching = undefined));
     return this.fetching;
   }
 

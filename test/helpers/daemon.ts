@@ -31,7 +31,7 @@ export function testConfig(packDir: string, dataDir: string, overrides: TestConf
     data_dir: dataDir,
     log_level: 'silent',
     ...overrides,
-    test_pack: { url: packDir },
+    test_pack: { url: packDir, refresh_secs: 1 },
     capture: { uri: 'testsrc:', width: 320, height: 240, preview_fps: 10, ...overrides.capture },
     runner: { kill_grace_secs: 1, stop_response_secs: 10, ...overrides.runner },
   });

@@ -77,6 +77,16 @@ describe('v1 API', function () {
       expect(res.body).to.include('tests/wip.py::test_wip');
     });
 
+    it('sees a commit pushed to a branch a moment ago (a branch is refetched when the mirror is stale)', async () => {
+      await d.pack.commit({ 'tests/pushed.py': 'def test_pushed():\n    pass\n' }, { ref: 'feature' });
+      await new Promise((r) => setTimeout(r, 1100)); // refresh_secs is 1 in this daemon
+      const res = await d.http.get('/api/v1/test_pack/feature/test_case_names');
+      expect(res.body).to.include('tests/pushed.py::test_pushed');
+      await d.pack.commit({ 'tests/pushed2.py': 'def test_pushed_again():\n    pass\n' }, { ref: 'feature' });
+      await new Promise((r) => setTimeout(r, 1100));
+      expect((await d.http.get('/api/v1/test_pack/feature/test_case_names')).body).to.include('tests/pushed2.py::test_pushed_again');
+    });
+
     it('answers 404 with a JSON error for an unknown revision', async () => {
       jsonError(await d.http.get('/api/v1/test_pack/no-such-branch/test_case_names'), 404);
       jsonError(await d.http.get('/api/v1/test_pack/0123456789abcdef0123456789abcdef01234567/test_case_names'), 404);
