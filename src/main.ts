@@ -14,6 +14,7 @@ import { version } from './version.js';
 const USAGE = `usage:
   farmhand serve [--config FILE] [--listen HOST:PORT] [--data-dir DIR]
                  [--test-pack PATH|URL] [--node-id ID] [--capture URI]
+  farmhand ir encode <file.lircd.conf> <KEY>... [--remote NAME] [--count N]
   farmhand --version`;
 
 const EX_USAGE = 64;
@@ -71,6 +72,11 @@ async function main(argv: string[]): Promise<number> {
   switch (command) {
     case 'serve':
       return serve(rest);
+    case 'ir': {
+      if (rest[0] !== 'encode') break;
+      const { irEncodeCommand } = await import('./hardware/ir/lirc/cli.js');
+      return irEncodeCommand(rest.slice(1), process.stdout, process.stderr);
+    }
     case '--version':
     case 'version':
       process.stdout.write(`${version}\n`);
@@ -79,10 +85,9 @@ async function main(argv: string[]): Promise<number> {
     case 'help':
       process.stdout.write(`${USAGE}\n`);
       return 0;
-    default:
-      process.stderr.write(`${USAGE}\n`);
-      return EX_USAGE;
   }
+  process.stderr.write(`${USAGE}\n`);
+  return EX_USAGE;
 }
 
 main(process.argv.slice(2)).then(

@@ -65,10 +65,47 @@ export const configSchema = z.strictObject({
       min_free_mb: z.number().nonnegative().default(1024),
     })
     .prefault({}),
+  ir: z
+    .strictObject({
+      /** `none`, `irtoy:/dev/ttyACM0` (USB IR Toy / IRDroid), `lircd:/run/lirc/lircd`, `virtual:` (the virtual set-top box). */
+      uri: z
+        .string()
+        .regex(/^(none|virtual:|irtoy:\/dev\/[\w./-]+|lircd:\/[\w./-]+)$/, 'one of none, virtual:, irtoy:/dev/ttyX, lircd:/path/to/socket')
+        .default('none'),
+    })
+    .prefault({}),
   auth: z
     .strictObject({
       /** v1 clients send no credentials; set true to require a token on v1 too. */
       v1_requires_token: z.boolean().default(false),
+    })
+    .prefault({}),
+  api: z
+    .strictObject({
+      /** How long await_completion holds a request before answering 202 (the spec: 55 s). */
+      await_completion_secs: z.number().positive().max(3600).default(55),
+      /** Largest JSON request body; larger is a 413. */
+      max_body_bytes: z.number().int().positive().default(1024 * 1024),
+    })
+    .prefault({}),
+  rate_limit: z
+    .strictObject({
+      /** Sustained requests per second per client (token, else address). */
+      requests_per_second: z.number().positive().default(20),
+      /** Requests a client may send at once above the sustained rate. */
+      burst: z.number().int().positive().default(100),
+      /** The artifact download endpoints' own, more generous burst. */
+      artifact_burst: z.number().int().positive().default(1000),
+    })
+    .prefault({}),
+  node: z
+    .strictObject({
+      /** ISO 8601 date the licence expires; run_tests answers 403 after it. */
+      licence_expiry: z.iso.date().default('2099-12-31'),
+      /** Known only when configured (no portal sees this node from outside). */
+      external_ip_address: z.string().nullable().default(null),
+      geoip_city: z.string().nullable().default(null),
+      geoip_country: z.string().nullable().default(null),
     })
     .prefault({}),
   log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
