@@ -133,7 +133,9 @@ async function measure(dir: string, runs: number): Promise<void> {
     console.log(`  ${name.padEnd(38)} median ${r.median.toFixed(1).padStart(6)} ms   max ${r.max.toFixed(1).padStart(6)} ms   (${r.last})`);
   }
   await store.close();
-  console.log(`rss at end:                      ${mb(process.memoryUsage().rss)} MB`);
+  const peak = process.memoryUsage().rss;
+  gc();
+  console.log(`rss after the queries:           ${mb(peak)} MB, ${mb(process.memoryUsage().rss)} MB after gc`);
 }
 
 async function main(): Promise<void> {

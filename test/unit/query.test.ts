@@ -137,6 +137,9 @@ describe('parseResultQuery: filter', () => {
     expect(select('date:>=2026-11-20T10:00Z', 'Asia/Tokyo')).to.deep.equal(['C', 'D', 'E']);
     expect(select('date:>=2026-11-20T19:00', 'Asia/Tokyo')).to.deep.equal(['C', 'D', 'E']);
     expect(select('date:>=2026-11-20T19:00', 'Etc/UTC')).to.deep.equal(['E']);
+    expect(select('date:>=2026-11-20T05:00-0500')).to.deep.equal(['C', 'D', 'E']);
+    expect(select('date:>="2026-11-20 11:00 +01"')).to.deep.equal(['C', 'D', 'E']);
+    expect(select('date:2026-11-20T09:59:59,5Z')).to.deep.equal(['B']);
   });
 
   it('a day in tz is its real length across a DST change (23 hours in London on 2026-03-29)', () => {

@@ -209,11 +209,28 @@ describe('FileResultRepository', () => {
     expect(await s.enforceRetention()).to.have.length(26);
     const indexLines = (await readFile(join(dir, 'index.jsonl'), 'utf8')).trim().split('\n');
     expect(indexLines).to.have.length(4); // compacted: live records only
+    const spans = (await readFile(join(dir, 'deleted.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l));
+    expect(spans[0]).to.deep.equal({ job: `/${NODE}/ab12/1`, from: '2026-11-20_10.00.00', to: '2026-11-20_10.03.00' });
+    expect(spans).to.have.length(7); // jobs 1-7 (runs 0-25; run 25 opens job 7)
     await s.close();
     const again = await store({ compactAfter: 5 });
     for (let i = 0; i < 26; i++) expect(again.get(makeRecord(i).result_id), `run ${i}`).to.equal('deleted');
     expect(again.get(`/${NODE}/ab12/1/2026-11-20_09.59.00`)).to.equal(undefined);
     expect(again.size).to.equal(4);
+  });
+
+  it('a rebuild keeps compacted deletions deleted and removes a folder a crash left behind', async () => {
+    const s = await filled(6, { retention: { max_results: 3, min_free_mb: 0 }, compactAfter: 1 });
+    await s.enforceRetention();
+    await s.close();
+    const orphan = makeRecord(1);
+    await mkdir(s.dirOf(orphan.result_id), { recursive: true });
+    await writeFile(join(s.dirOf(orphan.result_id), 'result.json'), JSON.stringify(orphan));
+    await unlink(join(dir, 'index.jsonl'));
+    const rebuilt = await store();
+    expect(rebuilt.get(orphan.result_id)).to.equal('deleted');
+    expect(all(rebuilt)).to.deep.equal([3, 4, 5].map((i) => makeRecord(i).result_id));
+    await expectMissing(rebuilt.dirOf(orphan.result_id));
   });
 
   it('retention frees disk space: deletes the oldest results while free space is under min_free_mb', async () => {

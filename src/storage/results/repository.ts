@@ -258,24 +258,18 @@ export class FileResultRepository implements ResultRepository {
 
   private async rebuild(): Promise<void> {
     const t0 = Date.now();
-    const scan = await scanFolders(this.dir);
-    for (const b of scan.bad) this.log.warn(b, 'results rebuild: skipped a folder');
     let orphans = 0;
-    const records: ResultRecord[] = [];
-    for (const rec of scan.records) {
+    const scan = await scanFolders(this.dir, async (rec) => {
       const p = parseResultId(rec.result_id)!;
-      if (this.deleted.has(p.jobUid, p.seconds)) {
-        // Retention wrote the tombstone but a crash kept it from removing the folder.
-        orphans++;
-        await rm(join(this.dir, p.relDir), { recursive: true, force: true });
-      } else {
-        records.push(rec);
-        this.index.loadSet(rec);
-      }
-    }
-    records.sort((a, b) => (a.start_time < b.start_time ? -1 : a.start_time > b.start_time ? 1 : 0));
-    await this.file.rewrite(records.map(recordLine));
-    this.log.warn({ results: records.length, orphans, ms: Date.now() - t0 }, 'results index was missing: rebuilt it from the result folders');
+      if (!this.deleted.has(p.jobUid, p.seconds)) return this.index.loadSet(rec);
+      // Retention wrote the tombstone but a crash kept it from removing the folder.
+      orphans++;
+      await rm(join(this.dir, p.relDir), { recursive: true, force: true });
+    });
+    for (const b of scan.bad) this.log.warn(b, 'results rebuild: skipped a folder');
+    this.index.loadEnd();
+    await this.file.rewrite(lines(this.index.all()));
+    this.log.warn({ results: this.index.size, orphans, ms: Date.now() - t0 }, 'results index was missing: rebuilt it from the result folders');
   }
 
   private async deleteOldest(n: number): Promise<string[]> {
@@ -310,12 +304,17 @@ export class FileResultRepository implements ResultRepository {
     if (this.deadLines <= Math.max(this.compactAfter, this.index.size)) return;
     const t0 = Date.now();
     await writeFileAtomic(join(this.dir, 'deleted.jsonl'), [this.deleted.serialize()]);
-    await this.file.rewrite(this.index.all().map(recordLine));
+    await this.file.rewrite(lines(this.index.all()));
     const dead = this.deadLines;
     this.deadLines = 0;
     this.index.repool();
     this.log.info({ dropped_lines: dead, live: this.index.size, ms: Date.now() - t0 }, 'results index compacted');
   }
+}
+
+/** Index lines of records, made one at a time as the file is written. */
+function* lines(records: readonly ResultRecord[]): Generator<string> {
+  for (const r of records) yield recordLine(r);
 }
 
 const idOf = (p: ResultIdParts): string => `${p.jobUid}/${p.relDir.split('/')[2]}`;

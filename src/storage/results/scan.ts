@@ -15,26 +15,27 @@ import { RECORD_FILE } from './artifacts.js';
 const PARALLEL = 32;
 
 export interface ScanReport {
-  records: ResultRecord[];
+  records: number;
   /** Folders whose `result.json` was unreadable or did not match the folder. */
   bad: Array<{ dir: string; why: string }>;
 }
 
-export async function scanFolders(root: string): Promise<ScanReport> {
+/** Hand every good record to `onRecord` (as it is read, so none pile up); report the rest. */
+export async function scanFolders(root: string, onRecord: (r: ResultRecord) => Promise<void> | void): Promise<ScanReport> {
   const dirs: string[] = [];
   for (const hex of await subdirs(root, isHexDir)) {
     for (const num of await subdirs(join(root, hex), isNumberDir)) {
       for (const stamp of await subdirs(join(root, hex, num), isStampDir)) dirs.push(`${hex}/${num}/${stamp}`);
     }
   }
-  const report: ScanReport = { records: [], bad: [] };
+  const report: ScanReport = { records: 0, bad: [] };
   for (let i = 0; i < dirs.length; i += PARALLEL) {
-    await Promise.all(dirs.slice(i, i + PARALLEL).map((d) => readOne(root, d, report)));
+    await Promise.all(dirs.slice(i, i + PARALLEL).map((d) => readOne(root, d, report, onRecord)));
   }
   return report;
 }
 
-async function readOne(root: string, relDir: string, report: ScanReport): Promise<void> {
+async function readOne(root: string, relDir: string, report: ScanReport, onRecord: (r: ResultRecord) => Promise<void> | void): Promise<void> {
   let text: string;
   try {
     text = await readFile(join(root, relDir, RECORD_FILE), 'utf8');
@@ -53,7 +54,8 @@ async function readOne(root: string, relDir: string, report: ScanReport): Promis
   } else if (parseResultId(rec.result_id)?.relDir !== relDir) {
     report.bad.push({ dir: relDir, why: `result_id ${rec.result_id} does not belong to this folder` });
   } else {
-    report.records.push(rec);
+    report.records++;
+    await onRecord(rec);
   }
 }
 
