@@ -6,7 +6,7 @@
 import { FarmError, invalid } from './errors.js';
 import { formatJobUid, formatResultId, runStamp } from './ids.js';
 import type { JobRecord, ResultRecord, RunOutcome } from './model.js';
-import type { FrameSource, IniConfig, JobRepository, Logger, ResultRepository, TestPack, TestRunner } from './ports.js';
+import type { FrameSource, IniConfig, JobRepository, Logger, ResultRepository, TestPack, TestRunner, VideoRecorder } from './ports.js';
 import type { RunRequest } from './runRequest.js';
 import { schedule, speedWeights, type Rng } from './shuffle.js';
 
@@ -19,6 +19,8 @@ export interface JobServiceDeps {
   testPack: TestPack;
   runner: TestRunner;
   frames: FrameSource;
+  /** Per-run video; absent when the capture does not record. */
+  video?: VideoRecorder;
   /** Whether the node can run tests now (capture healthy, or no capture configured). */
   online: () => { online: boolean; reason: string | null };
   logger: Logger;
@@ -234,6 +236,7 @@ export class JobService {
     job.current_run = { result_id: resultId, test_case: testCase, start_time: start.toISOString(), pid: null };
     if (job.soak === 'run forever') job.result_counts.total++;
     await this.d.jobs.save(job);
+    const clip = this.d.video?.begin();
     const outcome = await this.d.runner.run(
       {
         resultDir,
@@ -249,9 +252,14 @@ export class JobService {
       },
       active.abort.signal,
     );
-    await this.d.frames.saveScreenshot(resultDir).catch((e: unknown) => {
-      this.d.logger.warn({ err: e, result: resultId }, 'could not save the end-of-run screenshot');
-    });
+    await Promise.all([
+      this.d.frames.saveScreenshot(resultDir).catch((e: unknown) => {
+        this.d.logger.warn({ err: e, result: resultId }, 'could not save the end-of-run screenshot');
+      }),
+      clip?.finish(resultDir).catch((e: unknown) => {
+        this.d.logger.warn({ err: e, result: resultId }, 'could not save the video of the run');
+      }),
+    ]);
     await this.record(job, resultId, testCase, start, this.now(), outcome);
     job.result_counts[outcome.result]++;
     job.current_run = null;

@@ -132,3 +132,18 @@ export interface FrameSource {
   start(): Promise<void>;
   stop(): Promise<void>;
 }
+
+// ---------------------------------------------------------------- video
+
+/** A clip of the continuous recording, from `begin` until `finish`. */
+export interface VideoClip {
+  /** Cut the clip and write it as `video.mp4` into the folder; false when there is no video to write. */
+  finish(dir: string): Promise<boolean>;
+  /** Give up the clip without writing it. */
+  discard(): void;
+}
+
+export interface VideoRecorder {
+  /** Start a clip now (the run is about to start). */
+  begin(): VideoClip;
+}
