@@ -6,7 +6,7 @@
 import { FarmError, invalid } from './errors.js';
 import { formatJobUid, formatResultId, runStamp } from './ids.js';
 import type { JobRecord, ResultRecord, RunOutcome } from './model.js';
-import type { FrameSource, IniConfig, JobRepository, Logger, ResultRepository, TestPack, TestRunner, VideoRecorder } from './ports.js';
+import type { FrameSource, IniConfig, JobRepository, Logger, ResultRepository, RunControl, TestPack, TestRunner, VideoRecorder } from './ports.js';
 import type { RunRequest } from './runRequest.js';
 import { schedule, speedWeights, type Rng } from './shuffle.js';
 
@@ -21,6 +21,8 @@ export interface JobServiceDeps {
   frames: FrameSource;
   /** Per-run video; absent when the capture does not record. */
   video?: VideoRecorder;
+  /** The control channel test scripts use for key presses and frames; absent: none. */
+  control?: RunControl;
   /** Whether the node can run tests now (capture healthy, or no capture configured). */
   online: () => { online: boolean; reason: string | null };
   logger: Logger;
@@ -236,22 +238,22 @@ export class JobService {
     job.current_run = { result_id: resultId, test_case: testCase, start_time: start.toISOString(), pid: null };
     if (job.soak === 'run forever') job.result_counts.total++;
     await this.d.jobs.save(job);
+    const control = await this.d.control?.open({ resultDir, testPackSha: job.test_pack_sha, remote: job.remote_control });
     const clip = this.d.video?.begin();
-    const outcome = await this.d.runner.run(
-      {
-        resultDir,
-        checkoutDir: ctx.checkoutDir,
-        testCase,
-        testPackSha: job.test_pack_sha,
-        config: ctx.runConfig,
-        timeoutSecs: ctx.timeoutSecs,
-        onSpawn: (pid) => {
-          job.current_run = { ...job.current_run!, pid };
-          void this.d.jobs.save(job).catch(() => undefined);
-        },
+    const spec = {
+      resultDir,
+      env: control?.env,
+      checkoutDir: ctx.checkoutDir,
+      testCase,
+      testPackSha: job.test_pack_sha,
+      config: ctx.runConfig,
+      timeoutSecs: ctx.timeoutSecs,
+      onSpawn: (pid: number) => {
+        job.current_run = { ...job.current_run!, pid };
+        void this.d.jobs.save(job).catch(() => undefined);
       },
-      active.abort.signal,
-    );
+    };
+    const outcome = await this.d.runner.run(spec, active.abort.signal).finally(() => control?.close());
     await Promise.all([
       this.d.frames.saveScreenshot(resultDir).catch((e: unknown) => {
         this.d.logger.warn({ err: e, result: resultId }, 'could not save the end-of-run screenshot');

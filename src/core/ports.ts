@@ -99,6 +99,8 @@ export interface TestRunSpec {
   /** The test pack's configuration plus `result.tags`. */
   config: IniConfig;
   timeoutSecs: number;
+  /** Extra environment for the test process (the run's control socket). */
+  env?: Record<string, string>;
   /** Called once the child exists, so a restart can find and end it. */
   onSpawn?: (pid: number) => void;
 }
@@ -146,4 +148,17 @@ export interface VideoClip {
 export interface VideoRecorder {
   /** Start a clip now (the run is about to start). */
   begin(): VideoClip;
+}
+
+// ---------------------------------------------------------------- run control
+
+/** What a test script may ask of the daemon while it runs (key presses, frames). */
+export interface RunControl {
+  /** Open the control channel of one run; its `env` goes to the test process. */
+  open(run: { resultDir: string; testPackSha: string; remote: string | null }): Promise<RunControlChannel>;
+}
+
+export interface RunControlChannel {
+  env: Record<string, string>;
+  close(): Promise<void>;
 }
