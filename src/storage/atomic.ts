@@ -1,20 +1,23 @@
 /**
- * Durable, atomic file writes: write a temporary file beside the target,
- * fsync it, rename it over the target, fsync the directory. A crash leaves
- * either the old file or the new one, never a torn one.
+ * Durable, atomic file writes: write a temporary file beside the target
+ * (`.<name>.<pid>.<hex>.tmp`), fsync it, rename it over the target, fsync the
+ * directory. A reader, or a restart after power loss, sees the old content or
+ * the new, never half.
  */
+import { randomBytes } from 'node:crypto';
+import { closeSync, fsyncSync, openSync, renameSync, writeSync } from 'node:fs';
 import { open, rename, rm } from 'node:fs/promises';
-import { openSync, writeSync, fsyncSync, closeSync, renameSync } from 'node:fs';
-import path from 'node:path';
+import { basename, dirname, join } from 'node:path';
 
-let counter = 0;
-const tempName = (file: string) => `${file}.tmp-${process.pid}-${++counter}`;
+const tempName = (file: string) => join(dirname(file), `.${basename(file)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
 
-export async function writeFileAtomic(file: string, data: string | Uint8Array): Promise<void> {
+/** Replace `file` with `data` (or chunks written in order) atomically and durably. */
+export async function writeFileAtomic(file: string, data: string | Uint8Array | Iterable<string | Uint8Array>): Promise<void> {
   const tmp = tempName(file);
   const fh = await open(tmp, 'w', 0o644);
   try {
-    await fh.writeFile(data);
+    const chunks = typeof data === 'string' || data instanceof Uint8Array ? [data] : data;
+    for (const c of chunks) await (typeof c === 'string' ? fh.write(c) : fh.write(c));
     await fh.sync();
   } catch (e) {
     await fh.close();
@@ -23,10 +26,10 @@ export async function writeFileAtomic(file: string, data: string | Uint8Array): 
   }
   await fh.close();
   await rename(tmp, file);
-  await fsyncDir(path.dirname(file));
+  await syncDir(dirname(file));
 }
 
-/** The synchronous twin, for the few places that must not yield (state at shutdown). */
+/** The synchronous twin, for the few places that must not yield. */
 export function writeFileAtomicSync(file: string, data: string | Uint8Array): void {
   const tmp = tempName(file);
   const fd = openSync(tmp, 'w', 0o644);
@@ -37,7 +40,7 @@ export function writeFileAtomicSync(file: string, data: string | Uint8Array): vo
     closeSync(fd);
   }
   renameSync(tmp, file);
-  const dfd = openSync(path.dirname(file), 'r');
+  const dfd = openSync(dirname(file), 'r');
   try {
     fsyncSync(dfd);
   } finally {
@@ -45,11 +48,12 @@ export function writeFileAtomicSync(file: string, data: string | Uint8Array): vo
   }
 }
 
-export async function fsyncDir(dir: string): Promise<void> {
-  const dh = await open(dir, 'r');
+/** fsync a folder so a rename or a new entry in it survives power loss. */
+export async function syncDir(dir: string): Promise<void> {
+  const fh = await open(dir, 'r');
   try {
-    await dh.sync();
+    await fh.sync();
   } finally {
-    await dh.close();
+    await fh.close();
   }
 }

@@ -10,7 +10,7 @@
  * caller can recover the record from its folder.
  */
 import { open, type FileHandle } from 'node:fs/promises';
-import { writeFileAtomic } from './atomic.js';
+import { writeFileAtomic } from '../atomic.js';
 
 const CHUNK = 1024 * 1024;
 const NL = 0x0a;

@@ -34,7 +34,7 @@ import type { ArtifactListing, ResultRecord } from '../../core/model.js';
 import type { Logger, ResultRepository } from '../../core/ports.js';
 import type { ResultQuery } from '../../core/query.js';
 import { ArtifactReader, RECORD_FILE } from './artifacts.js';
-import { writeFileAtomic } from './atomic.js';
+import { writeFileAtomic } from '../atomic.js';
 import { DeletedIds } from './deleted-ids.js';
 import { parseResultId, type ResultIdParts } from './ids.js';
 import { IndexFile } from './index-file.js';
