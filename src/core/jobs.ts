@@ -71,6 +71,7 @@ export class JobService {
             traceback: null,
             exit_status: null,
           });
+          job.result_counts.error++;
         }
       }
       job.current_run = null;

@@ -5,7 +5,6 @@
  * the new, never half.
  */
 import { randomBytes } from 'node:crypto';
-import { closeSync, fsyncSync, openSync, renameSync, writeSync } from 'node:fs';
 import { open, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 
@@ -27,25 +26,6 @@ export async function writeFileAtomic(file: string, data: string | Uint8Array | 
   await fh.close();
   await rename(tmp, file);
   await syncDir(dirname(file));
-}
-
-/** The synchronous twin, for the few places that must not yield. */
-export function writeFileAtomicSync(file: string, data: string | Uint8Array): void {
-  const tmp = tempName(file);
-  const fd = openSync(tmp, 'w', 0o644);
-  try {
-    writeSync(fd, typeof data === 'string' ? Buffer.from(data) : data);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  renameSync(tmp, file);
-  const dfd = openSync(dirname(file), 'r');
-  try {
-    fsyncSync(dfd);
-  } finally {
-    closeSync(dfd);
-  }
 }
 
 /** fsync a folder so a rename or a new entry in it survives power loss. */

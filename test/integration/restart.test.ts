@@ -1,0 +1,120 @@
+/**
+ * "A job survives a daemon restart as data": kill the daemon with SIGKILL
+ * during a run, start it again on the same data directory, and check the job
+ * and its results.
+ */
+import { expect } from 'chai';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import request from 'supertest';
+import { DAEMON_RESTARTED } from '../../src/core/jobs.js';
+import { makeTestPack, type TestPackRepo } from '../fixtures/testPack.js';
+
+const MAIN = path.resolve('src/main.ts');
+
+function startCli(configFile: string): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', MAIN, 'serve', '--config', configFile], { stdio: ['ignore', 'pipe', 'pipe'] });
+  return new Promise((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`daemon did not start: ${out}`)), 20_000);
+    child.stdout!.on('data', (b: Buffer) => {
+      out += b.toString();
+      const m = /listening on (http:\/\/\S+)/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve({ child, url: m[1]! });
+      }
+    });
+    child.stderr!.on('data', (b: Buffer) => (out += b.toString()));
+    child.once('exit', (code) => reject(new Error(`daemon exited (${code}): ${out}`)));
+  });
+}
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return !/^\d+ \(.*\) Z/.test(stat); // a zombie is gone
+  } catch {
+    return false;
+  }
+};
+
+describe('restart after SIGKILL', function () {
+  this.timeout(60_000);
+  let pack: TestPackRepo;
+  let dataDir: string;
+  let configFile: string;
+  const children: ChildProcess[] = [];
+
+  before(async () => {
+    pack = await makeTestPack({
+      'tests/slow.py': 'import time\n\ndef test_quick():\n    pass\n\ndef test_slow():\n    with open("started", "w") as f:\n        f.write("yes")\n    time.sleep(60)\n',
+    });
+    dataDir = await mkdtemp(path.join(os.tmpdir(), 'farmhand-restart-'));
+    configFile = path.join(dataDir, 'farmhand.json');
+    await writeFile(
+      configFile,
+      JSON.stringify({
+        node_id: 'restart-node',
+        listen: '127.0.0.1:0',
+        data_dir: path.join(dataDir, 'data'),
+        test_pack: { url: pack.dir },
+        capture: { uri: 'none:' },
+        log_level: 'warn',
+        runner: { kill_grace_secs: 1 },
+      }),
+    );
+  });
+  after(async () => {
+    for (const c of children) c.kill('SIGKILL');
+    await rm(dataDir, { recursive: true, force: true });
+    await pack.cleanup();
+  });
+
+  it('the running job is exited after restart, its in-flight run is an error saying the daemon restarted', async () => {
+    const first = await startCli(configFile);
+    children.push(first.child);
+    let http = request(first.url);
+    const run = await http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: ['tests/slow.py::test_quick', 'tests/slow.py::test_slow'] });
+    expect(run.status, run.text).to.equal(200);
+    const uid = run.body.job_uid as string;
+
+    // Wait until the slow test is running (its job file records the child's pid).
+    const jobFile = path.join(dataDir, 'data', 'jobs', `${uid.split('/').pop()}.json`);
+    let pid = 0;
+    for (let i = 0; i < 200 && !pid; i++) {
+      const job = JSON.parse(await readFile(jobFile, 'utf8').catch(() => '{}')) as { current_run?: { test_case: string; pid: number | null } };
+      if (job.current_run?.test_case === 'tests/slow.py::test_slow' && job.current_run.pid) pid = job.current_run.pid;
+      else await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(pid, 'the slow test started').to.be.greaterThan(0);
+    first.child.kill('SIGKILL');
+    await new Promise((r) => first.child.once('exit', r));
+    expect(alive(pid), 'the test process outlives the daemon (own process group)').to.equal(true);
+
+    const second = await startCli(configFile);
+    children.push(second.child);
+    http = request(second.url);
+    const job = (await http.get(`/api/v1/jobs${uid}`)).body;
+    expect(job.status).to.equal('exited');
+    expect(job.end_time).to.be.a('string');
+    expect(job.result_counts).to.include({ pass: 1, error: 1 });
+    const results = (await http.get(`/api/v1/jobs${uid}/results`).query({ sort: 'date:asc' })).body;
+    expect(results.map((r: { result: string }) => r.result)).to.deep.equal(['pass', 'error']);
+    expect(results[1].failure_reason).to.equal(DAEMON_RESTARTED);
+    const artifacts = (await http.get(`/api/v1/result${results[1].result_id}/artifacts/`)).body;
+    expect(artifacts).to.have.property('started');
+    expect(alive(pid), 'the orphaned test process was ended at start-up').to.equal(false);
+
+    // And the node takes a new job at once.
+    const next = await http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: ['tests/slow.py::test_quick'] });
+    expect(next.status).to.equal(200);
+    expect(next.body.job_id).to.equal(run.body.job_id + 1);
+    second.child.kill('SIGTERM');
+    await new Promise((r) => second.child.once('exit', r));
+  });
+});
