@@ -112,6 +112,7 @@ async function listen(handler: Parameters<typeof import('node:http').createServe
   const server = createServer(handler);
   server.headersTimeout = 30_000;
   server.requestTimeout = 120_000; // long polls hold 55 s
+  server.on('clientError', answerClientError);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => {
@@ -120,4 +121,20 @@ async function listen(handler: Parameters<typeof import('node:http').createServe
     });
   });
   return server;
+}
+
+/** Requests Node rejects before Koa sees them (too-long URL or headers, malformed HTTP) still get a JSON error. */
+function answerClientError(err: NodeJS.ErrnoException, socket: import('node:stream').Duplex): void {
+  if (!socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const [status, code, message] =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, 'headers_too_large', 'the request line or headers are too large; shorten the URL (a filter of a few KiB is plenty)']
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'request_timeout', 'the request took too long to arrive']
+        : [400, 'invalid_request', 'malformed HTTP request'];
+  const body = JSON.stringify({ error: code, message });
+  socket.end(`HTTP/1.1 ${status} ${code}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
 }
