@@ -82,8 +82,18 @@ export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daem
   // A test process of the run the crash interrupted may still be alive: end it.
   await Promise.all((await jobs.recover()).map((pid) => endStaleTestProcess(pid, cfg.runner.kill_grace_secs * 1000)));
 
-  const services: Services = { nodeId: cfg.node_id, version, jobs, results, testPack, frames, logger, publicUrl: cfg.public_url };
-  const app = createApp(services);
+  const services: Services = {
+    nodeId: cfg.node_id,
+    version,
+    jobs,
+    results,
+    testPack,
+    frames,
+    logger,
+    publicUrl: cfg.public_url,
+    awaitCompletionSecs: cfg.api.await_completion_secs,
+  };
+  const app = createApp(services, { maxBodyBytes: cfg.api.max_body_bytes });
   const server = await listen(app.callback(), cfg.listen);
   const addr = server.address() as AddressInfo;
   const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;

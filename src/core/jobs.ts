@@ -98,7 +98,7 @@ export class JobService {
   }
 
   /** Validate against the test pack, then start the job; resolves once it is running. */
-  async runTests(req: RunRequest, username: string): Promise<JobRecord> {
+  async runTests(req: RunRequest, username: string, remoteRule: 'v1' | 'v2' = 'v1'): Promise<JobRecord> {
     if (this.isRunning()) {
       throw new FarmError('conflict', `a test job is already running (${this.active?.record.job_uid ?? 'starting'}); stop it or wait for it to end`);
     }
@@ -113,7 +113,7 @@ export class JobService {
         throw invalid(`test case(s) not found at ${rev.sha.slice(0, 10)}: ${missing.slice(0, 5).join(', ')}${missing.length > 5 ? ', ...' : ''}`);
       }
       const config = await this.d.testPack.config(rev.sha);
-      const remote = await this.chooseRemote(req.remote_control, rev.sha, config);
+      const remote = await this.chooseRemote(req.remote_control, rev.sha, config, remoteRule);
       const number = await this.d.jobs.nextNumber();
       const record: JobRecord = {
         job_uid: formatJobUid({ nodeId: this.d.nodeId, hex: this.d.installationHex, number }),
@@ -189,15 +189,24 @@ export class JobService {
     await active.done;
   }
 
-  private async chooseRemote(requested: string | null, sha: string, config: IniConfig): Promise<string | null> {
+  /**
+   * The remote control of a job. Requested, else `test_pack.default_remote_control`;
+   * then v1 falls back to the first remote file in alphabetical order, while
+   * v2 requires one (400).
+   */
+  private async chooseRemote(requested: string | null, sha: string, config: IniConfig, rule: 'v1' | 'v2'): Promise<string | null> {
     const remotes = await this.d.testPack.remoteControls(sha);
-    if (requested !== null) {
-      if (!remotes.includes(requested)) {
-        throw invalid(`remote_control: no config/remote-control/${requested}.lircd.conf in the test pack at ${sha.slice(0, 10)}`);
+    const chosen = requested ?? config.test_pack?.default_remote_control ?? null;
+    if (chosen !== null) {
+      if (!remotes.includes(chosen)) {
+        throw invalid(`remote_control: no config/remote-control/${chosen}.lircd.conf in the test pack at ${sha.slice(0, 10)}`);
       }
-      return requested;
+      return chosen;
     }
-    return config.test_pack?.default_remote_control ?? remotes[0] ?? null;
+    if (rule === 'v2') {
+      throw invalid('remote_control is required: the test pack sets no test_pack.default_remote_control');
+    }
+    return remotes[0] ?? null;
   }
 
   private async loop(active: ActiveJob, config: IniConfig): Promise<void> {

@@ -8,6 +8,7 @@ import { jsonBody } from './body.js';
 import type { Services } from './context.js';
 import { errorHandler } from './errors.js';
 import { v1Router } from './v1/routes.js';
+import { v2Router } from './v2/routes.js';
 
 export interface AppOptions {
   /** Largest JSON body accepted; more is a 413. */
@@ -22,7 +23,7 @@ export function createApp(s: Services, opts: AppOptions = {}): Koa {
   app.use(errorHandler(s.logger));
   app.use(foldTrailingSlash);
   app.use(jsonBody(opts.maxBodyBytes ?? 1024 * 1024));
-  for (const router of [v1Router(s)]) {
+  for (const router of [v1Router(s), v2Router(s)]) {
     app.use(router.routes());
     app.use(router.allowedMethods());
   }

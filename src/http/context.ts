@@ -13,6 +13,17 @@ export interface Services {
   logger: Logger;
   /** Absolute base URL from the config; else each request's own. */
   publicUrl?: string;
+  /** How long await_completion holds a request (the spec: 55 s). */
+  awaitCompletionSecs: number;
+  /** v2's node-level rules (reservations, use tracking); absent until wired. */
+  v2?: V2Hooks;
+}
+
+export interface V2Hooks {
+  /** Throws FarmError('forbidden') when another user's reservation holds the node. */
+  beforeNodeAction(user: string, what: string): void;
+  /** Note a use of the node (run, stop, press, reserve, screenshot). */
+  recordUse(user: string): void;
 }
 
 export type ApiVersion = 'v1' | 'v2';

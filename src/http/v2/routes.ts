@@ -1,0 +1,140 @@
+/**
+ * The v2 API answered for this one node: the same services as v1, with
+ * v2's request schemas (node_id, tags) and presenters (triage_url, branch,
+ * username, tags). Any node id but ours is a 404.
+ */
+import Router from '@koa/router';
+import type { Context } from 'koa';
+import { FarmError } from '../../core/errors.js';
+import type { JobRecord } from '../../core/model.js';
+import { parseResultQuery } from '../../core/query.js';
+import { parseRunRequest } from '../../core/runRequest.js';
+import { bodyOf } from '../body.js';
+import { baseUrl, type Services } from '../context.js';
+import { presentJob, presentResultSummary } from '../presenters.js';
+import { mountResultRoutes } from '../resultRoutes.js';
+
+const JOB = '/api/v2/jobs/:node/:hex/:num';
+const NODE = '/api/v2/nodes/:node_id';
+
+/** The authenticated caller (the auth middleware sets it; v2 routes always have one). */
+export const callerOf = (ctx: Context): string => (ctx.state as { user?: { login: string } }).user?.login ?? 'anonymous';
+
+export function v2Router(s: Services): Router {
+  const r = new Router();
+  const present = (ctx: Context, job: JobRecord) => presentJob(job, baseUrl(ctx, s), 'v2');
+  const ourNode = (ctx: Context) => {
+    const id = (ctx.params as Record<string, string>).node_id;
+    if (id !== s.nodeId) throw new FarmError('not_found', `no node ${JSON.stringify(id)}; this node is ${s.nodeId}`);
+    return id;
+  };
+  const jobOf = (ctx: Context) => {
+    const p = ctx.params as Record<string, string>;
+    const uid = `/${p.node}/${p.hex}/${p.num}`;
+    const job = s.jobs.get(uid);
+    if (!job) throw new FarmError('not_found', `no job ${uid}`);
+    return job;
+  };
+  const nodeJob = (ctx: Context) => {
+    ourNode(ctx);
+    const job = s.jobs.current();
+    if (!job) throw new FarmError('not_found', `node ${s.nodeId} has never run a job`);
+    return job;
+  };
+
+  r.get(`${NODE}/screenshot.png`, async (ctx) => {
+    ourNode(ctx);
+    s.v2?.recordUse(callerOf(ctx));
+    ctx.type = 'image/png';
+    ctx.body = await s.frames.screenshotPng();
+  });
+  r.get(`${NODE}/thumbnail.jpg`, async (ctx) => {
+    ourNode(ctx);
+    ctx.type = 'image/jpeg';
+    ctx.body = await s.frames.thumbnailJpeg();
+  });
+
+  r.get('/api/v2/test_pack/*rev/test_case_names', async (ctx) => {
+    const rev = await s.testPack.resolve(String((ctx.params as Record<string, string>).rev));
+    ctx.body = await s.testPack.testCaseNames(rev.sha);
+  });
+
+  r.post('/api/v2/run_tests', async (ctx) => {
+    const body = bodyOf(ctx);
+    const nodeId = (body as { node_id?: unknown } | null)?.node_id;
+    if (typeof nodeId !== 'string') throw new FarmError('invalid_request', 'node_id is required (string)');
+    if (nodeId !== s.nodeId) throw new FarmError('not_found', `no node ${JSON.stringify(nodeId)}; this node is ${s.nodeId}`);
+    const req = parseRunRequest(body, 'v2');
+    const user = callerOf(ctx);
+    s.v2?.beforeNodeAction(user, 'run tests on');
+    const job = await s.jobs.runTests(req, user, 'v2');
+    s.v2?.recordUse(user);
+    ctx.body = present(ctx, job);
+  });
+
+  r.get(JOB, (ctx) => {
+    ctx.body = present(ctx, jobOf(ctx));
+  });
+  r.get(`${NODE}/job`, (ctx) => {
+    ctx.body = present(ctx, nodeJob(ctx));
+  });
+
+  const awaitCompletion = async (ctx: Context, job: JobRecord) => {
+    ctx.status = (await waitForEnd(ctx, s, job)) ? 200 : 202;
+    ctx.body = present(ctx, s.jobs.get(job.job_uid) ?? job);
+  };
+  r.get(`${JOB}/await_completion`, (ctx) => awaitCompletion(ctx, jobOf(ctx)));
+  r.get(`${NODE}/job/await_completion`, async (ctx) => {
+    ourNode(ctx);
+    const job = s.jobs.current();
+    if (!job) {
+      // "returns 200 at once if no job is in progress" - and there has never been one.
+      ctx.body = { job_uid: null, status: 'exited' };
+      return;
+    }
+    await awaitCompletion(ctx, job);
+  });
+
+  const stop = async (ctx: Context, job: JobRecord) => {
+    const user = callerOf(ctx);
+    s.v2?.beforeNodeAction(user, 'stop jobs on');
+    const { job: after, stopped } = await s.jobs.stop(job.job_uid);
+    s.v2?.recordUse(user);
+    ctx.status = stopped ? 200 : 202;
+    ctx.body = present(ctx, after);
+  };
+  r.put(`${JOB}/stop`, (ctx) => stop(ctx, jobOf(ctx)));
+  r.post(`${JOB}/stop`, (ctx) => stop(ctx, jobOf(ctx)));
+  r.post(`${NODE}/job/stop`, (ctx) => stop(ctx, nodeJob(ctx)));
+
+  r.get('/api/v2/results', (ctx) => {
+    const q = parseResultQuery(ctx.query);
+    const base = baseUrl(ctx, s);
+    ctx.body = s.results.query(q).map((x) => presentResultSummary(x, base, 'v2'));
+  });
+
+  r.get('/api/v2/user', (ctx) => {
+    ctx.body = { login: callerOf(ctx) };
+  });
+
+  mountResultRoutes(r, '/api/v2/results', 'v2', s);
+  return r;
+}
+
+/** Hold the request until the job ends or the hold time passes; false = still running. */
+async function waitForEnd(ctx: Context, s: Services, job: JobRecord): Promise<boolean> {
+  if (job.status === 'exited') return true;
+  let timer: NodeJS.Timeout | undefined;
+  let onClose: (() => void) | undefined;
+  const held = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), s.awaitCompletionSecs * 1000);
+    onClose = () => resolve(false); // the client went away: stop holding
+    ctx.res.once('close', onClose);
+  });
+  try {
+    return await Promise.race([s.jobs.whenEnded(job.job_uid).then(() => true), held]);
+  } finally {
+    clearTimeout(timer);
+    if (onClose) ctx.res.off('close', onClose);
+  }
+}
