@@ -38,7 +38,7 @@ export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daem
   const results = new FileResultRepository({
     dir: path.join(dataDir, 'results'),
     retention: cfg.retention,
-    logger: logger.child({ module: 'results' }),
+    logger,
   });
   await results.open();
 
