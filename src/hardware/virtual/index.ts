@@ -1,0 +1,97 @@
+/**
+ * The virtual set-top box: the device under test farmhand drives when no
+ * hardware is configured (`capture.uri` and `ir.uri` both `virtual:`). It
+ * receives IR trains from the VirtualTransport, decodes them with its own
+ * LIRC remote, updates its state machine and feeds rendered frames into the
+ * capture's ffmpeg, so presses and pictures take the same paths as on real
+ * hardware.
+ */
+import type { Writable } from 'node:stream';
+import type { Logger } from '../../core/ports.js';
+import type { FrameFeed } from '../capture/index.js';
+import { silentLogger } from '../capture/silent-logger.js';
+import type { LircRemote } from '../ir/lirc/index.js';
+import type { VirtualIrListener } from '../ir/transports/virtual.js';
+import { FrameCache, feedFrames, type FrameStats } from './frames.js';
+import { KeyReceiver, RemoteDecoder, vstbRemote } from './remote.js';
+import { clockText } from './render.js';
+import { advanceTime, initialState, pressKey, viewOf, type StbState } from './state.js';
+
+export { VSTB_LIRCD_CONF, VSTB_REMOTE_FILE, VSTB_REMOTE_NAME, vstbRemote, RemoteDecoder, KeyReceiver } from './remote.js';
+export type { DecodedTrain } from './remote.js';
+export { clockText, renderFrame, screenSvg } from './render.js';
+export * from './state.js';
+export type { FrameStats } from './frames.js';
+
+export interface VirtualStbOptions {
+  /** Frame size and rate: the `capture` section's `width`, `height`, `fps`. */
+  width: number;
+  height: number;
+  fps: number;
+  logger?: Logger;
+  /** Wall-clock milliseconds (the on-screen clock and the box's timeouts); tests pass a fixed clock. */
+  now?: () => number;
+  /** The remote the box obeys; default vstb (VSTB_LIRCD_CONF). */
+  remote?: LircRemote;
+}
+
+export interface VirtualStb {
+  /** The capture's frame feed: pass as `createFrameSource(capture, logger, { feed })`. */
+  feed: FrameFeed;
+  /** Pass to `new VirtualTransport(listener)` or `transport.subscribe(listener)`. */
+  transportListener: VirtualIrListener;
+  /** The box's state now (for tests and diagnostics). */
+  state(): StbState;
+  /** The frame being fed now; undefined until the first render finished. */
+  currentFrame(): Buffer | undefined;
+  stats(): FrameStats;
+  /** Stop feeding every attached stdin and rendering; later key presses change nothing on screen. */
+  stop(): void;
+}
+
+/** Build the box. Does no I/O until `feed` is called; renders its first frame at once. */
+export function createVirtualStb(o: VirtualStbOptions): VirtualStb {
+  const log = (o.logger ?? silentLogger).child({ device: 'virtual-stb' });
+  const now = o.now ?? Date.now;
+  const receiver = new KeyReceiver(new RemoteDecoder(o.remote ?? vstbRemote()), log);
+  let state = initialState();
+  const current = (): StbState => (state = advanceTime(state, now()));
+  const cache = new FrameCache(o.width, o.height, () => {
+    const t = now();
+    const view = viewOf(current());
+    // The clock only matters when something is on screen: standby re-renders nothing.
+    return { view, clock: view.power ? clockText(t) : '' };
+  }, log);
+  const detachers = new Set<() => void>();
+
+  const transportListener: VirtualIrListener = (event) => {
+    const key = receiver.receive(event.trains, event.key);
+    if (key === undefined) return;
+    state = pressKey(state, key, now());
+    log.debug({ key, page: state.page }, 'virtual set-top box: key');
+    cache.refresh();
+  };
+
+  const feed: FrameFeed = (stdin: Writable) => {
+    const stopFeeding = feedFrames(stdin, o.fps, cache, () => cache.refresh());
+    const detach = (): void => {
+      stopFeeding();
+      detachers.delete(detach);
+    };
+    detachers.add(detach);
+    return detach;
+  };
+
+  cache.refresh();
+  return {
+    feed,
+    transportListener,
+    state: current,
+    currentFrame: () => cache.current(),
+    stats: () => ({ ...cache.stats }),
+    stop: () => {
+      for (const d of [...detachers]) d();
+      cache.stop();
+    },
+  };
+}
