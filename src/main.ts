@@ -9,6 +9,7 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, EX_CONFIG, loadConfig } from './config/load.js';
 import { createLogger } from './logger.js';
+import { SdNotify } from './service/sdNotify.js';
 import { version } from './version.js';
 
 const USAGE = `usage:
@@ -53,9 +54,13 @@ async function serve(argv: string[]): Promise<number> {
   const { startDaemon } = await import('./daemon.js');
   const daemon = await startDaemon(cfg, logger);
   process.stdout.write(`farmhand ${version} listening on ${daemon.url} (node ${cfg.node_id})\n`);
+  const notify = new SdNotify(logger);
+  notify.ready(`listening on ${daemon.url}`);
   await new Promise<void>((resolve) => {
     const onSignal = (sig: NodeJS.Signals) => {
       logger.info({ signal: sig }, 'stopping');
+      // A running test gets its grace period and bookkeeping; tell systemd to wait that long.
+      notify.stopping(cfg.runner.kill_grace_secs + cfg.runner.stop_response_secs);
       process.off('SIGTERM', onSignal).off('SIGINT', onSignal);
       void daemon.stop().then(resolve, (e: unknown) => {
         logger.error({ err: e }, 'error while stopping');
@@ -64,6 +69,7 @@ async function serve(argv: string[]): Promise<number> {
     };
     process.on('SIGTERM', onSignal).on('SIGINT', onSignal);
   });
+  notify.close();
   return 0;
 }
 
