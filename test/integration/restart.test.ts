@@ -118,3 +118,57 @@ describe('restart after SIGKILL', function () {
     await new Promise((r) => second.child.once('exit', r));
   });
 });
+
+describe('graceful shutdown on SIGTERM', function () {
+  this.timeout(60_000);
+  let pack: TestPackRepo;
+  let dataDir: string;
+  let configFile: string;
+
+  before(async () => {
+    pack = await makeTestPack({ 'tests/slow.py': 'import time\n\ndef test_slow():\n    print("working", flush=True)\n    time.sleep(60)\n' });
+    dataDir = await mkdtemp(path.join(os.tmpdir(), 'farmhand-term-'));
+    configFile = path.join(dataDir, 'farmhand.json');
+    await writeFile(
+      configFile,
+      JSON.stringify({
+        node_id: 'term-node',
+        listen: '127.0.0.1:0',
+        data_dir: path.join(dataDir, 'data'),
+        test_pack: { url: pack.dir },
+        capture: { uri: 'none:' },
+        log_level: 'warn',
+        runner: { kill_grace_secs: 1 },
+      }),
+    );
+  });
+  after(async () => {
+    await rm(dataDir, { recursive: true, force: true });
+    await pack.cleanup();
+  });
+
+  it('stops the running job the way the stop endpoint does, records its result, and exits 0', async () => {
+    const d = await startCli(configFile);
+    const http = request(d.url);
+    const run = await http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: ['tests/slow.py::test_slow'] });
+    expect(run.status).to.equal(200);
+    await new Promise((r) => setTimeout(r, 1000));
+    const t0 = Date.now();
+    d.child.kill('SIGTERM');
+    const code = await new Promise<number | null>((r) => d.child.once('exit', (c) => r(c)));
+    expect(code).to.equal(0);
+    expect(Date.now() - t0).to.be.lessThan(10_000);
+
+    const again = await startCli(configFile);
+    const h2 = request(again.url);
+    const job = (await h2.get(`/api/v1/jobs${run.body.job_uid}`)).body;
+    expect(job.status).to.equal('exited');
+    expect(job.result_counts).to.include({ error: 1, total: 1 });
+    const [r] = (await h2.get(`/api/v1/jobs${run.body.job_uid}/results`)).body;
+    expect(r.failure_reason).to.match(/^Stopped/);
+    const log = await h2.get(`/api/v1/result${r.result_id}/farmhand.log`);
+    expect(log.text).to.include('working');
+    again.child.kill('SIGTERM');
+    await new Promise((res) => again.child.once('exit', res));
+  });
+});
