@@ -6,78 +6,25 @@
  * measures an existing one.)
  * The parent writes the data (index.jsonl and one folder with result.json per
  * run) into a temporary folder; a fresh child process opens and measures it,
- * so its memory is the store's, not the generator's. HTTP overhead is not
+ * so its memory is the store's, not the generator's (bench/lib/results-data.ts). HTTP overhead is not
  * included: these are the store's share of a request.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import type { Outcome, ResultRecord } from '../src/core/model.js';
 import { parseResultQuery } from '../src/core/query.js';
 import { FileResultRepository } from '../src/storage/results/index.js';
+import { BENCH_NODE, generateResults, TEST_CASES } from './lib/results-data.js';
 
-const NODE = 'farmhand-0123456789ab';
-const AREAS = ['menu', 'epg', 'vod', 'settings', 'search'];
-const ACTIONS = ['open', 'navigate', 'play', 'pause', 'resume', 'record', 'search_title', 'change_channel', 'rewind', 'exit'];
-const TEST_CASES = AREAS.flatMap((a) => ACTIONS.map((x) => `tests/${a}/test_${a}.py::test_${x}`)); // 50
-const CATEGORIES = ['default', 'nightly', 'smoke', 'refs/snapshots/alice', 'release-27.4'];
+const NODE = BENCH_NODE;
 
 function arg(name: string, dflt: number): number {
   const i = process.argv.indexOf(name);
   return i >= 0 ? Number(process.argv[i + 1]) : dflt;
-}
-
-/** A deterministic pseudo-random sequence, so every run measures the same data. */
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
-}
-
-function makeRecords(count: number): ResultRecord[] {
-  const rand = rng(42);
-  const out: ResultRecord[] = [];
-  let t = Date.UTC(2026, 0, 1);
-  let job = 1;
-  for (let i = 0; i < count; i++) {
-    if (rand() < 0.05) job++;
-    const testCase = TEST_CASES[Math.floor(rand() * TEST_CASES.length)]!;
-    const duration = Math.round((5 + rand() * rand() * 300) * 1000) / 1000;
-    const roll = rand();
-    const result: Outcome = roll < 0.8 ? 'pass' : roll < 0.92 ? 'fail' : 'error';
-    const variant = Math.floor(rand() * 10);
-    t += Math.ceil(duration + 2) * 1000;
-    const start = new Date(t + Math.floor(rand() * 1000));
-    const iso = start.toISOString();
-    const jobUid = `/${NODE}/ab12/${job}`;
-    out.push({
-      result_id: `${jobUid}/${iso.slice(0, 10)}_${iso.slice(11, 19).replaceAll(':', '.')}`,
-      job_uid: jobUid, test_case: testCase, test_pack_sha: 'c0ffee'.padEnd(40, String(job % 10)), test_pack_branch: 'main',
-      category: CATEGORIES[job % CATEGORIES.length]!, username: job % 3 ? 'jenkins' : 'alice',
-      tags: { 'jenkins/BUILD_ID': String(job), 'jenkins/JOB_NAME': 'stb-nightly' },
-      start_time: iso, end_time: new Date(start.getTime() + duration * 1000).toISOString(), duration, result,
-      failure_reason: result === 'pass' ? null : `${result === 'fail' ? 'UITestFailure' : 'RuntimeError'}: ${testCase.split('::')[1]} step ${variant} did not match`,
-      traceback: result === 'pass' ? null : `Traceback (most recent call last):\n  File "${testCase.split('::')[0]}", line ${40 + variant}, in ${testCase.split('::')[1]}\n    wait_for_match("images/${variant}.png")\n  File "farmhand/api.py", line 212, in wait_for_match\n    raise UITestFailure("did not match")\n`,
-    });
-  }
-  return out;
-}
-
-function generate(dir: string, count: number): void {
-  const records = makeRecords(count);
-  const lines: string[] = [];
-  for (const r of records) {
-    const [, , hex, num, stamp] = r.result_id.split('/');
-    const folder = join(dir, hex!, num!, stamp!);
-    mkdirSync(folder, { recursive: true });
-    writeFileSync(join(folder, 'result.json'), JSON.stringify(r, null, 2));
-    const { result_id, ...rest } = r;
-    lines.push(JSON.stringify({ result_id, ...rest }));
-  }
-  writeFileSync(join(dir, 'index.jsonl'), lines.join('\n') + '\n');
 }
 
 function median(xs: number[]): number {
@@ -143,12 +90,12 @@ async function main(): Promise<void> {
   if (mi >= 0) return measure(process.argv[mi + 1]!, arg('--runs', 30));
   const count = arg('--count', 100_000);
   const gi = process.argv.indexOf('--generate-only');
-  if (gi >= 0) return generate(process.argv[gi + 1]!, count);
+  if (gi >= 0) return void generateResults(process.argv[gi + 1]!, count);
   const root = mkdtempSync(join(tmpdir(), 'farmhand-results-bench-'));
   const dir = join(root, 'results');
   try {
     const t0 = performance.now();
-    generate(dir, count);
+    generateResults(dir, count);
     console.log(`generated ${count} results (index + folders) in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
     const self = fileURLToPath(import.meta.url);
     const child = (runs: number) =>
