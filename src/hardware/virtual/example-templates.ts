@@ -39,7 +39,8 @@ export const EXAMPLE_TEMPLATES: readonly ExampleTemplate[] = [
   {
     file: 'app-music-focused.png',
     state: { ...home, homeFocus: 3, page: 'apps', appFocus: 3 },
-    region: { x: 72, y: 412, width: 356, height: 206 },
+    // Inside the tile (name and focus underline): the frame alone would look alike on every focused tile.
+    region: { x: 120, y: 460, width: 260, height: 110 },
   },
   { file: 'banner-ch-102.png', state: { ...home, page: 'live', channel: 102, bannerUntil: 1 }, region: BANNER },
   { file: 'banner-ch-105.png', state: { ...home, page: 'live', channel: 105, bannerUntil: 1 }, region: BANNER },

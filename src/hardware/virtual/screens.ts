@@ -133,9 +133,13 @@ function apps(v: StbView): string {
   const tiles = APPS.map((name, i) => {
     const x = TILE.x + (i % APP_COLUMNS) * TILE.stepX;
     const y = TILE.y + Math.floor(i / APP_COLUMNS) * TILE.stepY;
-    const focus = i === v.appFocus ? `stroke="${COLOURS.text}" stroke-width="8"` : '';
+    const focused = i === v.appFocus;
+    const focus = focused ? `stroke="${COLOURS.text}" stroke-width="8"` : '';
+    // An underline under the name as well as the frame, so a template of the name alone tells focus.
+    const underline = focused ? rect(x + TILE.width / 2 - 90, y + 140, 180, 10, COLOURS.focus) : '';
     return (
       rect(x, y, TILE.width, TILE.height, TILE_COLOURS[i] ?? COLOURS.item, focus) +
+      underline +
       text(x + TILE.width / 2, y + TILE.height / 2 + 14, 40, COLOURS.text, name, 'text-anchor="middle" font-weight="bold"')
     );
   });
