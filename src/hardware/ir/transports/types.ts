@@ -3,21 +3,12 @@
  * under test) promises, and the pulse train it sends. The LIRC encoder turns
  * a key of a `lircd.conf` remote into `IrTrain`s; a transport emits them.
  *
- * `IrTrain` is declared here until the encoder and the transports share one
- * module (the encoder declares the same shape).
+ * `IrTrain` is the encoder's type (one shape for both sides); a `frequency`
+ * of 0 means 38000 Hz to every transport.
  */
+import type { IrTrain } from '../lirc/types.js';
 
-/** One frame of infrared: a carrier-modulated pulse/space sequence plus the silence after it. */
-export interface IrTrain {
-  /** Carrier in Hz; 0 (or missing) means 38000. */
-  frequency: number;
-  /** Carrier duty cycle in percent; transports that cannot set it ignore it. */
-  dutyCycle: number;
-  /** Pulse, space, ..., pulse, in microseconds. */
-  durations: number[];
-  /** Silence after the last pulse before anything else may be sent, in microseconds. */
-  gap: number;
-}
+export type { IrTrain };
 
 /** The remote and key a train encodes, when the caller knows it. */
 export interface KeyLabel {
