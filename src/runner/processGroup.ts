@@ -103,3 +103,31 @@ export async function endStaleTestProcess(pid: number, graceMs = 5000): Promise<
   if (!cmdline.split('\0').includes('farmhand.run')) return false;
   return terminateGroup(pid, { graceMs });
 }
+
+/**
+ * Kill processes that left a test's process group (a daemonised descendant
+ * calls setsid) but still carry the run's unique environment entry, which
+ * every descendant inherits unless it clears its environment. Returns their pids.
+ */
+export async function killEscapedProcesses(envEntry: string): Promise<number[]> {
+  const needle = Buffer.from(`\0${envEntry}\0`);
+  const entries = await readdir('/proc').catch(() => [] as string[]);
+  const found = await Promise.all(
+    entries
+      .filter((name) => /^\d+$/.test(name) && Number(name) !== process.pid)
+      .map(async (name) => {
+        const env = await readFile(`/proc/${name}/environ`).catch(() => undefined);
+        // Prefix a NUL so the first entry matches like the others.
+        return env && Buffer.concat([Buffer.from([0]), env]).includes(needle) ? Number(name) : undefined;
+      }),
+  );
+  const pids = found.filter((p): p is number => p !== undefined);
+  for (const pid of pids) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+  return pids;
+}

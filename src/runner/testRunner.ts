@@ -14,7 +14,7 @@ import type { Logger, TestRunner, TestRunSpec } from '../core/ports.js';
 import { projectRoot } from '../version.js';
 import { exitStatusOf } from './exec.js';
 import { decideOutcome, readReport, STOPPED_REASON, timeoutReason, type ProcessEnd } from './outcome.js';
-import { groupAlive, terminateGroup } from './processGroup.js';
+import { groupAlive, killEscapedProcesses, terminateGroup } from './processGroup.js';
 import { RunLogs } from './runLogs.js';
 
 export interface ProcessTestRunnerOptions {
@@ -96,6 +96,8 @@ export class ProcessTestRunner implements TestRunner {
     const closed = new Promise<boolean>((resolve) => child.once('close', () => resolve(true)));
     this.pump(child, logs);
     const end = await this.supervise(child, pid, spec, signal, logs);
+    const escaped = await killEscapedProcesses(`FARMHAND_REPORT=${path.join(work, 'report.json')}`);
+    if (escaped.length) logs.tool(`Killed ${escaped.length} process(es) the test had detached from its process group (pids ${escaped.join(', ')})`);
     const timeout = new Promise<boolean>((resolve) => setTimeout(() => resolve(false), PIPE_CLOSE_MS).unref());
     if (!(await Promise.race([closed, timeout]))) {
       logs.tool("A process that left the test's process group still holds its output open; no longer reading it");
@@ -152,12 +154,14 @@ export class ProcessTestRunner implements TestRunner {
     const pythonPath = [this.pythonPath, spec.checkoutDir, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter);
     return {
       ...process.env,
+      ...spec.env,
       PYTHONPATH: pythonPath,
       PYTHONUNBUFFERED: '1',
       // No __pycache__ in the shared checkout or in farmhand's install folder.
       PYTHONDONTWRITEBYTECODE: '1',
       FARMHAND_TEST_PACK_DIR: spec.checkoutDir,
       FARMHAND_CONFIG: configFile,
+      // Unique per run: it also marks every descendant, so ones that leave the process group are found.
       FARMHAND_REPORT: reportFile,
     };
   }
