@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Try farmhand on this machine: install what is missing, make the example test
-# pack a git repository, and start the daemon on loopback with ffmpeg's test
-# pattern as the "device under test". Ctrl-C stops it.
+# pack a git repository, and start the daemon on loopback driving farmhand's
+# virtual set-top box (its picture through the capture pipeline, its remote
+# through the IR path). Ctrl-C stops it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -22,10 +23,12 @@ cat <<MSG
 farmhand will listen on $URL. Try, in another terminal:
 
   curl $URL/api/v1/test_pack/main/test_case_names
-  curl -d '{"test_pack_revision": "main", "test_cases": ["tests/example.py::test_passes", "tests/example.py::test_fails"]}' $URL/api/v1/run_tests
+  curl -d '{"test_pack_revision": "main", "test_cases": ["tests/menus.py::test_open_settings", "tests/menus.py::test_menu_wraps_around"]}' $URL/api/v1/run_tests
   curl $URL/api/v1/results
   curl -o screenshot.png $URL/api/v1/device/screenshot.png
 
+The second test fails on purpose: see its failure_reason, screenshot and video.
+
 MSG
 exec node dist/main.js serve --listen "127.0.0.1:$PORT" --data-dir "$DEMO/data" \
-  --test-pack "$DEMO/test-pack" --capture testsrc: --node-id farmhand-demo
+  --test-pack "$DEMO/test-pack" --capture virtual: --ir virtual: --node-id farmhand-demo

@@ -5,9 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian packages: capture (ffmpeg), test packs (git), test scripts (python3 +
-# numpy), serial tests (socat), the IR oracle and remote files (lirc, lirc-compat-remotes).
-PACKAGES=(ffmpeg git python3 python3-numpy socat lirc lirc-compat-remotes)
+# Debian packages: capture and video (ffmpeg), test packs (git), test scripts
+# (python3 with numpy and OpenCV), the virtual set-top box's text (fonts-dejavu-core),
+# serial tests (socat), the IR oracle and remote files (lirc, lirc-compat-remotes),
+# jUnit schema checks (libxml2-utils), systemd unit checks (systemd).
+PACKAGES=(ffmpeg git python3 python3-numpy python3-opencv fonts-dejavu-core socat lirc lirc-compat-remotes libxml2-utils systemd)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -11,6 +11,8 @@ import type { FarmConfig } from './config/schema.js';
 import { JobService } from './core/jobs.js';
 import type { FrameSource, Logger } from './core/ports.js';
 import { createFrameSource } from './hardware/capture/index.js';
+import { createIrTransport } from './hardware/ir/transports/index.js';
+import { createVirtualStb } from './hardware/virtual/index.js';
 import { createApp } from './http/app.js';
 import type { Services } from './http/context.js';
 import { GitTestPack } from './runner/gitTestPack.js';
@@ -63,8 +65,14 @@ export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daem
     logger: logger.child({ module: 'runner' }),
   });
 
-  const frames: FrameSource = createFrameSource(cfg.capture, logger.child({ module: 'capture' }));
+  // The virtual set-top box is both the picture (capture virtual:) and what the IR reaches (ir virtual:).
+  const stb =
+    cfg.capture.uri === 'virtual:' || cfg.ir.uri === 'virtual:'
+      ? createVirtualStb({ width: cfg.capture.width, height: cfg.capture.height, fps: cfg.capture.fps, logger: logger.child({ module: 'virtual-stb' }) })
+      : undefined;
+  const frames: FrameSource = createFrameSource(cfg.capture, logger.child({ module: 'capture' }), stb ? { feed: stb.feed } : {});
   await frames.start();
+  const ir = createIrTransport(cfg.ir.uri, { logger: logger.child({ module: 'ir' }), ...(stb && { onVirtualEvent: stb.transportListener }) });
   const noCapture = cfg.capture.uri === 'none:';
 
   const jobs = new JobService({
@@ -109,6 +117,8 @@ export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daem
       server.closeAllConnections();
       await closed;
       await frames.stop();
+      stb?.stop();
+      await ir.close();
       await results.close();
     })());
   return { url, server, services, stop };

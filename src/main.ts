@@ -3,7 +3,7 @@
  * The `farmhand` command: arguments, config, signals. Nothing else.
  *
  *   farmhand serve [--config FILE] [--listen HOST:PORT] [--data-dir DIR]
- *                  [--test-pack PATH|URL] [--node-id ID] [--capture URI]
+ *                  [--test-pack PATH|URL] [--node-id ID] [--capture URI] [--ir URI]
  *   farmhand --version
  */
 import { parseArgs } from 'node:util';
@@ -14,7 +14,7 @@ import { version } from './version.js';
 
 const USAGE = `usage:
   farmhand serve [--config FILE] [--listen HOST:PORT] [--data-dir DIR]
-                 [--test-pack PATH|URL] [--node-id ID] [--capture URI]
+                 [--test-pack PATH|URL] [--node-id ID] [--capture URI] [--ir URI]
   farmhand ir encode <file.lircd.conf> <KEY>... [--remote NAME] [--count N]
   farmhand --version`;
 
@@ -30,6 +30,7 @@ async function serve(argv: string[]): Promise<number> {
       'test-pack': { type: 'string' },
       'node-id': { type: 'string' },
       capture: { type: 'string' },
+      ir: { type: 'string' },
     },
     strict: true,
   });
@@ -41,6 +42,7 @@ async function serve(argv: string[]): Promise<number> {
       test_pack: values['test-pack'],
       node_id: values['node-id'],
       capture: values.capture,
+      ir: values.ir,
     });
   } catch (e) {
     if (e instanceof ConfigError) {

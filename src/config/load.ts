@@ -24,6 +24,7 @@ export interface ConfigOverrides {
   test_pack?: string;
   node_id?: string;
   capture?: string;
+  ir?: string;
 }
 
 /** Read, merge and validate; throws ConfigError listing every problem. */
@@ -72,6 +73,7 @@ function applyOverrides(raw: Record<string, unknown>, o: ConfigOverrides, baseDi
     out.test_pack = { ...asObject(raw.test_pack), url };
   }
   if (o.capture !== undefined) out.capture = { ...asObject(raw.capture), uri: o.capture };
+  if (o.ir !== undefined) out.ir = { ...asObject(raw.ir), uri: o.ir };
   // A relative test-pack path in the file is relative to the file, like data_dir.
   const tp = asObject(out.test_pack);
   if (typeof tp.url === 'string' && isLocalPath(tp.url) && o.test_pack === undefined) {

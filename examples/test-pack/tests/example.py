@@ -1,6 +1,4 @@
-"""Example test cases: one passes, one fails on purpose, so you see both."""
-import time
-
+"""Example test cases that need no device: configuration and tags."""
 import farmhand
 
 
@@ -8,12 +6,6 @@ def test_passes():
     greeting = farmhand.get_config("example", "greeting")
     print("the test pack says:", greeting)
     assert greeting.startswith("hello")
-
-
-def test_fails():
-    # Fails on purpose: the result shows failure_reason "AssertionError: ..." and a traceback.
-    time.sleep(1)
-    assert 1 + 1 == 3, "arithmetic is broken (this test fails on purpose)"
 
 
 def test_reads_tags():
