@@ -32,7 +32,7 @@ export type BucketKind = 'api' | 'artifact';
 export interface RateLimiterOptions {
   /** Milliseconds on a monotonic clock; tests pass a fake one. */
   now?: () => number;
-  /** Most buckets kept at once (two per active client at most). Default 20,000 (about 2 MB). */
+  /** Most buckets kept at once (two per active client at most). Default 20,000 (about 4.5 MB of heap). */
   maxBuckets?: number;
   /** How often idle buckets are swept even when under the cap. Default 60 s. */
   sweepEveryMs?: number;

@@ -13,7 +13,7 @@ import type { Logger } from '../../src/core/ports.js';
 import { FileTokenVerifier, TokenFileError, TokenStore, tokensFile } from '../../src/storage/tokens.js';
 
 /** A pino logger whose lines land in `lines` (parsed). */
-export function capturingLogger(): { logger: Logger; lines: Array<Record<string, unknown>>; text: () => string } {
+function capturingLogger(): { logger: Logger; lines: Array<Record<string, unknown>>; text: () => string } {
   const raw: string[] = [];
   const sink = new Writable({
     write(chunk: Buffer, _enc, cb) {
