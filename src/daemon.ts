@@ -21,6 +21,7 @@ import { ProcessTestRunner } from './runner/testRunner.js';
 import { FileJobRepository } from './storage/jobStore.js';
 import { FileResultRepository } from './storage/results/index.js';
 import { StateStore } from './storage/state.js';
+import { FileTokenVerifier, tokensFile } from './storage/tokens.js';
 import { projectRoot, version } from './version.js';
 
 export interface Daemon {
@@ -101,7 +102,12 @@ export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daem
     publicUrl: cfg.public_url,
     awaitCompletionSecs: cfg.api.await_completion_secs,
   };
-  const app = createApp(services, { maxBodyBytes: cfg.api.max_body_bytes });
+  const app = createApp(services, {
+    maxBodyBytes: cfg.api.max_body_bytes,
+    tokens: new FileTokenVerifier(tokensFile(dataDir), logger.child({ module: 'auth' })),
+    rateLimit: cfg.rate_limit,
+    v1RequiresToken: cfg.auth.v1_requires_token,
+  });
   const server = await listen(app.callback(), cfg.listen);
   const addr = server.address() as AddressInfo;
   const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;

@@ -15,6 +15,7 @@ import { version } from './version.js';
 const USAGE = `usage:
   farmhand serve [--config FILE] [--listen HOST:PORT] [--data-dir DIR]
                  [--test-pack PATH|URL] [--node-id ID] [--capture URI] [--ir URI]
+  farmhand token create --user NAME | list | revoke ID   (--config FILE | --data-dir DIR)
   farmhand ir encode <file.lircd.conf> <KEY>... [--remote NAME] [--count N]
   farmhand --version`;
 
@@ -80,6 +81,10 @@ async function main(argv: string[]): Promise<number> {
   switch (command) {
     case 'serve':
       return serve(rest);
+    case 'token': {
+      const { tokenCommand } = await import('./cli/token.js');
+      return tokenCommand(rest, process.stdout, process.stderr);
+    }
     case 'ir': {
       if (rest[0] !== 'encode') break;
       const { irEncodeCommand } = await import('./hardware/ir/lirc/cli.js');

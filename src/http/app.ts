@@ -4,7 +4,10 @@
  */
 import Koa from 'koa';
 import type { Context, Next } from 'koa';
+import type { TokenVerifier } from '../core/auth.js';
+import { authenticate, guardApi } from './auth.js';
 import { jsonBody } from './body.js';
+import { rateLimit, type RateLimitSettings } from './rateLimit.js';
 import type { Services } from './context.js';
 import { errorHandler } from './errors.js';
 import { v1Router } from './v1/routes.js';
@@ -13,15 +16,26 @@ import { v2Router } from './v2/routes.js';
 export interface AppOptions {
   /** Largest JSON body accepted; more is a 413. */
   maxBodyBytes?: number;
+  /** Who a v2 token belongs to. */
+  tokens: TokenVerifier;
+  rateLimit: RateLimitSettings;
+  /** v1 is open by default (its clients send no credentials). */
+  v1RequiresToken?: boolean;
 }
 
-export function createApp(s: Services, opts: AppOptions = {}): Koa {
+/** Order: errors -> paths -> who is calling -> rate limit -> auth required? -> body -> routes (outline's middleware order). */
+export function createApp(s: Services, opts: AppOptions): Koa {
   const app = new Koa();
   app.proxy = false;
   // Koa's own error event would print a second time what errorHandler already logged.
   app.silent = true;
   app.use(errorHandler(s.logger));
   app.use(foldTrailingSlash);
+  app.use(authenticate(opts.tokens));
+  // Long polls are exempt: a held request costs one promise listener, and clients retry them at once.
+  const limit = rateLimit(opts.rateLimit);
+  app.use((ctx, next) => (ctx.path.toLowerCase().endsWith('/await_completion') ? next() : limit(ctx, next)));
+  app.use(guardApi({ v1RequiresToken: opts.v1RequiresToken ?? false }));
   app.use(jsonBody(opts.maxBodyBytes ?? 1024 * 1024));
   for (const router of [v1Router(s), v2Router(s)]) {
     app.use(router.routes());

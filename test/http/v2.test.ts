@@ -1,0 +1,121 @@
+/**
+ * The v2 API for this one node: jobs, node-level job endpoints, long polls,
+ * stop by PUT and POST, results, the extra v2 fields.
+ */
+import { expect } from 'chai';
+import { startTestDaemon, waitForJob, waitOnline, type TestDaemon } from '../helpers/daemon.js';
+import { asUser } from '../helpers/auth.js';
+
+const PASS = 'tests/basic.py::test_pass';
+const FAIL = 'tests/basic.py::test_fail';
+const HANG = 'tests/hang.py::test_hang';
+const TAGS = 'tests/config_tags.py::test_tags';
+
+describe('v2 API', function () {
+  this.timeout(90_000);
+  let d: TestDaemon;
+  let as: Awaited<ReturnType<typeof asUser>>;
+  const NODE = 'farmhand-test';
+
+  before(async () => {
+    d = await startTestDaemon({ config: { api: { await_completion_secs: 2 } } });
+    as = await asUser(d, 'alice');
+    await waitOnline(d);
+  });
+  after(() => d?.stop());
+
+  const run = (body: Record<string, unknown>) =>
+    as.post('/api/v2/run_tests').send({ node_id: NODE, test_pack_revision: 'main', shuffle: false, tags: {}, ...body });
+
+  it('run_tests takes node_id and tags; tags reach the test as result.tags and the result detail', async () => {
+    const res = await run({ test_cases: [TAGS], tags: { 'jenkins/BUILD_ID': '42', 'bamboo.buildPlanName': 'plan' } });
+    expect(res.status, res.text).to.equal(200);
+    expect(res.body).to.have.all.keys('job_uid', 'job_url', 'status', 'start_time', 'end_time', 'result_counts');
+    expect(res.body.job_url).to.equal(`${d.url}/api/v2/jobs${res.body.job_uid}`);
+    const done = await as.get(`/api/v2/jobs${res.body.job_uid}/await_completion`);
+    expect(done.status).to.equal(200);
+    expect(done.body.status).to.equal('exited');
+    expect(done.body.result_counts).to.include({ pass: 1 });
+    const [r] = (await as.get('/api/v2/results').query({ filter: `job:${res.body.job_uid}` })).body;
+    expect(r.triage_url).to.equal(`${d.url}/app/results${r.result_id}`);
+    expect(r.result_url).to.equal(`${d.url}/api/v2/results${r.result_id}`);
+    const detail = (await as.get(`/api/v2/results${r.result_id}`)).body;
+    expect(detail).to.include({ test_pack_branch: 'main', username: 'alice', job_category: 'default' });
+    expect(detail.tags).to.deep.equal({ 'jenkins/BUILD_ID': '42', 'bamboo.buildPlanName': 'plan' });
+    const tag = await as.get(`/api/v2/results${r.result_id}/artifacts/tag.txt`);
+    expect(tag.text).to.equal('42 vstb fallback');
+  });
+
+  it('test_pack_branch is null when a SHA was given', async () => {
+    const res = await run({ test_pack_revision: d.pack.sha, test_cases: [PASS] });
+    await as.get(`/api/v2/jobs${res.body.job_uid}/await_completion`);
+    const [r] = (await as.get('/api/v2/results').query({ filter: `job:${res.body.job_uid}` })).body;
+    expect((await as.get(`/api/v2/results${r.result_id}/`)).body.test_pack_branch).to.equal(null);
+  });
+
+  it('any other node id is a 404', async () => {
+    expect((await run({ node_id: 'other-node', test_cases: [PASS] })).status).to.equal(404);
+    expect((await as.get('/api/v2/nodes/other-node/job')).status).to.equal(404);
+    expect((await as.get('/api/v2/nodes/other-node/screenshot.png')).status).to.equal(404);
+    expect((await run({ node_id: 7, test_cases: [PASS] })).status).to.equal(400);
+  });
+
+  it('await_completion holds the request, answers 202 with the Job object after the hold time, 200 when the job ends', async () => {
+    const res = await run({ test_cases: [HANG] });
+    const t0 = Date.now();
+    const held = await as.get(`/api/v2/jobs${res.body.job_uid}/await_completion`);
+    expect(held.status).to.equal(202);
+    expect(Date.now() - t0).to.be.at.least(1900);
+    expect(held.body).to.include({ job_uid: res.body.job_uid, status: 'running' });
+    const node = await as.get(`/api/v2/nodes/${NODE}/job`);
+    expect(node.body.job_uid).to.equal(res.body.job_uid);
+    // The force sequence of COMPAT: nodes/<id>/job, jobs/<uid>, stop, run_tests again.
+    const waiting = as.get(`/api/v2/nodes/${NODE}/job/await_completion`);
+    await new Promise((r) => setTimeout(r, 200));
+    const stopped = await as.put(`/api/v2/jobs${res.body.job_uid}/stop`);
+    expect(stopped.status).to.equal(200);
+    expect(stopped.body.status).to.equal('exited');
+    const w = await waiting;
+    expect(w.status).to.equal(200);
+    expect(w.body.status).to.equal('exited');
+    expect((await as.post(`/api/v2/jobs${res.body.job_uid}/stop`)).status).to.equal(200);
+  });
+
+  it('POST /api/v2/nodes/{node_id}/job/stop stops the node`s job', async () => {
+    const res = await run({ test_cases: [HANG] });
+    await new Promise((r) => setTimeout(r, 300));
+    const stop = await as.post(`/api/v2/nodes/${NODE}/job/stop`);
+    expect(stop.status).to.equal(200);
+    expect(stop.body).to.include({ job_uid: res.body.job_uid, status: 'exited' });
+    const again = await as.get(`/api/v2/nodes/${NODE}/job/await_completion`);
+    expect(again.status).to.equal(200);
+  });
+
+  it('200 concurrent await_completion requests on one job all return 200 promptly when it ends', async () => {
+    const res = await run({ test_cases: [PASS, PASS] });
+    const started = Date.now();
+    const waiters = Array.from({ length: 200 }, () => as.get(`/api/v2/jobs${res.body.job_uid}/await_completion`).then((r) => ({ r, at: Date.now() })));
+    const all = await Promise.all(waiters);
+    const job = await waitForJob(d, res.body.job_uid);
+    const ended = Date.parse(job.end_time as string);
+    for (const { r, at } of all) {
+      expect(r.status).to.equal(200);
+      expect(at - ended).to.be.lessThan(1000);
+    }
+    expect(Date.now() - started).to.be.lessThan(10_000);
+  });
+
+  it('results as JSON with filter, sort and tz; bad values are 400', async () => {
+    const res = await run({ test_cases: [FAIL] });
+    await as.get(`/api/v2/jobs${res.body.job_uid}/await_completion`);
+    const fails = (await as.get('/api/v2/results').query({ filter: `job:${res.body.job_uid} result:fail`, tz: 'Europe/London', sort: 'date:asc' })).body;
+    expect(fails).to.have.length(1);
+    expect(fails[0].failure_reason).to.equal('AssertionError: arithmetic is broken');
+    expect((await as.get('/api/v2/results').query({ tz: 'Nowhere/Else' })).status).to.equal(400);
+    expect((await as.get('/api/v2/results').query({ filter: 'bogus:1' })).status).to.equal(400);
+  });
+
+  it('GET /api/v2/user answers the token`s login', async () => {
+    expect((await as.get('/api/v2/user')).body).to.deep.equal({ login: 'alice' });
+  });
+});
