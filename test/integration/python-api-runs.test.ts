@@ -1,0 +1,277 @@
+// The Python test-script API end to end: a real git test pack, the real
+// ProcessTestRunner spawning /usr/bin/python3 with the ControlServer's
+// environment, a KeyPresser over a recording VirtualTransport, and frames
+// this test supplies. Templates are PNG files cut out of the known frame and
+// committed to the test pack.
+import { expect } from 'chai';
+import { execFile } from 'node:child_process';
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import sharp from 'sharp';
+import type { RunOutcome } from '../../src/core/model.js';
+import { KeyPresser, repeatsFor } from '../../src/hardware/ir/keys.js';
+import { LircEncoder, parseLircConfig } from '../../src/hardware/ir/lirc/index.js';
+import { VirtualTransport, type VirtualIrEvent } from '../../src/hardware/ir/transports/index.js';
+import { ControlServer, type ControlFrame } from '../../src/runner/control.js';
+import { GitTestPack } from '../../src/runner/gitTestPack.js';
+import { ProcessTestRunner } from '../../src/runner/testRunner.js';
+import { makeTestPack, type TestPackRepo } from '../fixtures/testPack.js';
+
+const REMOTE = `begin remote
+  name  porchbox
+  bits           16
+  flags SPACE_ENC|CONST_LENGTH
+  header       9000  4500
+  one           560  1690
+  zero          560   560
+  ptrail        560
+  repeat       9000  2250
+  pre_data_bits  16
+  pre_data   0x7A85
+  gap        108000
+  begin codes
+    KEY_OK       0x08F7
+    KEY_UP       0x8877
+  end codes
+end remote
+`;
+
+const W = 320;
+const H = 180;
+/** Where the template is cut from the frame. */
+const PATCH = { x: 201, y: 113, width: 40, height: 30 };
+const PIXELS: [number, number][] = [[0, 0], [5, 3], [W - 1, H - 1], [17, 29], [PATCH.x, PATCH.y]];
+
+const py = (...lines: string[]) => `${lines.join('\n')}\n`;
+const API_TESTS = py(
+  'import json, sys, time',
+  'import farmhand',
+  'from farmhand import Region',
+  '',
+  `PIXELS = ${JSON.stringify(PIXELS)}`,
+  '',
+  'def _out(name, value):',
+  '    with open(name, "w") as f:',
+  '        json.dump(value, f)',
+  '',
+  'def test_press():',
+  '    farmhand.press("KEY_OK")',
+  '    farmhand.press_and_hold("key_up", 0.5)',
+  '',
+  'def test_unknown_key():',
+  '    farmhand.press("KEY_NOPE")',
+  '',
+  'def test_get_frame():',
+  '    f = farmhand.get_frame()',
+  '    _out("frame.json", {"type": type(f).__name__, "shape": list(f.shape), "dtype": str(f.dtype),',
+  '                        "pixels": [f[y, x].tolist() for x, y in PIXELS]})',
+  '',
+  'def test_match():',
+  '    m = farmhand.wait_for_match("images/patch.png", timeout_secs=5)',
+  '    outside = farmhand.match("images/patch.png", region=Region(0, 0, 150, 100))',
+  '    _out("match.json", {"match": bool(m), "region": list(m.region), "confidence": m.confidence,',
+  '                        "outside": bool(outside), "outside_confidence": outside.confidence})',
+  '',
+  'def test_match_absent():',
+  '    farmhand.wait_for_match("images/absent.png", timeout_secs=0.5)',
+  '',
+  'def test_black():',
+  '    assert farmhand.is_screen_black(), "the screen is not black"',
+  '',
+  'def test_save_frame():',
+  '    farmhand.save_frame(farmhand.get_frame(), "shots/frame.png")',
+  '',
+  'def test_without_numpy():',
+  '    sys.modules["numpy"] = None  # "import numpy" now fails, as on a box without it',
+  '    sys.modules["cv2"] = None',
+  '    f = farmhand.get_frame()',
+  '    assert isinstance(f, farmhand.Frame), type(f)',
+  '    _out("frame.json", {"size": [f.width, f.height], "pixels": [list(f.pixel(x, y)) for x, y in PIXELS],',
+  '                        "black": farmhand.is_screen_black(f)})',
+  '    farmhand.save_frame(f, "plain.png")',
+  '',
+  'def test_wait_until():',
+  '    calls = []',
+  '    def ready():',
+  '        calls.append(1)',
+  '        return len(calls) >= 3 and "ready"',
+  '    assert farmhand.wait_until(ready, interval_secs=0.01) == "ready"',
+  '    assert len(calls) == 3',
+  '    t0 = time.monotonic()',
+  '    assert farmhand.wait_until(lambda: 0, timeout_secs=0.3, interval_secs=0.05) == 0',
+  '    waited = time.monotonic() - t0',
+  '    assert 0.3 <= waited < 1.0, waited',
+);
+
+function noise(width: number, height: number, seed: number): Buffer {
+  const data = Buffer.alloc(width * height * 3);
+  let x = seed >>> 0 || 1;
+  for (let i = 0; i < data.length; i++) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    data[i] = x & 0xff;
+  }
+  return data;
+}
+
+function crop(rgb: Buffer, width: number, r: typeof PATCH): Buffer {
+  const out = Buffer.alloc(r.width * r.height * 3);
+  for (let y = 0; y < r.height; y++) rgb.copy(out, y * r.width * 3, ((r.y + y) * width + r.x) * 3, ((r.y + y) * width + r.x + r.width) * 3);
+  return out;
+}
+
+const png = (rgb: Buffer, width: number, height: number) => sharp(rgb, { raw: { width, height, channels: 3 } }).png().toBuffer();
+
+/** Commit binary files on main with git fast-import (the fixture takes text only). */
+async function commitBinary(gitDir: string, files: Record<string, Buffer>): Promise<void> {
+  const parts: Buffer[] = [Buffer.from('commit refs/heads/main\ncommitter T <t@example.invalid> 1790000900 +0000\ndata 9\ntemplates\nfrom refs/heads/main^0\n')];
+  for (const [name, data] of Object.entries(files)) parts.push(Buffer.from(`M 100644 inline ${name}\ndata ${data.length}\n`), data, Buffer.from('\n'));
+  await new Promise<void>((resolve, reject) => {
+    const p = execFile('git', [`--git-dir=${gitDir}`, 'fast-import', '--quiet'], (err) => (err ? reject(err) : resolve()));
+    p.stdin?.end(Buffer.concat(parts));
+  });
+}
+
+describe('Python API through the control socket (real python3 via ProcessTestRunner)', function () {
+  let pack: TestPackRepo;
+  let data: string;
+  let tp: GitTestPack;
+  let sha: string;
+  let checkoutDir: string;
+  let events: VirtualIrEvent[];
+  let frame: ControlFrame | undefined;
+  let control: ControlServer;
+  let runs = 0;
+  const rgb = noise(W, H, 11);
+
+  before(async () => {
+    pack = await makeTestPack({
+      'config/stbt.conf': '[test_pack]\ndefault_remote_control = porch\n',
+      'config/remote-control/porch.lircd.conf': REMOTE,
+      'tests/api.py': API_TESTS,
+    });
+    await commitBinary(pack.dir, {
+      'tests/images/patch.png': await png(crop(rgb, W, PATCH), PATCH.width, PATCH.height),
+      'tests/images/absent.png': await png(noise(PATCH.width, PATCH.height, 99), PATCH.width, PATCH.height),
+    });
+    sha = await pack.git('rev-parse', 'refs/heads/main');
+    data = await mkdtemp(path.join(tmpdir(), 'farmhand-pyapi-'));
+    tp = new GitTestPack({ url: pack.dir, dir: path.join(data, 'tp.git'), worktreesDir: path.join(data, 'checkouts') });
+    await tp.open();
+    checkoutDir = await tp.checkout(sha);
+    const keys = new KeyPresser({ testPack: tp, transport: new VirtualTransport((e) => events.push(e)) });
+    control = new ControlServer({ keys, latestFrame: () => frame && { ...frame, data: Buffer.from(frame.data) }, tmpDir: data });
+  });
+  after(async () => {
+    await control.close();
+    await pack.cleanup();
+    await rm(data, { recursive: true, force: true });
+  });
+  beforeEach(() => {
+    events = [];
+    frame = { data: rgb, width: W, height: H, seq: 1, at: Date.now() };
+  });
+
+  const runner = new ProcessTestRunner({ killGraceSecs: 2, maxOutputBytes: 1 << 20, version: 'test' });
+
+  /** One test case through the runner, with the control channel's env; returns the outcome and the result folder. */
+  async function run(fn: string): Promise<{ outcome: RunOutcome; dir: string }> {
+    const dir = path.join(data, 'results', String(++runs));
+    await mkdir(dir, { recursive: true });
+    const channel = await control.open({ resultDir: dir, testPackSha: sha, remote: 'porch' });
+    try {
+      const spec = { resultDir: dir, checkoutDir, testCase: `tests/api.py::${fn}`, testPackSha: sha, config: {}, timeoutSecs: 30, env: channel.env };
+      return { outcome: await runner.run(spec, new AbortController().signal), dir };
+    } finally {
+      await channel.close();
+    }
+  }
+  const json = async (dir: string, name: string) => JSON.parse(await readFile(path.join(dir, name), 'utf8')) as Record<string, unknown>;
+  /** The frame's pixel at (x, y) in BGR order. */
+  const bgr = (x: number, y: number) => [...rgb.subarray((y * W + x) * 3, (y * W + x) * 3 + 3)].reverse();
+
+  it('press and press_and_hold reach the IR transport as LircEncoder.sendOnce trains', async () => {
+    const { outcome } = await run('test_press');
+    expect(outcome.result, outcome.traceback ?? '').to.equal('pass');
+    const ref = new LircEncoder(parseLircConfig(REMOTE, 'porch.lircd.conf')[0]!);
+    const reps = repeatsFor(ref.remote, 'KEY_UP', 500);
+    expect(reps).to.equal(4);
+    expect(events.map((e) => e.key)).to.deep.equal([{ remote: 'porch', key: 'KEY_OK' }, { remote: 'porch', key: 'KEY_UP' }]);
+    expect(events[0]!.trains).to.deep.equal(ref.sendOnce('KEY_OK'));
+    expect(events[1]!.trains).to.deep.equal(ref.sendOnce('KEY_UP', reps));
+  });
+
+  it('an unknown key is an error outcome (ControlError not_found), not a failure', async () => {
+    const { outcome } = await run('test_unknown_key');
+    expect(outcome.result).to.equal('error');
+    expect(outcome.failure_reason).to.match(/^ControlError: .*KEY_NOPE/);
+    expect(events).to.have.length(0);
+  });
+
+  it('get_frame returns a height x width x 3 uint8 numpy array with the exact pixels in BGR order', async () => {
+    const { outcome, dir } = await run('test_get_frame');
+    expect(outcome.result, outcome.traceback ?? '').to.equal('pass');
+    const out = await json(dir, 'frame.json');
+    expect(out).to.deep.include({ type: 'ndarray', shape: [H, W, 3], dtype: 'uint8' });
+    expect(out.pixels).to.deep.equal(PIXELS.map(([x, y]) => bgr(x, y)));
+  });
+
+  it('get_frame while capture is offline is an error outcome (device_unavailable)', async () => {
+    frame = undefined;
+    const { outcome } = await run('test_get_frame');
+    expect(outcome.result).to.equal('error');
+    expect(outcome.failure_reason).to.match(/^ControlError: capture is offline/);
+  });
+
+  it('match / wait_for_match find a template cut out of the frame where it was cut, not outside a region', async () => {
+    const { outcome, dir } = await run('test_match');
+    expect(outcome.result, outcome.traceback ?? '').to.equal('pass');
+    const out = await json(dir, 'match.json');
+    expect(out.match).to.equal(true);
+    expect(out.region).to.deep.equal([PATCH.x, PATCH.y, PATCH.width, PATCH.height]);
+    expect(out.confidence).to.be.above(0.99);
+    expect(out.outside).to.equal(false);
+    expect(out.outside_confidence).to.be.below(0.5);
+  });
+
+  it('wait_for_match of an absent template raises MatchTimeout: the outcome is fail, not error', async () => {
+    const t0 = Date.now();
+    const { outcome } = await run('test_match_absent');
+    expect(outcome.result).to.equal('fail');
+    expect(outcome.failure_reason).to.match(/^MatchTimeout: no match for images\/absent\.png within 0\.5 s \(best confidence /);
+    expect(Date.now() - t0).to.be.above(500);
+  });
+
+  it('is_screen_black: true on a black frame, false on a picture', async () => {
+    frame = { data: Buffer.alloc(W * H * 3, 12), width: W, height: H };
+    expect((await run('test_black')).outcome.result).to.equal('pass');
+    frame = { data: rgb, width: W, height: H };
+    const pic = await run('test_black');
+    expect(pic.outcome).to.deep.include({ result: 'fail', failure_reason: 'AssertionError: the screen is not black' });
+  });
+
+  it('save_frame writes a PNG artifact (sub-folder created) with the frame\'s exact pixels', async () => {
+    const { outcome, dir } = await run('test_save_frame');
+    expect(outcome.result, outcome.traceback ?? '').to.equal('pass');
+    const img = await sharp(path.join(dir, 'shots/frame.png')).raw().toBuffer({ resolveWithObject: true });
+    expect([img.info.width, img.info.height, img.info.channels]).to.deep.equal([W, H, 3]);
+    expect(img.data.equals(rgb)).to.equal(true);
+  });
+
+  it('without numpy and cv2: get_frame gives a Frame (BGR pixels), save_frame writes a PNG with its own writer', async () => {
+    const { outcome, dir } = await run('test_without_numpy');
+    expect(outcome.result, outcome.traceback ?? '').to.equal('pass');
+    const out = await json(dir, 'frame.json');
+    expect(out).to.deep.include({ size: [W, H], black: false });
+    expect(out.pixels).to.deep.equal(PIXELS.map(([x, y]) => bgr(x, y)));
+    const img = await sharp(path.join(dir, 'plain.png')).raw().toBuffer({ resolveWithObject: true });
+    expect(img.data.equals(rgb)).to.equal(true);
+  });
+
+  it('wait_until returns the first truthy value, else the last falsy one after the timeout', async () => {
+    const { outcome } = await run('test_wait_until');
+    expect(outcome.result, outcome.traceback ?? '').to.equal('pass');
+  });
+});
