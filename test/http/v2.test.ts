@@ -115,6 +115,36 @@ describe('v2 API', function () {
     expect((await as.get('/api/v2/results').query({ filter: 'bogus:1' })).status).to.equal(400);
   });
 
+  it('"When the token is missing or invalid, the response is 403 Forbidden" on every v2 endpoint; v1 stays open', async () => {
+    const { default: request } = await import('supertest');
+    const anon = request(d.url);
+    for (const [m, p] of [
+      ['get', '/api/v2/user'],
+      ['get', '/api/v2/results'],
+      ['get', `/api/v2/nodes/${NODE}/job`],
+      ['post', '/api/v2/run_tests'],
+      ['get', `/api/v2/nodes/${NODE}/screenshot.png`],
+    ] as const) {
+      for (const auth of [undefined, 'token fh_00000000_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA', 'token nonsense', 'Basic abc']) {
+        const req = anon[m](p);
+        const res = await (auth ? req.set('Authorization', auth) : req);
+        expect(res.status, `${p} ${auth}`).to.equal(403);
+        expect(res.body.error).to.equal('forbidden');
+      }
+    }
+    expect((await anon.get('/api/v1/results')).status).to.equal(200);
+  });
+
+  it('a revoked token is refused on its next request', async () => {
+    const bob = await asUser(d, 'bob');
+    expect((await bob.get('/api/v2/user')).body).to.deep.equal({ login: 'bob' });
+    const { TokenStore, tokensFile } = await import('../../src/storage/tokens.js');
+    const store = new TokenStore(tokensFile(d.dataDir));
+    const mine = (await store.list()).filter((t) => t.user === 'bob');
+    for (const t of mine) await store.revoke(t.id);
+    expect((await bob.get('/api/v2/user')).status).to.equal(403);
+  });
+
   it('GET /api/v2/user answers the token`s login', async () => {
     expect((await as.get('/api/v2/user')).body).to.deep.equal({ login: 'alice' });
   });
