@@ -145,6 +145,16 @@ describe('v2 API', function () {
     expect((await bob.get('/api/v2/user')).status).to.equal(403);
   });
 
+  it('POST /github/post-receive fetches the test pack at once (no body, no token)', async () => {
+    const sha = await d.pack.commit({ 'tests/hook.py': 'def test_hooked():\n    pass\n' }, { ref: 'hooked' });
+    const { default: request } = await import('supertest');
+    const res = await request(d.url).post('/github/post-receive');
+    expect(res.status).to.equal(204);
+    // The commit is in the mirror now: resolving it needs no fetch.
+    const names = await d.daemon.services.testPack.testCaseNames(sha);
+    expect(names).to.include('tests/hook.py::test_hooked');
+  });
+
   it('GET /api/v2/user answers the token`s login', async () => {
     expect((await as.get('/api/v2/user')).body).to.deep.equal({ login: 'alice' });
   });
