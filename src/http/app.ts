@@ -13,6 +13,7 @@ import { errorHandler } from './errors.js';
 import { v1Router } from './v1/routes.js';
 import { v2Router } from './v2/routes.js';
 import { webhookRouter } from './webhooks.js';
+import { webRouter } from './webRoutes.js';
 
 export interface AppOptions {
   /** Largest JSON body accepted; more is a 413. */
@@ -38,7 +39,7 @@ export function createApp(s: Services, opts: AppOptions): Koa {
   app.use((ctx, next) => (ctx.path.toLowerCase().endsWith('/await_completion') ? next() : limit(ctx, next)));
   app.use(guardApi({ v1RequiresToken: opts.v1RequiresToken ?? false }));
   app.use(jsonBody(opts.maxBodyBytes ?? 1024 * 1024));
-  for (const router of [v1Router(s), v2Router(s), webhookRouter(s)]) {
+  for (const router of [v1Router(s), v2Router(s), webhookRouter(s), webRouter(s)]) {
     app.use(router.routes());
     app.use(router.allowedMethods());
   }

@@ -26,6 +26,12 @@ export interface TriageInput {
   base: string;
   /** IANA zone for the times on the page (default UTC). */
   tz?: string;
+  /**
+   * Which API the page links to (default v2). The daemon's page uses v1: a
+   * browser sends no token, and v1's reads are open unless the node requires
+   * tokens on v1 too.
+   */
+  api?: 'v1' | 'v2';
 }
 
 /** `/a b/c` -> `/a%20b/c`: each segment of a path encoded on its own. */
@@ -52,7 +58,7 @@ export function logTail(log: Buffer, n: number): { tail: Buffer; truncated: bool
 export function triagePage(input: TriageInput): string {
   const { record: r, base } = input;
   const zone = new ZoneFormatter(input.tz ?? 'UTC');
-  const api = `${base}/api/v2/results${encodePath(r.result_id)}`;
+  const api = `${base}${input.api === 'v1' ? '/api/v1/result' : '/api/v2/results'}${encodePath(r.result_id)}`;
   const title = `${r.result}: ${r.test_case}`;
   return [
     '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8" />',
@@ -62,7 +68,7 @@ export function triagePage(input: TriageInput): string {
     `<title>${html(title)}</title>\n<style>${CSS}</style>\n</head>\n<body>`,
     `<h1><span class="badge ${r.result}">${html(r.result)}</span> ${html(r.test_case)}</h1>`,
     failureSection(r),
-    fieldsSection(r, base, zone),
+    fieldsSection(r, base, zone, input.api ?? 'v2'),
     mediaSection(input.artifacts, api),
     logSection(input, api, zone.tz),
     artifactsSection(input.artifacts, api),
@@ -77,7 +83,7 @@ function failureSection(r: ResultRecord): string {
   return `<section><h2>Failure</h2>${reason}${tb}</section>`;
 }
 
-function fieldsSection(r: ResultRecord, base: string, zone: ZoneFormatter): string {
+function fieldsSection(r: ResultRecord, base: string, zone: ZoneFormatter, v: 'v1' | 'v2'): string {
   const time = (iso: string) => {
     const ts = instant(iso);
     return html(Number.isNaN(ts) ? iso : zone.iso(ts, { ms: true, offset: true }));
@@ -87,8 +93,8 @@ function fieldsSection(r: ResultRecord, base: string, zone: ZoneFormatter): stri
   const rows: Array<[string, string]> = [
     ['Result', html(r.result)],
     ['Test case', `<code>${html(r.test_case)}</code>`],
-    ['Result id', link(`${base}/api/v2/results${encodePath(r.result_id)}`, r.result_id)],
-    ['Job', link(`${base}/api/v2/jobs${encodePath(r.job_uid)}`, r.job_uid)],
+    ['Result id', link(`${base}${v === 'v1' ? '/api/v1/result' : '/api/v2/results'}${encodePath(r.result_id)}`, r.result_id)],
+    ['Job', link(`${base}/api/${v}/jobs${encodePath(r.job_uid)}`, r.job_uid)],
     ['Start', time(r.start_time)],
     ['End', time(r.end_time)],
     ['Duration', `${html(seconds(r.duration))} s`],

@@ -155,6 +155,40 @@ describe('v2 API', function () {
     expect(names).to.include('tests/hook.py::test_hooked');
   });
 
+  it('results.csv and results.xml take the same parameters; the log takes tz; triage_url is a readable page', async () => {
+    const res = await run({ test_cases: [PASS, FAIL] });
+    await as.get(`/api/v2/jobs${res.body.job_uid}/await_completion`);
+    const filter = `job:${res.body.job_uid}`;
+    const csv = await as.get('/api/v2/results.csv').query({ filter, sort: 'date:asc', tz: 'Asia/Kathmandu' });
+    expect(csv.status).to.equal(200);
+    expect(csv.type).to.equal('text/csv');
+    const rows = csv.text.trimEnd().split('\r\n');
+    expect(rows).to.have.length(3);
+    expect(rows[0]).to.match(/^result_id,result_url,triage_url,job_uid,test_case,result,failure_reason,start_time/);
+    expect(rows[1]).to.include(PASS).and.include('+05:45');
+    const xml = await as.get('/api/v2/results.xml').query({ filter, include_tz: 'false' });
+    expect(xml.status).to.equal(200);
+    expect(xml.type).to.equal('application/xml');
+    expect(xml.text).to.match(/<testsuite [^>]*tests="2"[^>]*failures="1"/);
+    expect(xml.text).to.include('<failure');
+    expect((await as.get('/api/v2/results.xml').query({ include_tz: 'maybe' })).status).to.equal(400);
+    expect((await as.get('/api/v2/results.csv').query({ sort: 'nope:asc' })).status).to.equal(400);
+
+    const [r] = (await as.get('/api/v2/results').query({ filter, sort: 'date:asc' })).body;
+    const utc = (await as.get(`/api/v2/results${r.result_id}/stbt.log`)).text.split('\n')[0]!;
+    const tokyo = (await as.get(`/api/v2/results${r.result_id}/farmhand.log`).query({ tz: 'Asia/Tokyo' })).text.split('\n')[0]!;
+    expect(utc).to.match(/^\S+\+00:00 /);
+    expect(tokyo).to.match(/^\S+\+09:00 /);
+    expect(Date.parse(tokyo.split(' ')[0]!)).to.equal(Date.parse(utc.split(' ')[0]!));
+    expect((await as.get(`/api/v2/results${r.result_id}/farmhand.log`).query({ tz: 'Not/AZone' })).status).to.equal(400);
+
+    const { default: request } = await import('supertest');
+    const page = await request(r.triage_url).get('');
+    expect(page.status).to.equal(200);
+    expect(page.type).to.equal('text/html');
+    expect(page.text).to.include(PASS).and.include('screenshot.png');
+  });
+
   it('GET /api/v2/user answers the token`s login', async () => {
     expect((await as.get('/api/v2/user')).body).to.deep.equal({ login: 'alice' });
   });

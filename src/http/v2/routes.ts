@@ -7,11 +7,14 @@ import Router from '@koa/router';
 import type { Context } from 'koa';
 import { FarmError } from '../../core/errors.js';
 import type { JobRecord } from '../../core/model.js';
-import { parseResultQuery } from '../../core/query.js';
+import { parseResultQuery, parseTimeZone } from '../../core/query.js';
 import { parseRunRequest } from '../../core/runRequest.js';
 import { bodyOf } from '../body.js';
 import { baseUrl, type Services } from '../context.js';
 import { presentJob, presentResultSummary } from '../presenters.js';
+import { resultsCsv } from '../formats/csv.js';
+import { resultsJunitXml } from '../formats/junit.js';
+import { convertLogTz } from '../formats/logTz.js';
 import { mountResultRoutes } from '../resultRoutes.js';
 
 const JOB = '/api/v2/jobs/:node/:hex/:num';
@@ -113,11 +116,29 @@ export function v2Router(s: Services): Router {
     ctx.body = s.results.query(q).map((x) => presentResultSummary(x, base, 'v2'));
   });
 
+  r.get('/api/v2/results.csv', (ctx) => {
+    const q = parseResultQuery(ctx.query);
+    ctx.type = 'text/csv; charset=utf-8';
+    ctx.body = resultsCsv(s.results.query(q), { base: baseUrl(ctx, s), tz: q.tz });
+  });
+
+  r.get('/api/v2/results.xml', (ctx) => {
+    const q = parseResultQuery(ctx.query);
+    const raw = ctx.query.include_tz ?? 'false';
+    if (raw !== 'true' && raw !== 'false') throw new FarmError('invalid_request', 'include_tz must be "true" or "false"');
+    ctx.type = 'application/xml; charset=utf-8';
+    ctx.body = resultsJunitXml(s.results.query(q), { includeTz: raw === 'true', tz: q.tz });
+  });
+
   r.get('/api/v2/user', (ctx) => {
     ctx.body = { login: callerOf(ctx) };
   });
 
-  mountResultRoutes(r, '/api/v2/results', 'v2', s);
+  // v2's log takes `tz` (default UTC) for its timestamps.
+  mountResultRoutes(r, '/api/v2/results', 'v2', s, (ctx, text) => {
+    const tz = parseTimeZone(ctx.query.tz);
+    return tz === 'UTC' ? text : convertLogTz(text, tz);
+  });
   return r;
 }
 
