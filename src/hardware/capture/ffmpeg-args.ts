@@ -1,9 +1,10 @@
 /**
  * The ffmpeg command line of a capture device, built from parts: global
  * options, one input chosen by the capture URI, then any number of outputs.
- * Today the only output is the raw RGB preview piped to Node; per-run
- * recording will be a second output on the same command, because only one
- * process may stream from a V4L2 device (DESIGN.md, "Capture and video").
+ * The outputs are the raw RGB preview piped to Node and, when recording is
+ * on, H.264 segments for per-run video: both on the same command, because
+ * only one process may stream from a V4L2 device (DESIGN.md, "Capture and
+ * video").
  */
 
 /** What an input needs besides its arguments. */
@@ -72,6 +73,35 @@ export function previewOutput(o: { width: number; height: number; previewFps: nu
       '-map', '0:v',
       '-vf', `fps=${o.previewFps},scale=${o.width}:${o.height}`,
       '-f', 'rawvideo', '-pix_fmt', 'rgb24', 'pipe:1',
+    ],
+  };
+}
+
+/** Frames above this many pixels (i.e. above 720p) are encoded with `veryfast`, the rest `ultrafast`. */
+const ULTRAFAST_MAX_PIXELS = 1280 * 720;
+
+/**
+ * The recording output: H.264 (libx264) in 1 s MPEG-TS segments named by
+ * `pattern` (a `%06d` counter), with the segment list as CSV
+ * (`name,start,end` per closed segment) written to `list` (a file or
+ * `pipe:N`). Every segment starts with a keyframe and carries SPS/PPS
+ * (`repeat-headers=1`), so any run of consecutive segments plays from its
+ * first frame. Presets as DESIGN.md measured them on the 2-core box:
+ * ultrafast up to 720p, veryfast above.
+ */
+export function recordOutput(o: { width: number; height: number; fps: number; pattern: string; list: string }): OutputSpec {
+  const gop = String(Math.max(1, Math.round(o.fps)));
+  const preset = o.width * o.height > ULTRAFAST_MAX_PIXELS ? 'veryfast' : 'ultrafast';
+  return {
+    args: [
+      '-map', '0:v',
+      '-c:v', 'libx264', '-preset', preset, '-pix_fmt', 'yuv420p',
+      // A keyframe every second and none elsewhere, so segments are cut at exactly 1 s.
+      '-g', gop, '-keyint_min', gop, '-sc_threshold', '0', '-force_key_frames', 'expr:gte(t,n_forced*1)',
+      '-x264-params', 'repeat-headers=1',
+      '-f', 'segment', '-segment_time', '1', '-segment_format', 'mpegts',
+      '-segment_list', o.list, '-segment_list_type', 'csv',
+      o.pattern,
     ],
   };
 }

@@ -5,7 +5,7 @@
  * (restarts, stall detection) is the frame source's job, not this one's.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import type { Writable } from 'node:stream';
+import type { Readable, Writable } from 'node:stream';
 import type { Logger } from '../../core/ports.js';
 
 /** How the process ended; `error` is set when it could not be started at all. */
@@ -25,6 +25,8 @@ export interface SpawnOptions {
   stdinPipe: boolean;
   logger: Logger;
   onStdout: (chunk: Buffer) => void;
+  /** When set, the child gets a pipe on fd 3 (the recording's segment list) and its bytes go here. */
+  onFd3?: (chunk: Buffer) => void;
 }
 
 export class FfmpegChild {
@@ -41,9 +43,10 @@ export class FfmpegChild {
     // behind the supervisor's back, and stop() can signal the whole group.
     this.proc = spawn(o.binary, o.args, {
       detached: true,
-      stdio: [o.stdinPipe ? 'pipe' : 'ignore', 'pipe', 'pipe'],
+      stdio: [o.stdinPipe ? 'pipe' : 'ignore', 'pipe', 'pipe', o.onFd3 ? 'pipe' : 'ignore'],
     });
     this.proc.stdout!.on('data', o.onStdout);
+    if (o.onFd3) (this.proc.stdio[3] as Readable | null)?.on('data', o.onFd3);
     this.proc.stderr!.setEncoding('utf8').on('data', (s: string) => this.onStderr(s));
     // A child that dies while frames are written to it raises EPIPE here; its exit is handled below.
     this.proc.stdin?.on('error', (e) => o.logger.debug({ err: e.message }, 'ffmpeg stdin closed'));

@@ -4,17 +4,20 @@
  * a FrameRing, serves screenshots and thumbnails from the latest frame, and
  * restarts ffmpeg with back-off when it exits or stops producing frames.
  * The command is built from an input (testsrc, v4l2, or raw frames on stdin
- * for the virtual set-top box) and a list of outputs, so per-run recording
- * can join the preview as a second output of the same process.
+ * for the virtual set-top box) and a list of outputs: the preview, and when
+ * recording is on the H.264 segments the Recorder cuts per-run video from.
+ * Every preview frame is also checked for a black or frozen picture.
  */
 import type { Writable } from 'node:stream';
 import { FarmError } from '../../core/errors.js';
 import type { CaptureHealth, FrameSource, Logger } from '../../core/ports.js';
 import { Backoff } from './backoff.js';
 import { encodePng, encodeThumbnail, writeFileAtomic } from './encode.js';
-import { ffmpegArgs, inputArgs, previewOutput, type InputSpec } from './ffmpeg-args.js';
+import { ffmpegArgs, inputArgs, previewOutput, type InputSpec, type OutputSpec } from './ffmpeg-args.js';
 import { describeExit, FfmpegChild, type ChildExit } from './ffmpeg-child.js';
 import { FrameRing, type RawFrame } from './frame-ring.js';
+import { Recorder, type RecorderOptions } from './recorder.js';
+import { SignalMonitor, type SignalOptions, type SignalReport } from './signal-monitor.js';
 import { silentLogger } from './silent-logger.js';
 
 /**
@@ -37,6 +40,12 @@ export interface FfmpegFrameSourceOptions {
   logger?: Logger;
   /** Required when the input reads frames from stdin (`virtual:`). */
   feed?: FrameFeed;
+  /** Record H.264 segments for per-run video (`recorder()`); off when absent. */
+  recording?: RecorderOptions;
+  /** Black and frozen picture detection: `frozenSecs` (default 10), `blackSecs` (default 2). */
+  signal?: SignalOptions;
+  /** Replaces the input the URI selects (tests and benchmarks: lavfi sources, replayed files). */
+  input?: InputSpec;
 }
 
 /** Between TERM and KILL when ffmpeg is ended. */
@@ -49,7 +58,12 @@ type Phase = 'idle' | 'starting' | 'running' | 'waiting' | 'stopped';
 export class FfmpegFrameSource implements FrameSource {
   private readonly ring: FrameRing;
   private readonly input: InputSpec;
-  private readonly args: string[];
+  private readonly preview: OutputSpec;
+  private readonly video: Recorder | undefined;
+  private readonly monitor: SignalMonitor;
+  private args: string[];
+  private runs = 0;
+  private lastSignal: SignalReport['signal'] = 'ok';
   private readonly log: Logger;
   /** No frame for this long means stalled: 2 s plus two preview intervals. */
   private readonly staleMs: number;
@@ -67,20 +81,52 @@ export class FfmpegFrameSource implements FrameSource {
   /** Builds the command; does no I/O. Throws for a URI ffmpeg cannot read, or `virtual:` without a feed. */
   constructor(private readonly o: FfmpegFrameSourceOptions) {
     this.ring = new FrameRing(o.width, o.height);
-    this.input = inputArgs(o.uri, o);
+    this.input = o.input ?? inputArgs(o.uri, o);
     if (this.input.stdin === 'frames' && o.feed === undefined) {
       throw new Error(`capture uri ${o.uri} reads frames from stdin: a frame feed is required`);
     }
-    this.args = ffmpegArgs(this.input, [previewOutput({ ...o, previewFps: o.preview_fps })]);
+    this.preview = previewOutput({ ...o, previewFps: o.preview_fps });
     this.staleMs = 2000 + 2000 / o.preview_fps;
     this.log = (o.logger ?? silentLogger).child({ uri: o.uri });
+    this.monitor = new SignalMonitor(o.signal);
+    const deps = { ffmpeg: o.ffmpeg, width: o.width, height: o.height, fps: o.fps, previewFps: o.preview_fps };
+    this.video = o.recording && new Recorder(o.recording, { ...deps, logger: this.log.child({ part: 'recorder' }) });
+    this.args = this.buildArgs('0');
   }
 
-  /** Spawn ffmpeg; resolves at once (frames and failures are reported by `health()`). */
+  /**
+   * Spawn ffmpeg; resolves at once (frames and failures are reported by
+   * `health()`). With recording on it first creates the recording folder
+   * and empties it of old segments; that failing rejects.
+   */
   async start(): Promise<void> {
     if (this.phase !== 'idle' && this.phase !== 'stopped') return;
+    this.phase = 'starting';
     this.failure = undefined;
-    this.spawnChild();
+    try {
+      await this.video?.prepare();
+    } catch (e) {
+      this.phase = 'idle';
+      throw e;
+    }
+    if (this.phase === 'starting') this.spawnChild();
+  }
+
+  /** The per-run video recorder; undefined when recording is off. */
+  recorder(): Recorder | undefined {
+    return this.video;
+  }
+
+  /**
+   * What the picture shows: `none` with health's reason when offline (the
+   * node is offline too); `black` or `frozen` with a reason while frames
+   * arrive (the node stays online and screenshots are served: a set-top box
+   * may legitimately show a black or still picture); `ok` otherwise.
+   */
+  signal(): SignalReport {
+    const offline = this.offlineReason();
+    if (offline !== null) return { signal: 'none', reason: offline };
+    return this.monitor.report(performance.now());
   }
 
   /** End ffmpeg (TERM, then KILL) and stop restarting it; resolves once it is gone. */
@@ -161,26 +207,44 @@ export class FfmpegFrameSource implements FrameSource {
     }
   }
 
+  /** The command of ffmpeg process `run` (segment names carry the run, so restarts never collide). */
+  private buildArgs(run: string): string[] {
+    return ffmpegArgs(this.input, this.video ? [this.preview, this.video.output(run)] : [this.preview]);
+  }
+
   private spawnChild(): void {
     this.ring.resetPartial();
+    this.monitor.reset();
     this.phase = 'starting';
     this.healthySince = this.stallReason = undefined;
+    // Unique across restarts and daemon restarts: time in base 36 plus a counter.
+    const run = `${Date.now().toString(36)}${(this.runs++).toString(36)}`;
+    this.args = this.buildArgs(run);
+    this.video?.runStarted(run);
+    const video = this.video;
     const child: FfmpegChild = new FfmpegChild({
       binary: this.o.ffmpeg,
       args: this.args,
       stdinPipe: this.input.stdin === 'frames',
       logger: this.log,
       onStdout: (chunk) => this.onData(child, chunk),
+      ...(video && { onFd3: (chunk: Buffer) => video.listData(run, chunk) }),
     });
     this.child = child;
-    void child.closed.then((exit) => this.onChildClosed(child, exit));
+    void child.closed.then((exit) => {
+      this.onChildClosed(child, exit);
+      video?.runEnded(run).catch((e: unknown) => this.log.warn({ err: e }, 'could not delete an unfinished segment'));
+    });
     if (this.o.feed && child.stdin) this.detachFeed = this.o.feed(child.stdin);
     this.armWatchdog(STARTUP_MS);
     this.log.info({ pid: child.pid, args: this.args.join(' ') }, 'ffmpeg started');
   }
 
   private onData(child: FfmpegChild, chunk: Buffer): void {
-    if (child !== this.child || this.ring.push(chunk) === 0) return;
+    if (child !== this.child) return;
+    const frames = this.ring.push(chunk);
+    if (frames === 0) return;
+    this.checkPicture(frames);
     if (this.phase === 'starting') {
       this.phase = 'running';
       this.failure = undefined;
@@ -190,6 +254,20 @@ export class FfmpegFrameSource implements FrameSource {
     } else {
       this.watchdog?.refresh();
     }
+  }
+
+  /** Feed the stream clock and the black/frozen check; log when the picture's state changes. */
+  private checkPicture(frames: number): void {
+    const now = performance.now();
+    for (let i = 0; i < frames; i++) this.video?.previewFrame(now);
+    const data = this.ring.latestData();
+    if (data === undefined) return;
+    this.monitor.observe(data, now);
+    const report = this.monitor.report(now);
+    if (report.signal === this.lastSignal) return;
+    this.lastSignal = report.signal;
+    if (report.signal === 'ok') this.log.info({ signal: 'ok' }, 'picture is back');
+    else this.log.warn({ signal: report.signal, reason: report.reason }, 'no signal; still online');
   }
 
   /** (Re)start the no-frame timer; when it fires ffmpeg is ended and restarted. */

@@ -100,6 +100,14 @@ export class FrameRing {
     }
   }
 
+  /**
+   * The latest frame's bytes, lent for synchronous use only (the next push
+   * may reuse them); undefined when none was published.
+   */
+  latestData(): Buffer | undefined {
+    return this.published === undefined ? undefined : this.slots[this.published.slot];
+  }
+
   /** A copy of the latest frame that the caller owns; undefined when none was published. */
   latestCopy(): RawFrame | undefined {
     const p = this.published;

@@ -1,0 +1,176 @@
+/**
+ * Per-run video from the continuous recording, without restarting capture.
+ * The capture's one ffmpeg has a second output: H.264 in 1 s MPEG-TS
+ * segments (a keyframe at the start of each) in the recording folder, and it
+ * reports every closed segment on a pipe (its segment list, CSV, on fd 3).
+ * The Recorder keeps a bounded ring of those segments, maps their stream
+ * time to Node's clock through the preview frames, and implements the
+ * `VideoRecorder` port: `begin()` pins the segments from now on, `finish()`
+ * waits for the segment holding the end to close and cuts `video.mp4`.
+ */
+import { mkdir, readdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Logger, VideoClip, VideoRecorder } from '../../core/ports.js';
+import { cutClip } from './clip-cut.js';
+import { recordOutput, type OutputSpec } from './ffmpeg-args.js';
+import { SegmentRing, type Segment } from './segment-ring.js';
+import { StreamClock } from './stream-clock.js';
+
+export interface RecorderOptions {
+  /** The recording folder (the daemon uses `<data_dir>/recording`); the recorder owns its `seg-*` files. */
+  dir: string;
+  /** Keep this much recording when no clip needs it. Default 600 s. */
+  keepSecs?: number;
+  /** A clip open longer than this no longer protects its segments. Default 4 h. */
+  maxClipSecs?: number;
+  /** How long `finish()` waits for the segment holding the end to close. Default 4 s. */
+  finishWaitMs?: number;
+}
+
+export interface RecorderDeps {
+  ffmpeg: string;
+  width: number;
+  height: number;
+  fps: number;
+  previewFps: number;
+  logger: Logger;
+}
+
+/**
+ * A clip ends this long after `finish()` is called: the clock mapping runs
+ * a preview-frame latency late and B-frames shift segment times by a few
+ * frames, and a clip must not end before the run did.
+ */
+const END_MARGIN_MS = 250;
+const SEGMENT_FILE = /^seg-[0-9a-z]+-\d+\.ts$|^\.clip-[0-9a-f]+\.txt$/;
+
+export class Recorder implements VideoRecorder {
+  private readonly ring: SegmentRing;
+  private readonly clock: StreamClock;
+  private readonly waiters = new Set<() => void>();
+  private run: string | undefined;
+  private partial = '';
+
+  constructor(
+    private readonly o: RecorderOptions,
+    private readonly d: RecorderDeps,
+  ) {
+    this.ring = new SegmentRing({ keepMs: (o.keepSecs ?? 600) * 1000, maxClipMs: (o.maxClipSecs ?? 4 * 3600) * 1000 });
+    this.clock = new StreamClock(d.previewFps);
+  }
+
+  /** Create the folder and delete segments a previous process left (nothing maps them to time). */
+  async prepare(): Promise<void> {
+    await mkdir(this.o.dir, { recursive: true });
+    const stale = (await readdir(this.o.dir)).filter((f) => SEGMENT_FILE.test(f));
+    await Promise.all(stale.map((f) => rm(join(this.o.dir, f), { force: true })));
+  }
+
+  /** The recording output of the ffmpeg process `run`; the segment list goes to fd 3. */
+  output(run: string): OutputSpec {
+    return recordOutput({ ...this.d, pattern: join(this.o.dir, `seg-${run}-%06d.ts`), list: 'pipe:3' });
+  }
+
+  /** A new ffmpeg process `run` was spawned. */
+  runStarted(run: string): void {
+    this.run = run;
+    this.partial = '';
+    this.clock.reset();
+  }
+
+  /** A preview frame of the current process arrived. */
+  previewFrame(nowMs: number): void {
+    this.clock.frame(nowMs);
+  }
+
+  /** Bytes of the segment list of process `run`: `name,start,end` lines, one per closed segment. */
+  listData(run: string, chunk: Buffer): void {
+    if (run !== this.run) return;
+    const lines = (this.partial + chunk.toString('utf8')).split('\n');
+    this.partial = lines.pop() ?? '';
+    for (const line of lines) this.segmentClosed(run, line.trim());
+  }
+
+  /** Process `run` is gone: delete its segment that never closed. */
+  async runEnded(run: string): Promise<void> {
+    const mine = (await readdir(this.o.dir)).filter((f) => f.startsWith(`seg-${run}-`));
+    const orphans = mine.map((f) => join(this.o.dir, f)).filter((p) => !this.ring.has(p));
+    await Promise.all(orphans.map((p) => rm(p, { force: true })));
+  }
+
+  /** The segments held now, oldest first (diagnostics, tests, the benchmark). */
+  segments(): Segment[] {
+    return this.ring.list();
+  }
+
+  begin(): VideoClip {
+    const from = performance.now();
+    const unpin = this.ring.pin(from);
+    let open = true;
+    const close = () => {
+      open = false;
+      unpin();
+    };
+    return {
+      finish: async (dir) => {
+        if (!open) return false;
+        try {
+          return await this.cut(from, performance.now() + END_MARGIN_MS, dir);
+        } finally {
+          close();
+        }
+      },
+      discard: close,
+    };
+  }
+
+  private async cut(from: number, until: number, dir: string): Promise<boolean> {
+    await this.waitForEnd(until, this.o.finishWaitMs ?? 4000);
+    const segments = this.ring.covering(from, until);
+    if (segments.length === 0) {
+      this.d.logger.warn({ from, until }, 'no recording covers the run; no video');
+      return false;
+    }
+    if (this.ring.latestEnd() < until) this.d.logger.warn({ dir }, 'the recording stops before the run ended');
+    await cutClip({ ffmpeg: this.d.ffmpeg, workDir: this.o.dir, dir, segments, until });
+    return true;
+  }
+
+  /** Resolves once a segment ending at or after `until` closed, or after `maxMs`. */
+  private waitForEnd(until: number, maxMs: number): Promise<void> {
+    if (this.ring.latestEnd() >= until) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.waiters.delete(check);
+        resolve();
+      };
+      const check = () => {
+        if (this.ring.latestEnd() >= until) done();
+      };
+      const timer = setTimeout(done, maxMs);
+      this.waiters.add(check);
+    });
+  }
+
+  private segmentClosed(run: string, line: string): void {
+    const m = /^"?(.+?)"?,(-?[\d.]+),(-?[\d.]+)$/.exec(line);
+    if (!m) return;
+    const [startSecs, endSecs] = [Number(m[2]), Number(m[3])];
+    const now = performance.now();
+    const duration = Math.max(0, endSecs - startSecs);
+    const end = this.clock.toMonotonic(endSecs) ?? now;
+    this.ring.add({ path: join(this.o.dir, m[1]!), run, duration, start: end - duration * 1000, end });
+    for (const check of [...this.waiters]) check();
+    const expired = this.ring.expire(now);
+    if (expired.length > 0) void this.remove(expired);
+  }
+
+  private async remove(segments: Segment[]): Promise<void> {
+    try {
+      await Promise.all(segments.map((s) => rm(s.path, { force: true })));
+    } catch (e) {
+      this.d.logger.warn({ err: e }, 'could not delete an old recording segment');
+    }
+  }
+}

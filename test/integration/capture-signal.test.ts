@@ -1,0 +1,76 @@
+/**
+ * No-signal detection through a real ffmpeg: black and frozen pictures keep
+ * the node online with a warning in signal(); no frames at all is offline.
+ */
+import { expect } from 'chai';
+import type { Writable } from 'node:stream';
+import { FfmpegFrameSource, type FfmpegFrameSourceOptions } from '../../src/hardware/capture/index.js';
+
+const W = 320;
+const H = 180;
+const base: FfmpegFrameSourceOptions = { uri: 'testsrc:', width: W, height: H, fps: 25, preview_fps: 10, ffmpeg: 'ffmpeg' };
+const lavfi = (graph: string) => ({ args: ['-re', '-f', 'lavfi', '-i', `${graph}:size=${W}x${H}:rate=25`], stdin: 'none' as const });
+
+async function waitFor(what: string, cond: () => boolean, timeoutMs = 8000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe('capture: no signal (black, frozen, nothing) through ffmpeg', function () {
+  let source: FfmpegFrameSource | undefined;
+  afterEach(async () => {
+    await source?.stop();
+    source = undefined;
+  });
+
+  it('black input (lavfi color=black): signal "no signal: the picture is black"; still online, screenshots served', async () => {
+    source = new FfmpegFrameSource({ ...base, input: lavfi('color=black'), signal: { blackSecs: 0.5, frozenSecs: 60 } });
+    expect(source.signal().signal).to.equal('none');
+    await source.start();
+    await waitFor('online', () => source!.health().online);
+    await waitFor('black', () => source!.signal().signal === 'black', 3000);
+    expect(source.signal().reason).to.equal('no signal: the picture is black');
+    expect(source.health()).to.deep.equal({ online: true, reason: null });
+    expect((await source.screenshotPng()).subarray(1, 4).toString()).to.equal('PNG');
+  });
+
+  it('frozen input (lavfi color=red): "frozen for N s" after frozenSecs, not before; still online', async () => {
+    source = new FfmpegFrameSource({ ...base, input: lavfi('color=red'), signal: { frozenSecs: 1.5 } });
+    await source.start();
+    await waitFor('online', () => source!.health().online);
+    const online = performance.now();
+    expect(source.signal().signal).to.equal('ok');
+    await waitFor('frozen', () => source!.signal().signal === 'frozen', 4000);
+    expect(performance.now() - online).to.be.at.least(1000);
+    expect(source.signal().reason).to.match(/^no signal: the picture has been frozen for [12] s$/);
+    expect(source.health().online).to.equal(true);
+  });
+
+  it('a moving picture (testsrc2) is ok', async () => {
+    source = new FfmpegFrameSource({ ...base, signal: { frozenSecs: 0.5, blackSecs: 0.5 } });
+    await source.start();
+    await waitFor('online', () => source!.health().online);
+    await new Promise((r) => setTimeout(r, 1200));
+    expect(source.signal()).to.deep.equal({ signal: 'ok', reason: null });
+  });
+
+  it('"no frames for N s": a feed that stops is offline, and signal() says none with that reason', async () => {
+    const frame = Buffer.alloc(W * H * 3, 90);
+    let sent = 0;
+    const feed = (stdin: Writable) => {
+      const timer = setInterval(() => sent++ < 25 && stdin.write(frame), 40); // one second, then nothing
+      return () => clearInterval(timer);
+    };
+    source = new FfmpegFrameSource({ ...base, uri: 'virtual:', feed });
+    await source.start();
+    await waitFor('online', () => source!.health().online);
+    await waitFor('offline', () => !source!.health().online, 6000);
+    expect(source.health().reason).to.match(/no frames for \d/);
+    const signal = source.signal();
+    expect(signal.signal).to.equal('none');
+    expect(signal.reason).to.match(/no frames for \d/);
+  });
+});
