@@ -11,12 +11,14 @@ import type { FarmConfig } from './config/schema.js';
 import { JobService } from './core/jobs.js';
 import type { FrameSource, Logger } from './core/ports.js';
 import { createFrameSource } from './hardware/capture/index.js';
+import { KeyPresser } from './hardware/ir/keys.js';
 import { createIrTransport } from './hardware/ir/transports/index.js';
 import { createVirtualStb } from './hardware/virtual/index.js';
 import { createApp } from './http/app.js';
 import type { Services } from './http/context.js';
 import { GitTestPack } from './runner/gitTestPack.js';
 import { endStaleTestProcess } from './runner/processGroup.js';
+import { ControlServer } from './runner/control.js';
 import { ProcessTestRunner } from './runner/testRunner.js';
 import { FileJobRepository } from './storage/jobStore.js';
 import { FileResultRepository } from './storage/results/index.js';
@@ -74,6 +76,8 @@ export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daem
   const frames: FrameSource = createFrameSource(cfg.capture, logger.child({ module: 'capture' }), stb ? { feed: stb.feed } : {});
   await frames.start();
   const ir = createIrTransport(cfg.ir.uri, { logger: logger.child({ module: 'ir' }), ...(stb && { onVirtualEvent: stb.transportListener }) });
+  const keys = new KeyPresser({ testPack, transport: ir, logger: logger.child({ module: 'keys' }) });
+  const control = new ControlServer({ keys, logger, latestFrame: () => frames.latestFrame?.() });
   const noCapture = cfg.capture.uri === 'none:';
 
   const jobs = new JobService({
@@ -84,6 +88,7 @@ export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daem
     testPack,
     runner,
     frames,
+    control,
     online: () => (noCapture ? { online: true, reason: null } : frames.health()),
     logger: logger.child({ module: 'jobs' }),
     settings: { defaultTimeoutSecs: cfg.runner.default_timeout_secs, stopResponseSecs: cfg.runner.stop_response_secs },
@@ -101,6 +106,7 @@ export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daem
     logger,
     publicUrl: cfg.public_url,
     awaitCompletionSecs: cfg.api.await_completion_secs,
+    keys,
   };
   const app = createApp(services, {
     maxBodyBytes: cfg.api.max_body_bytes,
@@ -123,6 +129,7 @@ export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daem
       server.closeAllConnections();
       await closed;
       await frames.stop();
+      await control.close();
       stb?.stop();
       await ir.close();
       await results.close();

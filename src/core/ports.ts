@@ -131,6 +131,8 @@ export interface FrameSource {
   thumbnailJpeg(): Promise<Buffer>;
   /** Write `screenshot.png` and `thumbnail.jpg` into a folder; resolves false when offline. */
   saveScreenshot(dir: string): Promise<boolean>;
+  /** A copy of the latest raw RGB frame for test scripts; undefined when offline or not capturing. */
+  latestFrame?(): { data: Buffer; width: number; height: number; seq?: number; at?: number } | undefined;
   start(): Promise<void>;
   stop(): Promise<void>;
 }

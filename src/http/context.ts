@@ -1,6 +1,7 @@
 /** What the routers are given: the services, and how to build absolute URLs. */
 import type { Context } from 'koa';
 import type { JobService } from '../core/jobs.js';
+import type { KeyPresser } from '../hardware/ir/keys.js';
 import type { FrameSource, Logger, ResultRepository, TestPack } from '../core/ports.js';
 
 export interface Services {
@@ -13,6 +14,8 @@ export interface Services {
   logger: Logger;
   /** Absolute base URL from the config; else each request's own. */
   publicUrl?: string;
+  /** Key presses for the press endpoint (the same path test scripts use). */
+  keys: Pick<KeyPresser, 'press' | 'chooseRemoteV2'>;
   /** How long await_completion holds a request (the spec: 55 s). */
   awaitCompletionSecs: number;
   /** v2's node-level rules (reservations, use tracking); absent until wired. */

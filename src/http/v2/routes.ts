@@ -57,6 +57,24 @@ export function v2Router(s: Services): Router {
     ctx.body = await s.frames.thumbnailJpeg();
   });
 
+  // COMPAT: manual remote control. The same path as a test script's press(): remote, encoder, transport.
+  r.post(`${NODE}/press`, async (ctx) => {
+    ourNode(ctx);
+    const b = bodyOf(ctx) as Record<string, unknown> | null;
+    const key = b?.key;
+    if (typeof key !== 'string' || !/^[A-Za-z0-9_+.-]{1,64}$/.test(key)) throw new FarmError('invalid_request', 'key is required: a key name of the remote control, e.g. "KEY_OK"');
+    const rev = b?.test_pack_revision ?? s.jobs.current()?.test_pack_sha ?? 'HEAD';
+    const remote = b?.remote_control ?? null;
+    if (typeof rev !== 'string') throw new FarmError('invalid_request', 'test_pack_revision must be a string');
+    if (remote !== null && typeof remote !== 'string') throw new FarmError('invalid_request', 'remote_control must be a string');
+    const user = callerOf(ctx);
+    s.v2?.beforeNodeAction(user, 'use the remote control of');
+    const sha = (await s.testPack.resolve(rev)).sha;
+    await s.keys.press(key, { remote: await s.keys.chooseRemoteV2(remote, sha), testPackSha: sha });
+    s.v2?.recordUse(user);
+    ctx.status = 204;
+  });
+
   r.get('/api/v2/test_pack/*rev/test_case_names', async (ctx) => {
     const rev = await s.testPack.resolve(String((ctx.params as Record<string, string>).rev));
     ctx.body = await s.testPack.testCaseNames(rev.sha);

@@ -1,0 +1,92 @@
+/**
+ * End to end on the virtual set-top box: the example test pack runs through
+ * the API with the daemon's real parts - capture through ffmpeg (virtual:),
+ * key presses through the LIRC encoder and the IR path (virtual:), python3
+ * test scripts with template matching - and one test fails on purpose.
+ */
+import { expect } from 'chai';
+import { execFile } from 'node:child_process';
+import { cp, mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import sharp from 'sharp';
+import { startTestDaemon, waitForJob, waitOnline, type TestDaemon } from '../helpers/daemon.js';
+import { asUser } from '../helpers/auth.js';
+import type { TestPackRepo } from '../fixtures/testPack.js';
+
+const exec = promisify(execFile);
+
+/** The example pack as a git repository, the way scripts/demo.sh makes it. */
+async function examplePack(): Promise<TestPackRepo> {
+  const root = await mkdtemp(path.join(os.tmpdir(), 'farmhand-example-'));
+  const dir = path.join(root, 'test-pack');
+  await cp(path.resolve('examples/test-pack'), dir, { recursive: true });
+  const git = (...args: string[]) => exec('git', ['-C', dir, '-c', 'user.name=t', '-c', 'user.email=t@example.invalid', ...args]);
+  await git('init', '-q', '-b', 'main');
+  await git('add', '-A');
+  await git('commit', '-qm', 'example');
+  const sha = (await git('rev-parse', 'HEAD')).stdout.trim();
+  return {
+    dir,
+    sha,
+    cleanup: () => rm(root, { recursive: true, force: true }),
+    commit: () => Promise.reject(new Error('not used')),
+    snapshot: () => Promise.reject(new Error('not used')),
+    tag: () => Promise.reject(new Error('not used')),
+    git: async (...args: string[]) => (await git(...args)).stdout,
+  };
+}
+
+describe('the example test pack on the virtual set-top box', function () {
+  this.timeout(180_000);
+  let d: TestDaemon;
+  let pack: TestPackRepo;
+
+  before(async () => {
+    pack = await examplePack();
+    d = await startTestDaemon({ pack, config: { capture: { uri: 'virtual:', width: 1280, height: 720, fps: 25, preview_fps: 10 }, ir: { uri: 'virtual:' } } });
+    await waitOnline(d);
+  });
+  after(async () => {
+    await d?.stop();
+    await pack?.cleanup();
+  });
+
+  it('runs the menu tests: they pass, and test_menu_wraps_around fails on purpose with its screenshot', async () => {
+    const names = (await d.http.get('/api/v1/test_pack/main/test_case_names')).body as string[];
+    const menus = names.filter((n) => n.startsWith('tests/menus.py::'));
+    expect(menus).to.include('tests/menus.py::test_menu_wraps_around');
+    const res = await d.http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: menus });
+    expect(res.status, res.text).to.equal(200);
+    const job = await waitForJob(d, res.body.job_uid, 150_000);
+    const results = (await d.http.get(`/api/v1/jobs${res.body.job_uid}/results`)).body as Array<Record<string, string>>;
+    const byName = Object.fromEntries(results.map((r) => [r.test_case, r]));
+    for (const name of menus) {
+      const expected = name.endsWith('::test_menu_wraps_around') ? 'fail' : 'pass';
+      expect(byName[name]?.result, `${name}: ${byName[name]?.failure_reason}`).to.equal(expected);
+    }
+    expect(job.result_counts).to.deep.equal({ pass: menus.length - 1, fail: 1, error: 0, total: menus.length });
+    const failed = byName['tests/menus.py::test_menu_wraps_around']!;
+    expect(failed.failure_reason).to.match(/^MatchTimeout: /);
+    const shot = await d.http.get(`/api/v1/result${failed.result_id}/screenshot.png`).buffer(true);
+    expect(shot.status).to.equal(200);
+    expect(await sharp(shot.body as Buffer).metadata()).to.include({ width: 1280, height: 720, format: 'png' });
+  });
+
+  it('POST /api/v2/nodes/{node_id}/press goes through the same IR path: the picture changes', async () => {
+    const as = await asUser(d, 'carol');
+    const before = await sharp((await as.get('/api/v2/nodes/farmhand-test/screenshot.png').buffer(true)).body as Buffer).raw().toBuffer();
+    const res = await as.post('/api/v2/nodes/farmhand-test/press').send({ key: 'KEY_DOWN' });
+    expect(res.status, res.text).to.equal(204);
+    await new Promise((r) => setTimeout(r, 800));
+    const after = await sharp((await as.get('/api/v2/nodes/farmhand-test/screenshot.png').buffer(true)).body as Buffer).raw().toBuffer();
+    // Apart from the clock (top right), the menu focus moved.
+    let changed = 0;
+    for (let y = 100; y < 720; y += 4) for (let x = 0; x < 1280; x += 4) if (before[(y * 1280 + x) * 3] !== after[(y * 1280 + x) * 3]) changed++;
+    expect(changed).to.be.greaterThan(100);
+    expect((await as.post('/api/v2/nodes/farmhand-test/press').send({ key: 'KEY_NOPE' })).status).to.equal(404);
+    expect((await as.post('/api/v2/nodes/farmhand-test/press').send({})).status).to.equal(400);
+    expect((await as.post('/api/v2/nodes/farmhand-test/press').send({ key: 'KEY_OK', remote_control: 'nope' })).status).to.equal(400);
+  });
+});
