@@ -8,13 +8,30 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Low } from 'lowdb';
 import type { Adapter } from 'lowdb';
+import type { NodeUsage, NodeUsageStore } from '../core/node.js';
+import type { ReservationRecord, ReservationState, ReservationStore } from '../core/reservations.js';
 import { writeFileAtomic } from './atomic.js';
 
 export interface StateData {
   /** 4 hex digits chosen once per installation; part of every job_uid. */
   installation_hex: string;
   last_job_number: number;
+  /** The reservation id counter: ids are never reused. */
+  last_reservation_id: number;
+  /** Active reservations and the most recently ended ones (bounded by the service). */
+  reservations: ReservationRecord[];
+  /** Who used the node last, and when; null if nobody ever did. */
+  node_usage: NodeUsage | null;
 }
+
+/** Fields a state file written by an older version lacks. */
+const defaults = (): StateData => ({
+  installation_hex: randomBytes(2).toString('hex'),
+  last_job_number: 0,
+  last_reservation_id: 0,
+  reservations: [],
+  node_usage: null,
+});
 
 /** A lowdb adapter whose writes are durable (fsync + rename + fsync dir). */
 class DurableJsonFile<T> implements Adapter<T> {
@@ -38,16 +55,13 @@ export class StateStore {
   private queue: Promise<void> = Promise.resolve();
 
   private constructor(file: string) {
-    this.db = new Low<StateData>(new DurableJsonFile<StateData>(file), {
-      installation_hex: randomBytes(2).toString('hex'),
-      last_job_number: 0,
-    });
+    this.db = new Low<StateData>(new DurableJsonFile<StateData>(file), defaults());
   }
 
   static async open(dataDir: string): Promise<StateStore> {
     const s = new StateStore(path.join(dataDir, 'state.json'));
     await s.db.read();
-    s.db.data = Object.assign({ installation_hex: randomBytes(2).toString('hex'), last_job_number: 0 }, s.db.data);
+    s.db.data = Object.assign(defaults(), s.db.data);
     await s.db.write();
     return s;
   }
@@ -64,5 +78,33 @@ export class StateStore {
     });
     this.queue = run.catch(() => undefined);
     return run;
+  }
+}
+
+/** Reservations persisted in the state file (the service keeps them bounded). */
+export class StateReservationStore implements ReservationStore {
+  constructor(private readonly state: StateStore) {}
+  load(): ReservationState {
+    const d = this.state.data;
+    return { last_reservation_id: d.last_reservation_id, reservations: structuredClone(d.reservations) };
+  }
+  save(next: ReservationState): Promise<void> {
+    return this.state.update((s) => {
+      s.last_reservation_id = next.last_reservation_id;
+      s.reservations = next.reservations;
+    });
+  }
+}
+
+/** The node's last use, persisted in the state file. */
+export class StateNodeUsageStore implements NodeUsageStore {
+  constructor(private readonly state: StateStore) {}
+  load(): NodeUsage | null {
+    return this.state.data.node_usage;
+  }
+  save(usage: NodeUsage): Promise<void> {
+    return this.state.update((s) => {
+      s.node_usage = { ...usage };
+    });
   }
 }
