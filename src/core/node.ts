@@ -1,0 +1,238 @@
+/**
+ * The v2 Node object (spec "Node (v2)") for this one node: availability and
+ * its reason, capture health, the node's own config file from the test pack's
+ * main branch, addresses, the current or last job, last use and the caller's
+ * view of its reservation. Everything it reads comes in as a function or a
+ * port, so this module stays pure; the reason strings are listed in
+ * docs/reservations.md.
+ */
+import { notFound } from './errors.js';
+import type { JobRecord } from './model.js';
+import type { CaptureHealth, IniConfig, Logger, TestPack } from './ports.js';
+import { systemClock, type Clock, type Reservation, type ReservationRecord } from './reservations.js';
+
+/** The node's last use, persisted. */
+export interface NodeUsage {
+  user: string;
+  /** ISO 8601. */
+  time: string;
+}
+
+export interface NodeUsageStore {
+  load(): NodeUsage | null;
+  save(usage: NodeUsage): Promise<void>;
+}
+
+/** The config's `node` section. */
+export interface NodeSettings {
+  /** `YYYY-MM-DD`; the licence is valid through the end of that day, UTC. */
+  licence_expiry: string;
+  external_ip_address: string | null;
+  geoip_city: string | null;
+  geoip_country: string | null;
+}
+
+/** One address as `os.networkInterfaces()` lists it (family is a number on some Node versions). */
+export interface InterfaceAddress {
+  address: string;
+  family: string | number;
+  internal: boolean;
+  scopeid?: number;
+}
+
+/** The Job object of the spec plus the two links the node status adds. */
+export type NodeJob = Record<string, unknown> & { log_url: string | null; triage_url: string | null };
+
+export interface NodeStatus {
+  node_id: string;
+  node_url: string;
+  available: boolean;
+  not_available_reason: string | null;
+  online: boolean;
+  config: IniConfig;
+  device_type: string | null;
+  friendly_name: string | null;
+  external_ip_address: string | null;
+  local_ip_address: string | null;
+  geoip_city: string | null;
+  geoip_country: string | null;
+  job: NodeJob | null;
+  last_used_by: string | null;
+  last_used_time: string | null;
+  licence_expiry: string;
+  reservation: Reservation | null;
+}
+
+export interface NodeServiceOptions {
+  nodeId: string;
+  settings: NodeSettings;
+  /** Capture health: the node is online when it has a picture. */
+  health: () => CaptureHealth;
+  jobs: { current(): JobRecord | undefined; isRunning(): boolean };
+  /** The v2 Job presenter. */
+  presentJob: (job: JobRecord, base: string) => Record<string, unknown>;
+  /** The id of the job's latest result (whose log is `log_url`); undefined before its first. */
+  latestResultId: (job: JobRecord) => string | undefined;
+  /** URLs of a result's log and triage page; default `/api/v2/results<id>/farmhand.log` and `/app/results<id>`. */
+  resultLinks?: (resultId: string, base: string) => { log_url: string; triage_url: string };
+  testPack: Pick<TestPack, 'resolve' | 'readFile'>;
+  /** INI text to `{ section: { key: value } }` (runner/iniConfig.ts). */
+  parseIni: (text: string) => IniConfig;
+  networkInterfaces: () => Record<string, InterfaceAddress[] | undefined>;
+  reservations: { active(nodeId: string): ReservationRecord | undefined; present(r: ReservationRecord, caller: string | undefined): Reservation };
+  usage: NodeUsageStore;
+  clock?: Clock;
+  logger?: Logger;
+  /** How long status waits for the test pack before answering with the last config it read; default 3 s. */
+  configWaitMs?: number;
+}
+
+/** Writes of the last use are at most this often (a busy client touches the node many times a second). */
+export const USAGE_WRITE_INTERVAL_MS = 1000;
+
+const defaultLinks = (id: string, base: string) => ({ log_url: `${base}/api/v2/results${id}/farmhand.log`, triage_url: `${base}/app/results${id}` });
+
+export class NodeService {
+  private readonly clock: Clock;
+  private usage: NodeUsage | null;
+  private lastWrite = Number.NEGATIVE_INFINITY;
+  private writeTimer: unknown;
+  private writing: Promise<void> = Promise.resolve();
+  /** The node config of the newest main-branch SHA read, and that SHA. */
+  private config: { sha: string; value: IniConfig } | undefined;
+  private reading: Promise<IniConfig> | undefined;
+
+  constructor(private readonly o: NodeServiceOptions) {
+    this.clock = o.clock ?? systemClock;
+    this.usage = o.usage.load();
+  }
+
+  /** The node's path in the test pack: `config/test-farm/<node_id>.conf`. */
+  get configPath(): string {
+    return `config/test-farm/${this.o.nodeId}.conf`;
+  }
+
+  /** The Node object as `caller` sees it; `base` is the absolute base URL, no trailing slash. */
+  async status(caller: string | undefined, base: string): Promise<NodeStatus> {
+    const o = this.o;
+    const health = o.health();
+    const config = await this.nodeConfig();
+    const res = o.reservations.active(o.nodeId);
+    const reason = this.notAvailableReason(health, res);
+    const section = (name: string) => config[name] ?? {};
+    return {
+      node_id: o.nodeId,
+      node_url: `${base}/api/v2/nodes/${encodeURIComponent(o.nodeId)}`,
+      available: reason === null,
+      not_available_reason: reason,
+      online: health.online,
+      config,
+      device_type: section('device_under_test')['device_type'] ?? null,
+      friendly_name: section('node')['friendly_name'] ?? null,
+      external_ip_address: o.settings.external_ip_address,
+      local_ip_address: localIpAddress(o.networkInterfaces()),
+      geoip_city: o.settings.geoip_city,
+      geoip_country: o.settings.geoip_country,
+      job: this.job(base),
+      last_used_by: this.usage?.user ?? null,
+      last_used_time: this.usage?.time ?? null,
+      licence_expiry: o.settings.licence_expiry,
+      reservation: res ? o.reservations.present(res, caller) : null,
+    };
+  }
+
+  /** GET /api/v2/nodes/<id>: this node's status, or 404 for any other id. */
+  async statusOf(nodeId: string, caller: string | undefined, base: string): Promise<NodeStatus> {
+    if (nodeId !== this.o.nodeId) throw notFound(`unknown node_id ${JSON.stringify(nodeId)}; this node is ${this.o.nodeId}`);
+    return this.status(caller, base);
+  }
+
+  /** True once the licence's expiry day (UTC) has passed; run_tests then answers 403. */
+  licenceExpired(): boolean {
+    return new Date(this.clock.now()).toISOString().slice(0, 10) > this.o.settings.licence_expiry;
+  }
+
+  /**
+   * Note a use of the node (run, stop, press, reserve, screenshot, ...).
+   * Seen at once in the status; written at most once a second, the latest use winning.
+   */
+  recordUse(user: string): void {
+    this.usage = { user, time: new Date(this.clock.now()).toISOString() };
+    if (this.writeTimer !== undefined) return; // a write is already due; it takes the latest use
+    const wait = this.lastWrite + USAGE_WRITE_INTERVAL_MS - this.clock.now();
+    if (wait <= 0) this.writeUsage();
+    else this.writeTimer = this.clock.setTimer(() => this.writeUsage(), wait);
+  }
+
+  /** Write a pending last use now (the daemon is stopping). */
+  async flush(): Promise<void> {
+    if (this.writeTimer !== undefined) this.writeUsage();
+    await this.writing;
+  }
+
+  private writeUsage(): void {
+    if (this.writeTimer !== undefined) this.clock.clearTimer(this.writeTimer);
+    this.writeTimer = undefined;
+    this.lastWrite = this.clock.now();
+    const usage = this.usage;
+    if (!usage) return;
+    this.writing = this.o.usage.save(usage).catch((e: unknown) => this.o.logger?.error({ err: e }, 'could not save the last use of the node'));
+  }
+
+  /** Reasons in order of precedence; exact strings in docs/reservations.md. */
+  private notAvailableReason(health: CaptureHealth, res: ReservationRecord | undefined): string | null {
+    if (!health.online) return `offline: ${health.reason ?? 'no picture from the device under test'}`;
+    if (this.licenceExpired()) return `licence expired on ${this.o.settings.licence_expiry}`;
+    if (res) return `reserved by ${res.username} (reservation ${res.reservation_id})`;
+    if (this.o.jobs.isRunning()) return `running a test job (${this.o.jobs.current()?.job_uid ?? 'starting'})`;
+    return null;
+  }
+
+  private job(base: string): NodeJob | null {
+    const job = this.o.jobs.current();
+    if (!job) return null;
+    const id = this.o.latestResultId(job);
+    const links = id === undefined ? { log_url: null, triage_url: null } : (this.o.resultLinks ?? defaultLinks)(id, base);
+    return { ...this.o.presentJob(job, base), ...links };
+  }
+
+  /**
+   * The node config at the main branch's tip, cached per SHA. A slow or
+   * unreachable test pack does not hold the status up: after `configWaitMs`
+   * it answers with the last config read (or `{}`), and the read carries on.
+   */
+  private async nodeConfig(): Promise<IniConfig> {
+    this.reading ??= this.readConfig().finally(() => (this.reading = undefined));
+    const fallback = () => this.config?.value ?? {};
+    let timer: unknown;
+    const late = new Promise<IniConfig>((resolve) => (timer = this.clock.setTimer(() => resolve(fallback()), this.o.configWaitMs ?? 3000)));
+    try {
+      return await Promise.race([this.reading.catch(fallback), late]);
+    } finally {
+      this.clock.clearTimer(timer);
+    }
+  }
+
+  private async readConfig(): Promise<IniConfig> {
+    try {
+      const { sha } = await this.o.testPack.resolve('HEAD');
+      if (this.config?.sha === sha) return this.config.value;
+      const text = await this.o.testPack.readFile(sha, this.configPath);
+      const value = text === undefined ? {} : this.o.parseIni(text);
+      this.config = { sha, value };
+      return value;
+    } catch (e) {
+      this.o.logger?.warn({ err: e, path: this.configPath }, 'could not read the node config from the test pack');
+      throw e;
+    }
+  }
+}
+
+/** The first non-internal IPv4 address; else the first IPv6 (global before link-local); else null. */
+export function localIpAddress(ifaces: Record<string, InterfaceAddress[] | undefined>): string | null {
+  const all = Object.values(ifaces).flatMap((list) => list ?? []).filter((a) => !a.internal);
+  const v4 = all.find((a) => a.family === 'IPv4' || a.family === 4);
+  if (v4) return v4.address;
+  const v6 = all.filter((a) => a.family === 'IPv6' || a.family === 6);
+  return (v6.find((a) => !a.scopeid) ?? v6[0])?.address ?? null;
+}

@@ -1,0 +1,375 @@
+// NodeService: the spec's Node (v2) object - every field with its type, each
+// not-available reason, the node config read from a real git test pack, and last use.
+import { expect } from 'chai';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { JobRecord } from '../../src/core/model.js';
+import { localIpAddress, NodeService, type NodeServiceOptions, type NodeUsage, type NodeUsageStore } from '../../src/core/node.js';
+import type { CaptureHealth, TestPack } from '../../src/core/ports.js';
+import { ReservationService, type Clock, type ReservationState } from '../../src/core/reservations.js';
+import { GitTestPack } from '../../src/runner/gitTestPack.js';
+import { parseIniConfig } from '../../src/runner/iniConfig.js';
+import { StateNodeUsageStore, StateStore } from '../../src/storage/state.js';
+import { makeTestPack, type TestPackRepo } from '../fixtures/testPack.js';
+
+const NODE = 'farmhand-0123456789ab';
+const BASE = 'http://node.example:8080';
+const T0 = Date.parse('2030-06-15T12:00:00.000Z');
+
+class FakeClock implements Clock {
+  t = T0;
+  private seq = 0;
+  readonly timers = new Map<number, { at: number; fn: () => void }>();
+  now = () => this.t;
+  setTimer = (fn: () => void, ms: number) => {
+    this.timers.set(++this.seq, { at: this.t + ms, fn });
+    return this.seq;
+  };
+  clearTimer = (h: unknown) => void this.timers.delete(h as number);
+  advance(ms: number): void {
+    this.t += ms;
+    for (const [id, x] of [...this.timers].sort((a, b) => a[1].at - b[1].at)) {
+      if (x.at > this.t) continue;
+      this.timers.delete(id);
+      x.fn();
+    }
+  }
+}
+
+const job = (over: Partial<JobRecord> = {}): JobRecord => ({
+  job_uid: `/${NODE}/beef/7`,
+  number: 7,
+  status: 'exited',
+  start_time: '2030-06-15T11:00:00.000Z',
+  end_time: '2030-06-15T11:05:00.000Z',
+  result_counts: { pass: 1, fail: 0, error: 0, total: 1 },
+  test_cases: ['tests/a.py::test_a'],
+  test_pack_revision: 'main',
+  test_pack_sha: 'a'.repeat(40),
+  test_pack_branch: 'main',
+  category: 'default',
+  soak: 'run once',
+  shuffle: false,
+  remote_control: null,
+  tags: {},
+  username: 'alice',
+  current_run: null,
+  ...over,
+});
+
+class MemoryUsage implements NodeUsageStore {
+  saves: NodeUsage[] = [];
+  load = () => this.saves.at(-1) ?? null;
+  save = async (u: NodeUsage) => void this.saves.push({ ...u });
+}
+
+/** A test pack whose main branch has no node config: no git needed. */
+const emptyPack: Pick<TestPack, 'resolve' | 'readFile'> = { resolve: async () => ({ sha: 'c'.repeat(40), branch: 'main' }), readFile: async () => undefined };
+
+function setup(over: Partial<NodeServiceOptions> = {}) {
+  const clock = new FakeClock();
+  const world = {
+    health: { online: true, reason: null } as CaptureHealth,
+    current: undefined as JobRecord | undefined,
+    running: false,
+    latest: undefined as string | undefined,
+  };
+  let state: ReservationState = { last_reservation_id: 0, reservations: [] };
+  const reservations = new ReservationService({
+    store: { load: () => state, save: async (s) => void (state = s) },
+    clock,
+    knownNodes: () => [NODE],
+    isBusy: () => world.running,
+  });
+  const usage = new MemoryUsage();
+  const node = new NodeService({
+    nodeId: NODE,
+    settings: { licence_expiry: '2030-06-15', external_ip_address: null, geoip_city: null, geoip_country: null },
+    health: () => world.health,
+    jobs: { current: () => world.current, isRunning: () => world.running },
+    presentJob: (j, base) => ({ job_uid: j.job_uid, job_url: `${base}/api/v2/jobs${j.job_uid}`, status: j.status }),
+    latestResultId: () => world.latest,
+    testPack: emptyPack,
+    parseIni: parseIniConfig,
+    networkInterfaces: () => ({ lo: [{ address: '127.0.0.1', family: 'IPv4', internal: true }], eth0: [{ address: '192.168.1.20', family: 'IPv4', internal: false }] }),
+    reservations,
+    usage,
+    clock,
+    ...over,
+  });
+  return { clock, world, reservations, usage, node };
+}
+
+const SPEC_FIELDS = [
+  'node_id', 'node_url', 'available', 'not_available_reason', 'online', 'config', 'device_type', 'friendly_name',
+  'external_ip_address', 'local_ip_address', 'geoip_city', 'geoip_country', 'job', 'last_used_by', 'last_used_time',
+  'licence_expiry', 'reservation',
+];
+
+describe('node status: fields', () => {
+  it('has every field of the spec\'s Node object, with the right type, on a fresh node', async () => {
+    const { node } = setup();
+    const s = await node.status('alice', BASE);
+    expect(Object.keys(s)).to.have.members(SPEC_FIELDS);
+    expect(s).to.deep.equal({
+      node_id: NODE,
+      node_url: `${BASE}/api/v2/nodes/${NODE}`,
+      available: true,
+      not_available_reason: null,
+      online: true,
+      config: {},
+      device_type: null,
+      friendly_name: null,
+      external_ip_address: null,
+      local_ip_address: '192.168.1.20',
+      geoip_city: null,
+      geoip_country: null,
+      job: null,
+      last_used_by: null,
+      last_used_time: null,
+      licence_expiry: '2030-06-15',
+      reservation: null,
+    });
+  });
+
+  it('every field has the spec\'s type on a used, reserved, busy node', async () => {
+    const { node, world, reservations } = setup();
+    await reservations.reserve('alice', { node_ids: [NODE], message: 'm', duration_secs: 60 });
+    world.current = job({ status: 'running', end_time: null });
+    world.running = true;
+    world.latest = `/${NODE}/beef/7/2030-06-15_11.04.00`;
+    node.recordUse('alice');
+    const s = await node.status('alice', BASE);
+    const types: Record<string, string> = {
+      node_id: 'string', node_url: 'string', available: 'boolean', not_available_reason: 'string', online: 'boolean',
+      config: 'object', device_type: 'null', friendly_name: 'null', external_ip_address: 'null', local_ip_address: 'string',
+      geoip_city: 'null', geoip_country: 'null', job: 'object', last_used_by: 'string', last_used_time: 'string',
+      licence_expiry: 'string', reservation: 'object',
+    };
+    for (const [k, t] of Object.entries(types)) {
+      const v = (s as unknown as Record<string, unknown>)[k];
+      expect(v === null ? 'null' : typeof v, k).to.equal(t);
+    }
+    expect(Number.isNaN(Date.parse(s.last_used_time!))).to.equal(false);
+    expect(Object.keys(s.reservation!)).to.have.members([
+      'reservation_id', 'node_id', 'username', 'start_time', 'expires', 'message', 'message_html', 'reserved_by_you',
+    ]);
+    expect(s.job).to.include.keys('job_uid', 'job_url', 'status', 'log_url', 'triage_url');
+  });
+
+  it('takes external address and geo-IP from the config', async () => {
+    const settings = { licence_expiry: '2099-12-31', external_ip_address: '203.0.113.7', geoip_city: 'Oslo', geoip_country: 'NO' };
+    const s = await setup({ settings }).node.status(undefined, BASE);
+    expect(s).to.include({ external_ip_address: '203.0.113.7', geoip_city: 'Oslo', geoip_country: 'NO', licence_expiry: '2099-12-31' });
+  });
+
+  it('job: the current or last job as a Job object plus log_url and triage_url of its latest result', async () => {
+    const { node, world } = setup();
+    world.current = job();
+    world.latest = `/${NODE}/beef/7/2030-06-15_11.04.00`;
+    const s = await node.status('alice', BASE);
+    expect(s.job).to.deep.equal({
+      job_uid: `/${NODE}/beef/7`,
+      job_url: `${BASE}/api/v2/jobs/${NODE}/beef/7`,
+      status: 'exited',
+      log_url: `${BASE}/api/v2/results/${NODE}/beef/7/2030-06-15_11.04.00/farmhand.log`,
+      triage_url: `${BASE}/app/results/${NODE}/beef/7/2030-06-15_11.04.00`,
+    });
+    world.latest = undefined;
+    expect((await node.status('alice', BASE)).job).to.include({ log_url: null, triage_url: null });
+  });
+
+  it('reservation: the active one as the caller sees it, else null', async () => {
+    const { node, reservations } = setup();
+    await reservations.reserve('alice', { node_ids: [NODE], message: '**hands off**' });
+    const mine = (await node.status('alice', BASE)).reservation;
+    expect(mine).to.include({ reservation_id: 1, username: 'alice', reserved_by_you: true, message_html: '<p><strong>hands off</strong></p>\n' });
+    expect((await node.status('bob', BASE)).reservation?.reserved_by_you).to.equal(false);
+    await reservations.end('alice', 1);
+    expect((await node.status('alice', BASE)).reservation).to.equal(null);
+  });
+
+  it('statusOf: 404 for any other node id', async () => {
+    const { node } = setup();
+    expect((await node.statusOf(NODE, undefined, BASE)).node_id).to.equal(NODE);
+    try {
+      await node.statusOf('other-node', undefined, BASE);
+      expect.fail('no error');
+    } catch (e) {
+      expect(e).to.have.property('code', 'not_found');
+    }
+  });
+});
+
+describe('node status: not available, and why', () => {
+  it('offline: the capture has no picture', async () => {
+    const { node, world } = setup();
+    world.health = { online: false, reason: 'ffmpeg exited: /dev/video0 not found' };
+    const s = await node.status('alice', BASE);
+    expect(s).to.include({ available: false, online: false, not_available_reason: 'offline: ffmpeg exited: /dev/video0 not found' });
+  });
+
+  it('reserved - "even by the caller"', async () => {
+    const { node, reservations } = setup();
+    await reservations.reserve('alice', { node_ids: [NODE], message: 'm' });
+    for (const caller of ['alice', 'bob']) {
+      expect(await node.status(caller, BASE)).to.include({ available: false, online: true, not_available_reason: 'reserved by alice (reservation 1)' });
+    }
+  });
+
+  it('running a test job', async () => {
+    const { node, world } = setup();
+    world.running = true;
+    world.current = job({ status: 'running', end_time: null });
+    expect(await node.status('alice', BASE)).to.include({ available: false, not_available_reason: `running a test job (/${NODE}/beef/7)` });
+  });
+
+  it('licence expired: valid through its expiry day (UTC), expired the day after', async () => {
+    const { node, clock } = setup();
+    clock.t = Date.parse('2030-06-15T23:59:59.999Z');
+    expect(node.licenceExpired()).to.equal(false);
+    expect((await node.status('alice', BASE)).available).to.equal(true);
+    clock.t += 1;
+    expect(node.licenceExpired()).to.equal(true);
+    expect(await node.status('alice', BASE)).to.include({ available: false, not_available_reason: 'licence expired on 2030-06-15' });
+  });
+
+  it('one reason at a time, in order: offline, licence, reserved, running', async () => {
+    const { node, world, reservations, clock } = setup();
+    world.current = job({ status: 'running', end_time: null });
+    world.running = true;
+    const reason = async () => (await node.status('alice', BASE)).not_available_reason;
+    expect(await reason()).to.match(/^running a test job/);
+    world.running = false;
+    await reservations.reserve('alice', { node_ids: [NODE], message: 'm' });
+    world.running = true;
+    expect(await reason()).to.match(/^reserved by alice/);
+    clock.t = Date.parse('2030-06-16T00:00:00Z');
+    expect(await reason()).to.match(/^licence expired/);
+    world.health = { online: false, reason: null };
+    expect(await reason()).to.equal('offline: no picture from the device under test');
+  });
+});
+
+describe('node status: last use', () => {
+  it('recordUse shows at once; writes at most once a second, the latest use winning', async () => {
+    const { node, usage, clock } = setup();
+    node.recordUse('alice');
+    expect(usage.saves).to.deep.equal([{ user: 'alice', time: new Date(T0).toISOString() }]);
+    clock.t += 200;
+    node.recordUse('bob');
+    clock.t += 200;
+    node.recordUse('alice');
+    node.recordUse('carol');
+    const s = await node.status(undefined, BASE);
+    expect(s).to.include({ last_used_by: 'carol', last_used_time: new Date(T0 + 400).toISOString() });
+    expect(usage.saves, 'throttled').to.have.length(1);
+    clock.advance(599);
+    expect(usage.saves).to.have.length(1);
+    clock.advance(1);
+    expect(usage.saves).to.have.length(2);
+    expect(usage.saves[1]).to.deep.equal({ user: 'carol', time: new Date(T0 + 400).toISOString() });
+  });
+
+  it('flush writes a pending use; a new service reads it back from the state file', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'farmhand-node-'));
+    try {
+      const store = new StateNodeUsageStore(await StateStore.open(dir));
+      const { node, clock } = setup({ usage: store });
+      node.recordUse('alice');
+      clock.t += 10;
+      node.recordUse('bob');
+      await node.flush();
+      const again = setup({ usage: new StateNodeUsageStore(await StateStore.open(dir)) }).node;
+      expect(await again.status(undefined, BASE)).to.include({ last_used_by: 'bob', last_used_time: new Date(T0 + 10).toISOString() });
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('node status: local_ip_address', () => {
+  it('first non-internal IPv4, else IPv6 (global first), else null', () => {
+    const lo = { address: '127.0.0.1', family: 'IPv4', internal: true };
+    const v6ll = { address: 'fe80::1', family: 'IPv6', internal: false, scopeid: 2 };
+    const v6 = { address: '2001:db8::5', family: 'IPv6', internal: false, scopeid: 0 };
+    expect(localIpAddress({ lo: [lo], wlan0: [v6ll, v6, { address: '10.0.0.9', family: 4, internal: false }] })).to.equal('10.0.0.9');
+    expect(localIpAddress({ lo: [lo], eth0: [v6ll, v6] })).to.equal('2001:db8::5');
+    expect(localIpAddress({ eth0: [v6ll] })).to.equal('fe80::1');
+    expect(localIpAddress({ lo: [lo], eth1: undefined })).to.equal(null);
+  });
+});
+
+describe('node status: config from the test pack (real git)', () => {
+  let repo: TestPackRepo;
+  let dir: string;
+  let pack: GitTestPack;
+  before(async () => {
+    repo = await makeTestPack({
+      'tests/a.py': 'def test_a():\n    pass\n',
+      [`config/test-farm/${NODE}.conf`]: '[node]\nfriendly_name = Living-room box\n\n[device_under_test]\ndevice_type = roku-ultra\nip_address = 192.168.1.50\n',
+      'config/test-farm/other-node.conf': '[node]\nfriendly_name = Not me\n',
+    });
+    dir = await mkdtemp(path.join(tmpdir(), 'farmhand-node-pack-'));
+    pack = new GitTestPack({ url: repo.dir, dir: path.join(dir, 'test-pack.git'), worktreesDir: path.join(dir, 'checkouts'), refreshAfterSecs: 0 });
+    await pack.open();
+  });
+  after(async () => {
+    await rm(dir, { recursive: true, force: true });
+    await repo.cleanup();
+  });
+
+  /** The real test pack, counting reads of the node's file. */
+  const counting = () => {
+    const c = { reads: 0 };
+    const tp: Pick<TestPack, 'resolve' | 'readFile'> = {
+      resolve: (r) => pack.resolve(r),
+      readFile: (sha, p) => (c.reads++, pack.readFile(sha, p)),
+    };
+    return { c, tp };
+  };
+
+  it('reads config/test-farm/<node_id>.conf on main as nested objects; friendly_name and device_type come from it', async () => {
+    const { node } = setup({ testPack: pack });
+    const s = await node.status('alice', BASE);
+    expect(s.config).to.deep.equal({
+      node: { friendly_name: 'Living-room box' },
+      device_under_test: { device_type: 'roku-ultra', ip_address: '192.168.1.50' },
+    });
+    expect(s).to.include({ friendly_name: 'Living-room box', device_type: 'roku-ultra' });
+  });
+
+  it('reads the file once per main-branch SHA, and again after a push to main', async () => {
+    const { c, tp } = counting();
+    const { node } = setup({ testPack: tp });
+    await node.status('alice', BASE);
+    await node.status('bob', BASE);
+    expect(c.reads).to.equal(1);
+    await repo.commit({ [`config/test-farm/${NODE}.conf`]: '[node]\nfriendly_name = Bedroom box\n' });
+    const s = await node.status('alice', BASE);
+    expect(c.reads).to.equal(2);
+    expect(s).to.include({ friendly_name: 'Bedroom box', device_type: null });
+    expect(s.config).to.deep.equal({ node: { friendly_name: 'Bedroom box' } });
+  });
+
+  it('{} and nulls when the node has no config file', async () => {
+    const { node } = setup({ testPack: pack, nodeId: 'farmhand-ffffffffffff' });
+    expect(await node.status('alice', BASE)).to.include({ friendly_name: null, device_type: null }).and.have.deep.property('config', {});
+  });
+
+  it('a test pack that does not answer holds the status at most configWaitMs, then the last config read is used', async () => {
+    let hang = false;
+    const tp: Pick<TestPack, 'resolve' | 'readFile'> = {
+      resolve: (r) => (hang ? new Promise(() => {}) : pack.resolve(r)),
+      readFile: (sha, p) => pack.readFile(sha, p),
+    };
+    const { node } = setup({ testPack: tp, clock: undefined, configWaitMs: 50 });
+    expect((await node.status('alice', BASE)).friendly_name).to.not.equal(null);
+    hang = true;
+    const t = Date.now();
+    const s = await node.status('alice', BASE);
+    expect(Date.now() - t).to.be.within(40, 1000);
+    expect(s.friendly_name).to.not.equal(null);
+  });
+});
