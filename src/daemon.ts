@@ -9,8 +9,8 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import type { FarmConfig } from './config/schema.js';
 import { JobService } from './core/jobs.js';
-import type { FrameSource, Logger } from './core/ports.js';
-import { createFrameSource } from './hardware/capture/index.js';
+import type { Logger } from './core/ports.js';
+import { createCapture } from './hardware/capture/index.js';
 import { KeyPresser } from './hardware/ir/keys.js';
 import { createIrTransport } from './hardware/ir/transports/index.js';
 import { createVirtualStb } from './hardware/virtual/index.js';
@@ -73,7 +73,11 @@ export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daem
     cfg.capture.uri === 'virtual:' || cfg.ir.uri === 'virtual:'
       ? createVirtualStb({ width: cfg.capture.width, height: cfg.capture.height, fps: cfg.capture.fps, logger: logger.child({ module: 'virtual-stb' }) })
       : undefined;
-  const frames: FrameSource = createFrameSource(cfg.capture, logger.child({ module: 'capture' }), stb ? { feed: stb.feed } : {});
+  const { record_video: recordVideo, ...captureCfg } = cfg.capture;
+  const { frames, video } = createCapture(captureCfg, logger.child({ module: 'capture' }), {
+    ...(stb && { feed: stb.feed }),
+    ...(recordVideo && { recording: { dir: path.join(dataDir, 'recording') } }),
+  });
   await frames.start();
   const ir = createIrTransport(cfg.ir.uri, { logger: logger.child({ module: 'ir' }), ...(stb && { onVirtualEvent: stb.transportListener }) });
   const keys = new KeyPresser({ testPack, transport: ir, logger: logger.child({ module: 'keys' }) });
@@ -88,6 +92,7 @@ export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daem
     testPack,
     runner,
     frames,
+    video,
     control,
     online: () => (noCapture ? { online: true, reason: null } : frames.health()),
     logger: logger.child({ module: 'jobs' }),

@@ -55,6 +55,8 @@ export const configSchema = z.strictObject({
       /** V4L2 input format, e.g. `mjpeg` or `yuyv422`; ffmpeg's choice when unset. */
       input_format: z.string().optional(),
       ffmpeg: z.string().min(1).default('ffmpeg'),
+      /** Record continuously (H.264) so every test run gets a `video.mp4`. */
+      record_video: z.boolean().default(true),
     })
     .prefault({}),
   retention: z

@@ -32,7 +32,8 @@ export function testConfig(packDir: string, dataDir: string, overrides: TestConf
     log_level: 'silent',
     ...overrides,
     test_pack: { url: packDir, refresh_secs: 1 },
-    capture: { uri: 'testsrc:', width: 320, height: 240, preview_fps: 10, ...overrides.capture },
+    // Recording costs CPU; the tests that check videos turn it on.
+    capture: { uri: 'testsrc:', width: 320, height: 240, preview_fps: 10, record_video: false, ...overrides.capture },
     runner: { kill_grace_secs: 1, stop_response_secs: 10, ...overrides.runner },
   });
   return { ...cfg, node_id: cfg.node_id ?? 'farmhand-test' };

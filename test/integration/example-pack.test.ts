@@ -45,7 +45,7 @@ describe('the example test pack on the virtual set-top box', function () {
 
   before(async () => {
     pack = await examplePack();
-    d = await startTestDaemon({ pack, config: { capture: { uri: 'virtual:', width: 1280, height: 720, fps: 25, preview_fps: 10 }, ir: { uri: 'virtual:' } } });
+    d = await startTestDaemon({ pack, config: { capture: { uri: 'virtual:', width: 1280, height: 720, fps: 25, preview_fps: 10, record_video: true }, ir: { uri: 'virtual:' } } });
     await waitOnline(d);
   });
   after(async () => {
@@ -72,6 +72,22 @@ describe('the example test pack on the virtual set-top box', function () {
     const shot = await d.http.get(`/api/v1/result${failed.result_id}/screenshot.png`).buffer(true);
     expect(shot.status).to.equal(200);
     expect(await sharp(shot.body as Buffer).metadata()).to.include({ width: 1280, height: 720, format: 'png' });
+
+    // A playable H.264 video of the whole run.
+    const listing = (await d.http.get(`/api/v1/result${failed.result_id}/artifacts/`)).body as Record<string, { size: number }>;
+    expect(listing).to.have.property('video.mp4');
+    const video = path.join(d.daemon.services.results.dirOf(failed.result_id), 'video.mp4');
+    const probe = JSON.parse(
+      (await exec('ffprobe', ['-v', 'error', '-select_streams', 'v:0', '-show_entries', 'stream=codec_name,width,height:format=duration', '-of', 'json', video])).stdout,
+    ) as { streams: Array<{ codec_name: string; width: number }>; format: { duration: string } };
+    expect(probe.streams[0]).to.include({ codec_name: 'h264', width: 1280 });
+    const runSecs = (Date.parse(failed.end_time!) - Date.parse(failed.start_time!)) / 1000;
+    expect(Number(probe.format.duration)).to.be.within(runSecs - 1.5, runSecs + 2.5);
+    // Decodable from its first frame to its last.
+    await exec('ffmpeg', ['-v', 'error', '-xerror', '-i', video, '-f', 'null', '-']);
+    const mp4 = await d.http.get(`/api/v1/result${failed.result_id}/artifacts/video.mp4`).set('Range', 'bytes=0-99').buffer(true);
+    expect(mp4.status).to.equal(206);
+    expect(mp4.type).to.equal('video/mp4');
   });
 
   it('POST /api/v2/nodes/{node_id}/press goes through the same IR path: the picture changes', async () => {
