@@ -179,7 +179,16 @@ export class ReservationService {
       this.arm(r);
       return r;
     });
-    await this.persist();
+    try {
+      await this.persist();
+    } catch (e) {
+      // Not written, so not made: a 500 must not leave the nodes held (the ids stay used, harmlessly).
+      for (const r of made) {
+        this.finish(r, { how: 'ended', time: iso(now), by: user, message: null });
+        this.records.delete(r.reservation_id);
+      }
+      throw e;
+    }
     return made.map((r) => this.present(r, user));
   }
 

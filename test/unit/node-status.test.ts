@@ -365,7 +365,10 @@ describe('node status: config from the test pack (real git)', () => {
       readFile: (sha, p) => pack.readFile(sha, p),
     };
     const { node } = setup({ testPack: tp, clock: undefined, configWaitMs: 50 });
-    expect((await node.status('alice', BASE)).friendly_name).to.not.equal(null);
+    // Under load the first read may itself outlast 50 ms; it completes in the background all the same.
+    let first = await node.status('alice', BASE);
+    for (let i = 0; i < 100 && first.friendly_name === null; i++) first = await node.status('alice', BASE);
+    expect(first.friendly_name).to.not.equal(null);
     hang = true;
     const t = Date.now();
     const s = await node.status('alice', BASE);

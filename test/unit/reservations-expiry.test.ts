@@ -108,7 +108,7 @@ describe('reservations: exact expiry', () => {
     expect(svc.get(1)!.ended).to.include({ how: 'expired', time: at(1000) });
   });
 
-  it('with the real clock, a 1 s reservation ends within 100 ms of its expiry', async function () {
+  it('with the real clock, a 1 s reservation ends within 250 ms of its expiry (timer-driven, not polled)', async function () {
     this.timeout(5000);
     let ended!: () => void;
     const done = new Promise<void>((r) => (ended = r));
@@ -124,7 +124,7 @@ describe('reservations: exact expiry', () => {
     const [r] = await svc.reserve('alice', { node_ids: ['n1'], message: 'm', duration_secs: 1 });
     await done;
     const late = Date.now() - Date.parse(r!.expires!);
-    expect(late).to.be.within(0, 100);
+    expect(late).to.be.within(0, 250);
     svc.stop();
   });
 });

@@ -374,3 +374,23 @@ describe('reservations: bounded history', () => {
     expect(await code(svc.extend('alice', 1, 5))).to.equal('invalid_request');
   });
 });
+
+describe('reservations: a failed write', () => {
+  it('a reserve whose state cannot be written leaves the nodes free', async () => {
+    let fail = true;
+    const store: ReservationStore = {
+      load: () => ({ last_reservation_id: 0, reservations: [] }),
+      save: async () => {
+        if (fail) throw new Error('disk full');
+      },
+    };
+    const { svc } = setup({ store });
+    let err: unknown;
+    await svc.reserve('alice', { node_ids: ['n1', 'n2'], message: 'm', duration_secs: 60 }).catch((e: unknown) => (err = e));
+    expect((err as Error).message).to.equal('disk full');
+    expect(svc.active('n1')).to.equal(undefined);
+    expect(svc.active('n2')).to.equal(undefined);
+    fail = false;
+    expect((await svc.reserve('bob', { node_ids: ['n1'], message: 'm' }))[0]!.username).to.equal('bob');
+  });
+});
