@@ -1,0 +1,89 @@
+/**
+ * Child processes for benchmarks: each in its own process group with its
+ * output in a log file, stopped by group (TERM, then KILL after a grace
+ * period), plus a free loopback port and a process's memory from /proc.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { openSync, closeSync, readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+
+/** A port on 127.0.0.1 that was free a moment ago (bind to 0, read it, close). */
+export async function freePort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((resolve, reject) => srv.once('error', reject).listen(0, '127.0.0.1', resolve));
+  const addr = srv.address();
+  await new Promise<void>((resolve) => srv.close(() => resolve()));
+  if (addr === null || typeof addr === 'string') throw new Error('no port');
+  return addr.port;
+}
+
+/** A child process started by {@link spawnLogged}. */
+export interface Spawned {
+  child: ChildProcess;
+  pid: number;
+  /** Resolves with the exit code (or signal name) once the process has ended. */
+  exited: Promise<number | string>;
+  /** End the whole process group: TERM, then KILL after `graceMs`; resolves once it has exited. */
+  stop(graceMs?: number): Promise<number | string>;
+}
+
+/**
+ * Start `cmd` in a new process group with stdout and stderr appended to
+ * `logFile` (so a full pipe can never stall it) and stdin closed.
+ */
+export function spawnLogged(cmd: string, args: string[], logFile: string, opts: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Spawned {
+  const fd = openSync(logFile, 'a');
+  let child: ChildProcess;
+  try {
+    child = spawn(cmd, args, { cwd: opts.cwd, env: opts.env, detached: true, stdio: ['ignore', fd, fd] });
+  } finally {
+    closeSync(fd); // the child holds its own copy
+  }
+  if (child.pid === undefined) throw new Error(`could not start ${cmd}`);
+  const pid = child.pid;
+  const exited = new Promise<number | string>((resolve) => {
+    if (child.exitCode !== null) resolve(child.exitCode);
+    child.once('exit', (code, signal) => resolve(code ?? signal ?? 'unknown'));
+    child.once('error', () => resolve('spawn error'));
+  });
+  let stopping: Promise<number | string> | undefined;
+  const stop = (graceMs = 10_000) =>
+    (stopping ??= (async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return exited;
+      signalGroup(pid, 'SIGTERM');
+      const timer = setTimeout(() => signalGroup(pid, 'SIGKILL'), graceMs);
+      const result = await exited;
+      clearTimeout(timer);
+      signalGroup(pid, 'SIGKILL'); // anything the leader left behind in its group
+      return result;
+    })());
+  return { child, pid, exited, stop };
+}
+
+function signalGroup(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(-pid, sig);
+  } catch {
+    // ESRCH: the group is gone already
+  }
+}
+
+/** VmRSS (resident now) and VmHWM (peak resident) of a live process, in MiB. */
+export function procMemory(pid: number): { rssMb: number; hwmMb: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (key: string) => {
+    const m = new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status);
+    if (!m) throw new Error(`no ${key} in /proc/${pid}/status`);
+    return Number(m[1]) / 1024;
+  };
+  return { rssMb: kb('VmRSS'), hwmMb: kb('VmHWM') };
+}
+
+/** The last `lines` lines of a log file, for error messages. */
+export function tail(file: string, lines = 20): string {
+  try {
+    return readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+  } catch {
+    return '(no log)';
+  }
+}
