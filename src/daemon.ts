@@ -9,6 +9,9 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import type { FarmConfig } from './config/schema.js';
 import { JobService } from './core/jobs.js';
+import { NodeService } from './core/node.js';
+import { parseResultQuery } from './core/query.js';
+import { ReservationService } from './core/reservations.js';
 import type { Logger } from './core/ports.js';
 import { createCapture } from './hardware/capture/index.js';
 import { KeyPresser } from './hardware/ir/keys.js';
@@ -22,7 +25,10 @@ import { ControlServer } from './runner/control.js';
 import { ProcessTestRunner } from './runner/testRunner.js';
 import { FileJobRepository } from './storage/jobStore.js';
 import { FileResultRepository } from './storage/results/index.js';
-import { StateStore } from './storage/state.js';
+import { StateNodeUsageStore, StateReservationStore, StateStore } from './storage/state.js';
+import { parseIniConfig } from './runner/iniConfig.js';
+import { presentJob } from './http/presenters.js';
+import { networkInterfaces } from 'node:os';
 import { FileTokenVerifier, tokensFile } from './storage/tokens.js';
 import { projectRoot, version } from './version.js';
 
@@ -84,6 +90,7 @@ export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daem
   const control = new ControlServer({ keys, logger, latestFrame: () => frames.latestFrame?.() });
   const noCapture = cfg.capture.uri === 'none:';
 
+  const online = () => (noCapture ? { online: true, reason: null } : frames.health());
   const jobs = new JobService({
     nodeId: cfg.node_id,
     installationHex: state.data.installation_hex,
@@ -94,12 +101,34 @@ export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daem
     frames,
     video,
     control,
-    online: () => (noCapture ? { online: true, reason: null } : frames.health()),
+    online,
     logger: logger.child({ module: 'jobs' }),
     settings: { defaultTimeoutSecs: cfg.runner.default_timeout_secs, stopResponseSecs: cfg.runner.stop_response_secs },
   });
   // A test process of the run the crash interrupted may still be alive: end it.
   await Promise.all((await jobs.recover()).map((pid) => endStaleTestProcess(pid, cfg.runner.kill_grace_secs * 1000)));
+
+  const reservations = new ReservationService({
+    store: new StateReservationStore(state),
+    knownNodes: () => [cfg.node_id],
+    isBusy: (id) => id === cfg.node_id && jobs.isRunning(),
+    logger: logger.child({ module: 'reservations' }),
+  });
+  await reservations.start();
+  const node = new NodeService({
+    nodeId: cfg.node_id,
+    settings: cfg.node,
+    health: online,
+    jobs,
+    presentJob: (j, base) => presentJob(j, base, 'v2'),
+    latestResultId: (j) => results.query(parseResultQuery({ filter: `job:${j.job_uid}` }, { limit: 1 }))[0]?.result_id,
+    testPack,
+    parseIni: parseIniConfig,
+    networkInterfaces,
+    reservations,
+    usage: new StateNodeUsageStore(state),
+    logger: logger.child({ module: 'node' }),
+  });
 
   const services: Services = {
     nodeId: cfg.node_id,
@@ -112,6 +141,8 @@ export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daem
     publicUrl: cfg.public_url,
     awaitCompletionSecs: cfg.api.await_completion_secs,
     keys,
+    node,
+    reservations,
   };
   const app = createApp(services, {
     maxBodyBytes: cfg.api.max_body_bytes,
@@ -134,6 +165,8 @@ export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daem
       server.closeAllConnections();
       await closed;
       await frames.stop();
+      reservations.stop();
+      await node.flush();
       await control.close();
       stb?.stop();
       await ir.close();

@@ -2,6 +2,8 @@
 import type { Context } from 'koa';
 import type { JobService } from '../core/jobs.js';
 import type { KeyPresser } from '../hardware/ir/keys.js';
+import type { NodeService } from '../core/node.js';
+import type { ReservationService } from '../core/reservations.js';
 import type { FrameSource, Logger, ResultRepository, TestPack } from '../core/ports.js';
 
 export interface Services {
@@ -18,15 +20,10 @@ export interface Services {
   keys: Pick<KeyPresser, 'press' | 'chooseRemoteV2'>;
   /** How long await_completion holds a request (the spec: 55 s). */
   awaitCompletionSecs: number;
-  /** v2's node-level rules (reservations, use tracking); absent until wired. */
-  v2?: V2Hooks;
-}
-
-export interface V2Hooks {
-  /** Throws FarmError('forbidden') when another user's reservation holds the node. */
-  beforeNodeAction(user: string, what: string): void;
-  /** Note a use of the node (run, stop, press, reserve, screenshot). */
-  recordUse(user: string): void;
+  /** v2's node status, licence and last use. */
+  node: NodeService;
+  /** v2's reservations: they also guard run, stop and press. */
+  reservations: ReservationService;
 }
 
 export type ApiVersion = 'v1' | 'v2';

@@ -12,6 +12,7 @@ import { bodyOf } from '../body.js';
 import { baseUrl, type Services } from '../context.js';
 import { presentJob, presentResultSummary, presentV1RunTests } from '../presenters.js';
 import { mountResultRoutes } from '../resultRoutes.js';
+import { guardNode } from '../v2/nodeRoutes.js';
 
 const JOB = '/api/v1/jobs/:node/:hex/:num';
 
@@ -43,6 +44,8 @@ export function v1Router(s: Services): Router {
 
   r.post('/api/v1/run_tests', async (ctx) => {
     const req = parseRunRequest(bodyOf(ctx), 'v1');
+    // A v2 reservation holds the node for v1 clients too.
+    guardNode(ctx, s, 'run tests');
     const job = await s.jobs.runTests(req, 'anonymous');
     ctx.body = presentV1RunTests(job, baseUrl(ctx, s));
   });
@@ -52,6 +55,7 @@ export function v1Router(s: Services): Router {
   });
 
   r.post(`${JOB}/stop`, async (ctx) => {
+    guardNode(ctx, s, 'stop jobs');
     const { job, stopped } = await s.jobs.stop(jobFromParams(ctx, s).job_uid);
     ctx.status = stopped ? 200 : 202;
     ctx.body = presentJob(job, baseUrl(ctx, s), 'v1');

@@ -16,12 +16,13 @@ import { resultsCsv } from '../formats/csv.js';
 import { resultsJunitXml } from '../formats/junit.js';
 import { convertLogTz } from '../formats/logTz.js';
 import { mountResultRoutes } from '../resultRoutes.js';
+import { callerOf, guardNode, mountNodeRoutes, noticesFor, recordUse, withNotices } from './nodeRoutes.js';
 
 const JOB = '/api/v2/jobs/:node/:hex/:num';
 const NODE = '/api/v2/nodes/:node_id';
 
-/** The authenticated caller (the auth middleware sets it; v2 routes always have one). */
-export const callerOf = (ctx: Context): string => (ctx.state as { user?: { login: string } }).user?.login ?? 'anonymous';
+/** The authenticated caller (the auth guard makes sure v2 routes have one). */
+const userOf = (ctx: Context): string => callerOf(ctx) ?? 'anonymous';
 
 export function v2Router(s: Services): Router {
   const r = new Router();
@@ -47,12 +48,13 @@ export function v2Router(s: Services): Router {
 
   r.get(`${NODE}/screenshot.png`, async (ctx) => {
     ourNode(ctx);
-    s.v2?.recordUse(callerOf(ctx));
+    recordUse(ctx, s);
     ctx.type = 'image/png';
     ctx.body = await s.frames.screenshotPng();
   });
   r.get(`${NODE}/thumbnail.jpg`, async (ctx) => {
     ourNode(ctx);
+    recordUse(ctx, s);
     ctx.type = 'image/jpeg';
     ctx.body = await s.frames.thumbnailJpeg();
   });
@@ -67,11 +69,10 @@ export function v2Router(s: Services): Router {
     const remote = b?.remote_control ?? null;
     if (typeof rev !== 'string') throw new FarmError('invalid_request', 'test_pack_revision must be a string');
     if (remote !== null && typeof remote !== 'string') throw new FarmError('invalid_request', 'remote_control must be a string');
-    const user = callerOf(ctx);
-    s.v2?.beforeNodeAction(user, 'use the remote control of');
+    guardNode(ctx, s, 'use the remote control');
     const sha = (await s.testPack.resolve(rev)).sha;
     await s.keys.press(key, { remote: await s.keys.chooseRemoteV2(remote, sha), testPackSha: sha });
-    s.v2?.recordUse(user);
+    recordUse(ctx, s);
     ctx.status = 204;
   });
 
@@ -86,11 +87,11 @@ export function v2Router(s: Services): Router {
     if (typeof nodeId !== 'string') throw new FarmError('invalid_request', 'node_id is required (string)');
     if (nodeId !== s.nodeId) throw new FarmError('not_found', `no node ${JSON.stringify(nodeId)}; this node is ${s.nodeId}`);
     const req = parseRunRequest(body, 'v2');
-    const user = callerOf(ctx);
-    s.v2?.beforeNodeAction(user, 'run tests on');
-    const job = await s.jobs.runTests(req, user, 'v2');
-    s.v2?.recordUse(user);
-    ctx.body = present(ctx, job);
+    if (s.node.licenceExpired()) throw new FarmError('forbidden', `the licence of node ${s.nodeId} has expired; renew it (node.licence_expiry in the config)`);
+    guardNode(ctx, s, 'run tests');
+    const job = await s.jobs.runTests(req, userOf(ctx), 'v2');
+    recordUse(ctx, s);
+    ctx.body = withNotices(present(ctx, job), noticesFor(ctx, s, { nodeId: s.nodeId }));
   });
 
   r.get(JOB, (ctx) => {
@@ -117,12 +118,11 @@ export function v2Router(s: Services): Router {
   });
 
   const stop = async (ctx: Context, job: JobRecord) => {
-    const user = callerOf(ctx);
-    s.v2?.beforeNodeAction(user, 'stop jobs on');
+    guardNode(ctx, s, 'stop jobs');
     const { job: after, stopped } = await s.jobs.stop(job.job_uid);
-    s.v2?.recordUse(user);
+    recordUse(ctx, s);
     ctx.status = stopped ? 200 : 202;
-    ctx.body = present(ctx, after);
+    ctx.body = withNotices(present(ctx, after), noticesFor(ctx, s, { nodeId: s.nodeId }));
   };
   r.put(`${JOB}/stop`, (ctx) => stop(ctx, jobOf(ctx)));
   r.post(`${JOB}/stop`, (ctx) => stop(ctx, jobOf(ctx)));
@@ -149,10 +149,11 @@ export function v2Router(s: Services): Router {
   });
 
   r.get('/api/v2/user', (ctx) => {
-    ctx.body = { login: callerOf(ctx) };
+    ctx.body = { login: userOf(ctx) };
   });
 
   // v2's log takes `tz` (default UTC) for its timestamps.
+  mountNodeRoutes(r, s);
   mountResultRoutes(r, '/api/v2/results', 'v2', s, (ctx, text) => {
     const tz = parseTimeZone(ctx.query.tz);
     return tz === 'UTC' ? text : convertLogTz(text, tz);

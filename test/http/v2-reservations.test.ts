@@ -1,0 +1,158 @@
+/**
+ * v2 reservations and node status on this node: the state machine, the
+ * permissions matrix (owner, other user, no token, revoked token) over run,
+ * stop, press, extend, delete and interrupt, and expiry across a restart.
+ */
+import { expect } from 'chai';
+import request from 'supertest';
+import { startDaemon } from '../../src/daemon.js';
+import { silentLogger } from '../../src/logger.js';
+import { VSTB_LIRCD_CONF } from '../../src/hardware/virtual/index.js';
+import { TokenStore, tokensFile } from '../../src/storage/tokens.js';
+import { STANDARD_FILES } from '../fixtures/testPack.js';
+import { asUser } from '../helpers/auth.js';
+import { startTestDaemon, waitOnline, type TestDaemon } from '../helpers/daemon.js';
+
+const NODE = 'farmhand-test';
+const PASS = 'tests/basic.py::test_pass';
+const FILES = {
+  ...STANDARD_FILES,
+  'config/remote-control/vstb.lircd.conf': VSTB_LIRCD_CONF,
+  'config/test-farm/farmhand-test.conf': '[node]\nfriendly_name = Rack 3, shelf 2\n\n[device_under_test]\ndevice_type = virtual-stb\nip_address = 192.0.2.10\n',
+};
+
+describe('v2 reservations and node status', function () {
+  this.timeout(90_000);
+  let d: TestDaemon;
+  let alice: Awaited<ReturnType<typeof asUser>>;
+  let bob: Awaited<ReturnType<typeof asUser>>;
+
+  before(async () => {
+    d = await startTestDaemon({ files: FILES, config: { ir: { uri: 'virtual:' }, capture: { uri: 'virtual:', width: 320, height: 180 } } });
+    alice = await asUser(d, 'alice');
+    bob = await asUser(d, 'bob');
+    await waitOnline(d);
+  });
+  after(() => d?.stop());
+
+  const reserve = (who: typeof alice, body: Record<string, unknown>) => who.post('/api/v2/reservations').send({ node_ids: [NODE], message: 'testing **firmware 2.1**', ...body });
+
+  it('the node status carries every field of the spec, with config from config/test-farm/<node_id>.conf', async () => {
+    const res = await alice.get(`/api/v2/nodes/${NODE}`);
+    expect(res.status).to.equal(200);
+    expect(res.body).to.include.all.keys(
+      'node_id', 'node_url', 'available', 'not_available_reason', 'online', 'config', 'device_type', 'friendly_name',
+      'external_ip_address', 'local_ip_address', 'geoip_city', 'geoip_country', 'job', 'last_used_by', 'last_used_time', 'licence_expiry', 'reservation',
+    );
+    expect(res.body).to.include({ node_id: NODE, node_url: `${d.url}/api/v2/nodes/${NODE}`, online: true, available: true, not_available_reason: null });
+    expect(res.body).to.include({ friendly_name: 'Rack 3, shelf 2', device_type: 'virtual-stb', licence_expiry: '2099-12-31' });
+    expect(res.body.config).to.deep.equal({ node: { friendly_name: 'Rack 3, shelf 2' }, device_under_test: { device_type: 'virtual-stb', ip_address: '192.0.2.10' } });
+    expect((await alice.get('/api/v2/nodes')).body).to.have.length(1);
+    expect((await alice.get('/api/v2/nodes/another-node')).status).to.equal(404);
+  });
+
+  it('reserve: 200 with the reservation; the node is then not available, even for the holder; message_html escapes raw HTML', async () => {
+    const res = await reserve(alice, { duration_secs: 600, message: 'hi <script>alert(1)</script> **bold**' });
+    expect(res.status, res.text).to.equal(200);
+    const [r] = res.body.reservations;
+    expect(r).to.include({ node_id: NODE, username: 'alice', reserved_by_you: true });
+    expect(r.message_html).to.include('<strong>bold</strong>').and.not.include('<script>');
+    expect(Date.parse(r.expires) - Date.parse(r.start_time)).to.equal(600_000);
+    const mine = (await alice.get(`/api/v2/nodes/${NODE}`)).body;
+    expect(mine.available).to.equal(false);
+    expect(mine.not_available_reason).to.match(/reserved by alice/);
+    expect(mine.reservation.reserved_by_you).to.equal(true);
+    expect((await bob.get(`/api/v2/nodes/${NODE}`)).body.reservation.reserved_by_you).to.equal(false);
+    expect((await reserve(bob, {})).status).to.equal(409);
+    await alice.delete(`/api/v2/reservations/${r.reservation_id}`);
+  });
+
+  it('permissions matrix: run, stop, press, extend, delete, interrupt for owner, other user, no token, revoked token', async () => {
+    const carol = await asUser(d, 'carol');
+    const [r] = (await reserve(alice, { duration_secs: 600 })).body.reservations;
+    const id = r.reservation_id as number;
+    const anon = request(d.url);
+    const revoked = await asUser(d, 'dave');
+    const store = new TokenStore(tokensFile(d.dataDir));
+    for (const t of (await store.list()).filter((x) => x.user === 'dave')) await store.revoke(t.id);
+
+    const runBody = { node_id: NODE, test_pack_revision: 'main', test_cases: [PASS], remote_control: 'vstb' };
+    // Other user: 403 for run, press, stop, extend, delete, with a message naming the holder.
+    const denied = await bob.post('/api/v2/run_tests').send(runBody);
+    expect(denied.status).to.equal(403);
+    expect(denied.body.message).to.include('alice').and.include('testing **firmware 2.1**');
+    expect((await bob.post(`/api/v2/nodes/${NODE}/press`).send({ key: 'KEY_OK' })).status).to.equal(403);
+    expect((await request(d.url).post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: [PASS] })).status).to.equal(403);
+    expect((await bob.post(`/api/v2/reservations/${id}/extend`).send({ duration_secs: 60 })).status).to.equal(403);
+    expect((await bob.delete(`/api/v2/reservations/${id}`)).status).to.equal(403);
+    // No token and a revoked token: 403 for everything.
+    for (const [m, p, body] of [
+      ['post', '/api/v2/run_tests', runBody],
+      ['post', `/api/v2/nodes/${NODE}/press`, { key: 'KEY_OK' }],
+      ['post', `/api/v2/nodes/${NODE}/job/stop`, {}],
+      ['post', `/api/v2/reservations/${id}/extend`, { duration_secs: 60 }],
+      ['delete', `/api/v2/reservations/${id}`, {}],
+      ['post', `/api/v2/reservations/${id}/interrupt`, { message: 'x' }],
+    ] as const) {
+      expect((await anon[m](p).send(body)).status, `anonymous ${p}`).to.equal(403);
+      expect((await revoked[m](p).send(body)).status, `revoked ${p}`).to.equal(403);
+    }
+    // Owner: run, press, stop, extend all allowed.
+    const run = await alice.post('/api/v2/run_tests').send(runBody);
+    expect(run.status, run.text).to.equal(200);
+    expect((await bob.post(`/api/v2/jobs${run.body.job_uid}/stop`)).status).to.equal(403);
+    expect((await alice.post(`/api/v2/jobs${run.body.job_uid}/stop`)).status).to.equal(200);
+    expect((await alice.post(`/api/v2/nodes/${NODE}/press`).send({ key: 'KEY_OK' })).status).to.equal(204);
+    expect((await alice.post(`/api/v2/reservations/${id}/extend`).send({ duration_secs: 60 })).status).to.equal(204);
+    const extended = (await alice.get(`/api/v2/nodes/${NODE}`)).body.reservation;
+    expect(Date.parse(extended.expires) - Date.parse(r.expires)).to.equal(60_000);
+    // Interrupt: any authenticated user; a message is required.
+    expect((await carol.post(`/api/v2/reservations/${id}/interrupt`).send({})).status).to.equal(400);
+    expect((await carol.post(`/api/v2/reservations/${id}/interrupt`).send({ message: 'need the box for a release' })).status).to.equal(204);
+    expect((await carol.post(`/api/v2/reservations/${id}/interrupt`).send({ message: 'again' })).status).to.equal(204);
+    // Ended: extend 400, delete 204; the owner learns of the interruption once.
+    expect((await alice.delete(`/api/v2/reservations/${id}`)).status).to.equal(204);
+    const ext = await alice.post(`/api/v2/reservations/${id}/extend`).send({ duration_secs: 60 });
+    expect(ext.status).to.equal(400);
+    expect(ext.body.message).to.include('carol').and.include('need the box for a release');
+    const status = (await alice.get(`/api/v2/nodes/${NODE}`)).body;
+    expect(status.available).to.equal(true);
+    expect(status.notices ?? []).to.have.length(0); // shown once, already on the extend
+    expect((await alice.delete('/api/v2/reservations/9999')).status).to.equal(404);
+    expect((await alice.delete('/api/v2/reservations/abc')).status).to.equal(400);
+    expect(status.last_used_by).to.equal('alice');
+  });
+
+  it('reserve is refused with 409 while a job runs (busy), and nothing is reserved', async () => {
+    const run = await alice.post('/api/v2/run_tests').send({ node_id: NODE, test_pack_revision: 'main', test_cases: ['tests/hang.py::test_hang'], remote_control: 'vstb' });
+    expect(run.status).to.equal(200);
+    expect((await reserve(bob, {})).status).to.equal(409);
+    expect((await bob.get(`/api/v2/nodes/${NODE}`)).body.reservation).to.equal(null);
+    expect((await alice.post(`/api/v2/jobs${run.body.job_uid}/stop`)).status).to.equal(200);
+  });
+
+  it('a reservation without duration_secs never expires (expires is null)', async () => {
+    const res = await reserve(bob, { duration_secs: null });
+    expect(res.body.reservations[0].expires).to.equal(null);
+    expect((await bob.delete(`/api/v2/reservations/${res.body.reservations[0].reservation_id}`)).status).to.equal(204);
+  });
+
+  it('expiry is exact and survives a daemon restart', async () => {
+    const res = await reserve(alice, { duration_secs: 3 });
+    const [r] = res.body.reservations;
+    await d.daemon.stop();
+    // Start a new daemon on the same data directory while the reservation is still active...
+    const again = await startDaemon(d.config, silentLogger);
+    const h = request(again.url);
+    const status = async () => (await h.get(`/api/v2/nodes/${NODE}`).set('Authorization', `token ${bob.token}`)).body;
+    expect((await status()).reservation?.reservation_id).to.equal(r.reservation_id);
+    // ...and it ends on time.
+    const wait = Date.parse(r.expires) - Date.now() + 150;
+    await new Promise((ok) => setTimeout(ok, Math.max(0, wait)));
+    const after = await status();
+    expect(after.reservation).to.equal(null);
+    expect(after.available).to.equal(true);
+    await again.stop();
+    d.daemon = again; // so `after` stops nothing twice
+  });
+});
