@@ -9,8 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Writable } from 'node:stream';
 import sharp from 'sharp';
-import { isFarmError } from '../../src/core/errors.js';
 import { FfmpegFrameSource, type FfmpegFrameSourceOptions } from '../../src/hardware/capture/index.js';
+import { rejectionCode } from '../helpers/rejections.js';
 
 const W = 640;
 const H = 360;
@@ -33,14 +33,6 @@ function alive(pid: number): boolean {
   }
 }
 
-async function rejectionCode(p: Promise<unknown>): Promise<string | undefined> {
-  try {
-    await p;
-  } catch (e) {
-    return isFarmError(e) ? e.code : `not a FarmError: ${String(e)}`;
-  }
-  return undefined;
-}
 
 /** Active timers and child-process handles, after pending handle closes ran. */
 async function handles(): Promise<number> {

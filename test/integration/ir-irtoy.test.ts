@@ -9,6 +9,7 @@ import { IrToyTransport } from '../../src/hardware/ir/transports/irtoy.js';
 import { SAMPLE_US } from '../../src/hardware/ir/transports/irtoy-protocol.js';
 import type { IrTrain } from '../../src/hardware/ir/transports/types.js';
 import { startFakeIrToy, startPtyPair, type FakeIrToyProcess, type PtyPair } from '../fixtures/fakeIrToy.js';
+import { rejection } from '../helpers/rejections.js';
 
 /** An NEC frame built by hand: 9000/4500 header, 32 bits of 560/560 or 560/1690, trailing 560. */
 function necFrame(code: number): IrTrain {
@@ -18,14 +19,6 @@ function necFrame(code: number): IrTrain {
   return { frequency: 38000, dutyCycle: 33, durations, gap: 40000 };
 }
 
-async function rejection(p: Promise<unknown>): Promise<unknown> {
-  try {
-    await p;
-  } catch (e) {
-    return e;
-  }
-  throw new Error('expected a rejection');
-}
 
 /** Each decoded duration within one 21.33 us step of the one sent. */
 function expectWithinOneStep(got: number[], want: number[]): void {

@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { IrToyTransport } from '../../src/hardware/ir/transports/irtoy.js';
 import { LircdTransport } from '../../src/hardware/ir/transports/lircd.js';
 import { startFakeIrToy, startPtyPair, stopChild } from '../fixtures/fakeIrToy.js';
+import { rejection } from '../helpers/rejections.js';
 
 const REMOTE_FILE = '/usr/share/lirc/remotes/leadtek/lircd.conf.RM-0010';
 const REMOTE = 'RM-0010'; // NEC: header 9000 4500, one 563 1687, zero 563 562, ptrail 563, pre_data 0xC03F
@@ -70,14 +71,6 @@ async function startLircd(dir: string, driver: string, device: string): Promise<
   return { socket, child };
 }
 
-async function rejection(p: Promise<unknown>): Promise<unknown> {
-  try {
-    await p;
-  } catch (e) {
-    return e;
-  }
-  throw new Error('expected a rejection');
-}
 
 describe('LircdTransport with a real lircd (file driver)', function () {
   this.timeout(20000);

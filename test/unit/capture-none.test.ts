@@ -3,19 +3,11 @@ import { expect } from 'chai';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { isFarmError } from '../../src/core/errors.js';
 import { createFrameSource, NoneFrameSource } from '../../src/hardware/capture/index.js';
+import { rejectionCode } from '../helpers/rejections.js';
 
 const config = { uri: 'none:', width: 320, height: 240, fps: 25, preview_fps: 5, ffmpeg: 'ffmpeg' };
 
-async function rejectionCode(p: Promise<unknown>): Promise<string | undefined> {
-  try {
-    await p;
-  } catch (e) {
-    return isFarmError(e) ? e.code : `not a FarmError: ${String(e)}`;
-  }
-  return undefined;
-}
 
 describe('capture: none:', () => {
   it('createFrameSource picks the always-offline source for none:', () => {

@@ -4,17 +4,10 @@ import {
   IrToyTransport, LircdTransport, NoTransport, VirtualTransport, createIrTransport, type VirtualIrEvent,
 } from '../../src/hardware/ir/transports/index.js';
 import type { IrTrain } from '../../src/hardware/ir/transports/types.js';
+import { rejection } from '../helpers/rejections.js';
 
 const nec: IrTrain = { frequency: 38000, dutyCycle: 33, durations: [9000, 4500, 560], gap: 40000 };
 
-async function rejection(p: Promise<unknown>): Promise<unknown> {
-  try {
-    await p;
-  } catch (e) {
-    return e;
-  }
-  throw new Error('expected a rejection');
-}
 
 describe('createIrTransport', () => {
   it('irtoy:/dev/ttyACM0, lircd:/run/lirc/lircd, virtual:, none', async () => {

@@ -6,6 +6,7 @@ import { IrToyTransport, type PortClass } from '../../src/hardware/ir/transports
 import { SAMPLE_US } from '../../src/hardware/ir/transports/irtoy-protocol.js';
 import type { IrTrain } from '../../src/hardware/ir/transports/types.js';
 import { FakeIrToyDevice, type FakeOptions, type TransmitReport } from '../fixtures/fakeIrToy.js';
+import { rejection } from '../helpers/rejections.js';
 
 const PATH = '/dev/fake-irtoy';
 /** @serialport/binding-mock's MockBinding (its ESM entry has no type declarations; serialport re-exports it typed). */
@@ -43,14 +44,6 @@ function scripted(opts: FakeOptions = {}) {
 
 const train = (durations: number[], gap = 0, frequency = 38000): IrTrain => ({ frequency, dutyCycle: 33, durations, gap });
 
-async function rejection(p: Promise<unknown>): Promise<unknown> {
-  try {
-    await p;
-  } catch (e) {
-    return e;
-  }
-  throw new Error('expected a rejection');
-}
 
 describe('IrToyTransport (MockBinding)', () => {
   beforeEach(() => MockBinding.createPort(PATH, { echo: false, record: true }));

@@ -7,15 +7,8 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LircdReplyParser, LircdTransport } from '../../src/hardware/ir/transports/lircd.js';
+import { rejection } from '../helpers/rejections.js';
 
-async function rejection(p: Promise<unknown>): Promise<unknown> {
-  try {
-    await p;
-  } catch (e) {
-    return e;
-  }
-  throw new Error('expected a rejection');
-}
 
 describe('LircdReplyParser', () => {
   it('reads SUCCESS with no data, even split across chunks', () => {
