@@ -11,28 +11,11 @@ import { DateTime } from 'luxon';
 import { FarmError } from '../../src/core/errors.js';
 import type { ResultRecord } from '../../src/core/model.js';
 import { CSV_COLUMNS, csvField, resultsCsv } from '../../src/http/formats/csv.js';
+import { resultRecord } from '../fixtures/records.js';
 
 const BASE = 'https://farm.example:8443';
 
-function rec(over: Partial<ResultRecord> = {}): ResultRecord {
-  return {
-    result_id: '/node-1/4f2a/7/2026-11-23_09.19.15',
-    job_uid: '/node-1/4f2a/7',
-    test_case: 'tests/menus.py::test_open_menu',
-    test_pack_sha: '0123456789abcdef0123456789abcdef01234567',
-    test_pack_branch: 'main',
-    category: 'nightly',
-    username: 'alice',
-    tags: {},
-    start_time: '2026-11-23T09:19:15.123Z',
-    end_time: '2026-11-23T09:19:27.468Z',
-    duration: 12.345,
-    result: 'pass',
-    failure_reason: null,
-    traceback: null,
-    ...over,
-  };
-}
+const rec = (over: Partial<ResultRecord> = {}): ResultRecord => resultRecord({ ...over });
 
 describe('results CSV (GET /api/v2/results.csv)', () => {
   let dir: string;

@@ -12,30 +12,13 @@ import { expect } from 'chai';
 import { FarmError } from '../../src/core/errors.js';
 import type { ResultRecord } from '../../src/core/model.js';
 import { exceptionType, junitNames, resultsJunitXml } from '../../src/http/formats/junit.js';
+import { resultRecord } from '../fixtures/records.js';
 
 const SCHEMA = fileURLToPath(new URL('../fixtures/junit/ant-junit.xsd', import.meta.url));
 /** The upstream Ant schema file, when the environment provides it, is checked too. */
 const SCHEMAS = [SCHEMA, ...(process.env.JUNIT_XSD ? [process.env.JUNIT_XSD] : [])];
 
-function rec(over: Partial<ResultRecord> = {}): ResultRecord {
-  return {
-    result_id: '/node-1/4f2a/7/2026-11-23_09.19.15',
-    job_uid: '/node-1/4f2a/7',
-    test_case: 'tests/ui/menus.py::test_open_menu',
-    test_pack_sha: '0123456789abcdef0123456789abcdef01234567',
-    test_pack_branch: 'main',
-    category: 'nightly',
-    username: 'alice',
-    tags: { 'jenkins/BUILD_ID': '42' },
-    start_time: '2026-11-23T09:19:15.123Z',
-    end_time: '2026-11-23T09:19:27.468Z',
-    duration: 12.345,
-    result: 'pass',
-    failure_reason: null,
-    traceback: null,
-    ...over,
-  };
-}
+const rec = (over: Partial<ResultRecord> = {}): ResultRecord => resultRecord({ test_case: 'tests/ui/menus.py::test_open_menu', tags: { 'jenkins/BUILD_ID': '42' }, ...over });
 
 const failing = rec({
   result_id: '/node-1/4f2a/7/2026-11-23_09.19.28',

@@ -9,29 +9,16 @@ import path from 'node:path';
 import { expect } from 'chai';
 import type { ArtifactListing, ResultRecord } from '../../src/core/model.js';
 import { logTail, triagePage, type TriageInput } from '../../src/http/triage.js';
+import { resultRecord } from '../fixtures/records.js';
 
 const BASE = 'https://farm.example:8443';
 const API = `${BASE}/api/v2/results/node-1/4f2a/7/2026-11-23_09.19.15`;
 
-function rec(over: Partial<ResultRecord> = {}): ResultRecord {
-  return {
-    result_id: '/node-1/4f2a/7/2026-11-23_09.19.15',
-    job_uid: '/node-1/4f2a/7',
-    test_case: 'tests/menus.py::test_open_menu',
-    test_pack_sha: '0123456789abcdef0123456789abcdef01234567',
-    test_pack_branch: 'main',
-    category: 'nightly',
-    username: 'alice',
-    tags: { 'jenkins/BUILD_ID': '42' },
-    start_time: '2026-11-23T09:19:15.123Z',
-    end_time: '2026-11-23T09:19:27.468Z',
-    duration: 12.345,
-    result: 'fail',
-    failure_reason: 'AssertionError: menu not found',
-    traceback: 'Traceback (most recent call last):\n  File "tests/menus.py", line 9\nAssertionError: menu not found',
-    ...over,
-  };
-}
+const rec = (over: Partial<ResultRecord> = {}): ResultRecord => resultRecord({ tags: { 'jenkins/BUILD_ID': '42' },
+  result: 'fail',
+  failure_reason: 'AssertionError: menu not found',
+  traceback: 'Traceback (most recent call last):\n  File "tests/menus.py", line 9\nAssertionError: menu not found',
+  ...over });
 
 const files = (...names: string[]): ArtifactListing =>
   Object.fromEntries(names.map((n, i) => [n, { size: 100 + i, md5: 'd41d8cd98f00b204e9800998ecf8427e' }]));
