@@ -14,11 +14,14 @@ import { resultRecord } from '../fixtures/records.js';
 const BASE = 'https://farm.example:8443';
 const API = `${BASE}/api/v2/results/node-1/4f2a/7/2026-11-23_09.19.15`;
 
-const rec = (over: Partial<ResultRecord> = {}): ResultRecord => resultRecord({ tags: { 'jenkins/BUILD_ID': '42' },
-  result: 'fail',
-  failure_reason: 'AssertionError: menu not found',
-  traceback: 'Traceback (most recent call last):\n  File "tests/menus.py", line 9\nAssertionError: menu not found',
-  ...over });
+const rec = (over: Partial<ResultRecord> = {}): ResultRecord =>
+  resultRecord({
+    tags: { 'jenkins/BUILD_ID': '42' },
+    result: 'fail',
+    failure_reason: 'AssertionError: menu not found',
+    traceback: 'Traceback (most recent call last):\n  File "tests/menus.py", line 9\nAssertionError: menu not found',
+    ...over,
+  });
 
 const files = (...names: string[]): ArtifactListing =>
   Object.fromEntries(names.map((n, i) => [n, { size: 100 + i, md5: 'd41d8cd98f00b204e9800998ecf8427e' }]));
