@@ -33,6 +33,22 @@ function startCli(configFile: string): Promise<{ child: ChildProcess; url: strin
   });
 }
 
+/** A config file for the CLI daemon: loopback port 0, no capture, data below `dir`. */
+async function writeCliConfig(dir: string, pack: TestPackRepo, nodeId: string): Promise<string> {
+  const file = path.join(dir, 'farmhand.json');
+  const config = {
+    node_id: nodeId,
+    listen: '127.0.0.1:0',
+    data_dir: path.join(dir, 'data'),
+    test_pack: { url: pack.dir },
+    capture: { uri: 'none:' },
+    log_level: 'warn',
+    runner: { kill_grace_secs: 1 },
+  };
+  await writeFile(file, JSON.stringify(config));
+  return file;
+}
+
 const alive = (pid: number) => {
   try {
     process.kill(pid, 0);
@@ -55,19 +71,7 @@ describe('restart after SIGKILL', function () {
       'tests/slow.py': 'import time\n\ndef test_quick():\n    pass\n\ndef test_slow():\n    with open("started", "w") as f:\n        f.write("yes")\n    time.sleep(60)\n',
     });
     dataDir = await mkdtemp(path.join(os.tmpdir(), 'farmhand-restart-'));
-    configFile = path.join(dataDir, 'farmhand.json');
-    await writeFile(
-      configFile,
-      JSON.stringify({
-        node_id: 'restart-node',
-        listen: '127.0.0.1:0',
-        data_dir: path.join(dataDir, 'data'),
-        test_pack: { url: pack.dir },
-        capture: { uri: 'none:' },
-        log_level: 'warn',
-        runner: { kill_grace_secs: 1 },
-      }),
-    );
+    configFile = await writeCliConfig(dataDir, pack, 'restart-node');
   });
   after(async () => {
     for (const c of children) c.kill('SIGKILL');
@@ -128,19 +132,7 @@ describe('graceful shutdown on SIGTERM', function () {
   before(async () => {
     pack = await makeTestPack({ 'tests/slow.py': 'import time\n\ndef test_slow():\n    print("working", flush=True)\n    time.sleep(60)\n' });
     dataDir = await mkdtemp(path.join(os.tmpdir(), 'farmhand-term-'));
-    configFile = path.join(dataDir, 'farmhand.json');
-    await writeFile(
-      configFile,
-      JSON.stringify({
-        node_id: 'term-node',
-        listen: '127.0.0.1:0',
-        data_dir: path.join(dataDir, 'data'),
-        test_pack: { url: pack.dir },
-        capture: { uri: 'none:' },
-        log_level: 'warn',
-        runner: { kill_grace_secs: 1 },
-      }),
-    );
+    configFile = await writeCliConfig(dataDir, pack, 'term-node');
   });
   after(async () => {
     await rm(dataDir, { recursive: true, force: true });
