@@ -156,3 +156,22 @@ describe('v2 reservations and node status', function () {
     d.daemon = again; // so `after` stops nothing twice
   });
 });
+
+describe('licence', function () {
+  this.timeout(30_000);
+  let d: TestDaemon;
+  before(async () => {
+    d = await startTestDaemon({ config: { capture: { uri: 'none:' }, node: { licence_expiry: '2020-01-31' } } });
+  });
+  after(() => d?.stop());
+
+  it('"403 ... node licence expired on run_tests"; the node is not available and says why', async () => {
+    const alice = await asUser(d, 'alice');
+    const res = await alice.post('/api/v2/run_tests').send({ node_id: NODE, test_pack_revision: 'main', test_cases: [PASS], remote_control: 'vstb' });
+    expect(res.status).to.equal(403);
+    expect(res.body.message).to.match(/licence/);
+    const node = (await alice.get(`/api/v2/nodes/${NODE}`)).body;
+    expect(node).to.include({ available: false, licence_expiry: '2020-01-31' });
+    expect(node.not_available_reason).to.match(/licence expired/);
+  });
+});
