@@ -43,7 +43,7 @@ export interface Daemon {
 export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daemon> {
   const dataDir = cfg.data_dir;
   await mkdir(dataDir, { recursive: true });
-  const state = await StateStore.open(dataDir);
+  const state = await StateStore.open(dataDir, { logger: logger.child({ module: 'state' }), nodeId: cfg.node_id });
   const jobsRepo = new FileJobRepository(dataDir, state, cfg.node_id);
 
   const results = new FileResultRepository({

@@ -8,9 +8,12 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Low } from 'lowdb';
 import type { Adapter } from 'lowdb';
+import type { JobRecord } from '../core/model.js';
 import type { NodeUsage, NodeUsageStore } from '../core/node.js';
+import type { Logger } from '../core/ports.js';
 import type { ReservationRecord, ReservationState, ReservationStore } from '../core/reservations.js';
 import { writeFileAtomic } from './atomic.js';
+import { keepCorrupt, rebuildJob, scanDiskIdentity } from './recover.js';
 
 export interface StateData {
   /** 4 hex digits chosen once per installation; part of every job_uid. */
@@ -33,21 +36,23 @@ const defaults = (): StateData => ({
   node_usage: null,
 });
 
-/** A lowdb adapter whose writes are durable (fsync + rename + fsync dir). */
+/** A lowdb adapter whose writes are durable (fsync + rename + fsync dir); reading is StateStore.open's job. */
 class DurableJsonFile<T> implements Adapter<T> {
   constructor(private readonly file: string) {}
   async read(): Promise<T | null> {
-    if (!existsSync(this.file)) return null;
-    const text = readFileSync(this.file, 'utf8');
-    try {
-      return JSON.parse(text) as T;
-    } catch (e) {
-      throw new Error(`${this.file} is not valid JSON (${(e as Error).message}); move it aside to start afresh`);
-    }
+    return null;
   }
   async write(data: T): Promise<void> {
     await writeFileAtomic(this.file, JSON.stringify(data, null, 2));
   }
+}
+
+export interface StateOpenOptions {
+  /** Where a corrupt or recovered state is reported (error level). */
+  logger?: Logger;
+  /** Needed to rebuild a corrupt latest job file (its job_uid names the node). */
+  nodeId?: string;
+  now?: () => Date;
 }
 
 export class StateStore {
@@ -58,14 +63,22 @@ export class StateStore {
     this.db = new Low<StateData>(new DurableJsonFile<StateData>(file), defaults());
   }
 
-  static async open(dataDir: string): Promise<StateStore> {
-    const s = new StateStore(path.join(dataDir, 'state.json'));
-    await s.db.read();
-    s.db.data = Object.assign(defaults(), s.db.data);
+  /**
+   * Open `<dataDir>/state.json`. A torn or corrupt file is reported, kept as
+   * `state.json.corrupt-<timestamp>` and recovered from jobs/ and results/
+   * (never silently replaced by an empty state); so is a missing file when
+   * jobs or results exist. Then a corrupt latest job file is rebuilt.
+   */
+  static async open(dataDir: string, opts: StateOpenOptions = {}): Promise<StateStore> {
+    const file = path.join(dataDir, 'state.json');
+    const log = opts.logger ?? silent;
+    const now = opts.now ?? (() => new Date());
+    const s = new StateStore(file);
+    s.db.data = loadState(file, dataDir, log, now());
     await s.db.write();
+    if (opts.nodeId) await recoverLatestJob(dataDir, opts.nodeId, s.db.data, log, now());
     return s;
   }
-
   get data(): Readonly<StateData> {
     return this.db.data;
   }
@@ -107,4 +120,81 @@ export class StateNodeUsageStore implements NodeUsageStore {
       s.node_usage = { ...usage };
     });
   }
+}
+
+const silent: Logger = { debug() {}, info() {}, warn() {}, error() {}, child: () => silent };
+
+const isHex4 = (v: unknown): v is string => typeof v === 'string' && /^[0-9a-f]{4}$/.test(v);
+const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+
+/** Why a parsed state file cannot be trusted as it is, or undefined when it can. */
+function problemOf(raw: unknown): string | undefined {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return 'not a JSON object';
+  const r = raw as Record<string, unknown>;
+  if (!isHex4(r.installation_hex)) return 'installation_hex is missing or not 4 hex digits';
+  if (!isCount(r.last_job_number)) return 'last_job_number is missing or not a count';
+  if (r.last_reservation_id !== undefined && !isCount(r.last_reservation_id)) return 'last_reservation_id is not a count';
+  if (r.reservations !== undefined && !Array.isArray(r.reservations)) return 'reservations is not a list';
+  if (r.node_usage !== undefined && r.node_usage !== null && typeof r.node_usage !== 'object') return 'node_usage is not an object';
+  return undefined;
+}
+
+/** Read the state file, recovering (and reporting) when it is torn, corrupt, or missing beside existing jobs. */
+function loadState(file: string, dataDir: string, log: Logger, now: Date): StateData {
+  let text: string | undefined;
+  if (existsSync(file)) text = readFileSync(file, 'utf8');
+  let problem: string | undefined;
+  if (text !== undefined) {
+    try {
+      const raw: unknown = JSON.parse(text);
+      problem = problemOf(raw);
+      if (!problem) return Object.assign(defaults(), raw as Partial<StateData>);
+    } catch (e) {
+      problem = `not valid JSON (${(e as Error).message})`;
+    }
+  }
+  const disk = scanDiskIdentity(dataDir);
+  if (text === undefined && disk.installation_hex === undefined && disk.max_job_number === 0) return defaults(); // a new installation
+  const kept = text === undefined ? undefined : keepCorrupt(file, now);
+  const fresh = defaults();
+  const recovered: StateData = {
+    ...fresh,
+    installation_hex: disk.installation_hex ?? fresh.installation_hex,
+    last_job_number: disk.max_job_number,
+    // Reservation ids were never above the count of reservations ever made; seconds since 1970 are far above it and keep growing.
+    last_reservation_id: Math.floor(now.getTime() / 1000),
+  };
+  log.error(
+    {
+      file,
+      problem: problem ?? 'missing while jobs or results exist',
+      kept_as: kept ?? null,
+      recovered: { installation_hex: recovered.installation_hex, last_job_number: recovered.last_job_number, ...disk.evidence },
+      reset: ['reservations', 'node_usage'],
+    },
+    'state.json was unusable: rebuilt it from jobs/ and results/; reservations and node usage were reset',
+  );
+  return recovered;
+}
+
+/** A corrupt `jobs/<last>.json` is kept aside and rebuilt from the job's result folders. */
+async function recoverLatestJob(dataDir: string, nodeId: string, st: StateData, log: Logger, now: Date): Promise<void> {
+  const n = st.last_job_number;
+  const file = path.join(dataDir, 'jobs', `${n}.json`);
+  if (n === 0 || !existsSync(file)) return;
+  let problem: string | undefined;
+  try {
+    const raw = JSON.parse(readFileSync(file, 'utf8')) as Partial<JobRecord> | null;
+    if (typeof raw !== 'object' || raw === null || raw.number !== n || typeof raw.job_uid !== 'string' || !raw.result_counts) problem = 'not a job record';
+  } catch (e) {
+    problem = `not valid JSON (${(e as Error).message})`;
+  }
+  if (!problem) return;
+  const kept = keepCorrupt(file, now);
+  const rebuilt = rebuildJob(dataDir, nodeId, st.installation_hex, n, now);
+  await writeFileAtomic(file, JSON.stringify(rebuilt.job));
+  log.error(
+    { file, problem, kept_as: kept, job: rebuilt.job.job_uid, results: rebuilt.results, in_flight: rebuilt.inFlight ?? null },
+    'the latest job file was unusable: rebuilt it from its result folders',
+  );
 }

@@ -27,7 +27,7 @@
  * Writes (add, retention, compaction) run one at a time through a promise
  * chain; reads are synchronous on the in-memory index.
  */
-import { mkdir, readFile, rm, rmdir, statfs } from 'node:fs/promises';
+import { copyFile, mkdir, readFile, rm, rmdir, statfs } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { FarmError } from '../../core/errors.js';
 import type { ArtifactListing, ResultRecord } from '../../core/model.js';
@@ -72,6 +72,8 @@ export class FileResultRepository implements ResultRepository {
   private readonly compactAfter: number;
   private readonly diskFree: (dir: string) => Promise<number>;
   private deadLines = 0;
+  /** Lines of index.jsonl that were not JSON or not a valid record, counted while loading. */
+  private badLines = 0;
   private writes: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly opts: FileResultRepositoryOptions) {
@@ -94,7 +96,12 @@ export class FileResultRepository implements ResultRepository {
     await this.loadDeleted();
     const loaded = await this.file.load((line) => this.loadLine(line));
     if (loaded === undefined) {
-      await this.rebuild();
+      await this.rebuild('missing');
+    } else if (this.badLines > 0) {
+      // Garbage in the index is not "no results": keep the bad file, merge in every run folder.
+      const kept = await keepAside(this.file.path);
+      this.log.error({ bad_lines: this.badLines, lines: loaded.lines, kept_as: kept }, 'results index had bad lines: rebuilding it from the result folders');
+      await this.rebuild('corrupt');
     } else if (loaded.torn !== undefined) {
       await this.recoverTorn(loaded.torn);
     }
@@ -211,6 +218,7 @@ export class FileResultRepository implements ResultRepository {
     } catch {
       this.log.warn({ line: line.slice(0, 200) }, 'results index: skipped a line that is not JSON');
       this.deadLines++;
+      this.badLines++;
       return;
     }
     const tomb = typeof raw === 'object' && raw !== null ? (raw as { deleted?: unknown }).deleted : undefined;
@@ -226,6 +234,7 @@ export class FileResultRepository implements ResultRepository {
     if (typeof rec === 'string' || !rp || idOf(rp) !== rec.result_id) {
       this.log.warn({ line: line.slice(0, 200), why: rec }, 'results index: skipped a bad record');
       this.deadLines++;
+      this.badLines++;
       return;
     }
     if (this.index.get(rec.result_id)) this.deadLines++;
@@ -256,7 +265,7 @@ export class FileResultRepository implements ResultRepository {
     await this.file.append([recordLine(rec)]);
   }
 
-  private async rebuild(): Promise<void> {
+  private async rebuild(why: 'missing' | 'corrupt'): Promise<void> {
     const t0 = Date.now();
     let orphans = 0;
     const scan = await scanFolders(this.dir, async (rec) => {
@@ -269,7 +278,8 @@ export class FileResultRepository implements ResultRepository {
     for (const b of scan.bad) this.log.warn(b, 'results rebuild: skipped a folder');
     this.index.loadEnd();
     await this.file.rewrite(lines(this.index.all()));
-    this.log.warn({ results: this.index.size, orphans, ms: Date.now() - t0 }, 'results index was missing: rebuilt it from the result folders');
+    this.deadLines = 0;
+    this.log.warn({ results: this.index.size, orphans, ms: Date.now() - t0 }, `results index was ${why}: rebuilt it from the result folders`);
   }
 
   private async deleteOldest(n: number): Promise<string[]> {
@@ -318,6 +328,13 @@ function* lines(records: readonly ResultRecord[]): Generator<string> {
 }
 
 const idOf = (p: ResultIdParts): string => `${p.jobUid}/${p.relDir.split('/')[2]}`;
+
+/** Keep a corrupt index as `index.jsonl.corrupt-<timestamp>` (a copy: the rebuild replaces the original atomically). */
+async function keepAside(file: string): Promise<string> {
+  const dest = `${file}.corrupt-${new Date().toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z')}`;
+  await copyFile(file, dest);
+  return dest;
+}
 
 async function readRecord(path: string): Promise<ResultRecord | undefined> {
   try {
