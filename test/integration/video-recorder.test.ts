@@ -50,6 +50,27 @@ async function decodeAll(file: string): Promise<string> {
   return stderr;
 }
 
+function counterFrame(k: number): Buffer {
+  const f = Buffer.alloc(W * H * 3);
+  f.fill((k % 16) * 16 + 8, 0, f.length / 2);
+  f.fill((Math.floor(k / 16) % 16) * 16 + 8, f.length / 2);
+  return f;
+}
+
+/** The counter of every frame of a video made of counterFrame()s. */
+async function decodeCounters(file: string): Promise<number[]> {
+  const { stdout } = await run('ffmpeg', ['-v', 'error', '-nostdin', '-i', file, '-f', 'rawvideo', '-pix_fmt', 'gray', '-'],
+    { encoding: 'buffer', maxBuffer: 64 << 20 });
+  const level = (v: number) => Math.round((v - 8) / 16) & 15;
+  const out: number[] = [];
+  for (let at = 0; at + W * H <= stdout.length; at += W * H) {
+    const top = stdout[at + (H / 4) * W + W / 2]!;
+    const bottom = stdout[at + ((3 * H) / 4) * W + W / 2]!;
+    out.push(level(bottom) * 16 + level(top));
+  }
+  return out;
+}
+
 describe('video: per-run clips from the continuous recording', function () {
   let tmp: string;
   let source: FfmpegFrameSource | undefined;
@@ -67,6 +88,8 @@ describe('video: per-run clips from the continuous recording', function () {
     source = new FfmpegFrameSource(o);
     await source.start();
     await waitFor('a closed segment', () => source!.recorder()!.segments().length > 0);
+    // Runs begin at any moment; right after a segment closed the start margin would always reach into the previous one.
+    await sleep(400);
   };
 
   beforeEach(async () => {
@@ -154,21 +177,26 @@ describe('video: per-run clips from the continuous recording', function () {
     expect((await source!.screenshotPng()).length).to.be.above(0);
   });
 
-  it('virtual: (raw frames on stdin) records the same way', async () => {
-    const frame = Buffer.alloc(W * H * 3);
-    let n = 0;
+  it('virtual: (raw frames on stdin) records the same way, and the clip shows every frame of the run', async () => {
+    // Frame k shows k in two grey levels (top: k % 16, bottom: k / 16), so a decoded frame says which it was.
+    let k = 0;
     const feed = (stdin: Writable) => {
-      const timer = setInterval(() => stdin.write(frame.fill(n++ % 256)), 40);
+      const timer = setInterval(() => stdin.write(counterFrame(k++)), 40);
       return () => clearInterval(timer);
     };
     await startRecording(options({ uri: 'virtual:', feed }));
     const dir = await resultDir('virtual');
     const clip = source!.recorder()!.begin();
+    const first = k - 1; // on screen when the run began
     await sleep(2000);
+    const last = k - 1; // on screen when it ended
     expect(await clip.finish(dir)).to.equal(true);
     const p = await probe(join(dir, 'video.mp4'));
     expect([p.codec, p.firstFrame.key_frame]).to.deep.equal(['h264', 1]);
-    expect(p.duration).to.be.within(1.9, 3.4);
+    const shown = await decodeCounters(join(dir, 'video.mp4'));
+    expect(shown[0], 'the video starts at or before the run').to.be.at.most(first).and.at.least(first - 30);
+    expect(shown.at(-1), 'the video ends at or after the run').to.be.at.least(last).and.at.most(last + 30);
+    expect(shown.every((v, i) => i === 0 || v === shown[i - 1]! + 1), 'no frame lost or repeated').to.equal(true);
   });
 
   it('"never delete segments an open clip needs", yet the ring stays bounded (keepSecs)', async () => {

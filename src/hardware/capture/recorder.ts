@@ -37,10 +37,12 @@ export interface RecorderDeps {
 }
 
 /**
- * A clip ends this long after `finish()` is called: the clock mapping runs
- * a preview-frame latency late and B-frames shift segment times by a few
- * frames, and a clip must not end before the run did.
+ * A clip starts this long before `begin()` and ends this long after
+ * `finish()`: the stream clock is off by up to about a hundred ms either way
+ * (see stream-clock.ts) and B-frames shift segment times by a few frames,
+ * and a clip must never miss the start or the end of its run.
  */
+const START_MARGIN_MS = 150;
 const END_MARGIN_MS = 250;
 const SEGMENT_FILE = /^seg-[0-9a-z]+-\d+\.ts$|^\.clip-[0-9a-f]+\.txt$/;
 
@@ -104,7 +106,7 @@ export class Recorder implements VideoRecorder {
   }
 
   begin(): VideoClip {
-    const from = performance.now();
+    const from = performance.now() - START_MARGIN_MS;
     const unpin = this.ring.pin(from);
     let open = true;
     const close = () => {
@@ -160,7 +162,7 @@ export class Recorder implements VideoRecorder {
     const now = performance.now();
     const duration = Math.max(0, endSecs - startSecs);
     const end = this.clock.toMonotonic(endSecs) ?? now;
-    this.ring.add({ path: join(this.o.dir, m[1]!), run, duration, start: end - duration * 1000, end });
+    this.ring.add({ path: join(this.o.dir, m[1]!), run, duration, start: end - duration * 1000, end, closedAt: now });
     for (const check of [...this.waiters]) check();
     const expired = this.ring.expire(now);
     if (expired.length > 0) void this.remove(expired);

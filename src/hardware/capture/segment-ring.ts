@@ -16,6 +16,8 @@ export interface Segment {
   /** performance.now() of its first and last moment. */
   start: number;
   end: number;
+  /** performance.now() when ffmpeg reported it closed (end + encoder and muxer latency). */
+  closedAt: number;
 }
 
 export interface SegmentRingOptions {

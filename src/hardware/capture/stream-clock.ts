@@ -2,8 +2,12 @@
  * Maps the recording's stream time (seconds from ffmpeg's start, as the
  * segment list reports it) to Node's monotonic clock. The preview frames are
  * the ticks: preview frame n of an ffmpeg process shows stream time
- * n / preview_fps and reaches Node a few ms later, so the smallest
- * `arrival - n / preview_fps` over the last couple of seconds is the offset.
+ * n / preview_fps and reaches Node one preview interval later (ffmpeg's fps
+ * filter holds each output slot until a frame past it arrives: measured
+ * 1/preview_fps plus 0-140 ms, at 2, 5 and 10 fps), so the smallest
+ * `arrival - n / preview_fps - 1 / preview_fps` over the last couple of
+ * seconds is the offset. What is left of the filter's hold makes mapped
+ * times a little late, never early; the recorder's end margin absorbs it.
  * A recent window rather than all history: a `virtual:` feed that runs a
  * little slower than its nominal rate makes stream time drift behind.
  */
@@ -12,9 +16,11 @@ export class StreamClock {
   private frames = 0;
   private readonly offsets: number[] = [];
   private readonly window: number;
+  private readonly holdMs: number;
 
   constructor(private readonly previewFps: number) {
     this.window = Math.max(4, Math.round(previewFps * 2));
+    this.holdMs = 1000 / previewFps;
   }
 
   /** A new ffmpeg process: its stream time starts again at 0. */
@@ -25,7 +31,7 @@ export class StreamClock {
 
   /** A preview frame arrived at `nowMs` (performance.now()). */
   frame(nowMs: number): void {
-    this.offsets.push(nowMs - (this.frames * 1000) / this.previewFps);
+    this.offsets.push(nowMs - this.holdMs - (this.frames * 1000) / this.previewFps);
     if (this.offsets.length > this.window) this.offsets.shift();
     this.frames++;
   }
