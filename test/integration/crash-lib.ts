@@ -1,0 +1,181 @@
+/**
+ * The crash cycle shared by `crash-kill.test.ts` (a few kills) and
+ * `bench/soak/crash.ts` (50): the real CLI daemon runs a soak job of short
+ * pass/fail/error tests, is SIGKILLed at a random moment, restarted on the
+ * same data directory and checked - state.json parses, every job is exited,
+ * every completed run is listed with all its files, the in-flight run is an
+ * error saying the daemon restarted, the token and reservation survive, and
+ * no result seen before is lost.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { DAEMON_RESTARTED } from '../../src/core/jobs.js';
+import { TokenStore, tokensFile } from '../../src/storage/tokens.js';
+import { makeTestPack, type TestPackRepo } from '../fixtures/testPack.js';
+
+const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
+const NODE_ID = 'crash-node';
+
+/** Files every completed run has, whatever its outcome (the tool's metadata and logs). */
+export const RUN_FILES = ['result.json', 'test-name', 'test-args', 'git-commit', 'duration', 'exit-status', 'failure-reason', 'stdout.log', 'stderr.log', 'combined.log', 'farmhand.log'];
+
+export const CRASH_PACK = {
+  'tests/short.py': [
+    'import random, time',
+    '',
+    'def test_pass():',
+    '    time.sleep(random.uniform(0.05, 0.5))',
+    '    print("passing", flush=True)',
+    '',
+    'def test_fail():',
+    '    time.sleep(random.uniform(0.05, 0.5))',
+    '    assert False, "meant to fail"',
+    '',
+    'def test_error():',
+    '    time.sleep(random.uniform(0.05, 0.5))',
+    '    raise RuntimeError("meant to error")',
+    '',
+  ].join('\n'),
+  'config/stbt.conf': '[test_pack]\ndefault_remote_control = vstb\n',
+  'config/remote-control/vstb.lircd.conf': 'begin remote\n  name vstb\nend remote\n',
+};
+const CASES = ['tests/short.py::test_pass', 'tests/short.py::test_fail', 'tests/short.py::test_error'];
+
+export interface CrashReport {
+  kills: number;
+  /** Kills that hit a run in flight (its result became a DaemonRestarted error). */
+  inFlightKills: number;
+  completedRuns: number;
+  problems: string[];
+}
+
+interface Cli {
+  child: ChildProcess;
+  url: string;
+}
+
+function startCli(configFile: string): Promise<Cli> {
+  const child = spawn(process.execPath, ['--import', 'tsx', MAIN, 'serve', '--config', configFile], { stdio: ['ignore', 'pipe', 'pipe'] });
+  return new Promise((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`daemon did not start: ${out}`)), 30_000);
+    child.stdout!.on('data', (b: Buffer) => {
+      out += b.toString();
+      const m = /listening on (http:\/\/\S+)/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve({ child, url: m[1]! });
+      }
+    });
+    child.stderr!.on('data', (b: Buffer) => (out += b.toString()));
+    child.once('exit', (code) => reject(new Error(`daemon exited (${code}): ${out}`)));
+  });
+}
+
+async function kill(c: Cli): Promise<void> {
+  if (c.child.exitCode !== null || c.child.signalCode !== null) return;
+  const gone = new Promise((r) => c.child.once('exit', r));
+  c.child.kill('SIGKILL');
+  await gone;
+}
+
+async function api(url: string, token: string, method: string, p: string, body?: unknown): Promise<{ status: number; body: any }> {
+  const res = await fetch(url + p, {
+    method,
+    headers: { Authorization: `token ${token}`, ...(body === undefined ? {} : { 'Content-Type': 'application/json' }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  const text = await res.text();
+  let parsed: unknown = text;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    // not JSON: keep the text
+  }
+  return { status: res.status, body: parsed };
+}
+
+/** Run `kills` crash cycles; `log` gets a line per cycle. Never throws for a failed check: it is listed in problems. */
+export async function runCrashCycles(kills: number, log: (line: string) => void = () => {}): Promise<CrashReport> {
+  const pack: TestPackRepo = await makeTestPack(CRASH_PACK);
+  const root = await mkdtemp(path.join(os.tmpdir(), 'farmhand-crash-'));
+  const dataDir = path.join(root, 'data');
+  const configFile = path.join(root, 'farmhand.json');
+  const cfg = { node_id: NODE_ID, listen: '127.0.0.1:0', data_dir: dataDir, test_pack: { url: pack.dir }, capture: { uri: 'none:' }, log_level: 'warn', runner: { kill_grace_secs: 1 }, retention: { min_free_mb: 0 } };
+  await writeFile(configFile, JSON.stringify(cfg));
+  const report: CrashReport = { kills: 0, inFlightKills: 0, completedRuns: 0, problems: [] };
+  const seen = new Map<string, string>(); // result_id -> outcome, of every completed run so far
+  let cli: Cli | undefined;
+  try {
+    const { token } = await new TokenStore(tokensFile(dataDir)).create('crash-user');
+    cli = await startCli(configFile);
+    const resv = await api(cli.url, token, 'POST', '/api/v2/reservations', { node_ids: [NODE_ID], message: 'crash soak' });
+    if (resv.status !== 200) throw new Error(`reserve answered ${resv.status}: ${JSON.stringify(resv.body)}`);
+    const reservationId = resv.body.reservations[0].reservation_id as number;
+    for (let i = 0; i < kills; i++) {
+      const run = await api(cli.url, token, 'POST', '/api/v2/run_tests', { node_id: NODE_ID, test_pack_revision: 'main', test_cases: CASES, soak: 'run forever', shuffle: true, tags: {} });
+      if (run.status !== 200) throw new Error(`run_tests answered ${run.status}: ${JSON.stringify(run.body)}`);
+      const uid = run.body.job_uid as string;
+      await new Promise((r) => setTimeout(r, 300 + Math.random() * 2500));
+      await kill(cli);
+      report.kills++;
+      // What the dead daemon was doing: its job file names the run in flight, if any.
+      const jobFile = path.join(dataDir, 'jobs', `${uid.split('/').pop()}.json`);
+      const inFlight = (JSON.parse(readFileSync(jobFile, 'utf8')) as { current_run: { result_id: string } | null }).current_run?.result_id;
+      cli = await startCli(configFile);
+      const problems = await checkAfterRestart(cli.url, token, dataDir, reservationId, inFlight, seen);
+      if (inFlight) report.inFlightKills++;
+      report.problems.push(...problems.map((p) => `kill ${i + 1}: ${p}`));
+      log(`kill ${i + 1}/${kills}: job ${uid}, in flight ${inFlight ?? 'none'}, runs so far ${seen.size}, problems ${problems.length}`);
+    }
+    report.completedRuns = seen.size;
+  } finally {
+    if (cli) await kill(cli);
+    await rm(root, { recursive: true, force: true });
+    await pack.cleanup();
+  }
+  return report;
+}
+
+async function checkAfterRestart(url: string, token: string, dataDir: string, reservationId: number, inFlight: string | undefined, seen: Map<string, string>): Promise<string[]> {
+  const problems: string[] = [];
+  try {
+    JSON.parse(readFileSync(path.join(dataDir, 'state.json'), 'utf8'));
+  } catch (e) {
+    problems.push(`state.json does not parse: ${String(e)}`);
+  }
+  const user = await api(url, token, 'GET', '/api/v2/user');
+  if (user.status !== 200 || user.body.login !== 'crash-user') problems.push(`token no longer works: ${user.status}`);
+  const node = await api(url, token, 'GET', `/api/v2/nodes/${NODE_ID}`);
+  if (node.body?.reservation?.reservation_id !== reservationId) problems.push(`reservation ${reservationId} lost: ${JSON.stringify(node.body?.reservation)}`);
+  for (const f of readdirSync(path.join(dataDir, 'jobs')).filter((n) => /^\d+\.json$/.test(n))) {
+    const j = JSON.parse(readFileSync(path.join(dataDir, 'jobs', f), 'utf8')) as { job_uid: string };
+    const res = await api(url, token, 'GET', `/api/v2/jobs${j.job_uid}`);
+    if (res.body?.status !== 'exited') problems.push(`job ${j.job_uid} is ${res.status} ${res.body?.status}`);
+  }
+  const list = await api(url, token, 'GET', '/api/v2/results');
+  const listed = new Map<string, { result: string; failure_reason: string | null }>((list.body as Array<{ result_id: string; result: string; failure_reason: string | null }>).map((r) => [r.result_id, r]));
+  for (const [id, outcome] of seen) if (listed.get(id)?.result !== outcome) problems.push(`result ${id} (${outcome}) lost or changed`);
+  if (inFlight) {
+    const r = listed.get(inFlight);
+    if (r?.result !== 'error' || r.failure_reason !== DAEMON_RESTARTED) problems.push(`in-flight run ${inFlight} is ${JSON.stringify(r)}`);
+  }
+  for (const [id, r] of listed) {
+    if (!seen.has(id)) {
+      const [, , hex, num, stamp] = id.split('/');
+      const dir = path.join(dataDir, 'results', hex!, num!, stamp!);
+      // The in-flight run never finished, so the tool's metadata files may be missing; it has result.json and the logs.
+      const need = id === inFlight ? ['result.json'] : RUN_FILES;
+      const missing = need.filter((f) => !existsSync(path.join(dir, f)));
+      if (missing.length) problems.push(`result ${id} lacks ${missing.join(', ')}`);
+      const arts = await api(url, token, 'GET', `/api/v2/results${id}/artifacts/`);
+      if (arts.status !== 200) problems.push(`artifacts of ${id} answered ${arts.status}`);
+      seen.set(id, r.result);
+    }
+  }
+  return problems;
+}
