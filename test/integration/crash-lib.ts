@@ -53,12 +53,13 @@ export interface CrashReport {
   problems: string[];
 }
 
-interface Cli {
+export interface Cli {
   child: ChildProcess;
   url: string;
 }
 
-function startCli(configFile: string): Promise<Cli> {
+/** Start `farmhand serve --config <file>` as a child; resolves once it listens. */
+export function startCli(configFile: string): Promise<Cli> {
   const child = spawn(process.execPath, ['--import', 'tsx', MAIN, 'serve', '--config', configFile], { stdio: ['ignore', 'pipe', 'pipe'] });
   return new Promise((resolve, reject) => {
     let out = '';
@@ -76,7 +77,8 @@ function startCli(configFile: string): Promise<Cli> {
   });
 }
 
-async function kill(c: Cli): Promise<void> {
+/** SIGKILL the daemon and wait for it to be gone. */
+export async function kill(c: Cli): Promise<void> {
   if (c.child.exitCode !== null || c.child.signalCode !== null) return;
   const gone = new Promise((r) => c.child.once('exit', r));
   c.child.kill('SIGKILL');

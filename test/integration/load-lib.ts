@@ -36,7 +36,7 @@ function mix(t: LoadTarget, i: number): { path: string; tok: string | undefined 
     { path: '/api/v1/results', tok: undefined },
     { path: `/api/v2/results?filter=${encodeURIComponent(`job:${t.jobUid}`)}&sort=date:desc`, tok },
     { path: `/api/v2/nodes/${t.nodeId}/screenshot.png`, tok },
-    { path: '/api/v1/screenshot.png', tok: undefined },
+    { path: '/api/v1/device/screenshot.png', tok: undefined },
     { path: `/api/v2/jobs${t.jobUid}`, tok },
     { path: `/api/v1/jobs${t.jobUid}`, tok: undefined },
     { path: `/api/v2/results${rid}/artifacts/`, tok },
