@@ -8,6 +8,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Low } from 'lowdb';
 import type { Adapter } from 'lowdb';
+import { FarmError } from '../core/errors.js';
 import type { JobRecord } from '../core/model.js';
 import type { NodeUsage, NodeUsageStore } from '../core/node.js';
 import type { Logger } from '../core/ports.js';
@@ -87,7 +88,13 @@ export class StateStore {
   update(fn: (s: StateData) => void): Promise<void> {
     const run = this.queue.then(async () => {
       fn(this.db.data);
-      await this.db.write();
+      try {
+        await this.db.write();
+      } catch (e) {
+        // The client hears "disk full" (507), not an internal error; the old file stays whole (atomic write).
+        if ((e as NodeJS.ErrnoException).code === 'ENOSPC') throw new FarmError('storage_full', 'no space left on the data disk to save the node state; free some space');
+        throw e;
+      }
     });
     this.queue = run.catch(() => undefined);
     return run;

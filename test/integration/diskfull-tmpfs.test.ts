@@ -1,0 +1,113 @@
+/**
+ * Disk full: the data directory on a 64 MiB tmpfs. Runs go on through
+ * retention (min_free_mb set so it kicks in), deleted results answer 410,
+ * the index reloads after a restart with the same answers; when a write
+ * truly fails (the tmpfs filled by a big file) the API says so clearly, and
+ * the daemon recovers once space is freed. Skipped, with a message, where
+ * mount is not permitted.
+ */
+import { expect } from 'chai';
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm, unlink, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import request from 'supertest';
+import { startDaemon, type Daemon } from '../../src/daemon.js';
+import { silentLogger } from '../../src/logger.js';
+import { makeTestPack, type TestPackRepo } from '../fixtures/testPack.js';
+import { testConfig } from '../helpers/daemon.js';
+
+const exec = promisify(execFile);
+// Each run writes 3 MiB, so a 64 MiB disk with a 40 MiB floor holds only a few results.
+const PACK = { 'tests/big.py': 'def test_big():\n    open("blob.bin", "wb").write(b"x" * (3 << 20))\n' };
+
+describe('disk full: data directory on a 64 MiB tmpfs', function () {
+  this.timeout(120_000);
+  let mnt: string;
+  let mounted = false;
+  let pack: TestPackRepo;
+  let daemon: Daemon | undefined;
+
+  before(async function () {
+    mnt = await mkdtemp(path.join(os.tmpdir(), 'farmhand-tmpfs-'));
+    try {
+      await exec('mount', ['-t', 'tmpfs', '-o', 'size=64m', 'tmpfs', mnt]);
+      mounted = true;
+    } catch (e) {
+      console.log(`      skipped: cannot mount a tmpfs here (${String((e as Error).message).split('\n')[0]})`);
+      await rm(mnt, { recursive: true, force: true });
+      this.skip();
+    }
+    pack = await makeTestPack(PACK);
+  });
+  after(async () => {
+    await daemon?.stop();
+    if (mounted) await exec('umount', ['-l', mnt]).catch(() => undefined);
+    await rm(mnt, { recursive: true, force: true });
+    await pack?.cleanup();
+  });
+
+  const start = async () => {
+    daemon = await startDaemon(testConfig(pack.dir, path.join(mnt, 'data'), { capture: { uri: 'none:' }, retention: { min_free_mb: 40, max_results: 100_000 } }), silentLogger);
+    return request(daemon.url);
+  };
+  const runJob = async (http: ReturnType<typeof request>, n: number) => {
+    const run = await http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: Array(n).fill('tests/big.py::test_big') });
+    expect(run.status, run.text).to.equal(200);
+    for (let i = 0; i < 600; i++) {
+      const j = await http.get(`/api/v1/jobs${run.body.job_uid as string}`);
+      if (j.body.status === 'exited') return { uid: run.body.job_uid as string, counts: j.body.result_counts as Record<string, number> };
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error('job never exited');
+  };
+  const listing = async (http: ReturnType<typeof request>) =>
+    ((await http.get('/api/v1/results').query({ sort: 'date:asc' })).body as Array<Record<string, unknown>>).map(({ result_url: _u, ...r }) => r);
+
+  it('runs keep going through retention, deleted results answer 410, the index reloads after restart with the same answers', async () => {
+    let http = await start();
+    const job = await runJob(http, 12); // 36 MiB written: more than the 24 MiB above the floor
+    expect(job.counts).to.include({ pass: 12, total: 12 });
+    const kept = await listing(http);
+    expect(kept.length, 'retention deleted the oldest').to.be.within(1, 11);
+    const all = (await http.get(`/api/v1/jobs${job.uid}/results`)).body as unknown[];
+    expect(all.length).to.equal(kept.length);
+    // The first run's id is the job's first second; it was deleted.
+    const firstKept = kept[0]!.result_id as string;
+    const stamp = firstKept.split('/').pop()!;
+    const earlier = new Date(Date.parse(`${stamp.slice(0, 10)}T${stamp.slice(11).replaceAll('.', ':')}Z`) - 1000).toISOString();
+    const earlierId = `${job.uid}/${earlier.slice(0, 10)}_${earlier.slice(11, 19).replaceAll(':', '.')}`;
+    expect((await http.get(`/api/v1/result${earlierId}`)).status).to.equal(410);
+    await daemon!.stop();
+    http = await start();
+    expect(await listing(http)).to.deep.equal(kept);
+    expect((await http.get(`/api/v1/result${earlierId}`)).status).to.equal(410);
+  });
+
+  it('when a write truly fails (disk filled) the API says the disk is full; once space is freed the daemon recovers', async () => {
+    const http = request(daemon!.url);
+    const filler = path.join(mnt, 'filler.bin');
+    await writeFile(filler, Buffer.alloc(64 << 20)).catch((e: NodeJS.ErrnoException) => {
+      if (e.code !== 'ENOSPC') throw e;
+    });
+    const full = await http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: ['tests/big.py::test_big'] });
+    let clear = false;
+    if (full.status === 507) {
+      clear = full.body.error === 'storage_full';
+    } else {
+      expect(full.status, full.text).to.equal(200);
+      for (let i = 0; i < 600; i++) {
+        const j = await http.get(`/api/v1/jobs${full.body.job_uid as string}`);
+        if (j.body.status === 'exited') break;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const res = (await http.get(`/api/v1/jobs${full.body.job_uid as string}/results`)).body as Array<{ result: string; failure_reason: string }>;
+      clear = res.length === 0 || res.every((r) => r.result === 'error' && /disk|space|full/i.test(r.failure_reason));
+    }
+    expect(clear, `answer while full: ${full.status} ${full.text}`).to.equal(true);
+    await unlink(filler);
+    const after = await runJob(http, 1);
+    expect(after.counts).to.include({ pass: 1 });
+  });
+});
