@@ -229,10 +229,12 @@ export class JobService {
       job.status = 'exited';
       job.end_time = this.now().toISOString();
       job.current_run = null;
-      await this.d.jobs.save(job).catch((e: unknown) => this.d.logger.error({ err: e }, 'could not save job'));
+      // The repository holds the exited job from this call on; waiters need not wait for the disk.
+      const saved = this.d.jobs.save(job).catch((e: unknown) => this.d.logger.error({ err: e }, 'could not save job'));
       this.active = undefined;
       this.ended.get(job.job_uid)?.resolve();
       this.ended.delete(job.job_uid);
+      await saved;
     }
   }
 

@@ -52,7 +52,7 @@ export interface JobRepository {
   get(jobUid: string): JobRecord | undefined;
   /** The job with the highest number, running or not. */
   latest(): JobRecord | undefined;
-  /** Persist (atomically) the job's current state. */
+  /** Persist (atomically) the job's current state; `get`/`latest` answer it from the call on. */
   save(job: JobRecord): Promise<void>;
   /** Allocate the next job number (persisted before it is returned). */
   nextNumber(): Promise<number>;
