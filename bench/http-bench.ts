@@ -11,10 +11,11 @@
  *   - a 200 MB artifact against nginx serving the same file (ratio of throughputs).
  * Each target is printed with PASS or MISS. Options: --count N (results),
  * --runs N (per query), --jobs N, --downloads N (per server), --starts N,
- * --artifact-mb N, --built (compile src/ into the temporary folder and run
- * `node dist/main.js`, as the appliance does, instead of tsx), --profile DIR
- * (the last daemon runs under `node --cpu-prof`; prints where its time went
- * in each phase).
+ * --artifact-mb N, --verbose (each download), --built (compile src/ into
+ * the temporary folder and run `node dist/main.js`, as the appliance does,
+ * instead of tsx), --profile DIR (the last daemon runs under `node
+ * --cpu-prof`; prints where its time went in each phase). bench/README.md
+ * has the targets, the choices made and the numbers.
  * Exit code 0 when every target is met, 1 when one is missed, 2 on failure.
  * Everything runs in one temporary folder, removed at the end; bounded to 5 min.
  */
@@ -24,7 +25,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { makeTestPack, type TestPackRepo } from '../test/fixtures/testPack.js';
 import { buildInto, PROJECT_ROOT, startBenchDaemon, writeDaemonConfig, type BenchDaemon } from './lib/daemon.js';
-import { getJson, pickDownloader, timedRequest } from './lib/http.js';
+import { compareDownloads, type DownloadResult } from './lib/downloads.js';
+import { getJson, timedRequest } from './lib/http.js';
 import { startNginx, type Nginx } from './lib/nginx.js';
 import { procMemory } from './lib/processes.js';
 import { mainThreadProfile, monotonicUs, topSelfTime, type Window } from './lib/profile.js';
@@ -33,7 +35,7 @@ import { formatSummary, summarize, Targets } from './lib/stats.js';
 
 const NODE = 'farmhand-bench';
 const TRIVIAL_TEST = 'tests/trivial.py::test_pass';
-const ARTIFACT = 'artifact-200mb.bin';
+const ARTIFACT = 'artifact.bin';
 const TIME_LIMIT_MS = 5 * 60_000;
 const PROBE = `/api/v1/results?filter=${encodeURIComponent('testcase:tests/none.py::test_none')}`;
 
@@ -50,11 +52,12 @@ const opts = {
   count: arg('--count', 100_000),
   runs: arg('--runs', 30),
   jobs: arg('--jobs', 30),
-  downloads: arg('--downloads', 10),
+  downloads: arg('--downloads', 20),
   starts: arg('--starts', 3),
   artifactMb: arg('--artifact-mb', 200),
   profileDir: strArg('--profile'),
   built: process.argv.includes('--built'),
+  verbose: process.argv.includes('--verbose'),
 };
 
 const targets = new Targets();
@@ -128,15 +131,15 @@ async function benchStartup(configFile: string, root: string, builtMain: string 
   return live.daemon!;
 }
 
-interface Summary { test_case: string; result: string; start_time: string; end_time: string }
+interface Row { test_case: string; result: string; start_time: string; end_time: string }
 
 /** Time `runs` GETs of one results query after 3 warm-ups; `verify` checks the last answer. */
-async function timeQuery(url: string, verify: (rows: Summary[]) => string | undefined): Promise<{ ms: number[]; rows: number }> {
+async function timeQuery(url: string, verify: (rows: Row[]) => string | undefined): Promise<{ ms: number[]; rows: number }> {
   for (let i = 0; i < 3; i++) await getJson(url);
   const ms: number[] = [];
-  let rows: Summary[] = [];
+  let rows: Row[] = [];
   for (let i = 0; i < opts.runs; i++) {
-    const r = await getJson<Summary[]>(url);
+    const r = await getJson<Row[]>(url);
     ms.push(r.ms);
     rows = r.value;
   }
@@ -148,8 +151,8 @@ async function timeQuery(url: string, verify: (rows: Summary[]) => string | unde
 async function benchQueries(d: BenchDaemon): Promise<void> {
   const x = TEST_CASES[7]!;
   const q = (params: Record<string, string>) => `${d.url}/api/v1/results?${new URLSearchParams(params).toString()}`;
-  const lengthIs = (n: number) => (rows: Summary[]) => (rows.length === n ? undefined : `${rows.length} rows, expected ${n}`);
-  const cases: Array<[string, string, number, (rows: Summary[]) => string | undefined]> = [
+  const lengthIs = (n: number) => (rows: Row[]) => (rows.length === n ? undefined : `${rows.length} rows, expected ${n}`);
+  const cases: Array<[string, string, number, (rows: Row[]) => string | undefined]> = [
     ['GET /api/v1/results (no filter)', q({}), 50, lengthIs(2000)],
     ['GET /api/v1/results filter=testcase:<x> result:fail', q({ filter: `testcase:${x} result:fail` }), 30, (rows) =>
       rows.length > 0 && rows.every((r) => r.test_case === x && r.result === 'fail') ? undefined : 'rows that do not match the filter, or none'],
@@ -223,29 +226,19 @@ async function benchRunTests(d: BenchDaemon, sha: string): Promise<void> {
 
 async function benchDownload(d: BenchDaemon, root: string, artifactDir: string, artifactUrlPath: string): Promise<void> {
   live.nginx = await startNginx(artifactDir, join(root, 'nginx'), 'result.json');
-  const { name, download } = await pickDownloader();
-  const bytes = opts.artifactMb * 2 ** 20;
-  const servers: Array<[string, string, number[]]> = [
-    ['nginx', `${live.nginx.url}/${ARTIFACT}`, []],
-    ['farmhand', `${d.url}${artifactUrlPath}`, []],
-  ];
-  // One warm-up each, then alternate, so drift on a shared machine hits both alike.
-  for (let i = -1; i < opts.downloads; i++) {
-    for (const [server, url, mbps] of servers) {
-      const r = await download(url);
-      if (r.status !== 200 || r.bytes !== bytes) throw new Error(`${server}: status ${r.status}, ${r.bytes} of ${bytes} bytes`);
-      if (i >= 0) mbps.push(r.bytes / 2 ** 20 / r.seconds);
-    }
-  }
-  const [ng, fh] = servers.map(([server, , mbps]) => {
-    const s = summarize(mbps);
-    log(`${server.padEnd(8)} ${formatSummary(s, 'MiB/s', 0)}`);
-    return s;
-  }) as [ReturnType<typeof summarize>, ReturnType<typeof summarize>];
-  const ratio = fh.median / ng.median;
-  const paired = summarize(servers[1]![2].map((v, i) => v / servers[0]![2][i]!)).median;
+  const { results, client } = await compareDownloads(
+    [
+      { server: 'nginx', url: `${live.nginx.url}/${ARTIFACT}`, pgid: live.nginx.proc.pid },
+      { server: 'farmhand', url: `${d.url}${artifactUrlPath}`, pgid: d.pid },
+    ],
+    { bytes: opts.artifactMb * 2 ** 20, rounds: opts.downloads, verbose: opts.verbose, log },
+  );
+  const [ng, fh] = results as [DownloadResult, DownloadResult];
+  const paired = summarize(fh.mibps.map((v, i) => v / ng.mibps[i]!)).median;
   log(`      median of the ${opts.downloads} paired ratios (farmhand / the nginx download just before it): ${paired.toFixed(2)}`);
-  targets.check(`${opts.artifactMb} MiB artifact, throughput vs nginx`, ratio, '>=', 0.5, 'x', `median ${fh.median.toFixed(0)} vs ${ng.median.toFixed(0)} MiB/s with ${name}`);
+  const ratio = fh.summary.median / ng.summary.median;
+  targets.check(`${opts.artifactMb} MiB artifact, throughput vs nginx`, ratio, '>=', 0.5, 'x',
+    `median ${fh.summary.median.toFixed(0)} vs ${ng.summary.median.toFixed(0)} MiB/s with ${client}`);
   await live.nginx.stop();
   live.nginx = undefined;
 }

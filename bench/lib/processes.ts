@@ -1,11 +1,14 @@
 /**
  * Child processes for benchmarks: each in its own process group with its
  * output in a log file, stopped by group (TERM, then KILL after a grace
- * period), plus a free loopback port and a process's memory from /proc.
+ * period), plus a free loopback port, and a process's memory and a process
+ * group's CPU time from /proc.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { openSync, closeSync, readFileSync } from 'node:fs';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+
+const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
 
 /** A port on 127.0.0.1 that was free a moment ago (bind to 0, read it, close). */
 export async function freePort(): Promise<number> {
@@ -77,6 +80,30 @@ export function procMemory(pid: number): { rssMb: number; hwmMb: number } {
     return Number(m[1]) / 1024;
   };
   return { rssMb: kb('VmRSS'), hwmMb: kb('VmHWM') };
+}
+
+/**
+ * CPU seconds (user, system) used so far by the live processes of a process
+ * group (a daemon and its children, nginx's master and worker), from
+ * /proc/<pid>/stat. Processes that already exited are not counted.
+ */
+export function groupCpuSecs(pgid: number): { user: number; system: number } {
+  let user = 0;
+  let system = 0;
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+    } catch {
+      continue; // exited while we looked
+    }
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (Number(f[2]) !== pgid) continue; // field 5 of proc(5): pgrp
+    user += Number(f[11]) / CLK_TCK; // fields 14 and 15: utime, stime
+    system += Number(f[12]) / CLK_TCK;
+  }
+  return { user, system };
 }
 
 /** The last `lines` lines of a log file, for error messages. */
