@@ -82,7 +82,7 @@ describe('the example test pack on the virtual set-top box', function () {
     ) as { streams: Array<{ codec_name: string; width: number }>; format: { duration: string } };
     expect(probe.streams[0]).to.include({ codec_name: 'h264', width: 1280 });
     const runSecs = (Date.parse(failed.end_time!) - Date.parse(failed.start_time!)) / 1000;
-    expect(Number(probe.format.duration)).to.be.within(runSecs - 1.5, runSecs + 2.5);
+    expect(Number(probe.format.duration), `video ${probe.format.duration} s for a run of ${runSecs} s`).to.be.within(runSecs - 1.5, runSecs + 2.5);
     // Decodable from its first frame to its last.
     await exec('ffmpeg', ['-v', 'error', '-xerror', '-i', video, '-f', 'null', '-']);
     const mp4 = await d.http.get(`/api/v1/result${failed.result_id}/artifacts/video.mp4`).set('Range', 'bytes=0-99').buffer(true);
