@@ -59,7 +59,7 @@ export function mountResultRoutes(
     const r = resultFromParams(ctx, s);
     const file = await s.results.openArtifact(r.result_id, 'screenshot.png');
     if (!file) throw new FarmError('not_found', `result ${r.result_id} has no screenshot (the capture was offline when it ended)`);
-    sendFile(ctx, file, 'screenshot.png');
+    await sendFile(ctx, file, 'screenshot.png');
   });
 
   router.get(`${prefix}${ID}/artifacts`, async (ctx) => {
@@ -72,6 +72,6 @@ export function mountResultRoutes(
     const rel = String((ctx.params as Record<string, string>).path);
     const file = await s.results.openArtifact(r.result_id, rel);
     if (!file) throw new FarmError('not_found', `result ${r.result_id} has no artifact ${JSON.stringify(rel)}`);
-    sendFile(ctx, file, rel);
+    await sendFile(ctx, file, rel);
   });
 }
