@@ -4,26 +4,16 @@
  * short: validate, one service call, present.
  */
 import Router from '@koa/router';
-import type { Context } from 'koa';
-import { FarmError } from '../../core/errors.js';
 import { parseResultQuery } from '../../core/query.js';
 import { parseRunRequest } from '../../core/runRequest.js';
 import { bodyOf } from '../body.js';
 import { baseUrl, type Services } from '../context.js';
 import { presentJob, presentResultSummary, presentV1RunTests } from '../presenters.js';
+import { jobFromParams } from '../params.js';
 import { mountResultRoutes } from '../resultRoutes.js';
 import { guardNode } from '../v2/nodeRoutes.js';
 
 const JOB = '/api/v1/jobs/:node/:hex/:num';
-
-/** The job a request names; 404 when unknown. */
-export function jobFromParams(ctx: Context, s: Services) {
-  const p = ctx.params as Record<string, string>;
-  const uid = `/${p.node}/${p.hex}/${p.num}`;
-  const job = s.jobs.get(uid);
-  if (!job) throw new FarmError('not_found', `no job ${uid}`);
-  return job;
-}
 
 export function v1Router(s: Services): Router {
   const r = new Router();

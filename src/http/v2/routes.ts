@@ -15,6 +15,7 @@ import { presentJob, presentResultSummary } from '../presenters.js';
 import { resultsCsv } from '../formats/csv.js';
 import { resultsJunitXml } from '../formats/junit.js';
 import { convertLogTz } from '../formats/logTz.js';
+import { jobFromParams } from '../params.js';
 import { mountResultRoutes } from '../resultRoutes.js';
 import { callerOf, guardNode, mountNodeRoutes, noticesFor, recordUse, withNotices } from './nodeRoutes.js';
 
@@ -32,13 +33,7 @@ export function v2Router(s: Services): Router {
     if (id !== s.nodeId) throw new FarmError('not_found', `no node ${JSON.stringify(id)}; this node is ${s.nodeId}`);
     return id;
   };
-  const jobOf = (ctx: Context) => {
-    const p = ctx.params as Record<string, string>;
-    const uid = `/${p.node}/${p.hex}/${p.num}`;
-    const job = s.jobs.get(uid);
-    if (!job) throw new FarmError('not_found', `no job ${uid}`);
-    return job;
-  };
+  const jobOf = (ctx: Context) => jobFromParams(ctx, s);
   const nodeJob = (ctx: Context) => {
     ourNode(ctx);
     const job = s.jobs.current();
