@@ -24,7 +24,14 @@ const configFile = path.join(root, 'farmhand.json');
 await writeFile(configFile, JSON.stringify({ node_id: 'load-node', listen: '127.0.0.1:0', data_dir: dataDir, test_pack: { url: pack.dir }, capture: { uri: 'testsrc:', width: 320, height: 240, record_video: false }, log_level: 'warn' }));
 const cli = await startCli(configFile);
 try {
-  const run = await (await fetch(`${cli.url}/api/v1/run_tests`, { method: 'POST', body: JSON.stringify({ test_pack_revision: 'main', test_cases: ['tests/t.py::test_pass', 'tests/t.py::test_fail'] }) })).json() as { job_uid: string };
+  // The node is offline until capture delivers frames: retry until run_tests is accepted.
+  let run: { job_uid: string } | undefined;
+  for (let i = 0; i < 300 && !run; i++) {
+    const res = await fetch(`${cli.url}/api/v1/run_tests`, { method: 'POST', body: JSON.stringify({ test_pack_revision: 'main', test_cases: ['tests/t.py::test_pass', 'tests/t.py::test_fail'] }) });
+    if (res.status === 200) run = (await res.json()) as { job_uid: string };
+    else await new Promise((r) => setTimeout(r, 100));
+  }
+  if (!run) throw new Error('run_tests never accepted');
   for (;;) {
     const j = (await (await fetch(`${cli.url}/api/v1/jobs${run.job_uid}`)).json()) as { status: string };
     if (j.status === 'exited') break;
