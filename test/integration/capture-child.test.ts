@@ -2,7 +2,7 @@
 import { expect } from 'chai';
 import { readFileSync } from 'node:fs';
 import { FfmpegChild } from '../../src/hardware/capture/ffmpeg-child.js';
-import { silentLogger } from '../../src/hardware/capture/silent-logger.js';
+import { silentLogger } from '../../src/logger.js';
 
 const sh = (script: string, onStdout: (c: Buffer) => void = () => undefined) =>
   new FfmpegChild({ binary: 'sh', args: ['-c', script], stdinPipe: false, logger: silentLogger, onStdout });

@@ -9,7 +9,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { LircEncoder, parseLircConfig } from '../../src/hardware/ir/lirc/index.js';
 import { VirtualTransport } from '../../src/hardware/ir/transports/virtual.js';
-import { silentLogger } from '../../src/hardware/capture/silent-logger.js';
+import { silentLogger } from '../../src/logger.js';
 import {
   createVirtualStb,
   KeyReceiver,

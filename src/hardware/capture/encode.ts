@@ -1,12 +1,8 @@
 /**
  * Image files from raw frames: the lossless screenshot (PNG at compression
  * level 1: DESIGN.md measured 8-32 ms for 1080p, against 25-68 ms at the
- * default level 6), the 320-wide JPEG thumbnail, and writing them into a
- * folder so a reader never sees a half-written file.
+ * default level 6) and the 320-wide JPEG thumbnail.
  */
-import { randomBytes } from 'node:crypto';
-import { rename, rm, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import sharp, { type Sharp } from 'sharp';
 import type { RawFrame } from './frame-ring.js';
 
@@ -26,19 +22,4 @@ export function encodePng(frame: RawFrame): Promise<Buffer> {
 /** A JPEG of the frame scaled to 320 pixels wide. */
 export function encodeThumbnail(frame: RawFrame): Promise<Buffer> {
   return fromRaw(frame).resize({ width: THUMBNAIL_WIDTH }).jpeg({ quality: JPEG_QUALITY }).toBuffer();
-}
-
-/**
- * Write a file by writing a hidden temporary sibling and renaming it over
- * the target, so the artifact listing and downloads never see a partial file.
- */
-export async function writeFileAtomic(dir: string, name: string, data: Buffer): Promise<void> {
-  const tmp = join(dir, `.${name}.${randomBytes(6).toString('hex')}.tmp`);
-  try {
-    await writeFile(tmp, data);
-    await rename(tmp, join(dir, name));
-  } catch (e) {
-    await rm(tmp, { force: true });
-    throw e;
-  }
 }

@@ -8,17 +8,19 @@
  * recording is on the H.264 segments the Recorder cuts per-run video from.
  * Every preview frame is also checked for a black or frozen picture.
  */
+import { join } from 'node:path';
 import type { Writable } from 'node:stream';
 import { FarmError } from '../../core/errors.js';
 import type { CaptureHealth, FrameSource, Logger } from '../../core/ports.js';
 import { Backoff } from './backoff.js';
-import { encodePng, encodeThumbnail, writeFileAtomic } from './encode.js';
+import { writeFileAtomic } from '../../storage/atomic.js';
+import { encodePng, encodeThumbnail } from './encode.js';
 import { ffmpegArgs, inputArgs, previewOutput, type InputSpec, type OutputSpec } from './ffmpeg-args.js';
 import { describeExit, FfmpegChild, type ChildExit } from './ffmpeg-child.js';
 import { FrameRing, type RawFrame } from './frame-ring.js';
 import { Recorder, type RecorderOptions } from './recorder.js';
 import { SignalMonitor, type SignalOptions, type SignalReport } from './signal-monitor.js';
-import { silentLogger } from './silent-logger.js';
+import { silentLogger } from '../../logger.js';
 
 /**
  * Feeds raw rgb24 frames of the configured size into ffmpeg's stdin (the
@@ -184,7 +186,7 @@ export class FfmpegFrameSource implements FrameSource {
     if (this.offlineReason() !== null) return false;
     const files = await this.ring.withLatest((f) => Promise.all([encodePng(f), encodeThumbnail(f)]));
     if (files === undefined) return false;
-    await Promise.all([writeFileAtomic(dir, 'screenshot.png', files[0]), writeFileAtomic(dir, 'thumbnail.jpg', files[1])]);
+    await Promise.all([writeFileAtomic(join(dir, 'screenshot.png'), files[0]), writeFileAtomic(join(dir, 'thumbnail.jpg'), files[1])]);
     return true;
   }
 

@@ -9,7 +9,7 @@
 import type { Writable } from 'node:stream';
 import type { Logger } from '../../core/ports.js';
 import type { FrameFeed } from '../capture/index.js';
-import { silentLogger } from '../capture/silent-logger.js';
+import { silentLogger } from '../../logger.js';
 import type { LircRemote } from '../ir/lirc/index.js';
 import type { VirtualIrListener } from '../ir/transports/virtual.js';
 import { FrameCache, feedFrames, type FrameStats } from './frames.js';

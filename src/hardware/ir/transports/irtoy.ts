@@ -13,7 +13,7 @@
 import { SerialPort } from 'serialport';
 import { FarmError } from '../../../core/errors.js';
 import type { Logger } from '../../../core/ports.js';
-import { silentLogger } from '../../capture/silent-logger.js';
+import { silentLogger } from '../../../logger.js';
 import { ByteReader, SerialQueue, abortable, sleep } from './async.js';
 import {
   CMD, MIN_FIRMWARE, REPLY, RESET_BYTES, TERMINATOR, TX_START,

@@ -13,7 +13,7 @@
 import { createConnection } from 'node:net';
 import { FarmError } from '../../../core/errors.js';
 import type { Logger } from '../../../core/ports.js';
-import { silentLogger } from '../../capture/silent-logger.js';
+import { silentLogger } from '../../../logger.js';
 import { SerialQueue, abortable } from './async.js';
 import type { IrTrain, IrTransport, SendKeyOptions, SendOptions } from './types.js';
 

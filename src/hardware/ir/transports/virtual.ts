@@ -7,7 +7,7 @@
  */
 import { FarmError } from '../../../core/errors.js';
 import type { Logger } from '../../../core/ports.js';
-import { silentLogger } from '../../capture/silent-logger.js';
+import { silentLogger } from '../../../logger.js';
 import { checkTrains } from './trains.js';
 import type { IrTrain, IrTransport, KeyLabel, SendOptions } from './types.js';
 
