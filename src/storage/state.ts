@@ -15,6 +15,7 @@ import type { Logger } from '../core/ports.js';
 import type { ReservationRecord, ReservationState, ReservationStore } from '../core/reservations.js';
 import { writeFileAtomic } from './atomic.js';
 import { keepCorrupt, rebuildJob, scanDiskIdentity } from './recover.js';
+import { silentLogger } from '../logger.js';
 
 export interface StateData {
   /** 4 hex digits chosen once per installation; part of every job_uid. */
@@ -72,7 +73,7 @@ export class StateStore {
    */
   static async open(dataDir: string, opts: StateOpenOptions = {}): Promise<StateStore> {
     const file = path.join(dataDir, 'state.json');
-    const log = opts.logger ?? silent;
+    const log = opts.logger ?? silentLogger;
     const now = opts.now ?? (() => new Date());
     const s = new StateStore(file);
     s.db.data = loadState(file, dataDir, log, now());
@@ -129,7 +130,6 @@ export class StateNodeUsageStore implements NodeUsageStore {
   }
 }
 
-const silent: Logger = { debug() {}, info() {}, warn() {}, error() {}, child: () => silent };
 
 const isHex4 = (v: unknown): v is string => typeof v === 'string' && /^[0-9a-f]{4}$/.test(v);
 const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;

@@ -41,6 +41,7 @@ import { IndexFile } from './index-file.js';
 import { MemoryIndex } from './memory-index.js';
 import { checkRecord, idOfTornLine, recordLine, tombstoneLine } from './record.js';
 import { scanFolders } from './scan.js';
+import { silentLogger } from '../../logger.js';
 
 export interface FileResultRepositoryOptions {
   /** `<data_dir>/results` */
@@ -60,7 +61,6 @@ async function statfsFree(dir: string): Promise<number> {
   return s.bavail * s.bsize;
 }
 
-const silent: Logger = { debug() {}, info() {}, warn() {}, error() {}, child: () => silent };
 
 export class FileResultRepository implements ResultRepository {
   private readonly dir: string;
@@ -78,7 +78,7 @@ export class FileResultRepository implements ResultRepository {
 
   constructor(private readonly opts: FileResultRepositoryOptions) {
     this.dir = resolve(opts.dir);
-    this.log = (opts.logger ?? silent).child({ module: 'results' });
+    this.log = (opts.logger ?? silentLogger).child({ module: 'results' });
     this.file = new IndexFile(join(this.dir, 'index.jsonl'));
     this.reader = new ArtifactReader(opts.md5CacheEntries);
     this.compactAfter = opts.compactAfter ?? 10_000;
