@@ -4,7 +4,7 @@
  * and its results.
  */
 import { expect } from 'chai';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -12,26 +12,9 @@ import path from 'node:path';
 import request from 'supertest';
 import { DAEMON_RESTARTED } from '../../src/core/jobs.js';
 import { makeTestPack, type TestPackRepo } from '../fixtures/testPack.js';
+import { startCli } from './crash-lib.js';
 
-const MAIN = path.resolve('src/main.ts');
 
-function startCli(configFile: string): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', MAIN, 'serve', '--config', configFile], { stdio: ['ignore', 'pipe', 'pipe'] });
-  return new Promise((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(() => reject(new Error(`daemon did not start: ${out}`)), 20_000);
-    child.stdout!.on('data', (b: Buffer) => {
-      out += b.toString();
-      const m = /listening on (http:\/\/\S+)/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve({ child, url: m[1]! });
-      }
-    });
-    child.stderr!.on('data', (b: Buffer) => (out += b.toString()));
-    child.once('exit', (code) => reject(new Error(`daemon exited (${code}): ${out}`)));
-  });
-}
 
 /** A config file for the CLI daemon: loopback port 0, no capture, data below `dir`. */
 async function writeCliConfig(dir: string, pack: TestPackRepo, nodeId: string): Promise<string> {
