@@ -168,7 +168,6 @@ export class LircEncoder {
    * `minRepeat` seeds the repeat countdown of a non-repeat send.
    */
   private send(code: LircCode, repeatOfLast: boolean, minRepeat: number): IrTrain {
-    const r = this.remote;
     const b = this.buf;
     b.clear();
     let repeat = repeatOfLast;
