@@ -1,7 +1,8 @@
 // message_html: "The message converted from Markdown to HTML" by marked, with raw
 // HTML and script-bearing link targets shown as text, never as live markup.
 import { expect } from 'chai';
-import { renderMarkdown, ReservationService } from '../../src/core/reservations.js';
+import { renderMarkdown } from '../../src/core/markdown.js';
+import { ReservationService } from '../../src/core/reservations.js';
 
 describe('reservations: message_html', () => {
   it('renders Markdown: emphasis, code, lists, links', () => {
