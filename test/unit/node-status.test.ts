@@ -7,35 +7,16 @@ import path from 'node:path';
 import type { JobRecord } from '../../src/core/model.js';
 import { localIpAddress, NodeService, type NodeServiceOptions, type NodeUsage, type NodeUsageStore } from '../../src/core/node.js';
 import type { CaptureHealth, TestPack } from '../../src/core/ports.js';
-import { ReservationService, type Clock, type ReservationState } from '../../src/core/reservations.js';
+import { ReservationService, type ReservationState } from '../../src/core/reservations.js';
 import { GitTestPack } from '../../src/runner/gitTestPack.js';
 import { parseIniConfig } from '../../src/runner/iniConfig.js';
 import { StateNodeUsageStore, StateStore } from '../../src/storage/state.js';
 import { makeTestPack, type TestPackRepo } from '../fixtures/testPack.js';
+import { FakeClock } from '../fixtures/fakeClock.js';
 
 const NODE = 'farmhand-0123456789ab';
 const BASE = 'http://node.example:8080';
 const T0 = Date.parse('2030-06-15T12:00:00.000Z');
-
-class FakeClock implements Clock {
-  t = T0;
-  private seq = 0;
-  readonly timers = new Map<number, { at: number; fn: () => void }>();
-  now = () => this.t;
-  setTimer = (fn: () => void, ms: number) => {
-    this.timers.set(++this.seq, { at: this.t + ms, fn });
-    return this.seq;
-  };
-  clearTimer = (h: unknown) => void this.timers.delete(h as number);
-  advance(ms: number): void {
-    this.t += ms;
-    for (const [id, x] of [...this.timers].sort((a, b) => a[1].at - b[1].at)) {
-      if (x.at > this.t) continue;
-      this.timers.delete(id);
-      x.fn();
-    }
-  }
-}
 
 const job = (over: Partial<JobRecord> = {}): JobRecord => ({
   job_uid: `/${NODE}/beef/7`,
@@ -68,7 +49,7 @@ class MemoryUsage implements NodeUsageStore {
 const emptyPack: Pick<TestPack, 'resolve' | 'readFile'> = { resolve: async () => ({ sha: 'c'.repeat(40), branch: 'main' }), readFile: async () => undefined };
 
 function setup(over: Partial<NodeServiceOptions> = {}) {
-  const clock = new FakeClock();
+  const clock = new FakeClock(T0);
   const world = {
     health: { online: true, reason: null } as CaptureHealth,
     current: undefined as JobRecord | undefined,

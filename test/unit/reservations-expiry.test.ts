@@ -6,35 +6,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ReservationService, systemClock, type Clock, type ReservationState, type ReservationStore } from '../../src/core/reservations.js';
 import { StateReservationStore, StateStore } from '../../src/storage/state.js';
+import { FakeClock } from '../fixtures/fakeClock.js';
 
 const T0 = Date.parse('2030-01-01T00:00:00.000Z');
 const at = (ms: number) => new Date(T0 + ms).toISOString();
-
-/** Records every timer's due instant; timers fire only when the test moves time. */
-class FakeClock implements Clock {
-  t = T0;
-  private seq = 0;
-  readonly timers = new Map<number, { at: number; fn: () => void }>();
-  readonly armed: number[] = [];
-  now = () => this.t;
-  setTimer = (fn: () => void, ms: number) => {
-    this.timers.set(++this.seq, { at: this.t + ms, fn });
-    this.armed.push(this.t + ms);
-    return this.seq;
-  };
-  clearTimer = (h: unknown) => void this.timers.delete(h as number);
-  advance(ms: number): void {
-    const end = this.t + ms;
-    for (;;) {
-      const next = [...this.timers.entries()].filter(([, x]) => x.at <= end).sort((a, b) => a[1].at - b[1].at)[0];
-      if (!next) break;
-      this.timers.delete(next[0]);
-      this.t = next[1].at;
-      next[1].fn();
-    }
-    this.t = end;
-  }
-}
 
 /** Wraps a store to see what was written, and when. */
 class WatchedStore implements ReservationStore {
@@ -57,7 +32,7 @@ const memory = (): ReservationStore => {
 
 describe('reservations: exact expiry', () => {
   it('one timer set to the expiry instant ends it there, with no call from anyone', async () => {
-    const clock = new FakeClock();
+    const clock = new FakeClock(T0);
     const store = new WatchedStore(memory(), clock);
     const svc = new ReservationService({ store, clock, knownNodes: () => ['n1'], isBusy: () => false });
     await svc.reserve('alice', { node_ids: ['n1'], message: 'm', duration_secs: 90 });
@@ -73,7 +48,7 @@ describe('reservations: exact expiry', () => {
   });
 
   it('extend re-arms the timer at the new expiry', async () => {
-    const clock = new FakeClock();
+    const clock = new FakeClock(T0);
     const svc = new ReservationService({ store: memory(), clock, knownNodes: () => ['n1'], isBusy: () => false });
     await svc.reserve('alice', { node_ids: ['n1'], message: 'm', duration_secs: 10 });
     clock.advance(5000);
@@ -87,7 +62,7 @@ describe('reservations: exact expiry', () => {
   });
 
   it('a wait longer than setTimeout allows (2^31-1 ms) is split and still ends at the instant', async () => {
-    const clock = new FakeClock();
+    const clock = new FakeClock(T0);
     const svc = new ReservationService({ store: memory(), clock, knownNodes: () => ['n1'], isBusy: () => false });
     const days40 = 40 * 86_400;
     await svc.reserve('alice', { node_ids: ['n1'], message: 'm', duration_secs: days40 });
@@ -99,7 +74,7 @@ describe('reservations: exact expiry', () => {
   });
 
   it('a late timer does not let an expired reservation block the node', async () => {
-    const clock = new FakeClock();
+    const clock = new FakeClock(T0);
     const svc = new ReservationService({ store: memory(), clock, knownNodes: () => ['n1'], isBusy: () => false });
     await svc.reserve('alice', { node_ids: ['n1'], message: 'm', duration_secs: 1 });
     clock.timers.clear(); // the timer has not run yet (a busy event loop)
@@ -139,7 +114,7 @@ describe('reservations: across a daemon restart (real state file)', () => {
   });
 
   it('on start, expired reservations end at their expiry and the others re-arm; ids continue', async () => {
-    const c1 = new FakeClock();
+    const c1 = new FakeClock(T0);
     const s1 = new ReservationService({ store: new StateReservationStore(await StateStore.open(dir)), clock: c1, knownNodes: () => ['a', 'b', 'c', 'd'], isBusy: () => false });
     await s1.start();
     await s1.reserve('alice', { node_ids: ['a'], message: 'short', duration_secs: 2 });
@@ -151,7 +126,7 @@ describe('reservations: across a daemon restart (real state file)', () => {
     const onDisk = JSON.parse(await readFile(path.join(dir, 'state.json'), 'utf8')) as { last_reservation_id: number };
     expect(onDisk.last_reservation_id).to.equal(3);
 
-    const c2 = new FakeClock();
+    const c2 = new FakeClock(T0);
     c2.t = T0 + 5000; // the daemon was down for 5 s
     const s2 = new ReservationService({ store: new StateReservationStore(await StateStore.open(dir)), clock: c2, knownNodes: () => ['a', 'b', 'c', 'd'], isBusy: () => false });
     await s2.start();
@@ -176,7 +151,7 @@ describe('reservations: across a daemon restart (real state file)', () => {
     await writeFile(path.join(dir, 'state.json'), JSON.stringify({ installation_hex: 'beef', last_job_number: 7 }));
     const state = await StateStore.open(dir);
     expect(state.data).to.include({ installation_hex: 'beef', last_job_number: 7, last_reservation_id: 0, node_usage: null });
-    const svc = new ReservationService({ store: new StateReservationStore(state), clock: new FakeClock(), knownNodes: () => ['a'], isBusy: () => false });
+    const svc = new ReservationService({ store: new StateReservationStore(state), clock: new FakeClock(T0), knownNodes: () => ['a'], isBusy: () => false });
     expect((await svc.reserve('alice', { node_ids: ['a'], message: 'm' }))[0]!.reservation_id).to.equal(1);
   });
 });

@@ -5,37 +5,13 @@ import { FarmError } from '../../src/core/errors.js';
 import {
   parseReservationId,
   ReservationService,
-  type Clock,
   type ReservationServiceOptions,
   type ReservationState,
   type ReservationStore,
 } from '../../src/core/reservations.js';
+import { FakeClock } from '../fixtures/fakeClock.js';
 
 const T0 = Date.parse('2030-01-01T00:00:00.000Z');
-
-/** Timers fire only when the test moves time. */
-class FakeClock implements Clock {
-  t = T0;
-  private seq = 0;
-  readonly timers = new Map<number, { at: number; fn: () => void }>();
-  now = () => this.t;
-  setTimer = (fn: () => void, ms: number) => {
-    this.timers.set(++this.seq, { at: this.t + ms, fn });
-    return this.seq;
-  };
-  clearTimer = (h: unknown) => void this.timers.delete(h as number);
-  advance(ms: number): void {
-    const end = this.t + ms;
-    for (;;) {
-      const next = [...this.timers.entries()].filter(([, x]) => x.at <= end).sort((a, b) => a[1].at - b[1].at)[0];
-      if (!next) break;
-      this.timers.delete(next[0]);
-      this.t = next[1].at;
-      next[1].fn();
-    }
-    this.t = end;
-  }
-}
 
 class MemoryStore implements ReservationStore {
   saved: ReservationState[] = [];
@@ -61,7 +37,7 @@ async function code(p: Promise<unknown> | (() => unknown)): Promise<string | und
 }
 
 function setup(over: Partial<ReservationServiceOptions> = {}) {
-  const clock = new FakeClock();
+  const clock = new FakeClock(T0);
   const store = new MemoryStore();
   const busy = new Set<string>();
   const svc = new ReservationService({ store, clock, knownNodes: () => ['n1', 'n2'], isBusy: (n) => busy.has(n), ...over });
