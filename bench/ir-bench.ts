@@ -13,11 +13,11 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { SerialPort } from 'serialport';
-import { IrToyTransport, type PortLike } from '../src/hardware/ir/transports/irtoy.js';
+import { IrToyTransport } from '../src/hardware/ir/transports/irtoy.js';
 import { SAMPLE_US } from '../src/hardware/ir/transports/irtoy-protocol.js';
 import type { IrTrain } from '../src/hardware/ir/transports/types.js';
 import { startFakeIrToy, startPtyPair } from '../test/fixtures/fakeIrToy.js';
+import { timedPortClass } from './lib/timedPort.js';
 
 const RUNS = 50;
 const TARGET_MS = 20;
@@ -25,37 +25,7 @@ const TARGET_MS = 20;
 /** Time of the last completed write that ended a data block (0xFF 0xFF). */
 let lastTerminatorWrite = 0;
 
-/** SerialPort, with the time each write that ends a data block completes. */
-class TimedPort implements PortLike {
-  private readonly p: SerialPort;
-  constructor(opts: { path: string; baudRate: number; autoOpen: false }) {
-    this.p = new SerialPort(opts);
-  }
-  get isOpen(): boolean {
-    return this.p.isOpen;
-  }
-  open(cb: (err: Error | null) => void): void {
-    this.p.open(cb);
-  }
-  write(data: Buffer, cb: (err: Error | null | undefined) => void): boolean {
-    const ends = data.length >= 2 && data[data.length - 1] === 0xff && data[data.length - 2] === 0xff;
-    return this.p.write(data, (err) => {
-      if (ends) lastTerminatorWrite = performance.now();
-      cb(err);
-    });
-  }
-  close(cb?: (err: Error | null) => void): void {
-    this.p.close(cb);
-  }
-  on(event: string, listener: (...args: never[]) => void): this {
-    this.p.on(event, listener as (...args: unknown[]) => void);
-    return this;
-  }
-  removeAllListeners(): this {
-    this.p.removeAllListeners();
-    return this;
-  }
-}
+const TimedPort = timedPortClass(() => (lastTerminatorWrite = performance.now()));
 
 function necFrame(address: number, command: number): IrTrain {
   const bits = ((address & 0xff) | ((~address & 0xff) << 8) | ((command & 0xff) << 16) | ((~command & 0xff) << 24)) >>> 0;

@@ -16,9 +16,8 @@ import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { SerialPort } from 'serialport';
 import { KeyPresser } from '../src/hardware/ir/keys.js';
-import { IrToyTransport, type PortLike } from '../src/hardware/ir/transports/irtoy.js';
+import { IrToyTransport } from '../src/hardware/ir/transports/irtoy.js';
 import { ControlServer } from '../src/runner/control.js';
 import { GitTestPack } from '../src/runner/gitTestPack.js';
 import { projectRoot } from '../src/version.js';
@@ -49,36 +48,7 @@ end remote
 const terminatorWrites: number[] = [];
 const wallNow = () => performance.timeOrigin + performance.now();
 
-class TimedPort implements PortLike {
-  private readonly p: SerialPort;
-  constructor(opts: { path: string; baudRate: number; autoOpen: false }) {
-    this.p = new SerialPort(opts);
-  }
-  get isOpen(): boolean {
-    return this.p.isOpen;
-  }
-  open(cb: (err: Error | null) => void): void {
-    this.p.open(cb);
-  }
-  write(data: Buffer, cb: (err: Error | null | undefined) => void): boolean {
-    const ends = data.length >= 2 && data[data.length - 1] === 0xff && data[data.length - 2] === 0xff;
-    return this.p.write(data, (err) => {
-      if (ends) terminatorWrites.push(wallNow());
-      cb(err);
-    });
-  }
-  close(cb?: (err: Error | null) => void): void {
-    this.p.close(cb);
-  }
-  on(event: string, listener: (...args: never[]) => void): this {
-    this.p.on(event, listener as (...args: unknown[]) => void);
-    return this;
-  }
-  removeAllListeners(): this {
-    this.p.removeAllListeners();
-    return this;
-  }
-}
+const TimedPort = timedPortClass(() => terminatorWrites.push(wallNow()));
 
 /** The test script's side: JSON lines {"press": [t0, t1]} and {"frame": ms}. */
 const SCRIPT = `
@@ -100,6 +70,7 @@ for _ in range(${RUNS}):
     f = farmhand.get_frame()
     print(json.dumps({"frame": (time.perf_counter() - t0) * 1000, "shape": list(f.shape)}), flush=True)
 `;
+import { timedPortClass } from './lib/timedPort.js';
 
 const sorted = (xs: number[]): number[] => [...xs].sort((a, b) => a - b);
 const pct = (xs: number[], p: number): number => sorted(xs)[Math.min(xs.length - 1, Math.floor(xs.length * p))]!;
