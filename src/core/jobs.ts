@@ -63,7 +63,10 @@ export class JobService {
       const end = this.now();
       if (run) {
         if (run.pid) pids.push(run.pid);
-        if (this.d.results.get(run.result_id) === undefined) {
+        const recorded = this.d.results.get(run.result_id);
+        // The job file is saved once the run is recorded and counted: still naming the run, it has not counted it.
+        if (recorded !== undefined && recorded !== 'deleted') job.result_counts[recorded.result]++;
+        if (recorded === undefined) {
           await this.d.results.createRunDir(run.result_id);
           await this.record(job, run.result_id, run.test_case, new Date(run.start_time), end, {
             result: 'error',

@@ -162,6 +162,13 @@ async function checkAfterRestart(url: string, token: string, dataDir: string, re
   const list = await api(url, token, 'GET', '/api/v2/results');
   const listed = new Map<string, { result: string; failure_reason: string | null }>((list.body as Array<{ result_id: string; result: string; failure_reason: string | null }>).map((r) => [r.result_id, r]));
   for (const [id, outcome] of seen) if (listed.get(id)?.result !== outcome) problems.push(`result ${id} (${outcome}) lost or changed`);
+  // Each job's counts agree with its listed results, however the crash fell between recording a run and saving the job.
+  for (const f of readdirSync(path.join(dataDir, 'jobs')).filter((n) => /^\d+\.json$/.test(n))) {
+    const j = JSON.parse(readFileSync(path.join(dataDir, 'jobs', f), 'utf8')) as { job_uid: string; result_counts: Record<string, number> };
+    const mine = [...listed.keys()].filter((id) => id.startsWith(`${j.job_uid}/`)).length;
+    const counted = j.result_counts.pass! + j.result_counts.fail! + j.result_counts.error!;
+    if (counted !== mine) problems.push(`job ${j.job_uid} counts ${counted} results but lists ${mine}`);
+  }
   if (inFlight) {
     const r = listed.get(inFlight);
     if (r?.result !== 'error' || r.failure_reason !== DAEMON_RESTARTED) problems.push(`in-flight run ${inFlight} is ${JSON.stringify(r)}`);
