@@ -26,23 +26,7 @@ import { makeTestPack } from '../test/fixtures/testPack.js';
 
 const RUNS = 30;
 const TARGET_MS = 20;
-const NEC = `begin remote
-  name  benchbox
-  bits 16
-  flags SPACE_ENC|CONST_LENGTH
-  header 9000 4500
-  one 560 1690
-  zero 560 560
-  ptrail 560
-  repeat 9000 2250
-  pre_data_bits 16
-  pre_data 0x10EF
-  gap 108000
-  begin codes
-    KEY_OK 0x22DD
-  end codes
-end remote
-`;
+const NEC = necRemote('benchbox', 0x10ef, { KEY_OK: 0x22dd });
 
 /** Wall-clock ms of each completed write that ended a data block (0xFF 0xFF). */
 const terminatorWrites: number[] = [];
@@ -71,6 +55,7 @@ for _ in range(${RUNS}):
     print(json.dumps({"frame": (time.perf_counter() - t0) * 1000, "shape": list(f.shape)}), flush=True)
 `;
 import { timedPortClass } from './lib/timedPort.js';
+import { necRemote } from '../test/fixtures/remotes.js';
 
 const sorted = (xs: number[]): number[] => [...xs].sort((a, b) => a - b);
 const pct = (xs: number[], p: number): number => sorted(xs)[Math.min(xs.length - 1, Math.floor(xs.length * p))]!;

@@ -17,25 +17,9 @@ import { ControlServer, type ControlFrame } from '../../src/runner/control.js';
 import { GitTestPack } from '../../src/runner/gitTestPack.js';
 import { ProcessTestRunner } from '../../src/runner/testRunner.js';
 import { makeTestPack, type TestPackRepo } from '../fixtures/testPack.js';
+import { necRemote } from '../fixtures/remotes.js';
 
-const REMOTE = `begin remote
-  name  porchbox
-  bits           16
-  flags SPACE_ENC|CONST_LENGTH
-  header       9000  4500
-  one           560  1690
-  zero          560   560
-  ptrail        560
-  repeat       9000  2250
-  pre_data_bits  16
-  pre_data   0x7A85
-  gap        108000
-  begin codes
-    KEY_OK       0x08F7
-    KEY_UP       0x8877
-  end codes
-end remote
-`;
+const REMOTE = necRemote('porchbox', 0x7a85, { KEY_OK: 0x08f7, KEY_UP: 0x8877 });
 
 const W = 320;
 const H = 180;

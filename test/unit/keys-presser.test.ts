@@ -12,28 +12,9 @@ import { NoTransport, VirtualTransport, type VirtualIrEvent } from '../../src/ha
 import type { IrTransport, SendKeyOptions } from '../../src/hardware/ir/transports/types.js';
 import { GitTestPack } from '../../src/runner/gitTestPack.js';
 import { makeTestPack, type TestPackRepo } from '../fixtures/testPack.js';
+import { necRemote } from '../fixtures/remotes.js';
 
-/** An NEC-style remote written for this test: 16 bits of pre_data, 16 of data, a repeat frame, constant length. */
-const NEC_REMOTE = `# written for farmhand's tests
-begin remote
-  name  hallbox
-  bits           16
-  flags SPACE_ENC|CONST_LENGTH
-  header       9000  4500
-  one           560  1690
-  zero          560   560
-  ptrail        560
-  repeat       9000  2250
-  pre_data_bits  16
-  pre_data   0x40BF
-  gap        108000
-  frequency   38000
-  begin codes
-    KEY_OK       0x12ED
-    KEY_UP       0x32CD
-  end codes
-end remote
-`;
+const NEC_REMOTE = necRemote('hallbox', 0x40bf, { KEY_OK: 0x12ed, KEY_UP: 0x32cd });
 
 /** A remote with a toggle bit (RC5 style), so consecutive presses differ. */
 const TOGGLE_REMOTE = `begin remote
