@@ -5,6 +5,8 @@
  * artifact listing and artifact files.
  */
 import type Router from '@koa/router';
+import { createReadStream } from 'node:fs';
+import type { Transform } from 'node:stream';
 import type { Context } from 'koa';
 import { FarmError } from '../core/errors.js';
 import { parseResultId } from '../core/ids.js';
@@ -27,17 +29,19 @@ export function resultFromParams(ctx: Context, s: Services): ResultRecord {
   return found;
 }
 
-export interface LogPresenter {
-  /** Turn the stored log (UTC timestamps) into the served text; v2 converts to `tz`. */
-  (ctx: Context, text: Buffer): Buffer | string;
-}
+/**
+ * How a version serves the stored log (UTC timestamps): undefined serves the
+ * file as it is (with Range support); a Transform rewrites it as it streams
+ * (v2's `tz`).
+ */
+export type LogTransform = (ctx: Context) => Transform | undefined;
 
 export function mountResultRoutes(
   router: Router,
   prefix: string,
   v: ApiVersion,
   s: Services,
-  presentLog: LogPresenter = (_ctx, text) => text,
+  logTransform: LogTransform = () => undefined,
 ): void {
   router.get(`${prefix}${ID}`, async (ctx) => {
     const r = resultFromParams(ctx, s);
@@ -49,9 +53,10 @@ export function mountResultRoutes(
       const r = resultFromParams(ctx, s);
       const file = await s.results.openArtifact(r.result_id, 'farmhand.log');
       if (!file) throw new FarmError('not_found', `result ${r.result_id} has no log`);
-      const { readFile } = await import('node:fs/promises');
+      const transform = logTransform(ctx);
+      if (!transform) return sendFile(ctx, file, 'farmhand.log');
       ctx.type = 'text/plain; charset=utf-8';
-      ctx.body = presentLog(ctx, await readFile(file.path));
+      ctx.body = createReadStream(file.path).pipe(transform);
     });
   }
 

@@ -14,7 +14,7 @@ import { baseUrl, type Services } from '../context.js';
 import { presentJob, presentResultSummary } from '../presenters.js';
 import { resultsCsv } from '../formats/csv.js';
 import { resultsJunitXml } from '../formats/junit.js';
-import { convertLogTz } from '../formats/logTz.js';
+import { createLogTzTransform } from '../formats/logTz.js';
 import { jobFromParams } from '../params.js';
 import { mountResultRoutes } from '../resultRoutes.js';
 import { callerOf, guardNode, mountNodeRoutes, noticesFor, recordUse, withNotices } from './nodeRoutes.js';
@@ -149,9 +149,9 @@ export function v2Router(s: Services): Router {
 
   // v2's log takes `tz` (default UTC) for its timestamps.
   mountNodeRoutes(r, s);
-  mountResultRoutes(r, '/api/v2/results', 'v2', s, (ctx, text) => {
+  mountResultRoutes(r, '/api/v2/results', 'v2', s, (ctx) => {
     const tz = parseTimeZone(ctx.query.tz);
-    return tz === 'UTC' ? text : convertLogTz(text, tz);
+    return tz === 'UTC' ? undefined : createLogTzTransform(tz);
   });
   return r;
 }
