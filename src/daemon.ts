@@ -1,13 +1,14 @@
 /**
  * The composition root: the one place that builds concrete classes and wires
- * them together. `startDaemon` returns once the HTTP server listens; `stop`
- * shuts everything down in order (HTTP, the running job, capture, storage).
+ * them together. `startDaemon` returns once the HTTP server listens and every
+ * service is ready; `stop` shuts everything down in order (HTTP, the running
+ * job, capture, storage, the data-directory lock).
  */
-import { mkdir } from 'node:fs/promises';
-import type { Server } from 'node:http';
+import type { IncomingMessage, RequestListener, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import path from 'node:path';
+import { EX_CONFIG } from './config/load.js';
 import type { FarmConfig } from './config/schema.js';
 import { JobService } from './core/jobs.js';
 import { NodeService } from './core/node.js';
@@ -22,10 +23,11 @@ import { createApp } from './http/app.js';
 import type { Services } from './http/context.js';
 import { presentJob } from './http/presenters.js';
 import { ControlServer } from './runner/control.js';
-import { GitTestPack } from './runner/gitTestPack.js';
+import { checkTestPackSource, GitTestPack, TestPackConfigError } from './runner/gitTestPack.js';
 import { parseIniConfig } from './runner/iniConfig.js';
 import { endStaleTestProcess } from './runner/processGroup.js';
 import { ProcessTestRunner } from './runner/testRunner.js';
+import { lockDataDir, LockHeldError } from './storage/dataDirLock.js';
 import { FileJobRepository } from './storage/jobStore.js';
 import { FileResultRepository } from './storage/results/index.js';
 import { StateNodeUsageStore, StateReservationStore, StateStore } from './storage/state.js';
@@ -40,9 +42,55 @@ export interface Daemon {
   stop(): Promise<void>;
 }
 
+/**
+ * Start-up failed: the message is one line for a person, `exitCode` what the
+ * process exits with (78 = EX_CONFIG for a configuration that can never
+ * work, 1 otherwise). Whatever had started is stopped again.
+ */
+export class StartupError extends Error {
+  override readonly name = 'StartupError';
+  constructor(
+    message: string,
+    readonly exitCode = 1,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * Start the daemon. Order (docs/robustness.md, "Start-up"): lock the data
+ * directory, check the test pack, bind the port, and only then open storage,
+ * start capture and recover the interrupted run; until those are ready the
+ * port answers 503. Any failure stops what had started and throws a
+ * StartupError.
+ */
 export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daemon> {
+  const undo: Array<() => unknown> = [];
+  try {
+    return await start(cfg, logger, undo);
+  } catch (e) {
+    for (const step of undo.reverse()) {
+      await Promise.resolve()
+        .then(step)
+        .catch((err: unknown) => logger.warn({ err }, 'error while undoing a failed start'));
+    }
+    throw asStartupError(e, cfg);
+  }
+}
+
+async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>): Promise<Daemon> {
   const dataDir = cfg.data_dir;
-  await mkdir(dataDir, { recursive: true });
+  // First of all: a second daemon on this data directory would "recover" the live one's runs.
+  const lock = await lockDataDir(dataDir);
+  undo.push(() => lock.release());
+  await checkTestPackSource(cfg.test_pack.url);
+
+  // The port next, so a port in use fails before capture or recovery start; until the
+  // services exist every request gets a 503.
+  let handler: RequestListener = answerStarting;
+  const server = await listen((req, res) => handler(req, res), cfg.listen);
+  undo.push(() => closeServer(server));
+
   const state = await StateStore.open(dataDir, { logger: logger.child({ module: 'state' }), nodeId: cfg.node_id });
   const jobsRepo = new FileJobRepository(dataDir, state, cfg.node_id);
 
@@ -52,6 +100,7 @@ export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daem
     logger,
   });
   await results.open();
+  undo.push(() => results.close());
 
   const testPack = new GitTestPack({
     url: cfg.test_pack.url,
@@ -60,10 +109,9 @@ export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daem
     refreshAfterSecs: cfg.test_pack.refresh_secs,
     logger: logger.child({ module: 'test-pack' }),
   });
-  await testPack.open().catch((e: unknown) => {
-    // Results stay readable without the test pack; run_tests retries the fetch.
-    logger.error({ err: e, url: cfg.test_pack.url }, 'could not mirror the test pack; will retry on use');
-  });
+  undo.push(() => testPack.close());
+  // An unreachable URL is not fatal: open() logs it and keeps retrying in the background.
+  await testPack.open();
 
   const runner = new ProcessTestRunner({
     python: cfg.runner.python,
@@ -79,17 +127,20 @@ export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daem
     cfg.capture.uri === 'virtual:' || cfg.ir.uri === 'virtual:'
       ? createVirtualStb({ width: cfg.capture.width, height: cfg.capture.height, fps: cfg.capture.fps, logger: logger.child({ module: 'virtual-stb' }) })
       : undefined;
+  undo.push(() => stb?.stop());
   const { record_video: recordVideo, ...captureCfg } = cfg.capture;
   const { frames, video } = createCapture(captureCfg, logger.child({ module: 'capture' }), {
     ...(stb && { feed: stb.feed }),
     ...(recordVideo && { recording: { dir: path.join(dataDir, 'recording') } }),
   });
+  undo.push(() => frames.stop());
   await frames.start();
   const ir = createIrTransport(cfg.ir.uri, { logger: logger.child({ module: 'ir' }), ...(stb && { onVirtualEvent: stb.transportListener }) });
+  undo.push(() => ir.close());
   const keys = new KeyPresser({ testPack, transport: ir, logger: logger.child({ module: 'keys' }) });
   const control = new ControlServer({ keys, logger, latestFrame: () => frames.latestFrame?.() });
+  undo.push(() => control.close());
   const noCapture = cfg.capture.uri === 'none:';
-
   const online = () => (noCapture ? { online: true, reason: null } : frames.health());
   const jobs = new JobService({
     nodeId: cfg.node_id,
@@ -115,6 +166,7 @@ export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daem
     logger: logger.child({ module: 'reservations' }),
   });
   await reservations.start();
+  undo.push(() => reservations.stop());
   const node = new NodeService({
     nodeId: cfg.node_id,
     settings: cfg.node,
@@ -150,7 +202,7 @@ export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daem
     rateLimit: cfg.rate_limit,
     v1RequiresToken: cfg.auth.v1_requires_token,
   });
-  const server = await listen(app.callback(), cfg.listen);
+  handler = app.callback();
   const addr = server.address() as AddressInfo;
   const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
   const url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${addr.port}`;
@@ -170,12 +222,41 @@ export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daem
       await control.close();
       stb?.stop();
       await ir.close();
+      testPack.close();
       await results.close();
+      await lock.release();
     })());
   return { url, server, services, stop };
 }
 
-async function listen(handler: Parameters<typeof import('node:http').createServer>[1], listenOn: string): Promise<Server> {
+/** What a start-up failure says: one line, no stack. */
+function asStartupError(e: unknown, cfg: FarmConfig): StartupError {
+  if (e instanceof StartupError) return e;
+  if (e instanceof LockHeldError) return new StartupError(e.message);
+  if (e instanceof TestPackConfigError) return new StartupError(e.message, EX_CONFIG);
+  const err = e as NodeJS.ErrnoException;
+  if (err.syscall === 'listen') {
+    const why = err.code === 'EADDRINUSE' ? 'the address is already in use (is another farmhand running?)' : err.code === 'EACCES' ? 'permission denied (ports below 1024 need privileges)' : (err.code ?? err.message);
+    return new StartupError(`cannot listen on ${cfg.listen}: ${why}`);
+  }
+  return new StartupError(`start-up failed: ${err instanceof Error ? err.message : String(e)}`);
+}
+
+/** The answer while the services are still starting (crash recovery, capture). */
+function answerStarting(_req: IncomingMessage, res: ServerResponse): void {
+  const body = JSON.stringify({ error: 'device_unavailable', message: 'farmhand is starting up (recovering the last run, starting capture); try again in a few seconds' });
+  res.writeHead(503, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), 'Retry-After': '1' });
+  res.end(body);
+}
+
+function closeServer(server: Server): Promise<void> {
+  return new Promise((resolve) => {
+    server.close(() => resolve());
+    server.closeAllConnections();
+  });
+}
+
+async function listen(handler: RequestListener, listenOn: string): Promise<Server> {
   const { createServer } = await import('node:http');
   const i = listenOn.lastIndexOf(':');
   const host = listenOn.slice(0, i).replace(/^\[|\]$/g, '');

@@ -1,49 +1,28 @@
 #!/usr/bin/env node
 /**
  * The `farmhand` command: arguments, config, signals. Nothing else.
+ * The command line is in cli/program.ts (`farmhand help` lists it).
  *
- *   farmhand serve [--config FILE] [--listen HOST:PORT] [--data-dir DIR]
- *                  [--test-pack PATH|URL] [--node-id ID] [--capture URI] [--ir URI]
- *   farmhand --version
+ * Exit status: 0 done; 1 start-up failed (port in use, data directory in use,
+ * ...); 64 a command-line mistake; 78 a configuration that can never work.
+ * A failure is one line on stderr, never a stack trace.
  */
-import { parseArgs } from 'node:util';
+import { runCli, type ServeOptions } from './cli/program.js';
 import { ConfigError, EX_CONFIG, loadConfig } from './config/load.js';
 import { createLogger } from './logger.js';
 import { SdNotify } from './service/sdNotify.js';
 import { version } from './version.js';
 
-const USAGE = `usage:
-  farmhand serve [--config FILE] [--listen HOST:PORT] [--data-dir DIR]
-                 [--test-pack PATH|URL] [--node-id ID] [--capture URI] [--ir URI]
-  farmhand token create --user NAME | list | revoke ID   (--config FILE | --data-dir DIR)
-  farmhand ir encode <file.lircd.conf> <KEY>... [--remote NAME] [--count N]
-  farmhand --version`;
-
-const EX_USAGE = 64;
-
-async function serve(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      config: { type: 'string', short: 'c' },
-      listen: { type: 'string' },
-      'data-dir': { type: 'string' },
-      'test-pack': { type: 'string' },
-      'node-id': { type: 'string' },
-      capture: { type: 'string' },
-      ir: { type: 'string' },
-    },
-    strict: true,
-  });
+async function serve(opts: ServeOptions): Promise<number> {
   let cfg;
   try {
-    cfg = loadConfig(values.config, {
-      listen: values.listen,
-      data_dir: values['data-dir'],
-      test_pack: values['test-pack'],
-      node_id: values['node-id'],
-      capture: values.capture,
-      ir: values.ir,
+    cfg = loadConfig(opts.config, {
+      listen: opts.listen,
+      data_dir: opts.dataDir,
+      test_pack: opts.testPack,
+      node_id: opts.nodeId,
+      capture: opts.capture,
+      ir: opts.ir,
     });
   } catch (e) {
     if (e instanceof ConfigError) {
@@ -54,17 +33,32 @@ async function serve(argv: string[]): Promise<number> {
   }
   const logger = createLogger(cfg.log_level);
   // Loaded only now, so a bad config is reported without loading sharp, git, ...
-  const { startDaemon } = await import('./daemon.js');
-  const daemon = await startDaemon(cfg, logger);
+  const { startDaemon, StartupError } = await import('./daemon.js');
+  let daemon;
+  try {
+    daemon = await startDaemon(cfg, logger);
+  } catch (e) {
+    if (!(e instanceof StartupError)) throw e;
+    // startDaemon has stopped whatever it had started; exit now, whatever handle is left.
+    process.stderr.write(`farmhand: ${e.message}\n`);
+    process.exit(e.exitCode);
+  }
   process.stdout.write(`farmhand ${version} listening on ${daemon.url} (node ${cfg.node_id})\n`);
   const notify = new SdNotify(logger);
   notify.ready(`listening on ${daemon.url}`);
   await new Promise<void>((resolve) => {
+    let stopping = false;
     const onSignal = (sig: NodeJS.Signals) => {
+      if (stopping) {
+        // A second Ctrl-C must not kill the process half-way: the running test's result
+        // and the job are still being recorded (docs/robustness.md, "Stopping").
+        logger.warn({ signal: sig }, 'already stopping: waiting for the running test to be recorded (SIGKILL abandons it)');
+        return;
+      }
+      stopping = true;
       logger.info({ signal: sig }, 'stopping');
       // A running test gets its grace period and bookkeeping; tell systemd to wait that long.
       notify.stopping(cfg.runner.kill_grace_secs + cfg.runner.stop_response_secs);
-      process.off('SIGTERM', onSignal).off('SIGINT', onSignal);
       void daemon.stop().then(resolve, (e: unknown) => {
         logger.error({ err: e }, 'error while stopping');
         resolve();
@@ -76,39 +70,14 @@ async function serve(argv: string[]): Promise<number> {
   return 0;
 }
 
-async function main(argv: string[]): Promise<number> {
-  const [command, ...rest] = argv;
-  switch (command) {
-    case 'serve':
-      return serve(rest);
-    case 'token': {
-      const { tokenCommand } = await import('./cli/token.js');
-      return tokenCommand(rest, process.stdout, process.stderr);
-    }
-    case 'ir': {
-      if (rest[0] !== 'encode') break;
-      const { irEncodeCommand } = await import('./hardware/ir/lirc/cli.js');
-      return irEncodeCommand(rest.slice(1), process.stdout, process.stderr);
-    }
-    case '--version':
-    case 'version':
-      process.stdout.write(`${version}\n`);
-      return 0;
-    case '--help':
-    case 'help':
-      process.stdout.write(`${USAGE}\n`);
-      return 0;
-  }
-  process.stderr.write(`${USAGE}\n`);
-  return EX_USAGE;
-}
-
-main(process.argv.slice(2)).then(
+runCli(process.argv.slice(2), { out: process.stdout, err: process.stderr }, { serve }).then(
   (code) => {
     process.exitCode = code;
   },
   (e: unknown) => {
-    process.stderr.write(`farmhand: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
-    process.exitCode = e instanceof TypeError && (e as { code?: string }).code?.startsWith('ERR_PARSE_ARGS') ? EX_USAGE : 1;
+    // Unexpected: still one line (the stack only when asked for, FARMHAND_DEBUG=1).
+    const detail = process.env.FARMHAND_DEBUG && e instanceof Error ? (e.stack ?? e.message) : e instanceof Error ? e.message : String(e);
+    process.stderr.write(`farmhand: ${detail}\n`);
+    process.exitCode = 1;
   },
 );

@@ -12,36 +12,28 @@
  */
 import type { Writable } from 'node:stream';
 import { resolve } from 'node:path';
-import { parseArgs } from 'node:util';
 import { isFarmError } from '../core/errors.js';
-import { isValidUserName, parseToken, TOKEN_ID_RE } from '../core/auth.js';
+import { parseToken, TOKEN_ID_RE } from '../core/auth.js';
 import { ConfigError, EX_CONFIG, loadConfig } from '../config/load.js';
 import { TokenFileError, TokenStore, tokensFile } from '../storage/tokens.js';
 
-const EX_USAGE = 64;
+/** The parsed command (src/cli/program.ts parses the command line). */
+export interface TokenArgs {
+  sub: 'create' | 'list' | 'revoke';
+  user?: string;
+  id?: string;
+  config?: string;
+  dataDir?: string;
+}
 
-export const TOKEN_USAGE = `usage:
-  farmhand token create --user <name> (--config FILE | --data-dir DIR)
-  farmhand token list                 (--config FILE | --data-dir DIR)
-  farmhand token revoke <id>          (--config FILE | --data-dir DIR)
-`;
-
-class UsageError extends Error {}
-
-/** Exit codes: 0 done, 1 failed (unknown id, unusable tokens file), 64 bad usage, 78 bad config. */
+/** `farmhand token ...` from its arguments (after `token`), as main.ts would run it. */
 export async function tokenCommand(argv: string[], out: Writable, err: Writable): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseCommand(argv);
-  } catch (e) {
-    if (!(e instanceof UsageError) && !(e as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) throw e;
-    err.write(`farmhand token: ${(e as Error).message}\n${TOKEN_USAGE}`);
-    return EX_USAGE;
-  }
-  if (parsed === 'help') {
-    out.write(TOKEN_USAGE);
-    return 0;
-  }
+  const { runCli } = await import('./program.js');
+  return runCli(['token', ...argv], { out, err }, { serve: () => Promise.reject(new Error('not here')) });
+}
+
+/** Exit codes: 0 done, 1 failed (unknown id, unusable tokens file), 78 bad config. */
+export async function runTokenCommand(parsed: TokenArgs, out: Writable, err: Writable): Promise<number> {
   let dataDir: string;
   try {
     dataDir = parsed.config === undefined ? resolve(parsed.dataDir!) : loadConfig(parsed.config, { data_dir: parsed.dataDir }).data_dir;
@@ -62,45 +54,7 @@ export async function tokenCommand(argv: string[], out: Writable, err: Writable)
   }
 }
 
-interface Parsed {
-  sub: 'create' | 'list' | 'revoke';
-  user?: string;
-  id?: string;
-  config?: string;
-  dataDir?: string;
-}
-
-function parseCommand(argv: string[]): Parsed | 'help' {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    strict: true,
-    options: {
-      user: { type: 'string', short: 'u' },
-      config: { type: 'string', short: 'c' },
-      'data-dir': { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
-  if (values.help) return 'help';
-  const [sub, ...rest] = positionals;
-  if (sub !== 'create' && sub !== 'list' && sub !== 'revoke') {
-    throw new UsageError(sub === undefined ? 'a subcommand is required' : `unknown subcommand ${JSON.stringify(sub)}`);
-  }
-  if (values.config === undefined && values['data-dir'] === undefined) {
-    throw new UsageError('--config FILE or --data-dir DIR is required');
-  }
-  const expected = sub === 'revoke' ? 1 : 0;
-  if (rest.length !== expected) throw new UsageError(sub === 'revoke' ? 'revoke takes one token id' : `${sub} takes no arguments`);
-  if (sub === 'create' && values.user === undefined) throw new UsageError('create needs --user <name>');
-  if (values.user !== undefined && !isValidUserName(values.user)) {
-    throw new UsageError(`user name ${JSON.stringify(values.user)} is not allowed: 1 to 64 letters, digits, ".", "_", "@" or "-", starting with a letter or digit`);
-  }
-  if (sub !== 'create' && values.user !== undefined) throw new UsageError('--user is only for create');
-  return { sub, user: values.user, id: rest[0], config: values.config, dataDir: values['data-dir'] };
-}
-
-async function run(p: Parsed, store: TokenStore, out: Writable, err: Writable): Promise<number> {
+async function run(p: TokenArgs, store: TokenStore, out: Writable, err: Writable): Promise<number> {
   switch (p.sub) {
     case 'create': {
       const { token, entry } = await store.create(p.user!);

@@ -61,6 +61,8 @@ export interface NodeStatus {
   last_used_time: string | null;
   licence_expiry: string;
   reservation: Reservation | null;
+  /** Not in the spec: present only while the test pack cannot be fetched (docs/robustness.md). */
+  test_pack_problem?: string;
 }
 
 export interface NodeServiceOptions {
@@ -75,7 +77,7 @@ export interface NodeServiceOptions {
   latestResultId: (job: JobRecord) => string | undefined;
   /** URLs of a result's log and triage page; default `/api/v2/results<id>/farmhand.log` and `/app/results<id>`. */
   resultLinks?: (resultId: string, base: string) => { log_url: string; triage_url: string };
-  testPack: Pick<TestPack, 'resolve' | 'readFile'>;
+  testPack: Pick<TestPack, 'resolve' | 'readFile' | 'problem'>;
   /** INI text to `{ section: { key: value } }` (runner/iniConfig.ts). */
   parseIni: (text: string) => IniConfig;
   networkInterfaces: () => Record<string, InterfaceAddress[] | undefined>;
@@ -138,6 +140,7 @@ export class NodeService {
       last_used_time: this.usage?.time ?? null,
       licence_expiry: o.settings.licence_expiry,
       reservation: res ? o.reservations.present(res, caller) : null,
+      ...testPackProblem(o.testPack),
     };
   }
 
@@ -236,3 +239,8 @@ export function localIpAddress(ifaces: Record<string, InterfaceAddress[] | undef
   const v6 = all.filter((a) => a.family === 'IPv6' || a.family === 6);
   return (v6.find((a) => !a.scopeid) ?? v6[0])?.address ?? null;
 }
+
+const testPackProblem = (tp: Pick<TestPack, 'problem'>): { test_pack_problem?: string } => {
+  const problem = tp.problem?.();
+  return problem === undefined ? {} : { test_pack_problem: problem };
+};

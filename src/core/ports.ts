@@ -86,6 +86,8 @@ export interface TestPack {
   readFile(sha: string, path: string): Promise<string | undefined>;
   /** Fetch all refs from the origin now. */
   fetch(): Promise<void>;
+  /** Why the origin cannot be fetched now ("test pack unreachable, retrying: ..."); undefined when it can. */
+  problem?(): string | undefined;
 }
 
 // ---------------------------------------------------------------- test runs

@@ -21,9 +21,27 @@ export class GitError extends FarmError {
     readonly args: readonly string[],
     readonly result: ExecResult,
   ) {
-    const why = result.spawnError?.message ?? (result.timedOut ? 'timed out' : result.stderr.trim().split('\n').slice(-3).join(' / '));
-    super('internal', `git ${args[0] ?? ''} failed: ${why || `exit status ${String(result.code)}`}`);
+    super('internal', `git ${args[0] ?? ''} failed: ${gitReason(result)}`);
   }
+}
+
+/** Longest stderr kept in a message; git's reasons are a few lines. */
+const MAX_REASON = 4000;
+
+/**
+ * Why a git command failed, in git's own words: every non-blank line of its
+ * stderr, joined on one line. The first line is usually the reason ("'x'
+ * does not appear to be a git repository"); the later ones the advice.
+ */
+export function gitReason(result: ExecResult): string {
+  if (result.spawnError) return result.spawnError.message;
+  if (result.timedOut) return 'timed out';
+  const why = result.stderr
+    .split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean)
+    .join(' / ');
+  return (why.length > MAX_REASON ? `${why.slice(0, MAX_REASON)}...` : why) || `exit status ${String(result.code)}`;
 }
 
 export class GitRepo {

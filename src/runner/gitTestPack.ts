@@ -12,7 +12,8 @@ import { notFound } from '../core/errors.js';
 import type { IniConfig, Logger, Revision, TestPack } from '../core/ports.js';
 import { CheckoutCache } from './checkouts.js';
 import { isTestFile, testCaseNamesOf } from './discovery.js';
-import { GitRepo } from './git.js';
+import { execCommand } from './exec.js';
+import { GitRepo, gitEnv, gitReason } from './git.js';
 import { parseIniConfig } from './iniConfig.js';
 import { checkRepoPath, checkRevision, checkSha } from './revision.js';
 
@@ -30,6 +31,8 @@ export interface GitTestPackOptions {
   fetchTimeoutSecs?: number;
   /** The git program; default `git` from PATH. */
   git?: string;
+  /** While the origin cannot be fetched, retry after this long, doubling up to 5 min; default 5 s. */
+  retryAfterMs?: number;
   /**
    * A revision that names a moving ref (branch, tag, HEAD, refs/...) is
    * fetched first when the last fetch is older than this, so a branch pushed
@@ -44,6 +47,36 @@ export const CONFIG_FILES = ['config/farmhand.conf', 'config/stbt.conf', '.stbt.
 
 const FETCH_REFSPEC = '+refs/*:refs/*';
 const CACHE_SIZE = 64;
+const MAX_RETRY_MS = 5 * 60_000;
+/** How many branch names a not-found message lists. */
+const BRANCHES_SHOWN = 20;
+
+/** The configured test pack can never work (a local path that is missing or not a repository). */
+export class TestPackConfigError extends Error {
+  override readonly name = 'TestPackConfigError';
+}
+
+/** True for what git reads as a local path (not `scheme://...` nor scp-like `host:path`). */
+export function isLocalSource(url: string): boolean {
+  return !/^[a-z][a-z0-9+.-]*:\/\//i.test(url) && !/^[^/]*:/.test(url);
+}
+
+/**
+ * Check a local test-pack path at start: it must exist and be a git
+ * repository (what `git ls-remote` accepts). URLs are not checked here: a
+ * server that is down now may be up later, so the daemon starts and retries.
+ */
+export async function checkTestPackSource(url: string, git = 'git'): Promise<void> {
+  const local = url.startsWith('file://') ? decodeURI(url.slice('file://'.length)) : isLocalSource(url) ? url : undefined;
+  if (local === undefined) return;
+  const st = await stat(local).catch((e: NodeJS.ErrnoException) => e);
+  if (st instanceof Error) {
+    throw new TestPackConfigError(`test pack ${url}: ${st.code === 'ENOENT' ? 'no such file or directory' : (st.code ?? st.message)}; set test_pack.url to a git repository`);
+  }
+  const arg = local.startsWith('-') ? `./${local}` : local;
+  const r = await execCommand(git, ['ls-remote', arg, 'HEAD'], { env: gitEnv(), timeoutMs: 60_000 });
+  if (r.code !== 0) throw new TestPackConfigError(`test pack ${url} is not a usable git repository: ${gitReason(r)}`);
+}
 
 export class GitTestPack implements TestPack {
   private readonly repo: GitRepo;
@@ -51,6 +84,11 @@ export class GitTestPack implements TestPack {
   private fetching: Promise<void> | undefined;
   private lastFetch = 0;
   private readonly names = new Map<string, Promise<string[]>>();
+  /** Why the origin cannot be fetched now; undefined while it can. */
+  private unreachable: string | undefined;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private retryMs = 0;
+  private closed = false;
 
   constructor(private readonly o: GitTestPackOptions) {
     this.repo = new GitRepo(o.dir, o.git);
@@ -60,7 +98,9 @@ export class GitTestPack implements TestPack {
   /**
    * Create the mirror if it is missing (or broken), point it at the configured
    * URL and fetch. A failed fetch is logged, not thrown: the daemon starts
-   * without network and fetches again when a revision is not found.
+   * without network, says "unreachable, retrying" (logs and `problem()`) and
+   * fetches again in the background until it works, and when a revision is
+   * not found.
    */
   async open(): Promise<void> {
     if (!(await this.isMirror())) await this.createMirror();
@@ -69,7 +109,18 @@ export class GitTestPack implements TestPack {
       await this.repo.run(['config', 'remote.origin.url', this.o.url]);
     }
     await this.checkouts.open();
-    await this.fetch().catch((e: unknown) => this.o.logger?.warn({ err: e, url: this.o.url }, 'could not fetch the test pack; will retry when needed'));
+    await this.fetch().catch(() => undefined); // fetch() reports and schedules the retries
+  }
+
+  /** Why the test pack cannot be fetched now ("unreachable, retrying: <git's reason>"); undefined when it can. */
+  problem(): string | undefined {
+    return this.unreachable;
+  }
+
+  /** Stop the background retries. */
+  close(): void {
+    this.closed = true;
+    clearTimeout(this.retryTimer);
   }
 
   async resolve(revision: string): Promise<Revision> {
@@ -86,7 +137,7 @@ export class GitTestPack implements TestPack {
         why = ` (fetching from the test-pack repository failed: ${(e as Error).message})`;
       });
       sha = await this.revParse(rev);
-      if (!sha) throw notFound(`revision ${JSON.stringify(rev)} not found in the test pack${why}`);
+      if (!sha) throw notFound(`revision ${JSON.stringify(rev)} not found in the test pack${why}; ${await this.describeBranches()}`);
     }
     return { sha, branch: await this.branchOf(rev) };
   }
@@ -145,11 +196,41 @@ export class GitTestPack implements TestPack {
   /** Fetch every ref from the origin. Concurrent callers share one fetch. */
   fetch(): Promise<void> {
     this.fetching ??= this.doFetch()
-      .then(() => {
-        this.lastFetch = Date.now();
-      })
+      .then(
+        () => {
+          this.lastFetch = Date.now();
+          this.reachable();
+        },
+        (e: unknown) => {
+          this.failedFetch(e);
+          throw e;
+        },
+      )
       .finally(() => (this.fetching = undefined));
     return this.fetching;
+  }
+
+  // ------------------------------------------------------------ reachability
+
+  private reachable(): void {
+    if (this.unreachable !== undefined) this.o.logger?.info({ url: this.o.url }, 'test pack reachable again');
+    this.unreachable = undefined;
+    this.retryMs = 0;
+    clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
+  }
+
+  private failedFetch(e: unknown): void {
+    const first = this.unreachable === undefined;
+    this.unreachable = `test pack unreachable, retrying: ${(e as Error).message}`;
+    if (first) this.o.logger?.warn({ err: e, url: this.o.url }, 'test pack unreachable, retrying');
+    if (this.closed || this.retryTimer) return;
+    this.retryMs = Math.min(MAX_RETRY_MS, this.retryMs ? this.retryMs * 2 : (this.o.retryAfterMs ?? 5000));
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = undefined;
+      if (!this.closed) this.fetch().catch(() => undefined);
+    }, this.retryMs);
+    this.retryTimer.unref();
   }
 
   // ------------------------------------------------------------ internals
@@ -210,6 +291,15 @@ export class GitTestPack implements TestPack {
     const r = await this.repo.exec(['rev-parse', '--symbolic-full-name', rev]);
     const full = r.code === 0 ? r.stdout.toString('utf8').trim() : '';
     return full.startsWith('refs/heads/') ? full.slice('refs/heads/'.length) : null;
+  }
+
+  /** "its branches are: a, b" for a not-found message, so the caller sees what exists. */
+  private async describeBranches(): Promise<string> {
+    const r = await this.repo.exec(['for-each-ref', '--format=%(refname:strip=2)', 'refs/heads/']);
+    const names = r.code === 0 ? r.stdout.toString('utf8').split('\n').filter(Boolean) : [];
+    if (names.length === 0) return 'the test pack has no branches (yet)';
+    const more = names.length > BRANCHES_SHOWN ? ` and ${names.length - BRANCHES_SHOWN} more` : '';
+    return `its branches are: ${names.slice(0, BRANCHES_SHOWN).join(', ')}${more}`;
   }
 
   /** not_found unless the commit is in the mirror (callers pass resolved SHAs). */

@@ -2,7 +2,7 @@
  * The tokens file, `<data_dir>/tokens.json`: the v2 access tokens, each
  * mapped to a user, stored as hashes. It is separate from state.json because
  * the `farmhand token` CLI writes it while the daemon runs: the CLI is its only
- * writer (`TokenStore`, atomic replace under a lock file), the daemon only
+ * writer (`TokenStore`, atomic replace under a kernel file lock), the daemon only
  * reads it (`FileTokenVerifier`) and re-reads it when it changes, so a revoked
  * token is refused on its next request without a restart.
  *
@@ -15,13 +15,13 @@
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFileSync, statSync, type BigIntStats } from 'node:fs';
-import { mkdir, open, readFile, rm } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import { checkUserName, formatToken, isValidUserName, parseToken, TOKEN_ID_RE, type StoredToken, type TokenVerifier, type VerifiedToken } from '../core/auth.js';
 import type { Logger } from '../core/ports.js';
 import { writeFileAtomic } from './atomic.js';
+import { lockFile, LockHeldError } from './dataDirLock.js';
 
 /** Where the tokens of a data directory live. */
 export const tokensFile = (dataDir: string): string => join(dataDir, 'tokens.json');
@@ -127,27 +127,23 @@ export class TokenStore {
     });
   }
 
+  /**
+   * Serialise writers with a kernel lock on `.tokens.json.lock`: a command
+   * that dies (even by SIGKILL) drops it, so it never blocks the next one.
+   */
   private async locked<T>(fn: () => Promise<T>): Promise<T> {
-    const lock = join(dirname(this.file), `.${basename(this.file)}.lock`);
-    const deadline = Date.now() + this.lockTimeoutMs;
-    for (;;) {
-      try {
-        const fh = await open(lock, 'wx', 0o644);
-        await fh.writeFile(`${process.pid}\n`).finally(() => fh.close());
-        break;
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
-      }
-      if (Date.now() > deadline) {
-        const holder = (await readFile(lock, 'utf8').catch(() => '')).trim() || 'unknown';
-        throw new TokenFileError(`${lock} is held by another 'farmhand token' command (pid ${holder}); if none is running, delete that file`);
-      }
-      await sleep(20);
+    const file = join(dirname(this.file), `.${basename(this.file)}.lock`);
+    let lock;
+    try {
+      lock = await lockFile(file, 'farmhand token', { waitMs: this.lockTimeoutMs });
+    } catch (e) {
+      if (!(e instanceof LockHeldError)) throw e;
+      throw new TokenFileError(`${file} is held by another 'farmhand token' command (pid ${e.holderPid ?? 'unknown'}); try again once it has finished`);
     }
     try {
       return await fn();
     } finally {
-      await rm(lock, { force: true });
+      await lock.release();
     }
   }
 }
