@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { FarmError } from '../../src/core/errors.js';
 import type { Logger } from '../../src/core/ports.js';
-import { GitTestPack } from '../../src/runner/gitTestPack.js';
+import { checkTestPackSource, GitTestPack, TestPackConfigError } from '../../src/runner/gitTestPack.js';
 import { makeTestPack, STANDARD_TEST_CASES, type TestPackRepo } from '../fixtures/testPack.js';
 
 /** A logger that records message texts, so tests can count fetches and checkouts. */
@@ -98,6 +98,8 @@ describe('runner: GitTestPack (real git)', function () {
       expect(err).to.be.instanceOf(FarmError);
       expect((err as FarmError).code).to.equal('not_found');
       expect((err as FarmError).message).to.include('no-such-branch');
+      // ...and names the branches that do exist.
+      expect((err as FarmError).message).to.match(/its branches are: .*\bmain\b/);
       expect(fetches() - before).to.equal(1);
       expect(await codeOf(tp.resolve('0123456789abcdef0123456789abcdef01234567'))).to.equal('not_found');
       expect(await codeOf(tp.resolve('deadbeef'))).to.equal('not_found');
@@ -273,8 +275,56 @@ describe('runner: GitTestPack (real git)', function () {
         logger: capturingLogger(messages),
       });
       await offline.open();
-      expect(messages).to.include('could not fetch the test pack; will retry when needed');
+      expect(messages).to.include('test pack unreachable, retrying');
       expect(await codeOf(offline.resolve('main'))).to.equal('not_found');
+      offline.close();
+    });
+
+    it("a not_found after a failed fetch keeps git's reason whole (the first line is the reason)", async () => {
+      const offline = newTestPack({ url: path.join(data, 'no-such-origin.git'), dir: path.join(data, 'offline.git') });
+      await offline.open();
+      const err = await offline.resolve('main').catch((e: unknown) => e as FarmError);
+      offline.close();
+      expect((err as FarmError).code).to.equal('not_found');
+      expect((err as FarmError).message).to.include('does not appear to be a git repository').and.include('Could not read from remote repository');
+    });
+
+    it('while the origin is down: problem() says "unreachable, retrying" with git\'s reason, and the retries find it once it is up', async () => {
+      const later = path.join(data, 'later.git');
+      const offline = newTestPack({ url: later, dir: path.join(data, 'offline.git'), retryAfterMs: 20 });
+      await offline.open();
+      try {
+        expect(offline.problem()).to.match(/^test pack unreachable, retrying: git fetch failed: .*does not appear to be a git repository/);
+        await pack.git('clone', '--quiet', '--bare', pack.dir, later); // the server comes back
+        await waitFor(() => offline.problem() === undefined);
+        expect(messages).to.include('test pack reachable again');
+        expect((await offline.resolve('main')).sha).to.equal(pack.sha);
+      } finally {
+        offline.close();
+      }
+    });
+  });
+
+  describe('checkTestPackSource (at start)', () => {
+    it('a local path that does not exist, or is not a git repository, is a TestPackConfigError with git\'s reason', async () => {
+      const missing = await checkTestPackSource(path.join(data, 'nope')).catch((e: unknown) => e);
+      expect(missing).to.be.instanceOf(TestPackConfigError);
+      expect((missing as Error).message).to.include('no such file or directory');
+      const plain = await checkTestPackSource(data).catch((e: unknown) => e);
+      expect(plain).to.be.instanceOf(TestPackConfigError);
+      expect((plain as Error).message).to.include('does not appear to be a git repository');
+    });
+
+    it('a git repository (a path or file:// URL) passes; a network URL is not checked (it may come up later)', async () => {
+      await checkTestPackSource(pack.dir);
+      await checkTestPackSource(`file://${pack.dir}`);
+      await checkTestPackSource('http://127.0.0.1:1/pack.git');
+      await checkTestPackSource('git@git.example.invalid:team/pack.git');
     });
   });
 });
+
+/** Poll `cond` until it holds (bounded only by the test's timeout). */
+async function waitFor(cond: () => boolean): Promise<void> {
+  while (!cond()) await new Promise((r) => setTimeout(r, 20));
+}
