@@ -18,17 +18,24 @@ if [ ! -d "$DEMO/test-pack/.git" ]; then
 fi
 
 URL="http://127.0.0.1:$PORT"
-cat <<MSG
-
-farmhand will listen on $URL. Try, in another terminal:
+export BANNER="
+farmhand listens on $URL. Try, in another terminal:
 
   curl $URL/api/v1/test_pack/main/test_case_names
-  curl -d '{"test_pack_revision": "main", "test_cases": ["tests/menus.py::test_open_settings", "tests/menus.py::test_menu_wraps_around"]}' $URL/api/v1/run_tests
+  curl -d '{\"test_pack_revision\": \"main\", \"test_cases\": [\"tests/menus.py::test_open_settings\", \"tests/menus.py::test_menu_wraps_around\"]}' $URL/api/v1/run_tests
   curl $URL/api/v1/results
   curl -o screenshot.png $URL/api/v1/device/screenshot.png
 
 The second test fails on purpose: see its failure_reason, screenshot and video.
-
-MSG
+"
+# The banner only once the daemon listens (its "listening on" line): a daemon that cannot
+# start (port in use, ...) prints its one-line error and the script exits with its status.
+# The filter ignores Ctrl-C, so the daemon's last log lines still get through while it stops.
 exec node dist/main.js serve --listen "127.0.0.1:$PORT" --data-dir "$DEMO/data" \
-  --test-pack "$DEMO/test-pack" --capture virtual: --ir virtual: --node-id farmhand-demo
+  --test-pack "$DEMO/test-pack" --capture virtual: --ir virtual: --node-id farmhand-demo \
+  > >(trap '' INT TERM
+      shown=""
+      while IFS= read -r line; do
+        printf '%s\n' "$line"
+        if [ -z "$shown" ] && [[ $line == *"listening on http"* ]]; then printf '%s\n' "$BANNER"; shown=1; fi
+      done)

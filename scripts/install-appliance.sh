@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs farmhand as a service on an appliance (Debian 12, run as root):
 # the `farmhand` user (in the video and dialout groups), the project under
-# /opt/farmhand, /etc/farmhand/farmhand.json (kept if present), the systemd
-# unit, then enables and starts it.
+# /opt/farmhand, the `farmhand` command (/usr/local/bin/farmhand ->
+# /opt/farmhand/dist/main.js), /etc/farmhand/farmhand.json (kept if present),
+# the systemd unit, then enables and starts it.
 #
 #   scripts/install-appliance.sh --test-pack <git URL or path> [--root DIR]
 #
@@ -34,6 +35,13 @@ install -d "$ROOT/opt/farmhand" "$ROOT/etc/farmhand" "$ROOT/etc/systemd/system"
 cp -r package.json package-lock.json dist python systemd README.md docs "$ROOT/opt/farmhand/"
 [ -d node_modules ] && cp -r node_modules "$ROOT/opt/farmhand/"
 install -m 0644 systemd/farmhand.service "$ROOT/etc/systemd/system/farmhand.service"
+# `farmhand token create ...` on the appliance: the command, pointing at the installed copy.
+chmod +x "$ROOT/opt/farmhand/dist/main.js"
+if [ -n "$ROOT" ]; then
+  scripts/link-command.sh "$ROOT/usr/local/bin" /opt/farmhand/dist/main.js >/dev/null 2>&1 # not on PATH below --root: no warning
+else
+  scripts/link-command.sh /usr/local/bin /opt/farmhand/dist/main.js
+fi
 
 CONFIG="$ROOT/etc/farmhand/farmhand.json"
 if [ ! -f "$CONFIG" ]; then

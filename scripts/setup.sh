@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what farmhand needs and is missing, on Debian 12 with Node >= 20.19:
 # Debian packages (ffmpeg, git, python3, socat, LIRC), the npm dependencies,
-# then builds dist/. Safe to run again: it only installs what is missing.
+# then builds dist/ and puts the `farmhand` command on PATH (scripts/link-command.sh).
+# Safe to run again: it only installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,3 +32,6 @@ if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.j
 fi
 echo "setup: building"
 npm run --silent build
+# The build makes dist/main.js executable (package.json "postbuild"); link it as `farmhand`.
+# FARMHAND_BIN_DIR chooses where (default: /usr/local/bin as root, else npm's global bin or ~/.local/bin).
+scripts/link-command.sh "${FARMHAND_BIN_DIR:-}"

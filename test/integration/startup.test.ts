@@ -6,7 +6,7 @@
  */
 import { expect } from 'chai';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import os from 'node:os';
@@ -27,9 +27,13 @@ interface Exited {
   err: string;
 }
 
+/** Every process a test starts, SIGKILLed after each test (a failing test may leave one running). */
+const children: ChildProcess[] = [];
+
 /** Run `farmhand <args>` (src/main.ts through tsx) to its end. `env` is added to the environment. */
 function farmhand(args: string[], env: Record<string, string> = {}): Promise<Exited> {
   const child = spawn(process.execPath, ['--import', 'tsx', MAIN, ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(child);
   return exited(child);
 }
 
@@ -80,7 +84,6 @@ describe('start-up and the farmhand command (real processes)', function () {
   this.timeout(120_000);
   let pack: TestPackRepo;
   let dir: string;
-  const children: ChildProcess[] = [];
 
   before(async () => {
     pack = await makeTestPack(SLOW_PACK);
@@ -121,6 +124,26 @@ describe('start-up and the farmhand command (real processes)', function () {
     const r = await exited(spawn(bin, ['--version'], { stdio: ['ignore', 'pipe', 'pipe'] }));
     expect(r.code, r.err).to.equal(0);
     expect(r.out).to.equal(`${version}\n`);
+  });
+
+  it('scripts/link-command.sh (what setup.sh runs) puts a working `farmhand` in a bin folder', async () => {
+    const bin = path.join(dir, 'bin');
+    const linked = await exited(spawn('bash', [path.join(ROOT, 'scripts/link-command.sh'), bin], { stdio: ['ignore', 'pipe', 'pipe'] }));
+    expect(linked.code, linked.err).to.equal(0);
+    const r = await exited(spawn(path.join(bin, 'farmhand'), ['--version'], { stdio: ['ignore', 'pipe', 'pipe'] }));
+    expect(r.code, r.err).to.equal(0);
+    expect(r.out).to.equal(`${version}\n`);
+  });
+
+  it('scripts/install-appliance.sh --root links /usr/local/bin/farmhand to the installed, executable dist/main.js', async () => {
+    const root = path.join(dir, 'root');
+    const r = await exited(spawn('bash', [path.join(ROOT, 'scripts/install-appliance.sh'), '--root', root, '--test-pack', 'https://git.example.invalid/t.git'], { stdio: ['ignore', 'pipe', 'pipe'] }));
+    expect(r.code, r.err).to.equal(0);
+    expect(readlinkSync(path.join(root, 'usr/local/bin/farmhand'))).to.equal('/opt/farmhand/dist/main.js');
+    const installed = path.join(root, 'opt/farmhand/dist/main.js');
+    const v = await exited(spawn(installed, ['--version'], { stdio: ['ignore', 'pipe', 'pipe'] }));
+    expect(v.code, v.err).to.equal(0);
+    expect(v.out).to.equal(`${version}\n`);
   });
 
   it('command-line mistakes print usage and exit 64, never a stack trace', async () => {
