@@ -12,6 +12,8 @@ import { createServer, type Server } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { PassThrough } from 'node:stream';
+import { runCli } from '../../src/cli/program.js';
 import { TokenStore, tokensFile } from '../../src/storage/tokens.js';
 import { version } from '../../src/version.js';
 import { makeTestPack, type TestPackRepo } from '../fixtures/testPack.js';
@@ -158,13 +160,24 @@ describe('start-up and the farmhand command (real processes)', function () {
       ['token', 'list'],
       ['ir', 'encode', 'remote.conf', 'KEY_OK', '--count', '0'],
     ];
-    const runs = await Promise.all(cases.map((args) => farmhand(args)));
-    runs.forEach((r, i) => {
-      const what = `farmhand ${cases[i]!.join(' ')}: ${r.err}`;
+    // Every case through the parser in this process (fast), and two through the real command.
+    for (const args of cases) {
+      let out = '';
+      let err = '';
+      const io = { out: new PassThrough().on('data', (b: Buffer) => (out += b.toString())), err: new PassThrough().on('data', (b: Buffer) => (err += b.toString())) };
+      const code = await runCli(args, io, { serve: () => Promise.reject(new Error('serve must not run')) });
+      const what = `farmhand ${args.join(' ')}: ${err}`;
+      expect(code, what).to.equal(64);
+      expect(err, what).to.match(/usage: farmhand/i);
+      expect(out, what).to.equal('');
+    }
+    for (const args of [cases[0]!, cases[1]!]) {
+      const r = await farmhand(args);
+      const what = `farmhand ${args.join(' ')}: ${r.err}`;
       expect(r.code, what).to.equal(64);
-      expect(r.err, what).to.match(/usage: farmhand/i);
+      expect(r.err, what).to.match(/usage: farmhand serve/i);
       expect(r.err, what).not.to.match(/^\s+at /m);
-    });
+    }
     expect((await farmhand(['help'])).code).to.equal(0);
   });
 

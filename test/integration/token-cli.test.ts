@@ -41,7 +41,9 @@ function child(args: string[]): Promise<Run> {
 
 const TOKEN_LINE = /^fh_[0-9a-f]{8}_[A-Za-z0-9_-]{43}\n$/;
 
-describe('farmhand token (CLI)', () => {
+describe('farmhand token (CLI)', function () {
+  // The real-process tests start several `node --import tsx` children; on a loaded 2-core box each takes seconds.
+  this.timeout(120_000);
   let dir: string;
   beforeEach(async () => {
     dir = await mkdtemp(join(tmpdir(), 'farmhand-token-cli-'));
