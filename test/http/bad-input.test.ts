@@ -90,4 +90,28 @@ describe('v1 bad input', function () {
       }
     }
   });
+
+  it('issue 11: a filter of many wildcards is answered, and another client is answered while it runs', async function () {
+    // Backtracking regexes took 38 s on this and blocked every other client meanwhile.
+    this.timeout(20_000);
+    const attack = `testcase:${'*'.repeat(12)}a`;
+    const arrived = new Promise<void>((resolve) => d.daemon.server.once('request', () => resolve()));
+    const attackRes = d.http.get('/api/v1/results').query({ filter: attack }).then((r) => r);
+    await arrived;
+    // The daemon has the attack request; a second client is answered before or while it runs.
+    const other = await d.http.get(`/api/v1/jobs${jobUid}`);
+    expect(other.status).to.equal(200);
+    const res = await attackRes;
+    expect(res.status).to.equal(200);
+    expect(res.body).to.deep.equal([]);
+    for (const filter of [`${'*'.repeat(12)}a`, `testcase:*${'a*'.repeat(200)}b`, `-testcase:${'*'.repeat(40)}x ${'"a b" '.repeat(20)}`]) {
+      const r = await d.http.get('/api/v1/results').query({ filter });
+      expect(r.status, filter).to.be.oneOf([200, 400]);
+      if (r.status === 400) expect(r.body.error).to.equal('invalid_filter');
+    }
+    const tooMany = await d.http.get('/api/v1/results').query({ filter: 'a '.repeat(40) });
+    expect(tooMany.status).to.equal(400);
+    expect(tooMany.body.error).to.equal('invalid_filter');
+    expect(tooMany.body.message).to.contain('32');
+  });
 });
