@@ -16,6 +16,7 @@ export const STATUS: Record<ErrorCode, number> = {
   conflict: 409,
   gone: 410,
   payload_too_large: 413,
+  unsupported_media_type: 415,
   range_not_satisfiable: 416,
   rate_limited: 429,
   device_unavailable: 503,
@@ -30,6 +31,7 @@ const CODE_FOR_STATUS: Record<number, ErrorCode> = {
   409: 'conflict',
   410: 'gone',
   413: 'payload_too_large',
+  415: 'unsupported_media_type',
   416: 'range_not_satisfiable',
   429: 'rate_limited',
 };

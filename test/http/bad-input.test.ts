@@ -4,6 +4,8 @@
  * with a JSON error body, never a 500.
  */
 import { expect } from 'chai';
+import http from 'node:http';
+import zlib from 'node:zlib';
 import { startTestDaemon, waitForJob, type TestDaemon } from '../helpers/daemon.js';
 
 describe('v1 bad input', function () {
@@ -113,5 +115,73 @@ describe('v1 bad input', function () {
     expect(tooMany.status).to.equal(400);
     expect(tooMany.body.error).to.equal('invalid_filter');
     expect(tooMany.body.message).to.contain('32');
+  });
+
+  describe('Content-Encoding of request bodies (issue 11: gzip, deflate and br answered 500)', () => {
+    /** A raw POST, so the body goes out byte for byte with exactly these headers. */
+    const post = (path: string, headers: Record<string, string | string[]>, body: Buffer) =>
+      new Promise<{ status: number; type: string; body: { error?: string; message?: string; job_uid?: string } }>((resolve, reject) => {
+        const req = http.request(`${d.url}${path}`, { method: 'POST', headers: { 'Content-Length': String(body.length), ...headers } }, (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => {
+            const text = Buffer.concat(chunks).toString('utf8');
+            resolve({ status: res.statusCode ?? 0, type: String(res.headers['content-type']).split(';')[0]!, body: text ? JSON.parse(text) : {} });
+          });
+        });
+        req.on('error', reject);
+        req.end(body);
+      });
+    // An unknown revision: a decoded body reaches the handler and gets its 404, and no job starts.
+    const json = Buffer.from(JSON.stringify({ test_pack_revision: 'no-such-branch', test_cases: ['tests/basic.py::test_pass'] }));
+    const encoders: Record<string, (b: Buffer) => Buffer> = {
+      gzip: (b) => zlib.gzipSync(b), deflate: (b) => zlib.deflateSync(b), br: (b) => zlib.brotliCompressSync(b),
+      'x-gzip': (b) => zlib.gzipSync(b), GZip: (b) => zlib.gzipSync(b), identity: (b) => b,
+    };
+
+    it('a valid gzip, deflate or br body is decoded and reaches the handler', async () => {
+      for (const [enc, encode] of Object.entries(encoders)) {
+        const res = await post('/api/v1/run_tests', { 'Content-Encoding': enc }, encode(json));
+        expect(res.status, enc).to.equal(404);
+        expect(res.body.error, enc).to.equal('not_found');
+        expect(res.body.message, enc).to.contain('no-such-branch');
+      }
+    });
+
+    it('a corrupt or truncated body is 400 invalid_request', async () => {
+      const corrupt: Array<[string, Buffer]> = [
+        ['gzip', Buffer.from('not gzip at all')], ['deflate', Buffer.from('not deflate')], ['br', Buffer.from('not brotli data, not at all')],
+        ['gzip', zlib.gzipSync(json).subarray(0, 20)], ['deflate', zlib.deflateSync(json).subarray(0, 10)], ['br', zlib.brotliCompressSync(json).subarray(0, 8)],
+        ['gzip', Buffer.alloc(0)],
+      ];
+      for (const [enc, body] of corrupt) {
+        const res = await post('/api/v1/run_tests', { 'Content-Encoding': enc }, body);
+        expectJson4xx(res, `${enc} ${body.length} bytes`);
+        expect(res.status, enc).to.equal(400);
+        expect(res.body.error, enc).to.equal('invalid_request');
+      }
+    });
+
+    it('a zip bomb is 413 payload_too_large (the limit counts decoded bytes)', async () => {
+      const bomb = Buffer.alloc(64 * 1024 * 1024, 0x20); // 64 MiB of spaces: valid JSON whitespace around nothing
+      for (const [enc, encode] of [['gzip', zlib.gzipSync], ['br', zlib.brotliCompressSync], ['deflate', zlib.deflateSync]] as const) {
+        const packed = encode(bomb);
+        expect(packed.length).to.be.below(1024 * 1024);
+        const res = await post('/api/v1/run_tests', { 'Content-Encoding': enc }, packed);
+        expect(res.status, enc).to.equal(413);
+        expect(res.body.error, enc).to.equal('payload_too_large');
+      }
+    });
+
+    it('an unknown encoding or a list of encodings is 415 unsupported_media_type', async () => {
+      for (const enc of ['compress', 'zstd', 'gzip, gzip', 'x'.repeat(5000), 'gzip;q=1']) {
+        const res = await post('/api/v1/run_tests', { 'Content-Encoding': enc }, json);
+        expect(res.status, enc).to.equal(415);
+        expect(res.body.error, enc).to.equal('unsupported_media_type');
+      }
+      const twice = await post('/api/v1/run_tests', { 'Content-Encoding': ['gzip', 'br'] }, zlib.gzipSync(json));
+      expect(twice.status).to.equal(415);
+      expect(d.daemon.services.jobs.current()?.job_uid).to.equal(jobUid);
+    });
   });
 });
