@@ -117,6 +117,21 @@ describe('v1 bad input', function () {
     expect(tooMany.body.message).to.contain('32');
   });
 
+  it('a method the API never uses (TRACE, PROPFIND) is a JSON 501 not_implemented; a known one on the wrong path a JSON 405', async () => {
+    for (const m of ['TRACE', 'PROPFIND', 'MKCOL']) {
+      const res = await new Promise<{ status: number; type: string; body: { error?: string } }>((resolve, reject) => {
+        http.request(`${d.url}/api/v1/results`, { method: m }, (r) => {
+          let text = '';
+          r.on('data', (c: Buffer) => (text += c.toString()));
+          r.on('end', () => resolve({ status: r.statusCode ?? 0, type: String(r.headers['content-type']).split(';')[0]!, body: JSON.parse(text) as { error?: string } }));
+        }).on('error', reject).end();
+      });
+      expect([res.status, res.type, res.body.error], m).to.deep.equal([501, 'application/json', 'not_implemented']);
+    }
+    const put = await d.http.put('/api/v1/results');
+    expect([put.status, put.body.error]).to.deep.equal([405, 'method_not_allowed']);
+  });
+
   describe('Content-Encoding of request bodies (issue 11: gzip, deflate and br answered 500)', () => {
     /** A raw POST, so the body goes out byte for byte with exactly these headers. */
     const post = (path: string, headers: Record<string, string | string[]>, body: Buffer) =>
