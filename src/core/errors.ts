@@ -12,6 +12,7 @@ export type ErrorCode =
   | 'conflict' // 409
   | 'gone' // 410
   | 'payload_too_large' // 413
+  | 'unsupported_media_type' // 415
   | 'range_not_satisfiable' // 416
   | 'rate_limited' // 429
   | 'device_unavailable' // 503

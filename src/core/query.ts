@@ -10,6 +10,7 @@
  */
 import { DateTime, FixedOffsetZone, IANAZone, type Zone } from 'luxon';
 import { FarmError } from './errors.js';
+import { compileGlob, compileSubstring } from './glob.js';
 import type { ResultRecord } from './model.js';
 
 export type SortField = 'category' | 'date' | 'duration' | 'job' | 'testcase' | 'result';
@@ -28,6 +29,14 @@ export interface ResultQuery {
 
 /** Default and maximum number of results one query returns (spec: "at most the first 2,000"). */
 export const DEFAULT_RESULT_LIMIT = 2000;
+
+/**
+ * Bounds on one filter, so that evaluating it stays cheap: every term costs
+ * time linear in the record (see glob.ts), and there are at most this many
+ * terms of at most this length. Real filters are a few terms of tens of
+ * characters.
+ */
+export const FILTER_LIMITS = { length: 4096, terms: 32, termLength: 1024 } as const;
 
 const SORT_FIELDS: readonly SortField[] = ['category', 'date', 'duration', 'job', 'testcase', 'result'];
 
@@ -126,6 +135,9 @@ const badTerm = (text: string, why: string): FarmError =>
 
 /** Split on unquoted whitespace; `"..."` holds spaces, with `\"` and `\\` as the only escapes. */
 function tokenize(filter: string): Term[] {
+  if (filter.length > FILTER_LIMITS.length) {
+    throw new FarmError('invalid_filter', `filter: longer than ${FILTER_LIMITS.length} characters (${filter.length}); the limit is ${FILTER_LIMITS.length}`, { limit: 'length' });
+  }
   const terms: Term[] = [];
   let i = 0;
   while (i < filter.length) {
@@ -149,7 +161,14 @@ function tokenize(filter: string): Term[] {
         i++;
       }
     }
-    terms.push(makeTerm(filter.slice(start, i), key, value));
+    const text = filter.slice(start, i);
+    if (text.length > FILTER_LIMITS.termLength) {
+      throw badTerm(`${text.slice(0, 40)}...`, `longer than ${FILTER_LIMITS.termLength} characters; the limit is ${FILTER_LIMITS.termLength} per term`);
+    }
+    terms.push(makeTerm(text, key, value));
+    if (terms.length > FILTER_LIMITS.terms) {
+      throw new FarmError('invalid_filter', `filter: more than ${FILTER_LIMITS.terms} terms; the limit is ${FILTER_LIMITS.terms}`, { limit: 'terms' });
+    }
   }
   return terms;
 }
@@ -219,23 +238,24 @@ function compileTerm(t: Term, tz: string, now: Date): Test {
   }
 }
 
-/** Exact full name; `*` matches any run of characters (`testcase:*::test_login*`). */
+/**
+ * Exact full name; `*` matches any run of characters (`testcase:*::test_login*`).
+ * Matched without regular expressions, in time linear in the name (glob.ts).
+ */
 function testCaseTerm(v: string): Test {
   if (!v.includes('*')) return (r) => r.test_case === v;
-  const re = new RegExp('^' + v.split('*').map(escapeRe).join('.*') + '$', 's');
-  return (r) => re.test(r.test_case);
+  const match = compileGlob(v);
+  return (r) => match(r.test_case);
 }
 
-/** Case-insensitive substring of test_case, failure_reason, category, job_uid or result_id. */
+/** Case-insensitive substring of test_case, failure_reason, category, job_uid or result_id; linear (glob.ts). */
 function freeText(t: Term): Test {
   if (t.value === '') throw badTerm(t.text, 'empty text');
-  const re = new RegExp(escapeRe(t.value), 'i');
+  const has = compileSubstring(t.value);
   return (r) =>
-    re.test(r.test_case) || (r.failure_reason !== null && re.test(r.failure_reason)) ||
-    re.test(r.category) || re.test(r.result_id);
+    has(r.test_case) || (r.failure_reason !== null && has(r.failure_reason)) ||
+    has(r.category) || has(r.result_id);
 }
-
-const escapeRe = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 // ---------------------------------------------------------------- dates
 

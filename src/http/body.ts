@@ -2,9 +2,20 @@
  * Request bodies. COMPAT.md: clients post JSON without a Content-Type (or as
  * form data, as `curl -d` does), so the API's POST/PUT bodies are parsed as
  * JSON whatever the header says; a body that is not JSON is a 400.
+ *
+ * `Content-Encoding: gzip`, `deflate` or `br` bodies are decoded (co-body's
+ * inflation), and the size limit counts the decoded bytes, so a zip bomb is a
+ * 413 after at most the limit has been inflated. A body that does not decode
+ * is a 400; any other encoding, or a list of encodings, is a 415
+ * (docs/api-notes.md).
  */
 import type { Context, Next } from 'koa';
 import { HttpMethodEnum, koaBody } from 'koa-body';
+import { FarmError } from '../core/errors.js';
+
+const BODY_METHODS = ['POST', 'PUT', 'PATCH', 'DELETE'];
+/** Content codings the body parser decodes (RFC 9110: names are case-insensitive). */
+export const BODY_ENCODINGS = ['identity', 'gzip', 'x-gzip', 'deflate', 'br'] as const;
 
 export function jsonBody(limitBytes: number) {
   const parse = koaBody({
@@ -20,9 +31,38 @@ export function jsonBody(limitBytes: number) {
     },
   });
   return async function parseJson(ctx: Context, next: Next): Promise<void> {
-    if (['POST', 'PUT', 'PATCH', 'DELETE'].includes(ctx.method)) ctx.request.headers['content-type'] = 'application/json';
-    await parse(ctx, next);
+    if (!BODY_METHODS.includes(ctx.method)) return next();
+    const headers = ctx.request.headers;
+    headers['content-type'] = 'application/json';
+    const encoding = (ctx.get('Content-Encoding') || 'identity').trim().toLowerCase();
+    if (!(BODY_ENCODINGS as readonly string[]).includes(encoding)) {
+      throw new FarmError(
+        'unsupported_media_type',
+        `Content-Encoding "${encoding.slice(0, 40)}" is not supported; send the body plain or with one of gzip, deflate, br`,
+      );
+    }
+    headers['content-encoding'] = encoding === 'x-gzip' ? 'gzip' : encoding;
+    let parsed = false;
+    try {
+      await parse(ctx, async () => {
+        parsed = true;
+        await next();
+      });
+    } catch (e) {
+      // Only errors of the parsing itself are translated; the routes' own errors pass through.
+      if (!parsed && isDecodeError(e)) {
+        throw new FarmError('invalid_request', `the request body is not valid ${headers['content-encoding']} data: ${(e as Error).message}`);
+      }
+      throw e;
+    }
   };
+}
+
+/** zlib's errors (corrupt or truncated data) carry a `Z_...` code or a zlib errno and no HTTP status. */
+function isDecodeError(e: unknown): boolean {
+  const err = e as { status?: unknown; code?: unknown; errno?: unknown };
+  if (typeof err !== 'object' || err === null || typeof err.status === 'number') return false;
+  return (typeof err.code === 'string' && err.code.startsWith('Z_')) || (typeof err.code === 'string' && err.code.startsWith('ERR_BROTLI')) || typeof err.errno === 'number';
 }
 
 /** The parsed body; `{}` for an empty one. */

@@ -16,6 +16,7 @@ export const STATUS: Record<ErrorCode, number> = {
   conflict: 409,
   gone: 410,
   payload_too_large: 413,
+  unsupported_media_type: 415,
   range_not_satisfiable: 416,
   rate_limited: 429,
   device_unavailable: 503,
@@ -30,6 +31,7 @@ const CODE_FOR_STATUS: Record<number, ErrorCode> = {
   409: 'conflict',
   410: 'gone',
   413: 'payload_too_large',
+  415: 'unsupported_media_type',
   416: 'range_not_satisfiable',
   429: 'rate_limited',
 };
@@ -48,6 +50,9 @@ export function errorHandler(logger: Logger) {
         sendError(ctx, 404, 'not_found', `no such endpoint: ${ctx.method} ${ctx.path}`);
       } else if (ctx.status === 405 && (ctx.body === undefined || typeof ctx.body === 'string')) {
         sendError(ctx, 405, 'method_not_allowed', `${ctx.method} is not allowed on ${ctx.path}; allowed: ${ctx.response.get('Allow')}`);
+      } else if (ctx.status === 501 && (ctx.body === undefined || typeof ctx.body === 'string')) {
+        // The router's answer to a method it does not know at all (TRACE, PROPFIND, ...).
+        sendError(ctx, 501, 'not_implemented', `the method ${ctx.method.slice(0, 20)} is not used by this API; use GET, POST, PUT or DELETE`);
       }
     } catch (e) {
       if (isFarmError(e)) {

@@ -2,7 +2,8 @@
  * The daemon's web interface, for people: for now the triage page of a
  * result (`triage_url`), plain HTML with its fields, log, screenshot, video and
  * artifact links. Its links go to the v1 reads, which a browser can follow
- * without a token (unless `auth.v1_requires_token`).
+ * without a token. With `auth.v1_requires_token` the page and its links need
+ * one, like v1: `guardApi` (auth.ts) covers `/app/...` too (docs/auth.md).
  */
 import Router from '@koa/router';
 import { open } from 'node:fs/promises';

@@ -169,8 +169,12 @@ export class GitTestPack implements TestPack {
     checkSha(sha);
     await this.requireCommit(sha);
     const found = await this.repo.readBlobs(CONFIG_FILES.map((f) => `${sha}:${f}`));
-    const text = found.find((b) => b !== undefined);
-    return text ? parseIniConfig(text.toString('utf8')) : {};
+    const at = found.findIndex((b) => b !== undefined);
+    if (at < 0) return {};
+    // What Python's configparser would refuse is read anyway; say so, so the typo gets fixed.
+    return parseIniConfig(found[at]!.toString('utf8'), (p) =>
+      this.o.logger?.warn({ file: CONFIG_FILES[at], line: p.line, sha }, `test-pack configuration ${CONFIG_FILES[at]} line ${p.line}: ${p.message}`),
+    );
   }
 
   async remoteControls(sha: string): Promise<string[]> {

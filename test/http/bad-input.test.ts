@@ -4,6 +4,8 @@
  * with a JSON error body, never a 500.
  */
 import { expect } from 'chai';
+import http from 'node:http';
+import zlib from 'node:zlib';
 import { startTestDaemon, waitForJob, type TestDaemon } from '../helpers/daemon.js';
 
 describe('v1 bad input', function () {
@@ -89,5 +91,112 @@ describe('v1 bad input', function () {
         else expectJson4xx(res, `${p} ${JSON.stringify(q).slice(0, 60)}`);
       }
     }
+  });
+
+  it('issue 11: a filter of many wildcards is answered, and another client is answered while it runs', async function () {
+    // Backtracking regexes took 38 s on this and blocked every other client meanwhile.
+    this.timeout(20_000);
+    const attack = `testcase:${'*'.repeat(12)}a`;
+    const arrived = new Promise<void>((resolve) => d.daemon.server.once('request', () => resolve()));
+    const attackRes = d.http.get('/api/v1/results').query({ filter: attack }).then((r) => r);
+    await arrived;
+    // The daemon has the attack request; a second client is answered before or while it runs.
+    const other = await d.http.get(`/api/v1/jobs${jobUid}`);
+    expect(other.status).to.equal(200);
+    const res = await attackRes;
+    expect(res.status).to.equal(200);
+    expect(res.body).to.deep.equal([]);
+    for (const filter of [`${'*'.repeat(12)}a`, `testcase:*${'a*'.repeat(200)}b`, `-testcase:${'*'.repeat(40)}x ${'"a b" '.repeat(20)}`]) {
+      const r = await d.http.get('/api/v1/results').query({ filter });
+      expect(r.status, filter).to.be.oneOf([200, 400]);
+      if (r.status === 400) expect(r.body.error).to.equal('invalid_filter');
+    }
+    const tooMany = await d.http.get('/api/v1/results').query({ filter: 'a '.repeat(40) });
+    expect(tooMany.status).to.equal(400);
+    expect(tooMany.body.error).to.equal('invalid_filter');
+    expect(tooMany.body.message).to.contain('32');
+  });
+
+  it('a method the API never uses (TRACE, PROPFIND) is a JSON 501 not_implemented; a known one on the wrong path a JSON 405', async () => {
+    for (const m of ['TRACE', 'PROPFIND', 'MKCOL']) {
+      const res = await new Promise<{ status: number; type: string; body: { error?: string } }>((resolve, reject) => {
+        http.request(`${d.url}/api/v1/results`, { method: m }, (r) => {
+          let text = '';
+          r.on('data', (c: Buffer) => (text += c.toString()));
+          r.on('end', () => resolve({ status: r.statusCode ?? 0, type: String(r.headers['content-type']).split(';')[0]!, body: JSON.parse(text) as { error?: string } }));
+        }).on('error', reject).end();
+      });
+      expect([res.status, res.type, res.body.error], m).to.deep.equal([501, 'application/json', 'not_implemented']);
+    }
+    const put = await d.http.put('/api/v1/results');
+    expect([put.status, put.body.error]).to.deep.equal([405, 'method_not_allowed']);
+  });
+
+  describe('Content-Encoding of request bodies (issue 11: gzip, deflate and br answered 500)', () => {
+    /** A raw POST, so the body goes out byte for byte with exactly these headers. */
+    const post = (path: string, headers: Record<string, string | string[]>, body: Buffer) =>
+      new Promise<{ status: number; type: string; body: { error?: string; message?: string; job_uid?: string } }>((resolve, reject) => {
+        const req = http.request(`${d.url}${path}`, { method: 'POST', headers: { 'Content-Length': String(body.length), ...headers } }, (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => {
+            const text = Buffer.concat(chunks).toString('utf8');
+            resolve({ status: res.statusCode ?? 0, type: String(res.headers['content-type']).split(';')[0]!, body: text ? JSON.parse(text) : {} });
+          });
+        });
+        req.on('error', reject);
+        req.end(body);
+      });
+    // An unknown revision: a decoded body reaches the handler and gets its 404, and no job starts.
+    const json = Buffer.from(JSON.stringify({ test_pack_revision: 'no-such-branch', test_cases: ['tests/basic.py::test_pass'] }));
+    const encoders: Record<string, (b: Buffer) => Buffer> = {
+      gzip: (b) => zlib.gzipSync(b), deflate: (b) => zlib.deflateSync(b), br: (b) => zlib.brotliCompressSync(b),
+      'x-gzip': (b) => zlib.gzipSync(b), GZip: (b) => zlib.gzipSync(b), identity: (b) => b,
+    };
+
+    it('a valid gzip, deflate or br body is decoded and reaches the handler', async () => {
+      for (const [enc, encode] of Object.entries(encoders)) {
+        const res = await post('/api/v1/run_tests', { 'Content-Encoding': enc }, encode(json));
+        expect(res.status, enc).to.equal(404);
+        expect(res.body.error, enc).to.equal('not_found');
+        expect(res.body.message, enc).to.contain('no-such-branch');
+      }
+    });
+
+    it('a corrupt or truncated body is 400 invalid_request', async () => {
+      const corrupt: Array<[string, Buffer]> = [
+        ['gzip', Buffer.from('not gzip at all')], ['deflate', Buffer.from('not deflate')], ['br', Buffer.from('not brotli data, not at all')],
+        ['gzip', zlib.gzipSync(json).subarray(0, 20)], ['deflate', zlib.deflateSync(json).subarray(0, 10)], ['br', zlib.brotliCompressSync(json).subarray(0, 8)],
+        ['gzip', Buffer.alloc(0)],
+      ];
+      for (const [enc, body] of corrupt) {
+        const res = await post('/api/v1/run_tests', { 'Content-Encoding': enc }, body);
+        expectJson4xx(res, `${enc} ${body.length} bytes`);
+        expect(res.status, enc).to.equal(400);
+        expect(res.body.error, enc).to.equal('invalid_request');
+      }
+    });
+
+    it('a zip bomb is 413 payload_too_large (the limit counts decoded bytes)', async () => {
+      const bomb = Buffer.alloc(64 * 1024 * 1024, 0x20); // 64 MiB of spaces: valid JSON whitespace around nothing
+      for (const [enc, encode] of [['gzip', zlib.gzipSync], ['br', zlib.brotliCompressSync], ['deflate', zlib.deflateSync]] as const) {
+        const packed = encode(bomb);
+        expect(packed.length).to.be.below(1024 * 1024);
+        const res = await post('/api/v1/run_tests', { 'Content-Encoding': enc }, packed);
+        expect(res.status, enc).to.equal(413);
+        expect(res.body.error, enc).to.equal('payload_too_large');
+      }
+    });
+
+    it('an unknown encoding or a list of encodings is 415 unsupported_media_type', async () => {
+      for (const enc of ['compress', 'zstd', 'gzip, gzip', 'x'.repeat(5000), 'gzip;q=1']) {
+        const res = await post('/api/v1/run_tests', { 'Content-Encoding': enc }, json);
+        expect(res.status, enc).to.equal(415);
+        expect(res.body.error, enc).to.equal('unsupported_media_type');
+      }
+      const twice = await post('/api/v1/run_tests', { 'Content-Encoding': ['gzip', 'br'] }, zlib.gzipSync(json));
+      expect(twice.status).to.equal(415);
+      expect(d.daemon.services.jobs.current()?.job_uid).to.equal(jobUid);
+    });
   });
 });

@@ -172,6 +172,12 @@ describe('v2 API', function () {
     expect(xml.text).to.match(/<testsuite [^>]*tests="2"[^>]*failures="1"/);
     expect(xml.text).to.include('<failure');
     expect((await as.get('/api/v2/results.xml').query({ include_tz: 'maybe' })).status).to.equal(400);
+    // classname: the test file path by default (as stb-tester's portal), pytest's dotted module on request.
+    expect(xml.text).to.include(`classname="${PASS.split('::')[0]}" name="${PASS.split('::')[1]}"`);
+    const pytest = await as.get('/api/v2/results.xml').query({ filter, junit_classname: 'pytest' });
+    expect(pytest.text).to.include(`classname="${PASS.split('::')[0]!.replace(/\.py$/, '').replaceAll('/', '.')}"`);
+    const badStyle = await as.get('/api/v2/results.xml').query({ junit_classname: 'java' });
+    expect([badStyle.status, badStyle.body.error]).to.deep.equal([400, 'invalid_request']);
     expect((await as.get('/api/v2/results.csv').query({ sort: 'nope:asc' })).status).to.equal(400);
 
     const [r] = (await as.get('/api/v2/results').query({ filter, sort: 'date:asc' })).body;

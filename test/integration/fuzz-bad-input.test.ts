@@ -17,6 +17,7 @@ import { silentLogger } from '../../src/logger.js';
 import { TokenStore, tokensFile } from '../../src/storage/tokens.js';
 import { makeTestPack, type TestPackRepo } from '../fixtures/testPack.js';
 import { testConfig } from '../helpers/daemon.js';
+import { fuzz } from '../helpers/fuzzRequests.js';
 
 const CANARY = 'CANARY-7f3a9c-do-not-serve';
 
@@ -197,6 +198,20 @@ describe('bad input: generated malformed requests against every endpoint', funct
     const nodeState = (await (await fetch(`${daemon.url}/api/v2/nodes/${node}`, { headers: v2 })).json()) as { reservation: unknown };
     expect(nodeState.reservation).to.equal(null);
     console.log(`      bad inputs: ${sent} requests, statuses ${JSON.stringify(counts)}`);
+  });
+
+  // Issue 11: our own generator over every route and method, with content encodings (valid, corrupt,
+  // a bomb), huge and duplicated headers, bad Range, Authorization and Accept, odd paths and queries.
+  // bench/soak/fuzz.ts runs the same generator longer and measures event-loop stalls.
+  it('generated requests to every route, method, encoding and odd header: no 500, every error JSON {error, message}', async () => {
+    const node = resultId.split('/')[1]!;
+    const out = await fuzz(new URL(daemon.url), { node, jobUid, resultId, token }, { count: 3000, seed: 11, concurrency: 8 });
+    expect(out.problems.slice(0, 20), `${out.problems.length} problems in ${out.sent} requests; statuses ${JSON.stringify(out.counts)}`).to.deep.equal([]);
+    expect(out.counts[500] ?? 0).to.equal(0);
+    expect(out.sent).to.be.greaterThan(2900);
+    // The generator reached the interesting answers, not only 404s.
+    for (const status of [200, 400, 403, 404, 405, 413, 415, 416, 431]) expect(out.counts[status] ?? 0, `status ${status}`).to.be.greaterThan(0);
+    console.log(`      generated: ${out.sent} requests, statuses ${JSON.stringify(out.counts)}`);
   });
 
   it('a slow client cannot hold a connection forever: the server sets headersTimeout and requestTimeout (the real cut-off is measured in bench/soak/slow-client.ts)', () => {

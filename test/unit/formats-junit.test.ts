@@ -85,12 +85,21 @@ describe('results jUnit XML (GET /api/v2/results.xml)', () => {
     expect(xpath(file, 'count(/testsuite/testcase)')).to.equal('3');
   });
 
-  it('maps a test case to classname (file, pytest style) and name (function), time in seconds', async () => {
+  it('by default, as the stb-tester portal: classname = the test file path, name = the function, time in seconds', async () => {
     const file = await save(resultsJunitXml([rec()], { includeTz: false, tz: 'UTC' }));
+    expect(xpath(file, '//testcase/@classname')).to.equal('tests/ui/menus.py');
+    expect(xpath(file, '//testcase/@name')).to.equal('test_open_menu');
+    expect(validate(file, SCHEMA).status).to.equal(0);
+    expect(junitNames('tests/test.py::test_x')).to.deep.equal({ classname: 'tests/test.py', name: 'test_x' });
+  });
+
+  it('classname "pytest" keeps pytest junitxml style (file as a dotted module)', async () => {
+    const file = await save(resultsJunitXml([rec()], { includeTz: false, tz: 'UTC', classname: 'pytest' }));
     expect(xpath(file, '//testcase/@classname')).to.equal('tests.ui.menus');
     expect(xpath(file, '//testcase/@name')).to.equal('test_open_menu');
     expect(xpath(file, '//testcase/@time')).to.equal('12.345');
     expect(xpath(file, 'count(//testcase/*)')).to.equal('0');
+    expect(junitNames('no_separator', 'pytest')).to.deep.equal({ classname: '', name: 'no_separator' });
     expect(junitNames('no_separator')).to.deep.equal({ classname: '', name: 'no_separator' });
   });
 

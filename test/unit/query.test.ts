@@ -2,7 +2,8 @@
 import { expect } from 'chai';
 import { FarmError } from '../../src/core/errors.js';
 import type { ResultRecord } from '../../src/core/model.js';
-import { compareFor, parseResultQuery, parseSort, parseTimeZone } from '../../src/core/query.js';
+import { compileGlob, compileSubstring, type StepCounter } from '../../src/core/glob.js';
+import { compareFor, FILTER_LIMITS, parseResultQuery, parseSort, parseTimeZone } from '../../src/core/query.js';
 
 function rec(over: Partial<ResultRecord> & { start_time: string }): ResultRecord {
   const job = over.job_uid ?? '/node-1/ab12/7';
@@ -188,6 +189,66 @@ describe('parseResultQuery: filter', () => {
 
   it('a repeated filter parameter (an array) is invalid_request', () => {
     expectFarmError(() => parseResultQuery({ filter: ['job:a', 'job:b'] }), 'invalid_request', 'filter');
+  });
+});
+
+describe('filter matching is linear and bounded (issue 11: a glob took 38 s and blocked every client)', () => {
+  // The attack: a dozen stars and a letter, against names that never end in it.
+  const attack = `testcase:${'*'.repeat(12)}a`;
+  const longName = `tests/${'x'.repeat(400)}.py::test_${'y'.repeat(400)}`;
+
+  it('the attack filter is answered, and right, on a long name', () => {
+    const q = parseResultQuery({ filter: attack });
+    expect(q.predicate(rec({ start_time: '2026-11-20T00:00:00.000Z', test_case: longName }))).to.equal(false);
+    expect(q.predicate(rec({ start_time: '2026-11-20T00:00:00.000Z', test_case: `${longName}a` }))).to.equal(true);
+  });
+
+  it('a glob match costs at most 2 x (text + pattern) character comparisons, whatever the stars', () => {
+    const patterns = [
+      `${'*'.repeat(12)}a`, `*${'a*'.repeat(30)}b`, `*${'x'.repeat(300)}z*`, `tests/*x*x*x*x*x*x*x*x*x*::*y*y*y*y*q`,
+      `*${'xy'.repeat(50)}*`, `${'*x'.repeat(200)}*`,
+    ];
+    const texts = [longName, 'x'.repeat(5000), 'xy'.repeat(3000) + 'x', 'a'.repeat(4000)];
+    for (const p of patterns) {
+      const match = compileGlob(p);
+      for (const t of texts) {
+        const n: StepCounter = { steps: 0 };
+        match(t, n);
+        expect(n.steps, `${p.slice(0, 20)} on ${t.slice(0, 20)}`).to.be.at.most(2 * (t.length + p.length));
+      }
+    }
+  });
+
+  it('a free-text match costs at most 2 x (text + needle) comparisons', () => {
+    const has = compileSubstring('a'.repeat(500) + 'b');
+    const n: StepCounter = { steps: 0 };
+    expect(has('a'.repeat(20_000), n)).to.equal(false);
+    expect(n.steps).to.be.at.most(2 * (20_000 + 501));
+  });
+
+  it('globs agree with a regular expression on random patterns and names', () => {
+    let seed = 7;
+    const rnd = (k: number) => ((seed = (seed * 1103515245 + 12345) % 2147483648) % k);
+    const word = (len: number, abc: string) => Array.from({ length: len }, () => abc[rnd(abc.length)]).join('');
+    for (let i = 0; i < 3000; i++) {
+      const p = word(rnd(9), 'ab*');
+      const t = word(rnd(12), 'ab');
+      const re = new RegExp(`^${p.replaceAll('*', '.*')}$`);
+      expect(compileGlob(p)(t), `${p} on ${t}`).to.equal(re.test(t));
+    }
+  });
+
+  it('free text agrees with a case-insensitive search, non-ASCII letters included', () => {
+    const has = compileSubstring('ÉCRAN noir');
+    expect(has('tests/x.py: écran NOIR after boot')).to.equal(true);
+    expect(has('écran gris')).to.equal(false);
+  });
+
+  it('a filter longer than the limit, a term longer than its limit, or too many terms is invalid_filter naming the limit', () => {
+    expectFarmError(() => parseResultQuery({ filter: 'a'.repeat(FILTER_LIMITS.length + 1) }), 'invalid_filter', String(FILTER_LIMITS.length));
+    expectFarmError(() => parseResultQuery({ filter: `testcase:${'*a'.repeat(FILTER_LIMITS.termLength)}` }), 'invalid_filter', String(FILTER_LIMITS.termLength));
+    expectFarmError(() => parseResultQuery({ filter: Array.from({ length: FILTER_LIMITS.terms + 1 }, (_, i) => `t${i}`).join(' ') }), 'invalid_filter', String(FILTER_LIMITS.terms));
+    expect(() => parseResultQuery({ filter: Array.from({ length: FILTER_LIMITS.terms }, (_, i) => `t${i}`).join(' ') })).to.not.throw();
   });
 });
 

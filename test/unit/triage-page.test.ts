@@ -10,6 +10,8 @@ import { expect } from 'chai';
 import type { ArtifactListing, ResultRecord } from '../../src/core/model.js';
 import { logTail, triagePage, type TriageInput } from '../../src/http/triage.js';
 import { resultRecord } from '../fixtures/records.js';
+import { asUser } from '../helpers/auth.js';
+import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 
 const BASE = 'https://farm.example:8443';
 const API = `${BASE}/api/v2/results/node-1/4f2a/7/2026-11-23_09.19.15`;
@@ -143,5 +145,57 @@ describe('triage page (/app/results/<result_id>)', () => {
     const p = page({ logText: log });
     expect(await xpath(p, 'string(//pre[@class="log"])')).to.equal('2026-11-23T09:19:15.123456+00:00 ok \uFFFD');
     expect(page({ logText: null })).to.include('This run has no log.');
+  });
+});
+
+describe('triage page over HTTP: it obeys auth.v1_requires_token like the v1 API', function () {
+  this.timeout(60_000);
+  let d: TestDaemon;
+  let user: Awaited<ReturnType<typeof asUser>>;
+  let page: string;
+
+  before(async () => {
+    d = await startTestDaemon({ config: { capture: { uri: 'none:' }, auth: { v1_requires_token: true } } });
+    user = await asUser(d, 'ci');
+    const run = await user.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: ['tests/basic.py::test_pass'] });
+    expect(run.status).to.equal(200);
+    // Poll the job (with the token: v1 needs one here) until it has exited.
+    while ((await user.get(`/api/v1/jobs${run.body.job_uid}`)).body.status !== 'exited') await new Promise((r) => setTimeout(r, 100));
+    const [result] = (await user.get(`/api/v1/jobs${run.body.job_uid}/results`)).body as Array<{ result_id: string }>;
+    page = `/app/results${result!.result_id}`;
+  });
+  after(() => d?.stop());
+
+  it('no token, or a bad one: 403 forbidden as JSON, as the API answers', async () => {
+    for (const [p, auth] of [[page, undefined], [page.toUpperCase().replace('/APP/RESULTS', '/APP/results'), undefined], [page, 'token nope'], [`${page}/`, 'Basic eDp5']] as const) {
+      const req = d.http.get(p);
+      const res = auth ? await req.set('Authorization', auth) : await req;
+      expect(res.status, p).to.equal(403);
+      expect(res.type).to.equal('application/json');
+      expect(res.body.error).to.equal('forbidden');
+      expect(res.body.message).to.be.a('string');
+    }
+    // The same answer the v1 API gives for the same request.
+    expect((await d.http.get(page.replace('/app/results', '/api/v1/result'))).status).to.equal(403);
+  });
+
+  it('with a token (Authorization: token ... or Bearer ...) the page is served', async () => {
+    const res = await user.get(page);
+    expect(res.status).to.equal(200);
+    expect(res.type).to.equal('text/html');
+    expect(res.text).to.contain('tests/basic.py::test_pass');
+    const bearer = await d.http.get(page).set('Authorization', `Bearer ${user.token}`);
+    expect(bearer.status).to.equal(200);
+  });
+
+  it('with v1_requires_token off (the default) the page needs no token', async () => {
+    const open = await startTestDaemon({ config: { capture: { uri: 'none:' } } });
+    try {
+      const res = await open.http.get('/app/results/farmhand-test/abcd/1/2026-11-23_10.00.00');
+      expect(res.status).to.equal(404); // reached the page's route: an unknown result, not a refusal
+      expect(res.body.error).to.equal('not_found');
+    } finally {
+      await open.stop();
+    }
   });
 });

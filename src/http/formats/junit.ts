@@ -18,14 +18,25 @@ export interface JunitOptions {
   tz: string;
   /** The suite's timestamp when there are no results (defaults to now). */
   now?: Date;
+  /** How `classname` is written (default `path`); see {@link junitNames}. */
+  classname?: JunitClassname;
 }
 
-/** `tests/ui/menus.py::test_ok` -> classname `tests.ui.menus`, name `test_ok` (pytest's junitxml naming). */
-export function junitNames(testCase: string): { classname: string; name: string } {
+/**
+ * `path`: the test file as written (`tests/ui/menus.py`), as the stb-tester
+ * portal's own jUnit does, so a team moving from it keeps its Jenkins history.
+ * `pytest`: dotted module without `.py` (`tests.ui.menus`), as pytest's junitxml.
+ */
+export type JunitClassname = 'path' | 'pytest';
+export const JUNIT_CLASSNAMES: readonly JunitClassname[] = ['path', 'pytest'];
+
+/** `tests/ui/menus.py::test_ok` -> classname `tests/ui/menus.py` (or `tests.ui.menus` in pytest style), name `test_ok`. */
+export function junitNames(testCase: string, style: JunitClassname = 'path'): { classname: string; name: string } {
   const at = testCase.lastIndexOf('::');
   if (at < 0) return { classname: '', name: testCase };
-  const file = testCase.slice(0, at).replace(/\.py$/, '');
-  return { classname: file.replace(/[/\\]/g, '.'), name: testCase.slice(at + 2) };
+  const file = testCase.slice(0, at);
+  const classname = style === 'pytest' ? file.replace(/\.py$/, '').replace(/[/\\]/g, '.') : file;
+  return { classname, name: testCase.slice(at + 2) };
 }
 
 /** The exception type that starts a failure reason (`AssertionError: ...`), else a generic one per outcome. */
@@ -59,7 +70,7 @@ export function resultsJunitXml(records: readonly ResultRecord[], opts: JunitOpt
     out.push(`    <property name="${xmlAttr(name)}" value="${xmlAttr(value)}"/>\n`);
   }
   out.push('  </properties>\n');
-  for (const r of records) out.push(testcase(r));
+  for (const r of records) out.push(testcase(r, opts.classname ?? 'path'));
   const listing = records.map((r) => {
     const ts = instant(r.start_time);
     return `${Number.isNaN(ts) ? r.start_time : stamp(ts)} ${r.result} ${r.test_case} ${r.result_id}\n`;
@@ -69,8 +80,8 @@ export function resultsJunitXml(records: readonly ResultRecord[], opts: JunitOpt
   return out.join('');
 }
 
-function testcase(r: ResultRecord): string {
-  const { classname, name } = junitNames(r.test_case);
+function testcase(r: ResultRecord, style: JunitClassname): string {
+  const { classname, name } = junitNames(r.test_case, style);
   const open = `  <testcase classname="${xmlAttr(classname)}" name="${xmlAttr(name)}" time="${seconds(r.duration)}"`;
   if (r.result === 'pass') return `${open}/>\n`;
   const tag = r.result === 'fail' ? 'failure' : 'error';
