@@ -5,12 +5,12 @@
  * video costs no garbage (a fresh buffer per chunk made the collector scan the
  * whole results index again and again, halving download speed).
  */
-import { open } from 'node:fs/promises';
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Context } from 'koa';
 import { lookup } from 'mime-types';
 import parseRange from 'range-parser';
 import { FarmError } from '../core/errors.js';
+import { openRegular } from '../storage/safeFile.js';
 
 /** Content types for the files test runs leave behind that mime-types does not know as text. */
 const EXTRA_TYPES: Record<string, string> = {
@@ -62,7 +62,11 @@ const CHUNK = 256 * 1024;
 
 /** Bytes start..end (inclusive) of a file as the response body; headers as set on ctx. */
 async function stream(ctx: Context, path: string, start: number, end: number): Promise<void> {
-  const fh = await open(path, 'r'); // before the headers go out: a vanished file is still an error answer
+  // Before the headers go out: a vanished file is still an error answer. Regular files only, never blocking.
+  const fh = await openRegular(path).catch((e: NodeJS.ErrnoException) => {
+    if (e.code === 'ENOENT' || e.code === 'ENOTREG' || e.code === 'ELOOP') throw new FarmError('not_found', 'the file is gone or is no longer a regular file');
+    throw e;
+  });
   ctx.respond = false;
   const res = ctx.res;
   res.writeHead(ctx.status, ctx.response.headers as OutgoingHttpHeaders);
