@@ -26,16 +26,17 @@ export function killProcessGroup(pgid: number, signal: NodeJS.Signals = 'SIGKILL
   return pgid > 1 && signalGroup(pgid, signal);
 }
 
-/** State letter of a /proc/<pid>/stat line and the process group, or undefined if unreadable. */
-export function parseProcStat(stat: string): { state: string; pgrp: number } | undefined {
+/** State letter, process group and start time (clock ticks after boot) of a /proc/<pid>/stat line; undefined if unreadable. */
+export function parseProcStat(stat: string): { state: string; pgrp: number; startTicks: number } | undefined {
   // The command name sits in parentheses and may itself contain spaces and parentheses.
   const close = stat.lastIndexOf(')');
   if (close < 0) return undefined;
   const fields = stat.slice(close + 2).split(' ');
   const state = fields[0];
   const pgrp = Number(fields[2]);
+  const startTicks = Number(fields[19]);
   if (!state || !Number.isInteger(pgrp)) return undefined;
-  return { state, pgrp };
+  return { state, pgrp, startTicks };
 }
 
 /** Whether a group has a member that is not a zombie. */
@@ -117,13 +118,24 @@ async function pidGone(pid: number): Promise<boolean> {
 /** Whether `dir` is `root` or inside it. */
 const within = (dir: string, root: string) => dir === root || dir.startsWith(root + '/');
 
-/** Processes (not this one) that carry `needle` in their environment or have their working directory in `cwdRoot`. */
-async function findEscaped(needle: Buffer, cwdRoot: string | undefined): Promise<number[]> {
+/** When a process started, in clock ticks after boot; undefined when it is gone. */
+export async function processStartTicks(pid: number): Promise<number | undefined> {
+  return parseProcStat(await readFile(`/proc/${pid}/stat`, 'latin1').catch(() => ''))?.startTicks;
+}
+
+/**
+ * Processes (not this one, none older than `since` ticks) that carry `needle`
+ * in their environment or have their working directory in `cwdRoot`.
+ */
+async function findEscaped(needle: Buffer, where: EscapedSearch): Promise<number[]> {
+  const { cwdRoot, since } = where;
   const entries = await readdir('/proc').catch(() => [] as string[]);
   const found = await Promise.all(
     entries
       .filter((name) => /^\d+$/.test(name) && Number(name) !== process.pid)
       .map(async (name) => {
+        // Started before the run: not one of its descendants (say, a shell someone opened in the result folder).
+        if (since !== undefined && ((await processStartTicks(Number(name))) ?? -1) < since) return undefined;
         const env = await readFile(`/proc/${name}/environ`).catch(() => undefined);
         // Prefix a NUL so the first entry matches like the others.
         if (env && Buffer.concat([Buffer.from([0]), env]).includes(needle)) return Number(name);
@@ -139,17 +151,24 @@ async function findEscaped(needle: Buffer, cwdRoot: string | undefined): Promise
  * Kill processes that left a test's process group (a daemonised descendant
  * calls setsid) but still carry the run's unique environment entry, which
  * every descendant inherits unless it clears its environment, or still work
- * in the run's folder (`cwdRoot`, a real path). Scans again until a scan finds
+ * in the run's folder (`where.cwdRoot`). Scans again until a scan finds
  * none (a daemon may fork while it is being killed), and resolves once every
  * one killed is gone, so nothing of the run writes into its folder after.
  * Returns their pids.
  */
-export async function killEscapedProcesses(envEntry: string, cwdRoot?: string): Promise<number[]> {
+export interface EscapedSearch {
+  /** Also processes working in this folder (a real path): a daemon that cleared its environment. */
+  cwdRoot?: string;
+  /** Only processes started at or after this (clock ticks after boot): the run's leader's start. */
+  since?: number;
+}
+
+export async function killEscapedProcesses(envEntry: string, where: EscapedSearch = {}): Promise<number[]> {
   const needle = Buffer.from(`\0${envEntry}\0`);
   const killed = new Set<number>();
   for (let round = 0; round < ESCAPE_ROUNDS; round++) {
     const live: number[] = [];
-    for (const pid of await findEscaped(needle, cwdRoot)) if (!(await pidGone(pid))) live.push(pid);
+    for (const pid of await findEscaped(needle, where)) if (!(await pidGone(pid))) live.push(pid);
     if (live.length === 0) break;
     for (const pid of live) {
       killed.add(pid);

@@ -15,7 +15,7 @@ import { writeFileAtomic } from '../storage/atomic.js';
 import { projectRoot } from '../version.js';
 import { exitStatusOf } from './exec.js';
 import { decideOutcome, readReport, STOPPED_REASON, timeoutReason, type ProcessEnd } from './outcome.js';
-import { groupAlive, killEscapedProcesses, terminateGroup } from './processGroup.js';
+import { groupAlive, killEscapedProcesses, processStartTicks, terminateGroup } from './processGroup.js';
 import { RunLogs } from './runLogs.js';
 
 export interface ProcessTestRunnerOptions {
@@ -93,6 +93,7 @@ export class ProcessTestRunner implements TestRunner {
     const started = await this.start(spec, work);
     if ('spawnError' in started) return { exitStatus: null, endedBy: null, spawnError: started.spawnError };
     const { child, pid } = started;
+    const since = await processStartTicks(pid);
     this.o.logger?.debug({ pid, test: spec.testCase }, 'test process started');
     try {
       spec.onSpawn?.(pid);
@@ -107,7 +108,7 @@ export class ProcessTestRunner implements TestRunner {
     } finally {
       // Whatever ended the run: nothing of it may write into the result folder once the result is sealed.
       const cwdRoot = await realpath(spec.resultDir).catch(() => undefined);
-      const escaped = await killEscapedProcesses(`FARMHAND_REPORT=${path.join(work, 'report.json')}`, cwdRoot);
+      const escaped = await killEscapedProcesses(`FARMHAND_REPORT=${path.join(work, 'report.json')}`, { cwdRoot, since });
       if (escaped.length) {
         const shown = escaped.length > 20 ? `${escaped.slice(0, 20).join(', ')} ...` : escaped.join(', ');
         logs.tool(`Killed ${escaped.length} process(es) the test had detached from its process group (pids ${shown})`);
