@@ -10,7 +10,13 @@
 import { expect } from 'chai';
 import { lstatSync, readdirSync, readFileSync, type Stats } from 'node:fs';
 import path from 'node:path';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import request from 'supertest';
+import { DAEMON_RESTARTED } from '../../src/core/jobs.js';
+import { makeTestPack, type TestPackRepo } from '../fixtures/testPack.js';
 import { startTestDaemon, waitForJob, type TestDaemon } from '../helpers/daemon.js';
+import { kill, startCli, type Cli } from './crash-lib.js';
 
 const gone = (pid: number) => {
   try {
@@ -245,5 +251,66 @@ describe('hostile test scripts', function () {
     const daemon = d!;
     d = undefined;
     await daemon.stop();
+  });
+});
+
+describe('hostile test scripts against the real `farmhand serve` process', function () {
+  this.timeout(120_000);
+  let pack: TestPackRepo;
+  let root: string;
+  let cli: Cli | undefined;
+  before(async () => {
+    pack = await makeTestPack(FILES);
+    root = await mkdtemp(path.join(os.tmpdir(), 'farmhand-hostile-'));
+    const cfg = { node_id: 'hostile', listen: '127.0.0.1:0', data_dir: path.join(root, 'data'), test_pack: { url: pack.dir }, capture: { uri: 'none:' }, log_level: 'warn', runner: { kill_grace_secs: 1 } };
+    await writeFile(path.join(root, 'farmhand.json'), JSON.stringify(cfg));
+  });
+  after(async () => {
+    if (cli) await kill(cli);
+    await pack.cleanup();
+    await rm(root, { recursive: true, force: true });
+  });
+
+  const http = () => request(cli!.url);
+  const fifosIn = (dataDir: string) => () => {
+    const top = path.join(dataDir, 'results');
+    return readdirSync(top, { recursive: true, encoding: 'utf8' }).some((rel) => {
+      try {
+        return path.basename(rel) === RESULT_NAMES.at(-1) && lstatSync(path.join(top, rel)).isFIFO();
+      } catch {
+        return false;
+      }
+    });
+  };
+  const startFifoHang = async () => {
+    const res = await http().post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: ['tests/rude.py::test_fifos_then_hang'] });
+    expect(res.status, res.text).to.equal(200);
+    await waitFor(fifosIn(path.join(root, 'data')), 'the FIFOs');
+    return res.body.job_uid as string;
+  };
+  const resultOf = async (uid: string) => (await http().get(`/api/v1/jobs${uid}/results`)).body as Array<{ result: string; failure_reason: string }>;
+
+  it('SIGTERM while the test sits among its FIFOs: the daemon exits; after a SIGKILL there, the next start recovers the run', async () => {
+    cli = await startCli(path.join(root, 'farmhand.json'));
+    const stopped = await startFifoHang();
+    const exited = new Promise<number | null>((r) => cli!.child.once('exit', (code) => r(code)));
+    cli.child.kill('SIGTERM');
+    expect(await exited).to.equal(0);
+
+    cli = await startCli(path.join(root, 'farmhand.json'));
+    const [first] = await resultOf(stopped);
+    expect(first?.result).to.equal('error');
+    const killed = await startFifoHang();
+    await kill(cli);
+    // Recovery reads the in-flight run's files (test-name is a FIFO now): it must not block the start.
+    cli = await startCli(path.join(root, 'farmhand.json'));
+    const [second] = await resultOf(killed);
+    expect(second).to.include({ result: 'error', failure_reason: DAEMON_RESTARTED });
+    const next = await http().post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: ['tests/rude.py::test_fifos'] });
+    expect(next.status, next.text).to.equal(200);
+    const exitedAgain = new Promise<number | null>((r) => cli!.child.once('exit', (code) => r(code)));
+    cli.child.kill('SIGTERM');
+    expect(await exitedAgain).to.equal(0);
+    cli = undefined;
   });
 });
