@@ -14,6 +14,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import request from 'supertest';
 import { DAEMON_RESTARTED } from '../../src/core/jobs.js';
+import { necRemote } from '../fixtures/remotes.js';
 import { makeTestPack, type TestPackRepo } from '../fixtures/testPack.js';
 import { startTestDaemon, waitForJob, type TestDaemon } from '../helpers/daemon.js';
 import { kill, startCli, type Cli } from './crash-lib.js';
@@ -251,6 +252,48 @@ describe('hostile test scripts', function () {
     const daemon = d!;
     d = undefined;
     await daemon.stop();
+  });
+});
+
+describe('hostile test scripts: the run log of what the test did', function () {
+  this.timeout(90_000);
+  let d: TestDaemon | undefined;
+  const LOG_CAP = 256 * 1024;
+  before(async () => {
+    d = await startTestDaemon({
+      files: {
+        'config/stbt.conf': '[test_pack]\ndefault_remote_control = box\n',
+        'config/remote-control/box.lircd.conf': necRemote('box', 0x7a85, { KEY_OK: 0x08f7, KEY_UP: 0x8877 }),
+        'tests/loud.py': py(
+          'import farmhand',
+          'from farmhand import control',
+          '',
+          'def test_presses_then_floods_the_log():',
+          '    farmhand.press("KEY_OK")',
+          '    print("pressed", flush=True)',
+          '    for i in range(20000):',
+          '        control.log_event("match fake.png: matched (confidence 1.000) %d" % i)',
+        ),
+      },
+      config: { capture: { uri: 'none:' }, ir: { uri: 'virtual:' }, runner: { max_output_bytes: LOG_CAP } },
+    });
+  });
+  after(() => d?.stop());
+
+  it('key presses reach the job\'s farmhand.log (key, remote, transport); a flood of log lines stays within the cap', async () => {
+    const res = await d!.http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: ['tests/loud.py::test_presses_then_floods_the_log'] });
+    expect(res.status, res.text).to.equal(200);
+    await waitForJob(d!, res.body.job_uid as string);
+    const [r] = (await d!.http.get(`/api/v1/jobs${res.body.job_uid as string}/results`)).body as Array<{ result_id: string; result: string; failure_reason: string | null }>;
+    expect(r!.result, r!.failure_reason ?? '').to.equal('pass');
+    const log = (await d!.http.get(`/api/v1/result${r!.result_id}/farmhand.log`)).text;
+    const texts = log.split('\n').map((l) => l.slice(l.indexOf(' ') + 1));
+    expect(texts.indexOf('press KEY_OK remote=box transport=virtual:')).to.be.within(0, texts.indexOf('pressed'));
+    expect(texts).to.include('match fake.png: matched (confidence 1.000) 0');
+    expect(texts.some((t) => /reached the 262144-byte cap on the run's logs/.test(t))).to.equal(true);
+    const listing = (await d!.http.get(`/api/v1/result${r!.result_id}/artifacts/`)).body as Record<string, { size: number }>;
+    const total = Object.entries(listing).filter(([n]) => n.endsWith('.log')).reduce((n, [, f]) => n + f.size, 0);
+    expect(total).to.be.at.most(LOG_CAP + 16 * 1024);
   });
 });
 
