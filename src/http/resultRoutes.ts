@@ -8,11 +8,10 @@ import type Router from '@koa/router';
 import type { Transform } from 'node:stream';
 import type { Context } from 'koa';
 import { FarmError } from '../core/errors.js';
-import { openRegular } from '../storage/safeFile.js';
 import { parseResultId } from '../core/ids.js';
 import type { ResultRecord } from '../core/model.js';
 import { baseUrl, type ApiVersion, type Services } from './context.js';
-import { sendFile } from './files.js';
+import { openServed, sendFile } from './files.js';
 import { presentResultDetail } from './presenters.js';
 
 const ID = '/:node/:hex/:num/:stamp';
@@ -57,7 +56,7 @@ export function mountResultRoutes(
       if (!transform) return sendFile(ctx, file, 'farmhand.log');
       ctx.type = 'text/plain; charset=utf-8';
       // Regular files only, never blocking: the file may have been swapped since it was listed.
-      const fh = await openRegular(file.path);
+      const fh = await openServed(file.path);
       ctx.body = fh.createReadStream().pipe(transform);
     });
   }
