@@ -14,7 +14,7 @@ import threading
 
 from farmhand.errors import ControlError, UITestError
 
-__all__ = ["request"]
+__all__ = ["request", "log_event"]
 
 SOCKET_ENV = "FARMHAND_CONTROL_SOCKET"
 # Answers to press come once the IR is sent; anything slower means the daemon is stuck.
@@ -112,3 +112,14 @@ def request(op, timeout=DEFAULT_TIMEOUT_SECS, into=None, **fields):
     if not header.get("ok"):
         raise ControlError(str(header.get("error")), str(header.get("message")))
     return header, body
+
+
+def log_event(text):
+    """Write a line about what the test did into the run's log (``farmhand.log``),
+    stamped by the daemon with the same clock as the test's output. Never
+    raises: a test outside farmhand, or a daemon that is going away, only
+    loses the line."""
+    try:
+        request("log", text=str(text))
+    except Exception:  # pylint: disable=broad-except
+        pass

@@ -6,7 +6,7 @@ import math
 import os
 import time
 
-from farmhand import _deps
+from farmhand import _deps, control
 from farmhand.errors import MatchTimeout, UITestError
 from farmhand.frames import Region, fetch_frame
 
@@ -107,7 +107,14 @@ def match(template, frame=None, region=None, threshold=0.9):
     image, name = load_template(template)
     if frame is None:
         frame = fetch_frame()[0]
-    return _match_array(image, name, frame, region, threshold)
+    result = _match_array(image, name, frame, region, threshold)
+    control.log_event("match %s: %s" % (name, _describe(result, threshold)))
+    return result
+
+
+def _describe(result, threshold):
+    return "%s (confidence %.3f, threshold %g, at %r)" % (
+        "matched" if result else "no match", result.confidence, threshold, result.region)
 
 
 def wait_for_match(template, timeout_secs=10, region=None, threshold=0.9):
@@ -115,7 +122,8 @@ def wait_for_match(template, timeout_secs=10, region=None, threshold=0.9):
     that ``MatchResult``. After ``timeout_secs`` raise ``MatchTimeout`` (a
     ``UITestFailure``: the test fails) holding the last ``MatchResult``."""
     image, name = load_template(template)
-    deadline = time.monotonic() + timeout_secs
+    started = time.monotonic()
+    deadline = started + timeout_secs
     last_seq, result = None, None
     while True:
         frame, seq = fetch_frame()
@@ -123,10 +131,14 @@ def wait_for_match(template, timeout_secs=10, region=None, threshold=0.9):
             last_seq = seq
             result = _match_array(image, name, frame, region, threshold)
             if result:
+                control.log_event("wait_for_match %s: %s after %.3f s" % (
+                    name, _describe(result, threshold), time.monotonic() - started))
                 return result
         elif time.monotonic() < deadline:
             time.sleep(_SAME_FRAME_PAUSE_SECS)
         if time.monotonic() >= deadline:
+            control.log_event("wait_for_match %s: timed out after %g s, best %s" % (
+                name, timeout_secs, _describe(result, threshold)))
             raise MatchTimeout(
                 "no match for %s within %g s (best confidence %.3f at %r, threshold %g)"
                 % (name, timeout_secs, result.confidence, result.region, threshold),

@@ -114,11 +114,23 @@ def run_test(test_case, root):
         return {"result": result, "failure_reason": failure_reason(e), "traceback": text}
 
 
+# The test's own process: only it writes the report. A child the test forked
+# (os.fork, multiprocessing) runs on through this module's code when it
+# returns or is ended, and must not overwrite its parent's outcome.
+_owner_pid = None
+
+
 def _write_report(path, report):
-    if not path:
+    if not path or os.getpid() != _owner_pid:
         return
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    try:
+        os.unlink(tmp)
+    except OSError:
+        pass
+    # O_EXCL | O_NOFOLLOW: a fresh file, never a FIFO or symlink that took the name.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump(report, f)
     os.replace(tmp, path)  # the runner never reads half a report
 
@@ -127,6 +139,8 @@ def main(argv):
     if len(argv) != 1:
         sys.stderr.write("usage: python -m farmhand.run tests/file.py::test_name\n")
         return 2
+    global _owner_pid  # pylint: disable=global-statement
+    _owner_pid = os.getpid()
     signal.signal(signal.SIGTERM, _on_sigterm)
     root = os.environ.get("FARMHAND_TEST_PACK_DIR") or os.getcwd()
     # `python -m` puts the working directory (the result folder) first on sys.path; the test pack goes there instead.
@@ -141,6 +155,9 @@ def main(argv):
         sys.stderr.flush()
     except (OSError, ValueError):
         pass
+    if os.getpid() != _owner_pid:
+        # A forked child that came back here: leave without the parent's atexit handlers and report.
+        os._exit(EXIT_STATUS[report["result"]])
     _write_report(os.environ.get("FARMHAND_REPORT"), report)
     return SIGTERM_STATUS if _terminated else EXIT_STATUS[report["result"]]
 

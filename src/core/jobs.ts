@@ -258,6 +258,7 @@ export class JobService {
     const spec = {
       resultDir,
       env: control?.env,
+      control,
       checkoutDir: ctx.checkoutDir,
       testCase,
       testPackSha: job.test_pack_sha,

@@ -105,6 +105,8 @@ export interface TestRunSpec {
   env?: Record<string, string>;
   /** Called once the child exists, so a restart can find and end it. */
   onSpawn?: (pid: number) => void;
+  /** The run's control channel: what the test does through it goes into the run's log. */
+  control?: RunControlChannel;
 }
 
 export interface TestRunner {
@@ -164,5 +166,7 @@ export interface RunControl {
 
 export interface RunControlChannel {
   env: Record<string, string>;
+  /** Lines saying what the test did (key presses, matches) go to `listener`; undefined stops them. */
+  onEvent?(listener: ((text: string) => void) | undefined): void;
   close(): Promise<void>;
 }

@@ -5,12 +5,13 @@
  * video costs no garbage (a fresh buffer per chunk made the collector scan the
  * whole results index again and again, halving download speed).
  */
-import { open } from 'node:fs/promises';
+import type { FileHandle } from 'node:fs/promises';
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Context } from 'koa';
 import { lookup } from 'mime-types';
 import parseRange from 'range-parser';
 import { FarmError } from '../core/errors.js';
+import { openRegular } from '../storage/safeFile.js';
 
 /** Content types for the files test runs leave behind that mime-types does not know as text. */
 const EXTRA_TYPES: Record<string, string> = {
@@ -58,11 +59,24 @@ export async function sendFile(ctx: Context, file: { path: string; size: number;
   return stream(ctx, file.path, 0, file.size - 1);
 }
 
+/**
+ * Open a listed file to serve it: regular files only, never blocking (a test
+ * may have swapped it for a FIFO since it was listed); `not_found` when it is
+ * gone or no longer a regular file.
+ */
+export async function openServed(path: string): Promise<FileHandle> {
+  return openRegular(path).catch((e: NodeJS.ErrnoException) => {
+    if (e.code === 'ENOENT' || e.code === 'ENOTREG' || e.code === 'ELOOP') throw new FarmError('not_found', 'the file is gone or is no longer a regular file');
+    throw e;
+  });
+}
+
 const CHUNK = 256 * 1024;
 
 /** Bytes start..end (inclusive) of a file as the response body; headers as set on ctx. */
 async function stream(ctx: Context, path: string, start: number, end: number): Promise<void> {
-  const fh = await open(path, 'r'); // before the headers go out: a vanished file is still an error answer
+  // Before the headers go out: a vanished file is still an error answer.
+  const fh = await openServed(path);
   ctx.respond = false;
   const res = ctx.res;
   res.writeHead(ctx.status, ctx.response.headers as OutgoingHttpHeaders);
@@ -74,7 +88,7 @@ async function stream(ctx: Context, path: string, start: number, end: number): P
 }
 
 /** Read into one buffer while the other is being written; a buffer is reused only once its write completed. */
-async function pump(fh: import('node:fs/promises').FileHandle, res: ServerResponse, start: number, end: number): Promise<void> {
+async function pump(fh: FileHandle, res: ServerResponse, start: number, end: number): Promise<void> {
   const bufs = [Buffer.allocUnsafe(CHUNK), Buffer.allocUnsafe(CHUNK)];
   const writing: Array<Promise<void>> = [Promise.resolve(), Promise.resolve()];
   let pos = start;

@@ -5,14 +5,13 @@
  * artifact listing and artifact files.
  */
 import type Router from '@koa/router';
-import { createReadStream } from 'node:fs';
 import type { Transform } from 'node:stream';
 import type { Context } from 'koa';
 import { FarmError } from '../core/errors.js';
 import { parseResultId } from '../core/ids.js';
 import type { ResultRecord } from '../core/model.js';
 import { baseUrl, type ApiVersion, type Services } from './context.js';
-import { sendFile } from './files.js';
+import { openServed, sendFile } from './files.js';
 import { presentResultDetail } from './presenters.js';
 
 const ID = '/:node/:hex/:num/:stamp';
@@ -56,7 +55,9 @@ export function mountResultRoutes(
       const transform = logTransform(ctx);
       if (!transform) return sendFile(ctx, file, 'farmhand.log');
       ctx.type = 'text/plain; charset=utf-8';
-      ctx.body = createReadStream(file.path).pipe(transform);
+      // Regular files only, never blocking: the file may have been swapped since it was listed.
+      const fh = await openServed(file.path);
+      ctx.body = fh.createReadStream().pipe(transform);
     });
   }
 

@@ -6,9 +6,9 @@
  * one, like v1: `guardApi` (auth.ts) covers `/app/...` too (docs/auth.md).
  */
 import Router from '@koa/router';
-import { open } from 'node:fs/promises';
 import { parseTimeZone } from '../core/query.js';
 import { baseUrl, type Services } from './context.js';
+import { openServed } from './files.js';
 import { resultFromParams } from './resultRoutes.js';
 import { triagePage } from './triage.js';
 
@@ -35,7 +35,7 @@ export function webRouter(s: Services): Router {
 
 /** The page shows the log's last lines: read at most the last 1 MiB, not a whole 64 MiB log. */
 async function readTail(file: string, size: number, max = 1024 * 1024): Promise<Buffer> {
-  const fh = await open(file, 'r');
+  const fh = await openServed(file);
   try {
     const len = Math.min(size, max);
     const buf = Buffer.alloc(len);

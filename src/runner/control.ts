@@ -11,6 +11,8 @@
  *   {"id":2,"op":"get_frame"}  -> {"id":2,"ok":true,"width":1280,"height":720,
  *                                  "format":"rgb24","bytes":N,"seq":..,"at":..}
  *                                 followed by exactly N raw bytes
+ *   {"id":3,"op":"log","text":"match images/ok.png: ..."}  -> {"id":3,"ok":true}
+ *                                 a line for the run's log (matches, from Python)
  *   failures                   -> {"id":..,"ok":false,"error":"<code>","message":"..."}
  *
  * A connection is read only while no request of it is being answered, and an
@@ -47,8 +49,8 @@ export interface ControlFrame {
 }
 
 export interface ControlServerOptions {
-  /** Presses keys (the daemon passes its KeyPresser). */
-  keys: { press(key: string, opts: PressOptions): Promise<void> };
+  /** Presses keys (the daemon passes its KeyPresser); `transportUri` names the IR transport in the run log. */
+  keys: { press(key: string, opts: PressOptions): Promise<void>; readonly transportUri?: string };
   /** A frame the caller may keep, or undefined when capture is offline (FfmpegFrameSource.latestFrame). */
   latestFrame: () => ControlFrame | undefined;
   logger?: Logger;
@@ -98,6 +100,7 @@ class ControlChannel implements RunControlChannel {
   private readonly abort = new AbortController();
   private readonly log: Logger | undefined;
   private closing: Promise<void> | undefined;
+  private listener: ((text: string) => void) | undefined;
 
   constructor(
     private readonly o: ControlServerOptions,
@@ -121,6 +124,19 @@ class ControlChannel implements RunControlChannel {
     });
     this.server.on('error', (err) => this.log?.error({ err }, 'control socket error'));
     await chmod(this.socketPath, 0o600);
+  }
+
+  onEvent(listener: ((text: string) => void) | undefined): void {
+    this.listener = listener;
+  }
+
+  /** A line for the run's log; a listener's failure is not the test's problem. */
+  private event(text: string): void {
+    try {
+      this.listener?.(text);
+    } catch (err) {
+      this.log?.warn({ err }, 'run log listener failed');
+    }
   }
 
   /** Stop listening, cut every connection, end pending presses, remove the folder. Idempotent. */
@@ -196,7 +212,8 @@ class ControlChannel implements RunControlChannel {
     try {
       if (r.op === 'press') return await this.press(id, r);
       if (r.op === 'get_frame') return this.frame(id);
-      throw new FarmError('invalid_request', `unknown op ${JSON.stringify(r.op)}; use "press" or "get_frame"`);
+      if (r.op === 'log') return this.logLine(id, r);
+      throw new FarmError('invalid_request', `unknown op ${JSON.stringify(r.op)}; use "press", "get_frame" or "log"`);
     } catch (e) {
       if (!isFarmError(e)) this.log?.error({ err: e }, 'control request failed');
       return failure(id, e);
@@ -210,7 +227,21 @@ class ControlChannel implements RunControlChannel {
     if (this.run.remote === null) {
       throw new FarmError('invalid_request', 'this run has no remote control: the test pack has no config/remote-control/*.lircd.conf');
     }
-    await this.o.keys.press(r.key, { remote: this.run.remote, testPackSha: this.run.testPackSha, holdMs: hold, signal: this.abort.signal });
+    // Logged as it starts, so the line's time is when the IR goes out (to read the video against the log).
+    const what = `press ${r.key}${hold > 0 ? ` (hold ${hold} ms)` : ''} remote=${this.run.remote} transport=${this.o.keys.transportUri ?? 'unknown'}`;
+    this.event(what);
+    try {
+      await this.o.keys.press(r.key, { remote: this.run.remote, testPackSha: this.run.testPackSha, holdMs: hold, signal: this.abort.signal });
+    } catch (e) {
+      this.event(`${what}: failed: ${isFarmError(e) ? `${e.code}: ${e.message}` : 'internal error'}`);
+      throw e;
+    }
+    return { header: { id, ok: true } };
+  }
+
+  private logLine(id: number | string | null, r: Record<string, unknown>): Answer {
+    if (typeof r.text !== 'string') throw new FarmError('invalid_request', 'log needs "text": the line to write');
+    this.event(r.text);
     return { header: { id, ok: true } };
   }
 

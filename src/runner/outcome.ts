@@ -4,9 +4,9 @@
  * runner's knowledge wins over it when the runner ended the process (timeout,
  * stop) or when there is no report (crash, `os._exit`).
  */
-import { readFile } from 'node:fs/promises';
 import { constants } from 'node:os';
 import type { Outcome, RunOutcome } from '../core/model.js';
+import { readRegular } from '../storage/safeFile.js';
 
 export interface ChildReport {
   result: Outcome;
@@ -27,11 +27,18 @@ export interface ProcessEnd {
 export const STOPPED_REASON = 'Stopped: the job was stopped';
 export const timeoutReason = (secs: number) => `Timeout: test ran longer than ${secs} s`;
 
-/** The child's report, or undefined when it is missing or not a report. */
+/** A report is a result and a traceback: anything larger is not one. */
+export const MAX_REPORT_BYTES = 4 * 1024 * 1024;
+
+/**
+ * The child's report, or undefined when it is missing or not a report. The
+ * test knows the report's path, so it is read as a file the test may have
+ * replaced: a regular file only, never through a FIFO or symlink, capped.
+ */
 export async function readReport(file: string): Promise<ChildReport | undefined> {
   let data: unknown;
   try {
-    data = JSON.parse(await readFile(file, 'utf8'));
+    data = JSON.parse(await readRegular(file, MAX_REPORT_BYTES));
   } catch {
     return undefined;
   }

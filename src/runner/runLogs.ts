@@ -3,10 +3,18 @@
  * end (never decoded, so output that is not UTF-8 cannot break anything):
  * `stdout.log` and `stderr.log` get the raw bytes, `combined.log` both
  * streams as timestamped lines, and `farmhand.log` those lines plus the
- * tool's own. A line is `<ISO 8601 time with microseconds, +00:00> <text>`.
+ * tool's own and the test's actions (key presses, matches). A line is
+ * `<ISO 8601 time with microseconds, +00:00> <text>`.
+ *
+ * The output cap is on what reaches the disk: every byte the test causes in
+ * any of the four files (its output written three times over, with the
+ * stamps, and its action lines) counts against it. Past the cap the rest is
+ * dropped and a note says so; only farmhand's own few lines are written after.
  */
-import { createWriteStream, type WriteStream } from 'node:fs';
+import { closeSync, createWriteStream } from 'node:fs';
 import path from 'node:path';
+import { Writable } from 'node:stream';
+import { openForWriteSync, restoreName } from '../storage/safeFile.js';
 
 /** Wall-clock time with microseconds: anchored to Date.now() once, advanced by the monotonic clock. */
 export class RunClock {
@@ -46,17 +54,32 @@ interface Partial {
 }
 const newPartial = (): Partial => ({ chunks: [], bytes: 0, stamp: '', cut: false });
 
+/** Bytes a timestamped line adds to its text: the stamp, a space and the newline. */
+const LINE_OVERHEAD = formatMicros(0n).length + 2;
+/** A test action line (key press, match) longer than this is cut. */
+export const MAX_EVENT_BYTES = 4096;
+
+type FileName = 'stdout' | 'stderr' | 'combined' | 'tool';
+
 export class RunLogs {
-  private readonly files: Record<'stdout' | 'stderr' | 'combined' | 'tool', WriteStream>;
+  private readonly files: Record<FileName, Writable>;
   private readonly partial: Record<StreamName, Partial> = { stdout: newPartial(), stderr: newPartial() };
-  private used = 0;
+  /** Bytes written to the four files together. */
+  private written = 0;
+  /** Bytes the test may still cause on disk; farmhand's own lines do not draw from it. */
+  private room: number;
+  private capped = false;
+  /** Whether a stream has an unfinished line whose stamp was already counted. */
+  private readonly lineOpen: Record<StreamName, boolean> = { stdout: false, stderr: false };
   private dropped = 0;
   private error: Error | undefined;
   private ended = false;
+  /** The descriptors behind the files, closed by close() after the names are checked. */
+  private readonly opened: Array<{ fd: number; file: string }> = [];
 
   /**
    * @param dir the result folder
-   * @param maxOutputBytes cap on stdout+stderr together; the rest is counted and dropped
+   * @param maxOutputBytes cap on what the test's output and actions put on disk, all log files together
    * @param toolLog file name of the tool's log (`farmhand.log`)
    */
   constructor(
@@ -65,8 +88,19 @@ export class RunLogs {
     readonly clock = new RunClock(),
     toolLog = 'farmhand.log',
   ) {
-    const open = (name: string) => {
-      const s = createWriteStream(path.join(dir, name), { flags: 'w' });
+    this.room = maxOutputBytes;
+    const open = (name: string): Writable => {
+      let s: Writable;
+      try {
+        // Never through a FIFO or symlink that took the name: a blocking open would tie up a libuv thread.
+        const file = path.join(dir, name);
+        const fd = openForWriteSync(file);
+        this.opened.push({ fd, file });
+        s = createWriteStream(file, { fd, autoClose: false });
+      } catch (e) {
+        this.error ??= e as Error; // reported by close(); the run goes on
+        s = new Writable({ write: (_chunk, _enc, cb) => cb() });
+      }
       s.on('error', (e) => (this.error ??= e)); // reported by close(); the run goes on
       return s;
     };
@@ -76,6 +110,11 @@ export class RunLogs {
   /** Bytes of output dropped past the cap. */
   get droppedBytes(): number {
     return this.dropped;
+  }
+
+  /** Bytes written to the log files so far (all of them). */
+  get bytesWritten(): number {
+    return this.written;
   }
 
   /** False while a file has more buffered than it wants; see `drained()`. */
@@ -91,23 +130,22 @@ export class RunLogs {
   /** A chunk of the child's output, as it arrived. */
   output(stream: StreamName, chunk: Buffer): void {
     if (this.ended) return;
-    const stamp = this.clock.stamp();
-    const room = this.maxOutputBytes - this.used;
-    if (room <= 0) {
+    if (this.capped) {
       this.dropped += chunk.length;
       return;
     }
-    const kept = chunk.length > room ? chunk.subarray(0, room) : chunk;
-    this.used += kept.length;
-    this.files[stream].write(kept);
+    const stamp = this.clock.stamp();
+    const kept = this.fit(stream, chunk);
+    const cost = costOf(kept, this.lineOpen[stream]);
+    this.room -= cost.bytes;
+    this.lineOpen[stream] = cost.open;
+    this.put(stream, kept);
     this.splitLines(stream, kept, stamp);
     if (kept.length < chunk.length) {
       this.dropped += chunk.length - kept.length;
-      this.flushPartial(stream);
-      const note = `farmhand: output exceeded ${this.maxOutputBytes} bytes; the rest of the test's output is dropped`;
-      this.files[stream].write(`\n${note}\n`);
-      this.line('combined', stamp, Buffer.from(note));
-      this.line('tool', stamp, Buffer.from(note));
+      this.flushPartial('stdout');
+      this.flushPartial('stderr');
+      this.hitCap(stamp);
     }
   }
 
@@ -116,20 +154,72 @@ export class RunLogs {
     this.line('tool', this.clock.stamp(), Buffer.from(text));
   }
 
+  /**
+   * A line about something the test did (a key press, a match), to
+   * `farmhand.log`; it counts against the cap like the test's output.
+   */
+  event(text: string): void {
+    if (this.ended) return;
+    let buf = Buffer.from(text.replace(/[\r\n]+/g, ' '));
+    if (buf.length > MAX_EVENT_BYTES) buf = buf.subarray(0, MAX_EVENT_BYTES);
+    if (this.capped) {
+      this.dropped += buf.length;
+      return;
+    }
+    const stamp = this.clock.stamp();
+    if (buf.length + LINE_OVERHEAD > this.room) {
+      this.dropped += buf.length;
+      this.hitCap(stamp);
+      return;
+    }
+    this.room -= buf.length + LINE_OVERHEAD;
+    this.line('tool', stamp, buf);
+  }
+
   /** The child's output has ended: write out unfinished last lines, and say how much was dropped. */
   endOfOutput(): void {
     if (this.ended) return;
     this.ended = true;
     this.flushPartial('stdout');
     this.flushPartial('stderr');
-    if (this.dropped > 0) this.tool(`${this.dropped} bytes of output were dropped (over the ${this.maxOutputBytes}-byte cap)`);
+    if (this.dropped > 0) this.tool(`${this.dropped} bytes of output were dropped (over the ${this.maxOutputBytes}-byte cap on the run's logs)`);
   }
 
-  /** End the output (if not done yet) and close every file. Rejects if a file could not be written. */
+  /**
+   * End the output (if not done yet) and close every file; a log whose name
+   * the test took over (deleted, or a FIFO put there) is written back under
+   * it. Rejects if a file could not be written.
+   */
   async close(): Promise<void> {
     this.endOfOutput();
-    await Promise.all(Object.values(this.files).map((f) => new Promise<void>((resolve) => (f.closed ? resolve() : f.end(resolve)))));
+    await Promise.all(Object.values(this.files).map((f) => new Promise<void>((resolve) => (f.writableFinished || f.destroyed ? resolve() : f.end(resolve)))));
+    for (const { fd, file } of this.opened.splice(0)) {
+      await restoreName(fd, file).catch((e: unknown) => (this.error ??= e as Error));
+      closeSync(fd);
+    }
     if (this.error) throw this.error;
+  }
+
+  /** The longest start of a chunk whose bytes on disk (see `costOf`) fit in the room left. */
+  private fit(stream: StreamName, chunk: Buffer): Buffer {
+    const open = this.lineOpen[stream];
+    if (costOf(chunk, open).bytes <= this.room) return chunk;
+    let lo = 0; // fits
+    let hi = chunk.length; // does not fit
+    while (hi - lo > 1) {
+      const mid = (lo + hi) >>> 1;
+      if (costOf(chunk.subarray(0, mid), open).bytes <= this.room) lo = mid;
+      else hi = mid;
+    }
+    return chunk.subarray(0, lo);
+  }
+
+  private hitCap(stamp: string): void {
+    this.capped = true;
+    const note = `farmhand: the test's output and actions reached the ${this.maxOutputBytes}-byte cap on the run's logs; the rest is dropped`;
+    for (const s of ['stdout', 'stderr'] as const) this.put(s, Buffer.from(`\n${note}\n`));
+    this.line('combined', stamp, Buffer.from(note));
+    this.line('tool', stamp, Buffer.from(note));
   }
 
   private splitLines(stream: StreamName, chunk: Buffer, stamp: string): void {
@@ -176,11 +266,42 @@ export class RunLogs {
   }
 
   private line(file: 'combined' | 'tool', stamp: string, text: Buffer): void {
-    this.files[file].write(Buffer.concat([Buffer.from(`${stamp} `), text, NL]));
+    this.put(file, Buffer.concat([Buffer.from(`${stamp} `), text, NL]));
+  }
+
+  private put(file: FileName, data: Buffer): void {
+    if (data.length === 0) return;
+    this.written += data.length;
+    this.files[file].write(data);
   }
 }
 
-function waitForDrain(f: WriteStream): Promise<void> | undefined {
+/**
+ * An upper bound of the bytes a chunk of output puts on disk: itself in its
+ * stream's file, and in combined.log and farmhand.log with a stamp for each
+ * line it starts (a line's stamp is counted with its first byte, or its bare
+ * newline) and each MAX_LINE_BYTES piece. `open`: the stream's unfinished
+ * line was already counted; the result says the same after the chunk.
+ */
+function costOf(chunk: Buffer, open: boolean): { bytes: number; open: boolean } {
+  let lines = Math.floor(chunk.length / MAX_LINE_BYTES);
+  let start = 0;
+  for (;;) {
+    const nl = chunk.indexOf(0x0a, start);
+    const end = nl < 0 ? chunk.length : nl;
+    if (end > start && !open) {
+      lines++;
+      open = true;
+    }
+    if (nl < 0) break;
+    if (!open) lines++; // a bare newline: an empty line
+    open = false;
+    start = nl + 1;
+  }
+  return { bytes: 3 * chunk.length + 2 * LINE_OVERHEAD * lines, open };
+}
+
+function waitForDrain(f: Writable): Promise<void> | undefined {
   if (!f.writableNeedDrain || f.destroyed) return undefined;
   return new Promise<void>((resolve) => {
     const done = () => {

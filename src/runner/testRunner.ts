@@ -6,15 +6,16 @@
  * process group is gone and every file is written.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, realpath, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { RunOutcome } from '../core/model.js';
 import type { Logger, TestRunner, TestRunSpec } from '../core/ports.js';
+import { writeFileAtomic } from '../storage/atomic.js';
 import { projectRoot } from '../version.js';
 import { exitStatusOf } from './exec.js';
 import { decideOutcome, readReport, STOPPED_REASON, timeoutReason, type ProcessEnd } from './outcome.js';
-import { groupAlive, killEscapedProcesses, terminateGroup } from './processGroup.js';
+import { groupAlive, killEscapedProcesses, processStartTicks, terminateGroup } from './processGroup.js';
 import { RunLogs } from './runLogs.js';
 
 export interface ProcessTestRunnerOptions {
@@ -50,15 +51,18 @@ export class ProcessTestRunner implements TestRunner {
   async run(spec: TestRunSpec, signal: AbortSignal): Promise<RunOutcome> {
     const work = await mkdtemp(path.join(this.o.tmpDir ?? tmpdir(), 'farmhand-run-'));
     const logs = new RunLogs(spec.resultDir, this.o.maxOutputBytes);
+    spec.control?.onEvent?.((text) => logs.event(text));
     let outcome: RunOutcome;
     let seconds = 0;
+    // Written before the run (readers of a run in progress want them) and again when it is sealed (the test may have replaced them).
+    const identity = {
+      'test-name': spec.testCase,
+      'test-args': '',
+      'git-commit': spec.testPackSha,
+      'farmhand-version.log': this.o.version,
+    };
     try {
-      await this.writeFiles(spec.resultDir, {
-        'test-name': spec.testCase,
-        'test-args': '',
-        'git-commit': spec.testPackSha,
-        'farmhand-version.log': this.o.version,
-      });
+      await this.writeFiles(spec.resultDir, identity);
       logs.tool(`Running ${spec.testCase} at ${spec.testPackSha}`);
       const started = process.hrtime.bigint();
       const end: ProcessEnd = signal.aborted ? { exitStatus: null, endedBy: 'stop' } : await this.execute(spec, signal, logs, work);
@@ -72,8 +76,10 @@ export class ProcessTestRunner implements TestRunner {
       outcome = { result: 'error', failure_reason: `Error: could not run the test: ${(e as Error).message}`, traceback: null, exit_status: null };
       this.o.logger?.error({ err: e, dir: spec.resultDir }, 'test run failed to start or to write its files');
     }
+    spec.control?.onEvent?.(undefined);
     await logs.close().catch((e: unknown) => this.o.logger?.error({ err: e, dir: spec.resultDir }, 'could not write the run logs'));
     await this.writeFiles(spec.resultDir, {
+      ...identity,
       duration: seconds.toFixed(3),
       'exit-status': outcome.exit_status === null ? '' : String(outcome.exit_status),
       'failure-reason': outcome.result === 'pass' ? '' : (outcome.failure_reason ?? ''),
@@ -87,6 +93,7 @@ export class ProcessTestRunner implements TestRunner {
     const started = await this.start(spec, work);
     if ('spawnError' in started) return { exitStatus: null, endedBy: null, spawnError: started.spawnError };
     const { child, pid } = started;
+    const since = await processStartTicks(pid);
     this.o.logger?.debug({ pid, test: spec.testCase }, 'test process started');
     try {
       spec.onSpawn?.(pid);
@@ -95,9 +102,18 @@ export class ProcessTestRunner implements TestRunner {
     }
     const closed = new Promise<boolean>((resolve) => child.once('close', () => resolve(true)));
     this.pump(child, logs);
-    const end = await this.supervise(child, pid, spec, signal, logs);
-    const escaped = await killEscapedProcesses(`FARMHAND_REPORT=${path.join(work, 'report.json')}`);
-    if (escaped.length) logs.tool(`Killed ${escaped.length} process(es) the test had detached from its process group (pids ${escaped.join(', ')})`);
+    let end: ProcessEnd;
+    try {
+      end = await this.supervise(child, pid, spec, signal, logs);
+    } finally {
+      // Whatever ended the run: nothing of it may write into the result folder once the result is sealed.
+      const cwdRoot = await realpath(spec.resultDir).catch(() => undefined);
+      const escaped = await killEscapedProcesses(`FARMHAND_REPORT=${path.join(work, 'report.json')}`, { cwdRoot, since });
+      if (escaped.length) {
+        const shown = escaped.length > 20 ? `${escaped.slice(0, 20).join(', ')} ...` : escaped.join(', ');
+        logs.tool(`Killed ${escaped.length} process(es) the test had detached from its process group (pids ${shown})`);
+      }
+    }
     const timeout = new Promise<boolean>((resolve) => setTimeout(() => resolve(false), PIPE_CLOSE_MS).unref());
     if (!(await Promise.race([closed, timeout]))) {
       logs.tool("A process that left the test's process group still holds its output open; no longer reading it");
@@ -197,7 +213,12 @@ export class ProcessTestRunner implements TestRunner {
     }
   }
 
+  /**
+   * Through a new temporary file and a rename: the test may have put a FIFO
+   * or a symlink under any of these names, and a rename replaces it without
+   * opening it (an open of a FIFO would block a libuv thread for ever).
+   */
   private async writeFiles(dir: string, files: Record<string, string>): Promise<void> {
-    await Promise.all(Object.entries(files).map(([name, text]) => writeFile(path.join(dir, name), text === '' ? '' : `${text}\n`)));
+    await Promise.all(Object.entries(files).map(([name, text]) => writeFileAtomic(path.join(dir, name), text === '' ? '' : `${text}\n`)));
   }
 }

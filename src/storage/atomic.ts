@@ -13,7 +13,8 @@ const tempName = (file: string) => join(dirname(file), `.${basename(file)}.${pro
 /** Replace `file` with `data` (or chunks written in order) atomically and durably. */
 export async function writeFileAtomic(file: string, data: string | Uint8Array | Iterable<string | Uint8Array>): Promise<void> {
   const tmp = tempName(file);
-  const fh = await open(tmp, 'w', 0o644);
+  // 'wx': a fresh file, never something that already had the name (a FIFO would block the open).
+  const fh = await open(tmp, 'wx', 0o644);
   try {
     const chunks = typeof data === 'string' || data instanceof Uint8Array ? [data] : data;
     for (const c of chunks) await (typeof c === 'string' ? fh.write(c) : fh.write(c));

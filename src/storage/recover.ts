@@ -11,12 +11,13 @@
  * - `results/<hex>/<n>/<stamp>/result.json`: the runs of every job, which
  *   also carry hex digits and job numbers (and survive when jobs/ does not).
  */
-import { readdirSync, readFileSync, renameSync, statSync } from 'node:fs';
+import { readdirSync, renameSync, statSync } from 'node:fs';
 import path from 'node:path';
 import type { JobRecord, ResultRecord } from '../core/model.js';
 import { parseJobUid } from '../core/ids.js';
 import { isHexDir, isNumberDir, isStampDir } from './results/ids.js';
 import { checkRecord } from './results/record.js';
+import { readRegularSync } from './safeFile.js';
 
 /** What the disk says about the installation; undefined hex when nothing was ever run. */
 export interface DiskIdentity {
@@ -133,7 +134,8 @@ function listNames(dir: string): string[] {
 
 function readText(file: string): string | undefined {
   try {
-    return readFileSync(file, 'utf8').trim() || undefined;
+    // A test may have left a FIFO under a result folder's names: never a blocking open at start-up.
+    return readRegularSync(file, 64 << 20).trim() || undefined;
   } catch {
     return undefined;
   }

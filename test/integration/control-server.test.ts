@@ -153,6 +153,33 @@ describe('ControlServer: the control socket protocol', () => {
     expect(a.message).to.not.include('secret');
   });
 
+  it('the run log: a line as each press starts (key, hold, remote, transport), one more when it fails; {"op":"log"} lines as they come', async () => {
+    const lines: string[] = [];
+    channel.onEvent?.((t) => lines.push(t));
+    const c = await client();
+    pressImpl = async () => {
+      expect(lines).to.have.length(1); // logged before the IR goes out
+    };
+    expect(await c.ask({ id: 1, op: 'press', key: 'KEY_OK', hold_ms: 0 })).to.deep.equal({ id: 1, ok: true });
+    pressImpl = async () => undefined;
+    await c.ask({ id: 2, op: 'press', key: 'KEY_UP', hold_ms: 250 });
+    pressImpl = async () => {
+      throw new FarmError('not_found', 'remote "tv" has no key "KEY_X"');
+    };
+    await c.ask({ id: 3, op: 'press', key: 'KEY_X' });
+    expect(await c.ask({ id: 4, op: 'log', text: 'match images/ok.png: matched (confidence 0.990)' })).to.deep.equal({ id: 4, ok: true });
+    expect(await c.ask({ id: 5, op: 'log', text: 42 })).to.include({ id: 5, ok: false, error: 'invalid_request' });
+    channel.onEvent?.(undefined);
+    await c.ask({ id: 6, op: 'log', text: 'after the run: nowhere' });
+    expect(lines).to.deep.equal([
+      'press KEY_OK remote=tv transport=unknown',
+      'press KEY_UP (hold 250 ms) remote=tv transport=unknown',
+      'press KEY_X remote=tv transport=unknown',
+      'press KEY_X remote=tv transport=unknown: failed: not_found: remote "tv" has no key "KEY_X"',
+      'match images/ok.png: matched (confidence 0.990)',
+    ]);
+  });
+
   it('get_frame: a JSON header then exactly the frame\'s rgb24 bytes; pipelined requests are answered in order', async () => {
     const c = await client();
     c.send(`${JSON.stringify({ id: 1, op: 'get_frame' })}\n${JSON.stringify({ id: 2, op: 'press', key: 'KEY_OK' })}\n${JSON.stringify({ id: 3, op: 'get_frame' })}\n`);

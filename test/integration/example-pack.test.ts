@@ -69,6 +69,10 @@ describe('the example test pack on the virtual set-top box', function () {
     expect(job.result_counts).to.deep.equal({ pass: menus.length - 1, fail: 1, error: 0, total: menus.length });
     const failed = byName['tests/menus.py::test_menu_wraps_around']!;
     expect(failed.failure_reason).to.match(/^MatchTimeout: /);
+    // The run log says what the test did, to read the video against: presses and matches, with their times.
+    const runLog = (await d.http.get(`/api/v1/result${failed.result_id}/farmhand.log`)).text;
+    expect(runLog).to.match(/^\S+ press KEY_MENU remote=\S+ transport=virtual:$/m);
+    expect(runLog).to.match(/^\S+ wait_for_match images\/\S+\.png: (matched|timed out).*confidence -?\d\.\d{3}/m);
     const shot = await d.http.get(`/api/v1/result${failed.result_id}/screenshot.png`).buffer(true);
     expect(shot.status).to.equal(200);
     expect(await sharp(shot.body as Buffer).metadata()).to.include({ width: 1280, height: 720, format: 'png' });

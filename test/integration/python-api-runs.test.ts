@@ -43,6 +43,17 @@ const API_TESTS = py(
   '    farmhand.press("KEY_OK")',
   '    farmhand.press_and_hold("key_up", 0.5)',
   '',
+  'def test_press_logged():',
+  '    print("before", flush=True)',
+  '    farmhand.press("KEY_OK")',
+  '    print("between", flush=True)',
+  '    farmhand.press_and_hold("key_up", 0.5)',
+  '    print("after", flush=True)',
+  '    try:',
+  '        farmhand.press("KEY_NOPE")',
+  '    except farmhand.ControlError:',
+  '        pass',
+  '',
   'def test_unknown_key():',
   '    farmhand.press("KEY_NOPE")',
   '',
@@ -166,7 +177,7 @@ describe('Python API through the control socket (real python3 via ProcessTestRun
     await mkdir(dir, { recursive: true });
     const channel = await control.open({ resultDir: dir, testPackSha: sha, remote: 'porch' });
     try {
-      const spec = { resultDir: dir, checkoutDir, testCase: `tests/api.py::${fn}`, testPackSha: sha, config: {}, timeoutSecs: 30, env: channel.env };
+      const spec = { resultDir: dir, checkoutDir, testCase: `tests/api.py::${fn}`, testPackSha: sha, config: {}, timeoutSecs: 30, env: channel.env, control: channel };
       return { outcome: await runner.run(spec, new AbortController().signal), dir };
     } finally {
       await channel.close();
@@ -185,6 +196,35 @@ describe('Python API through the control socket (real python3 via ProcessTestRun
     expect(events.map((e) => e.key)).to.deep.equal([{ remote: 'porch', key: 'KEY_OK' }, { remote: 'porch', key: 'KEY_UP' }]);
     expect(events[0]!.trains).to.deep.equal(ref.sendOnce('KEY_OK'));
     expect(events[1]!.trains).to.deep.equal(ref.sendOnce('KEY_UP', reps));
+  });
+
+  it('the run log has a line for each key press (key, remote, transport) stamped with the run clock, between the test\'s own lines', async () => {
+    const { outcome, dir } = await run('test_press_logged');
+    expect(outcome.result, outcome.traceback ?? '').to.equal('pass');
+    const log = (await readFile(path.join(dir, 'farmhand.log'), 'utf8')).split('\n').filter(Boolean);
+    const texts = log.map((l) => l.slice(l.indexOf(' ') + 1));
+    const at = (t: string) => texts.findIndex((x) => x.startsWith(t));
+    expect(texts).to.include('press KEY_OK remote=porch transport=virtual:');
+    expect(texts).to.include('press key_up (hold 500 ms) remote=porch transport=virtual:');
+    expect(texts.some((t) => /^press KEY_NOPE remote=porch transport=virtual:: failed: not_found: /.test(t)), texts.join('\n')).to.equal(true);
+    // Logged as the press starts, so before what the test prints once the press returned; same clock as its output.
+    expect(at('press KEY_OK')).to.be.below(at('between'));
+    expect(at('press key_up')).to.be.below(at('after'));
+    const stamps = log.map((l) => l.slice(0, l.indexOf(' ')));
+    expect([...stamps].sort()).to.deep.equal(stamps);
+  });
+
+  it('the run log has a line for each match and wait_for_match: template, result, confidence', async () => {
+    const found = await run('test_match');
+    expect(found.outcome.result, found.outcome.traceback ?? '').to.equal('pass');
+    const log = await readFile(path.join(found.dir, 'farmhand.log'), 'utf8');
+    expect(log).to.match(/ wait_for_match images\/patch\.png: matched \(confidence 1\.000, threshold 0\.9, at Region\(x=201, y=113, .*\)\) after \d+\.\d{3} s\n/);
+    expect(log).to.match(/ match images\/patch\.png: no match \(confidence -?\d\.\d{3}, threshold 0\.9, at Region\(.*\)\)\n/);
+    const absent = await run('test_match_absent');
+    expect(absent.outcome.result).to.equal('fail');
+    expect(await readFile(path.join(absent.dir, 'farmhand.log'), 'utf8')).to.match(
+      / wait_for_match images\/absent\.png: timed out after 0\.5 s, best no match \(confidence -?\d\.\d{3}, threshold 0\.9, at Region\(.*\)\)\n/,
+    );
   });
 
   it('an unknown key is an error outcome (ControlError not_found), not a failure', async () => {

@@ -82,21 +82,69 @@ describe('runner: run logs', () => {
     expect(Buffer.compare(combined.subarray(combined.indexOf(0x20) + 1), bad)).to.equal(0);
   });
 
-  it('drops output past maxOutputBytes and a line says so', async () => {
-    const logs = new RunLogs(dir, 25);
+  /** Bytes of the four log files together. */
+  const onDisk = async () => {
+    let total = 0;
+    for (const f of ['stdout.log', 'stderr.log', 'combined.log', 'farmhand.log']) total += (await read(f)).length;
+    return total;
+  };
+  const NOTE = /reached the \d+-byte cap on the run's logs; the rest is dropped/;
+
+  it('drops output once what it put on disk (all four logs, stamps included) reaches the cap, and a line says so', async () => {
+    const logs = new RunLogs(dir, 400);
     logs.output('stdout', Buffer.from('0123456789\n'));
     logs.output('stderr', Buffer.from('abcdefghij\n'));
-    logs.output('stdout', Buffer.from('KLMNOPQRSTUVWXYZ\n'));
+    logs.output('stdout', Buffer.from('KLMNOPQRSTUVWXYZ\n'.repeat(20)));
     logs.output('stdout', Buffer.from('never seen\n'));
     await logs.close();
     const stdout = (await read('stdout.log')).toString();
-    expect(stdout).to.match(/^0123456789\nKLM\nfarmhand: output exceeded 25 bytes; the rest of the test's output is dropped\n$/);
+    expect(stdout).to.match(/^0123456789\nKLM/);
+    expect(stdout).to.match(NOTE);
     expect(stdout).to.not.include('never seen');
-    expect(logs.droppedBytes).to.equal(14 + 11);
+    expect((await read('stderr.log')).toString()).to.match(/^abcdefghij\n\nfarmhand: /);
     const combined = lines(await read('combined.log')).map(([, t]) => t);
-    expect(combined).to.deep.equal(['0123456789', 'abcdefghij', 'KLM', "farmhand: output exceeded 25 bytes; the rest of the test's output is dropped"]);
+    expect(combined.slice(0, 2)).to.deep.equal(['0123456789', 'abcdefghij']);
+    expect(combined.at(-1)).to.match(NOTE);
     const tool = lines(await read('farmhand.log')).map(([, t]) => t);
-    expect(tool.at(-1)).to.equal('25 bytes of output were dropped (over the 25-byte cap)');
+    expect(tool.at(-1)).to.match(/^\d+ bytes of output were dropped \(over the 400-byte cap on the run's logs\)$/);
+    expect(logs.droppedBytes).to.be.greaterThan(11);
+    // The test's share stays within the cap; farmhand's own closing lines are the only extra.
+    const notes = Buffer.byteLength(tool.at(-1)!) + 4 * (Buffer.byteLength(combined.at(-1)!) + 34);
+    expect(await onDisk()).to.be.at.most(400 + notes);
+    expect(logs.bytesWritten).to.equal(await onDisk());
+  });
+
+  it('the cap holds for all logs together whatever the shape of the output: empty lines, long lines, both streams, actions', async () => {
+    const cap = 64 * 1024;
+    for (const shape of ['\n'.repeat(5000), 'x'.repeat(200_000), 'a line of text\n'.repeat(3000)]) {
+      await rm(dir, { recursive: true, force: true });
+      dir = await mkdtemp(path.join(tmpdir(), 'farmhand-logs-'));
+      const logs = new RunLogs(dir, cap);
+      logs.tool('Running tests/a.py::test_x at abc');
+      for (let i = 0; i < 10; i++) {
+        logs.output('stdout', Buffer.from(shape));
+        logs.output('stderr', Buffer.from(shape));
+        logs.event('press KEY_OK remote=r transport=virtual:');
+      }
+      logs.tool('Finished tests/a.py::test_x: pass');
+      await logs.close();
+      const total = await onDisk();
+      expect(total, JSON.stringify(shape.slice(0, 10))).to.be.at.most(cap + 1024);
+      expect(total).to.be.greaterThan(cap * 0.9); // and the room was used
+      expect((await read('farmhand.log')).toString()).to.match(NOTE);
+    }
+  });
+
+  it('test actions (event lines) go to farmhand.log only, on one line each, and count against the cap', async () => {
+    const logs = new RunLogs(dir, 300);
+    logs.event('press KEY_OK remote=r\ntransport=x');
+    for (let i = 0; i < 100; i++) logs.event(`match images/ok.png: matched ${i}`);
+    await logs.close();
+    const tool = lines(await read('farmhand.log')).map(([, t]) => t);
+    expect(tool[0]).to.equal('press KEY_OK remote=r transport=x');
+    expect(tool.some((t) => NOTE.test(t))).to.equal(true);
+    expect(tool.filter((t) => t.startsWith('match ')).length).to.be.within(1, 10);
+    expect((await read('combined.log')).toString()).to.not.include('press');
   });
 
   it('cuts a very long line into pieces in the timestamped logs, without an extra blank line', async () => {

@@ -1,10 +1,12 @@
 import { expect } from 'chai';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseLsTree } from '../../src/runner/gitTestPack.js';
 import { parseCatFileBatch } from '../../src/runner/git.js';
-import { decideOutcome, describeExit, readReport, STOPPED_REASON, type ChildReport } from '../../src/runner/outcome.js';
+import { decideOutcome, describeExit, MAX_REPORT_BYTES, readReport, STOPPED_REASON, type ChildReport } from '../../src/runner/outcome.js';
 import { parseProcStat } from '../../src/runner/processGroup.js';
 
 const failed: ChildReport = { result: 'fail', failure_reason: 'AssertionError: no', traceback: 'Traceback ...' };
@@ -59,6 +61,22 @@ describe('runner: outcome of a test process', () => {
       await rm(dir, { recursive: true, force: true });
     }
   });
+
+  it('a report the test replaced is no report, never a wedge: a FIFO (nobody writes), a symlink to a good report, one over 4 MiB', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'farmhand-report-'));
+    try {
+      const fifo = path.join(dir, 'fifo.json');
+      execFileSync('mkfifo', [fifo]);
+      expect(await readReport(fifo)).to.equal(undefined);
+      await writeFile(path.join(dir, 'good.json'), JSON.stringify(failed));
+      await symlink(path.join(dir, 'good.json'), path.join(dir, 'link.json'));
+      expect(await readReport(path.join(dir, 'link.json'))).to.equal(undefined);
+      await writeFile(path.join(dir, 'big.json'), JSON.stringify({ ...failed, traceback: 'x'.repeat(MAX_REPORT_BYTES) }));
+      expect(await readReport(path.join(dir, 'big.json'))).to.equal(undefined);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
 });
 
 describe('runner: git and /proc output parsers', () => {
@@ -85,9 +103,11 @@ describe('runner: git and /proc output parsers', () => {
     ]);
   });
 
-  it('reads state and process group from /proc/<pid>/stat, even when the name has spaces and parentheses', () => {
-    expect(parseProcStat('1234 (python3) S 1 1234 1234 0 -1 4194560')).to.deep.equal({ state: 'S', pgrp: 1234 });
-    expect(parseProcStat('99 (a) b (c)) Z 1 77 77 0')).to.deep.equal({ state: 'Z', pgrp: 77 });
+  it('reads state, process group and start time from /proc/<pid>/stat, even when the name has spaces and parentheses', () => {
+    const rest = '0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 12345 678';
+    expect(parseProcStat(`1234 (python3) S 1 1234 1234 ${rest}`)).to.deep.equal({ state: 'S', pgrp: 1234, startTicks: 987654 });
+    expect(parseProcStat(`99 (a) b (c)) Z 1 77 77 ${rest}`)).to.deep.equal({ state: 'Z', pgrp: 77, startTicks: 987654 });
+    expect(parseProcStat(readFileSync('/proc/self/stat', 'latin1'))?.startTicks).to.be.a('number').and.greaterThan(0);
     expect(parseProcStat('garbage')).to.equal(undefined);
   });
 });

@@ -59,6 +59,11 @@ export class KeyPresser {
 
   constructor(private readonly o: KeyPresserOptions) {}
 
+  /** The transport's URI, for the run log's press lines. */
+  get transportUri(): string {
+    return this.o.transport.uri;
+  }
+
   /**
    * Press `key` (case-insensitive, as LIRC matches it). Resolves when the
    * transport reports the IR sent. Errors: `invalid_request` for a bad name,

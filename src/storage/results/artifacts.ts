@@ -14,10 +14,11 @@
  * small LRU, so a 200 MB video is hashed once, not on every listing.
  */
 import { createHash } from 'node:crypto';
-import { createReadStream, type Dirent } from 'node:fs';
+import type { Dirent } from 'node:fs';
 import { readdir, realpath, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ArtifactListing } from '../../core/model.js';
+import { openRegular } from '../safeFile.js';
 
 /** The file each result folder keeps for the store itself. */
 export const RECORD_FILE = 'result.json';
@@ -131,6 +132,11 @@ async function realpathOrUndefined(p: string): Promise<string | undefined> {
 /** md5 hex digest, streamed in 1 MiB reads. */
 export async function md5File(path: string): Promise<string> {
   const hash = createHash('md5');
-  for await (const chunk of createReadStream(path, { highWaterMark: 1 << 20 })) hash.update(chunk as Buffer);
+  const fh = await openRegular(path); // the file may have been swapped for a FIFO since stat()
+  try {
+    for await (const chunk of fh.createReadStream({ highWaterMark: 1 << 20, autoClose: false })) hash.update(chunk as Buffer);
+  } finally {
+    await fh.close();
+  }
   return hash.digest('hex');
 }

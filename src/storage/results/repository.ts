@@ -35,6 +35,7 @@ import type { Logger, ResultRepository } from '../../core/ports.js';
 import type { ResultQuery } from '../../core/query.js';
 import { ArtifactReader, RECORD_FILE } from './artifacts.js';
 import { writeFileAtomic } from '../atomic.js';
+import { readRegular } from '../safeFile.js';
 import { DeletedIds } from './deleted-ids.js';
 import { parseResultId, type ResultIdParts } from './ids.js';
 import { IndexFile } from './index-file.js';
@@ -338,7 +339,7 @@ async function keepAside(file: string): Promise<string> {
 
 async function readRecord(path: string): Promise<ResultRecord | undefined> {
   try {
-    const rec = checkRecord(JSON.parse(await readFile(path, 'utf8')));
+    const rec = checkRecord(JSON.parse(await readRegular(path, 16 << 20)));
     return typeof rec === 'string' ? undefined : rec;
   } catch {
     return undefined;

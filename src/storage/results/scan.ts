@@ -4,12 +4,13 @@
  * back to the folder it was found in. Folders without `result.json` are runs
  * that never finished (or are finishing now): not results, so not indexed.
  */
-import { readdir, readFile } from 'node:fs/promises';
+import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ResultRecord } from '../../core/model.js';
 import { isHexDir, isNumberDir, isStampDir, parseResultId } from './ids.js';
 import { checkRecord } from './record.js';
 import { RECORD_FILE } from './artifacts.js';
+import { readRegular } from '../safeFile.js';
 
 /** Files read at once: enough to hide latency, few enough for a 2-core box. */
 const PARALLEL = 32;
@@ -38,7 +39,8 @@ export async function scanFolders(root: string, onRecord: (r: ResultRecord) => P
 async function readOne(root: string, relDir: string, report: ScanReport, onRecord: (r: ResultRecord) => Promise<void> | void): Promise<void> {
   let text: string;
   try {
-    text = await readFile(join(root, relDir, RECORD_FILE), 'utf8');
+    // Regular files only: a test may have put a FIFO there in a folder whose run never ended.
+    text = await readRegular(join(root, relDir, RECORD_FILE), 16 << 20);
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== 'ENOENT') report.bad.push({ dir: relDir, why: String(e) });
     return;
