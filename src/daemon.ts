@@ -11,6 +11,7 @@ import path from 'node:path';
 import type { FarmConfig } from './config/schema.js';
 import { JobService } from './core/jobs.js';
 import { NodeService } from './core/node.js';
+import { NodePolicy } from './core/nodePolicy.js';
 import type { Logger } from './core/ports.js';
 import { parseResultQuery } from './core/query.js';
 import { ReservationService } from './core/reservations.js';
@@ -20,7 +21,6 @@ import { createIrTransport } from './hardware/ir/transports/index.js';
 import { createVirtualStb } from './hardware/virtual/index.js';
 import { createApp } from './http/app.js';
 import type { Services } from './http/context.js';
-import { presentJob } from './http/presenters.js';
 import { ControlServer } from './runner/control.js';
 import { GitTestPack } from './runner/gitTestPack.js';
 import { parseIniConfig } from './runner/iniConfig.js';
@@ -101,7 +101,6 @@ export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daem
     frames,
     video,
     control,
-    online,
     logger: logger.child({ module: 'jobs' }),
     settings: { defaultTimeoutSecs: cfg.runner.default_timeout_secs, stopResponseSecs: cfg.runner.stop_response_secs },
   });
@@ -120,7 +119,6 @@ export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daem
     settings: cfg.node,
     health: online,
     jobs,
-    presentJob: (j, base) => presentJob(j, base, 'v2'),
     latestResultId: (j) => results.query(parseResultQuery({ filter: `job:${j.job_uid}` }, { limit: 1 }))[0]?.result_id,
     testPack,
     parseIni: parseIniConfig,
@@ -140,9 +138,7 @@ export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daem
     logger,
     publicUrl: cfg.public_url,
     awaitCompletionSecs: cfg.api.await_completion_secs,
-    keys,
-    node,
-    reservations,
+    policy: new NodePolicy({ nodeId: cfg.node_id, jobs, reservations, node, health: online, testPack, keys, frames }),
   };
   const app = createApp(services, {
     maxBodyBytes: cfg.api.max_body_bytes,

@@ -44,6 +44,3 @@ export function parseResultId(id: string): { job: JobUidParts; jobUid: string; s
   if (!job || !STAMP.test(stamp)) return undefined;
   return { job, jobUid: formatJobUid(job), stamp };
 }
-
-/** Whole seconds: two runs of one job never share a stamp (the runner waits for the next second). */
-export const nextWholeSecond = (after: Date): Date => new Date(Math.floor(after.getTime() / 1000) * 1000 + 1000);
