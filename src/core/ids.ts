@@ -1,5 +1,5 @@
 /**
- * Identifiers (DESIGN.md "Identifiers"), parsed and made here and nowhere else:
+ * Identifiers, parsed and made here and nowhere else:
  *   job_uid   = /<node_id>/<hex>/<number>
  *   result_id = <job_uid>/<YYYY-MM-DD>_<hh.mm.ss>   (UTC)
  * In URLs they lose the leading slash and span several path segments. A

@@ -5,7 +5,9 @@
  * artifact listing and artifact files.
  */
 import type Router from '@koa/router';
-import { createReadStream } from 'node:fs';
+import { constants, createReadStream } from 'node:fs';
+import { open } from 'node:fs/promises';
+import path from 'node:path';
 import type { Transform } from 'node:stream';
 import type { Context } from 'koa';
 import { FarmError } from '../core/errors.js';
@@ -29,6 +31,38 @@ export function resultFromParams(ctx: Context, s: Services): ResultRecord {
   return found;
 }
 
+/** The id a request names when it is the run in progress (the node's job links its log from its start); else undefined. */
+function runInProgress(ctx: Context, s: Services): string | undefined {
+  const p = ctx.params as Record<string, string>;
+  const id = parseResultId(`/${p.node}/${p.hex}/${p.num}/${p.stamp}`);
+  const run = s.jobs.current()?.current_run;
+  return id && run && run.result_id === `${id.jobUid}/${id.stamp}` && s.results.get(run.result_id) === undefined ? run.result_id : undefined;
+}
+
+/**
+ * The log of the run in progress, as much as is written now. The test writes
+ * in the same folder and could have put anything there under the log's name:
+ * opened without following links and without blocking, and served only when
+ * it is a regular file.
+ */
+async function sendLiveLog(ctx: Context, dir: string, transform: Transform | undefined): Promise<void> {
+  const fh = await open(path.join(dir, 'farmhand.log'), constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK).catch(() => undefined);
+  const st = await fh?.stat().catch(() => undefined);
+  if (!fh || !st?.isFile()) {
+    await fh?.close();
+    throw new FarmError('not_found', 'the run in progress has no log yet; try again in a moment');
+  }
+  ctx.type = 'text/plain; charset=utf-8';
+  ctx.set('Cache-Control', 'no-store');
+  if (st.size === 0) {
+    await fh.close();
+    ctx.body = '';
+    return;
+  }
+  const stream = fh.createReadStream({ start: 0, end: st.size - 1 });
+  ctx.body = transform ? stream.pipe(transform) : stream;
+}
+
 /**
  * How a version serves the stored log (UTC timestamps): undefined serves the
  * file as it is (with Range support); a Transform rewrites it as it streams
@@ -50,6 +84,8 @@ export function mountResultRoutes(
 
   for (const name of LOG_NAMES) {
     router.get(`${prefix}${ID}/${name}`, async (ctx) => {
+      const live = runInProgress(ctx, s);
+      if (live) return sendLiveLog(ctx, s.results.dirOf(live), logTransform(ctx));
       const r = resultFromParams(ctx, s);
       const file = await s.results.openArtifact(r.result_id, 'farmhand.log');
       if (!file) throw new FarmError('not_found', `result ${r.result_id} has no log`);
