@@ -1,13 +1,16 @@
 /**
  * Identifiers, parsed and made here and nowhere else:
- *   job_uid   = /<node_id>/<hex>/<number>
- *   result_id = <job_uid>/<YYYY-MM-DD>_<hh.mm.ss>   (UTC)
+ *   job_uid        = /<node_id>/<hex>/<number>
+ *   result_id      = <job_uid>/<YYYY-MM-DD>_<hh.mm.ss>   (UTC)
+ *   reservation_id = a positive integer
  * In URLs they lose the leading slash and span several path segments. A
  * result's folder is `<hex>/<number>/<stamp>` under the results directory (one
  * node per data dir, so the node id is not part of the path). Every segment
  * must match its regex in full, so nothing a request sends can name `..`, an
  * absolute path, a NUL or a separator.
  */
+
+import { invalid } from './errors.js';
 
 const NODE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
 /** The installation's 4 hex digits (storage/state.ts makes them). */
@@ -84,6 +87,12 @@ export function stampSeconds(stamp: string): number | undefined {
 
 /** The stamp of a time in seconds, inverse of {@link stampSeconds}. */
 export const secondsStamp = (seconds: number): string => runStamp(new Date(seconds * 1000));
+
+/** A reservation id from a URL path segment; 400 unless it is a positive integer. */
+export function parseReservationId(text: string): number {
+  if (!/^[1-9][0-9]{0,14}$/.test(text)) throw invalid(`reservation id must be a positive integer, not ${JSON.stringify(text)}`);
+  return Number(text);
+}
 
 /** Folder names at each level below the results directory, for the scans that rebuild the index and recover. */
 export const isHexDir = (name: string): boolean => HEX.test(name);

@@ -103,12 +103,6 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
-/** A reservation id from a URL path segment; 400 unless it is a positive integer. */
-export function parseReservationId(text: string): number {
-  if (!/^[1-9][0-9]{0,14}$/.test(text)) throw invalid(`reservation id must be a positive integer, not ${JSON.stringify(text)}`);
-  return Number(text);
-}
-
 export class ReservationService {
   private readonly clock: Clock;
   private readonly limits: ReservationLimits;

@@ -11,10 +11,10 @@ import path from 'node:path';
 import type { Transform } from 'node:stream';
 import type { Context } from 'koa';
 import { FarmError } from '../core/errors.js';
-import { parseResultId } from '../core/ids.js';
 import type { ResultRecord } from '../core/model.js';
 import { baseUrl, type ApiVersion, type Services } from './context.js';
 import { sendFile } from './files.js';
+import { resultIdFromParams } from './params.js';
 import { presentResultDetail } from './presenters.js';
 
 const ID = '/:node/:hex/:num/:stamp';
@@ -22,9 +22,7 @@ export const LOG_NAMES = ['farmhand.log', 'stbt.log'] as const;
 
 /** The finished result a request names; 404 unknown, 410 deleted by retention. */
 export function resultFromParams(ctx: Context, s: Services): ResultRecord {
-  const p = ctx.params as Record<string, string>;
-  const id = `/${p.node}/${p.hex}/${p.num}/${p.stamp}`;
-  const parsed = parseResultId(id);
+  const { id, parsed } = resultIdFromParams(ctx);
   const found = parsed && parsed.job.nodeId === s.nodeId ? s.results.get(id) : undefined;
   if (found === 'deleted') throw new FarmError('gone', `result ${id} has been deleted (retention); it is no longer available`);
   if (!found) throw new FarmError('not_found', `no result ${id} (a run still in progress has no result yet)`);
@@ -33,10 +31,9 @@ export function resultFromParams(ctx: Context, s: Services): ResultRecord {
 
 /** The id a request names when it is the run in progress (the node's job links its log from its start); else undefined. */
 function runInProgress(ctx: Context, s: Services): string | undefined {
-  const p = ctx.params as Record<string, string>;
-  const id = parseResultId(`/${p.node}/${p.hex}/${p.num}/${p.stamp}`);
+  const { id, parsed } = resultIdFromParams(ctx);
   const run = s.jobs.current()?.current_run;
-  return id && run && run.result_id === `${id.jobUid}/${id.stamp}` && s.results.get(run.result_id) === undefined ? run.result_id : undefined;
+  return parsed?.job.nodeId === s.nodeId && run?.result_id === id && s.results.get(id) === undefined ? id : undefined;
 }
 
 /**

@@ -3,13 +3,13 @@
 import { expect } from 'chai';
 import { FarmError } from '../../src/core/errors.js';
 import {
-  parseReservationId,
   ReservationService,
   type ReservationServiceOptions,
   type ReservationState,
   type ReservationStore,
 } from '../../src/core/reservations.js';
 import { presentReservation } from '../../src/http/presenters.js';
+import { parseReservationId } from '../../src/core/ids.js';
 import { FakeClock } from '../fixtures/fakeClock.js';
 
 const T0 = Date.parse('2030-01-01T00:00:00.000Z');

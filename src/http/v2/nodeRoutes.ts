@@ -6,7 +6,7 @@
  */
 import type Router from '@koa/router';
 import type { Context } from 'koa';
-import { parseReservationId } from '../../core/reservations.js';
+import { parseReservationId } from '../../core/ids.js';
 import type { Noticed } from '../../core/nodePolicy.js';
 import { bodyOf } from '../body.js';
 import { baseUrl, callerOf, userOf, type Services } from '../context.js';
