@@ -6,7 +6,7 @@
  */
 import type Router from '@koa/router';
 import { constants, createReadStream } from 'node:fs';
-import { open } from 'node:fs/promises';
+import { open, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import type { Transform } from 'node:stream';
 import type { Context } from 'koa';
@@ -43,16 +43,22 @@ function runInProgress(ctx: Context, s: Services): string | undefined {
  * it is a regular file.
  */
 async function sendLiveLog(ctx: Context, dir: string, transform: Transform | undefined): Promise<void> {
-  const fh = await open(path.join(dir, 'farmhand.log'), constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK).catch(() => undefined);
+  let fh: FileHandle | undefined;
+  try {
+    fh = await open(path.join(dir, 'farmhand.log'), constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (e) {
+    // ENOENT: the run has only just started and nothing is written yet: an empty log so far.
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw new FarmError('not_found', 'the run in progress has no readable log');
+  }
   const st = await fh?.stat().catch(() => undefined);
-  if (!fh || !st?.isFile()) {
-    await fh?.close();
-    throw new FarmError('not_found', 'the run in progress has no log yet; try again in a moment');
+  if (fh && !st?.isFile()) {
+    await fh.close();
+    throw new FarmError('not_found', 'the run in progress has no readable log');
   }
   ctx.type = 'text/plain; charset=utf-8';
   ctx.set('Cache-Control', 'no-store');
-  if (st.size === 0) {
-    await fh.close();
+  if (!fh || !st || st.size === 0) {
+    await fh?.close();
     ctx.body = '';
     return;
   }
