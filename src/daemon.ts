@@ -12,6 +12,7 @@ import { EX_CONFIG } from './config/load.js';
 import type { FarmConfig } from './config/schema.js';
 import { JobService } from './core/jobs.js';
 import { NodeService } from './core/node.js';
+import { NodePolicy } from './core/nodePolicy.js';
 import type { Logger } from './core/ports.js';
 import { parseResultQuery } from './core/query.js';
 import { ReservationService } from './core/reservations.js';
@@ -21,7 +22,6 @@ import { createIrTransport } from './hardware/ir/transports/index.js';
 import { createVirtualStb } from './hardware/virtual/index.js';
 import { createApp } from './http/app.js';
 import type { Services } from './http/context.js';
-import { presentJob } from './http/presenters.js';
 import { ControlServer } from './runner/control.js';
 import { checkTestPackSource, GitTestPack, TestPackConfigError } from './runner/gitTestPack.js';
 import { parseIniConfig } from './runner/iniConfig.js';
@@ -152,7 +152,6 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     frames,
     video,
     control,
-    online,
     logger: logger.child({ module: 'jobs' }),
     settings: { defaultTimeoutSecs: cfg.runner.default_timeout_secs, stopResponseSecs: cfg.runner.stop_response_secs },
   });
@@ -172,7 +171,6 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     settings: cfg.node,
     health: online,
     jobs,
-    presentJob: (j, base) => presentJob(j, base, 'v2'),
     latestResultId: (j) => results.query(parseResultQuery({ filter: `job:${j.job_uid}` }, { limit: 1 }))[0]?.result_id,
     testPack,
     parseIni: parseIniConfig,
@@ -192,9 +190,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     logger,
     publicUrl: cfg.public_url,
     awaitCompletionSecs: cfg.api.await_completion_secs,
-    keys,
-    node,
-    reservations,
+    policy: new NodePolicy({ nodeId: cfg.node_id, jobs, reservations, node, health: online, testPack, keys, frames }),
   };
   const app = createApp(services, {
     maxBodyBytes: cfg.api.max_body_bytes,

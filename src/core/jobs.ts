@@ -6,6 +6,7 @@
 import { FarmError, invalid } from './errors.js';
 import { formatJobUid, formatResultId, runStamp } from './ids.js';
 import type { JobRecord, ResultRecord, RunOutcome } from './model.js';
+import { chooseRemote, type RemoteRule } from './remoteControl.js';
 import type { FrameSource, IniConfig, JobRepository, Logger, ResultRepository, RunControl, TestPack, TestRunner, VideoRecorder } from './ports.js';
 import type { RunRequest } from './runRequest.js';
 import { schedule, speedWeights, type Rng } from './shuffle.js';
@@ -23,8 +24,6 @@ export interface JobServiceDeps {
   video?: VideoRecorder;
   /** The control channel test scripts use for key presses and frames; absent: none. */
   control?: RunControl;
-  /** Whether the node can run tests now (capture healthy, or no capture configured). */
-  online: () => { online: boolean; reason: string | null };
   logger: Logger;
   settings: { defaultTimeoutSecs: number; stopResponseSecs: number };
   now?: () => Date;
@@ -100,13 +99,16 @@ export class JobService {
     return this.active !== undefined || this.starting;
   }
 
-  /** Validate against the test pack, then start the job; resolves once it is running. */
-  async runTests(req: RunRequest, username: string, remoteRule: 'v1' | 'v2' = 'v1'): Promise<JobRecord> {
+  /**
+   * Validate against the test pack, then start the job; resolves once it is
+   * running. Whether the node may be used (licence, reservation, online) is
+   * NodePolicy's call; the busy check stays here too because it guards the
+   * one-job-at-a-time loop itself.
+   */
+  async runTests(req: RunRequest, username: string, remoteRule: RemoteRule = 'v1'): Promise<JobRecord> {
     if (this.isRunning()) {
       throw new FarmError('conflict', `a test job is already running (${this.active?.record.job_uid ?? 'starting'}); stop it or wait for it to end`);
     }
-    const health = this.d.online();
-    if (!health.online) throw new FarmError('device_unavailable', `the node is offline: ${health.reason ?? 'unknown reason'}`);
     this.starting = true;
     try {
       const rev = await this.d.testPack.resolve(req.test_pack_revision);
@@ -116,7 +118,7 @@ export class JobService {
         throw invalid(`test case(s) not found at ${rev.sha.slice(0, 10)}: ${missing.slice(0, 5).join(', ')}${missing.length > 5 ? ', ...' : ''}`);
       }
       const config = await this.d.testPack.config(rev.sha);
-      const remote = await this.chooseRemote(req.remote_control, rev.sha, config, remoteRule);
+      const remote = await chooseRemote(this.d.testPack, rev.sha, req.remote_control, remoteRule);
       const number = await this.d.jobs.nextNumber();
       const record: JobRecord = {
         job_uid: formatJobUid({ nodeId: this.d.nodeId, hex: this.d.installationHex, number }),
@@ -190,26 +192,6 @@ export class JobService {
     if (!active) return;
     active.abort.abort();
     await active.done;
-  }
-
-  /**
-   * The remote control of a job. Requested, else `test_pack.default_remote_control`;
-   * then v1 falls back to the first remote file in alphabetical order, while
-   * v2 requires one (400).
-   */
-  private async chooseRemote(requested: string | null, sha: string, config: IniConfig, rule: 'v1' | 'v2'): Promise<string | null> {
-    const remotes = await this.d.testPack.remoteControls(sha);
-    const chosen = requested ?? config.test_pack?.default_remote_control ?? null;
-    if (chosen !== null) {
-      if (!remotes.includes(chosen)) {
-        throw invalid(`remote_control: no config/remote-control/${chosen}.lircd.conf in the test pack at ${sha.slice(0, 10)}`);
-      }
-      return chosen;
-    }
-    if (rule === 'v2') {
-      throw invalid('remote_control is required: the test pack sets no test_pack.default_remote_control');
-    }
-    return remotes[0] ?? null;
   }
 
   private async loop(active: ActiveJob, config: IniConfig): Promise<void> {

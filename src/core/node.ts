@@ -1,15 +1,16 @@
 /**
- * The v2 Node object (spec "Node (v2)") for this one node: availability and
- * its reason, capture health, the node's own config file from the test pack's
- * main branch, addresses, the current or last job, last use and the caller's
- * view of its reservation. Everything it reads comes in as a function or a
- * port, so this module stays pure; the reason strings are listed in
- * docs/reservations.md.
+ * The state behind the v2 Node object (spec "Node (v2)") for this one node:
+ * availability and its reason, capture health, the node's own config file
+ * from the test pack's main branch, addresses, the current or last job and
+ * the result whose log it links, last use, the active reservation. URLs and
+ * HTML are added by the HTTP presenter (http/presenters.ts). Everything it
+ * reads comes in as a function or a port, so this module stays pure; the
+ * reason strings are listed in docs/reservations.md.
  */
 import { notFound } from './errors.js';
 import type { JobRecord } from './model.js';
 import type { CaptureHealth, IniConfig, Logger, TestPack } from './ports.js';
-import { systemClock, type Clock, type Reservation, type ReservationRecord } from './reservations.js';
+import { systemClock, type Clock, type ReservationRecord } from './reservations.js';
 
 /** The node's last use, persisted. */
 export interface NodeUsage {
@@ -40,12 +41,9 @@ export interface InterfaceAddress {
   scopeid?: number;
 }
 
-/** The Job object of the spec plus the two links the node status adds. */
-export type NodeJob = Record<string, unknown> & { log_url: string | null; triage_url: string | null };
-
-export interface NodeStatus {
+/** The node as the domain knows it; http/presenters.ts makes the spec's Node object of it. */
+export interface NodeState {
   node_id: string;
-  node_url: string;
   available: boolean;
   not_available_reason: string | null;
   online: boolean;
@@ -56,11 +54,14 @@ export interface NodeStatus {
   local_ip_address: string | null;
   geoip_city: string | null;
   geoip_country: string | null;
-  job: NodeJob | null;
+  /** The current job, or the last one; null if the node never ran one. */
+  job: JobRecord | null;
+  /** The result whose log the job links: the run in progress, else the job's latest; null before its first run starts. */
+  job_result_id: string | null;
   last_used_by: string | null;
   last_used_time: string | null;
   licence_expiry: string;
-  reservation: Reservation | null;
+  reservation: ReservationRecord | null;
   /** Not in the spec: present only while the test pack cannot be fetched (docs/robustness.md). */
   test_pack_problem?: string;
 }
@@ -71,17 +72,13 @@ export interface NodeServiceOptions {
   /** Capture health: the node is online when it has a picture. */
   health: () => CaptureHealth;
   jobs: { current(): JobRecord | undefined; isRunning(): boolean };
-  /** The v2 Job presenter. */
-  presentJob: (job: JobRecord, base: string) => Record<string, unknown>;
-  /** The id of the job's latest result (whose log is `log_url`); undefined before its first. */
+  /** The id of the job's latest recorded result; undefined before its first is recorded. */
   latestResultId: (job: JobRecord) => string | undefined;
-  /** URLs of a result's log and triage page; default `/api/v2/results<id>/farmhand.log` and `/app/results<id>`. */
-  resultLinks?: (resultId: string, base: string) => { log_url: string; triage_url: string };
   testPack: Pick<TestPack, 'resolve' | 'readFile' | 'problem'>;
   /** INI text to `{ section: { key: value } }` (runner/iniConfig.ts). */
   parseIni: (text: string) => IniConfig;
   networkInterfaces: () => Record<string, InterfaceAddress[] | undefined>;
-  reservations: { active(nodeId: string): ReservationRecord | undefined; present(r: ReservationRecord, caller: string | undefined): Reservation };
+  reservations: { active(nodeId: string): ReservationRecord | undefined };
   usage: NodeUsageStore;
   clock?: Clock;
   logger?: Logger;
@@ -91,8 +88,6 @@ export interface NodeServiceOptions {
 
 /** Writes of the last use are at most this often (a busy client touches the node many times a second). */
 export const USAGE_WRITE_INTERVAL_MS = 1000;
-
-const defaultLinks = (id: string, base: string) => ({ log_url: `${base}/api/v2/results${id}/farmhand.log`, triage_url: `${base}/app/results${id}` });
 
 export class NodeService {
   private readonly clock: Clock;
@@ -114,17 +109,22 @@ export class NodeService {
     return `config/test-farm/${this.o.nodeId}.conf`;
   }
 
-  /** The Node object as `caller` sees it; `base` is the absolute base URL, no trailing slash. */
-  async status(caller: string | undefined, base: string): Promise<NodeStatus> {
+  /** `node.licence_expiry` of the config: `YYYY-MM-DD`. */
+  get licenceExpiry(): string {
+    return this.o.settings.licence_expiry;
+  }
+
+  /** The node's state now. */
+  async state(): Promise<NodeState> {
     const o = this.o;
     const health = o.health();
     const config = await this.nodeConfig();
     const res = o.reservations.active(o.nodeId);
     const reason = this.notAvailableReason(health, res);
     const section = (name: string) => config[name] ?? {};
+    const job = o.jobs.current() ?? null;
     return {
       node_id: o.nodeId,
-      node_url: `${base}/api/v2/nodes/${encodeURIComponent(o.nodeId)}`,
       available: reason === null,
       not_available_reason: reason,
       online: health.online,
@@ -135,19 +135,20 @@ export class NodeService {
       local_ip_address: localIpAddress(o.networkInterfaces()),
       geoip_city: o.settings.geoip_city,
       geoip_country: o.settings.geoip_country,
-      job: this.job(base),
+      job,
+      job_result_id: job ? this.resultOf(job) : null,
       last_used_by: this.usage?.user ?? null,
       last_used_time: this.usage?.time ?? null,
       licence_expiry: o.settings.licence_expiry,
-      reservation: res ? o.reservations.present(res, caller) : null,
+      reservation: res ?? null,
       ...testPackProblem(o.testPack),
     };
   }
 
-  /** GET /api/v2/nodes/<id>: this node's status, or 404 for any other id. */
-  async statusOf(nodeId: string, caller: string | undefined, base: string): Promise<NodeStatus> {
+  /** GET /api/v2/nodes/<id>: this node's state, or 404 for any other id. */
+  async stateOf(nodeId: string): Promise<NodeState> {
     if (nodeId !== this.o.nodeId) throw notFound(`unknown node_id ${JSON.stringify(nodeId)}; this node is ${this.o.nodeId}`);
-    return this.status(caller, base);
+    return this.state();
   }
 
   /** True once the licence's expiry day (UTC) has passed; run_tests then answers 403. */
@@ -191,12 +192,9 @@ export class NodeService {
     return null;
   }
 
-  private job(base: string): NodeJob | null {
-    const job = this.o.jobs.current();
-    if (!job) return null;
-    const id = this.o.latestResultId(job);
-    const links = id === undefined ? { log_url: null, triage_url: null } : (this.o.resultLinks ?? defaultLinks)(id, base);
-    return { ...this.o.presentJob(job, base), ...links };
+  /** The run in progress is the one to watch; between runs and after the job, its latest result. */
+  private resultOf(job: JobRecord): string | null {
+    return job.current_run?.result_id ?? this.o.latestResultId(job) ?? null;
   }
 
   /**

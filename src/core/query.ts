@@ -93,7 +93,8 @@ export const OUTCOME_RANK = { pass: 0, fail: 1, error: 2 } as const;
 export const jobNumber = (uid: string): number => Number(uid.slice(uid.lastIndexOf('/') + 1));
 
 const str = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
-const byDate = (a: ResultRecord, b: ResultRecord): number =>
+/** Date order, the results' natural order: `start_time`, then `result_id`. */
+export const compareByDate = (a: ResultRecord, b: ResultRecord): number =>
   (isCanonical(a.start_time) && isCanonical(b.start_time)
     ? str(a.start_time, b.start_time)
     : Date.parse(a.start_time) - Date.parse(b.start_time)) || str(a.result_id, b.result_id);
@@ -108,14 +109,15 @@ const PRIMARY: Record<SortField, ((a: ResultRecord, b: ResultRecord) => number) 
 };
 
 /**
- * Comparator for a sort: the field, then `start_time`, then `result_id`, all
- * in the sort's direction, so the order is total and stable across requests.
- * `result` ranks pass < fail < error; `job` compares job numbers numerically.
- * (The results store sorts by precomputed keys to the same order.)
+ * The one comparator of results for a sort: the field, then `start_time`,
+ * then `result_id`, all in the sort's direction, so the order is total and
+ * stable across requests. `result` ranks pass < fail < error; `job` compares
+ * job numbers numerically. The results store keeps its records in
+ * {@link compareByDate} order and sorts with this.
  */
 export function compareFor(sort: { field: SortField; dir: SortDir }): (a: ResultRecord, b: ResultRecord) => number {
   const primary = PRIMARY[sort.field];
-  const asc = primary ? (a: ResultRecord, b: ResultRecord) => primary(a, b) || byDate(a, b) : byDate;
+  const asc = primary ? (a: ResultRecord, b: ResultRecord) => primary(a, b) || compareByDate(a, b) : compareByDate;
   return sort.dir === 'asc' ? asc : (a, b) => asc(b, a);
 }
 

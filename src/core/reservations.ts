@@ -8,7 +8,6 @@
  */
 import { FarmError, invalid, notFound } from './errors.js';
 import type { Logger } from './ports.js';
-import { renderMarkdown } from './markdown.js';
 
 /** Why and how a reservation ended. */
 export interface ReservationEnd {
@@ -33,18 +32,6 @@ export interface ReservationRecord {
   expires: string | null;
   message: string;
   ended: ReservationEnd | null;
-}
-
-/** The spec's Reservation object, as one caller sees it. */
-export interface Reservation {
-  reservation_id: number;
-  node_id: string;
-  username: string;
-  start_time: string;
-  expires: string | null;
-  message: string;
-  message_html: string;
-  reserved_by_you: boolean;
 }
 
 /** What the owner of an interrupted reservation is told, once. */
@@ -116,18 +103,11 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
-/** A reservation id from a URL path segment; 400 unless it is a positive integer. */
-export function parseReservationId(text: string): number {
-  if (!/^[1-9][0-9]{0,14}$/.test(text)) throw invalid(`reservation id must be a positive integer, not ${JSON.stringify(text)}`);
-  return Number(text);
-}
-
 export class ReservationService {
   private readonly clock: Clock;
   private readonly limits: ReservationLimits;
   private readonly records = new Map<number, ReservationRecord>();
   private readonly timers = new Map<number, unknown>();
-  private readonly html = new Map<number, string>();
   private lastId: number;
 
   constructor(private readonly o: ReservationServiceOptions) {
@@ -156,7 +136,7 @@ export class ReservationService {
    * Reserve every node in `body.node_ids` for `user`, or none (spec: atomic).
    * 400 bad parameters, 404 an unknown node, 409 a node reserved or running a job.
    */
-  async reserve(user: string, body: unknown): Promise<Reservation[]> {
+  async reserve(user: string, body: unknown): Promise<ReservationRecord[]> {
     const req = this.checkReserve(body);
     const known = new Set(this.o.knownNodes());
     const unknown = req.nodeIds.filter((n) => !known.has(n));
@@ -189,7 +169,7 @@ export class ReservationService {
       }
       throw e;
     }
-    return made.map((r) => this.present(r, user));
+    return made;
   }
 
   /** Move `expires` later by duration_secs. 404 unknown, 400 ended or bad duration, 403 not the creator. */
@@ -243,14 +223,6 @@ export class ReservationService {
     const r = this.records.get(id);
     if (r && !r.ended && this.isDue(r)) this.expire(r);
     return r;
-  }
-
-  /** The spec's object for one caller (`reserved_by_you` depends on who asks). */
-  present(r: ReservationRecord, caller: string | undefined): Reservation {
-    let html = this.html.get(r.reservation_id);
-    if (html === undefined) this.html.set(r.reservation_id, (html = renderMarkdown(r.message)));
-    const { reservation_id, node_id, username, start_time, expires, message } = r;
-    return { reservation_id, node_id, username, start_time, expires, message, message_html: html, reserved_by_you: caller === username };
   }
 
   /**
@@ -341,7 +313,6 @@ export class ReservationService {
     const ended = [...this.records.values()].filter((r) => r.ended).sort((a, b) => (a.ended!.time < b.ended!.time ? 1 : -1));
     for (const r of ended.slice(this.limits.keepEnded)) {
       this.records.delete(r.reservation_id);
-      this.html.delete(r.reservation_id);
     }
   }
 

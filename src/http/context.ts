@@ -1,9 +1,7 @@
 /** What the routers are given: the services, and how to build absolute URLs. */
 import type { Context } from 'koa';
 import type { JobService } from '../core/jobs.js';
-import type { KeyPresser } from '../hardware/ir/keys.js';
-import type { NodeService } from '../core/node.js';
-import type { ReservationService } from '../core/reservations.js';
+import type { Caller, NodePolicy } from '../core/nodePolicy.js';
 import type { FrameSource, Logger, ResultRepository, TestPack } from '../core/ports.js';
 
 export interface Services {
@@ -16,14 +14,10 @@ export interface Services {
   logger: Logger;
   /** Absolute base URL from the config; else each request's own. */
   publicUrl?: string;
-  /** Key presses for the press endpoint (the same path test scripts use). */
-  keys: Pick<KeyPresser, 'press' | 'chooseRemoteV2'>;
   /** How long await_completion holds a request (the spec: 55 s). */
   awaitCompletionSecs: number;
-  /** v2's node status, licence and last use. */
-  node: NodeService;
-  /** v2's reservations: they also guard run, stop and press. */
-  reservations: ReservationService;
+  /** Node use for both versions: run, stop, press, pictures, status, reservations. */
+  policy: NodePolicy;
 }
 
 export type ApiVersion = 'v1' | 'v2';
@@ -32,3 +26,9 @@ export type ApiVersion = 'v1' | 'v2';
 export function baseUrl(ctx: Context, s: Services): string {
   return (s.publicUrl ?? `${ctx.protocol}://${ctx.host}`).replace(/\/+$/, '');
 }
+
+/** The authenticated user of a request, if any (the auth guard makes sure v2 routes have one). */
+export const userOf = (ctx: Context): string | undefined => (ctx.state as { user?: { login: string } }).user?.login;
+
+/** The caller as the node policy sees it. */
+export const callerOf = (ctx: Context, api: ApiVersion): Caller => ({ user: userOf(ctx), api });

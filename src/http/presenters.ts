@@ -1,10 +1,13 @@
 /**
  * Presenters: stored records -> the JSON objects of the spec, per API
  * version. v1 and v2 share every service; they differ only here and in
- * routing.
+ * routing. Every URL and every piece of HTML of an answer is made here.
  */
 import type { ArtifactListing, JobRecord, ResultRecord } from '../core/model.js';
+import type { NodeState } from '../core/node.js';
+import type { ReservationRecord } from '../core/reservations.js';
 import type { ApiVersion } from './context.js';
+import { renderMarkdown } from './markdown.js';
 
 export function presentJob(job: JobRecord, base: string, v: ApiVersion) {
   return {
@@ -47,5 +50,61 @@ export function presentResultDetail(r: ResultRecord, artifacts: ArtifactListing,
     job_category: r.category,
     traceback: r.traceback,
     artifacts,
+  };
+}
+
+/** The spec's Reservation object, as one caller sees it (`reserved_by_you` depends on who asks). */
+export interface Reservation {
+  reservation_id: number;
+  node_id: string;
+  username: string;
+  start_time: string;
+  expires: string | null;
+  message: string;
+  message_html: string;
+  reserved_by_you: boolean;
+}
+
+/** Rendered messages by reservation id: a message never changes, and status is read often. */
+const htmlCache = new Map<string, string>();
+const HTML_CACHE_SIZE = 500;
+
+function messageHtml(message: string): string {
+  let html = htmlCache.get(message);
+  if (html === undefined) {
+    html = renderMarkdown(message);
+    if (htmlCache.size >= HTML_CACHE_SIZE) htmlCache.delete(htmlCache.keys().next().value as string);
+    htmlCache.set(message, html);
+  }
+  return html;
+}
+
+export function presentReservation(r: ReservationRecord, caller: string | undefined): Reservation {
+  const { reservation_id, node_id, username, start_time, expires, message } = r;
+  return { reservation_id, node_id, username, start_time, expires, message, message_html: messageHtml(message), reserved_by_you: caller === username };
+}
+
+/** The Job object of the spec plus the two links the node status adds (spec: strings). */
+export type NodeJob = ReturnType<typeof presentJob> & { log_url: string | null; triage_url: string | null };
+
+/** The spec's Node (v2) object. */
+export type NodeStatus = Omit<NodeState, 'job' | 'job_result_id' | 'reservation'> & {
+  node_url: string;
+  job: NodeJob | null;
+  reservation: Reservation | null;
+};
+
+export function presentNode(n: NodeState, caller: string | undefined, base: string): NodeStatus {
+  const { node_id, job, job_result_id: id, reservation, ...rest } = n;
+  return {
+    node_id,
+    node_url: `${base}/api/v2/nodes/${encodeURIComponent(node_id)}`,
+    ...rest,
+    job: job && {
+      ...presentJob(job, base, 'v2'),
+      log_url: id === null ? null : `${resultUrl({ result_id: id }, base, 'v2')}/farmhand.log`,
+      triage_url: id === null ? null : triageUrl({ result_id: id }, base),
+    },
+    reservation: reservation && presentReservation(reservation, caller),
   };
 }

@@ -5,13 +5,16 @@
  * artifact listing and artifact files.
  */
 import type Router from '@koa/router';
+import { constants } from 'node:fs';
+import { open, type FileHandle } from 'node:fs/promises';
+import path from 'node:path';
 import type { Transform } from 'node:stream';
 import type { Context } from 'koa';
 import { FarmError } from '../core/errors.js';
-import { parseResultId } from '../core/ids.js';
 import type { ResultRecord } from '../core/model.js';
 import { baseUrl, type ApiVersion, type Services } from './context.js';
 import { openServed, sendFile } from './files.js';
+import { resultIdFromParams } from './params.js';
 import { presentResultDetail } from './presenters.js';
 
 const ID = '/:node/:hex/:num/:stamp';
@@ -19,13 +22,48 @@ export const LOG_NAMES = ['farmhand.log', 'stbt.log'] as const;
 
 /** The finished result a request names; 404 unknown, 410 deleted by retention. */
 export function resultFromParams(ctx: Context, s: Services): ResultRecord {
-  const p = ctx.params as Record<string, string>;
-  const id = `/${p.node}/${p.hex}/${p.num}/${p.stamp}`;
-  const parsed = parseResultId(id);
+  const { id, parsed } = resultIdFromParams(ctx);
   const found = parsed && parsed.job.nodeId === s.nodeId ? s.results.get(id) : undefined;
   if (found === 'deleted') throw new FarmError('gone', `result ${id} has been deleted (retention); it is no longer available`);
   if (!found) throw new FarmError('not_found', `no result ${id} (a run still in progress has no result yet)`);
   return found;
+}
+
+/** The id a request names when it is the run in progress (the node's job links its log from its start); else undefined. */
+function runInProgress(ctx: Context, s: Services): string | undefined {
+  const { id, parsed } = resultIdFromParams(ctx);
+  const run = s.jobs.current()?.current_run;
+  return parsed?.job.nodeId === s.nodeId && run?.result_id === id && s.results.get(id) === undefined ? id : undefined;
+}
+
+/**
+ * The log of the run in progress, as much as is written now. The test writes
+ * in the same folder and could have put anything there under the log's name:
+ * opened without following links and without blocking, and served only when
+ * it is a regular file.
+ */
+async function sendLiveLog(ctx: Context, dir: string, transform: Transform | undefined): Promise<void> {
+  let fh: FileHandle | undefined;
+  try {
+    fh = await open(path.join(dir, 'farmhand.log'), constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (e) {
+    // ENOENT: the run has only just started and nothing is written yet: an empty log so far.
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw new FarmError('not_found', 'the run in progress has no readable log');
+  }
+  const st = await fh?.stat().catch(() => undefined);
+  if (fh && !st?.isFile()) {
+    await fh.close();
+    throw new FarmError('not_found', 'the run in progress has no readable log');
+  }
+  ctx.type = 'text/plain; charset=utf-8';
+  ctx.set('Cache-Control', 'no-store');
+  if (!fh || !st || st.size === 0) {
+    await fh?.close();
+    ctx.body = '';
+    return;
+  }
+  const stream = fh.createReadStream({ start: 0, end: st.size - 1 });
+  ctx.body = transform ? stream.pipe(transform) : stream;
 }
 
 /**
@@ -49,6 +87,8 @@ export function mountResultRoutes(
 
   for (const name of LOG_NAMES) {
     router.get(`${prefix}${ID}/${name}`, async (ctx) => {
+      const live = runInProgress(ctx, s);
+      if (live) return sendLiveLog(ctx, s.results.dirOf(live), logTransform(ctx));
       const r = resultFromParams(ctx, s);
       const file = await s.results.openArtifact(r.result_id, 'farmhand.log');
       if (!file) throw new FarmError('not_found', `result ${r.result_id} has no log`);

@@ -22,7 +22,6 @@ export interface CheckoutCacheOptions {
 export class CheckoutCache {
   private queue: Promise<unknown> = Promise.resolve();
   private readonly inFlight = new Map<string, Promise<string>>();
-  private readonly holds = new Map<string, number>();
 
   constructor(private readonly o: CheckoutCacheOptions) {}
 
@@ -41,19 +40,6 @@ export class CheckoutCache {
     const p = this.serial(() => this.ensure(sha)).finally(() => this.inFlight.delete(sha));
     this.inFlight.set(sha, p);
     return p;
-  }
-
-  /** Keep a checkout from being deleted until the returned function is called. */
-  hold(sha: string): () => void {
-    this.holds.set(sha, (this.holds.get(sha) ?? 0) + 1);
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      const n = (this.holds.get(sha) ?? 1) - 1;
-      if (n > 0) this.holds.set(sha, n);
-      else this.holds.delete(sha);
-    };
   }
 
   private serial<T>(fn: () => Promise<T>): Promise<T> {
@@ -92,14 +78,14 @@ export class CheckoutCache {
     }
   }
 
-  /** Delete the least recently used checkouts past `keep`, except held and requested ones. */
+  /** Delete the least recently used checkouts past `keep`, except the current and requested ones (one job at a time: its checkout is the newest). */
   private async evict(current: string): Promise<void> {
     const names = (await readdir(this.o.dir)).filter((n) => !n.startsWith('.'));
     const dated = await Promise.all(
       names.map(async (name) => ({ name, mtime: await stat(path.join(this.o.dir, name)).then((s) => s.mtimeMs, () => 0) })),
     );
     dated.sort((a, b) => b.mtime - a.mtime);
-    const spare = (n: string) => n === current || this.holds.has(n) || this.inFlight.has(n);
+    const spare = (n: string) => n === current || this.inFlight.has(n);
     let kept = 0;
     for (const { name } of dated) {
       if (spare(name) || kept < this.o.keep - 1) {

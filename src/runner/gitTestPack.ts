@@ -160,11 +160,6 @@ export class GitTestPack implements TestPack {
     return this.checkouts.checkout(sha);
   }
 
-  /** Keep a checkout from being removed while a job uses it; call the result to release it. */
-  holdCheckout(sha: string): () => void {
-    return this.checkouts.hold(checkSha(sha));
-  }
-
   async config(sha: string): Promise<IniConfig> {
     checkSha(sha);
     await this.requireCommit(sha);

@@ -17,15 +17,6 @@ export function signalGroup(pgid: number, signal: NodeJS.Signals | 0): boolean {
   }
 }
 
-/**
- * Signal a process group at once, without waiting. For a pid recorded before
- * a daemon restart prefer `endStaleTestProcess`, which checks that the pid is
- * still a farmhand test run before touching it.
- */
-export function killProcessGroup(pgid: number, signal: NodeJS.Signals = 'SIGKILL'): boolean {
-  return pgid > 1 && signalGroup(pgid, signal);
-}
-
 /** State letter, process group and start time (clock ticks after boot) of a /proc/<pid>/stat line; undefined if unreadable. */
 export function parseProcStat(stat: string): { state: string; pgrp: number; startTicks: number } | undefined {
   // The command name sits in parentheses and may itself contain spaces and parentheses.

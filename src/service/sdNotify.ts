@@ -49,10 +49,6 @@ export class SdNotify {
     }
   }
 
-  status(text: string): void {
-    if (this.enabled) this.send(`STATUS=${text}`);
-  }
-
   /** STOPPING=1 with an extended timeout while a running test finishes its bookkeeping. */
   stopping(extendSecs?: number): void {
     if (!this.enabled) return;

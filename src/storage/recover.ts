@@ -14,8 +14,7 @@
 import { readdirSync, renameSync, statSync } from 'node:fs';
 import path from 'node:path';
 import type { JobRecord, ResultRecord } from '../core/model.js';
-import { parseJobUid } from '../core/ids.js';
-import { isHexDir, isNumberDir, isStampDir } from './results/ids.js';
+import { isHexDir, isNumberDir, isStampDir, parseJobUid } from '../core/ids.js';
 import { checkRecord } from './results/record.js';
 import { readRegularSync } from './safeFile.js';
 

@@ -304,3 +304,20 @@ describe('v1 API', function () {
     });
   });
 });
+
+describe('v1 and the node licence', function () {
+  this.timeout(30_000);
+  let d: TestDaemon;
+  before(async () => {
+    d = await startTestDaemon({ config: { capture: { uri: 'none:' }, node: { licence_expiry: '2020-01-31' } } });
+  });
+  after(() => d?.stop());
+
+  it('run_tests on a node whose licence has expired is refused with 403 forbidden, as in v2, and starts no job', async () => {
+    const res = await d.http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: [PASS] });
+    jsonError(res, 403);
+    expect(res.body.error).to.equal('forbidden');
+    expect(res.body.message).to.match(/licence/);
+    expect(d.daemon.services.jobs.current()).to.equal(undefined);
+  });
+});

@@ -81,6 +81,28 @@ describe('v2 API', function () {
     expect((await as.post(`/api/v2/jobs${res.body.job_uid}/stop`)).status).to.equal(200);
   });
 
+  it('the node\'s job links the log of its first run while that run is in progress, and the link answers', async () => {
+    const res = await run({ test_cases: [HANG] });
+    expect(res.status, res.text).to.equal(200);
+    try {
+      // Poll (a condition, not a time): the first run starts once the test pack is checked out.
+      let job: Record<string, any> = {};
+      const deadline = Date.now() + 60_000;
+      while (!job.log_url && Date.now() < deadline) {
+        job = (await as.get(`/api/v2/nodes/${NODE}`)).body.job;
+        if (!job.log_url) await new Promise((r) => setTimeout(r, 20));
+      }
+      expect(job).to.include({ job_uid: res.body.job_uid, status: 'running' });
+      expect(job.log_url).to.be.a('string').and.match(new RegExp(`^${d.url}/api/v2/results${res.body.job_uid}/\\d{4}-\\d{2}-\\d{2}_\\d{2}\\.\\d{2}\\.\\d{2}/farmhand\\.log$`));
+      expect(job.triage_url).to.equal(`${d.url}/app/results${job.log_url.slice(`${d.url}/api/v2/results`.length, -'/farmhand.log'.length)}`);
+      const log = await as.get(job.log_url.slice(d.url.length));
+      expect(log.status, log.text).to.equal(200);
+      expect(log.type).to.equal('text/plain');
+    } finally {
+      await as.post(`/api/v2/jobs${res.body.job_uid}/stop`);
+    }
+  });
+
   it('POST /api/v2/nodes/{node_id}/job/stop stops the node`s job', async () => {
     const res = await run({ test_cases: [HANG] });
     await new Promise((r) => setTimeout(r, 300));

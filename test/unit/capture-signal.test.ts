@@ -1,6 +1,7 @@
 /** Black and frozen picture detection on sampled pixels (SignalMonitor), with synthetic frames. */
 import { expect } from 'chai';
-import { SignalMonitor } from '../../src/hardware/capture/signal-monitor.js';
+import { DEFAULT_FROZEN_SECS, SignalMonitor, signalOptionsFor } from '../../src/hardware/capture/signal-monitor.js';
+import { initialState, renderFrame, viewOf } from '../../src/hardware/virtual/index.js';
 
 const W = 320;
 const H = 180;
@@ -93,6 +94,32 @@ describe('capture: SignalMonitor (no-signal detection)', () => {
     m.reset();
     m.observe(solid(9, 99, 199), 1600);
     expect(m.report(1700).signal).to.equal('ok');
+  });
+
+  it('a still menu of the virtual box is a normal picture: never "frozen", however long it stays', async () => {
+    const menu = await renderFrame(viewOf(initialState()), '12:00:00', W, H);
+    const m = new SignalMonitor(signalOptionsFor('virtual:'));
+    for (let t = 0; t <= 3_600_000; t += 1000) m.observe(menu, t); // an hour of one picture, one frame a second
+    expect(m.report(3_600_000)).to.deep.equal({ signal: 'ok', reason: null });
+  });
+
+  it('the virtual box still reports black (standby), and frozen when a test asks for it explicitly', () => {
+    const m = new SignalMonitor(signalOptionsFor('virtual:', { blackSecs: 1 }));
+    for (let t = 0; t <= 1000; t += 100) m.observe(solid(0, 0, 0), t);
+    expect(m.report(1000).signal).to.equal('black');
+    expect(signalOptionsFor('virtual:', { frozenSecs: 5 }).frozenSecs).to.equal(5);
+  });
+
+  it('a real card reports frozen only after DEFAULT_FROZEN_SECS (long: a test may sit on a menu for a while)', () => {
+    expect(signalOptionsFor('v4l2:/dev/video0')).to.deep.equal({});
+    const m = new SignalMonitor(signalOptionsFor('v4l2:/dev/video0'));
+    const still = solid(30, 90, 160);
+    const limit = DEFAULT_FROZEN_SECS * 1000;
+    for (let t = 0; t < limit; t += 1000) m.observe(still, t);
+    expect(m.report(limit - 1000).signal).to.equal('ok');
+    expect(DEFAULT_FROZEN_SECS).to.be.at.least(60);
+    m.observe(still, limit);
+    expect(m.report(limit).signal).to.equal('frozen');
   });
 
   it('is cheap: 1080p frames cost well under a millisecond each (sampled, not compared in full)', () => {

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { formatJobUid, formatResultId, parseJobUid, parseResultId, runStamp } from '../../src/core/ids.js';
+import { formatJobUid, formatResultId, parseJobUid, parseResultId, runStamp, secondsStamp, stampSeconds } from '../../src/core/ids.js';
 
 describe('identifiers', () => {
   it('job_uid is /<node_id>/<hex>/<number> and "always starts with /" (COMPAT)', () => {
@@ -20,5 +20,24 @@ describe('identifiers', () => {
     for (const bad of ['/n/beef', '/n/beef/0', '/n/BEEF/1', '/../beef/1', '/n/beef/1/..', '/n/beef/1/2026-11-23_09.05.07/x', '/n/beef/1/../../etc', '/n/beef/1e3']) {
       expect(parseResultId(bad) ?? parseJobUid(bad), bad).to.equal(undefined);
     }
+  });
+
+  it('one parser for HTTP and storage: a result id also gives its folder and its start in seconds', () => {
+    expect(parseResultId('/n/beef/3/2026-11-23_09.05.07')).to.deep.equal({
+      job: { nodeId: 'n', hex: 'beef', number: 3 },
+      jobUid: '/n/beef/3',
+      stamp: '2026-11-23_09.05.07',
+      relDir: 'beef/3/2026-11-23_09.05.07',
+      seconds: Date.parse('2026-11-23T09:05:07Z') / 1000,
+    });
+    expect(secondsStamp(stampSeconds('2026-11-23_09.05.07')!)).to.equal('2026-11-23_09.05.07');
+  });
+
+  it('a stamp must be a real UTC time, the hex the installation\'s 4 digits, and an id not absurdly long', () => {
+    for (const bad of ['/n/beef/1/2026-02-30_00.00.00', '/n/beef/1/2026-01-01_24.00.00', '/n/bee/1/2026-01-01_00.00.00', '/n/beef0/1/2026-01-01_00.00.00']) {
+      expect(parseResultId(bad), bad).to.equal(undefined);
+    }
+    expect(parseResultId(`/n/beef/1/2026-01-01_00.00.00${'/x'.repeat(200)}`)).to.equal(undefined);
+    expect(parseJobUid(42)).to.equal(undefined);
   });
 });

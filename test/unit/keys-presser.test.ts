@@ -6,6 +6,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { FarmError } from '../../src/core/errors.js';
+import { chooseRemote } from '../../src/core/remoteControl.js';
 import { KeyPresser, repeatsFor } from '../../src/hardware/ir/keys.js';
 import { LircEncoder, parseLircConfig, type IrTrain } from '../../src/hardware/ir/lirc/index.js';
 import { NoTransport, VirtualTransport, type VirtualIrEvent } from '../../src/hardware/ir/transports/index.js';
@@ -203,20 +204,23 @@ describe('KeyPresser (real git test pack, recording transport)', () => {
     expect(events).to.have.length(0);
   });
 
-  describe('chooseRemoteV2 (v2: requested, else test_pack.default_remote_control, else 400)', () => {
+  describe('chooseRemote, the one rule for runs and presses (core/remoteControl.ts)', () => {
     it('takes the requested remote when the test pack has it', async () => {
-      expect(await presser.chooseRemoteV2('togglebox', sha)).to.equal('togglebox');
+      expect(await chooseRemote(tp, sha, 'togglebox', 'v2')).to.equal('togglebox');
     });
     it('falls back to test_pack.default_remote_control', async () => {
-      expect(await presser.chooseRemoteV2(null, sha)).to.equal('hallbox');
+      expect(await chooseRemote(tp, sha, null, 'v2')).to.equal('hallbox');
+      expect(await chooseRemote(tp, sha, undefined, 'v1')).to.equal('hallbox');
     });
-    it('"When omitted, the test-pack configuration key test_pack.default_remote_control must be set"', async () => {
+    it('v2: "When omitted, the test-pack configuration key test_pack.default_remote_control must be set"; v1 takes the first file', async () => {
       const bare = await pack.commit({ 'config/stbt.conf': '[test_pack]\n' });
       await tp.fetch();
-      expect((await rejection(presser.chooseRemoteV2(undefined, bare))).code).to.equal('invalid_request');
+      expect((await rejection(chooseRemote(tp, bare, undefined, 'v2'))).code).to.equal('invalid_request');
+      expect(await chooseRemote(tp, bare, undefined, 'v1')).to.equal('hallbox');
     });
     it('a requested remote the test pack lacks is invalid_request', async () => {
-      expect((await rejection(presser.chooseRemoteV2('nosuch', sha))).code).to.equal('invalid_request');
+      expect((await rejection(chooseRemote(tp, sha, 'nosuch', 'v2'))).code).to.equal('invalid_request');
+      expect((await rejection(chooseRemote(tp, sha, 'nosuch', 'v1'))).code).to.equal('invalid_request');
     });
   });
 });

@@ -5,6 +5,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { JobRecord } from '../../src/core/model.js';
+import { presentNode } from '../../src/http/presenters.js';
 import { localIpAddress, NodeService, type NodeServiceOptions, type NodeUsage, type NodeUsageStore } from '../../src/core/node.js';
 import type { CaptureHealth, TestPack } from '../../src/core/ports.js';
 import { ReservationService, type ReservationState } from '../../src/core/reservations.js';
@@ -69,7 +70,6 @@ function setup(over: Partial<NodeServiceOptions> = {}) {
     settings: { licence_expiry: '2030-06-15', external_ip_address: null, geoip_city: null, geoip_country: null },
     health: () => world.health,
     jobs: { current: () => world.current, isRunning: () => world.running },
-    presentJob: (j, base) => ({ job_uid: j.job_uid, job_url: `${base}/api/v2/jobs${j.job_uid}`, status: j.status }),
     latestResultId: () => world.latest,
     testPack: emptyPack,
     parseIni: parseIniConfig,
@@ -82,6 +82,9 @@ function setup(over: Partial<NodeServiceOptions> = {}) {
   return { clock, world, reservations, usage, node };
 }
 
+/** The spec's Node object as `caller` sees it: the service's state through the v2 presenter. */
+const status = async (node: NodeService, caller: string | undefined, base: string) => presentNode(await node.state(), caller, base);
+
 const SPEC_FIELDS = [
   'node_id', 'node_url', 'available', 'not_available_reason', 'online', 'config', 'device_type', 'friendly_name',
   'external_ip_address', 'local_ip_address', 'geoip_city', 'geoip_country', 'job', 'last_used_by', 'last_used_time',
@@ -91,7 +94,7 @@ const SPEC_FIELDS = [
 describe('node status: fields', () => {
   it('has every field of the spec\'s Node object, with the right type, on a fresh node', async () => {
     const { node } = setup();
-    const s = await node.status('alice', BASE);
+    const s = await status(node, 'alice', BASE);
     expect(Object.keys(s)).to.have.members(SPEC_FIELDS);
     expect(s).to.deep.equal({
       node_id: NODE,
@@ -121,7 +124,7 @@ describe('node status: fields', () => {
     world.running = true;
     world.latest = `/${NODE}/beef/7/2030-06-15_11.04.00`;
     node.recordUse('alice');
-    const s = await node.status('alice', BASE);
+    const s = await status(node, 'alice', BASE);
     const types: Record<string, string> = {
       node_id: 'string', node_url: 'string', available: 'boolean', not_available_reason: 'string', online: 'boolean',
       config: 'object', device_type: 'null', friendly_name: 'null', external_ip_address: 'null', local_ip_address: 'string',
@@ -141,7 +144,7 @@ describe('node status: fields', () => {
 
   it('takes external address and geo-IP from the config', async () => {
     const settings = { licence_expiry: '2099-12-31', external_ip_address: '203.0.113.7', geoip_city: 'Oslo', geoip_country: 'NO' };
-    const s = await setup({ settings }).node.status(undefined, BASE);
+    const s = await status(setup({ settings }).node, undefined, BASE);
     expect(s).to.include({ external_ip_address: '203.0.113.7', geoip_city: 'Oslo', geoip_country: 'NO', licence_expiry: '2099-12-31' });
   });
 
@@ -149,33 +152,51 @@ describe('node status: fields', () => {
     const { node, world } = setup();
     world.current = job();
     world.latest = `/${NODE}/beef/7/2030-06-15_11.04.00`;
-    const s = await node.status('alice', BASE);
+    const s = await status(node, 'alice', BASE);
     expect(s.job).to.deep.equal({
       job_uid: `/${NODE}/beef/7`,
       job_url: `${BASE}/api/v2/jobs/${NODE}/beef/7`,
       status: 'exited',
+      start_time: '2030-06-15T11:00:00.000Z',
+      end_time: '2030-06-15T11:05:00.000Z',
+      result_counts: { pass: 1, fail: 0, error: 0, total: 1 },
       log_url: `${BASE}/api/v2/results/${NODE}/beef/7/2030-06-15_11.04.00/farmhand.log`,
       triage_url: `${BASE}/app/results/${NODE}/beef/7/2030-06-15_11.04.00`,
     });
     world.latest = undefined;
-    expect((await node.status('alice', BASE)).job).to.include({ log_url: null, triage_url: null });
+    expect((await status(node, 'alice', BASE)).job).to.include({ log_url: null, triage_url: null });
+  });
+
+  it('job: while the first run of a job is in progress, log_url and triage_url name that run (spec: strings)', async () => {
+    const { node, world } = setup();
+    const run = `/${NODE}/beef/8/2030-06-15_11.59.00`;
+    world.current = job({ job_uid: `/${NODE}/beef/8`, number: 8, status: 'running', end_time: null, current_run: { result_id: run, test_case: 'tests/a.py::test_a', start_time: '2030-06-15T11:59:00.000Z', pid: 1234 } });
+    world.running = true;
+    world.latest = undefined; // nothing of this job is recorded yet
+    expect((await status(node, 'alice', BASE)).job).to.include({
+      log_url: `${BASE}/api/v2/results${run}/farmhand.log`,
+      triage_url: `${BASE}/app/results${run}`,
+    });
+    // A later run in progress wins over the job's latest recorded result.
+    world.latest = `/${NODE}/beef/8/2030-06-15_11.58.00`;
+    expect((await status(node, 'alice', BASE)).job?.triage_url).to.equal(`${BASE}/app/results${run}`);
   });
 
   it('reservation: the active one as the caller sees it, else null', async () => {
     const { node, reservations } = setup();
     await reservations.reserve('alice', { node_ids: [NODE], message: '**hands off**' });
-    const mine = (await node.status('alice', BASE)).reservation;
+    const mine = (await status(node, 'alice', BASE)).reservation;
     expect(mine).to.include({ reservation_id: 1, username: 'alice', reserved_by_you: true, message_html: '<p><strong>hands off</strong></p>\n' });
-    expect((await node.status('bob', BASE)).reservation?.reserved_by_you).to.equal(false);
+    expect((await status(node, 'bob', BASE)).reservation?.reserved_by_you).to.equal(false);
     await reservations.end('alice', 1);
-    expect((await node.status('alice', BASE)).reservation).to.equal(null);
+    expect((await status(node, 'alice', BASE)).reservation).to.equal(null);
   });
 
-  it('statusOf: 404 for any other node id', async () => {
+  it('stateOf: 404 for any other node id', async () => {
     const { node } = setup();
-    expect((await node.statusOf(NODE, undefined, BASE)).node_id).to.equal(NODE);
+    expect((await node.stateOf(NODE)).node_id).to.equal(NODE);
     try {
-      await node.statusOf('other-node', undefined, BASE);
+      await node.stateOf('other-node');
       expect.fail('no error');
     } catch (e) {
       expect(e).to.have.property('code', 'not_found');
@@ -187,7 +208,7 @@ describe('node status: not available, and why', () => {
   it('offline: the capture has no picture', async () => {
     const { node, world } = setup();
     world.health = { online: false, reason: 'ffmpeg exited: /dev/video0 not found' };
-    const s = await node.status('alice', BASE);
+    const s = await status(node, 'alice', BASE);
     expect(s).to.include({ available: false, online: false, not_available_reason: 'offline: ffmpeg exited: /dev/video0 not found' });
   });
 
@@ -195,7 +216,7 @@ describe('node status: not available, and why', () => {
     const { node, reservations } = setup();
     await reservations.reserve('alice', { node_ids: [NODE], message: 'm' });
     for (const caller of ['alice', 'bob']) {
-      expect(await node.status(caller, BASE)).to.include({ available: false, online: true, not_available_reason: 'reserved by alice (reservation 1)' });
+      expect(await status(node, caller, BASE)).to.include({ available: false, online: true, not_available_reason: 'reserved by alice (reservation 1)' });
     }
   });
 
@@ -203,24 +224,24 @@ describe('node status: not available, and why', () => {
     const { node, world } = setup();
     world.running = true;
     world.current = job({ status: 'running', end_time: null });
-    expect(await node.status('alice', BASE)).to.include({ available: false, not_available_reason: `running a test job (/${NODE}/beef/7)` });
+    expect(await status(node, 'alice', BASE)).to.include({ available: false, not_available_reason: `running a test job (/${NODE}/beef/7)` });
   });
 
   it('licence expired: valid through its expiry day (UTC), expired the day after', async () => {
     const { node, clock } = setup();
     clock.t = Date.parse('2030-06-15T23:59:59.999Z');
     expect(node.licenceExpired()).to.equal(false);
-    expect((await node.status('alice', BASE)).available).to.equal(true);
+    expect((await status(node, 'alice', BASE)).available).to.equal(true);
     clock.t += 1;
     expect(node.licenceExpired()).to.equal(true);
-    expect(await node.status('alice', BASE)).to.include({ available: false, not_available_reason: 'licence expired on 2030-06-15' });
+    expect(await status(node, 'alice', BASE)).to.include({ available: false, not_available_reason: 'licence expired on 2030-06-15' });
   });
 
   it('one reason at a time, in order: offline, licence, reserved, running', async () => {
     const { node, world, reservations, clock } = setup();
     world.current = job({ status: 'running', end_time: null });
     world.running = true;
-    const reason = async () => (await node.status('alice', BASE)).not_available_reason;
+    const reason = async () => (await status(node, 'alice', BASE)).not_available_reason;
     expect(await reason()).to.match(/^running a test job/);
     world.running = false;
     await reservations.reserve('alice', { node_ids: [NODE], message: 'm' });
@@ -243,7 +264,7 @@ describe('node status: last use', () => {
     clock.t += 200;
     node.recordUse('alice');
     node.recordUse('carol');
-    const s = await node.status(undefined, BASE);
+    const s = await status(node, undefined, BASE);
     expect(s).to.include({ last_used_by: 'carol', last_used_time: new Date(T0 + 400).toISOString() });
     expect(usage.saves, 'throttled').to.have.length(1);
     clock.advance(599);
@@ -263,7 +284,7 @@ describe('node status: last use', () => {
       node.recordUse('bob');
       await node.flush();
       const again = setup({ usage: new StateNodeUsageStore(await StateStore.open(dir)) }).node;
-      expect(await again.status(undefined, BASE)).to.include({ last_used_by: 'bob', last_used_time: new Date(T0 + 10).toISOString() });
+      expect(await status(again, undefined, BASE)).to.include({ last_used_by: 'bob', last_used_time: new Date(T0 + 10).toISOString() });
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
@@ -313,7 +334,7 @@ describe('node status: config from the test pack (real git)', () => {
 
   it('reads config/test-farm/<node_id>.conf on main as nested objects; friendly_name and device_type come from it', async () => {
     const { node } = setup({ testPack: pack });
-    const s = await node.status('alice', BASE);
+    const s = await status(node, 'alice', BASE);
     expect(s.config).to.deep.equal({
       node: { friendly_name: 'Living-room box' },
       device_under_test: { device_type: 'roku-ultra', ip_address: '192.168.1.50' },
@@ -324,11 +345,11 @@ describe('node status: config from the test pack (real git)', () => {
   it('reads the file once per main-branch SHA, and again after a push to main', async () => {
     const { c, tp } = counting();
     const { node } = setup({ testPack: tp });
-    await node.status('alice', BASE);
-    await node.status('bob', BASE);
+    await status(node, 'alice', BASE);
+    await status(node, 'bob', BASE);
     expect(c.reads).to.equal(1);
     await repo.commit({ [`config/test-farm/${NODE}.conf`]: '[node]\nfriendly_name = Bedroom box\n' });
-    const s = await node.status('alice', BASE);
+    const s = await status(node, 'alice', BASE);
     expect(c.reads).to.equal(2);
     expect(s).to.include({ friendly_name: 'Bedroom box', device_type: null });
     expect(s.config).to.deep.equal({ node: { friendly_name: 'Bedroom box' } });
@@ -336,7 +357,7 @@ describe('node status: config from the test pack (real git)', () => {
 
   it('{} and nulls when the node has no config file', async () => {
     const { node } = setup({ testPack: pack, nodeId: 'farmhand-ffffffffffff' });
-    expect(await node.status('alice', BASE)).to.include({ friendly_name: null, device_type: null }).and.have.deep.property('config', {});
+    expect(await status(node, 'alice', BASE)).to.include({ friendly_name: null, device_type: null }).and.have.deep.property('config', {});
   });
 
   it('a test pack that does not answer holds the status at most configWaitMs, then the last config read is used', async () => {
@@ -347,12 +368,12 @@ describe('node status: config from the test pack (real git)', () => {
     };
     const { node } = setup({ testPack: tp, clock: undefined, configWaitMs: 50 });
     // Under load the first read may itself outlast 50 ms; it completes in the background all the same.
-    let first = await node.status('alice', BASE);
-    for (let i = 0; i < 100 && first.friendly_name === null; i++) first = await node.status('alice', BASE);
+    let first = await status(node, 'alice', BASE);
+    for (let i = 0; i < 100 && first.friendly_name === null; i++) first = await status(node, 'alice', BASE);
     expect(first.friendly_name).to.not.equal(null);
     hang = true;
     const t = Date.now();
-    const s = await node.status('alice', BASE);
+    const s = await status(node, 'alice', BASE);
     expect(Date.now() - t).to.be.within(40, 1000);
     expect(s.friendly_name).to.not.equal(null);
   });

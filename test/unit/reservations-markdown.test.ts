@@ -1,7 +1,8 @@
 // message_html: "The message converted from Markdown to HTML" by marked, with raw
 // HTML and script-bearing link targets shown as text, never as live markup.
 import { expect } from 'chai';
-import { renderMarkdown } from '../../src/core/markdown.js';
+import { renderMarkdown } from '../../src/http/markdown.js';
+import { presentReservation } from '../../src/http/presenters.js';
 import { ReservationService } from '../../src/core/reservations.js';
 
 describe('reservations: message_html', () => {
@@ -50,7 +51,7 @@ describe('reservations: message_html', () => {
     );
   });
 
-  it('the Reservation object carries the rendered message', async () => {
+  it('the Reservation object (http/presenters.ts) carries the rendered message', async () => {
     const svc = new ReservationService({
       store: { load: () => ({ last_reservation_id: 0, reservations: [] }), save: async () => {} },
       knownNodes: () => ['n1'],
@@ -58,6 +59,6 @@ describe('reservations: message_html', () => {
     });
     const [r] = await svc.reserve('alice', { node_ids: ['n1'], message: '*hi* <script>x</script>' });
     expect(r!.message).to.equal('*hi* <script>x</script>');
-    expect(r!.message_html).to.equal('<p><em>hi</em> &lt;script&gt;x&lt;/script&gt;</p>\n');
+    expect(presentReservation(r!, 'alice').message_html).to.equal('<p><em>hi</em> &lt;script&gt;x&lt;/script&gt;</p>\n');
   });
 });

@@ -3,12 +3,13 @@
 import { expect } from 'chai';
 import { FarmError } from '../../src/core/errors.js';
 import {
-  parseReservationId,
   ReservationService,
   type ReservationServiceOptions,
   type ReservationState,
   type ReservationStore,
 } from '../../src/core/reservations.js';
+import { presentReservation } from '../../src/http/presenters.js';
+import { parseReservationId } from '../../src/core/ids.js';
 import { FakeClock } from '../fixtures/fakeClock.js';
 
 const T0 = Date.parse('2030-01-01T00:00:00.000Z');
@@ -52,9 +53,9 @@ describe('reservations: the state table', () => {
     expect(made[0]!.reservation_id).to.equal(1);
     expect(made[1]!.reservation_id).to.equal(2);
     for (const r of made) {
-      expect(r).to.include({ username: 'alice', message: 'soak test', reserved_by_you: true, start_time: new Date(T0).toISOString() });
+      expect(r).to.include({ username: 'alice', message: 'soak test', start_time: new Date(T0).toISOString(), ended: null });
       expect(r.expires).to.equal(new Date(T0 + 60_000).toISOString());
-      expect(r.message_html).to.equal('<p>soak test</p>\n');
+      expect(presentReservation(r, 'alice')).to.include({ reserved_by_you: true, message_html: '<p>soak test</p>\n' });
     }
     expect(clock.timers.size).to.equal(2);
   });
@@ -299,13 +300,13 @@ describe('reservations: permissions', () => {
     expect(svc.takeNotice('alice')).to.deep.equal([]);
   });
 
-  it('reserved_by_you depends on the caller', async () => {
+  it('reserved_by_you depends on the caller (http/presenters.ts)', async () => {
     const { svc } = setup();
     await svc.reserve('alice', { node_ids: ['n1'], message: 'm' });
     const r = svc.active('n1')!;
-    expect(svc.present(r, 'alice').reserved_by_you).to.equal(true);
-    expect(svc.present(r, 'bob').reserved_by_you).to.equal(false);
-    expect(svc.present(r, undefined).reserved_by_you).to.equal(false);
+    expect(presentReservation(r, 'alice').reserved_by_you).to.equal(true);
+    expect(presentReservation(r, 'bob').reserved_by_you).to.equal(false);
+    expect(presentReservation(r, undefined).reserved_by_you).to.equal(false);
   });
 });
 

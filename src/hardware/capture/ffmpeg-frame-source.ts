@@ -19,7 +19,7 @@ import { ffmpegArgs, inputArgs, previewOutput, type InputSpec, type OutputSpec }
 import { describeExit, FfmpegChild, type ChildExit } from './ffmpeg-child.js';
 import { FrameRing, type RawFrame } from './frame-ring.js';
 import { Recorder, type RecorderOptions } from './recorder.js';
-import { SignalMonitor, type SignalOptions, type SignalReport } from './signal-monitor.js';
+import { SignalMonitor, signalOptionsFor, type SignalOptions, type SignalReport } from './signal-monitor.js';
 import { silentLogger } from '../../logger.js';
 
 /**
@@ -44,7 +44,7 @@ export interface FfmpegFrameSourceOptions {
   feed?: FrameFeed;
   /** Record H.264 segments for per-run video (`recorder()`); off when absent. */
   recording?: RecorderOptions;
-  /** Black and frozen picture detection: `frozenSecs` (default 10), `blackSecs` (default 2). */
+  /** Black and frozen picture detection: `frozenSecs` (default 300; off for `virtual:`), `blackSecs` (default 2). */
   signal?: SignalOptions;
   /** Replaces the input the URI selects (tests and benchmarks: lavfi sources, replayed files). */
   input?: InputSpec;
@@ -90,7 +90,7 @@ export class FfmpegFrameSource implements FrameSource {
     this.preview = previewOutput({ ...o, previewFps: o.preview_fps });
     this.staleMs = 2000 + 2000 / o.preview_fps;
     this.log = (o.logger ?? silentLogger).child({ uri: o.uri });
-    this.monitor = new SignalMonitor(o.signal);
+    this.monitor = new SignalMonitor(signalOptionsFor(o.uri, o.signal));
     const deps = { ffmpeg: o.ffmpeg, width: o.width, height: o.height, fps: o.fps, previewFps: o.preview_fps };
     this.video = o.recording && new Recorder(o.recording, { ...deps, logger: this.log.child({ part: 'recorder' }) });
     this.args = this.buildArgs('0');

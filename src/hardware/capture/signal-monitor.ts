@@ -5,6 +5,13 @@
  * never compared in full, so the check costs microseconds per preview frame.
  * "Nothing at all" (no frames) is not decided here: the frame source's
  * stall watchdog already reports it, and it makes the node offline.
+ *
+ * Identical pixels cannot tell a frozen card from a menu that is simply
+ * still, so "frozen" is only looked for where it can happen: a real capture
+ * card (which may keep repeating its last frame when the signal goes), and
+ * only after a long time. The virtual set-top box draws its own picture: a
+ * still menu there is a normal picture, and a stuck box stops sending frames
+ * (offline) rather than freezing. See docs/capture.md "No signal".
  */
 
 /** `ok`; `black` or `frozen` (online, with a warning); `none` (no frames: offline). */
@@ -17,15 +24,16 @@ export interface SignalReport {
 }
 
 export interface SignalOptions {
-  /** A picture unchanged for this long is reported frozen. Default 10 s. */
-  frozenSecs?: number;
+  /** A picture unchanged for this long is reported frozen; null: never. Default 300 s (see {@link signalOptionsFor}). */
+  frozenSecs?: number | null;
   /** A picture black for this long is reported black. Default 2 s (a channel change is shorter). */
   blackSecs?: number;
   /** Pixels sampled per frame. Default 4096. */
   samples?: number;
 }
 
-export const DEFAULT_FROZEN_SECS = 10;
+/** Far longer than a test waits on an unchanged menu; a real card repeating its last frame stays so. */
+export const DEFAULT_FROZEN_SECS = 300;
 export const DEFAULT_BLACK_SECS = 2;
 const DEFAULT_SAMPLES = 4096;
 /** A sampled pixel with a luma at or below this (of 255) counts as black. */
@@ -39,6 +47,14 @@ const BLACK_SHARE = 0.98;
  */
 const STILL_MEAN_DIFF = 1;
 
+/**
+ * The options for a capture URI: `virtual:` never reports frozen unless told
+ * to (its still menu is a real picture); every other source as given.
+ */
+export function signalOptionsFor(uri: string, o: SignalOptions = {}): SignalOptions {
+  return uri === 'virtual:' && o.frozenSecs === undefined ? { ...o, frozenSecs: null } : o;
+}
+
 export class SignalMonitor {
   private readonly frozenMs: number;
   private readonly blackMs: number;
@@ -51,7 +67,7 @@ export class SignalMonitor {
   private blackSince: number | undefined;
 
   constructor(o: SignalOptions = {}) {
-    this.frozenMs = (o.frozenSecs ?? DEFAULT_FROZEN_SECS) * 1000;
+    this.frozenMs = o.frozenSecs === null ? Number.POSITIVE_INFINITY : (o.frozenSecs ?? DEFAULT_FROZEN_SECS) * 1000;
     this.blackMs = (o.blackSecs ?? DEFAULT_BLACK_SECS) * 1000;
     this.samples = o.samples ?? DEFAULT_SAMPLES;
   }

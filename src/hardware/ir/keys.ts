@@ -86,22 +86,6 @@ export class KeyPresser {
     return run;
   }
 
-  /**
-   * The remote of a v2 run or press: the requested one (which the test pack
-   * must have), else the test pack's `test_pack.default_remote_control`, else
-   * `invalid_request` (the v2 rule; v1's fallback to the first file is in
-   * JobService).
-   */
-  async chooseRemoteV2(requested: string | null | undefined, sha: string): Promise<string> {
-    const chosen = requested ?? (await this.o.testPack.config(sha)).test_pack?.default_remote_control;
-    if (!chosen) throw invalid('remote_control is required: the test pack sets no test_pack.default_remote_control');
-    const remotes = await this.o.testPack.remoteControls(sha);
-    if (!remotes.includes(chosen)) {
-      throw invalid(`remote_control: no ${remoteFile(chosen)} in the test pack at ${sha.slice(0, 10)}`);
-    }
-    return chosen;
-  }
-
   private async pressNow(key: string, opts: PressOptions, holdMs: number): Promise<void> {
     opts.signal?.throwIfAborted();
     const { text, remote } = await this.load(opts.testPackSha, opts.remote);

@@ -7,11 +7,10 @@ import Router from '@koa/router';
 import { parseResultQuery } from '../../core/query.js';
 import { parseRunRequest } from '../../core/runRequest.js';
 import { bodyOf } from '../body.js';
-import { baseUrl, type Services } from '../context.js';
+import { baseUrl, callerOf, type Services } from '../context.js';
 import { presentJob, presentResultSummary, presentV1RunTests } from '../presenters.js';
 import { jobFromParams } from '../params.js';
 import { mountResultRoutes } from '../resultRoutes.js';
-import { guardNode } from '../v2/nodeRoutes.js';
 
 const JOB = '/api/v1/jobs/:node/:hex/:num';
 
@@ -20,11 +19,11 @@ export function v1Router(s: Services): Router {
 
   r.get('/api/v1/device/screenshot.png', async (ctx) => {
     ctx.type = 'image/png';
-    ctx.body = await s.frames.screenshotPng();
+    ctx.body = await s.policy.picture(callerOf(ctx, 'v1'), 'screenshot');
   });
   r.get('/api/v1/device/thumbnail.jpg', async (ctx) => {
     ctx.type = 'image/jpeg';
-    ctx.body = await s.frames.thumbnailJpeg();
+    ctx.body = await s.policy.picture(callerOf(ctx, 'v1'), 'thumbnail');
   });
 
   r.get('/api/v1/test_pack/*rev/test_case_names', async (ctx) => {
@@ -33,11 +32,9 @@ export function v1Router(s: Services): Router {
   });
 
   r.post('/api/v1/run_tests', async (ctx) => {
-    const req = parseRunRequest(bodyOf(ctx), 'v1');
-    // A v2 reservation holds the node for v1 clients too.
-    guardNode(ctx, s, 'run tests');
-    const job = await s.jobs.runTests(req, 'anonymous');
-    ctx.body = presentV1RunTests(job, baseUrl(ctx, s));
+    // The same policy as v2: licence, reservation (a v2 reservation holds the node for v1 clients too), busy, online.
+    const started = await s.policy.runTests(callerOf(ctx, 'v1'), parseRunRequest(bodyOf(ctx), 'v1'));
+    ctx.body = presentV1RunTests(started.value, baseUrl(ctx, s));
   });
 
   r.get(JOB, (ctx) => {
@@ -45,10 +42,9 @@ export function v1Router(s: Services): Router {
   });
 
   r.post(`${JOB}/stop`, async (ctx) => {
-    guardNode(ctx, s, 'stop jobs');
-    const { job, stopped } = await s.jobs.stop(jobFromParams(ctx, s).job_uid);
-    ctx.status = stopped ? 200 : 202;
-    ctx.body = presentJob(job, baseUrl(ctx, s), 'v1');
+    const { value } = await s.policy.stop(callerOf(ctx, 'v1'), jobFromParams(ctx, s).job_uid);
+    ctx.status = value.stopped ? 200 : 202;
+    ctx.body = presentJob(value.job, baseUrl(ctx, s), 'v1');
   });
 
   r.get(`${JOB}/results`, (ctx) => {

@@ -10,24 +10,22 @@ import type { JobRecord } from '../../core/model.js';
 import { parseResultQuery, parseTimeZone } from '../../core/query.js';
 import { parseRunRequest } from '../../core/runRequest.js';
 import { bodyOf } from '../body.js';
-import { baseUrl, type Services } from '../context.js';
+import { baseUrl, callerOf, userOf, type Services } from '../context.js';
 import { presentJob, presentResultSummary } from '../presenters.js';
 import { resultsCsv } from '../formats/csv.js';
 import { JUNIT_CLASSNAMES, resultsJunitXml, type JunitClassname } from '../formats/junit.js';
 import { createLogTzTransform } from '../formats/logTz.js';
 import { jobFromParams } from '../params.js';
 import { mountResultRoutes } from '../resultRoutes.js';
-import { callerOf, guardNode, mountNodeRoutes, noticesFor, recordUse, withNotices } from './nodeRoutes.js';
+import { mountNodeRoutes, withNotices } from './nodeRoutes.js';
 
 const JOB = '/api/v2/jobs/:node/:hex/:num';
 const NODE = '/api/v2/nodes/:node_id';
 
-/** The authenticated caller (the auth guard makes sure v2 routes have one). */
-const userOf = (ctx: Context): string => callerOf(ctx) ?? 'anonymous';
-
 export function v2Router(s: Services): Router {
   const r = new Router();
   const present = (ctx: Context, job: JobRecord) => presentJob(job, baseUrl(ctx, s), 'v2');
+  const caller = (ctx: Context) => callerOf(ctx, 'v2');
   const ourNode = (ctx: Context) => {
     const id = (ctx.params as Record<string, string>).node_id;
     if (id !== s.nodeId) throw new FarmError('not_found', `no node ${JSON.stringify(id)}; this node is ${s.nodeId}`);
@@ -43,15 +41,13 @@ export function v2Router(s: Services): Router {
 
   r.get(`${NODE}/screenshot.png`, async (ctx) => {
     ourNode(ctx);
-    recordUse(ctx, s);
     ctx.type = 'image/png';
-    ctx.body = await s.frames.screenshotPng();
+    ctx.body = await s.policy.picture(caller(ctx), 'screenshot');
   });
   r.get(`${NODE}/thumbnail.jpg`, async (ctx) => {
     ourNode(ctx);
-    recordUse(ctx, s);
     ctx.type = 'image/jpeg';
-    ctx.body = await s.frames.thumbnailJpeg();
+    ctx.body = await s.policy.picture(caller(ctx), 'thumbnail');
   });
 
   // COMPAT: manual remote control. The same path as a test script's press(): remote, encoder, transport.
@@ -60,14 +56,11 @@ export function v2Router(s: Services): Router {
     const b = bodyOf(ctx) as Record<string, unknown> | null;
     const key = b?.key;
     if (typeof key !== 'string' || !/^[A-Za-z0-9_+.-]{1,64}$/.test(key)) throw new FarmError('invalid_request', 'key is required: a key name of the remote control, e.g. "KEY_OK"');
-    const rev = b?.test_pack_revision ?? s.jobs.current()?.test_pack_sha ?? 'HEAD';
+    const rev = b?.test_pack_revision ?? undefined;
     const remote = b?.remote_control ?? null;
-    if (typeof rev !== 'string') throw new FarmError('invalid_request', 'test_pack_revision must be a string');
+    if (rev !== undefined && typeof rev !== 'string') throw new FarmError('invalid_request', 'test_pack_revision must be a string');
     if (remote !== null && typeof remote !== 'string') throw new FarmError('invalid_request', 'remote_control must be a string');
-    guardNode(ctx, s, 'use the remote control');
-    const sha = (await s.testPack.resolve(rev)).sha;
-    await s.keys.press(key, { remote: await s.keys.chooseRemoteV2(remote, sha), testPackSha: sha });
-    recordUse(ctx, s);
+    await s.policy.press(caller(ctx), key, { revision: rev, remote });
     ctx.status = 204;
   });
 
@@ -81,12 +74,8 @@ export function v2Router(s: Services): Router {
     const nodeId = (body as { node_id?: unknown } | null)?.node_id;
     if (typeof nodeId !== 'string') throw new FarmError('invalid_request', 'node_id is required (string)');
     if (nodeId !== s.nodeId) throw new FarmError('not_found', `no node ${JSON.stringify(nodeId)}; this node is ${s.nodeId}`);
-    const req = parseRunRequest(body, 'v2');
-    if (s.node.licenceExpired()) throw new FarmError('forbidden', `the licence of node ${s.nodeId} has expired; renew it (node.licence_expiry in the config)`);
-    guardNode(ctx, s, 'run tests');
-    const job = await s.jobs.runTests(req, userOf(ctx), 'v2');
-    recordUse(ctx, s);
-    ctx.body = withNotices(present(ctx, job), noticesFor(ctx, s, { nodeId: s.nodeId }));
+    const started = await s.policy.runTests(caller(ctx), parseRunRequest(body, 'v2'));
+    ctx.body = withNotices(present(ctx, started.value), started);
   });
 
   r.get(JOB, (ctx) => {
@@ -113,11 +102,9 @@ export function v2Router(s: Services): Router {
   });
 
   const stop = async (ctx: Context, job: JobRecord) => {
-    guardNode(ctx, s, 'stop jobs');
-    const { job: after, stopped } = await s.jobs.stop(job.job_uid);
-    recordUse(ctx, s);
-    ctx.status = stopped ? 200 : 202;
-    ctx.body = withNotices(present(ctx, after), noticesFor(ctx, s, { nodeId: s.nodeId }));
+    const done = await s.policy.stop(caller(ctx), job.job_uid);
+    ctx.status = done.value.stopped ? 200 : 202;
+    ctx.body = withNotices(present(ctx, done.value.job), done);
   };
   r.put(`${JOB}/stop`, (ctx) => stop(ctx, jobOf(ctx)));
   r.post(`${JOB}/stop`, (ctx) => stop(ctx, jobOf(ctx)));
@@ -148,7 +135,7 @@ export function v2Router(s: Services): Router {
   });
 
   r.get('/api/v2/user', (ctx) => {
-    ctx.body = { login: userOf(ctx) };
+    ctx.body = { login: userOf(ctx) ?? 'anonymous' };
   });
 
   // v2's log takes `tz` (default UTC) for its timestamps.

@@ -14,7 +14,7 @@
  * File form (`deleted.jsonl`), one job a line:
  * `{"job":"/node/ab12/7","from":"2026-11-20_10.00.00","to":"2026-11-20_18.42.07"}`.
  */
-import { secondsStamp, stampSeconds } from './ids.js';
+import { secondsStamp, stampSeconds } from '../../core/ids.js';
 
 interface Span { from: number; to: number }
 

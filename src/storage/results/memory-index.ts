@@ -7,14 +7,8 @@
  * sha, category, failure reason, traceback, tags) are interned so 100,000
  * runs of 50 test cases cost little more than their ids and times.
  */
-import { jobNumber, OUTCOME_RANK, type ResultQuery, type SortField } from '../../core/query.js';
+import { compareByDate as byDate, compareFor, type ResultQuery } from '../../core/query.js';
 import type { ResultRecord } from '../../core/model.js';
-
-type Cmp = (a: ResultRecord, b: ResultRecord) => number;
-
-/** Date order: records carry canonical UTC ISO times, so string order is time order. */
-const byDate: Cmp = (a, b) =>
-  a.start_time < b.start_time ? -1 : a.start_time > b.start_time ? 1 : a.result_id < b.result_id ? -1 : a.result_id > b.result_id ? 1 : 0;
 
 export class MemoryIndex {
   private sorted: ResultRecord[] = [];
@@ -105,19 +99,12 @@ export class MemoryIndex {
     const limit = Math.max(0, q.limit);
     if (limit === 0) return [];
     if (q.sort.field === 'date') return this.walkByDate(q.predicate, q.sort.dir, limit);
-    const a = this.sorted;
     const matches: ResultRecord[] = [];
-    for (const r of a) if (q.predicate(r)) matches.push(r);
-    const key = sortKeys(matches, q.sort.field);
-    const n = matches.length;
-    const desc = q.sort.dir === 'desc';
+    for (const r of this.sorted) if (q.predicate(r)) matches.push(r);
     // Feed the heap in the sort's direction: keys that grow with time (job numbers) then
     // mostly lose against the heap's top at once instead of all replacing it.
-    const order = Array.from({ length: n }, (_, j) => (desc ? n - 1 - j : j));
-    const cmp = desc
-      ? (x: number, y: number) => key[y]! - key[x]! || y - x
-      : (x: number, y: number) => key[x]! - key[y]! || x - y;
-    return smallest(order, cmp, limit).map((j) => matches[j]!);
+    if (q.sort.dir === 'desc') matches.reverse();
+    return smallest(matches, compareFor(q.sort), limit);
   }
 
   /** Drop interned strings no live record uses any more (after many deletions). */
@@ -187,23 +174,6 @@ export class MemoryIndex {
       traceback: this.str(r.traceback),
     });
   }
-}
-
-/** One number per record that orders it under a sort field. */
-function sortKeys(rs: ResultRecord[], field: Exclude<SortField, 'date'>): Float64Array {
-  const key = new Float64Array(rs.length);
-  if (field === 'testcase' || field === 'category') {
-    const pick = field === 'testcase' ? (r: ResultRecord) => r.test_case : (r: ResultRecord) => r.category;
-    const distinct = [...new Set(rs.map(pick))].sort((x, y) => (x < y ? -1 : x > y ? 1 : 0));
-    const rank = new Map(distinct.map((v, i) => [v, i]));
-    for (let i = 0; i < rs.length; i++) key[i] = rank.get(pick(rs[i]!))!;
-  } else {
-    const of = field === 'duration' ? (r: ResultRecord) => r.duration
-      : field === 'job' ? (r: ResultRecord) => jobNumber(r.job_uid)
-      : (r: ResultRecord) => OUTCOME_RANK[r.result];
-    for (let i = 0; i < rs.length; i++) key[i] = of(rs[i]!);
-  }
-  return key;
 }
 
 function isSorted(a: ResultRecord[]): boolean {

@@ -37,7 +37,7 @@ import { ArtifactReader, RECORD_FILE } from './artifacts.js';
 import { writeFileAtomic } from '../atomic.js';
 import { readRegular } from '../safeFile.js';
 import { DeletedIds } from './deleted-ids.js';
-import { parseResultId, type ResultIdParts } from './ids.js';
+import { parseResultId, type ResultIdParts } from '../../core/ids.js';
 import { IndexFile } from './index-file.js';
 import { MemoryIndex } from './memory-index.js';
 import { checkRecord, idOfTornLine, recordLine, tombstoneLine } from './record.js';
@@ -328,7 +328,7 @@ function* lines(records: readonly ResultRecord[]): Generator<string> {
   for (const r of records) yield recordLine(r);
 }
 
-const idOf = (p: ResultIdParts): string => `${p.jobUid}/${p.relDir.split('/')[2]}`;
+const idOf = (p: ResultIdParts): string => `${p.jobUid}/${p.stamp}`;
 
 /** Keep a corrupt index as `index.jsonl.corrupt-<timestamp>` (a copy: the rebuild replaces the original atomically). */
 async function keepAside(file: string): Promise<string> {

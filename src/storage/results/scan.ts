@@ -7,7 +7,7 @@
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ResultRecord } from '../../core/model.js';
-import { isHexDir, isNumberDir, isStampDir, parseResultId } from './ids.js';
+import { isHexDir, isNumberDir, isStampDir, parseResultId } from '../../core/ids.js';
 import { checkRecord } from './record.js';
 import { RECORD_FILE } from './artifacts.js';
 import { readRegular } from '../safeFile.js';

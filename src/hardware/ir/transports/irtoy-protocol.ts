@@ -52,9 +52,6 @@ export function pr2For(frequencyHz: number): number {
   return pr2;
 }
 
-/** The carrier a PR2 value really produces (for reports: PR2 steps are coarse at high frequencies). */
-export const frequencyOfPr2 = (pr2: number): number => 48e6 / (16 * (pr2 + 1));
-
 /** `0x06 PR2 0x00`: the duty-cycle byte is not used by the firmware. */
 export const carrierCommand = (frequencyHz: number): Buffer =>
   Buffer.from([CMD.setCarrier, pr2For(frequencyHz), 0x00]);
