@@ -167,6 +167,9 @@ export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daem
       await frames.stop();
       reservations.stop();
       await node.flush();
+      // Every job and state write lands before stop resolves: the next daemon on this data directory reads them whole.
+      await jobsRepo.close();
+      await state.close();
       await control.close();
       stb?.stop();
       await ir.close();

@@ -184,12 +184,15 @@ export class JobService {
     return e.promise;
   }
 
-  /** Stop whatever runs and wait for it (daemon shutdown). */
+  /** Stop whatever runs and wait for it, and for every job save to land (daemon shutdown). */
   async shutdown(): Promise<void> {
     const active = this.active;
-    if (!active) return;
-    active.abort.abort();
-    await active.done;
+    if (active) {
+      active.abort.abort();
+      await active.done;
+    }
+    // The job may have ended just before: its last save can still be on its way to disk.
+    await this.d.jobs.flush();
   }
 
   /**

@@ -52,8 +52,16 @@ export interface JobRepository {
   get(jobUid: string): JobRecord | undefined;
   /** The job with the highest number, running or not. */
   latest(): JobRecord | undefined;
-  /** Persist (atomically) the job's current state; `get`/`latest` answer it from the call on. */
+  /**
+   * Persist (atomically) the job's current state; `get`/`latest` answer it
+   * from the call on. Saves of one job land in call order (the last one
+   * wins); rejects after `close`.
+   */
   save(job: JobRecord): Promise<void>;
+  /** Resolves once every save made before the call has landed (or failed). */
+  flush(): Promise<void>;
+  /** Flush, then refuse further saves: nothing lands after the daemon stopped. */
+  close(): Promise<void>;
   /** Allocate the next job number (persisted before it is returned). */
   nextNumber(): Promise<number>;
   /** Every job whose stored status is `running` (after a crash, these are stale). */

@@ -60,6 +60,7 @@ export interface StateOpenOptions {
 export class StateStore {
   private readonly db: Low<StateData>;
   private queue: Promise<void> = Promise.resolve();
+  private closed = false;
 
   private constructor(file: string) {
     this.db = new Low<StateData>(new DurableJsonFile<StateData>(file), defaults());
@@ -85,8 +86,9 @@ export class StateStore {
     return this.db.data;
   }
 
-  /** Change the state and write it; writes happen one at a time, in order. */
+  /** Change the state and write it; writes happen one at a time, in order. Rejects after close. */
   update(fn: (s: StateData) => void): Promise<void> {
+    if (this.closed) return Promise.reject(new Error('state store closed: change not saved'));
     const run = this.queue.then(async () => {
       fn(this.db.data);
       try {
@@ -99,6 +101,12 @@ export class StateStore {
     });
     this.queue = run.catch(() => undefined);
     return run;
+  }
+
+  /** Wait for the writes under way, then refuse new ones (daemon stop). */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.queue;
   }
 }
 
