@@ -68,6 +68,13 @@ export class JobService {
         if (recorded !== undefined && recorded !== 'deleted') job.result_counts[recorded.result]++;
         if (recorded === undefined) {
           await this.d.results.createRunDir(run.result_id);
+          // Its metadata files and logs first, so once recorded it has the files of every other run.
+          await this.d.results.sealInterrupted(run.result_id, {
+            test_case: run.test_case,
+            test_pack_sha: job.test_pack_sha,
+            duration: Math.max(0, (end.getTime() - new Date(run.start_time).getTime()) / 1000),
+            failure_reason: DAEMON_RESTARTED,
+          });
           await this.record(job, run.result_id, run.test_case, new Date(run.start_time), end, {
             result: 'error',
             failure_reason: DAEMON_RESTARTED,
@@ -83,6 +90,8 @@ export class JobService {
       await this.d.jobs.save(job);
       this.d.logger.warn({ job: job.job_uid }, 'job was running when the daemon stopped; marked exited');
     }
+    // Whatever else a crash left half-done in the results (nothing runs yet, so no folder is in use).
+    await this.d.results.tidy({ nodeId: this.d.nodeId, keep: [] });
     return pids;
   }
 

@@ -42,8 +42,31 @@ export interface ResultRepository {
   meanDuration(testCase: string): number | undefined;
   /** Delete the oldest results past the configured count or free-space floor; returns their ids. */
   enforceRetention(): Promise<string[]>;
+  /**
+   * Write the metadata files and logs a run interrupted by the daemon's death
+   * lacks (never replacing one that is there); returns the names written.
+   */
+  sealInterrupted(resultId: string, run: { test_case: string; test_pack_sha: string; duration: number; failure_reason: string }): Promise<string[]>;
+  /**
+   * After a crash, before runs start: remove what half-done writes left -
+   * folders retention tombstoned, folders of runs never recorded (except
+   * `keep`), temporary files - and index a recorded run whose index line was lost.
+   */
+  tidy(opts: { nodeId: string; keep: readonly string[] }): Promise<TidyReport>;
   /** Flush and close the index. */
   close(): Promise<void>;
+}
+
+/** What ResultRepository.tidy found and fixed. */
+export interface TidyReport {
+  /** Folders of deleted results still on disk. */
+  orphans: number;
+  /** Folders of runs that were never recorded. */
+  unrecorded: number;
+  /** Recorded runs missing from the index. */
+  reindexed: number;
+  /** Temporary files deleted. */
+  temps: number;
 }
 
 // ---------------------------------------------------------------- jobs
