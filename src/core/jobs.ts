@@ -38,6 +38,8 @@ interface ActiveJob {
 }
 
 export const DAEMON_RESTARTED = 'DaemonRestarted: farmhand restarted while this test was running';
+/** The start of the failure reason of a run recorded as an error because the data disk was full. */
+export const DISK_FULL = 'InfrastructureError: disk full';
 
 export class JobService {
   private active: ActiveJob | undefined;
@@ -289,15 +291,41 @@ export class JobService {
         this.d.logger.warn({ err: e, result: resultId }, 'could not save the video of the run');
       }),
     ]);
-    await this.record(job, resultId, testCase, start, this.now(), outcome);
-    job.result_counts[outcome.result]++;
+    const recorded = await this.record(job, resultId, testCase, start, this.now(), outcome);
+    job.result_counts[recorded.result]++;
     job.current_run = null;
     await this.d.jobs.save(job);
     await this.d.results.enforceRetention().catch((e: unknown) => this.d.logger.error({ err: e }, 'retention failed'));
   }
 
-  private async record(job: JobRecord, resultId: string, testCase: string, start: Date, end: Date, o: RunOutcome) {
-    const rec: ResultRecord = {
+  /**
+   * Record a run. When the disk is full the run is still recorded: its own
+   * artifacts (then, if need be, its logs) are deleted to make room, and it
+   * becomes an error whose reason starts with DISK_FULL. Returns the outcome recorded.
+   */
+  private async record(job: JobRecord, resultId: string, testCase: string, start: Date, end: Date, o: RunOutcome): Promise<RunOutcome> {
+    let outcome = o;
+    for (const what of ['artifacts', 'logs'] as const) {
+      try {
+        await this.d.results.add(this.resultRecord(job, resultId, testCase, start, end, outcome));
+        return outcome;
+      } catch (e) {
+        if (!(e instanceof FarmError && e.code === 'storage_full')) throw e;
+        const freed = await this.d.results.freeRunSpace(resultId, what);
+        const was = o.result === 'pass' ? 'pass' : `${o.result}: ${o.failure_reason ?? ''}`;
+        const reason = `${DISK_FULL}: the data disk filled up during this run; its ${what} (${freed.files} files, ${freed.bytes} bytes) were deleted to record it (the test's own outcome was ${was})`;
+        outcome = { result: 'error', failure_reason: reason, traceback: o.traceback, exit_status: o.exit_status };
+        const duration = Math.max(0, (end.getTime() - start.getTime()) / 1000);
+        await this.d.results.sealInterrupted(resultId, { test_case: testCase, test_pack_sha: job.test_pack_sha, duration, failure_reason: reason }).catch(() => []);
+        this.d.logger.error({ result: resultId, freed }, 'data disk full: recorded the run as an infrastructure error');
+      }
+    }
+    await this.d.results.add(this.resultRecord(job, resultId, testCase, start, end, outcome));
+    return outcome;
+  }
+
+  private resultRecord(job: JobRecord, resultId: string, testCase: string, start: Date, end: Date, o: RunOutcome): ResultRecord {
+    return {
       result_id: resultId,
       job_uid: job.job_uid,
       test_case: testCase,
@@ -313,7 +341,6 @@ export class JobService {
       failure_reason: o.result === 'pass' ? null : o.failure_reason,
       traceback: o.result === 'pass' ? null : o.traceback,
     };
-    await this.d.results.add(rec);
   }
 
   /** A start time whose stamp differs from the previous run's (waits for the next second). */

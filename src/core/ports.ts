@@ -48,6 +48,12 @@ export interface ResultRepository {
    */
   sealInterrupted(resultId: string, run: { test_case: string; test_pack_sha: string; duration: number; failure_reason: string }): Promise<string[]>;
   /**
+   * The disk filled during a run and its record could not be written: delete
+   * the run's own files to make room - its artifacts (`'artifacts'`), or also
+   * its logs (`'logs'`); the metadata files stay. Returns what was deleted.
+   */
+  freeRunSpace(resultId: string, what: 'artifacts' | 'logs'): Promise<{ files: number; bytes: number }>;
+  /**
    * After a crash, before runs start: remove what half-done writes left -
    * folders retention tombstoned, folders of runs never recorded (except
    * `keep`), temporary files - and index a recorded run whose index line was lost.

@@ -28,7 +28,7 @@
  * chain; reads are synchronous on the in-memory index.
  */
 import { randomBytes } from 'node:crypto';
-import { copyFile, mkdir, readdir, readFile, rename, rm, rmdir, statfs } from 'node:fs/promises';
+import { copyFile, mkdir, readdir, readFile, rename, rm, rmdir, stat, statfs } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { FarmError } from '../../core/errors.js';
 import type { ArtifactListing, ResultRecord } from '../../core/model.js';
@@ -57,6 +57,9 @@ export interface FileResultRepositoryOptions {
   /** Free bytes on the filesystem of a folder (default: statfs); tests pass their own. */
   diskFree?: (dir: string) => Promise<number>;
 }
+
+/** The small files every run keeps, whatever is deleted to make room for its record. */
+const METADATA_FILES = new Set([RECORD_FILE, 'test-name', 'test-args', 'git-commit', 'duration', 'exit-status', 'failure-reason']);
 
 /** Folders being deleted: renamed here first (atomic), then removed; emptied again at every start. */
 const TRASH = '.trash';
@@ -205,6 +208,29 @@ export class FileResultRepository implements ResultRepository {
     return this.serial(async () => {
       await mkdir(dir, { recursive: true });
       return writeMissing(dir, interruptedFiles(run));
+    });
+  }
+
+  async freeRunSpace(resultId: string, what: 'artifacts' | 'logs'): Promise<{ files: number; bytes: number }> {
+    const dir = join(this.dir, this.parts(resultId, 'invalid_request').relDir);
+    return this.serial(async () => {
+      const freed = { files: 0, bytes: 0 };
+      const walk = async (d: string, top: boolean): Promise<void> => {
+        const entries = await readdir(d, { withFileTypes: true }).catch(() => []);
+        for (const e of entries) {
+          const full = join(d, e.name);
+          if (top && METADATA_FILES.has(e.name)) continue;
+          if (top && e.name.endsWith('.log') && what === 'artifacts') continue;
+          const size = e.isFile() ? (await stat(full).catch(() => undefined))?.size ?? 0 : 0;
+          if (e.isDirectory()) await walk(full, false);
+          await rm(full, { recursive: true, force: true });
+          freed.files += e.isDirectory() ? 0 : 1;
+          freed.bytes += size;
+        }
+      };
+      await walk(dir, true);
+      this.log.warn({ result: resultId, what, ...freed }, 'disk full: deleted files of the run to record it');
+      return freed;
     });
   }
 
