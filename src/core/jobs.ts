@@ -60,7 +60,12 @@ export class JobService {
    */
   async recover(): Promise<number[]> {
     const pids: number[] = [];
-    for (const job of this.d.jobs.running()) {
+    const running = this.d.jobs.running();
+    // First what else a crash left half-done in the results (nothing runs yet, so no folder is in use); a run
+    // killed between writing its result.json and its index line is indexed again here, so it is not taken for in flight.
+    const inFlight = running.flatMap((j) => (j.current_run ? [j.current_run.result_id] : []));
+    await this.d.results.tidy({ nodeId: this.d.nodeId, keep: inFlight });
+    for (const job of running) {
       const run = job.current_run;
       const end = this.now();
       if (run) {
@@ -92,8 +97,6 @@ export class JobService {
       await this.d.jobs.save(job);
       this.d.logger.warn({ job: job.job_uid }, 'job was running when the daemon stopped; marked exited');
     }
-    // Whatever else a crash left half-done in the results (nothing runs yet, so no folder is in use).
-    await this.d.results.tidy({ nodeId: this.d.nodeId, keep: [] });
     return pids;
   }
 

@@ -158,6 +158,8 @@ export interface CaptureHealth {
   online: boolean;
   /** Why not online; null when online. */
   reason: string | null;
+  /** Set while per-run video is not recorded though it is configured ("no video: disk full"); the node stays online. */
+  video?: string;
 }
 
 export interface FrameSource {

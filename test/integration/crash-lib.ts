@@ -141,7 +141,9 @@ export async function runCrashCycles(kills: number, log: (line: string) => void 
       const run = await api(cli.url, token, 'POST', '/api/v2/run_tests', { node_id: NODE_ID, test_pack_revision: 'main', test_cases: CASES, soak: 'run forever', shuffle: true, tags: {} });
       if (run.status !== 200) throw new Error(`run_tests answered ${run.status}: ${JSON.stringify(run.body)}`);
       const uid = run.body.job_uid as string;
-      await new Promise((r) => setTimeout(r, 300 + Math.random() * 2500));
+      // Every third kill aims at retention: the moment a deleted folder is in the trash, or a tombstone is written.
+      if (i % 3 === 2) await untilRetentionDeletes(dataDir);
+      else await new Promise((r) => setTimeout(r, 300 + Math.random() * 2500));
       await kill(cli);
       report.kills++;
       // What the dead daemon was doing: its job file names the run in flight, if any.
@@ -167,6 +169,25 @@ export async function runCrashCycles(kills: number, log: (line: string) => void 
     await pack.cleanup();
   }
   return report;
+}
+
+/** Resolves as soon as retention is seen deleting (polled on every turn of the event loop), or after 20 s. */
+async function untilRetentionDeletes(dataDir: string): Promise<void> {
+  const trash = path.join(dataDir, 'results', '.trash');
+  const index = path.join(dataDir, 'results', 'index.jsonl');
+  const tombs = () => {
+    try {
+      return readFileSync(index, 'utf8').split('{"deleted":').length;
+    } catch {
+      return 0;
+    }
+  };
+  const before = tombs();
+  const deadline = Date.now() + 20_000;
+  while (Date.now() < deadline) {
+    if ((existsSync(trash) && readdirSync(trash).length > 0) || tombs() > before) return;
+    await new Promise((r) => setImmediate(r));
+  }
 }
 
 /** Ids retention deleted: the tombstone lines of the results index (the soak never reaches a compaction). */
@@ -275,8 +296,17 @@ async function checkAfterRestart(
     if (counted !== mine) problems.push(`job ${j.job_uid} counts ${counted} results but lists or deleted ${mine}`);
   }
   if (inFlight) {
+    // An error saying the daemon restarted - unless the kill fell after the run was recorded, before the job file said so.
     const r = listed.get(inFlight);
-    if (r?.result !== 'error' || r.failure_reason !== DAEMON_RESTARTED) problems.push(`in-flight run ${inFlight} is ${JSON.stringify(r)}`);
+    const [, , hex, num, stamp] = inFlight.split('/');
+    let log = '';
+    try {
+      log = readFileSync(path.join(dataDir, 'results', hex!, num!, stamp!, 'farmhand.log'), 'utf8');
+    } catch {
+      // missing: reported with the other files below
+    }
+    const finished = log.includes('Finished tests/');
+    if (!r || (!finished && (r.result !== 'error' || r.failure_reason !== DAEMON_RESTARTED))) problems.push(`in-flight run ${inFlight} is ${JSON.stringify(r)}`);
   }
   // Every listed result has every file of a run, the in-flight one too (recovery wrote what it lacked); no temporary file is listed.
   for (const [id, r] of listed) {

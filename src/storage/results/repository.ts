@@ -236,7 +236,7 @@ export class FileResultRepository implements ResultRepository {
 
   /**
    * After a crash, before any run starts: every run folder on disk is a
-   * listed result, the run in flight (`keep`), or goes. A folder retention
+   * listed result, the run in flight (`keep`, left for the caller to close), or goes. A folder retention
    * tombstoned but did not remove, and a folder of a run that was never
    * recorded (a kill at its creation), move to the trash; a `result.json`
    * whose index line was lost is indexed again; temporary files a write cut
@@ -251,7 +251,7 @@ export class FileResultRepository implements ResultRepository {
           for (const stamp of await subdirs(join(this.dir, hex, num), isStampDir)) {
             const rel = `${hex}/${num}/${stamp}`;
             const p = parseResultId(`/${opts.nodeId}/${rel}`);
-            if (!p || keep.has(rel)) continue;
+            if (!p) continue;
             if (this.index.get(idOf(p))) {
               report.temps += await this.removeTemps(rel);
             } else if (this.deleted.has(p.jobUid, p.seconds)) {
@@ -265,7 +265,7 @@ export class FileResultRepository implements ResultRepository {
                 this.index.put(rec);
                 report.reindexed++;
                 report.temps += await this.removeTemps(rel);
-              } else {
+              } else if (!keep.has(rel)) {
                 report.unrecorded++;
                 await this.removeFolder(rel);
               }
