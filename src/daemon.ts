@@ -215,6 +215,9 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
       await frames.stop();
       reservations.stop();
       await node.flush();
+      // Every job and state write lands before stop resolves: the next daemon on this data directory reads them whole.
+      await jobsRepo.close();
+      await state.close();
       await control.close();
       stb?.stop();
       await ir.close();

@@ -37,6 +37,8 @@ interface ActiveJob {
 }
 
 export const DAEMON_RESTARTED = 'DaemonRestarted: farmhand restarted while this test was running';
+/** The start of the failure reason of a run recorded as an error because the data disk was full. */
+export const DISK_FULL = 'InfrastructureError: disk full';
 
 export class JobService {
   private active: ActiveJob | undefined;
@@ -57,7 +59,12 @@ export class JobService {
    */
   async recover(): Promise<number[]> {
     const pids: number[] = [];
-    for (const job of this.d.jobs.running()) {
+    const running = this.d.jobs.running();
+    // First what else a crash left half-done in the results (nothing runs yet, so no folder is in use); a run
+    // killed between writing its result.json and its index line is indexed again here, so it is not taken for in flight.
+    const inFlight = running.flatMap((j) => (j.current_run ? [j.current_run.result_id] : []));
+    await this.d.results.tidy({ nodeId: this.d.nodeId, keep: inFlight });
+    for (const job of running) {
       const run = job.current_run;
       const end = this.now();
       if (run) {
@@ -67,6 +74,13 @@ export class JobService {
         if (recorded !== undefined && recorded !== 'deleted') job.result_counts[recorded.result]++;
         if (recorded === undefined) {
           await this.d.results.createRunDir(run.result_id);
+          // Its metadata files and logs first, so once recorded it has the files of every other run.
+          await this.d.results.sealInterrupted(run.result_id, {
+            test_case: run.test_case,
+            test_pack_sha: job.test_pack_sha,
+            duration: Math.max(0, (end.getTime() - new Date(run.start_time).getTime()) / 1000),
+            failure_reason: DAEMON_RESTARTED,
+          });
           await this.record(job, run.result_id, run.test_case, new Date(run.start_time), end, {
             result: 'error',
             failure_reason: DAEMON_RESTARTED,
@@ -186,12 +200,15 @@ export class JobService {
     return e.promise;
   }
 
-  /** Stop whatever runs and wait for it (daemon shutdown). */
+  /** Stop whatever runs and wait for it, and for every job save to land (daemon shutdown). */
   async shutdown(): Promise<void> {
     const active = this.active;
-    if (!active) return;
-    active.abort.abort();
-    await active.done;
+    if (active) {
+      active.abort.abort();
+      await active.done;
+    }
+    // The job may have ended just before: its last save can still be on its way to disk.
+    await this.d.jobs.flush();
   }
 
   private async loop(active: ActiveJob, config: IniConfig): Promise<void> {
@@ -260,15 +277,41 @@ export class JobService {
         this.d.logger.warn({ err: e, result: resultId }, 'could not save the video of the run');
       }),
     ]);
-    await this.record(job, resultId, testCase, start, this.now(), outcome);
-    job.result_counts[outcome.result]++;
+    const recorded = await this.record(job, resultId, testCase, start, this.now(), outcome);
+    job.result_counts[recorded.result]++;
     job.current_run = null;
     await this.d.jobs.save(job);
     await this.d.results.enforceRetention().catch((e: unknown) => this.d.logger.error({ err: e }, 'retention failed'));
   }
 
-  private async record(job: JobRecord, resultId: string, testCase: string, start: Date, end: Date, o: RunOutcome) {
-    const rec: ResultRecord = {
+  /**
+   * Record a run. When the disk is full the run is still recorded: its own
+   * artifacts (then, if need be, its logs) are deleted to make room, and it
+   * becomes an error whose reason starts with DISK_FULL. Returns the outcome recorded.
+   */
+  private async record(job: JobRecord, resultId: string, testCase: string, start: Date, end: Date, o: RunOutcome): Promise<RunOutcome> {
+    let outcome = o;
+    for (const what of ['artifacts', 'logs'] as const) {
+      try {
+        await this.d.results.add(this.resultRecord(job, resultId, testCase, start, end, outcome));
+        return outcome;
+      } catch (e) {
+        if (!(e instanceof FarmError && e.code === 'storage_full')) throw e;
+        const freed = await this.d.results.freeRunSpace(resultId, what);
+        const was = o.result === 'pass' ? 'pass' : `${o.result}: ${o.failure_reason ?? ''}`;
+        const reason = `${DISK_FULL}: the data disk filled up during this run; its ${what} (${freed.files} files, ${freed.bytes} bytes) were deleted to record it (the test's own outcome was ${was})`;
+        outcome = { result: 'error', failure_reason: reason, traceback: o.traceback, exit_status: o.exit_status };
+        const duration = Math.max(0, (end.getTime() - start.getTime()) / 1000);
+        await this.d.results.sealInterrupted(resultId, { test_case: testCase, test_pack_sha: job.test_pack_sha, duration, failure_reason: reason }).catch(() => []);
+        this.d.logger.error({ result: resultId, freed }, 'data disk full: recorded the run as an infrastructure error');
+      }
+    }
+    await this.d.results.add(this.resultRecord(job, resultId, testCase, start, end, outcome));
+    return outcome;
+  }
+
+  private resultRecord(job: JobRecord, resultId: string, testCase: string, start: Date, end: Date, o: RunOutcome): ResultRecord {
+    return {
       result_id: resultId,
       job_uid: job.job_uid,
       test_case: testCase,
@@ -284,7 +327,6 @@ export class JobService {
       failure_reason: o.result === 'pass' ? null : o.failure_reason,
       traceback: o.result === 'pass' ? null : o.traceback,
     };
-    await this.d.results.add(rec);
   }
 
   /** A start time whose stamp differs from the previous run's (waits for the next second). */

@@ -42,8 +42,37 @@ export interface ResultRepository {
   meanDuration(testCase: string): number | undefined;
   /** Delete the oldest results past the configured count or free-space floor; returns their ids. */
   enforceRetention(): Promise<string[]>;
+  /**
+   * Write the metadata files and logs a run interrupted by the daemon's death
+   * lacks (never replacing one that is there); returns the names written.
+   */
+  sealInterrupted(resultId: string, run: { test_case: string; test_pack_sha: string; duration: number; failure_reason: string }): Promise<string[]>;
+  /**
+   * The disk filled during a run and its record could not be written: delete
+   * the run's own files to make room - its artifacts (`'artifacts'`), or also
+   * its logs (`'logs'`); the metadata files stay. Returns what was deleted.
+   */
+  freeRunSpace(resultId: string, what: 'artifacts' | 'logs'): Promise<{ files: number; bytes: number }>;
+  /**
+   * After a crash, before runs start: remove what half-done writes left -
+   * folders retention tombstoned, folders of runs never recorded (except
+   * `keep`), temporary files - and index a recorded run whose index line was lost.
+   */
+  tidy(opts: { nodeId: string; keep: readonly string[] }): Promise<TidyReport>;
   /** Flush and close the index. */
   close(): Promise<void>;
+}
+
+/** What ResultRepository.tidy found and fixed. */
+export interface TidyReport {
+  /** Folders of deleted results still on disk. */
+  orphans: number;
+  /** Folders of runs that were never recorded. */
+  unrecorded: number;
+  /** Recorded runs missing from the index. */
+  reindexed: number;
+  /** Temporary files deleted. */
+  temps: number;
 }
 
 // ---------------------------------------------------------------- jobs
@@ -52,8 +81,16 @@ export interface JobRepository {
   get(jobUid: string): JobRecord | undefined;
   /** The job with the highest number, running or not. */
   latest(): JobRecord | undefined;
-  /** Persist (atomically) the job's current state; `get`/`latest` answer it from the call on. */
+  /**
+   * Persist (atomically) the job's current state; `get`/`latest` answer it
+   * from the call on. Saves of one job land in call order (the last one
+   * wins); rejects after `close`.
+   */
   save(job: JobRecord): Promise<void>;
+  /** Resolves once every save made before the call has landed (or failed). */
+  flush(): Promise<void>;
+  /** Flush, then refuse further saves: nothing lands after the daemon stopped. */
+  close(): Promise<void>;
   /** Allocate the next job number (persisted before it is returned). */
   nextNumber(): Promise<number>;
   /** Every job whose stored status is `running` (after a crash, these are stale). */
@@ -125,6 +162,8 @@ export interface CaptureHealth {
   online: boolean;
   /** Why not online; null when online. */
   reason: string | null;
+  /** Set while per-run video is not recorded though it is configured ("no video: disk full"); the node stays online. */
+  video?: string;
 }
 
 export interface FrameSource {

@@ -4,6 +4,13 @@
  * a long history costs nothing at start-up; the job counter lives in the
  * state file. Only one job runs at a time, so only the latest job can have
  * been running when the daemon died.
+ *
+ * The store owns its writes: saves of one job go through a promise chain, so
+ * they land in the order they were made (two atomic renames racing could
+ * otherwise leave the older state on disk), and saves queued behind a write
+ * collapse into one write of the newest state. `flush()` resolves once every
+ * save made before it has landed; `close()` flushes and refuses later saves,
+ * so nothing of this daemon lands after the next one has started.
  */
 import { mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -13,17 +20,37 @@ import { parseJobUid } from '../core/ids.js';
 import { writeFileAtomic } from './atomic.js';
 import type { StateStore } from './state.js';
 
+export interface FileJobRepositoryOptions {
+  /** How a job file is written (default: writeFileAtomic); tests slow it down. */
+  write?: (file: string, text: string) => Promise<void>;
+}
+
+/** The write queue of one job file. */
+interface Slot {
+  /** The newest state asked for, as JSON (taken when save was called: the record keeps changing). */
+  text: string;
+  /** Versions: asked for, and landed on disk. */
+  asked: number;
+  landed: number;
+  chain: Promise<void>;
+}
+
 export class FileJobRepository implements JobRepository {
   private readonly dir: string;
   /** The latest job, kept in memory: it is the one read and written most. */
   private latestJob: JobRecord | undefined;
+  private readonly slots = new Map<number, Slot>();
+  private readonly write: (file: string, text: string) => Promise<void>;
+  private closed = false;
 
   constructor(
     dataDir: string,
     private readonly state: StateStore,
     private readonly nodeId: string,
+    opts: FileJobRepositoryOptions = {},
   ) {
     this.dir = path.join(dataDir, 'jobs');
+    this.write = opts.write ?? writeFileAtomic;
     mkdirSync(this.dir, { recursive: true });
     const last = this.state.data.last_job_number;
     this.latestJob = last > 0 ? this.read(last) : undefined;
@@ -44,9 +71,44 @@ export class FileJobRepository implements JobRepository {
     return this.latestJob?.status === 'running' ? [this.latestJob] : [];
   }
 
-  async save(job: JobRecord): Promise<void> {
+  save(job: JobRecord): Promise<void> {
+    if (this.closed) return Promise.reject(new Error(`job store closed: job ${job.job_uid} not saved`));
     if (!this.latestJob || job.number >= this.latestJob.number) this.latestJob = job;
-    await writeFileAtomic(this.file(job.number), JSON.stringify(job));
+    let slot = this.slots.get(job.number);
+    if (!slot) {
+      slot = { text: '', asked: 0, landed: 0, chain: Promise.resolve() };
+      this.slots.set(job.number, slot);
+    }
+    const s = slot;
+    s.text = JSON.stringify(job);
+    const version = ++s.asked;
+    const run = s.chain.then(async () => {
+      if (s.landed >= version) return; // a later state already landed
+      const [text, v] = [s.text, s.asked];
+      await this.write(this.file(job.number), text);
+      s.landed = v;
+    });
+    const chain = run.catch(() => undefined);
+    s.chain = chain;
+    void chain.then(() => {
+      if (s.chain === chain && this.slots.get(job.number) === s) this.slots.delete(job.number);
+    });
+    return run;
+  }
+
+  async flush(): Promise<void> {
+    // Again while saves were queued during the wait.
+    for (;;) {
+      const chains = [...this.slots.values()].map((s) => s.chain);
+      if (chains.length === 0) return;
+      await Promise.all(chains);
+      if ([...this.slots.values()].every((s) => chains.includes(s.chain))) return;
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.flush();
   }
 
   async nextNumber(): Promise<number> {

@@ -5,6 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Low } from 'lowdb';
 import type { Adapter } from 'lowdb';
@@ -38,13 +39,36 @@ const defaults = (): StateData => ({
   node_usage: null,
 });
 
-/** A lowdb adapter whose writes are durable (fsync + rename + fsync dir); reading is StateStore.open's job. */
-class DurableJsonFile<T> implements Adapter<T> {
+/** Why a state file was not usable as it was read. */
+class StateFileProblem extends Error {}
+
+/**
+ * The lowdb adapter of state.json. Reads parse and check the file (a torn or
+ * wrong-shaped one throws StateFileProblem, for StateStore.open to recover);
+ * writes are atomic and durable (temporary file, fsync, rename, fsync dir).
+ */
+class AtomicStateFile implements Adapter<StateData> {
   constructor(private readonly file: string) {}
-  async read(): Promise<T | null> {
-    return null;
+  async read(): Promise<StateData | null> {
+    let text: string;
+    try {
+      text = await readFile(this.file, 'utf8');
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
+      throw e;
+    }
+    let raw: unknown;
+    try {
+      raw = JSON.parse(text);
+    } catch (e) {
+      throw new StateFileProblem(`not valid JSON (${(e as Error).message})`);
+    }
+    const problem = problemOf(raw);
+    if (problem) throw new StateFileProblem(problem);
+    // Fields a state file written by an older version lacks take their defaults.
+    return Object.assign(defaults(), raw as Partial<StateData>);
   }
-  async write(data: T): Promise<void> {
+  async write(data: StateData): Promise<void> {
     await writeFileAtomic(this.file, JSON.stringify(data, null, 2));
   }
 }
@@ -60,9 +84,10 @@ export interface StateOpenOptions {
 export class StateStore {
   private readonly db: Low<StateData>;
   private queue: Promise<void> = Promise.resolve();
+  private closed = false;
 
   private constructor(file: string) {
-    this.db = new Low<StateData>(new DurableJsonFile<StateData>(file), defaults());
+    this.db = new Low<StateData>(new AtomicStateFile(file), defaults());
   }
 
   /**
@@ -76,8 +101,25 @@ export class StateStore {
     const log = opts.logger ?? silentLogger;
     const now = opts.now ?? (() => new Date());
     const s = new StateStore(file);
-    s.db.data = loadState(file, dataDir, log, now());
-    await s.db.write();
+    const fresh = s.db.data;
+    let problem: string | undefined;
+    try {
+      await s.db.read();
+    } catch (e) {
+      if (!(e instanceof StateFileProblem)) throw e;
+      problem = e.message;
+    }
+    const found = problem === undefined && s.db.data !== fresh;
+    if (!found) {
+      s.db.data = recoverState(file, dataDir, log, now(), problem);
+      try {
+        await s.db.write();
+      } catch (e) {
+        // A full disk must not stop the daemon (under systemd: a restart loop); the state is written on its next change.
+        if (!isDiskFull(e)) throw e;
+        log.error({ file, err: e }, 'no space left to write state.json at start; going on with the state in memory');
+      }
+    }
     if (opts.nodeId) await recoverLatestJob(dataDir, opts.nodeId, s.db.data, log, now());
     return s;
   }
@@ -85,20 +127,27 @@ export class StateStore {
     return this.db.data;
   }
 
-  /** Change the state and write it; writes happen one at a time, in order. */
+  /** Change the state and write it; writes happen one at a time, in order. Rejects after close. */
   update(fn: (s: StateData) => void): Promise<void> {
+    if (this.closed) return Promise.reject(new Error('state store closed: change not saved'));
     const run = this.queue.then(async () => {
       fn(this.db.data);
       try {
         await this.db.write();
       } catch (e) {
         // The client hears "disk full" (507), not an internal error; the old file stays whole (atomic write).
-        if ((e as NodeJS.ErrnoException).code === 'ENOSPC') throw new FarmError('storage_full', 'no space left on the data disk to save the node state; free some space');
+        if (isDiskFull(e)) throw new FarmError('storage_full', 'no space left on the data disk to save the node state; free some space');
         throw e;
       }
     });
     this.queue = run.catch(() => undefined);
     return run;
+  }
+
+  /** Wait for the writes under way, then refuse new ones (daemon stop). */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.queue;
   }
 }
 
@@ -146,23 +195,15 @@ function problemOf(raw: unknown): string | undefined {
   return undefined;
 }
 
-/** Read the state file, recovering (and reporting) when it is torn, corrupt, or missing beside existing jobs. */
-function loadState(file: string, dataDir: string, log: Logger, now: Date): StateData {
-  let text: string | undefined;
-  if (existsSync(file)) text = readFileSync(file, 'utf8');
-  let problem: string | undefined;
-  if (text !== undefined) {
-    try {
-      const raw: unknown = JSON.parse(text);
-      problem = problemOf(raw);
-      if (!problem) return Object.assign(defaults(), raw as Partial<StateData>);
-    } catch (e) {
-      problem = `not valid JSON (${(e as Error).message})`;
-    }
-  }
+/**
+ * The state when state.json was missing (`problem` undefined) or unusable:
+ * defaults for a new installation, else rebuilt from jobs/ and results/
+ * (and reported), the bad file kept aside.
+ */
+function recoverState(file: string, dataDir: string, log: Logger, now: Date, problem: string | undefined): StateData {
   const disk = scanDiskIdentity(dataDir);
-  if (text === undefined && disk.installation_hex === undefined && disk.max_job_number === 0) return defaults(); // a new installation
-  const kept = text === undefined ? undefined : keepCorrupt(file, now);
+  if (problem === undefined && disk.installation_hex === undefined && disk.max_job_number === 0) return defaults(); // a new installation
+  const kept = problem === undefined ? undefined : keepCorrupt(file, now);
   const fresh = defaults();
   const recovered: StateData = {
     ...fresh,
@@ -204,4 +245,9 @@ async function recoverLatestJob(dataDir: string, nodeId: string, st: StateData, 
     { file, problem, kept_as: kept, job: rebuilt.job.job_uid, results: rebuilt.results, in_flight: rebuilt.inFlight ?? null },
     'the latest job file was unusable: rebuilt it from its result folders',
   );
+}
+
+function isDiskFull(e: unknown): boolean {
+  const code = (e as NodeJS.ErrnoException).code;
+  return code === 'ENOSPC' || code === 'EDQUOT';
 }

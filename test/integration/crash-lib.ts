@@ -8,7 +8,7 @@
  * no result seen before is lost.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -39,17 +39,36 @@ export const CRASH_PACK = {
     '    time.sleep(random.uniform(0.05, 0.5))',
     '    raise RuntimeError("meant to error")',
     '',
+    'def test_many_files():',
+    '    # Many small artifacts: retention takes long enough to delete them that kills land in it.',
+    '    import os',
+    '    os.makedirs("many", exist_ok=True)',
+    '    for i in range(400):',
+    '        open("many/%d.txt" % i, "w").write("x" * 2048)',
+    '',
   ].join('\n'),
   'config/stbt.conf': '[test_pack]\ndefault_remote_control = vstb\n',
   'config/remote-control/vstb.lircd.conf': 'begin remote\n  name vstb\nend remote\n',
 };
-const CASES = ['tests/short.py::test_pass', 'tests/short.py::test_fail', 'tests/short.py::test_error'];
+const CASES = ['tests/short.py::test_pass', 'tests/short.py::test_fail', 'tests/short.py::test_error', 'tests/short.py::test_many_files'];
+/** Few results kept, so retention deletes after almost every run and kills land in it. */
+const MAX_RESULTS = 6;
 
 export interface CrashReport {
   kills: number;
   /** Kills that hit a run in flight (its result became a DaemonRestarted error). */
   inFlightKills: number;
+  /** Kills that left deleted or unrecorded folders (or the trash) on disk for the restart to reclaim. */
+  reclaimKills: number;
   completedRuns: number;
+  /** Listed results whose files were checked, summed over the restarts. */
+  resultsChecked: number;
+  /** Run folders on disk that are not listed results, after the restarts (must be 0). */
+  orphans: number;
+  /** Files missing from listed results, plus temporary files listed as artifacts (must be 0). */
+  missingFiles: number;
+  /** Bytes of folders the kills left behind that the restarts deleted. */
+  bytesReclaimed: number;
   problems: string[];
 }
 
@@ -107,9 +126,9 @@ export async function runCrashCycles(kills: number, log: (line: string) => void 
   const root = await mkdtemp(path.join(os.tmpdir(), 'farmhand-crash-'));
   const dataDir = path.join(root, 'data');
   const configFile = path.join(root, 'farmhand.json');
-  const cfg = { node_id: NODE_ID, listen: '127.0.0.1:0', data_dir: dataDir, test_pack: { url: pack.dir }, capture: { uri: 'none:' }, log_level: 'warn', runner: { kill_grace_secs: 1 }, retention: { min_free_mb: 0 } };
+  const cfg = { node_id: NODE_ID, listen: '127.0.0.1:0', data_dir: dataDir, test_pack: { url: pack.dir }, capture: { uri: 'none:' }, log_level: 'warn', runner: { kill_grace_secs: 1 }, retention: { min_free_mb: 0, max_results: MAX_RESULTS } };
   await writeFile(configFile, JSON.stringify(cfg));
-  const report: CrashReport = { kills: 0, inFlightKills: 0, completedRuns: 0, problems: [] };
+  const report: CrashReport = { kills: 0, inFlightKills: 0, reclaimKills: 0, completedRuns: 0, resultsChecked: 0, orphans: 0, missingFiles: 0, bytesReclaimed: 0, problems: [] };
   const seen = new Map<string, string>(); // result_id -> outcome, of every completed run so far
   let cli: Cli | undefined;
   try {
@@ -122,19 +141,28 @@ export async function runCrashCycles(kills: number, log: (line: string) => void 
       const run = await api(cli.url, token, 'POST', '/api/v2/run_tests', { node_id: NODE_ID, test_pack_revision: 'main', test_cases: CASES, soak: 'run forever', shuffle: true, tags: {} });
       if (run.status !== 200) throw new Error(`run_tests answered ${run.status}: ${JSON.stringify(run.body)}`);
       const uid = run.body.job_uid as string;
-      await new Promise((r) => setTimeout(r, 300 + Math.random() * 2500));
+      // Every third kill aims at retention: the moment a deleted folder is in the trash, or a tombstone is written.
+      if (i % 3 === 2) await untilRetentionDeletes(dataDir);
+      else await new Promise((r) => setTimeout(r, 300 + Math.random() * 2500));
       await kill(cli);
       report.kills++;
       // What the dead daemon was doing: its job file names the run in flight, if any.
       const jobFile = path.join(dataDir, 'jobs', `${uid.split('/').pop()}.json`);
       const inFlight = (JSON.parse(readFileSync(jobFile, 'utf8')) as { current_run: { result_id: string } | null }).current_run?.result_id;
+      const before = folderSizes(dataDir);
       cli = await startCli(configFile);
-      const problems = await checkAfterRestart(cli.url, token, dataDir, reservationId, inFlight, seen);
+      const problems = await checkAfterRestart(cli.url, token, dataDir, reservationId, inFlight, seen, report);
+      // The trash is emptied in the background after start: wait for it, then count what the restart reclaimed.
+      await waitFor(() => !existsSync(path.join(dataDir, 'results', '.trash')) || readdirSync(path.join(dataDir, 'results', '.trash')).length === 0, 'the trash to be emptied');
+      const after = folderSizes(dataDir);
+      let reclaimed = 0;
+      for (const [dir, bytes] of before) if (!after.has(dir)) reclaimed += bytes;
+      if (reclaimed > 0) report.reclaimKills++;
+      report.bytesReclaimed += reclaimed;
       if (inFlight) report.inFlightKills++;
       report.problems.push(...problems.map((p) => `kill ${i + 1}: ${p}`));
-      log(`kill ${i + 1}/${kills}: job ${uid}, in flight ${inFlight ?? 'none'}, runs so far ${seen.size}, problems ${problems.length}`);
+      log(`kill ${i + 1}/${kills}: job ${uid}, in flight ${inFlight ?? 'none'}, runs so far ${report.completedRuns}, reclaimed ${reclaimed} bytes, problems ${problems.length}`);
     }
-    report.completedRuns = seen.size;
   } finally {
     if (cli) await kill(cli);
     await rm(root, { recursive: true, force: true });
@@ -143,7 +171,100 @@ export async function runCrashCycles(kills: number, log: (line: string) => void 
   return report;
 }
 
-async function checkAfterRestart(url: string, token: string, dataDir: string, reservationId: number, inFlight: string | undefined, seen: Map<string, string>): Promise<string[]> {
+/** Resolves as soon as retention is seen deleting (polled on every turn of the event loop), or after 20 s. */
+async function untilRetentionDeletes(dataDir: string): Promise<void> {
+  const trash = path.join(dataDir, 'results', '.trash');
+  const index = path.join(dataDir, 'results', 'index.jsonl');
+  const tombs = () => {
+    try {
+      return readFileSync(index, 'utf8').split('{"deleted":').length;
+    } catch {
+      return 0;
+    }
+  };
+  const before = tombs();
+  const deadline = Date.now() + 20_000;
+  while (Date.now() < deadline) {
+    if ((existsSync(trash) && readdirSync(trash).length > 0) || tombs() > before) return;
+    await new Promise((r) => setImmediate(r));
+  }
+}
+
+/** Ids retention deleted: the tombstone lines of the results index (the soak never reaches a compaction). */
+function tombstones(dataDir: string): Set<string> {
+  const out = new Set<string>();
+  let text = '';
+  try {
+    text = readFileSync(path.join(dataDir, 'results', 'index.jsonl'), 'utf8');
+  } catch {
+    return out;
+  }
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('{"deleted":')) continue;
+    try {
+      out.add((JSON.parse(line) as { deleted: string }).deleted);
+    } catch {
+      // a torn last line
+    }
+  }
+  return out;
+}
+
+/** Poll a condition (a background task's end); throws after a minute. */
+async function waitFor(cond: () => boolean, what = 'condition'): Promise<void> {
+  for (let i = 0; i < 6000; i++) {
+    if (cond()) return;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+/** Bytes of every run folder on disk (`<hex>/<n>/<stamp>`) and of each folder in the trash, by path. */
+function folderSizes(dataDir: string): Map<string, number> {
+  const out = new Map<string, number>();
+  const results = path.join(dataDir, 'results');
+  for (const hex of dirs(results)) {
+    if (hex === '.trash') {
+      for (const t of dirs(path.join(results, hex))) out.set(`.trash/${t}`, bytesUnder(path.join(results, hex, t)));
+      continue;
+    }
+    for (const num of dirs(path.join(results, hex))) {
+      for (const stamp of dirs(path.join(results, hex, num))) out.set(`${hex}/${num}/${stamp}`, bytesUnder(path.join(results, hex, num, stamp)));
+    }
+  }
+  return out;
+}
+
+function dirs(dir: string): string[] {
+  try {
+    return readdirSync(dir, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name);
+  } catch {
+    return [];
+  }
+}
+
+function bytesUnder(dir: string): number {
+  let total = 0;
+  try {
+    for (const e of readdirSync(dir, { withFileTypes: true })) {
+      const full = path.join(dir, e.name);
+      total += e.isDirectory() ? bytesUnder(full) : e.isFile() ? statSync(full).size : 0;
+    }
+  } catch {
+    // removed while measuring
+  }
+  return total;
+}
+
+async function checkAfterRestart(
+  url: string,
+  token: string,
+  dataDir: string,
+  reservationId: number,
+  inFlight: string | undefined,
+  seen: Map<string, string>,
+  report: CrashReport,
+): Promise<string[]> {
   const problems: string[] = [];
   try {
     JSON.parse(readFileSync(path.join(dataDir, 'state.json'), 'utf8'));
@@ -161,30 +282,56 @@ async function checkAfterRestart(url: string, token: string, dataDir: string, re
   }
   const list = await api(url, token, 'GET', '/api/v2/results');
   const listed = new Map<string, { result: string; failure_reason: string | null }>((list.body as Array<{ result_id: string; result: string; failure_reason: string | null }>).map((r) => [r.result_id, r]));
-  for (const [id, outcome] of seen) if (listed.get(id)?.result !== outcome) problems.push(`result ${id} (${outcome}) lost or changed`);
-  // Each job's counts agree with its listed results, however the crash fell between recording a run and saving the job.
+  // Retention deletes the oldest results: those are tombstoned in the index, never silently gone.
+  const deleted = tombstones(dataDir);
+  for (const [id, outcome] of seen) {
+    if (deleted.has(id)) seen.delete(id);
+    else if (listed.get(id)?.result !== outcome) problems.push(`result ${id} (${outcome}) lost or changed`);
+  }
+  // Each job's counts agree with its listed (and deleted) results, however the crash fell between recording a run and saving the job.
   for (const f of readdirSync(path.join(dataDir, 'jobs')).filter((n) => /^\d+\.json$/.test(n))) {
     const j = JSON.parse(readFileSync(path.join(dataDir, 'jobs', f), 'utf8')) as { job_uid: string; result_counts: Record<string, number> };
-    const mine = [...listed.keys()].filter((id) => id.startsWith(`${j.job_uid}/`)).length;
+    const mine = [...listed.keys(), ...deleted].filter((id) => id.startsWith(`${j.job_uid}/`)).length;
     const counted = j.result_counts.pass! + j.result_counts.fail! + j.result_counts.error!;
-    if (counted !== mine) problems.push(`job ${j.job_uid} counts ${counted} results but lists ${mine}`);
+    if (counted !== mine) problems.push(`job ${j.job_uid} counts ${counted} results but lists or deleted ${mine}`);
   }
   if (inFlight) {
+    // An error saying the daemon restarted - unless the kill fell after the run was recorded, before the job file said so.
     const r = listed.get(inFlight);
-    if (r?.result !== 'error' || r.failure_reason !== DAEMON_RESTARTED) problems.push(`in-flight run ${inFlight} is ${JSON.stringify(r)}`);
+    const [, , hex, num, stamp] = inFlight.split('/');
+    let log = '';
+    try {
+      log = readFileSync(path.join(dataDir, 'results', hex!, num!, stamp!, 'farmhand.log'), 'utf8');
+    } catch {
+      // missing: reported with the other files below
+    }
+    const finished = log.includes('Finished tests/');
+    if (!r || (!finished && (r.result !== 'error' || r.failure_reason !== DAEMON_RESTARTED))) problems.push(`in-flight run ${inFlight} is ${JSON.stringify(r)}`);
   }
+  // Every listed result has every file of a run, the in-flight one too (recovery wrote what it lacked); no temporary file is listed.
   for (const [id, r] of listed) {
+    const [, , hex, num, stamp] = id.split('/');
+    const dir = path.join(dataDir, 'results', hex!, num!, stamp!);
+    const missing = RUN_FILES.filter((f) => !existsSync(path.join(dir, f)));
+    report.resultsChecked++;
+    report.missingFiles += missing.length;
+    if (missing.length) problems.push(`result ${id} lacks ${missing.join(', ')}`);
     if (!seen.has(id)) {
-      const [, , hex, num, stamp] = id.split('/');
-      const dir = path.join(dataDir, 'results', hex!, num!, stamp!);
-      // The in-flight run never finished, so the tool's metadata files may be missing; it has result.json and the logs.
-      const need = id === inFlight ? ['result.json'] : RUN_FILES;
-      const missing = need.filter((f) => !existsSync(path.join(dir, f)));
-      if (missing.length) problems.push(`result ${id} lacks ${missing.join(', ')}`);
       const arts = await api(url, token, 'GET', `/api/v2/results${id}/artifacts/`);
       if (arts.status !== 200) problems.push(`artifacts of ${id} answered ${arts.status}`);
+      const temps = Object.keys((arts.body as Record<string, unknown>) ?? {}).filter((f) => f.split('/').pop()!.endsWith('.tmp'));
+      report.missingFiles += temps.length;
+      if (temps.length) problems.push(`artifacts of ${id} list temporary files ${temps.join(', ')}`);
       seen.set(id, r.result);
+      report.completedRuns++;
     }
+  }
+  // Every run folder on disk is a listed result: nothing half-created or half-deleted stays behind.
+  const listedDirs = new Set([...listed.keys()].map((id) => id.split('/').slice(2).join('/')));
+  for (const dir of folderSizes(dataDir).keys()) {
+    if (dir.startsWith('.trash/') || listedDirs.has(dir)) continue;
+    report.orphans++;
+    problems.push(`folder results/${dir} is on disk but not a listed result`);
   }
   return problems;
 }

@@ -8,11 +8,12 @@
  */
 import { expect } from 'chai';
 import { execFile } from 'node:child_process';
-import { mkdtemp, rm, unlink, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, unlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import request from 'supertest';
+import { DISK_FULL } from '../../src/core/jobs.js';
 import { startDaemon, type Daemon } from '../../src/daemon.js';
 import { silentLogger } from '../../src/logger.js';
 import { makeTestPack, type TestPackRepo } from '../fixtures/testPack.js';
@@ -20,7 +21,11 @@ import { testConfig } from '../helpers/daemon.js';
 
 const exec = promisify(execFile);
 // Each run writes 3 MiB, so a 64 MiB disk with a 40 MiB floor holds only a few results.
-const PACK = { 'tests/big.py': 'def test_big():\n    open("blob.bin", "wb").write(b"x" * (3 << 20))\n' };
+const PACK = {
+  'tests/big.py': 'def test_big():\n    open("blob.bin", "wb").write(b"x" * (3 << 20))\n',
+  // Writes until the disk is full (the write then fails with ENOSPC).
+  'tests/fill.py': 'def test_fill():\n    with open("fill.bin", "wb") as f:\n        while True:\n            f.write(b"x" * (1 << 20))\n            f.flush()\n',
+};
 
 describe('disk full: data directory on a 64 MiB tmpfs', function () {
   this.timeout(120_000);
@@ -73,11 +78,9 @@ describe('disk full: data directory on a 64 MiB tmpfs', function () {
     expect(kept.length, 'retention deleted the oldest').to.be.within(1, 11);
     const all = (await http.get(`/api/v1/jobs${job.uid}/results`)).body as unknown[];
     expect(all.length).to.equal(kept.length);
-    // The first run's id is the job's first second; it was deleted.
-    const firstKept = kept[0]!.result_id as string;
-    const stamp = firstKept.split('/').pop()!;
-    const earlier = new Date(Date.parse(`${stamp.slice(0, 10)}T${stamp.slice(11).replaceAll('.', ':')}Z`) - 1000).toISOString();
-    const earlierId = `${job.uid}/${earlier.slice(0, 10)}_${earlier.slice(11, 19).replaceAll(':', '.')}`;
+    // A run retention deleted: its tombstone is in the index (runs are not always 1 s apart on a loaded machine).
+    const index = await readFile(path.join(mnt, 'data', 'results', 'index.jsonl'), 'utf8');
+    const earlierId = (JSON.parse(index.split('\n').find((l) => l.startsWith('{"deleted":'))!) as { deleted: string }).deleted;
     expect((await http.get(`/api/v1/result${earlierId}`)).status).to.equal(410);
     await daemon!.stop();
     http = await start();
@@ -106,6 +109,43 @@ describe('disk full: data directory on a 64 MiB tmpfs', function () {
       clear = res.length === 0 || res.every((r) => r.result === 'error' && /disk|space|full/i.test(r.failure_reason));
     }
     expect(clear, `answer while full: ${full.status} ${full.text}`).to.equal(true);
+    await unlink(filler);
+    const after = await runJob(http, 1);
+    expect(after.counts).to.include({ pass: 1 });
+  });
+
+  it('a test that fills the data disk is recorded (an infrastructure error, its own artifacts deleted to make room), and retention and the next run go on', async () => {
+    const http = request(daemon!.url);
+    const run = await http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: ['tests/fill.py::test_fill'] });
+    expect(run.status, run.text).to.equal(200);
+    const uid = run.body.job_uid as string;
+    for (let i = 0; i < 1200; i++) {
+      if ((await http.get(`/api/v1/jobs${uid}`)).body.status === 'exited') break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const res = (await http.get(`/api/v1/jobs${uid}/results`)).body as Array<{ result_id: string; result: string; failure_reason: string }>;
+    expect(res, 'the run that filled the disk is recorded').to.have.length(1);
+    expect(res[0]!.result).to.equal('error');
+    expect(res[0]!.failure_reason).to.match(new RegExp(`^${DISK_FULL}: `));
+    const files = await readdir(path.join(mnt, 'data', 'results', ...res[0]!.result_id.split('/').slice(2)));
+    expect(files).to.not.include('fill.bin');
+    expect(files).to.include.members(['result.json', 'duration', 'exit-status', 'failure-reason', 'test-name']);
+    const next = await runJob(http, 1);
+    expect(next.counts).to.include({ pass: 1 });
+  });
+
+  it('the daemon starts on a full data disk (no state write at start is fatal), answers 507 to run_tests, and runs again once space is freed', async () => {
+    const filler = path.join(mnt, 'filler.bin');
+    await daemon!.stop();
+    daemon = undefined;
+    await writeFile(filler, Buffer.alloc(64 << 20)).catch((e: NodeJS.ErrnoException) => {
+      if (e.code !== 'ENOSPC') throw e;
+    });
+    const http = await start();
+    expect((await http.get('/api/v1/results')).status).to.equal(200);
+    const full = await http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: ['tests/big.py::test_big'] });
+    expect(full.status, full.text).to.equal(507);
+    expect(full.body.error).to.equal('storage_full');
     await unlink(filler);
     const after = await runJob(http, 1);
     expect(after.counts).to.include({ pass: 1 });

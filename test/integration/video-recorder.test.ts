@@ -6,12 +6,13 @@
  */
 import { expect } from 'chai';
 import { execFile } from 'node:child_process';
-import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Writable } from 'node:stream';
 import { promisify } from 'node:util';
 import { FfmpegFrameSource, type FfmpegFrameSourceOptions } from '../../src/hardware/capture/index.js';
+import { NO_VIDEO_DISK_FULL } from '../../src/hardware/capture/recorder.js';
 
 const run = promisify(execFile);
 const W = 320;
@@ -228,6 +229,39 @@ describe('video: per-run clips from the continuous recording', function () {
     const discarded = source.recorder()!.begin();
     discarded.discard();
     expect(await discarded.finish(tmp)).to.equal(false);
+  });
+
+  it('recording on a full disk: capture goes on without it (screenshots served, online), runs log "no video: disk full", health says so; recording resumes once space is freed', async function () {
+    this.timeout(90_000);
+    const small = join(tmp, 'small');
+    await mkdir(small);
+    await run('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'tmpfs', small]);
+    try {
+      await startRecording(options({ recording: { dir: join(small, 'recording'), resumeFreeMb: 2, resumeCheckMs: 200 } }));
+      const runDir = await resultDir('full');
+      await writeFile(join(runDir, 'farmhand.log'), 'Running tests/t.py::test_a\n');
+      const clip = source!.recorder()!.begin();
+      // Fill the recording's disk: ffmpeg's segment output fails with ENOSPC.
+      const filler = join(small, 'filler.bin');
+      await writeFile(filler, Buffer.alloc(4 << 20)).catch((e: NodeJS.ErrnoException) => {
+        if (e.code !== 'ENOSPC') throw e;
+      });
+      await waitFor('recording stopped on the full disk', () => source!.health().video === NO_VIDEO_DISK_FULL, 30_000);
+      await waitFor('capture online without recording', () => source!.health().online, 30_000);
+      expect(source!.commandArgs()).to.not.include('libx264');
+      expect((await source!.screenshotPng()).subarray(1, 4).toString()).to.equal('PNG');
+      expect(await clip.finish(runDir)).to.equal(false);
+      expect(await readFile(join(runDir, 'farmhand.log'), 'utf8')).to.include(NO_VIDEO_DISK_FULL);
+      // Space again: recording resumes and segments close again.
+      await rm(filler);
+      await waitFor('recording resumed', () => source!.health().video === undefined && source!.commandArgs().includes('libx264'), 30_000);
+      const before = source!.recorder()!.segments().length;
+      await waitFor('a new segment', () => source!.recorder()!.segments().length > before, 30_000);
+    } finally {
+      await source?.stop();
+      source = undefined;
+      await run('umount', ['-l', small]).catch(() => undefined);
+    }
   });
 
   it('without a recording option there is no recorder and no second output', () => {

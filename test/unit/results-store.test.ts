@@ -1,6 +1,6 @@
 // FileResultRepository against a real temporary folder: index, restart, rebuild, torn lines, retention.
 import { expect } from 'chai';
-import { appendFile, mkdir, mkdtemp, readFile, rm, stat, unlink, writeFile } from 'node:fs/promises';
+import { appendFile, mkdir, mkdtemp, readdir, readFile, rm, stat, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FarmError } from '../../src/core/errors.js';
@@ -286,6 +286,71 @@ describe('FileResultRepository', () => {
     await Promise.all([...Array(25).keys()].map((i) => s.add(makeRecord(i))));
     await s.close();
     expect((await store()).size).to.equal(25);
+  });
+
+  describe('what a crash leaves half-done', () => {
+    const folder = (i: number) => join(dir, 'ab12', String(Math.floor(i / 4) + 1), makeRecord(i).result_id.split('/').pop()!);
+
+    it('temporary files (hidden, ending .tmp) are never listed nor served; tidy deletes them from listed results', async () => {
+      const s = await filled(1);
+      const id = makeRecord(0).result_id;
+      await writeFile(join(folder(0), 'shot.png'), 'png');
+      await writeFile(join(folder(0), '.video.mp4.a1b2c3.tmp'), 'half a video');
+      await writeFile(join(folder(0), '.result.json.123.abcd0123.tmp'), '{"half');
+      expect(Object.keys(await s.artifacts(id))).to.deep.equal(['shot.png']);
+      expect(await s.openArtifact(id, '.video.mp4.a1b2c3.tmp')).to.equal(undefined);
+      const report = await s.tidy({ nodeId: NODE, keep: [] });
+      expect(report.temps).to.equal(2);
+      await expectMissing(join(folder(0), '.video.mp4.a1b2c3.tmp'));
+      expect(await readFile(join(folder(0), 'shot.png'), 'utf8')).to.equal('png');
+    });
+
+    it('tidy: a tombstoned folder and a never-recorded folder go, the run in flight stays, a result.json without its index line is listed again', async () => {
+      const s = await filled(3);
+      await s.close();
+      // Retention tombstoned run 0 but was killed before removing its folder.
+      await appendFile(join(dir, 'index.jsonl'), JSON.stringify({ deleted: makeRecord(0).result_id }) + '\n');
+      // Run 3: killed between result.json and its index line. Run 4: killed at folder creation. Run 5: in flight.
+      await mkdir(folder(3), { recursive: true });
+      await writeFile(join(folder(3), 'result.json'), JSON.stringify(makeRecord(3)));
+      await mkdir(folder(4), { recursive: true });
+      await mkdir(folder(5), { recursive: true });
+      const t = await store();
+      const report = await t.tidy({ nodeId: NODE, keep: [makeRecord(5).result_id] });
+      expect(report).to.deep.equal({ orphans: 1, unrecorded: 1, reindexed: 1, temps: 0 });
+      await expectMissing(folder(0));
+      await expectMissing(folder(4));
+      expect((await stat(folder(5))).isDirectory()).to.equal(true);
+      expect(all(t)).to.deep.equal([1, 2, 3].map((i) => makeRecord(i).result_id));
+      await t.close();
+      expect(all(await store())).to.deep.equal([1, 2, 3].map((i) => makeRecord(i).result_id));
+    });
+
+    it('retention moves a folder into results/.trash before deleting it; a trash left by a crash is emptied at open', async () => {
+      const s = await filled(3, { retention: { max_results: 2, min_free_mb: 0 } });
+      expect(await s.enforceRetention()).to.deep.equal([makeRecord(0).result_id]);
+      await expectMissing(folder(0));
+      expect(await readdir(join(dir, '.trash'))).to.deep.equal([]);
+      await s.close();
+      // A kill while a doomed folder was being deleted: it is in the trash, half-empty.
+      await mkdir(join(dir, '.trash', 'ab12-1-2026-11-20_10.00.00-0badf00d', 'many'), { recursive: true });
+      await writeFile(join(dir, '.trash', 'ab12-1-2026-11-20_10.00.00-0badf00d', 'many', 'x.txt'), 'x');
+      const t = await store();
+      await t.close(); // waits for the background emptying
+      expect(await readdir(join(dir, '.trash'))).to.deep.equal([]);
+    });
+
+    it('sealInterrupted writes the metadata files and logs a run lacks, keeping what is there', async () => {
+      const s = await store();
+      const id = makeRecord(0).result_id;
+      await s.createRunDir(id);
+      await writeFile(join(folder(0), 'stdout.log'), 'the test printed this\n');
+      const written = await s.sealInterrupted(id, { test_case: 'tests/t.py::test_a', test_pack_sha: 'a'.repeat(40), duration: 2.5, failure_reason: 'DaemonRestarted: x' });
+      expect(written).to.not.include('stdout.log');
+      expect(written).to.include.members(['test-name', 'test-args', 'git-commit', 'duration', 'exit-status', 'failure-reason', 'stderr.log', 'combined.log', 'farmhand.log']);
+      expect(await readFile(join(folder(0), 'stdout.log'), 'utf8')).to.equal('the test printed this\n');
+      expect(await readFile(join(folder(0), 'duration'), 'utf8')).to.equal('2.500\n');
+    });
   });
 });
 

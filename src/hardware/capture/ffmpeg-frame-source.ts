@@ -8,6 +8,7 @@
  * recording is on the H.264 segments the Recorder cuts per-run video from.
  * Every preview frame is also checked for a black or frozen picture.
  */
+import { statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Writable } from 'node:stream';
 import { FarmError } from '../../core/errors.js';
@@ -18,7 +19,7 @@ import { encodePng, encodeThumbnail } from './encode.js';
 import { ffmpegArgs, inputArgs, previewOutput, type InputSpec, type OutputSpec } from './ffmpeg-args.js';
 import { describeExit, FfmpegChild, type ChildExit } from './ffmpeg-child.js';
 import { FrameRing, type RawFrame } from './frame-ring.js';
-import { Recorder, type RecorderOptions } from './recorder.js';
+import { NO_VIDEO_DISK_FULL, Recorder, type RecorderOptions } from './recorder.js';
 import { SignalMonitor, signalOptionsFor, type SignalOptions, type SignalReport } from './signal-monitor.js';
 import { silentLogger } from '../../logger.js';
 
@@ -79,6 +80,12 @@ export class FfmpegFrameSource implements FrameSource {
   private restartTimer: NodeJS.Timeout | undefined;
   private restartAt = 0;
   private detachFeed: (() => void) | undefined;
+  /** The running ffmpeg wrote "No space left on device": its recording output cannot write. */
+  private diskFull = false;
+  /** While recording is stopped on a full disk: the timer that checks for space to resume. */
+  private resumeTimer: NodeJS.Timeout | undefined;
+  /** The next ffmpeg exit was asked for (recording resumes): restart at once, not as a failure. */
+  private restartNow = false;
 
   /** Builds the command; does no I/O. Throws for a URI ffmpeg cannot read, or `virtual:` without a feed. */
   constructor(private readonly o: FfmpegFrameSourceOptions) {
@@ -136,14 +143,16 @@ export class FfmpegFrameSource implements FrameSource {
     this.phase = 'stopped';
     clearTimeout(this.restartTimer);
     clearTimeout(this.watchdog);
-    this.restartTimer = this.watchdog = undefined;
+    clearInterval(this.resumeTimer);
+    this.restartTimer = this.watchdog = this.resumeTimer = undefined;
     const child = this.child;
     if (child) await child.terminate(KILL_GRACE_MS);
   }
 
   health(): CaptureHealth {
     const reason = this.offlineReason();
-    return { online: reason === null, reason };
+    const video = this.video?.stopped();
+    return { online: reason === null, reason, ...(video !== undefined && { video }) };
   }
 
   /** Process id of the running ffmpeg, if any (tests and diagnostics). */
@@ -211,7 +220,35 @@ export class FfmpegFrameSource implements FrameSource {
 
   /** The command of ffmpeg process `run` (segment names carry the run, so restarts never collide). */
   private buildArgs(run: string): string[] {
-    return ffmpegArgs(this.input, this.video ? [this.preview, this.video.output(run)] : [this.preview]);
+    const recording = this.video !== undefined && this.video.stopped() === undefined;
+    return ffmpegArgs(this.input, recording ? [this.preview, this.video!.output(run)] : [this.preview]);
+  }
+
+  /**
+   * ffmpeg ended because its recording output hit a full disk: the preview
+   * is not at fault, so capture restarts at once without recording (runs get
+   * "no video: disk full" in their log, health carries it too) and recording
+   * resumes once there is space again.
+   */
+  private stopRecordingOnFullDisk(): void {
+    const video = this.video!;
+    video.disable(NO_VIDEO_DISK_FULL);
+    this.log.error({ dir: this.o.recording!.dir }, 'recording stopped: the disk is full; capture goes on without video');
+    const freeMb = this.o.recording!.resumeFreeMb ?? 64;
+    this.resumeTimer = setInterval(() => {
+      void statfs(this.o.recording!.dir)
+        .then((st) => {
+          if ((st.bavail * st.bsize) / 2 ** 20 < freeMb || this.phase === 'stopped' || this.resumeTimer === undefined) return;
+          clearInterval(this.resumeTimer);
+          this.resumeTimer = undefined;
+          video.enable();
+          this.log.info({ free_mb_min: freeMb }, 'space on the disk again: recording resumes');
+          this.restartNow = true;
+          void this.child?.terminate(KILL_GRACE_MS);
+        })
+        .catch(() => undefined);
+    }, this.o.recording!.resumeCheckMs ?? 60_000);
+    this.resumeTimer.unref();
   }
 
   private spawnChild(): void {
@@ -219,6 +256,7 @@ export class FfmpegFrameSource implements FrameSource {
     this.monitor.reset();
     this.phase = 'starting';
     this.healthySince = this.stallReason = undefined;
+    this.diskFull = false;
     // Unique across restarts and daemon restarts: time in base 36 plus a counter.
     const run = `${Date.now().toString(36)}${(this.runs++).toString(36)}`;
     this.args = this.buildArgs(run);
@@ -228,7 +266,7 @@ export class FfmpegFrameSource implements FrameSource {
       binary: this.o.ffmpeg,
       args: this.args,
       stdinPipe: this.input.stdin === 'frames',
-      logger: this.log,
+      logger: this.stderrWatch(),
       onStdout: (chunk) => this.onData(child, chunk),
       ...(video && { onFd3: (chunk: Buffer) => video.listData(run, chunk) }),
     });
@@ -240,6 +278,16 @@ export class FfmpegFrameSource implements FrameSource {
     if (this.o.feed && child.stdin) this.detachFeed = this.o.feed(child.stdin);
     this.armWatchdog(STARTUP_MS);
     this.log.info({ pid: child.pid, args: this.args.join(' ') }, 'ffmpeg started');
+  }
+
+  /** The child's logger: it sees every stderr line, and notes a full disk among them. */
+  private stderrWatch(): Logger {
+    const watch = (obj: object | string, msg?: string) => {
+      const line = typeof obj === 'object' ? (obj as { stderr?: unknown }).stderr : undefined;
+      if (typeof line === 'string' && /No space left on device/i.test(line)) this.diskFull = true;
+      this.log.debug(obj, msg);
+    };
+    return { ...this.log, debug: watch, info: this.log.info.bind(this.log), warn: this.log.warn.bind(this.log), error: this.log.error.bind(this.log), child: this.log.child.bind(this.log) };
   }
 
   private onData(child: FfmpegChild, chunk: Buffer): void {
@@ -297,6 +345,13 @@ export class FfmpegFrameSource implements FrameSource {
     clearTimeout(this.watchdog);
     this.watchdog = undefined;
     if (this.phase === 'stopped') return;
+    const recording = this.video !== undefined && this.video.stopped() === undefined && !this.restartNow;
+    if (this.restartNow || (recording && (this.diskFull || /No space left on device/i.test(child.lastStderrLine() ?? '')))) {
+      if (!this.restartNow) this.stopRecordingOnFullDisk();
+      this.restartNow = false;
+      this.spawnChild();
+      return;
+    }
     this.failure = this.stallReason ?? describeExit(this.o.ffmpeg, exit, child.lastStderrLine());
     const now = performance.now();
     const delay = this.backoff.failed(now, this.healthySince);

@@ -8,7 +8,8 @@
  * `VideoRecorder` port: `begin()` pins the segments from now on, `finish()`
  * waits for the segment holding the end to close and cuts `video.mp4`.
  */
-import { mkdir, readdir, rm } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { mkdir, open, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger, VideoClip, VideoRecorder } from '../../core/ports.js';
 import { cutClip } from './clip-cut.js';
@@ -25,7 +26,14 @@ export interface RecorderOptions {
   maxClipSecs?: number;
   /** How long `finish()` waits for the segment holding the end to close. Default 4 s. */
   finishWaitMs?: number;
+  /** After recording stopped on a full disk, it resumes once this much space is free. Default 64 MiB. */
+  resumeFreeMb?: number;
+  /** How often free space is checked while recording is stopped. Default 60 s. */
+  resumeCheckMs?: number;
 }
+
+/** What a run's log and the capture health say when recording stopped because the disk is full. */
+export const NO_VIDEO_DISK_FULL = 'no video: disk full';
 
 export interface RecorderDeps {
   ffmpeg: string;
@@ -52,6 +60,10 @@ export class Recorder implements VideoRecorder {
   private readonly waiters = new Set<() => void>();
   private run: string | undefined;
   private partial = '';
+  /** Why recording is stopped (the capture goes on without it); undefined while it records. */
+  private off: string | undefined;
+  /** Counts stops, so a clip knows whether recording stopped during it. */
+  private stops = 0;
 
   constructor(
     private readonly o: RecorderOptions,
@@ -105,7 +117,23 @@ export class Recorder implements VideoRecorder {
     return this.ring.list();
   }
 
+  /** Why recording is stopped, or undefined while it records. */
+  stopped(): string | undefined {
+    return this.off;
+  }
+
+  /** Recording cannot go on (the disk is full): clips say so in their run's log instead of cutting a video. */
+  disable(reason: string): void {
+    if (this.off === undefined) this.stops++;
+    this.off = reason;
+  }
+
+  enable(): void {
+    this.off = undefined;
+  }
+
   begin(): VideoClip {
+    const stopsAtBegin = this.stops;
     const from = performance.now() - START_MARGIN_MS;
     const unpin = this.ring.pin(from);
     let open = true;
@@ -117,6 +145,11 @@ export class Recorder implements VideoRecorder {
       finish: async (dir) => {
         if (!open) return false;
         try {
+          const reason = this.off ?? (this.stops !== stopsAtBegin ? `${NO_VIDEO_DISK_FULL} (recording stopped during the run)` : undefined);
+          if (reason !== undefined) {
+            await noteInRunLog(dir, `farmhand: ${reason}; the screenshots and the run's logs are unaffected\n`);
+            if (this.off !== undefined) return false;
+          }
           return await this.cut(from, performance.now() + END_MARGIN_MS, dir);
         } finally {
           close();
@@ -174,5 +207,22 @@ export class Recorder implements VideoRecorder {
     } catch (e) {
       this.d.logger.warn({ err: e }, 'could not delete an old recording segment');
     }
+  }
+}
+
+/**
+ * Append a line to the run's `farmhand.log`. The test could have left
+ * anything under that name: no symlink is followed, a FIFO does not block,
+ * and only a regular file is written.
+ */
+async function noteInRunLog(dir: string, line: string): Promise<void> {
+  const fh = await open(join(dir, 'farmhand.log'), constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o644).catch(() => undefined);
+  if (!fh) return;
+  try {
+    if ((await fh.stat()).isFile()) await fh.write(line);
+  } catch {
+    // the disk is full: the log line is lost, the run is not
+  } finally {
+    await fh.close();
   }
 }

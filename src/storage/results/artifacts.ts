@@ -23,8 +23,13 @@ import { openRegular } from '../safeFile.js';
 /** The file each result folder keeps for the store itself. */
 export const RECORD_FILE = 'result.json';
 
-/** What writeFileAtomic leaves beside result.json while (or if it crashed while) writing it. */
-const isRecordTemp = (name: string): boolean => name.startsWith(`.${RECORD_FILE}.`) && name.endsWith('.tmp');
+/**
+ * The temporary files the store and the recorder write beside their targets
+ * before renaming them (`.result.json.<pid>.<hex>.tmp`, `.video.mp4.<tag>.tmp`):
+ * half-written while they exist, so never listed or served, and deleted at
+ * recovery when a crash left them.
+ */
+export const isStoreTemp = (name: string): boolean => name.startsWith('.') && name.endsWith('.tmp') && !name.includes('/');
 
 interface CacheEntry { size: number; mtimeMs: number; md5: string }
 
@@ -64,7 +69,7 @@ export class ArtifactReader {
       return; // removed while listing (retention, a stop): list what is left
     }
     for (const e of entries) {
-      if (prefix === '' && (e.name === RECORD_FILE || isRecordTemp(e.name))) continue;
+      if (prefix === '' && (e.name === RECORD_FILE || isStoreTemp(e.name))) continue;
       const full = join(dir, e.name);
       const rel = prefix + e.name;
       if (e.isDirectory()) {
@@ -118,7 +123,7 @@ export function isSafeRelPath(p: unknown): p is string {
 function allowed(root: string, real: string): boolean {
   if (!real.startsWith(root + '/')) return false;
   const rel = real.slice(root.length + 1);
-  return rel !== RECORD_FILE && !isRecordTemp(rel);
+  return rel !== RECORD_FILE && !isStoreTemp(rel);
 }
 
 async function realpathOrUndefined(p: string): Promise<string | undefined> {

@@ -27,17 +27,19 @@
  * Writes (add, retention, compaction) run one at a time through a promise
  * chain; reads are synchronous on the in-memory index.
  */
-import { copyFile, mkdir, readFile, rm, rmdir, statfs } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { copyFile, mkdir, readdir, readFile, rename, rm, rmdir, stat, statfs } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { FarmError } from '../../core/errors.js';
 import type { ArtifactListing, ResultRecord } from '../../core/model.js';
-import type { Logger, ResultRepository } from '../../core/ports.js';
+import type { Logger, ResultRepository, TidyReport } from '../../core/ports.js';
 import type { ResultQuery } from '../../core/query.js';
-import { ArtifactReader, RECORD_FILE } from './artifacts.js';
+import { ArtifactReader, isStoreTemp, RECORD_FILE } from './artifacts.js';
 import { writeFileAtomic } from '../atomic.js';
 import { readRegular } from '../safeFile.js';
 import { DeletedIds } from './deleted-ids.js';
-import { parseResultId, type ResultIdParts } from '../../core/ids.js';
+import { isHexDir, isNumberDir, isStampDir, parseResultId, type ResultIdParts } from '../../core/ids.js';
+import { interruptedFiles, writeMissing, type InterruptedRun } from './interrupted.js';
 import { IndexFile } from './index-file.js';
 import { MemoryIndex } from './memory-index.js';
 import { checkRecord, idOfTornLine, recordLine, tombstoneLine } from './record.js';
@@ -56,6 +58,12 @@ export interface FileResultRepositoryOptions {
   /** Free bytes on the filesystem of a folder (default: statfs); tests pass their own. */
   diskFree?: (dir: string) => Promise<number>;
 }
+
+/** The small files every run keeps, whatever is deleted to make room for its record. */
+const METADATA_FILES = new Set([RECORD_FILE, 'test-name', 'test-args', 'git-commit', 'duration', 'exit-status', 'failure-reason']);
+
+/** Folders being deleted: renamed here first (atomic), then removed; emptied again at every start. */
+const TRASH = '.trash';
 
 async function statfsFree(dir: string): Promise<number> {
   const s = await statfs(dir);
@@ -76,6 +84,8 @@ export class FileResultRepository implements ResultRepository {
   /** Lines of index.jsonl that were not JSON or not a valid record, counted while loading. */
   private badLines = 0;
   private writes: Promise<unknown> = Promise.resolve();
+  /** Emptying the trash in the background (start-up does not wait for it). */
+  private emptying: Promise<void> = Promise.resolve();
 
   constructor(private readonly opts: FileResultRepositoryOptions) {
     this.dir = resolve(opts.dir);
@@ -109,6 +119,7 @@ export class FileResultRepository implements ResultRepository {
     this.index.loadEnd();
     this.log.info({ results: this.index.size, jobs_with_deletions: this.deleted.jobs }, 'results index loaded');
     await this.maybeCompact();
+    this.emptyTrashSoon();
   }
 
   dirOf(resultId: string): string {
@@ -193,8 +204,84 @@ export class FileResultRepository implements ResultRepository {
     });
   }
 
+  async sealInterrupted(resultId: string, run: InterruptedRun): Promise<string[]> {
+    const dir = join(this.dir, this.parts(resultId, 'invalid_request').relDir);
+    return this.serial(async () => {
+      await mkdir(dir, { recursive: true });
+      return writeMissing(dir, interruptedFiles(run));
+    });
+  }
+
+  async freeRunSpace(resultId: string, what: 'artifacts' | 'logs'): Promise<{ files: number; bytes: number }> {
+    const dir = join(this.dir, this.parts(resultId, 'invalid_request').relDir);
+    return this.serial(async () => {
+      const freed = { files: 0, bytes: 0 };
+      const walk = async (d: string, top: boolean): Promise<void> => {
+        const entries = await readdir(d, { withFileTypes: true }).catch(() => []);
+        for (const e of entries) {
+          const full = join(d, e.name);
+          if (top && METADATA_FILES.has(e.name)) continue;
+          if (top && e.name.endsWith('.log') && what === 'artifacts') continue;
+          const size = e.isFile() ? (await stat(full).catch(() => undefined))?.size ?? 0 : 0;
+          if (e.isDirectory()) await walk(full, false);
+          await rm(full, { recursive: true, force: true });
+          freed.files += e.isDirectory() ? 0 : 1;
+          freed.bytes += size;
+        }
+      };
+      await walk(dir, true);
+      this.log.warn({ result: resultId, what, ...freed }, 'disk full: deleted files of the run to record it');
+      return freed;
+    });
+  }
+
+  /**
+   * After a crash, before any run starts: every run folder on disk is a
+   * listed result, the run in flight (`keep`, left for the caller to close), or goes. A folder retention
+   * tombstoned but did not remove, and a folder of a run that was never
+   * recorded (a kill at its creation), move to the trash; a `result.json`
+   * whose index line was lost is indexed again; temporary files a write cut
+   * short are deleted. Then the trash is emptied in the background.
+   */
+  tidy(opts: { nodeId: string; keep: readonly string[] }): Promise<TidyReport> {
+    return this.serial(async () => {
+      const report: TidyReport = { orphans: 0, unrecorded: 0, reindexed: 0, temps: 0 };
+      const keep = new Set(opts.keep.map((id) => parseResultId(id)?.relDir));
+      for (const hex of await subdirs(this.dir, isHexDir)) {
+        for (const num of await subdirs(join(this.dir, hex), isNumberDir)) {
+          for (const stamp of await subdirs(join(this.dir, hex, num), isStampDir)) {
+            const rel = `${hex}/${num}/${stamp}`;
+            const p = parseResultId(`/${opts.nodeId}/${rel}`);
+            if (!p) continue;
+            if (this.index.get(idOf(p))) {
+              report.temps += await this.removeTemps(rel);
+            } else if (this.deleted.has(p.jobUid, p.seconds)) {
+              report.orphans++;
+              await this.removeFolder(rel);
+            } else {
+              const rec = await readRecord(join(this.dir, rel, RECORD_FILE));
+              if (rec && rec.result_id === idOf(p)) {
+                // Killed between writing result.json and its index line: the run is complete, list it.
+                await this.file.append([recordLine(rec)]);
+                this.index.put(rec);
+                report.reindexed++;
+                report.temps += await this.removeTemps(rel);
+              } else if (!keep.has(rel)) {
+                report.unrecorded++;
+                await this.removeFolder(rel);
+              }
+            }
+          }
+        }
+      }
+      if (report.orphans + report.unrecorded + report.reindexed + report.temps > 0) this.log.warn({ ...report }, 'results: tidied what a crash left half-done');
+      return report;
+    });
+  }
+
   async close(): Promise<void> {
     await this.writes.catch(() => undefined);
+    await this.emptying;
     await this.file.close();
   }
 
@@ -298,10 +385,23 @@ export class FileResultRepository implements ResultRepository {
     return victims.map((r) => r.result_id);
   }
 
-  /** Remove a run's folder and its job/installation folders once empty. */
+  /**
+   * Remove a run's folder and its job/installation folders once empty. The
+   * folder is renamed into the trash first (one atomic step), so a crash
+   * while its files are deleted leaves nothing in the results tree, and the
+   * next start finishes the deletion.
+   */
   private async removeFolder(relDir: string): Promise<void> {
-    await rm(join(this.dir, relDir), { recursive: true, force: true });
-    const [hex, num] = relDir.split('/') as [string, string];
+    const [hex, num, stamp] = relDir.split('/') as [string, string, string];
+    const trash = join(this.dir, TRASH);
+    const doomed = join(trash, `${hex}-${num}-${stamp}-${randomBytes(4).toString('hex')}`);
+    await mkdir(trash, { recursive: true });
+    try {
+      await rename(join(this.dir, relDir), doomed);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+    }
+    await rm(doomed, { recursive: true, force: true });
     for (const d of [join(this.dir, hex, num), join(this.dir, hex)]) {
       try {
         await rmdir(d);
@@ -309,6 +409,24 @@ export class FileResultRepository implements ResultRepository {
         return; // not empty (or a run is being created there): keep it
       }
     }
+  }
+
+  /** Delete the store's temporary files a crash left in a run folder; returns how many. */
+  private async removeTemps(relDir: string): Promise<number> {
+    const names = await readdir(join(this.dir, relDir)).catch(() => [] as string[]);
+    const temps = names.filter(isStoreTemp);
+    for (const t of temps) await rm(join(this.dir, relDir, t), { force: true });
+    return temps.length;
+  }
+
+  /** Empty the trash a crash during retention left, in the background: start-up does not wait for it. */
+  private emptyTrashSoon(): void {
+    const trash = join(this.dir, TRASH);
+    this.emptying = (async () => {
+      const names = await readdir(trash).catch(() => [] as string[]);
+      for (const n of names) await rm(join(trash, n), { recursive: true, force: true });
+      if (names.length > 0) this.log.warn({ folders: names.length }, 'results: emptied the trash a crash left (deleted results)');
+    })().catch((e: unknown) => this.log.error({ err: e }, 'results: could not empty the trash'));
   }
 
   private async maybeCompact(): Promise<void> {
@@ -343,5 +461,14 @@ async function readRecord(path: string): Promise<ResultRecord | undefined> {
     return typeof rec === 'string' ? undefined : rec;
   } catch {
     return undefined;
+  }
+}
+
+async function subdirs(dir: string, accept: (name: string) => boolean): Promise<string[]> {
+  try {
+    const entries = await readdir(dir, { withFileTypes: true });
+    return entries.filter((e) => e.isDirectory() && accept(e.name)).map((e) => e.name);
+  } catch {
+    return [];
   }
 }

@@ -1,0 +1,146 @@
+// FileJobRepository owns its writes: saves of a job land in order, and flush/close/shutdown wait for them.
+import { expect } from 'chai';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { JobService, type JobServiceDeps } from '../../src/core/jobs.js';
+import type { JobRecord } from '../../src/core/model.js';
+import { silentLogger } from '../../src/logger.js';
+import { writeFileAtomic } from '../../src/storage/atomic.js';
+import { FileJobRepository } from '../../src/storage/jobStore.js';
+import { StateStore } from '../../src/storage/state.js';
+
+const NODE = 'farmhand-test';
+
+/** A write that waits for its own gate; `waiting` resolves once it is called. */
+interface Gate {
+  open(): void;
+  called: Promise<void>;
+}
+
+/** Writes that hold, one gate per call in call order, until the test opens them (in any order). */
+function gatedWriter() {
+  const gates: Gate[] = [];
+  const pending: Array<{ opened: Promise<void>; called: () => void }> = [];
+  const make = () => {
+    let open!: () => void;
+    let called!: () => void;
+    const opened = new Promise<void>((r) => (open = r));
+    const calledP = new Promise<void>((r) => (called = r));
+    gates.push({ open, called: calledP });
+    pending.push({ opened, called });
+  };
+  for (let i = 0; i < 8; i++) make();
+  let calls = 0;
+  let inFlight = 0;
+  let maxInFlight = 0;
+  const write = async (file: string, text: string) => {
+    const g = pending[calls++]!;
+    maxInFlight = Math.max(maxInFlight, ++inFlight);
+    g.called();
+    try {
+      await g.opened;
+      await writeFileAtomic(file, text);
+    } finally {
+      inFlight--;
+    }
+  };
+  return { gates, write, calls: () => calls, maxInFlight: () => maxInFlight };
+}
+
+describe('FileJobRepository: the store owns its writes', () => {
+  let dataDir: string;
+  let state: StateStore;
+
+  beforeEach(async () => {
+    dataDir = await mkdtemp(join(tmpdir(), 'farmhand-jobstore-'));
+    state = await StateStore.open(dataDir);
+  });
+  afterEach(async () => {
+    await state.close();
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  const job = (status: JobRecord['status'], pid: number | null): JobRecord => ({
+    job_uid: `/${NODE}/${state.data.installation_hex}/1`,
+    number: 1,
+    status,
+    start_time: '2026-11-23T10:00:00.000Z',
+    end_time: status === 'exited' ? '2026-11-23T10:01:00.000Z' : null,
+    result_counts: { pass: 0, fail: 0, error: 0, total: 1 },
+    test_cases: ['tests/t.py::test_a'],
+    test_pack_revision: 'main',
+    test_pack_sha: 'a'.repeat(40),
+    test_pack_branch: 'main',
+    category: 'default',
+    soak: 'run once',
+    shuffle: false,
+    remote_control: null,
+    tags: {},
+    username: 'ci',
+    current_run: status === 'running' ? { result_id: `/${NODE}/x/1/2026-11-23_10.00.00`, test_case: 'tests/t.py::test_a', start_time: '2026-11-23T10:00:00.000Z', pid } : null,
+  });
+  const onDisk = async () => JSON.parse(await readFile(join(dataDir, 'jobs', '1.json'), 'utf8')) as JobRecord;
+
+  it('two saves whose writes finish out of order never leave the older state on disk', async () => {
+    const w = gatedWriter();
+    const repo = new FileJobRepository(dataDir, state, NODE, { write: w.write });
+    const first = repo.save(job('running', 1234));
+    await w.gates[0]!.called;
+    const second = repo.save(job('exited', null));
+    // Were both writes under way at once, either rename could land last: they must run one after the other.
+    w.gates[1]!.open();
+    w.gates[0]!.open();
+    await Promise.all([first, second]);
+    expect(w.maxInFlight(), 'writes of one job file at the same time').to.equal(1);
+    expect((await onDisk()).status).to.equal('exited');
+    expect(repo.latest()?.status).to.equal('exited');
+  });
+
+  it('saves queued behind a write collapse into one write of the newest state', async () => {
+    const w = gatedWriter();
+    const repo = new FileJobRepository(dataDir, state, NODE, { write: w.write });
+    const saves = [repo.save(job('running', null))];
+    await w.gates[0]!.called;
+    for (let pid = 1; pid <= 5; pid++) saves.push(repo.save(job('running', pid)));
+    saves.push(repo.save(job('exited', null)));
+    for (const g of w.gates) g.open();
+    await Promise.all(saves);
+    expect(w.calls()).to.equal(2);
+    expect((await onDisk()).status).to.equal('exited');
+  });
+
+  it('flush and close resolve only once the save has landed; a save after close is refused', async () => {
+    const w = gatedWriter();
+    const repo = new FileJobRepository(dataDir, state, NODE, { write: w.write });
+    void repo.save(job('exited', null));
+    await w.gates[0]!.called;
+    let closed = false;
+    const closing = repo.close().then(() => (closed = true));
+    await new Promise((r) => setImmediate(r));
+    expect(closed, 'close resolved before the save landed').to.equal(false);
+    w.gates[0]!.open();
+    await closing;
+    expect((await onDisk()).status).to.equal('exited');
+    let refused: unknown;
+    await repo.save(job('running', 1)).catch((e: unknown) => (refused = e));
+    expect(refused).to.be.instanceOf(Error);
+    expect((await onDisk()).status).to.equal('exited');
+  });
+
+  it('JobService.shutdown does not resolve before the last save of an ended job has landed', async () => {
+    const w = gatedWriter();
+    const repo = new FileJobRepository(dataDir, state, NODE, { write: w.write });
+    const service = new JobService({ nodeId: NODE, installationHex: state.data.installation_hex, jobs: repo, logger: silentLogger } as unknown as JobServiceDeps);
+    // The job ended (HTTP already answers exited from memory) while its save is still on its way to disk.
+    void repo.save(job('exited', null));
+    await w.gates[0]!.called;
+    let done = false;
+    const shutdown = service.shutdown().then(() => (done = true));
+    for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+    expect(done, 'shutdown resolved before the save landed').to.equal(false);
+    w.gates[0]!.open();
+    await shutdown;
+    expect((await onDisk()).status).to.equal('exited');
+  });
+});
