@@ -64,6 +64,8 @@ export interface NodeState {
   reservation: ReservationRecord | null;
   /** Not in the spec: present only while the test pack cannot be fetched (docs/robustness.md). */
   test_pack_problem?: string;
+  /** Not in the spec: present only while runs are not recorded on video though it is configured ("no video: disk full"). */
+  video_problem?: string;
 }
 
 export interface NodeServiceOptions {
@@ -142,6 +144,7 @@ export class NodeService {
       licence_expiry: o.settings.licence_expiry,
       reservation: res ?? null,
       ...testPackProblem(o.testPack),
+      ...(health.video !== undefined && { video_problem: health.video }),
     };
   }
 

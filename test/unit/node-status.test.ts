@@ -212,6 +212,15 @@ describe('node status: not available, and why', () => {
     expect(s).to.include({ available: false, online: false, not_available_reason: 'offline: ffmpeg exited: /dev/video0 not found' });
   });
 
+  it('recording stopped on a full disk: still online and available, with video_problem "no video: disk full"', async () => {
+    const { node, world } = setup();
+    world.health = { online: true, reason: null, video: 'no video: disk full' };
+    const s = await status(node, 'alice', BASE);
+    expect(s).to.include({ available: true, online: true, video_problem: 'no video: disk full' });
+    world.health = { online: true, reason: null };
+    expect(await status(node, 'alice', BASE)).not.to.have.property('video_problem');
+  });
+
   it('reserved - "even by the caller"', async () => {
     const { node, reservations } = setup();
     await reservations.reserve('alice', { node_ids: [NODE], message: 'm' });
