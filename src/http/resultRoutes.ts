@@ -29,11 +29,11 @@ export function resultFromParams(ctx: Context, s: Services): ResultRecord {
   return found;
 }
 
-/** The id a request names when it is the run in progress (the node's job links its log from its start); else undefined. */
-function runInProgress(ctx: Context, s: Services): string | undefined {
+/** The run a request names when it is the run in progress (the node's job links its log and triage page from its start); else undefined. */
+export function runInProgress(ctx: Context, s: Services): { result_id: string; test_case: string; start_time: string } | undefined {
   const { id, parsed } = resultIdFromParams(ctx);
   const run = s.jobs.current()?.current_run;
-  return parsed?.job.nodeId === s.nodeId && run?.result_id === id && s.results.get(id) === undefined ? id : undefined;
+  return parsed?.job.nodeId === s.nodeId && run?.result_id === id && s.results.get(id) === undefined ? run : undefined;
 }
 
 /**
@@ -88,7 +88,7 @@ export function mountResultRoutes(
   for (const name of LOG_NAMES) {
     router.get(`${prefix}${ID}/${name}`, async (ctx) => {
       const live = runInProgress(ctx, s);
-      if (live) return sendLiveLog(ctx, s.results.dirOf(live), logTransform(ctx));
+      if (live) return sendLiveLog(ctx, s.results.dirOf(live.result_id), logTransform(ctx));
       const r = resultFromParams(ctx, s);
       const file = await s.results.openArtifact(r.result_id, 'farmhand.log');
       if (!file) throw new FarmError('not_found', `result ${r.result_id} has no log`);

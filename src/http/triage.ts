@@ -76,6 +76,39 @@ export function triagePage(input: TriageInput): string {
   ].join('\n');
 }
 
+/** What the page of a run still in progress shows. */
+export interface RunningPageInput {
+  resultId: string;
+  testCase: string;
+  /** ISO 8601. */
+  startTime: string;
+  base: string;
+  tz?: string;
+  api?: 'v1' | 'v2';
+}
+
+/**
+ * The triage page of the run in progress (the node's job links it from the
+ * run's start): what runs and since when, a link to the log as written so far,
+ * and a refresh every 5 s until the result is recorded and the full page
+ * takes its place.
+ */
+export function runningPage(input: RunningPageInput): string {
+  const zone = new ZoneFormatter(input.tz ?? 'UTC');
+  const api = `${input.base}${input.api === 'v1' ? '/api/v1/result' : '/api/v2/results'}${encodePath(input.resultId)}`;
+  return [
+    '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8" />',
+    '<meta name="viewport" content="width=device-width, initial-scale=1" />',
+    `<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'" />`,
+    '<meta http-equiv="refresh" content="5" />',
+    `<title>${html(`running: ${input.testCase}`)}</title>\n<style>${CSS}</style>\n</head>\n<body>`,
+    `<h1><span class="badge running">running</span> ${html(input.testCase)}</h1>`,
+    `<p>Started ${html(zone.iso(instant(input.startTime), { ms: false, offset: true }))} (${html(zone.tz)}). This page reloads every 5 seconds until the run is recorded.</p>`,
+    `<p><a href="${html(`${api}/farmhand.log`)}">the log so far</a></p>`,
+    '</body>\n</html>\n',
+  ].join('\n');
+}
+
 function failureSection(r: ResultRecord): string {
   if (r.failure_reason === null && r.traceback === null) return '';
   const reason = r.failure_reason === null ? '' : `<p class="reason">${html(r.failure_reason)}</p>`;
@@ -149,7 +182,7 @@ const CSS = `
 body { font: 15px/1.45 system-ui, sans-serif; margin: 1.5em auto; max-width: 72em; padding: 0 1em; color: #222; }
 h1 { font-size: 1.3em; word-break: break-all; } h2 { font-size: 1.1em; border-bottom: 1px solid #ddd; }
 .badge { padding: 0.1em 0.5em; border-radius: 0.3em; color: #fff; text-transform: uppercase; font-size: 0.85em; }
-.pass { background: #2e7d32; } .fail { background: #c62828; } .error { background: #ef6c00; }
+.pass { background: #2e7d32; } .running { background: #1565c0; } .fail { background: #c62828; } .error { background: #ef6c00; }
 .reason { font-weight: bold; white-space: pre-wrap; }
 pre { background: #f6f6f6; padding: 0.7em; overflow: auto; white-space: pre-wrap; word-break: break-all; }
 pre.log { max-height: 40em; font-size: 13px; }

@@ -9,14 +9,21 @@ import Router from '@koa/router';
 import { parseTimeZone } from '../core/query.js';
 import { baseUrl, type Services } from './context.js';
 import { openServed } from './files.js';
-import { resultFromParams } from './resultRoutes.js';
-import { triagePage } from './triage.js';
+import { resultFromParams, runInProgress } from './resultRoutes.js';
+import { runningPage, triagePage } from './triage.js';
 
 export function webRouter(s: Services): Router {
   const r = new Router();
   r.get('/app/results/:node/:hex/:num/:stamp', async (ctx) => {
-    const record = resultFromParams(ctx, s);
     const tz = parseTimeZone(ctx.query.tz);
+    const live = runInProgress(ctx, s);
+    if (live) {
+      ctx.type = 'text/html; charset=utf-8';
+      ctx.set('Cache-Control', 'no-store');
+      ctx.body = runningPage({ resultId: live.result_id, testCase: live.test_case, startTime: live.start_time, base: baseUrl(ctx, s), tz, api: 'v1' });
+      return;
+    }
+    const record = resultFromParams(ctx, s);
     const log = await s.results.openArtifact(record.result_id, 'farmhand.log');
     const page = triagePage({
       record,

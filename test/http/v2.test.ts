@@ -81,7 +81,7 @@ describe('v2 API', function () {
     expect((await as.post(`/api/v2/jobs${res.body.job_uid}/stop`)).status).to.equal(200);
   });
 
-  it('the node\'s job links the log of its first run while that run is in progress, and the link answers', async () => {
+  it('the node\'s job links the log and triage page of its first run while that run is in progress, and both links answer', async () => {
     const res = await run({ test_cases: [HANG] });
     expect(res.status, res.text).to.equal(200);
     try {
@@ -98,6 +98,10 @@ describe('v2 API', function () {
       const log = await as.get(job.log_url.slice(d.url.length));
       expect(log.status, log.text).to.equal(200);
       expect(log.type).to.equal('text/plain');
+      const page = await as.get(job.triage_url.slice(d.url.length));
+      expect(page.status, page.text).to.equal(200);
+      expect(page.type).to.equal('text/html');
+      expect(page.text).to.include('running').and.include(HANG.split('::')[1]!);
     } finally {
       await as.post(`/api/v2/jobs${res.body.job_uid}/stop`);
     }
