@@ -66,7 +66,7 @@ function logTz(): void {
   }
   const block = Buffer.from(lines.join(''));
   const log = Buffer.concat(Array.from({ length: Math.ceil((50 * 1024 * 1024) / block.length) }, () => block));
-  let out = Buffer.alloc(0);
+  let out: Buffer = Buffer.alloc(0);
   const s = summarize(timed(() => (out = convertLogTz(log, 'Europe/Berlin')), Math.min(RUNS, 5)));
   if (out.length !== log.length) throw new Error('logTz: the length changed');
   targets.check(`run log tz conversion, ${(log.length / 1048576).toFixed(0)} MB`, s.median, '<=', 2000, 'ms', formatSummary(s, 'ms', 0));
