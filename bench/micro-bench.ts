@@ -7,6 +7,7 @@
  *   - results.csv of 2,000 records in a zone with DST (`src/http/formats/csv.ts`): <= 20 ms;
  *   - a 50 MB run log converted to another zone (`src/http/formats/logTz.ts`): <= 2000 ms;
  *   - the signal monitor on 1080p frames (`src/hardware/capture/signal-monitor.ts`): <= 1 ms a frame;
+ *   - the virtual set-top box's frame feed at 20 fps for 2 s (`src/hardware/virtual/`): 18-22 frames a second;
  *   - token verification with 0 and 40 characters of the secret right (`src/storage/tokens.ts`): the two
  *     medians differ by <= 50 % (a timing side channel would make the longer shared prefix slower).
  * Exit status: 0 all targets met, 1 a target missed, 2 the benchmark failed.
@@ -15,6 +16,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseToken } from '../src/core/auth.js';
+import { Writable } from 'node:stream';
+import { createVirtualStb } from '../src/hardware/virtual/index.js';
 import { SignalMonitor } from '../src/hardware/capture/signal-monitor.js';
 import { resultsCsv } from '../src/http/formats/csv.js';
 import { convertLogTz } from '../src/http/formats/logTz.js';
@@ -83,6 +86,23 @@ function signalMonitor(): void {
   targets.check('signal monitor, one 1080p frame', s.median, '<=', 1, 'ms', formatSummary(s, 'ms', 3));
 }
 
+async function vstbFeed(): Promise<void> {
+  const box = createVirtualStb({ width: 160, height: 90, fps: 20 });
+  try {
+    while (box.currentFrame() === undefined) await new Promise((r) => setTimeout(r, 5));
+    let frames = 0;
+    const detach = box.feed(new Writable({ write: (_c: Buffer, _e, done) => (frames++, done()) }));
+    const t0 = performance.now();
+    await new Promise((r) => setTimeout(r, 2000));
+    detach();
+    const fps = frames / ((performance.now() - t0) / 1000);
+    targets.check('virtual box feed at 20 fps, low bound', fps, '>=', 18, 'fps', `${frames} frames in 2 s`);
+    targets.check('virtual box feed at 20 fps, high bound', fps, '<=', 22, 'fps', `${frames} frames in 2 s`);
+  } finally {
+    box.stop();
+  }
+}
+
 async function tokenTiming(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'farmhand-microbench-'));
   try {
@@ -115,6 +135,7 @@ async function main(): Promise<void> {
   csv();
   logTz();
   signalMonitor();
+  await vstbFeed();
   await tokenTiming();
   targets.printSummary();
   process.exitCode = targets.missed.length ? 1 : 0;
