@@ -35,5 +35,5 @@ function flatten(name: string, section: { [k: string]: IniValue }, out: IniConfi
 function scalar(v: IniValue): string {
   if (Array.isArray(v)) return v.length ? scalar(v[v.length - 1] as IniValue) : '';
   if (v === null) return 'null';
-  return String(v);
+  return typeof v === 'object' ? JSON.stringify(v) : String(v);
 }

@@ -23,11 +23,12 @@ export async function waitFor<T>(probe: () => T | Promise<T>, opts: WaitOptions 
   for (;;) {
     try {
       const v = await probe();
-      if (v) return v as NonNullable<T>;
+      if (v) return v;
     } catch (e) {
       last = e;
     }
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}${last ? ` (last error: ${String(last)})` : ''}`);
+    const why = last instanceof Error ? last.message : JSON.stringify(last);
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}${last ? ` (last error: ${why})` : ''}`);
     await new Promise((r) => setTimeout(r, intervalMs));
   }
 }

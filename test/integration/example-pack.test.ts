@@ -90,7 +90,7 @@ describe('the example test pack on the virtual set-top box', function () {
     // frames than 25 a second on a loaded machine, and ffmpeg times raw frames by their count, so a loaded run has a
     // shorter video of the same moments. That a clip shows every frame from its run's start to its end is checked
     // frame by frame in video-recorder.test.ts.
-    const runSecs = (Date.parse(failed.end_time!) - Date.parse(failed.start_time!)) / 1000;
+    const runSecs = (Date.parse(failed.end_time) - Date.parse(failed.start_time)) / 1000;
     const SEGMENT_SECS = 1;
     const videoSecs = Number(probe.format.duration);
     expect(videoSecs, `video ${videoSecs} s for a run of ${runSecs} s`).to.be.above(0).and.at.most(runSecs + 0.15 + 0.25 + SEGMENT_SECS + 0.1);

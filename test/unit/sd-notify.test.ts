@@ -21,7 +21,7 @@ function listen(socketPath: string): Promise<{ child: ChildProcess; messages: st
   const messages: string[] = [];
   return new Promise((resolve) => {
     let buf = '';
-    child.stdout!.on('data', (b: Buffer) => {
+    child.stdout.on('data', (b: Buffer) => {
       buf += b.toString();
       let i;
       while ((i = buf.indexOf('\n')) >= 0) {

@@ -48,7 +48,7 @@ export function mountNodeRoutes(r: Router, s: Services): void {
   });
 
   r.get('/api/v2/nodes/:node_id', async (ctx) => {
-    const status = await s.node.statusOf((ctx.params as Record<string, string>).node_id!, callerOf(ctx), baseUrl(ctx, s));
+    const status = await s.node.statusOf((ctx.params).node_id!, callerOf(ctx), baseUrl(ctx, s));
     ctx.body = withNotices(status, noticesFor(ctx, s, { nodeId: s.nodeId }));
   });
 
