@@ -198,7 +198,8 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     rateLimit: cfg.rate_limit,
     v1RequiresToken: cfg.auth.v1_requires_token,
   });
-  handler = app.callback();
+  const callback = app.callback();
+  handler = (req, res) => void callback(req, res); // Koa answers its own errors; the promise only tells when it did
   const addr = server.address() as AddressInfo;
   const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
   const url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${addr.port}`;

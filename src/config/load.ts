@@ -60,7 +60,7 @@ export function loadConfig(file: string | undefined, overrides: ConfigOverrides 
     ...cfg,
     node_id: cfg.node_id ?? defaultNodeId(),
     data_dir: path.resolve(cfg.data_dir),
-  } as FarmConfig;
+  };
 }
 
 function applyOverrides(raw: Record<string, unknown>, o: ConfigOverrides, baseDir: string): Record<string, unknown> {

@@ -320,7 +320,7 @@ function parseSpan(t: Term, text: string, tz: string, now: Date): Span {
   );
   if (!start.isValid) throw badTerm(t.text, `"${text}" is not a valid date (${start.invalidReason ?? 'out of range'})`);
   const step = frac ? { milliseconds: 1 } : s ? { seconds: 1 } : h ? { minutes: 1 } : { days: 1 };
-  return { lo: start.toUTC().toISO()!, hi: start.plus(step).toUTC().toISO()! };
+  return { lo: start.toUTC().toISO(), hi: start.plus(step).toUTC().toISO() };
 }
 
 function offsetZone(offset: string): Zone {

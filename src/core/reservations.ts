@@ -333,7 +333,7 @@ export class ReservationService {
       throw invalid('node_ids must be a non-empty array of node id strings');
     }
     if (ids.length > this.limits.maxNodes) throw invalid(`node_ids: at most ${this.limits.maxNodes} nodes in one request`);
-    const dup = ids.find((n, i) => ids.indexOf(n) !== i);
+    const dup = (ids as string[]).find((n, i) => ids.indexOf(n) !== i);
     if (dup !== undefined) throw invalid(`node_ids: ${String(dup)} is listed twice`);
     const message = b['message'];
     if (typeof message !== 'string') throw invalid('message is required: a string shown to other users while the reservation is active');

@@ -36,7 +36,7 @@ export function createApp(s: Services, opts: AppOptions): Koa {
   app.use(authenticate(opts.tokens));
   // Long polls are exempt: a held request costs one promise listener, and clients retry them at once.
   const limit = rateLimit(opts.rateLimit);
-  app.use((ctx, next) => (ctx.path.toLowerCase().endsWith('/await_completion') ? next() : limit(ctx, next)));
+  app.use((ctx, next): Promise<unknown> => (ctx.path.toLowerCase().endsWith('/await_completion') ? next() : limit(ctx, next)));
   app.use(guardApi({ v1RequiresToken: opts.v1RequiresToken ?? false }));
   app.use(jsonBody(opts.maxBodyBytes ?? 1024 * 1024));
   for (const router of [v1Router(s), v2Router(s), webhookRouter(s), webRouter(s)]) {

@@ -31,7 +31,10 @@ export function jsonBody(limitBytes: number) {
     },
   });
   return async function parseJson(ctx: Context, next: Next): Promise<void> {
-    if (!BODY_METHODS.includes(ctx.method)) return next();
+    if (!BODY_METHODS.includes(ctx.method)) {
+      await next();
+      return;
+    }
     const headers = ctx.request.headers;
     headers['content-type'] = 'application/json';
     const encoding = (ctx.get('Content-Encoding') || 'identity').trim().toLowerCase();

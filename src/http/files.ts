@@ -6,7 +6,7 @@
  * whole results index again and again, halving download speed).
  */
 import type { FileHandle } from 'node:fs/promises';
-import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import type { Context } from 'koa';
 import { lookup } from 'mime-types';
 import parseRange from 'range-parser';
@@ -79,7 +79,7 @@ async function stream(ctx: Context, path: string, start: number, end: number): P
   const fh = await openServed(path);
   ctx.respond = false;
   const res = ctx.res;
-  res.writeHead(ctx.status, ctx.response.headers as OutgoingHttpHeaders);
+  res.writeHead(ctx.status, ctx.response.headers);
   try {
     await pump(fh, res, start, end);
   } finally {

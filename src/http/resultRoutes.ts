@@ -115,7 +115,7 @@ export function mountResultRoutes(
 
   router.get(`${prefix}${ID}/artifacts/*path`, async (ctx) => {
     const r = resultFromParams(ctx, s);
-    const rel = String((ctx.params as Record<string, string>).path);
+    const rel = String((ctx.params).path);
     const file = await s.results.openArtifact(r.result_id, rel);
     if (!file) throw new FarmError('not_found', `result ${r.result_id} has no artifact ${JSON.stringify(rel)}`);
     await sendFile(ctx, file, rel);

@@ -124,7 +124,7 @@ export class RunLogs {
 
   /** Resolves once every file has flushed its buffer (or was closed by an error). */
   async drained(): Promise<void> {
-    await Promise.all(Object.values(this.files).map(waitForDrain));
+    await Promise.all(Object.values(this.files).map((f) => waitForDrain(f) ?? Promise.resolve()));
   }
 
   /** A chunk of the child's output, as it arrived. */

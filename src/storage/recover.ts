@@ -46,7 +46,8 @@ export function scanDiskIdentity(dataDir: string): DiskIdentity {
   let hex: string | undefined;
   // The newest readable job file names the installation currently in use.
   for (const n of jobNumbers.slice(0, 20)) {
-    hex = parseJobUid(String(readJson(path.join(dataDir, 'jobs', `${n}.json`))?.job_uid ?? ''))?.hex;
+    const uid = readJson(path.join(dataDir, 'jobs', `${n}.json`))?.job_uid;
+    hex = typeof uid === 'string' ? parseJobUid(uid)?.hex : undefined;
     if (hex) break;
   }
   const resultsDir = path.join(dataDir, 'results');

@@ -11,6 +11,7 @@ import { configSchema, type ConfigInput, type FarmConfig } from '../../src/confi
 import { startDaemon, type Daemon } from '../../src/daemon.js';
 import { silentLogger } from '../../src/logger.js';
 import { makeTestPack, type Files, type TestPackRepo } from '../fixtures/testPack.js';
+import { waitFor } from './wait.js';
 
 export interface TestDaemon {
   daemon: Daemon;
@@ -61,21 +62,17 @@ export async function startTestDaemon(opts: { files?: Files; config?: TestConfig
 
 /** Wait until the capture pipeline delivers frames (a node is offline until then). */
 export async function waitOnline(d: TestDaemon, timeoutMs = 15_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!d.daemon.services.frames.health().online) {
-    if (Date.now() > end) throw new Error(`capture never came online: ${d.daemon.services.frames.health().reason}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await waitFor(() => d.daemon.services.frames.health().online, { what: 'capture to come online', timeoutMs });
 }
 
 /** Poll a job (as a v1 client does) until it is exited; returns the last Job object. */
 export async function waitForJob(d: TestDaemon, jobUid: string, timeoutMs = 60_000): Promise<Record<string, unknown>> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const res = await d.http.get(`/api/v1/jobs${jobUid}`);
-    if (res.status !== 200) throw new Error(`job status answered ${res.status}: ${res.text}`);
-    if (res.body.status === 'exited') return res.body as Record<string, unknown>;
-    if (Date.now() > end) throw new Error(`job ${jobUid} still running after ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  return waitFor(
+    async () => {
+      const res = await d.http.get(`/api/v1/jobs${jobUid}`);
+      if (res.status !== 200) throw new Error(`job status answered ${res.status}: ${res.text}`);
+      return res.body.status === 'exited' ? (res.body as Record<string, unknown>) : undefined;
+    },
+    { what: `job ${jobUid} to end`, timeoutMs, intervalMs: 100 },
+  );
 }

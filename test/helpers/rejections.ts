@@ -1,5 +1,5 @@
 /** Await a promise that must reject, and hand back what it rejected with. */
-import { isFarmError } from '../../src/core/errors.js';
+import { isFarmError, type FarmError } from '../../src/core/errors.js';
 
 /** The error a promise rejected with; fails the test when it resolves. */
 export async function rejection(p: Promise<unknown>): Promise<unknown> {
@@ -19,4 +19,11 @@ export async function rejectionCode(p: Promise<unknown>): Promise<string | undef
     return isFarmError(e) ? e.code : `not a FarmError: ${String(e)}`;
   }
   return undefined;
+}
+
+/** The FarmError a promise rejected with; fails the test when it resolves or rejects with anything else. */
+export async function farmRejection(p: Promise<unknown>): Promise<FarmError> {
+  const e = await rejection(p);
+  if (isFarmError(e)) return e;
+  throw e;
 }

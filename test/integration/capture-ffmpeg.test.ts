@@ -10,28 +10,15 @@ import { join } from 'node:path';
 import type { Writable } from 'node:stream';
 import sharp from 'sharp';
 import { FfmpegFrameSource, type FfmpegFrameSourceOptions } from '../../src/hardware/capture/index.js';
+import { isAlive } from '../helpers/processes.js';
 import { rejectionCode } from '../helpers/rejections.js';
+import { waitFor } from '../helpers/wait.js';
 
 const W = 640;
 const H = 360;
 const base: FfmpegFrameSourceOptions = { uri: 'testsrc:', width: W, height: H, fps: 25, preview_fps: 10, ffmpeg: 'ffmpeg' };
 
-async function waitFor(what: string, cond: () => boolean, timeoutMs = 8000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 
 /** Active timers and child-process handles, after pending handle closes ran. */
@@ -55,9 +42,9 @@ describe('capture: FfmpegFrameSource on testsrc2', function () {
     expect(source.health()).to.deep.equal({ online: false, reason: 'capture not started' });
     await source.start();
     expect(source.health().reason).to.match(/^starting/);
-    await waitFor('online', online);
+    await waitFor(online, 'online');
     const first = source.latestFrame()!;
-    await waitFor('more frames', () => source!.latestFrame()!.seq >= first.seq + 3);
+    await waitFor(() => source!.latestFrame()!.seq >= first.seq + 3, 'more frames');
     const f = source.latestFrame()!;
     expect([f.width, f.height, f.data.length]).to.deep.equal([W, H, W * H * 3]);
   });
@@ -65,7 +52,7 @@ describe('capture: FfmpegFrameSource on testsrc2', function () {
   it('"Screenshot from the device under test, image/png": the PNG decodes losslessly to the raw frame', async () => {
     source = new FfmpegFrameSource(base);
     await source.start();
-    await waitFor('online', online);
+    await waitFor(online, 'online');
     for (let i = 0; i < 3; i++) {
       // Both calls read the ring in the same tick, so they see the same frame.
       const pending = source.screenshotPng();
@@ -76,14 +63,14 @@ describe('capture: FfmpegFrameSource on testsrc2', function () {
       const decoded = await sharp(png).raw().toBuffer({ resolveWithObject: true });
       expect(decoded.info.channels).to.equal(3);
       expect(decoded.data.equals(raw.data), 'decoded PNG equals the raw frame').to.equal(true);
-      await new Promise((r) => setTimeout(r, 120));
+      await waitFor(() => source!.latestFrame()!.seq > raw.seq, 'the next frame');
     }
   });
 
   it('"Small thumbnail, image/jpeg": a JPEG 320 pixels wide', async () => {
     source = new FfmpegFrameSource(base);
     await source.start();
-    await waitFor('online', online);
+    await waitFor(online, 'online');
     const meta = await sharp(await source.thumbnailJpeg()).metadata();
     expect([meta.format, meta.width, meta.height]).to.deep.equal(['jpeg', 320, 180]);
   });
@@ -93,7 +80,7 @@ describe('capture: FfmpegFrameSource on testsrc2', function () {
     try {
       source = new FfmpegFrameSource(base);
       await source.start();
-      await waitFor('online', online);
+      await waitFor(online, 'online');
       expect(await source.saveScreenshot(dir)).to.equal(true);
       expect((await readdir(dir)).sort()).to.deep.equal(['screenshot.png', 'thumbnail.jpg']);
       const png = await sharp(await readFile(join(dir, 'screenshot.png'))).metadata();
@@ -107,45 +94,45 @@ describe('capture: FfmpegFrameSource on testsrc2', function () {
   it('ffmpeg killed with SIGKILL: offline with the reason, then back online by itself', async () => {
     source = new FfmpegFrameSource(base);
     await source.start();
-    await waitFor('online', online);
+    await waitFor(online, 'online');
     const pid = source.pid()!;
     process.kill(pid, 'SIGKILL');
-    await waitFor('offline', () => !online());
+    await waitFor(() => !online(), 'offline');
     expect(source.health().reason).to.match(/ffmpeg was killed by SIGKILL; restarting/);
     expect(await rejectionCode(source.screenshotPng())).to.equal('device_unavailable');
-    await waitFor('back online', online);
+    await waitFor(online, 'back online');
     expect(source.pid()).to.be.a('number').and.not.equal(pid);
-    expect(alive(pid)).to.equal(false);
+    expect(isAlive(pid)).to.equal(false);
   });
 
   it('ffmpeg that stops producing frames is marked stalled, replaced, and comes back', async () => {
     source = new FfmpegFrameSource(base);
     await source.start();
-    await waitFor('online', online);
+    await waitFor(online, 'online');
     const pid = source.pid()!;
     process.kill(pid, 'SIGSTOP'); // alive but silent, like a hung card
-    await waitFor('stalled', () => !online(), 4000);
+    await waitFor(() => !online(), 'stalled');
     expect(source.health().reason).to.match(/no frames for \d/);
     // "A frame older than the staleness bound is not served as live."
     expect(source.latestFrame()).to.equal(undefined);
     expect(await rejectionCode(source.screenshotPng())).to.equal('device_unavailable');
     // Ending the stopped ffmpeg sends it SIGCONT too, so it may deliver a last frame before it dies:
     // "back" means a new ffmpeg is delivering frames.
-    await waitFor('back online with a new ffmpeg', () => online() && source!.pid() !== undefined && source!.pid() !== pid, 10_000);
-    expect(alive(pid), 'the stalled ffmpeg was ended').to.equal(false);
+    await waitFor(() => online() && source!.pid() !== undefined && source!.pid() !== pid, { what: 'back online with a new ffmpeg', timeoutMs: 15_000 });
+    expect(isAlive(pid), 'the stalled ffmpeg was ended').to.equal(false);
   });
 
   it('a V4L2 device that does not exist: offline with ffmpeg\'s own error as the reason', async () => {
     source = new FfmpegFrameSource({ ...base, uri: 'v4l2:/dev/video-farmhand-missing' });
     await source.start();
-    await waitFor('failure', () => /exited/.test(source!.health().reason ?? ''));
+    await waitFor(() => /exited/.test(source!.health().reason ?? ''), 'failure');
     expect(source.health().reason).to.match(/exited with code \d+: .*video-farmhand-missing/);
   });
 
   it('a bogus ffmpeg binary: offline with a reason; screenshots answer device_unavailable', async () => {
     source = new FfmpegFrameSource({ ...base, ffmpeg: '/nonexistent/farmhand/ffmpeg' });
     await source.start();
-    await waitFor('failure', () => /not found/.test(source!.health().reason ?? ''));
+    await waitFor(() => /not found/.test(source!.health().reason ?? ''), 'failure');
     expect(source.health()).to.include({ online: false });
     expect(source.health().reason).to.match(/^ffmpeg not found: \/nonexistent\/farmhand\/ffmpeg; restarting in/);
     expect(source.pid()).to.equal(undefined);
@@ -160,12 +147,12 @@ describe('capture: FfmpegFrameSource on testsrc2', function () {
     const before = await handles();
     source = new FfmpegFrameSource(base);
     await source.start();
-    await waitFor('online', online);
+    await waitFor(online, 'online');
     const pid = source.pid()!;
-    expect(alive(pid)).to.equal(true);
+    expect(isAlive(pid)).to.equal(true);
     expect(await handles()).to.be.greaterThan(before);
     await source.stop();
-    expect(alive(pid)).to.equal(false);
+    expect(isAlive(pid)).to.equal(false);
     expect(source.health()).to.deep.equal({ online: false, reason: 'capture stopped' });
     expect(await handles()).to.equal(before);
   });
@@ -174,10 +161,9 @@ describe('capture: FfmpegFrameSource on testsrc2', function () {
     const before = await handles();
     source = new FfmpegFrameSource({ ...base, ffmpeg: '/nonexistent/farmhand/ffmpeg' });
     await source.start();
-    await waitFor('restart pending', () => /restarting in/.test(source!.health().reason ?? ''));
+    await waitFor(() => /restarting in/.test(source!.health().reason ?? ''), 'restart pending');
     await source.stop();
-    expect(await handles()).to.equal(before);
-    await new Promise((r) => setTimeout(r, 700)); // past the first back-off delay
+    expect(await handles(), 'no restart timer left').to.equal(before);
     expect(source.health().reason).to.equal('capture stopped');
   });
 });
@@ -195,7 +181,7 @@ describe('capture: FfmpegFrameSource on virtual: (raw frames on stdin)', () => {
     const source = new FfmpegFrameSource({ ...base, uri: 'virtual:', feed });
     try {
       await source.start();
-      await waitFor('online', () => source.health().online);
+      await waitFor(() => source.health().online, 'online');
       const { data, info } = await sharp(await source.screenshotPng()).raw().toBuffer({ resolveWithObject: true });
       expect([info.width, info.height]).to.deep.equal([W, H]);
       expect(data.equals(still)).to.equal(true);

@@ -14,6 +14,7 @@ import { IrToyTransport } from '../../src/hardware/ir/transports/irtoy.js';
 import { LircdTransport } from '../../src/hardware/ir/transports/lircd.js';
 import { startFakeIrToy, startPtyPair, stopChild } from '../fixtures/fakeIrToy.js';
 import { rejection } from '../helpers/rejections.js';
+import { waitFor } from '../helpers/wait.js';
 
 const REMOTE_FILE = '/usr/share/lirc/remotes/leadtek/lircd.conf.RM-0010';
 const REMOTE = 'RM-0010'; // NEC: header 9000 4500, one 563 1687, zero 563 562, ptrail 563, pre_data 0xC03F
@@ -42,19 +43,16 @@ function parseFileDriver(text: string): number[] {
 
 /** Until lircd accepts connections on its socket. */
 async function waitForSocket(path: string, child: ChildProcess): Promise<void> {
-  for (let i = 0; i < 100; i++) {
+  await waitFor(async () => {
     if (child.exitCode !== null) throw new Error(`lircd exited with ${child.exitCode}`);
-    const ok = await new Promise<boolean>((resolve) => {
+    return new Promise<boolean>((resolve) => {
       const s = createConnection(path, () => {
         s.destroy();
         resolve(true);
       });
       s.on('error', () => resolve(false));
     });
-    if (ok) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error('lircd did not open its socket');
+  }, 'lircd to accept connections on its socket');
 }
 
 /** `lircd --nodaemon --driver=<driver> --device=<device> ...` in `dir`; resolves once it listens. */

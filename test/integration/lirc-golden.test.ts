@@ -1,7 +1,8 @@
 // The encoder against the shared corpus of harder remote files and their
 // reference encodings (produced by irsimsend from Debian's lirc 0.10.1). That
 // corpus is not part of the repository: it is read from `../shared/lirc-remotes`
-// beside the repository when it exists, and the suite is skipped otherwise.
+// beside the repository when it exists; otherwise the suite is one pending test whose title says so (and
+// `.ci/run` fails before the suite when CI lacks it).
 import { expect } from 'chai';
 import { existsSync } from 'node:fs';
 import { readFile, readdir } from 'node:fs/promises';
@@ -39,12 +40,11 @@ function goldenText(frames: Frame[]): string {
 describe('LIRC encoder vs the shared golden corpus (../shared/lirc-remotes)', function () {
   this.timeout(30000);
 
-  before(function () {
-    if (!existsSync(join(CORPUS, 'golden'))) {
-      console.log(`      skipped: no shared corpus at ${CORPUS}`);
-      this.skip();
-    }
-  });
+  if (!existsSync(join(CORPUS, 'golden'))) {
+    // A test without a function is pending: mocha lists it, with its title, under "pending".
+    it(`NOT RUN: the shared corpus ../shared/lirc-remotes is absent (looked for ${join(CORPUS, 'golden')}); CI fails without it`);
+    return;
+  }
 
   it('every case of every golden file matches irsimsend\'s reference output', async () => {
     const mismatches: string[] = [];

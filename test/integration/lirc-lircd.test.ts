@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { LircEncoder, formatIrsimsend, parseLircConfig } from '../../src/hardware/ir/lirc/index.js';
+import { waitFor } from '../helpers/wait.js';
 
 const run = promisify(execFile);
 
@@ -73,8 +74,7 @@ describe('LircEncoder.sendOnce vs lircd --driver=file + irsend SEND_ONCE', funct
     await writeFile(join(dir, 'remotes.conf'), REMOTES);
     lircd = spawn('lircd', ['--nodaemon', '-H', 'file', '-d', join(dir, 'out'), '-o', join(dir, 'sock'),
       '-P', join(dir, 'pid'), '-L', join(dir, 'log'), '-O', '/dev/null', join(dir, 'remotes.conf')], { stdio: 'ignore' });
-    for (let i = 0; i < 100 && !existsSync(join(dir, 'sock')); i++) await new Promise((r) => setTimeout(r, 50));
-    if (!existsSync(join(dir, 'sock'))) throw new Error('lircd (Debian package "lirc") did not start');
+    await waitFor(() => existsSync(join(dir, 'sock')), 'lircd (Debian package "lirc") to open its socket');
   });
 
   after(async () => {

@@ -1,8 +1,9 @@
 /**
- * Load: 2,000 concurrent mixed requests (results lists, screenshots, job
+ * Load: 500 concurrent mixed requests (results lists, screenshots, job
  * status, artifacts, CSV, v2 with several tokens, anonymous v1) against a
  * whole daemon, while one well-behaved client polls as a CI job does.
- * Latency numbers come from `bench/soak/load.ts`; here only the guarantees.
+ * Latency numbers, and the long run of 20,000, come from `bench/soak/load.ts` (`npm run soak`); here only the
+ * guarantees, at a size the default lane can afford.
  */
 import { expect } from 'chai';
 import { TokenStore, tokensFile } from '../../src/storage/tokens.js';
@@ -11,7 +12,9 @@ import { runLoad } from './load-lib.js';
 
 const PACK = { 'tests/t.py': 'def test_pass():\n    print("ok")\n\ndef test_fail():\n    assert False, "no"\n' };
 
-describe('load: 2,000 concurrent mixed requests from several clients', function () {
+const TOTAL = 500;
+
+describe('load: 500 concurrent mixed requests from several clients', function () {
   this.timeout(120_000);
   let d: TestDaemon;
 
@@ -34,15 +37,15 @@ describe('load: 2,000 concurrent mixed requests from several clients', function 
 
     const report = await runLoad(
       { url: d.url, tokens, quietToken, nodeId: d.config.node_id, jobUid: run.body.job_uid, resultIds: results.map((r) => r.result_id) },
-      2000,
+      TOTAL,
       64,
       { count: 40, pauseMs: 50 },
     );
-    expect(report.sent).to.equal(2000);
+    expect(report.sent).to.equal(TOTAL);
     expect(report.networkErrors, 'connections refused or reset').to.equal(0);
     const odd = Object.keys(report.statuses).map(Number).filter((s) => !(s === 200 || (s >= 400 && s < 500)));
     expect(odd, `statuses: ${JSON.stringify(report.statuses)}`).to.deep.equal([]);
-    expect(report.statuses[200] ?? 0, 'most requests succeed').to.be.greaterThan(500);
+    expect(report.statuses[200] ?? 0, 'many requests succeed').to.be.greaterThan(TOTAL / 4);
     expect(report.quiet.statuses, 'the well-behaved client').to.deep.equal({ 200: 40 });
     const alive = await d.http.get(`/api/v1/jobs${run.body.job_uid}`);
     expect(alive.status).to.equal(200);

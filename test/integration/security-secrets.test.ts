@@ -9,14 +9,14 @@ import { expect } from 'chai';
 import { mkdir, mkdtemp, readFile, readdir, rm, symlink, unlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { Writable } from 'node:stream';
-import { pino } from 'pino';
 import { startDaemon, type Daemon } from '../../src/daemon.js';
 import { parseToken } from '../../src/core/auth.js';
 import { FileTokenVerifier, TokenStore, tokensFile } from '../../src/storage/tokens.js';
 import { silentLogger } from '../../src/logger.js';
 import { makeTestPack, type TestPackRepo } from '../fixtures/testPack.js';
 import { testConfig } from '../helpers/daemon.js';
+import { capturingLogger, type CapturingLogger } from '../helpers/logger.js';
+import { waitFor } from '../helpers/wait.js';
 
 const CANARY = 'CANARY-b81e44-never-serve-me';
 
@@ -26,7 +26,7 @@ describe('security: secrets and symlinks', function () {
   let parent: string;
   let dataDir: string;
   let daemon: Daemon;
-  let logText = '';
+  let log: CapturingLogger;
   let token: string;
   let resultId: string;
 
@@ -36,21 +36,12 @@ describe('security: secrets and symlinks', function () {
     dataDir = path.join(parent, 'data');
     await mkdir(dataDir);
     await writeFile(path.join(parent, 'canary.txt'), CANARY);
-    const sink = new Writable({
-      write(chunk: Buffer, _enc, cb) {
-        logText += chunk.toString();
-        cb();
-      },
-    });
-    daemon = await startDaemon(testConfig(pack.dir, dataDir, { capture: { uri: 'none:' }, log_level: 'debug' }), pino({ level: 'debug' }, sink));
+    log = capturingLogger();
+    daemon = await startDaemon(testConfig(pack.dir, dataDir, { capture: { uri: 'none:' }, log_level: 'debug' }), log);
     token = (await new TokenStore(tokensFile(dataDir)).create('alice')).token;
     const run = await fetch(`${daemon.url}/api/v1/run_tests`, { method: 'POST', body: JSON.stringify({ test_pack_revision: 'main', test_cases: ['tests/t.py::test_pass'] }) });
     const job = (await run.json()) as { job_uid: string };
-    for (let i = 0; i < 400; i++) {
-      const j = (await (await fetch(`${daemon.url}/api/v1/jobs${job.job_uid}`)).json()) as { status: string };
-      if (j.status === 'exited') break;
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await waitFor(async () => ((await (await fetch(`${daemon.url}/api/v1/jobs${job.job_uid}`)).json()) as { status: string }).status === 'exited', 'the job to end');
     resultId = ((await (await fetch(`${daemon.url}/api/v1/results`)).json()) as Array<{ result_id: string }>)[0]!.result_id;
   });
   after(async () => {
@@ -73,10 +64,10 @@ describe('security: secrets and symlinks', function () {
       await (await fetch(`${daemon.url}/api/v2/run_tests`, { method: 'POST', headers: { Authorization: `token ${t}` }, body: '{"node_id": 5}' })).arrayBuffer();
       await (await fetch(`${daemon.url}/api/v2/user?token=${encodeURIComponent(t)}`)).arrayBuffer();
     }
-    expect(logText.length, 'the daemon logged at debug level').to.be.greaterThan(1000);
+    expect(log.entries.some((e) => e.level === 'debug'), 'the daemon logged at debug level').to.equal(true);
     // Every secret tried is 40+ characters of base64url: none may appear, nor any token as sent.
     for (const s of [...tried, secret, parseToken(revoked.token)!.secret, wrong.slice(12)]) {
-      expect(logText.includes(s), `secret ${s.slice(0, 6)}... in the log`).to.equal(false);
+      expect(log.text().includes(s), `secret ${s.slice(0, 6)}... in the log`).to.equal(false);
     }
   });
 
@@ -89,7 +80,7 @@ describe('security: secrets and symlinks', function () {
     expect(text).to.include(createHash('sha256').update(secret).digest('hex'));
   });
 
-  it('token comparison is constant-time: fixed-length sha256 digests through timingSafeEqual, and verify time does not depend on a shared prefix', async () => {
+  it('token comparison is constant-time: fixed-length sha256 digests through timingSafeEqual, whatever the prefix shared', async () => {
     const calls: Array<[number, number]> = [];
     const { timingSafeEqual } = await import('node:crypto');
     const spy = (a: Buffer, b: Buffer) => (calls.push([a.length, b.length]), timingSafeEqual(a, b));
@@ -102,21 +93,7 @@ describe('security: secrets and symlinks', function () {
     expect(v.verify(alt(0))).to.equal(undefined);
     expect(v.verify(alt(40))).to.equal(undefined);
     expect(calls.every(([a, b]) => a === 32 && b === 32), 'every compare is of two 32-byte digests').to.equal(true);
-    // Statistical check: medians of many verifies, interleaved so drift hits both alike; generous noise allowance.
-    const time = (t: string) => {
-      const t0 = process.hrtime.bigint();
-      for (let i = 0; i < 50; i++) v.verify(t);
-      return Number(process.hrtime.bigint() - t0) / 50;
-    };
-    const none: number[] = [];
-    const most: number[] = [];
-    for (let i = 0; i < 200; i++) {
-      none.push(time(alt(0)));
-      most.push(time(alt(40)));
-    }
-    const median = (xs: number[]) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-    const [m0, m40] = [median(none), median(most)];
-    expect(Math.abs(m40 - m0) / Math.min(m0, m40), `median ns per verify: 0 shared ${m0.toFixed(0)}, 40 shared ${m40.toFixed(0)}`).to.be.lessThan(0.5);
+    // The timing itself (0 vs 40 characters right) is measured by bench/micro-bench.ts, not asserted here.
   });
 
   it('a symlink in a result folder pointing outside is never followed: listing, artifact file, screenshot, log, triage page, CSV, XML', async () => {

@@ -13,18 +13,27 @@ import type { Writable } from 'node:stream';
 import { promisify } from 'node:util';
 import { FfmpegFrameSource, type FfmpegFrameSourceOptions } from '../../src/hardware/capture/index.js';
 import { NO_VIDEO_DISK_FULL } from '../../src/hardware/capture/recorder.js';
+import type { Segment } from '../../src/hardware/capture/segment-ring.js';
+import { waitFor } from '../helpers/wait.js';
 
 const run = promisify(execFile);
 const W = 320;
 const H = 180;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Segments are 1 s long; a clip starts 0.15 s before begin() and ends 0.25 s after finish(). */
+const SEGMENT_SECS = 1;
+const MARGINS_SECS = 0.15 + 0.25;
+/** The stream clock's error either way (stream-clock.ts). */
+const CLOCK_SECS = 0.1;
 
-async function waitFor(what: string, cond: () => boolean, timeoutMs = 8000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
+/**
+ * How long a clip of a run from `from` to `to` (performance.now() ms) may be, whatever the machine's speed: at
+ * least the segments that lie wholly inside the run, at most the run plus the margins, its start rounded down to
+ * a segment's keyframe and the clock's error.
+ */
+function clipBounds(segments: Segment[], from: number, to: number): { min: number; max: number } {
+  const inside = segments.filter((s) => s.start >= from && s.end <= to);
+  return { min: inside.reduce((sum, s) => sum + s.duration, 0), max: (to - from) / 1000 + MARGINS_SECS + SEGMENT_SECS + CLOCK_SECS };
 }
 
 interface Probe {
@@ -73,6 +82,8 @@ async function decodeCounters(file: string): Promise<number[]> {
 }
 
 describe('video: per-run clips from the continuous recording', function () {
+  // Each test waits for whole segments to close, seconds of real time that a loaded machine stretches.
+  this.timeout(60_000);
   let tmp: string;
   let source: FfmpegFrameSource | undefined;
   const options = (extra: Partial<FfmpegFrameSourceOptions> = {}): FfmpegFrameSourceOptions => ({
@@ -88,9 +99,16 @@ describe('video: per-run clips from the continuous recording', function () {
   const startRecording = async (o: FfmpegFrameSourceOptions) => {
     source = new FfmpegFrameSource(o);
     await source.start();
-    await waitFor('a closed segment', () => source!.recorder()!.segments().length > 0);
-    // Runs begin at any moment; right after a segment closed the start margin would always reach into the previous one.
+    await waitFor(() => source!.recorder()!.segments().length > 0, 'a closed segment');
+    // Not a wait for anything: runs begin at any moment, and right after a segment closed the start margin would
+    // always reach into the previous one.
     await sleep(400);
+  };
+
+  /** Let a run that began at `from` go on until `n` whole segments closed inside it; returns when it ends. */
+  const runFor = async (n: number, from: number): Promise<number> => {
+    await waitFor(() => source!.recorder()!.segments().filter((s) => s.start >= from).length >= n, `${n} segments in the run`);
+    return performance.now();
   };
 
   beforeEach(async () => {
@@ -102,18 +120,19 @@ describe('video: per-run clips from the continuous recording', function () {
     await rm(tmp, { recursive: true, force: true });
   });
 
-  it('a ~3 s run gives video.mp4: h264, as long as the run (within ~1 s), decodable from frame 0, a keyframe', async () => {
+  it('a run of 3 segments gives video.mp4: h264, as long as the run (give or take a segment), decodable from frame 0, a keyframe', async () => {
     await startRecording(options());
     const dir = await resultDir('run');
-    const clip = source!.recorder()!.begin();
     const t0 = performance.now();
-    await sleep(3000);
-    const runSecs = (performance.now() - t0) / 1000;
+    const clip = source!.recorder()!.begin();
+    const t1 = await runFor(3, t0);
     expect(await clip.finish(dir)).to.equal(true);
+    const bounds = clipBounds(source!.recorder()!.segments(), t0, t1);
     expect(await readdir(dir)).to.deep.equal(['video.mp4']);
     const p = await probe(join(dir, 'video.mp4'));
     expect(p.codec).to.equal('h264');
-    expect(p.duration).to.be.at.least(runSecs - 0.1).and.at.most(runSecs + 1.3);
+    expect(bounds.min).to.be.at.least(2 * SEGMENT_SECS);
+    expect(p.duration).to.be.at.least(bounds.min).and.at.most(bounds.max);
     expect(p.frames).to.be.closeTo(p.duration * 25, 3);
     expect(p.firstFrame).to.deep.equal({ key_frame: 1, pict_type: 'I' });
     expect(await decodeAll(join(dir, 'video.mp4'))).to.equal('');
@@ -123,38 +142,42 @@ describe('video: per-run clips from the continuous recording', function () {
   it('two consecutive clips: each covers its own run', async () => {
     await startRecording(options());
     const [a, b] = [await resultDir('a'), await resultDir('b')];
+    const t0 = performance.now();
     const first = source!.recorder()!.begin();
-    await sleep(1500);
+    const t1 = await runFor(1, t0);
     const second = source!.recorder()!.begin();
     const finishing = first.finish(a);
-    await sleep(2000);
+    const t2 = await runFor(2, t1);
     await Promise.all([finishing, second.finish(b)]);
+    const segments = source!.recorder()!.segments();
+    const [ba, bb] = [clipBounds(segments, t0, t1), clipBounds(segments, t1, t2)];
     const [pa, pb] = [await probe(join(a, 'video.mp4')), await probe(join(b, 'video.mp4'))];
-    expect(pa.duration).to.be.within(1.4, 2.9);
-    expect(pb.duration).to.be.within(1.9, 3.4);
+    expect(pa.duration).to.be.at.least(ba.min).and.at.most(ba.max);
+    expect(pb.duration).to.be.at.least(bb.min).and.at.most(bb.max);
     expect([pa.firstFrame.key_frame, pb.firstFrame.key_frame]).to.deep.equal([1, 1]);
   });
 
   it('SIGKILL of ffmpeg while recording: capture comes back; a clip spanning the restart skips the gap and plays', async () => {
     await startRecording(options());
     const dir = await resultDir('restart');
-    const clip = source!.recorder()!.begin();
     const t0 = performance.now();
-    await sleep(1500);
+    const clip = source!.recorder()!.begin();
+    await runFor(1, t0);
     const pid = source!.pid()!;
     process.kill(pid, 'SIGKILL');
-    await waitFor('offline', () => !source!.health().online);
-    await waitFor('back online', () => source!.health().online);
+    await waitFor(() => !source!.health().online, 'offline');
+    await waitFor(() => source!.health().online, 'back online');
     const restarted = source!.pid()!;
     const oldRun = source!.recorder()!.segments()[0]!.run;
-    await waitFor('a segment of the new ffmpeg', () => source!.recorder()!.segments().some((s) => s.run !== oldRun));
-    await sleep(300);
-    const runSecs = (performance.now() - t0) / 1000;
+    await waitFor(() => source!.recorder()!.segments().some((s) => s.run !== oldRun), 'a segment of the new ffmpeg');
+    const t1 = performance.now();
     expect(await clip.finish(dir)).to.equal(true);
+    const bounds = clipBounds(source!.recorder()!.segments(), t0, t1);
     const p = await probe(join(dir, 'video.mp4'));
     expect(p.firstFrame.key_frame).to.equal(1);
-    expect(p.duration, 'the time capture was down is not in the video').to.be.below(runSecs);
-    expect(p.duration).to.be.above(1.5);
+    expect(p.duration, 'the time capture was down is not in the video').to.be.below((t1 - t0) / 1000);
+    expect(bounds.min, 'a segment of each ffmpeg').to.be.at.least(2 * SEGMENT_SECS - 0.1);
+    expect(p.duration).to.be.at.least(bounds.min);
     expect(await decodeAll(join(dir, 'video.mp4'))).to.equal('');
     expect(restarted).to.not.equal(pid);
     // The killed ffmpeg's unfinished segment is deleted; every file left is a tracked segment.
@@ -169,12 +192,14 @@ describe('video: per-run clips from the continuous recording', function () {
     await run('ffmpeg', ['-v', 'error', '-f', 'lavfi', '-i', `smptebars=size=${W}x${H}:rate=25:duration=2`, '-pix_fmt', 'yuv420p', file]);
     await startRecording(options({ input: { args: ['-re', '-stream_loop', '-1', '-i', file], stdin: 'none' } }));
     const dir = await resultDir('replay');
+    const t0 = performance.now();
     const clip = source!.recorder()!.begin();
-    await sleep(2500);
+    const t1 = await runFor(2, t0);
     expect(await clip.finish(dir)).to.equal(true);
+    const bounds = clipBounds(source!.recorder()!.segments(), t0, t1);
     const p = await probe(join(dir, 'video.mp4'));
     expect([p.codec, p.firstFrame.key_frame]).to.deep.equal(['h264', 1]);
-    expect(p.duration).to.be.within(2.4, 3.9);
+    expect(p.duration).to.be.at.least(bounds.min).and.at.most(bounds.max);
     expect((await source!.screenshotPng()).length).to.be.above(0);
   });
 
@@ -187,9 +212,10 @@ describe('video: per-run clips from the continuous recording', function () {
     };
     await startRecording(options({ uri: 'virtual:', feed }));
     const dir = await resultDir('virtual');
+    const t0 = performance.now();
     const clip = source!.recorder()!.begin();
     const first = k - 1; // on screen when the run began
-    await sleep(2000);
+    await runFor(2, t0);
     const last = k - 1; // on screen when it ended
     expect(await clip.finish(dir)).to.equal(true);
     const p = await probe(join(dir, 'video.mp4'));
@@ -203,18 +229,21 @@ describe('video: per-run clips from the continuous recording', function () {
   it('"never delete segments an open clip needs", yet the ring stays bounded (keepSecs)', async () => {
     await startRecording(options({ recording: { dir: join(tmp, 'recording'), keepSecs: 1 } }));
     const recDir = join(tmp, 'recording');
+    const t0 = performance.now();
     const clip = source!.recorder()!.begin();
-    await sleep(3200);
+    const t1 = await runFor(3, t0);
     const pinned = (await readdir(recDir)).length;
     expect(pinned, 'all segments since begin() are kept').to.be.at.least(3);
     const dir = await resultDir('long');
     expect(await clip.finish(dir)).to.equal(true);
-    expect((await probe(join(dir, 'video.mp4'))).duration).to.be.at.least(3.1);
-    await sleep(1100); // the next segment close expires what the clip held
+    expect((await probe(join(dir, 'video.mp4'))).duration).to.be.at.least(clipBounds(source!.recorder()!.segments(), t0, t1).min);
+    // Each segment that closes from now on expires what is past the keep window; count the files after each.
+    const closed = () => source!.recorder()!.segments().at(-1)?.path;
     let most = 0;
-    for (let i = 0; i < 8; i++) {
-      await sleep(250);
-      most = Math.max(most, (await readdir(recDir)).length);
+    for (let i = 0; i < 10; i++) {
+      const last = closed();
+      await waitFor(() => closed() !== last, 'the next segment');
+      if (i >= 2) most = Math.max(most, (await readdir(recDir)).length); // the first closes expire what the clip held
     }
     // 1 s kept + the 2 s pin slack is gone + the open segment: a handful, not one per second forever.
     expect(most).to.be.at.most(4);
@@ -223,9 +252,7 @@ describe('video: per-run clips from the continuous recording', function () {
   it('no recording to cut (capture never started): finish() resolves false after its bounded wait', async () => {
     source = new FfmpegFrameSource(options({ recording: { dir: join(tmp, 'recording'), finishWaitMs: 300 } }));
     const clip = source.recorder()!.begin();
-    const t0 = performance.now();
-    expect(await clip.finish(await resultDir('none'))).to.equal(false);
-    expect(performance.now() - t0).to.be.below(1500);
+    expect(await clip.finish(await resultDir('none'))).to.equal(false); // a wait without end would time the test out
     const discarded = source.recorder()!.begin();
     discarded.discard();
     expect(await discarded.finish(tmp)).to.equal(false);
@@ -246,17 +273,17 @@ describe('video: per-run clips from the continuous recording', function () {
       await writeFile(filler, Buffer.alloc(4 << 20)).catch((e: NodeJS.ErrnoException) => {
         if (e.code !== 'ENOSPC') throw e;
       });
-      await waitFor('recording stopped on the full disk', () => source!.health().video === NO_VIDEO_DISK_FULL, 30_000);
-      await waitFor('capture online without recording', () => source!.health().online, 30_000);
+      await waitFor(() => source!.health().video === NO_VIDEO_DISK_FULL, { what: 'recording stopped on the full disk', timeoutMs: 30_000 });
+      await waitFor(() => source!.health().online, { what: 'capture online without recording', timeoutMs: 30_000 });
       expect(source!.commandArgs()).to.not.include('libx264');
       expect((await source!.screenshotPng()).subarray(1, 4).toString()).to.equal('PNG');
       expect(await clip.finish(runDir)).to.equal(false);
       expect(await readFile(join(runDir, 'farmhand.log'), 'utf8')).to.include(NO_VIDEO_DISK_FULL);
       // Space again: recording resumes and segments close again.
       await rm(filler);
-      await waitFor('recording resumed', () => source!.health().video === undefined && source!.commandArgs().includes('libx264'), 30_000);
+      await waitFor(() => source!.health().video === undefined && source!.commandArgs().includes('libx264'), { what: 'recording resumed', timeoutMs: 30_000 });
       const before = source!.recorder()!.segments().length;
-      await waitFor('a new segment', () => source!.recorder()!.segments().length > before, 30_000);
+      await waitFor(() => source!.recorder()!.segments().length > before, { what: 'a new segment', timeoutMs: 30_000 });
     } finally {
       await source?.stop();
       source = undefined;

@@ -20,17 +20,11 @@ import {
   type StbView,
   type VirtualStb,
 } from '../../src/hardware/virtual/index.js';
+import { waitFor } from '../helpers/wait.js';
 
 const W = 640;
 const H = 360;
 
-async function waitFor(what: string, cond: () => boolean | Promise<boolean>, timeoutMs = 8000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 describe('virtual set-top box through a real ffmpeg capture (virtual:, 640x360)', function () {
   let stb: VirtualStb;
@@ -45,7 +39,7 @@ describe('virtual set-top box through a real ffmpeg capture (virtual:, 640x360)'
     transport = new VirtualTransport(stb.transportListener);
     source = new FfmpegFrameSource({ uri: 'virtual:', width: W, height: H, fps: 25, preview_fps: 10, ffmpeg: 'ffmpeg', feed: stb.feed });
     await source.start();
-    await waitFor('capture online', () => source.health().online);
+    await waitFor(() => source.health().online, 'capture online');
   });
 
   after(async () => {
@@ -62,10 +56,10 @@ describe('virtual set-top box through a real ffmpeg capture (virtual:, 640x360)'
   async function expectScreen(view: StbView): Promise<void> {
     const expected = await renderFrame(view, clockText(clock), W, H);
     let last: Buffer | undefined;
-    await waitFor(`the screen ${JSON.stringify(view)}`, () => {
+    await waitFor(() => {
       last = source.latestFrame()?.data;
       return last?.equals(expected) ?? false;
-    }).catch((e: unknown) => {
+    }, `the screen ${JSON.stringify(view)}`).catch((e: unknown) => {
       const differing = last ? [...Array(W * H).keys()].filter((p) => last!.readUIntBE(p * 3, 3) !== expected.readUIntBE(p * 3, 3)).length : -1;
       throw new Error(`${String(e)} (${differing} pixels differ)`);
     });
@@ -104,7 +98,7 @@ describe('virtual set-top box through a real ffmpeg capture (virtual:, 640x360)'
 
   it('KEY_POWER: a black screen, then the main menu again', async () => {
     await press('KEY_POWER');
-    await waitFor('black', () => source.latestFrame()?.data.every((b) => b === 0) ?? false);
+    await waitFor(() => source.latestFrame()?.data.every((b) => b === 0) ?? false, 'black');
     await press('KEY_POWER');
     await expectScreen({ ...home, channel: 7 });
   });

@@ -9,27 +9,15 @@ import request from 'supertest';
 import { authenticate, guardApi, needsToken, requireUser, userOf } from '../../src/http/auth.js';
 import { errorHandler } from '../../src/http/errors.js';
 import { FileTokenVerifier, TokenStore, tokensFile } from '../../src/storage/tokens.js';
-import { Writable } from 'node:stream';
-import { pino } from 'pino';
+import { capturingLogger, type CapturingLogger } from '../helpers/logger.js';
 
-/** A pino logger whose raw lines are kept for inspection. */
-function capturingLogger() {
-  const raw: string[] = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, cb) {
-      raw.push(chunk.toString());
-      cb();
-    },
-  });
-  return { logger: pino({ level: 'trace' }, sink), lines: () => raw.join('').split('\n').filter(Boolean), text: () => raw.join('') };
-}
 
 describe('auth middleware', () => {
   let dir: string;
   let store: TokenStore;
   let token: string;
   let tokenId: string;
-  let log: ReturnType<typeof capturingLogger>;
+  let log: CapturingLogger;
 
   /** errors -> authenticate -> guardApi -> a v2 and a v1 route, as docs/auth.md says to mount them. */
   function app(v1RequiresToken = false): Koa {
@@ -45,8 +33,8 @@ describe('auth middleware', () => {
     r.get('/api/v1/jobs/:id', (ctx) => {
       ctx.body = { caller: userOf(ctx)?.login ?? null };
     });
-    a.use(errorHandler(log.logger));
-    a.use(authenticate(new FileTokenVerifier(tokensFile(dir), log.logger)));
+    a.use(errorHandler(log));
+    a.use(authenticate(new FileTokenVerifier(tokensFile(dir), log)));
     a.use(guardApi({ v1RequiresToken }));
     a.use(r.routes());
     return a;
@@ -140,7 +128,7 @@ describe('auth middleware', () => {
     guarded.get('/user', (ctx) => (ctx.body = { login: userOf(ctx)!.login }));
     const open = new Router();
     open.get('/api/v1/x', (ctx) => (ctx.body = { ok: true }));
-    a.use(errorHandler(log.logger)).use(authenticate(new FileTokenVerifier(tokensFile(dir), log.logger)));
+    a.use(errorHandler(log)).use(authenticate(new FileTokenVerifier(tokensFile(dir), log)));
     a.use(guarded.routes()).use(open.routes());
     const http = request(a.callback());
     forbidden(await http.get('/api/v2/user'));
@@ -154,7 +142,7 @@ describe('auth middleware', () => {
     forbidden(await http.get('/api/v2/user').set('Authorization', `token ${token.slice(0, -2)}xx`));
     await store.revoke(tokenId);
     forbidden(await http.get('/api/v2/user').set('Authorization', `token ${token}`));
-    expect(log.lines().length).to.be.greaterThan(0); // the 500 was logged
+    expect(log.entries.length).to.be.greaterThan(0); // the 500 was logged
     expect(log.text()).not.to.include(token.slice(12)); // no secret, whole or in part
     expect(log.text()).not.to.match(/authorization/i);
   });

@@ -5,31 +5,11 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
-import { pino } from 'pino';
 import { formatToken, parseToken } from '../../src/core/auth.js';
 import { FarmError } from '../../src/core/errors.js';
-import type { Logger } from '../../src/core/ports.js';
 import { FileTokenVerifier, TokenFileError, TokenStore, tokensFile } from '../../src/storage/tokens.js';
+import { capturingLogger } from '../helpers/logger.js';
 
-/** A pino logger whose lines land in `lines` (parsed). */
-function capturingLogger(): { logger: Logger; lines: Array<Record<string, unknown>>; text: () => string } {
-  const raw: string[] = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, cb) {
-      raw.push(chunk.toString());
-      cb();
-    },
-  });
-  const logger = pino({ level: 'trace' }, sink);
-  return {
-    logger,
-    get lines() {
-      return raw.join('').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
-    },
-    text: () => raw.join(''),
-  };
-}
 
 describe('tokens file', () => {
   let dir: string;
@@ -83,7 +63,7 @@ describe('tokens file', () => {
 
   it('a missing file means no tokens, for the store and the verifier', async () => {
     expect(await new TokenStore(file).list()).to.deep.equal([]);
-    const v = new FileTokenVerifier(file, capturingLogger().logger);
+    const v = new FileTokenVerifier(file, capturingLogger());
     expect(v.status()).to.deep.equal({ ok: true, count: 0 });
     expect(v.verify(formatToken('0a1b2c3d', 'A'.repeat(43)))).to.equal(undefined);
   });
@@ -91,7 +71,7 @@ describe('tokens file', () => {
   it('the verifier accepts a created token and knows its user; a wrong secret or unknown id is refused', async () => {
     const store = new TokenStore(file);
     const { token, entry } = await store.create('alice');
-    const v = new FileTokenVerifier(file, capturingLogger().logger);
+    const v = new FileTokenVerifier(file, capturingLogger());
     expect(v.verify(token)).to.deep.equal({ user: 'alice', tokenId: entry.id });
     const { id, secret } = parseToken(token)!;
     const otherSecret = (secret[0] === 'A' ? 'B' : 'A') + secret.slice(1);
@@ -102,7 +82,7 @@ describe('tokens file', () => {
 
   it('"a revoked token is refused on its next request": the live verifier re-reads the changed file', async () => {
     const store = new TokenStore(file);
-    const v = new FileTokenVerifier(file, capturingLogger().logger);
+    const v = new FileTokenVerifier(file, capturingLogger());
     // Quick create/revoke cycles exercise the change detection, including versions
     // written within the same timestamp tick and reusing an inode number.
     for (let i = 0; i < 30; i++) {
@@ -120,7 +100,7 @@ describe('tokens file', () => {
     it('a version written just before it was read is re-read on every check, so a revoke is still seen', async () => {
       const store = new TokenStore(file);
       const { token, entry } = await store.create('alice');
-      const v = new FileTokenVerifier(file, capturingLogger().logger, { stat: frozenStat(Date.now()) });
+      const v = new FileTokenVerifier(file, capturingLogger(), { stat: frozenStat(Date.now()) });
       expect(v.verify(token)).to.not.equal(undefined);
       await store.revoke(entry.id);
       expect(v.verify(token)).to.equal(undefined);
@@ -129,7 +109,7 @@ describe('tokens file', () => {
     it('a version older than the racy window is trusted: only the stat is checked', async () => {
       const store = new TokenStore(file);
       const { token, entry } = await store.create('alice');
-      const v = new FileTokenVerifier(file, capturingLogger().logger, { stat: frozenStat(Date.now() - 10_000) });
+      const v = new FileTokenVerifier(file, capturingLogger(), { stat: frozenStat(Date.now() - 10_000) });
       expect(v.verify(token)).to.not.equal(undefined);
       await store.revoke(entry.id);
       // Same (frozen) stat, so the file is not read again: the cached table still has the token.
@@ -140,7 +120,7 @@ describe('tokens file', () => {
   it('compares in constant time, against a dummy hash when the id is unknown (same path either way)', async () => {
     const { token } = await new TokenStore(file).create('alice');
     const calls: Array<[number, number]> = [];
-    const v = new FileTokenVerifier(file, capturingLogger().logger, {
+    const v = new FileTokenVerifier(file, capturingLogger(), {
       equal: (a, b) => {
         calls.push([a.length, b.length]);
         return timingSafeEqual(a, b);
@@ -163,24 +143,24 @@ describe('tokens file', () => {
       const store = new TokenStore(file);
       const { token } = await store.create('alice');
       const cap = capturingLogger();
-      const v = new FileTokenVerifier(file, cap.logger);
+      const v = new FileTokenVerifier(file, cap);
       expect(v.verify(token)).to.not.equal(undefined);
       const good = await readFile(file, 'utf8');
       await writeFile(file, good.slice(0, -20)); // truncated, as by a full disk and a careless editor
       for (let i = 0; i < 5; i++) expect(v.verify(token)).to.equal(undefined);
       expect(v.status()).to.include({ ok: false });
-      const errors = cap.lines.filter((l) => l.level === 50);
+      const errors = cap.entries.filter((l) => l.level === 'error');
       expect(errors).to.have.length(1);
       expect(String(errors[0]!.msg)).to.match(/EVERY v2 token is refused/);
       expect(cap.text()).not.to.include(parseToken(token)!.secret);
       // Fixed: accepted again, and the recovery is logged.
       await writeFile(file, good);
       expect(v.verify(token)).to.not.equal(undefined);
-      expect(cap.lines.filter((l) => l.level === 40)).to.have.length(1);
+      expect(cap.entries.filter((l) => l.level === 'warn')).to.have.length(1);
     });
 
     it('is refused when well-formed JSON has a bad entry (no secret-less guesswork)', async () => {
-      const v = new FileTokenVerifier(file, capturingLogger().logger);
+      const v = new FileTokenVerifier(file, capturingLogger());
       await writeFile(file, JSON.stringify({ version: 1, tokens: [{ id: '0a1b2c3d', user: 'alice', created: 'yesterday', hash: 'x' }] }));
       expect(v.status()).to.include({ ok: false });
       expect(v.status().problem).to.match(/created|hash/);
@@ -188,7 +168,7 @@ describe('tokens file', () => {
 
     it('an unreadable file is refused too, not read as empty', async () => {
       const { token } = await new TokenStore(file).create('alice');
-      const v = new FileTokenVerifier(file, capturingLogger().logger);
+      const v = new FileTokenVerifier(file, capturingLogger());
       expect(v.verify(token)).to.not.equal(undefined);
       // A directory in its place: unreadable even for root (a mode-000 file is not).
       await rm(file);

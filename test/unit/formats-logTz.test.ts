@@ -88,7 +88,8 @@ describe('run log time zones (GET .../<tool>.log?tz=)', () => {
     expect(() => createLogTzTransform('Europe/Atlantis')).to.throw(FarmError).with.property('code', 'invalid_request');
   });
 
-  it('converts a 50 MB log in well under two seconds', () => {
+  // Its speed (<= 2 s) is a figure of bench/micro-bench.ts, not an assertion here.
+  it('converts a 50 MB log, every byte but the stamps kept', () => {
     const lines: string[] = [];
     let micros = BigInt(Date.UTC(2026, 2, 28, 23)) * 1000n; // runs across Berlin's DST change
     for (let i = 0; i < 20_000; i++) {
@@ -97,11 +98,8 @@ describe('run log time zones (GET .../<tool>.log?tz=)', () => {
     }
     const block = Buffer.from(lines.join(''));
     const log = Buffer.concat(Array.from({ length: Math.ceil((50 * 1024 * 1024) / block.length) }, () => block));
-    const t0 = performance.now();
     const out = convertLogTz(log, 'Europe/Berlin');
-    const ms = performance.now() - t0;
     expect(out.length).to.equal(log.length);
     expect(out.subarray(0, 33).toString()).to.equal('2026-03-29T00:00:00.004321+01:00 ');
-    expect(ms, `${(log.length / 1048576).toFixed(0)} MB in ${ms.toFixed(0)} ms`).to.be.below(2000);
   });
 });

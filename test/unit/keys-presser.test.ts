@@ -5,7 +5,6 @@ import { expect } from 'chai';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { FarmError } from '../../src/core/errors.js';
 import { chooseRemote } from '../../src/core/remoteControl.js';
 import { KeyPresser, repeatsFor } from '../../src/hardware/ir/keys.js';
 import { LircEncoder, parseLircConfig, type IrTrain } from '../../src/hardware/ir/lirc/index.js';
@@ -14,6 +13,7 @@ import type { IrTransport, SendKeyOptions } from '../../src/hardware/ir/transpor
 import { GitTestPack } from '../../src/runner/gitTestPack.js';
 import { makeTestPack, type TestPackRepo } from '../fixtures/testPack.js';
 import { necRemote } from '../fixtures/remotes.js';
+import { farmRejection } from '../helpers/rejections.js';
 
 const NEC_REMOTE = necRemote('hallbox', 0x40bf, { KEY_OK: 0x12ed, KEY_UP: 0x32cd });
 
@@ -44,16 +44,6 @@ const FILES = {
 const reference = (text: string) => new LircEncoder(parseLircConfig(text, 'ref.lircd.conf')[0]!);
 const totalUs = (ts: readonly IrTrain[]) => ts.reduce((s, t) => s + t.durations.reduce((a, b) => a + b, 0) + t.gap, 0);
 
-/** The FarmError a promise rejects with. */
-async function rejection(p: Promise<unknown>): Promise<FarmError> {
-  try {
-    await p;
-  } catch (e) {
-    if (e instanceof FarmError) return e;
-    throw e;
-  }
-  throw new Error('expected a rejection');
-}
 
 /** A transport that encodes keys itself, like lircd: records sendKey calls. */
 class KeyNameTransport implements IrTransport {
@@ -157,24 +147,24 @@ describe('KeyPresser (real git test pack, recording transport)', () => {
   });
 
   it('an unknown key is not_found, and nothing is sent', async () => {
-    const e = await rejection(presser.press('KEY_RED', { remote: 'hallbox', testPackSha: sha }));
+    const e = await farmRejection(presser.press('KEY_RED', { remote: 'hallbox', testPackSha: sha }));
     expect(e.code).to.equal('not_found');
     expect(e.message).to.include('KEY_RED');
     expect(events).to.have.length(0);
   });
 
   it('an unknown remote is invalid_request naming the file it looked for', async () => {
-    const e = await rejection(presser.press('KEY_OK', { remote: 'nosuch', testPackSha: sha }));
+    const e = await farmRejection(presser.press('KEY_OK', { remote: 'nosuch', testPackSha: sha }));
     expect(e.code).to.equal('invalid_request');
     expect(e.message).to.include('config/remote-control/nosuch.lircd.conf');
   });
 
   it('names that could leave the folder or break a protocol line are invalid_request', async () => {
     for (const [key, remote] of [['KEY_OK', '../hallbox'], ['KEY_OK', ''], ['KEY OK', 'hallbox'], ['', 'hallbox']] as const) {
-      expect((await rejection(presser.press(key, { remote, testPackSha: sha }))).code).to.equal('invalid_request');
+      expect((await farmRejection(presser.press(key, { remote, testPackSha: sha }))).code).to.equal('invalid_request');
     }
     for (const holdMs of [-1, Number.NaN, 60_001]) {
-      expect((await rejection(presser.press('KEY_OK', { remote: 'hallbox', testPackSha: sha, holdMs }))).code).to.equal('invalid_request');
+      expect((await farmRejection(presser.press('KEY_OK', { remote: 'hallbox', testPackSha: sha, holdMs }))).code).to.equal('invalid_request');
     }
   });
 
@@ -192,7 +182,7 @@ describe('KeyPresser (real git test pack, recording transport)', () => {
 
   it('transport errors propagate as they are (device_unavailable)', async () => {
     const p = new KeyPresser({ testPack: tp, transport: new NoTransport() });
-    expect((await rejection(p.press('KEY_OK', { remote: 'hallbox', testPackSha: sha }))).code).to.equal('device_unavailable');
+    expect((await farmRejection(p.press('KEY_OK', { remote: 'hallbox', testPackSha: sha }))).code).to.equal('device_unavailable');
   });
 
   it('an aborted signal stops a press before anything is sent', async () => {
@@ -215,12 +205,12 @@ describe('KeyPresser (real git test pack, recording transport)', () => {
     it('v2: "When omitted, the test-pack configuration key test_pack.default_remote_control must be set"; v1 takes the first file', async () => {
       const bare = await pack.commit({ 'config/stbt.conf': '[test_pack]\n' });
       await tp.fetch();
-      expect((await rejection(chooseRemote(tp, bare, undefined, 'v2'))).code).to.equal('invalid_request');
+      expect((await farmRejection(chooseRemote(tp, bare, undefined, 'v2'))).code).to.equal('invalid_request');
       expect(await chooseRemote(tp, bare, undefined, 'v1')).to.equal('hallbox');
     });
     it('a requested remote the test pack lacks is invalid_request', async () => {
-      expect((await rejection(chooseRemote(tp, sha, 'nosuch', 'v2'))).code).to.equal('invalid_request');
-      expect((await rejection(chooseRemote(tp, sha, 'nosuch', 'v1'))).code).to.equal('invalid_request');
+      expect((await farmRejection(chooseRemote(tp, sha, 'nosuch', 'v2'))).code).to.equal('invalid_request');
+      expect((await farmRejection(chooseRemote(tp, sha, 'nosuch', 'v1'))).code).to.equal('invalid_request');
     });
   });
 });

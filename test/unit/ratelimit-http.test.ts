@@ -12,6 +12,7 @@ import { silentLogger } from '../../src/logger.js';
 import { authenticate } from '../../src/http/auth.js';
 import { errorHandler } from '../../src/http/errors.js';
 import { isArtifactPath, RateLimiter, rateLimit, type RateLimitSettings } from '../../src/http/rateLimit.js';
+import { expectError } from '../helpers/errors.js';
 import { FileTokenVerifier, TokenStore, tokensFile } from '../../src/storage/tokens.js';
 
 /** The shipped defaults, so these tests prove what a node does out of the box. */
@@ -77,7 +78,8 @@ describe('rate limiting', () => {
   it('Retry-After is the whole seconds until a request is allowed again, at least 1, and it is right', async () => {
     const http = request(app({ requests_per_second: 0.25, burst: 2, artifact_burst: 4 }).callback());
     expect(statuses(await Promise.all([1, 2, 3].map(() => http.get('/api/v2/results'))))).to.have.members([200, 200, 429]);
-    const res = await http.get('/api/v2/results').expect(429);
+    const res = await http.get('/api/v2/results');
+    expectError(res, 429, 'rate_limited');
     expect(res.headers['retry-after']).to.equal('4'); // one request per 4 s
     clock += 3999;
     await http.get('/api/v2/results').expect(429);

@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { silentLogger } from '../../src/logger.js';
 import { SdNotify } from '../../src/service/sdNotify.js';
+import { waitFor } from '../helpers/wait.js';
 
 /** A stand-in for systemd's notify socket: a real AF_UNIX datagram socket, each message printed as JSON. */
 function listen(socketPath: string): Promise<{ child: ChildProcess; messages: string[] }> {
@@ -20,7 +21,7 @@ function listen(socketPath: string): Promise<{ child: ChildProcess; messages: st
   const messages: string[] = [];
   return new Promise((resolve) => {
     let buf = '';
-    child.stdout!.on('data', (b: Buffer) => {
+    child.stdout.on('data', (b: Buffer) => {
       buf += b.toString();
       let i;
       while ((i = buf.indexOf('\n')) >= 0) {
@@ -48,13 +49,14 @@ describe('sd_notify', () => {
   it('sends READY=1 with a status, then WATCHDOG=1 at half of WATCHDOG_USEC, and STOPPING=1', async () => {
     const n = new SdNotify(silentLogger, { NOTIFY_SOCKET: path.join(dir, 'notify'), WATCHDOG_USEC: '1000000' });
     n.ready('listening on http://127.0.0.1:8080');
-    await new Promise((r) => setTimeout(r, 1300));
-    n.stopping(30);
-    await new Promise((r) => setTimeout(r, 200));
-    n.close();
+    // At half of 1 s the second ping comes after about a second; a wrong interval (none, or systemd's whole
+    // minute) would time this wait out.
     const m = listener.messages;
+    await waitFor(() => m.filter((x) => x === 'WATCHDOG=1').length >= 2, 'two watchdog pings');
+    n.stopping(30);
+    await waitFor(() => m.at(-1)?.startsWith('STOPPING=1'), 'STOPPING=1');
+    n.close();
     expect(m[0]).to.equal(`READY=1\nSTATUS=listening on http://127.0.0.1:8080\nMAINPID=${process.pid}`);
-    expect(m.filter((x) => x === 'WATCHDOG=1').length).to.be.within(2, 3);
     expect(m.at(-1)).to.equal('STOPPING=1\nEXTEND_TIMEOUT_USEC=30000000');
   });
 

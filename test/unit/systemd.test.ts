@@ -5,6 +5,7 @@ import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { ensureBuilt } from '../helpers/build.js';
 
 const run = promisify(execFile);
 
@@ -32,6 +33,7 @@ describe('systemd unit and installer', function () {
   });
 
   it('scripts/install-appliance.sh --root installs the unit, the project and a config that farmhand accepts', async () => {
+    await ensureBuilt(); // the installer copies dist/
     await run('bash', ['scripts/install-appliance.sh', '--root', root, '--test-pack', 'https://git.example.invalid/tests.git']);
     expect((await stat(path.join(root, 'etc/systemd/system/farmhand.service'))).isFile()).to.equal(true);
     expect((await stat(path.join(root, 'opt/farmhand/python/farmhand/__init__.py'))).isFile()).to.equal(true);

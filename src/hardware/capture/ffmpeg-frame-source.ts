@@ -221,7 +221,7 @@ export class FfmpegFrameSource implements FrameSource {
   /** The command of ffmpeg process `run` (segment names carry the run, so restarts never collide). */
   private buildArgs(run: string): string[] {
     const recording = this.video !== undefined && this.video.stopped() === undefined;
-    return ffmpegArgs(this.input, recording ? [this.preview, this.video!.output(run)] : [this.preview]);
+    return ffmpegArgs(this.input, recording ? [this.preview, this.video.output(run)] : [this.preview]);
   }
 
   /**

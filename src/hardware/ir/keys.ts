@@ -79,7 +79,7 @@ export class KeyPresser {
         throw invalid(`hold time must be from 0 to ${MAX_HOLD_MS} ms, not ${String(holdMs)}`);
       }
     } catch (e) {
-      return Promise.reject(e as Error);
+      return Promise.reject(e);
     }
     const run = this.tail.then(() => this.pressNow(key, opts, holdMs));
     this.tail = run.catch(() => undefined);

@@ -24,7 +24,7 @@ export function mountNodeRoutes(r: Router, s: Services): void {
   });
 
   r.get('/api/v2/nodes/:node_id', async (ctx) => {
-    const n = await s.policy.status(caller(ctx), (ctx.params as Record<string, string>).node_id!);
+    const n = await s.policy.status(caller(ctx), (ctx.params).node_id);
     ctx.body = withNotices(presentNode(n.value, userOf(ctx), baseUrl(ctx, s)), n);
   });
 

@@ -165,7 +165,7 @@ export class MemoryIndex {
       test_pack_branch: this.str(r.test_pack_branch),
       category: this.str(r.category),
       username: this.str(r.username),
-      tags: tags as Record<string, string>,
+      tags: tags,
       start_time: r.start_time,
       end_time: r.end_time,
       duration: r.duration,

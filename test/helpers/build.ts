@@ -1,0 +1,30 @@
+/**
+ * For the few tests of what gets installed (the installer copies `dist/`, the `farmhand` command runs
+ * `dist/main.js`): build once per test process when `dist/` is missing or older than `src/`, so `npm test`
+ * works on a fresh clone by itself. Every other test runs the TypeScript sources through tsx.
+ */
+import { execFile } from 'node:child_process';
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+let building: Promise<void> | undefined;
+
+/** The newest modification time of the files below `dir`. */
+function newest(dir: string): number {
+  let t = 0;
+  for (const e of readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    if (e.isFile()) t = Math.max(t, statSync(path.join(e.parentPath, e.name)).mtimeMs);
+  }
+  return t;
+}
+
+/** Resolves once `dist/` is built from the current `src/` (run from the repository root, as mocha is). */
+export function ensureBuilt(): Promise<void> {
+  const main = path.resolve('dist/main.js');
+  const fresh = existsSync(main) && statSync(main).mtimeMs >= newest(path.resolve('src'));
+  if (fresh) return Promise.resolve();
+  building ??= run('npm', ['run', '--silent', 'build'], { maxBuffer: 16 << 20 }).then(() => undefined);
+  return building;
+}
