@@ -45,7 +45,9 @@ describe('capture: no signal (black, frozen, nothing) through ffmpeg', function 
     source = new FfmpegFrameSource({ ...base, signal: { frozenSecs: 0.5, blackSecs: 0.5 } });
     await source.start();
     await waitFor(() => source!.health().online, 'online');
-    await new Promise((r) => setTimeout(r, { what: 'online', timeoutMs: 1200 }));
+    // Well past frozenSecs and blackSecs by the frames' own time stamps, not by a sleep.
+    const first = await waitFor(() => source!.latestFrame(), 'a frame');
+    await waitFor(() => (source!.latestFrame()?.at ?? first.at) - first.at >= 1200, 'frames spanning 1.2 s');
     expect(source.signal()).to.deep.equal({ signal: 'ok', reason: null });
   });
 
