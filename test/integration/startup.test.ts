@@ -17,6 +17,7 @@ import { runCli } from '../../src/cli/program.js';
 import { TokenStore, tokensFile } from '../../src/storage/tokens.js';
 import { version } from '../../src/version.js';
 import { makeTestPack, type TestPackRepo } from '../fixtures/testPack.js';
+import { waitFor } from '../helpers/wait.js';
 import { RUN_FILES, startCli, type Cli } from './crash-lib.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -45,15 +46,6 @@ function exited(child: ChildProcess): Promise<Exited> {
   child.stdout?.on('data', (b: Buffer) => (out += b.toString()));
   child.stderr?.on('data', (b: Buffer) => (err += b.toString()));
   return new Promise((resolve) => child.once('close', (code, signal) => resolve({ code, signal, out, err })));
-}
-
-/** Poll `cond` until it holds (bounded only by the test's timeout). */
-async function waitFor<T>(cond: () => T | undefined | false | Promise<T | undefined | false>): Promise<T> {
-  for (;;) {
-    const v = await cond();
-    if (v) return v;
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 /** pids of live processes whose environment holds `mark` (a daemon's children inherit it). */
@@ -115,7 +107,7 @@ describe('start-up and the farmhand command (real processes)', function () {
     const pid = await waitFor(() => {
       const job = JSON.parse(existsSync(jobFile) ? readFileSync(jobFile, 'utf8') : '{}') as { current_run?: { pid: number | null; result_id: string } };
       return job.current_run?.pid ?? undefined;
-    });
+    }, { what: 'the slow test to run', timeoutMs: 60_000 });
     return { jobFile, pid };
   }
 
@@ -247,7 +239,7 @@ describe('start-up and the farmhand command (real processes)', function () {
     children.push(child);
     let out = '';
     child.stdout.on('data', (b: Buffer) => (out += b.toString()));
-    const url = await waitFor(() => /listening on (http:\/\/\S+)/.exec(out)?.[1]);
+    const url = await waitFor(() => /listening on (http:\/\/\S+)/.exec(out)?.[1], { what: 'the daemon to listen', timeoutMs: 60_000 });
     expect(out).to.include('test pack unreachable, retrying');
     const res = await fetch(`${url}/api/v2/nodes/startup-node`, { headers: { Authorization: `token ${token}` } });
     expect(res.status).to.equal(200);
@@ -264,7 +256,7 @@ describe('start-up and the farmhand command (real processes)', function () {
     const end = exited(cli.child);
     const { jobFile, pid } = await startSlowRun(cli);
     cli.child.kill('SIGINT');
-    await waitFor(() => out.includes('"msg":"stopping"'));
+    await waitFor(() => out.includes('"msg":"stopping"'), { what: 'the daemon to log "stopping"', timeoutMs: 60_000 });
     cli.child.kill('SIGINT');
     const r = await end;
     expect(r.signal, 'the second SIGINT killed the daemon').to.equal(null);
@@ -289,7 +281,7 @@ describe('start-up and the farmhand command (real processes)', function () {
     const child = spawn(process.execPath, ['--import', 'tsx', MAIN, 'token', 'create', '--user', 'stuck', '--data-dir', dataDir], { stdio: 'ignore' });
     children.push(child);
     const lockFile = path.join(dataDir, '.tokens.json.lock');
-    await waitFor(() => existsSync(lockFile) && new RegExp(`^${child.pid}\\b`).test(readFileSync(lockFile, "utf8")));
+    await waitFor(() => existsSync(lockFile) && new RegExp(`^${child.pid}\\b`).test(readFileSync(lockFile, 'utf8')), { what: 'the lock file to name the child', timeoutMs: 60_000 });
     const gone = exited(child);
     child.kill('SIGKILL');
     await gone;
