@@ -12,11 +12,11 @@ import { createServer, type Server } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { PassThrough } from 'node:stream';
 import { runCli } from '../../src/cli/program.js';
 import { TokenStore, tokensFile } from '../../src/storage/tokens.js';
 import { version } from '../../src/version.js';
 import { makeTestPack, type TestPackRepo } from '../fixtures/testPack.js';
+import { runCaptured } from '../helpers/cli.js';
 import { waitFor } from '../helpers/wait.js';
 import { RUN_FILES, startCli, type Cli } from './crash-lib.js';
 
@@ -154,10 +154,7 @@ describe('start-up and the farmhand command (real processes)', function () {
     ];
     // Every case through the parser in this process (fast), and two through the real command.
     for (const args of cases) {
-      let out = '';
-      let err = '';
-      const io = { out: new PassThrough().on('data', (b: Buffer) => (out += b.toString())), err: new PassThrough().on('data', (b: Buffer) => (err += b.toString())) };
-      const code = await runCli(args, io, { serve: () => Promise.reject(new Error('serve must not run')) });
+      const { code, out, err } = await runCaptured((argv, o, e) => runCli(argv, { out: o, err: e }, { serve: () => Promise.reject(new Error('serve must not run')) }), args);
       const what = `farmhand ${args.join(' ')}: ${err}`;
       expect(code, what).to.equal(64);
       expect(err, what).to.match(/usage: farmhand/i);
