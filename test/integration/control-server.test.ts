@@ -10,6 +10,7 @@ import { FarmError } from '../../src/core/errors.js';
 import type { RunControlChannel } from '../../src/core/ports.js';
 import type { PressOptions } from '../../src/hardware/ir/keys.js';
 import { CONTROL_SOCKET_ENV, ControlServer, MAX_REQUEST_BYTES, type ControlFrame } from '../../src/runner/control.js';
+import { noisePixels } from '../helpers/noise.js';
 import { waitFor } from '../helpers/wait.js';
 
 /** A client that reads the answer stream as lines and byte counts. */
@@ -69,15 +70,7 @@ class RawClient {
 }
 
 function noiseFrame(width: number, height: number, seed: number, seq = 1): ControlFrame {
-  const data = Buffer.alloc(width * height * 3);
-  let x = seed >>> 0 || 1;
-  for (let i = 0; i < data.length; i++) {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    data[i] = x & 0xff;
-  }
-  return { data, width, height, seq, at: 1_790_000_000_000 };
+  return { data: noisePixels(width, height, seed), width, height, seq, at: 1_790_000_000_000 };
 }
 
 describe('ControlServer: the control socket protocol', () => {
