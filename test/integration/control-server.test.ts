@@ -10,6 +10,8 @@ import { FarmError } from '../../src/core/errors.js';
 import type { RunControlChannel } from '../../src/core/ports.js';
 import type { PressOptions } from '../../src/hardware/ir/keys.js';
 import { CONTROL_SOCKET_ENV, ControlServer, MAX_REQUEST_BYTES, type ControlFrame } from '../../src/runner/control.js';
+import { noisePixels } from '../helpers/noise.js';
+import { waitFor } from '../helpers/wait.js';
 
 /** A client that reads the answer stream as lines and byte counts. */
 class RawClient {
@@ -35,15 +37,11 @@ class RawClient {
   send(x: unknown): void {
     this.sock.write(typeof x === 'string' || Buffer.isBuffer(x) ? x : `${JSON.stringify(x)}\n`);
   }
+  /** Wait for data or the close, whichever comes; a hang is mocha's timeout. */
   private async until(ready: () => boolean): Promise<void> {
-    const deadline = Date.now() + 5000;
     while (!ready()) {
       if (this.closed) throw new Error('connection closed');
-      if (Date.now() > deadline) throw new Error('timed out waiting for the answer');
-      await new Promise<void>((r) => {
-        this.wake = r;
-        setTimeout(r, 50);
-      });
+      await new Promise<void>((r) => (this.wake = r));
     }
   }
   async line(): Promise<Record<string, unknown>> {
@@ -64,7 +62,7 @@ class RawClient {
     return this.line();
   }
   async waitClosed(): Promise<void> {
-    await this.until(() => this.closed).catch(() => undefined);
+    await this.until(() => this.closed);
   }
   end(): void {
     this.sock.destroy();
@@ -72,15 +70,7 @@ class RawClient {
 }
 
 function noiseFrame(width: number, height: number, seed: number, seq = 1): ControlFrame {
-  const data = Buffer.alloc(width * height * 3);
-  let x = seed >>> 0 || 1;
-  for (let i = 0; i < data.length; i++) {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    data[i] = x & 0xff;
-  }
-  return { data, width, height, seq, at: 1_790_000_000_000 };
+  return { data: noisePixels(width, height, seed), width, height, seq, at: 1_790_000_000_000 };
 }
 
 describe('ControlServer: the control socket protocol', () => {
@@ -238,10 +228,14 @@ describe('ControlServer: the control socket protocol', () => {
     const greedy = await client();
     greedy.sock.pause();
     for (let i = 0; i < 50; i++) greedy.send({ id: i, op: 'get_frame' });
-    await new Promise((r) => setTimeout(r, 300));
-    const callsWhileStalled = frameCalls;
-    expect(callsWhileStalled).to.be.at.most(3);
+    // Instead of a sleep, a tick at the same pace: another client fetches 5 whole frames meanwhile.
+    // A server that did not wait for the greedy client to drain would have served it many more.
     const other = await client();
+    for (let i = 0; i < 5; i++) {
+      expect(await other.ask({ id: 100 + i, op: 'get_frame' })).to.include({ ok: true, bytes: 1280 * 720 * 3 });
+      await other.bytes(1280 * 720 * 3);
+    }
+    expect(frameCalls - 5, 'frames taken for the stalled client').to.be.at.most(3);
     expect(await other.ask({ id: 1, op: 'press', key: 'KEY_OK' })).to.deep.equal({ id: 1, ok: true });
   });
 
@@ -262,10 +256,10 @@ describe('ControlServer: the control socket protocol', () => {
       });
     const c = await client();
     c.send({ id: 1, op: 'press', key: 'KEY_OK', hold_ms: 5000 });
-    while (!pendingSignal) await new Promise((r) => setTimeout(r, 10));
+    const signal = await waitFor(() => pendingSignal, 'the press to start');
     await channel.close();
     await channel.close();
-    expect(pendingSignal.aborted).to.equal(true);
+    expect(signal.aborted).to.equal(true);
     await c.waitClosed();
     expect(c.closed).to.equal(true);
     expect(existsSync(path.dirname(sockPath))).to.equal(false);

@@ -12,10 +12,12 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { DAEMON_RESTARTED } from '../../src/core/jobs.js';
 import { TokenStore, tokensFile } from '../../src/storage/tokens.js';
 import { makeTestPack, type TestPackRepo } from '../fixtures/testPack.js';
+import { waitFor } from '../helpers/wait.js';
 
 const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
 const NODE_ID = 'crash-node';
@@ -83,7 +85,7 @@ export function startCli(configFile: string): Promise<Cli> {
   return new Promise((resolve, reject) => {
     let out = '';
     const timer = setTimeout(() => reject(new Error(`daemon did not start: ${out}`)), 30_000);
-    child.stdout!.on('data', (b: Buffer) => {
+    child.stdout.on('data', (b: Buffer) => {
       out += b.toString();
       const m = /listening on (http:\/\/\S+)/.exec(out);
       if (m) {
@@ -91,7 +93,7 @@ export function startCli(configFile: string): Promise<Cli> {
         resolve({ child, url: m[1]! });
       }
     });
-    child.stderr!.on('data', (b: Buffer) => (out += b.toString()));
+    child.stderr.on('data', (b: Buffer) => (out += b.toString()));
     child.once('exit', (code) => reject(new Error(`daemon exited (${code}): ${out}`)));
   });
 }
@@ -120,8 +122,20 @@ async function api(url: string, token: string, method: string, p: string, body?:
   return { status: res.status, body: parsed };
 }
 
-/** Run `kills` crash cycles; `log` gets a line per cycle. Never throws for a failed check: it is listed in problems. */
-export async function runCrashCycles(kills: number, log: (line: string) => void = () => {}): Promise<CrashReport> {
+/**
+ * When a kill lands: `random` a random moment (300 ms to 2.8 s into the cycle), `mid-run` once a test process
+ * runs, `retention` the moment retention is seen deleting, `folder` the moment a new run folder appears.
+ */
+export type KillAim = 'random' | 'mid-run' | 'retention' | 'folder';
+
+/** The soak's mix: every third kill aims at retention, the others land at random. */
+const SOAK_AIMS: KillAim[] = ['random', 'random', 'retention'];
+
+/**
+ * Run `kills` crash cycles, kill `i` aimed at `aims[i % aims.length]`; `log` gets a line per cycle.
+ * Never throws for a failed check: it is listed in problems.
+ */
+export async function runCrashCycles(kills: number, log: (line: string) => void = () => {}, aims: KillAim[] = SOAK_AIMS): Promise<CrashReport> {
   const pack: TestPackRepo = await makeTestPack(CRASH_PACK);
   const root = await mkdtemp(path.join(os.tmpdir(), 'farmhand-crash-'));
   const dataDir = path.join(root, 'data');
@@ -141,19 +155,24 @@ export async function runCrashCycles(kills: number, log: (line: string) => void 
       const run = await api(cli.url, token, 'POST', '/api/v2/run_tests', { node_id: NODE_ID, test_pack_revision: 'main', test_cases: CASES, soak: 'run forever', shuffle: true, tags: {} });
       if (run.status !== 200) throw new Error(`run_tests answered ${run.status}: ${JSON.stringify(run.body)}`);
       const uid = run.body.job_uid as string;
-      // Every third kill aims at retention: the moment a deleted folder is in the trash, or a tombstone is written.
-      if (i % 3 === 2) await untilRetentionDeletes(dataDir);
-      else await new Promise((r) => setTimeout(r, 300 + Math.random() * 2500));
+      const aim = aims[i % aims.length]!;
+      const jobFile = path.join(dataDir, 'jobs', `${uid.split('/').pop()}.json`);
+      if (aim === 'retention') await untilRetentionDeletes(dataDir);
+      else if (aim === 'mid-run') await waitFor(() => currentRun(jobFile)?.pid, { what: 'a test process to run', timeoutMs: 30_000 });
+      else if (aim === 'folder') await untilNewRunFolder(dataDir);
+      else await sleep(300 + Math.random() * 2500); // a random moment is the point here, not a wait for one
       await kill(cli);
       report.kills++;
       // What the dead daemon was doing: its job file names the run in flight, if any.
-      const jobFile = path.join(dataDir, 'jobs', `${uid.split('/').pop()}.json`);
-      const inFlight = (JSON.parse(readFileSync(jobFile, 'utf8')) as { current_run: { result_id: string } | null }).current_run?.result_id;
+      const inFlight = currentRun(jobFile)?.result_id;
       const before = folderSizes(dataDir);
       cli = await startCli(configFile);
       const problems = await checkAfterRestart(cli.url, token, dataDir, reservationId, inFlight, seen, report);
       // The trash is emptied in the background after start: wait for it, then count what the restart reclaimed.
-      await waitFor(() => !existsSync(path.join(dataDir, 'results', '.trash')) || readdirSync(path.join(dataDir, 'results', '.trash')).length === 0, 'the trash to be emptied');
+      await waitFor(() => !existsSync(path.join(dataDir, 'results', '.trash')) || readdirSync(path.join(dataDir, 'results', '.trash')).length === 0, {
+        what: 'the trash to be emptied',
+        timeoutMs: 60_000,
+      });
       const after = folderSizes(dataDir);
       let reclaimed = 0;
       for (const [dir, bytes] of before) if (!after.has(dir)) reclaimed += bytes;
@@ -161,7 +180,7 @@ export async function runCrashCycles(kills: number, log: (line: string) => void 
       report.bytesReclaimed += reclaimed;
       if (inFlight) report.inFlightKills++;
       report.problems.push(...problems.map((p) => `kill ${i + 1}: ${p}`));
-      log(`kill ${i + 1}/${kills}: job ${uid}, in flight ${inFlight ?? 'none'}, runs so far ${report.completedRuns}, reclaimed ${reclaimed} bytes, problems ${problems.length}`);
+      log(`kill ${i + 1}/${kills} (${aim}): job ${uid}, in flight ${inFlight ?? 'none'}, runs so far ${report.completedRuns}, reclaimed ${reclaimed} bytes, problems ${problems.length}`);
     }
   } finally {
     if (cli) await kill(cli);
@@ -210,13 +229,25 @@ function tombstones(dataDir: string): Set<string> {
   return out;
 }
 
-/** Poll a condition (a background task's end); throws after a minute. */
-async function waitFor(cond: () => boolean, what = 'condition'): Promise<void> {
-  for (let i = 0; i < 6000; i++) {
-    if (cond()) return;
-    await new Promise((r) => setTimeout(r, 10));
+/** The job file's run in flight (null between runs); undefined while the file is not there. */
+function currentRun(jobFile: string): { result_id: string; pid: number | null } | null | undefined {
+  try {
+    return (JSON.parse(readFileSync(jobFile, 'utf8')) as { current_run: { result_id: string; pid: number | null } | null }).current_run;
+  } catch {
+    return undefined; // not written yet, or replaced under us: look again
   }
-  throw new Error(`timed out waiting for ${what}`);
+}
+
+/** Resolves the moment a run folder appears that was not on disk when called (polled on every turn of the event loop). */
+async function untilNewRunFolder(dataDir: string): Promise<void> {
+  const known = new Set(folderSizes(dataDir).keys());
+  await waitFor(
+    async () => {
+      await new Promise((r) => setImmediate(r));
+      return [...folderSizes(dataDir).keys()].some((dir) => !dir.startsWith('.trash/') && !known.has(dir));
+    },
+    { what: 'a new run folder', timeoutMs: 30_000, intervalMs: 0 },
+  );
 }
 
 /** Bytes of every run folder on disk (`<hex>/<n>/<stamp>`) and of each folder in the trash, by path. */

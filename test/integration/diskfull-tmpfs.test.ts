@@ -18,6 +18,7 @@ import { startDaemon, type Daemon } from '../../src/daemon.js';
 import { silentLogger } from '../../src/logger.js';
 import { makeTestPack, type TestPackRepo } from '../fixtures/testPack.js';
 import { testConfig } from '../helpers/daemon.js';
+import { waitFor } from '../helpers/wait.js';
 
 const exec = promisify(execFile);
 // Each run writes 3 MiB, so a 64 MiB disk with a 40 MiB floor holds only a few results.
@@ -60,13 +61,16 @@ describe('disk full: data directory on a 64 MiB tmpfs', function () {
   const runJob = async (http: ReturnType<typeof request>, n: number) => {
     const run = await http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: Array(n).fill('tests/big.py::test_big') });
     expect(run.status, run.text).to.equal(200);
-    for (let i = 0; i < 600; i++) {
-      const j = await http.get(`/api/v1/jobs${run.body.job_uid as string}`);
-      if (j.body.status === 'exited') return { uid: run.body.job_uid as string, counts: j.body.result_counts as Record<string, number> };
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    throw new Error('job never exited');
+    const uid = run.body.job_uid as string;
+    const job = await exited(http, uid);
+    return { uid, counts: job.result_counts as Record<string, number> };
   };
+  /** The job once exited, polled as a v1 client does (gently: the rate limit is on). */
+  const exited = (http: ReturnType<typeof request>, uid: string) =>
+    waitFor(async () => {
+      const j = await http.get(`/api/v1/jobs${uid}`);
+      return j.body.status === 'exited' ? (j.body as Record<string, unknown>) : undefined;
+    }, { what: `job ${uid} to exit`, timeoutMs: 60_000, intervalMs: 100 });
   const listing = async (http: ReturnType<typeof request>) =>
     ((await http.get('/api/v1/results').query({ sort: 'date:asc' })).body as Array<Record<string, unknown>>).map(({ result_url: _u, ...r }) => r);
 
@@ -100,11 +104,7 @@ describe('disk full: data directory on a 64 MiB tmpfs', function () {
       clear = full.body.error === 'storage_full';
     } else {
       expect(full.status, full.text).to.equal(200);
-      for (let i = 0; i < 600; i++) {
-        const j = await http.get(`/api/v1/jobs${full.body.job_uid as string}`);
-        if (j.body.status === 'exited') break;
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      await exited(http, full.body.job_uid as string);
       const res = (await http.get(`/api/v1/jobs${full.body.job_uid as string}/results`)).body as Array<{ result: string; failure_reason: string }>;
       clear = res.length === 0 || res.every((r) => r.result === 'error' && /disk|space|full/i.test(r.failure_reason));
     }
@@ -119,10 +119,7 @@ describe('disk full: data directory on a 64 MiB tmpfs', function () {
     const run = await http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: ['tests/fill.py::test_fill'] });
     expect(run.status, run.text).to.equal(200);
     const uid = run.body.job_uid as string;
-    for (let i = 0; i < 1200; i++) {
-      if ((await http.get(`/api/v1/jobs${uid}`)).body.status === 'exited') break;
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await exited(http, uid);
     const res = (await http.get(`/api/v1/jobs${uid}/results`)).body as Array<{ result_id: string; result: string; failure_reason: string }>;
     expect(res, 'the run that filled the disk is recorded').to.have.length(1);
     expect(res[0]!.result).to.equal('error');

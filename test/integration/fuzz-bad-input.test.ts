@@ -18,6 +18,7 @@ import { TokenStore, tokensFile } from '../../src/storage/tokens.js';
 import { makeTestPack, type TestPackRepo } from '../fixtures/testPack.js';
 import { testConfig } from '../helpers/daemon.js';
 import { fuzz } from '../helpers/fuzzRequests.js';
+import { waitFor } from '../helpers/wait.js';
 
 const CANARY = 'CANARY-7f3a9c-do-not-serve';
 
@@ -75,15 +76,14 @@ describe('bad input: generated malformed requests against every endpoint', funct
     await writeFile(path.join(parent, 'secret.log'), CANARY);
     // The rate limit would answer most of a flood with 429 before any handler saw it; here the handlers are under test.
     daemon = await startDaemon(testConfig(pack.dir, dataDir, { rate_limit: { requests_per_second: 1e6, burst: 1e6, artifact_burst: 1e6 } }), silentLogger);
-    for (let i = 0; i < 300 && !daemon.services.frames.health().online; i++) await new Promise((r) => setTimeout(r, 50));
+    await waitFor(() => daemon.services.frames.health().online, { what: 'capture to come online', timeoutMs: 15_000 });
     token = (await new TokenStore(tokensFile(dataDir)).create('fuzzer')).token;
     const run = await fetch(`${daemon.url}/api/v1/run_tests`, { method: 'POST', body: JSON.stringify({ test_pack_revision: 'main', test_cases: ['tests/t.py::test_pass'] }) });
     jobUid = ((await run.json()) as { job_uid: string }).job_uid;
-    for (let i = 0; i < 600; i++) {
-      const j = (await (await fetch(`${daemon.url}/api/v1/jobs${jobUid}`)).json()) as { status: string };
-      if (j.status === 'exited') break;
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await waitFor(async () => ((await (await fetch(`${daemon.url}/api/v1/jobs${jobUid}`)).json()) as { status: string }).status === 'exited', {
+      what: 'the job to exit',
+      timeoutMs: 30_000,
+    });
     resultId = (((await (await fetch(`${daemon.url}/api/v1/results`)).json()) as Array<{ result_id: string }>)[0]!).result_id;
   });
   after(async () => {

@@ -8,7 +8,7 @@
  * daemon still stops.
  */
 import { expect } from 'chai';
-import { lstatSync, readdirSync, readFileSync, type Stats } from 'node:fs';
+import { lstatSync, readdirSync, type Stats } from 'node:fs';
 import path from 'node:path';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -17,28 +17,9 @@ import { DAEMON_RESTARTED } from '../../src/core/jobs.js';
 import { necRemote } from '../fixtures/remotes.js';
 import { makeTestPack, type TestPackRepo } from '../fixtures/testPack.js';
 import { startTestDaemon, waitForJob, type TestDaemon } from '../helpers/daemon.js';
+import { isAlive } from '../helpers/processes.js';
+import { waitFor } from '../helpers/wait.js';
 import { kill, startCli, type Cli } from './crash-lib.js';
-
-const gone = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return true;
-  }
-  try {
-    return /^\d+ \(.*\) [ZX]/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return true;
-  }
-};
-
-const waitFor = async (cond: () => boolean | Promise<boolean>, what: string, ms = 30_000) => {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-};
 
 /** Every name the runner, the store, capture and the video write or read in a result folder. */
 const RESULT_NAMES = [
@@ -175,7 +156,7 @@ describe('hostile test scripts', function () {
   it('FIFOs, then a hang: stop ends the job (error Stopped), and the next run_tests is accepted', async () => {
     const uid = await start('tests/rude.py::test_fifos_then_hang');
     // The last name of the list is a FIFO: all of them are.
-    await waitFor(inSomeResult(RESULT_NAMES.at(-1)!, (st) => st.isFIFO()), 'the test to make its FIFOs');
+    await waitFor(inSomeResult(RESULT_NAMES.at(-1)!, (st) => st.isFIFO()), { what: 'the test to make its FIFOs', timeoutMs: 30_000 });
     const stop = await d!.http.post(`/api/v1/jobs${uid}/stop`);
     expect([200, 202]).to.include(stop.status);
     await waitForJob(d!, uid);
@@ -219,7 +200,7 @@ describe('hostile test scripts', function () {
       expect(pidFile.status, JSON.stringify(r)).to.equal(200);
       const pid = Number(pidFile.text);
       expect(pid).to.be.greaterThan(1);
-      expect(gone(pid), `pid ${pid} still running`).to.equal(true);
+      expect(isAlive(pid), `pid ${pid} still running`).to.equal(false);
       expect(await farmhandLog(r.result_id)).to.match(/detached from its process group/);
       await nextRunAccepted();
     });
@@ -227,7 +208,7 @@ describe('hostile test scripts', function () {
 
   it('a test that ignores SIGTERM and hangs: stop ends it with SIGKILL (error Stopped)', async () => {
     const uid = await start('tests/rude.py::test_ignores_sigterm_and_hangs');
-    await waitFor(inSomeResult('sigterm-ignored', (st) => st.isFile()), 'the test to start ignoring SIGTERM');
+    await waitFor(inSomeResult('sigterm-ignored', (st) => st.isFile()), { what: 'the test to start ignoring SIGTERM', timeoutMs: 30_000 });
     await d!.http.post(`/api/v1/jobs${uid}/stop`);
     await waitForJob(d!, uid);
     const r = await resultOf(uid);
@@ -328,7 +309,7 @@ describe('hostile test scripts against the real `farmhand serve` process', funct
   const startFifoHang = async () => {
     const res = await http().post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: ['tests/rude.py::test_fifos_then_hang'] });
     expect(res.status, res.text).to.equal(200);
-    await waitFor(fifosIn(path.join(root, 'data')), 'the FIFOs');
+    await waitFor(fifosIn(path.join(root, 'data')), { what: 'the FIFOs', timeoutMs: 30_000 });
     return res.body.job_uid as string;
   };
   const resultOf = async (uid: string) => (await http().get(`/api/v1/jobs${uid}/results`)).body as Array<{ result: string; failure_reason: string }>;

@@ -18,6 +18,7 @@ import { GitTestPack } from '../../src/runner/gitTestPack.js';
 import { ProcessTestRunner } from '../../src/runner/testRunner.js';
 import { makeTestPack, type TestPackRepo } from '../fixtures/testPack.js';
 import { necRemote } from '../fixtures/remotes.js';
+import { noisePixels } from '../helpers/noise.js';
 
 const REMOTE = necRemote('porchbox', 0x7a85, { KEY_OK: 0x08f7, KEY_UP: 0x8877 });
 
@@ -96,20 +97,10 @@ const API_TESTS = py(
   '    t0 = time.monotonic()',
   '    assert farmhand.wait_until(lambda: 0, timeout_secs=0.3, interval_secs=0.05) == 0',
   '    waited = time.monotonic() - t0',
-  '    assert 0.3 <= waited < 1.0, waited',
+  '    assert waited >= 0.3, waited  # it waits out its timeout (how much longer is the machine\'s load, not checked)',
 );
 
-function noise(width: number, height: number, seed: number): Buffer {
-  const data = Buffer.alloc(width * height * 3);
-  let x = seed >>> 0 || 1;
-  for (let i = 0; i < data.length; i++) {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    data[i] = x & 0xff;
-  }
-  return data;
-}
+const noise = noisePixels;
 
 function crop(rgb: Buffer, width: number, r: typeof PATCH): Buffer {
   const out = Buffer.alloc(r.width * r.height * 3);
@@ -261,11 +252,11 @@ describe('Python API through the control socket (real python3 via ProcessTestRun
   });
 
   it('wait_for_match of an absent template raises MatchTimeout: the outcome is fail, not error', async () => {
-    const t0 = Date.now();
-    const { outcome } = await run('test_match_absent');
+    const { outcome, dir } = await run('test_match_absent');
     expect(outcome.result).to.equal('fail');
     expect(outcome.failure_reason).to.match(/^MatchTimeout: no match for images\/absent\.png within 0\.5 s \(best confidence /);
-    expect(Date.now() - t0).to.be.above(500);
+    // It waited its 0.5 s before giving up: the run's own recorded duration (a timer never fires early).
+    expect(Number(await readFile(path.join(dir, 'duration'), 'utf8'))).to.be.at.least(0.5);
   });
 
   it('is_screen_black: true on a black frame, false on a picture', async () => {

@@ -5,16 +5,15 @@
  */
 import { expect } from 'chai';
 import type { ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import request from 'supertest';
 import { DAEMON_RESTARTED } from '../../src/core/jobs.js';
 import { makeTestPack, type TestPackRepo } from '../fixtures/testPack.js';
+import { isAlive } from '../helpers/processes.js';
+import { waitFor } from '../helpers/wait.js';
 import { startCli } from './crash-lib.js';
-
-
 
 /** A config file for the CLI daemon: loopback port 0, no capture, data below `dir`. */
 async function writeCliConfig(dir: string, pack: TestPackRepo, nodeId: string): Promise<string> {
@@ -32,15 +31,23 @@ async function writeCliConfig(dir: string, pack: TestPackRepo, nodeId: string): 
   return file;
 }
 
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return !/^\d+ \(.*\) Z/.test(stat); // a zombie is gone
-  } catch {
-    return false;
+/** The pid of `testCase` once the job's file records it running. */
+function runningPid(dataDir: string, jobUid: string, testCase: string): Promise<number> {
+  const jobFile = path.join(dataDir, 'data', 'jobs', `${jobUid.split('/').pop()}.json`);
+  return waitFor(async () => {
+    const job = JSON.parse(await readFile(jobFile, 'utf8').catch(() => '{}')) as { current_run?: { test_case: string; pid: number | null } };
+    return job.current_run?.test_case === testCase ? job.current_run.pid : null;
+  }, `${testCase} to run`);
+}
+
+/** Whether a run's stdout.log below `resultsDir` contains `text`. */
+async function printed(resultsDir: string, text: string): Promise<boolean> {
+  const files = await readdir(resultsDir, { recursive: true }).catch(() => []);
+  for (const f of files.filter((name) => name.endsWith('stdout.log'))) {
+    if ((await readFile(path.join(resultsDir, f), 'utf8').catch(() => '')).includes(text)) return true;
   }
-};
+  return false;
+}
 
 describe('restart after SIGKILL', function () {
   this.timeout(60_000);
@@ -71,17 +78,10 @@ describe('restart after SIGKILL', function () {
     const uid = run.body.job_uid as string;
 
     // Wait until the slow test is running (its job file records the child's pid).
-    const jobFile = path.join(dataDir, 'data', 'jobs', `${uid.split('/').pop()}.json`);
-    let pid = 0;
-    for (let i = 0; i < 200 && !pid; i++) {
-      const job = JSON.parse(await readFile(jobFile, 'utf8').catch(() => '{}')) as { current_run?: { test_case: string; pid: number | null } };
-      if (job.current_run?.test_case === 'tests/slow.py::test_slow' && job.current_run.pid) pid = job.current_run.pid;
-      else await new Promise((r) => setTimeout(r, 50));
-    }
-    expect(pid, 'the slow test started').to.be.greaterThan(0);
+    const pid = await runningPid(dataDir, uid, 'tests/slow.py::test_slow');
     first.child.kill('SIGKILL');
     await new Promise((r) => first.child.once('exit', r));
-    expect(alive(pid), 'the test process outlives the daemon (own process group)').to.equal(true);
+    expect(isAlive(pid), 'the test process outlives the daemon (own process group)').to.equal(true);
 
     const second = await startCli(configFile);
     children.push(second.child);
@@ -95,7 +95,7 @@ describe('restart after SIGKILL', function () {
     expect(results[1].failure_reason).to.equal(DAEMON_RESTARTED);
     const artifacts = (await http.get(`/api/v1/result${results[1].result_id}/artifacts/`)).body;
     expect(artifacts).to.have.property('started');
-    expect(alive(pid), 'the orphaned test process was ended at start-up').to.equal(false);
+    expect(isAlive(pid), 'the orphaned test process was ended at start-up').to.equal(false);
 
     // And the node takes a new job at once.
     const next = await http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: ['tests/slow.py::test_quick'] });
@@ -113,7 +113,7 @@ describe('graceful shutdown on SIGTERM', function () {
   let configFile: string;
 
   before(async () => {
-    pack = await makeTestPack({ 'tests/slow.py': 'import time\n\ndef test_slow():\n    print("working", flush=True)\n    time.sleep(60)\n' });
+    pack = await makeTestPack({ 'tests/slow.py': 'import time\n\ndef test_slow():\n    print("working", flush=True)\n    time.sleep(1000)\n' });
     dataDir = await mkdtemp(path.join(os.tmpdir(), 'farmhand-term-'));
     configFile = await writeCliConfig(dataDir, pack, 'term-node');
   });
@@ -127,12 +127,12 @@ describe('graceful shutdown on SIGTERM', function () {
     const http = request(d.url);
     const run = await http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: ['tests/slow.py::test_slow'] });
     expect(run.status).to.equal(200);
-    await new Promise((r) => setTimeout(r, 1000));
-    const t0 = Date.now();
+    // SIGTERM once the test has written its line. The test would sleep 1000 s: a shutdown that waited
+    // for it instead of stopping it hangs, and mocha fails this test at its timeout.
+    await waitFor(() => printed(path.join(dataDir, 'data', 'results'), 'working'), 'the test to print "working"');
     d.child.kill('SIGTERM');
     const code = await new Promise<number | null>((r) => d.child.once('exit', (c) => r(c)));
     expect(code).to.equal(0);
-    expect(Date.now() - t0).to.be.lessThan(10_000);
 
     const again = await startCli(configFile);
     const h2 = request(again.url);

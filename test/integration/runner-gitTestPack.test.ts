@@ -1,19 +1,13 @@
 import { expect } from 'chai';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readdir, readFile, readlink, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, readlink, rm, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { FarmError } from '../../src/core/errors.js';
-import type { Logger } from '../../src/core/ports.js';
 import { checkTestPackSource, GitTestPack, TestPackConfigError } from '../../src/runner/gitTestPack.js';
 import { makeTestPack, STANDARD_TEST_CASES, type TestPackRepo } from '../fixtures/testPack.js';
-
-/** A logger that records message texts, so tests can count fetches and checkouts. */
-function capturingLogger(messages: string[]): Logger {
-  const log = (obj: object | string, msg?: string) => void messages.push(typeof obj === 'string' ? obj : (msg ?? ''));
-  const logger: Logger = { debug: log, info: log, warn: log, error: log, child: () => logger };
-  return logger;
-}
+import { capturingLogger, type CapturingLogger } from '../helpers/logger.js';
+import { waitFor } from '../helpers/wait.js';
 
 async function codeOf(p: Promise<unknown>): Promise<string | undefined> {
   try {
@@ -27,23 +21,24 @@ async function codeOf(p: Promise<unknown>): Promise<string | undefined> {
 describe('runner: GitTestPack (real git)', function () {
   let pack: TestPackRepo;
   let data: string;
-  let messages: string[];
+  let log: CapturingLogger;
+  const messages = () => log.messages();
   let tp: GitTestPack;
-  const fetches = () => messages.filter((m) => m === 'fetched test pack').length;
+  const fetches = () => messages().filter((m) => m === 'fetched test pack').length;
 
   const newTestPack = (opts: Partial<ConstructorParameters<typeof GitTestPack>[0]> = {}) =>
     new GitTestPack({
       url: pack.dir,
       dir: path.join(data, 'test-pack.git'),
       worktreesDir: path.join(data, 'checkouts'),
-      logger: capturingLogger(messages),
+      logger: log,
       ...opts,
     });
 
   beforeEach(async () => {
     pack = await makeTestPack();
     data = await mkdtemp(path.join(tmpdir(), 'farmhand-data-'));
-    messages = [];
+    log = capturingLogger();
     tp = newTestPack();
     await tp.open();
   });
@@ -214,13 +209,13 @@ describe('runner: GitTestPack (real git)', function () {
       expect(await readFile(path.join(dir, 'tests/basic.py'), 'utf8')).to.include('def test_pass');
       expect(await readlink(path.join(dir, '.stbt.conf'))).to.equal('config/stbt.conf');
       expect(await tp.checkout(pack.sha)).to.equal(dir);
-      expect(messages.filter((m) => m === 'checked out test pack')).to.have.length(1);
+      expect(messages().filter((m) => m === 'checked out test pack')).to.have.length(1);
     });
 
     it('concurrent calls for one SHA share one checkout', async () => {
       const dirs = await Promise.all([tp.checkout(pack.sha), tp.checkout(pack.sha), tp.checkout(pack.sha)]);
       expect(new Set(dirs).size).to.equal(1);
-      expect(messages.filter((m) => m === 'checked out test pack')).to.have.length(1);
+      expect(messages().filter((m) => m === 'checked out test pack')).to.have.length(1);
     });
 
     it('a half-made checkout left by a crash is removed and the checkout redone', async () => {
@@ -240,9 +235,12 @@ describe('runner: GitTestPack (real git)', function () {
       const shas = [pack.sha];
       for (let i = 1; i < 5; i++) shas.push(await pack.commit({ 'n.txt': String(i) }));
       await small.fetch();
-      for (const sha of shas) {
+      // Last use is the folder's mtime: give each checkout its own, in order, instead of sleeping between them.
+      const past = Date.now() / 1000 - 3600;
+      for (const [i, sha] of shas.entries()) {
         await small.checkout(sha);
-        await new Promise((r) => setTimeout(r, 15)); // distinct mtimes
+        const dir = path.join(data, 'checkouts', sha);
+        if (existsSync(dir)) await utimes(dir, past + i, past + i);
       }
       const left = (await readdir(path.join(data, 'checkouts'))).filter((n) => !n.startsWith('.')).sort();
       expect(left).to.deep.equal([shas[2], shas[3], shas[4]].sort());
@@ -266,10 +264,10 @@ describe('runner: GitTestPack (real git)', function () {
         url: path.join(data, 'no-such-origin.git'),
         dir: path.join(data, 'offline.git'),
         worktreesDir: path.join(data, 'offline-checkouts'),
-        logger: capturingLogger(messages),
+        logger: log,
       });
       await offline.open();
-      expect(messages).to.include('test pack unreachable, retrying');
+      expect(messages()).to.include('test pack unreachable, retrying');
       expect(await codeOf(offline.resolve('main'))).to.equal('not_found');
       offline.close();
     });
@@ -290,8 +288,8 @@ describe('runner: GitTestPack (real git)', function () {
       try {
         expect(offline.problem()).to.match(/^test pack unreachable, retrying: git fetch failed: .*does not appear to be a git repository/);
         await pack.git('clone', '--quiet', '--bare', pack.dir, later); // the server comes back
-        await waitFor(() => offline.problem() === undefined);
-        expect(messages).to.include('test pack reachable again');
+        await waitFor(() => offline.problem() === undefined, 'the test pack to be reachable again');
+        expect(messages()).to.include('test pack reachable again');
         expect((await offline.resolve('main')).sha).to.equal(pack.sha);
       } finally {
         offline.close();
@@ -317,8 +315,3 @@ describe('runner: GitTestPack (real git)', function () {
     });
   });
 });
-
-/** Poll `cond` until it holds (bounded only by the test's timeout). */
-async function waitFor(cond: () => boolean): Promise<void> {
-  while (!cond()) await new Promise((r) => setTimeout(r, 20));
-}

@@ -8,30 +8,21 @@ import type { IniConfig } from '../../src/core/ports.js';
 import { GitTestPack } from '../../src/runner/gitTestPack.js';
 import { ProcessTestRunner, type ProcessTestRunnerOptions } from '../../src/runner/testRunner.js';
 import { makeTestPack, type TestPackRepo } from '../fixtures/testPack.js';
+import { isAlive } from '../helpers/processes.js';
+import { waitFor } from '../helpers/wait.js';
 
 const STAMPED = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00 /;
 const METADATA = ['test-name', 'test-args', 'git-commit', 'duration', 'exit-status', 'failure-reason', 'farmhand-version.log'];
 const LOGS = ['stdout.log', 'stderr.log', 'combined.log', 'farmhand.log'];
 
-/** Gone, or a zombie waiting for its parent (reaping orphans is init's job, and this box's init does not). */
-async function processGone(pid: number): Promise<boolean> {
-  try {
-    process.kill(pid, 0);
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'ESRCH';
-  }
-  const stat = await readFile(`/proc/${pid}/stat`, 'latin1').catch(() => '');
-  return stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
-}
+/** The file's text once it exists and is not empty. */
+const waitForFile = (file: string): Promise<string> => waitFor(() => readFile(file, 'utf8').catch(() => ''), `${file} to appear`);
 
-async function waitForFile(file: string, ms = 10_000): Promise<string> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    const text = await readFile(file, 'utf8').catch(() => '');
-    if (text) return text;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  throw new Error(`${file} did not appear`);
+/** The time stamp of the first farmhand.log line that contains `text`, in seconds. */
+function stampOf(log: string, text: string): number {
+  const line = log.split('\n').find((l) => l.includes(text));
+  expect(line, `a farmhand.log line with "${text}"`).to.match(STAMPED);
+  return Date.parse((line as string).slice(0, 32).replace(/(\.\d{3})\d{3}/, '$1')) / 1000;
 }
 
 describe('runner: ProcessTestRunner (real python3 children)', function () {
@@ -58,7 +49,6 @@ describe('runner: ProcessTestRunner (real python3 children)', function () {
   interface Run {
     outcome: RunOutcome;
     dir: string;
-    ms: number;
     pid: number | undefined;
     file(name: string): Promise<string>;
   }
@@ -67,7 +57,6 @@ describe('runner: ProcessTestRunner (real python3 children)', function () {
     const dir = path.join(data, 'results', String(++runs));
     await mkdir(dir, { recursive: true });
     let pid: number | undefined;
-    const t0 = Date.now();
     const outcome = await (opts.runner ?? runner()).run(
       {
         resultDir: dir,
@@ -80,7 +69,7 @@ describe('runner: ProcessTestRunner (real python3 children)', function () {
       },
       opts.signal ?? new AbortController().signal,
     );
-    return { outcome, dir, ms: Date.now() - t0, pid, file: (name) => readFile(path.join(dir, name), 'utf8') };
+    return { outcome, dir, pid, file: (name) => readFile(path.join(dir, name), 'utf8') };
   }
 
   describe('outcomes', () => {
@@ -95,7 +84,7 @@ describe('runner: ProcessTestRunner (real python3 children)', function () {
       expect(await r.file('failure-reason')).to.equal('');
       expect(await r.file('farmhand-version.log')).to.equal('9.8.7\n');
       const duration = Number(await r.file('duration'));
-      expect(duration).to.be.above(0).and.below(r.ms / 1000 + 0.01);
+      expect(duration).to.be.above(0).and.below(20); // under the run's 20 s timeout, or it would have ended as one
       expect(await r.file('duration')).to.match(/^\d+\.\d{3}\n$/);
       expect(await r.file('stdout.log')).to.equal('hello from test_pass\n');
       expect(r.pid).to.be.a('number');
@@ -232,8 +221,8 @@ describe('runner: ProcessTestRunner (real python3 children)', function () {
       expect(r.outcome.failure_reason).to.equal('Timeout: test ran longer than 0.5 s');
       expect(r.outcome.traceback).to.include('time.sleep(1000)');
       expect(r.outcome.exit_status).to.equal(143);
-      expect(r.ms).to.be.within(450, 4000);
-      expect(await processGone(r.pid as number)).to.equal(true);
+      expect(Number(await r.file('duration'))).to.be.at.least(0.49); // the timeout never fires early (give or take libuv's 1 ms step)
+      expect(isAlive(r.pid as number)).to.equal(false);
       expect(await r.file('farmhand.log')).to.include('Timeout: test ran longer than 0.5 s; sending SIGTERM');
     });
 
@@ -242,12 +231,12 @@ describe('runner: ProcessTestRunner (real python3 children)', function () {
       const dir = path.join(data, 'results', String(runs + 1));
       const pending = run('tests/grandchild.py::test_spawns_grandchild', { signal: ac.signal });
       const grandchild = Number(await waitForFile(path.join(dir, 'grandchild.pid')));
-      expect(await processGone(grandchild)).to.equal(false);
+      expect(isAlive(grandchild)).to.equal(true);
       ac.abort();
       const r = await pending;
       expect(r.outcome).to.deep.include({ result: 'error', failure_reason: 'Stopped: the job was stopped' });
-      expect(await processGone(r.pid as number)).to.equal(true);
-      expect(await processGone(grandchild)).to.equal(true);
+      expect(isAlive(r.pid as number)).to.equal(false);
+      expect(isAlive(grandchild)).to.equal(false);
       expect(await r.file('failure-reason')).to.equal('Stopped: the job was stopped\n');
       expect((await readdir(r.dir)).sort()).to.deep.equal([...METADATA, ...LOGS, 'grandchild.pid'].sort());
     });
@@ -257,19 +246,20 @@ describe('runner: ProcessTestRunner (real python3 children)', function () {
       const pending = run('tests/stubborn.py::test_ignores_sigterm', { signal: ac.signal, runner: runner({ killGraceSecs: 0.3 }) });
       const dir = path.join(data, 'results', String(runs));
       await waitForFile(path.join(dir, 'stdout.log'));
-      const t0 = Date.now();
       ac.abort();
       const r = await pending;
-      expect(Date.now() - t0).to.be.within(250, 3000);
+      // The grace period is waited out: the run's own log stamps SIGKILL at least 0.3 s after SIGTERM.
+      const log = await r.file('farmhand.log');
+      expect(stampOf(log, 'sending SIGKILL') - stampOf(log, 'sending SIGTERM')).to.be.at.least(0.29); // libuv's timer clock has 1 ms steps
       expect(r.outcome).to.deep.include({ result: 'error', failure_reason: 'Stopped: the job was stopped', exit_status: 137 });
       expect(await r.file('farmhand.log')).to.include('sending SIGKILL');
-      expect(await processGone(r.pid as number)).to.equal(true);
+      expect(isAlive(r.pid as number)).to.equal(false);
     });
 
     it('processes a passing test leaves behind are ended; the result stays pass', async () => {
       const r = await run('tests/grandchild.py::test_leaves_background_process');
       expect(r.outcome.result).to.equal('pass');
-      expect(await processGone(Number(await r.file('grandchild.pid')))).to.equal(true);
+      expect(isAlive(Number(await r.file('grandchild.pid')))).to.equal(false);
       expect(await r.file('farmhand.log')).to.include('The test left processes running; ending them');
     });
 

@@ -12,11 +12,12 @@ import { createServer, type Server } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { PassThrough } from 'node:stream';
 import { runCli } from '../../src/cli/program.js';
 import { TokenStore, tokensFile } from '../../src/storage/tokens.js';
 import { version } from '../../src/version.js';
 import { makeTestPack, type TestPackRepo } from '../fixtures/testPack.js';
+import { runCaptured } from '../helpers/cli.js';
+import { waitFor } from '../helpers/wait.js';
 import { RUN_FILES, startCli, type Cli } from './crash-lib.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -45,15 +46,6 @@ function exited(child: ChildProcess): Promise<Exited> {
   child.stdout?.on('data', (b: Buffer) => (out += b.toString()));
   child.stderr?.on('data', (b: Buffer) => (err += b.toString()));
   return new Promise((resolve) => child.once('close', (code, signal) => resolve({ code, signal, out, err })));
-}
-
-/** Poll `cond` until it holds (bounded only by the test's timeout). */
-async function waitFor<T>(cond: () => T | undefined | false | Promise<T | undefined | false>): Promise<T> {
-  for (;;) {
-    const v = await cond();
-    if (v) return v;
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 /** pids of live processes whose environment holds `mark` (a daemon's children inherit it). */
@@ -115,7 +107,7 @@ describe('start-up and the farmhand command (real processes)', function () {
     const pid = await waitFor(() => {
       const job = JSON.parse(existsSync(jobFile) ? readFileSync(jobFile, 'utf8') : '{}') as { current_run?: { pid: number | null; result_id: string } };
       return job.current_run?.pid ?? undefined;
-    });
+    }, { what: 'the slow test to run', timeoutMs: 60_000 });
     return { jobFile, pid };
   }
 
@@ -162,10 +154,7 @@ describe('start-up and the farmhand command (real processes)', function () {
     ];
     // Every case through the parser in this process (fast), and two through the real command.
     for (const args of cases) {
-      let out = '';
-      let err = '';
-      const io = { out: new PassThrough().on('data', (b: Buffer) => (out += b.toString())), err: new PassThrough().on('data', (b: Buffer) => (err += b.toString())) };
-      const code = await runCli(args, io, { serve: () => Promise.reject(new Error('serve must not run')) });
+      const { code, out, err } = await runCaptured((argv, o, e) => runCli(argv, { out: o, err: e }, { serve: () => Promise.reject(new Error('serve must not run')) }), args);
       const what = `farmhand ${args.join(' ')}: ${err}`;
       expect(code, what).to.equal(64);
       expect(err, what).to.match(/usage: farmhand/i);
@@ -247,7 +236,7 @@ describe('start-up and the farmhand command (real processes)', function () {
     children.push(child);
     let out = '';
     child.stdout.on('data', (b: Buffer) => (out += b.toString()));
-    const url = await waitFor(() => /listening on (http:\/\/\S+)/.exec(out)?.[1]);
+    const url = await waitFor(() => /listening on (http:\/\/\S+)/.exec(out)?.[1], { what: 'the daemon to listen', timeoutMs: 60_000 });
     expect(out).to.include('test pack unreachable, retrying');
     const res = await fetch(`${url}/api/v2/nodes/startup-node`, { headers: { Authorization: `token ${token}` } });
     expect(res.status).to.equal(200);
@@ -264,7 +253,7 @@ describe('start-up and the farmhand command (real processes)', function () {
     const end = exited(cli.child);
     const { jobFile, pid } = await startSlowRun(cli);
     cli.child.kill('SIGINT');
-    await waitFor(() => out.includes('"msg":"stopping"'));
+    await waitFor(() => out.includes('"msg":"stopping"'), { what: 'the daemon to log "stopping"', timeoutMs: 60_000 });
     cli.child.kill('SIGINT');
     const r = await end;
     expect(r.signal, 'the second SIGINT killed the daemon').to.equal(null);
@@ -289,7 +278,7 @@ describe('start-up and the farmhand command (real processes)', function () {
     const child = spawn(process.execPath, ['--import', 'tsx', MAIN, 'token', 'create', '--user', 'stuck', '--data-dir', dataDir], { stdio: 'ignore' });
     children.push(child);
     const lockFile = path.join(dataDir, '.tokens.json.lock');
-    await waitFor(() => existsSync(lockFile) && new RegExp(`^${child.pid}\\b`).test(readFileSync(lockFile, "utf8")));
+    await waitFor(() => existsSync(lockFile) && new RegExp(`^${child.pid}\\b`).test(readFileSync(lockFile, 'utf8')), { what: 'the lock file to name the child', timeoutMs: 60_000 });
     const gone = exited(child);
     child.kill('SIGKILL');
     await gone;

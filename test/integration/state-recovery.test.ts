@@ -16,19 +16,8 @@ import { startDaemon, type Daemon } from '../../src/daemon.js';
 import { StateStore } from '../../src/storage/state.js';
 import { makeTestPack, type TestPackRepo } from '../fixtures/testPack.js';
 import { testConfig } from '../helpers/daemon.js';
-
-interface Entry {
-  level: string;
-  obj: Record<string, unknown>;
-  msg: string;
-}
-
-/** A Logger that keeps every entry, so a test can check what was reported. */
-function capturingLogger(entries: Entry[] = [], bindings: Record<string, unknown> = {}): Logger & { entries: Entry[] } {
-  const at = (level: string) => (obj: object | string, msg?: string) =>
-    entries.push(typeof obj === 'string' ? { level, obj: { ...bindings }, msg: obj } : { level, obj: { ...bindings, ...obj }, msg: msg ?? '' });
-  return { entries, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error'), child: (b) => capturingLogger(entries, { ...bindings, ...b }) };
-}
+import { capturingLogger } from '../helpers/logger.js';
+import { waitFor } from '../helpers/wait.js';
 
 const PACK = { 'tests/t.py': 'def test_pass():\n    pass\n\ndef test_fail():\n    assert False, "no"\n\ndef test_error():\n    raise ValueError("bad")\n' };
 const CASES = ['tests/t.py::test_pass', 'tests/t.py::test_fail', 'tests/t.py::test_error'];
@@ -50,13 +39,12 @@ describe('state recovery at start-up', function () {
   const runJob = async (http: ReturnType<typeof request>) => {
     const run = await http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: CASES });
     expect(run.status, run.text).to.equal(200);
-    for (let i = 0; i < 300; i++) {
-      const j = await http.get(`/api/v1/jobs${run.body.job_uid as string}`);
-      const uid = run.body.job_uid as string;
-      if (j.body.status === 'exited') return { job_uid: uid, job_id: Number(uid.split('/').pop()), result_counts: j.body.result_counts as Record<string, number> };
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    throw new Error('job never exited');
+    const uid = run.body.job_uid as string;
+    const job = await waitFor(async () => {
+      const j = await http.get(`/api/v1/jobs${uid}`);
+      return j.body.status === 'exited' ? (j.body as { result_counts: Record<string, number> }) : undefined;
+    }, { what: `job ${uid} to exit`, timeoutMs: 30_000, intervalMs: 100 });
+    return { job_uid: uid, job_id: Number(uid.split('/').pop()), result_counts: job.result_counts };
   };
   /** A results list without its absolute URLs (the port changes on each start). */
   const listing = async (http: ReturnType<typeof request>) =>

@@ -5,30 +5,18 @@ import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { PassThrough } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { tokenCommand } from '../../src/cli/token.js';
 import { silentLogger } from '../../src/logger.js';
 import { FileTokenVerifier, tokensFile } from '../../src/storage/tokens.js';
+import { runCaptured, type CliRun } from '../helpers/cli.js';
 
 const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 
-interface Run {
-  code: number;
-  out: string;
-  err: string;
-}
+type Run = CliRun;
 
-async function cli(argv: string[]): Promise<Run> {
-  const out = new PassThrough();
-  const err = new PassThrough();
-  let o = '';
-  let e = '';
-  out.on('data', (d: Buffer) => (o += d.toString()));
-  err.on('data', (d: Buffer) => (e += d.toString()));
-  const code = await tokenCommand(argv, out, err);
-  return { code, out: o, err: e };
-}
+/** `farmhand token ...` in this process. */
+const cli = (argv: string[]): Promise<Run> => runCaptured(tokenCommand, argv);
 
 /** Run a command line in a child process with node + tsx, as an administrator would. */
 function child(args: string[]): Promise<Run> {

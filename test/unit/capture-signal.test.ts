@@ -122,12 +122,14 @@ describe('capture: SignalMonitor (no-signal detection)', () => {
     expect(m.report(limit).signal).to.equal('frozen');
   });
 
-  it('is cheap: 1080p frames cost well under a millisecond each (sampled, not compared in full)', () => {
-    const m = new SignalMonitor();
+  // Its cost per 1080p frame is a figure of bench/micro-bench.ts, not an assertion here.
+  it('1080p frames: alternating pictures are a moving picture, the same picture for frozenSecs is frozen', () => {
+    const m = new SignalMonitor({ frozenSecs: 0.1 });
     const a = Buffer.alloc(1920 * 1080 * 3, 17);
     const b = Buffer.alloc(1920 * 1080 * 3, 200);
-    const t0 = performance.now();
     for (let i = 0; i < 200; i++) m.observe(i % 2 ? a : b, i);
-    expect((performance.now() - t0) / 200).to.be.below(1);
+    expect(m.report(199).signal).to.equal('ok');
+    for (let t = 200; t <= 300; t += 10) m.observe(b, t);
+    expect(m.report(300).signal).to.equal('frozen');
   });
 });

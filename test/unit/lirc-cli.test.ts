@@ -3,8 +3,8 @@ import { expect } from 'chai';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import { formatIrsimsend, irEncodeCommand } from '../../src/hardware/ir/lirc/index.js';
+import { runCaptured } from '../helpers/cli.js';
 
 const TWO_REMOTES = `begin remote
   name WIDE
@@ -31,16 +31,8 @@ end remote
 `;
 
 /** Run the command; returns exit code, stdout and stderr text. */
-async function cli(argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  const out = new PassThrough();
-  const err = new PassThrough();
-  let o = '';
-  let e = '';
-  out.on('data', (d: Buffer) => (o += d.toString()));
-  err.on('data', (d: Buffer) => (e += d.toString()));
-  const code = await irEncodeCommand(argv, out, err);
-  return { code, out: o, err: e };
-}
+/** `farmhand ir encode ...` in this process. */
+const cli = (argv: string[]) => runCaptured(irEncodeCommand, argv);
 
 describe('formatIrsimsend', () => {
   it('writes "pulse N" / "space N" lines, then "space <gap>" after each train', () => {

@@ -12,6 +12,7 @@ import { logTail, triagePage, type TriageInput } from '../../src/http/triage.js'
 import { resultRecord } from '../fixtures/records.js';
 import { asUser } from '../helpers/auth.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { waitFor } from '../helpers/wait.js';
 
 const BASE = 'https://farm.example:8443';
 const API = `${BASE}/api/v2/results/node-1/4f2a/7/2026-11-23_09.19.15`;
@@ -160,7 +161,7 @@ describe('triage page over HTTP: it obeys auth.v1_requires_token like the v1 API
     const run = await user.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: ['tests/basic.py::test_pass'] });
     expect(run.status).to.equal(200);
     // Poll the job (with the token: v1 needs one here) until it has exited.
-    while ((await user.get(`/api/v1/jobs${run.body.job_uid}`)).body.status !== 'exited') await new Promise((r) => setTimeout(r, 100));
+    await waitFor(async () => (await user.get(`/api/v1/jobs${run.body.job_uid}`)).body.status === 'exited', { what: 'the job to exit', timeoutMs: 30_000, intervalMs: 100 });
     const [result] = (await user.get(`/api/v1/jobs${run.body.job_uid}/results`)).body as Array<{ result_id: string }>;
     page = `/app/results${result!.result_id}`;
   });
