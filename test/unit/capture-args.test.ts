@@ -22,9 +22,9 @@ describe('capture: ffmpeg arguments', () => {
     ]);
   });
 
-  it('virtual: reads raw rgb24 frames from stdin', () => {
+  it('virtual: reads raw rgb24 frames from stdin, timed by the wall clock (not by counting them)', () => {
     expect(inputArgs('virtual:', size)).to.deep.equal({
-      args: ['-f', 'rawvideo', '-pix_fmt', 'rgb24', '-s', '320x240', '-r', '25', '-i', 'pipe:0'],
+      args: ['-use_wallclock_as_timestamps', '1', '-f', 'rawvideo', '-pix_fmt', 'rgb24', '-s', '320x240', '-framerate', '25', '-i', 'pipe:0'],
       stdin: 'frames',
     });
   });

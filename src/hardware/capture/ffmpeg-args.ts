@@ -53,8 +53,12 @@ export function inputArgs(uri: string, o: InputOptions): InputSpec {
     };
   }
   if (uri === 'virtual:') {
+    // Raw frames carry no time: by default ffmpeg counts them (frame n at n / fps), so a feed that falls behind
+    // its nominal rate on a loaded machine makes video time run slower than wall time and the run's clip short.
+    // Stamp each frame with the wall clock when it arrives instead, as a V4L2 card's kernel timestamps do; the
+    // recording output turns that into a constant rate (recordOutput). `-framerate` is only the nominal rate.
     return {
-      args: ['-f', 'rawvideo', '-pix_fmt', 'rgb24', '-s', size, '-r', String(o.fps), '-i', 'pipe:0'],
+      args: ['-use_wallclock_as_timestamps', '1', '-f', 'rawvideo', '-pix_fmt', 'rgb24', '-s', size, '-framerate', String(o.fps), '-i', 'pipe:0'],
       stdin: 'frames',
     };
   }
@@ -96,6 +100,8 @@ export function recordOutput(o: { width: number; height: number; fps: number; pa
     args: [
       '-map', '0:v',
       '-c:v', 'libx264', '-preset', preset, '-pix_fmt', 'yuv420p',
+      // Constant rate from the input's timestamps: a late frame is repeated, so video time follows wall time.
+      '-fps_mode', 'cfr', '-r', String(o.fps),
       // A keyframe every second and none elsewhere, so segments are cut at exactly 1 s.
       '-g', gop, '-keyint_min', gop, '-sc_threshold', '0', '-force_key_frames', 'expr:gte(t,n_forced*1)',
       '-x264-params', 'repeat-headers=1',

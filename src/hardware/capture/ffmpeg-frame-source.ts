@@ -55,6 +55,13 @@ export interface FfmpegFrameSourceOptions {
 const KILL_GRACE_MS = 2000;
 /** How long a starting ffmpeg may take to deliver its first frame (a V4L2 card can take seconds). */
 const STARTUP_MS = 10_000;
+/**
+ * A watchdog timer that fires this much later than due means Node's event
+ * loop was busy: frames may be waiting unread on stdout, and a `virtual:`
+ * feed (which runs on this loop) could not write any. That is no stall of
+ * ffmpeg, so the watchdog waits another full period instead.
+ */
+const LOOP_LAG_MS = 250;
 
 type Phase = 'idle' | 'starting' | 'running' | 'waiting' | 'stopped';
 
@@ -77,6 +84,8 @@ export class FfmpegFrameSource implements FrameSource {
   private stallReason: string | undefined;
   private healthySince: number | undefined;
   private watchdog: NodeJS.Timeout | undefined;
+  /** When the watchdog is due (performance.now), to tell a stall from a busy event loop. */
+  private watchdogDue = 0;
   private restartTimer: NodeJS.Timeout | undefined;
   private restartAt = 0;
   private detachFeed: (() => void) | undefined;
@@ -211,10 +220,10 @@ export class FfmpegFrameSource implements FrameSource {
       }
       case 'starting':
         return this.failure === undefined ? 'starting: waiting for the first frame' : `${this.failure}; restarting`;
-      case 'running': {
-        const age = performance.now() - (this.ring.latestMonotonic() ?? 0);
-        return age > this.staleMs ? `stalled: no frames for ${(age / 1000).toFixed(1)} s` : null;
-      }
+      case 'running':
+        // Only the watchdog decides a stall (it tells a stuck ffmpeg from a busy event loop); until ffmpeg
+        // has exited after it, its reason stands. A frame a moment old is still the picture on screen.
+        return this.stallReason ?? null;
     }
   }
 
@@ -301,7 +310,8 @@ export class FfmpegFrameSource implements FrameSource {
       this.healthySince = performance.now();
       this.armWatchdog(this.staleMs);
       this.log.info({ pid: child.pid }, 'capture online');
-    } else {
+    } else if (this.stallReason === undefined) {
+      this.watchdogDue = performance.now() + this.staleMs;
       this.watchdog?.refresh();
     }
   }
@@ -323,14 +333,39 @@ export class FfmpegFrameSource implements FrameSource {
   /** (Re)start the no-frame timer; when it fires ffmpeg is ended and restarted. */
   private armWatchdog(ms: number): void {
     clearTimeout(this.watchdog);
-    this.watchdog = setTimeout(() => this.onStall(ms), ms);
+    this.watchdogDue = performance.now() + ms;
+    this.watchdog = setTimeout(() => this.onWatchdog(ms), ms);
+  }
+
+  /**
+   * The no-frame timer fired. Frames that queued on stdout while the loop
+   * was busy are read first (setImmediate runs after the poll phase); a
+   * timer that fired late, or a frame that arrived meanwhile, re-arms it.
+   */
+  private onWatchdog(ms: number): void {
+    this.watchdog = undefined;
+    const late = performance.now() - this.watchdogDue;
+    const child = this.child;
+    setImmediate(() => {
+      if (child === undefined || child !== this.child || this.watchdog !== undefined || this.phase === 'stopped') return;
+      if (this.watchdogDue > performance.now()) {
+        this.armWatchdog(this.watchdogDue - performance.now()); // a frame arrived meanwhile
+        return;
+      }
+      if (late > LOOP_LAG_MS) {
+        this.log.debug({ late_ms: Math.round(late) }, 'capture watchdog fired late: the event loop was busy; waiting again');
+        this.armWatchdog(ms);
+        return;
+      }
+      this.onStall(ms);
+    });
   }
 
   private onStall(ms: number): void {
-    this.watchdog = undefined;
     const child = this.child;
     if (!child) return;
-    const secs = (ms / 1000).toFixed(1);
+    const last = this.ring.latestMonotonic();
+    const secs = ((this.phase === 'running' && last !== undefined ? performance.now() - last : ms) / 1000).toFixed(1);
     this.stallReason =
       this.phase === 'starting' ? `no frame within ${secs} s of starting ffmpeg` : `stalled: no frames for ${secs} s`;
     this.log.warn({ pid: child.pid, reason: this.stallReason }, 'ffmpeg stalled; ending it');
