@@ -54,16 +54,10 @@ export function presentResultDetail(r: ResultRecord, artifacts: ArtifactListing,
 }
 
 /** The spec's Reservation object, as one caller sees it (`reserved_by_you` depends on who asks). */
-export interface Reservation {
-  reservation_id: number;
-  node_id: string;
-  username: string;
-  start_time: string;
-  expires: string | null;
-  message: string;
+export type Reservation = Omit<ReservationRecord, 'ended'> & {
   message_html: string;
   reserved_by_you: boolean;
-}
+};
 
 /** Rendered messages by reservation id: a message never changes, and status is read often. */
 const htmlCache = new Map<string, string>();

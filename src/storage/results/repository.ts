@@ -43,7 +43,7 @@ import { interruptedFiles, writeMissing, type InterruptedRun } from './interrupt
 import { IndexFile } from './index-file.js';
 import { MemoryIndex } from './memory-index.js';
 import { checkRecord, idOfTornLine, recordLine, tombstoneLine } from './record.js';
-import { scanFolders } from './scan.js';
+import { scanFolders, subdirs } from './scan.js';
 import { silentLogger } from '../../logger.js';
 
 export interface FileResultRepositoryOptions {
@@ -464,11 +464,3 @@ async function readRecord(path: string): Promise<ResultRecord | undefined> {
   }
 }
 
-async function subdirs(dir: string, accept: (name: string) => boolean): Promise<string[]> {
-  try {
-    const entries = await readdir(dir, { withFileTypes: true });
-    return entries.filter((e) => e.isDirectory() && accept(e.name)).map((e) => e.name);
-  } catch {
-    return [];
-  }
-}

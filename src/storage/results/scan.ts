@@ -61,7 +61,8 @@ async function readOne(root: string, relDir: string, report: ScanReport, onRecor
   }
 }
 
-async function subdirs(dir: string, accept: (name: string) => boolean): Promise<string[]> {
+/** The sub-folders of `dir` whose names `accept` takes; none when `dir` cannot be read. */
+export async function subdirs(dir: string, accept: (name: string) => boolean): Promise<string[]> {
   try {
     const entries = await readdir(dir, { withFileTypes: true });
     return entries.filter((e) => e.isDirectory() && accept(e.name)).map((e) => e.name);
