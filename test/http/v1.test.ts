@@ -137,7 +137,7 @@ describe('v1 API', function () {
       expect(first.status).to.equal(200);
       expectError(await d.http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: [PASS] }), 409, 'conflict');
       // Once the hanging test runs, stop the job.
-      await waitForRunOutput(d, 'about to hang');
+      await waitForRunOutput(d, first.body.job_uid, 'about to hang');
       const stop = await d.http.post(`/api/v1/jobs${first.body.job_uid}/stop`);
       expect(stop.status).to.equal(200);
       expect(stop.body.status).to.equal('exited');
