@@ -35,12 +35,6 @@ export default tseslint.config(
     rules: { 'no-control-regex': 'off' },
   },
   {
-    // Files that other changes of issue 11 were rewriting while ESLint came in; each hit is a one-token fix
-    // (a needless `!`, a method passed unbound in a test double) to make there, then drop this block.
-    files: ['test/unit/reservations-expiry.test.ts'],
-    rules: { '@typescript-eslint/no-unnecessary-type-assertion': 'off', '@typescript-eslint/unbound-method': 'off' },
-  },
-  {
     files: ['test/**/*.ts', 'bench/**/*.ts'],
     rules: {
       // supertest types every response body as `any`: typing each of the hundreds of `res.body.x` reads in

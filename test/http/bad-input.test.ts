@@ -23,10 +23,25 @@ describe('v1 bad input', function () {
   });
   after(() => d?.stop());
 
-  const expectJson4xx = (res: { status: number; type: string; body: { error?: unknown } }, what: string) => {
+  // Each input here may fail in more than one way; the code must be the one of the status it came with.
+  const CODES: Record<number, string[]> = {
+    400: ['invalid_request', 'invalid_filter'],
+    403: ['forbidden'],
+    404: ['not_found'],
+    405: ['method_not_allowed'],
+    409: ['conflict'],
+    410: ['gone'],
+    413: ['payload_too_large'],
+    415: ['unsupported_media_type'],
+    416: ['range_not_satisfiable'],
+    429: ['rate_limited'],
+    431: ['headers_too_large'],
+  };
+  const expectJson4xx = (res: { status: number; type: string; body: { error?: unknown; message?: unknown } }, what: string) => {
     expect(res.status, what).to.be.within(400, 499);
     expect(res.type, what).to.equal('application/json');
-    expect(res.body.error, what).to.be.a('string');
+    expect(CODES[res.status] ?? [], `${what}: code for ${res.status}`).to.include(res.body.error);
+    expect(res.body.message, what).to.be.a('string').and.not.equal('');
   };
 
   const bodies: unknown[] = [

@@ -2,6 +2,8 @@
 import { expect } from 'chai';
 import { existsSync } from 'node:fs';
 import { startTestDaemon, waitForJob, type TestDaemon } from '../helpers/daemon.js';
+import { expectError } from '../helpers/errors.js';
+import { waitFor } from '../helpers/wait.js';
 
 describe('retention', function () {
   this.timeout(60_000);
@@ -16,12 +18,10 @@ describe('retention', function () {
     const res = await d.http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: [pass, pass, pass] });
     expect(res.status).to.equal(200);
     // Note the first run's id while the job runs; by the end retention has removed it.
-    let first: string | undefined;
-    while (!first) {
+    const first = await waitFor(async () => {
       const r = (await d.http.get(`/api/v1/jobs${res.body.job_uid}/results`)).body as Array<{ result_id: string }>;
-      first = r[0]?.result_id;
-      if (!first) await new Promise((ok) => setTimeout(ok, 20));
-    }
+      return r[0]?.result_id;
+    }, 'the first result to be listed');
     await waitForJob(d, res.body.job_uid);
     const ids = (await d.http.get(`/api/v1/jobs${res.body.job_uid}/results`)).body.map((r: { result_id: string }) => r.result_id);
     expect(ids).to.have.length(2).and.not.include(first);
@@ -29,8 +29,7 @@ describe('retention', function () {
     const deletedId = first;
     for (const suffix of ['/', '/farmhand.log', '/stbt.log', '/screenshot.png', '/artifacts/', '/artifacts/test-name']) {
       const r = await d.http.get(`/api/v1/result${deletedId}${suffix}`);
-      expect(r.status, suffix).to.equal(410);
-      expect(r.body.error, suffix).to.equal('gone');
+      expectError(r, 410, 'gone', suffix);
     }
     expect(existsSync(d.daemon.services.results.dirOf(deletedId))).to.equal(false);
   });

@@ -8,6 +8,9 @@ import { readFile, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import sharp from 'sharp';
 import { startTestDaemon, waitForJob, waitOnline, type TestDaemon } from '../helpers/daemon.js';
+import { expectError } from '../helpers/errors.js';
+import { waitForRunOutput } from '../helpers/runs.js';
+import { waitFor } from '../helpers/wait.js';
 import { STANDARD_TEST_CASES } from '../fixtures/testPack.js';
 
 const PASS = 'tests/basic.py::test_pass';
@@ -15,13 +18,6 @@ const FAIL = 'tests/basic.py::test_fail';
 const ERROR = 'tests/basic.py::test_error';
 const HANG = 'tests/hang.py::test_hang';
 const TAGS = 'tests/config_tags.py::test_tags';
-
-const jsonError = (res: { status: number; type: string; body: { error?: unknown; message?: unknown } }, status: number) => {
-  expect(res.status).to.equal(status);
-  expect(res.type).to.equal('application/json');
-  expect(res.body.error).to.be.a('string');
-  expect(res.body.message).to.be.a('string').and.not.empty;
-};
 
 describe('v1 API', function () {
   this.timeout(90_000);
@@ -78,24 +74,29 @@ describe('v1 API', function () {
     });
 
     it('sees a commit pushed to a branch a moment ago (a branch is refetched when the mirror is stale)', async () => {
+      // refresh_secs is 1 in this daemon: ask until the mirror has gone stale and the branch is refetched
+      // (the wait fails if it never is).
+      const names = (what: string) =>
+        waitFor(
+          async () => {
+            const res = await d.http.get('/api/v1/test_pack/feature/test_case_names');
+            return res.status === 200 && (res.body as string[]).includes(what);
+          },
+          { what: `${what} to be listed`, intervalMs: 100 },
+        );
       await d.pack.commit({ 'tests/pushed.py': 'def test_pushed():\n    pass\n' }, { ref: 'feature' });
-      await new Promise((r) => setTimeout(r, 1100)); // refresh_secs is 1 in this daemon
-      const res = await d.http.get('/api/v1/test_pack/feature/test_case_names');
-      expect(res.body).to.include('tests/pushed.py::test_pushed');
+      await names('tests/pushed.py::test_pushed');
       await d.pack.commit({ 'tests/pushed2.py': 'def test_pushed_again():\n    pass\n' }, { ref: 'feature' });
-      await new Promise((r) => setTimeout(r, 1100));
-      expect((await d.http.get('/api/v1/test_pack/feature/test_case_names')).body).to.include('tests/pushed2.py::test_pushed_again');
+      await names('tests/pushed2.py::test_pushed_again');
     });
 
     it('answers 404 with a JSON error for an unknown revision', async () => {
-      jsonError(await d.http.get('/api/v1/test_pack/no-such-branch/test_case_names'), 404);
-      jsonError(await d.http.get('/api/v1/test_pack/0123456789abcdef0123456789abcdef01234567/test_case_names'), 404);
+      expectError(await d.http.get('/api/v1/test_pack/no-such-branch/test_case_names'), 404, 'not_found');
+      expectError(await d.http.get('/api/v1/test_pack/0123456789abcdef0123456789abcdef01234567/test_case_names'), 404, 'not_found');
     });
 
     it('refuses revisions that look like git options', async () => {
-      const res = await d.http.get('/api/v1/test_pack/--upload-pack=touch%20x/test_case_names');
-      expect(res.status).to.be.oneOf([400, 404]);
-      expect(res.body.error).to.be.a('string');
+      expectError(await d.http.get('/api/v1/test_pack/--upload-pack=touch%20x/test_case_names'), 400, 'invalid_request');
     });
   });
 
@@ -120,23 +121,23 @@ describe('v1 API', function () {
     });
 
     it('answers 400 for a body that is not JSON, or of the wrong shape', async () => {
-      jsonError(await d.http.post('/api/v1/run_tests').set('Content-Type', 'application/json').send('{"test_pack_revision": '), 400);
-      jsonError(await d.http.post('/api/v1/run_tests').send({ test_pack_revision: 'main' }), 400);
-      jsonError(await d.http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: [PASS], category: 'a/b' }), 400);
-      jsonError(await d.http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: ['tests/nope.py::test_x'] }), 400);
-      jsonError(await d.http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: [PASS], remote_control: 'nope' }), 400);
+      expectError(await d.http.post('/api/v1/run_tests').set('Content-Type', 'application/json').send('{"test_pack_revision": '), 400, 'invalid_request');
+      expectError(await d.http.post('/api/v1/run_tests').send({ test_pack_revision: 'main' }), 400, 'invalid_request');
+      expectError(await d.http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: [PASS], category: 'a/b' }), 400, 'invalid_request');
+      expectError(await d.http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: ['tests/nope.py::test_x'] }), 400, 'invalid_request');
+      expectError(await d.http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: [PASS], remote_control: 'nope' }), 400, 'invalid_request');
     });
 
     it('answers 404 for a revision not in the test pack', async () => {
-      jsonError(await d.http.post('/api/v1/run_tests').send({ test_pack_revision: 'nope', test_cases: [PASS] }), 404);
+      expectError(await d.http.post('/api/v1/run_tests').send({ test_pack_revision: 'nope', test_cases: [PASS] }), 404, 'not_found');
     });
 
     it('answers 409 while a job runs; stop answers 200 only once stopped; repeated stops are safe', async () => {
       const first = await d.http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: [HANG, PASS] });
       expect(first.status).to.equal(200);
-      jsonError(await d.http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: [PASS] }), 409);
-      // Let the hanging test start, then stop the job.
-      await new Promise((r) => setTimeout(r, 800));
+      expectError(await d.http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: [PASS] }), 409, 'conflict');
+      // Once the hanging test runs, stop the job.
+      await waitForRunOutput(d, first.body.job_uid, 'about to hang');
       const stop = await d.http.post(`/api/v1/jobs${first.body.job_uid}/stop`);
       expect(stop.status).to.equal(200);
       expect(stop.body.status).to.equal('exited');
@@ -157,14 +158,14 @@ describe('v1 API', function () {
     it('soak "run forever" runs until stopped; total counts the runs started', async () => {
       const res = await d.http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: [PASS], soak: 'run forever' });
       expect(res.status).to.equal(200);
-      const deadline = Date.now() + 20_000;
-      let counts: Record<string, number> = {};
-      while (Date.now() < deadline) {
-        counts = (await d.http.get(`/api/v1/jobs${res.body.job_uid}`)).body.result_counts;
-        if (counts.pass! >= 2) break;
-        await new Promise((r) => setTimeout(r, 100));
-      }
-      expect(counts.pass, 'result_counts are live while the job runs').to.be.at.least(2);
+      // result_counts are live while the job runs: the wait fails if they never reach 2 passes.
+      await waitFor(
+        async () => {
+          const job = (await d.http.get(`/api/v1/jobs${res.body.job_uid}`)).body;
+          return job.status === 'running' && (job.result_counts as Record<string, number>).pass! >= 2;
+        },
+        { what: 'two passes counted while the soak runs', timeoutMs: 20_000, intervalMs: 100 },
+      );
       const stop = await d.http.post(`/api/v1/jobs${res.body.job_uid}/stop`);
       expect(stop.status).to.equal(200);
       const c = stop.body.result_counts;
@@ -172,9 +173,9 @@ describe('v1 API', function () {
     });
 
     it('answers 404 for an unknown job, for GET and stop', async () => {
-      jsonError(await d.http.get('/api/v1/jobs/farmhand-test/0000/999'), 404);
-      jsonError(await d.http.post('/api/v1/jobs/farmhand-test/0000/999/stop'), 404);
-      jsonError(await d.http.get('/api/v1/jobs/other-node/abcd/1'), 404);
+      expectError(await d.http.get('/api/v1/jobs/farmhand-test/0000/999'), 404, 'not_found');
+      expectError(await d.http.post('/api/v1/jobs/farmhand-test/0000/999/stop'), 404, 'not_found');
+      expectError(await d.http.get('/api/v1/jobs/other-node/abcd/1'), 404, 'not_found');
     });
   });
 
@@ -202,9 +203,9 @@ describe('v1 API', function () {
     });
 
     it('answers 400 for a bad filter, sort or tz', async () => {
-      jsonError(await d.http.get('/api/v1/results').query({ filter: 'colour:blue' }), 400);
-      jsonError(await d.http.get('/api/v1/results').query({ sort: 'colour:asc' }), 400);
-      jsonError(await d.http.get('/api/v1/results').query({ tz: 'Mars/Olympus' }), 400);
+      expectError(await d.http.get('/api/v1/results').query({ filter: 'colour:blue' }), 400, 'invalid_filter');
+      expectError(await d.http.get('/api/v1/results').query({ sort: 'colour:asc' }), 400, 'invalid_request');
+      expectError(await d.http.get('/api/v1/results').query({ tz: 'Mars/Olympus' }), 400, 'invalid_request');
       expect((await d.http.get('/api/v1/results').query({ tz: 'Etc/UTC' })).status).to.equal(200);
     });
 
@@ -255,7 +256,7 @@ describe('v1 API', function () {
       expect(part.status).to.equal(206);
       expect(part.text).to.equal(PASS.slice(0, 5));
       expect(part.headers['content-range']).to.equal(`bytes 0-4/${full.text.length}`);
-      expect((await d.http.get(`/api/v1/result${id}/artifacts/test-name`).set('Range', 'bytes=9999-')).status).to.equal(416);
+      expectError(await d.http.get(`/api/v1/result${id}/artifacts/test-name`).set('Range', 'bytes=9999-'), 416, 'range_not_satisfiable');
       const png = await d.http.get(`/api/v1/result${id}/artifacts/thumbnail.jpg`);
       expect(png.type).to.equal('image/jpeg');
     });
@@ -267,7 +268,7 @@ describe('v1 API', function () {
       await writeFile(path.join(d.dataDir, 'secret.txt'), 'TOP-SECRET-CONTENT');
       for (const p of ['..%2F..%2F..%2F..%2Fsecret.txt', '../../../../secret.txt', '%2Fetc%2Fpasswd', 'escape.txt', '..%2Fresult.json']) {
         const res = await d.http.get(`/api/v1/result${id}/artifacts/${p}`);
-        expect(res.status, p).to.equal(404);
+        expectError(res, 404, 'not_found', p);
         expect(res.text, p).not.to.include('root:');
         expect(res.text, p).not.to.include('TOP-SECRET-CONTENT');
       }
@@ -276,9 +277,9 @@ describe('v1 API', function () {
     });
 
     it('answers 404 for unknown result ids and unknown artifacts', async () => {
-      jsonError(await d.http.get(`${`/api/v1/result${job.job_uid}`}/2000-01-01_00.00.00/`), 404);
-      jsonError(await d.http.get(`/api/v1/result${results[0]!.result_id}/artifacts/no-such-file`), 404);
-      jsonError(await d.http.get('/api/v1/result/farmhand-test/zzzz/1/x/'), 404);
+      expectError(await d.http.get(`${`/api/v1/result${job.job_uid}`}/2000-01-01_00.00.00/`), 404, 'not_found');
+      expectError(await d.http.get(`/api/v1/result${results[0]!.result_id}/artifacts/no-such-file`), 404, 'not_found');
+      expectError(await d.http.get('/api/v1/result/farmhand-test/zzzz/1/x/'), 404, 'not_found');
     });
 
     it('v1 has no tags: get_config("result.tags", name) without a default is an error naming the key', async () => {
@@ -292,15 +293,13 @@ describe('v1 API', function () {
 
   describe('errors', () => {
     it('answers unknown paths and wrong methods with a JSON error', async () => {
-      jsonError(await d.http.get('/api/v1/nothing-here'), 404);
-      const res = await d.http.delete('/api/v1/run_tests');
-      expect(res.status).to.equal(405);
-      expect(res.body.error).to.equal('method_not_allowed');
+      expectError(await d.http.get('/api/v1/nothing-here'), 404, 'not_found');
+      expectError(await d.http.delete('/api/v1/run_tests'), 405, 'method_not_allowed');
     });
 
     it('answers 413 for an over-large body', async () => {
       const big = JSON.stringify({ test_pack_revision: 'main', test_cases: [PASS], pad: 'x'.repeat(2 * 1024 * 1024) });
-      jsonError(await d.http.post('/api/v1/run_tests').send(big), 413);
+      expectError(await d.http.post('/api/v1/run_tests').send(big), 413, 'payload_too_large');
     });
   });
 });
@@ -315,8 +314,7 @@ describe('v1 and the node licence', function () {
 
   it('run_tests on a node whose licence has expired is refused with 403 forbidden, as in v2, and starts no job', async () => {
     const res = await d.http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: [PASS] });
-    jsonError(res, 403);
-    expect(res.body.error).to.equal('forbidden');
+    expectError(res, 403, 'forbidden');
     expect(res.body.message).to.match(/licence/);
     expect(d.daemon.services.jobs.current()).to.equal(undefined);
   });

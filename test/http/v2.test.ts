@@ -5,20 +5,27 @@
 import { expect } from 'chai';
 import { startTestDaemon, waitForJob, waitOnline, type TestDaemon } from '../helpers/daemon.js';
 import { asUser } from '../helpers/auth.js';
+import { expectError } from '../helpers/errors.js';
+import { waitForRunOutput } from '../helpers/runs.js';
+import { waitFor } from '../helpers/wait.js';
 
 const PASS = 'tests/basic.py::test_pass';
 const FAIL = 'tests/basic.py::test_fail';
 const HANG = 'tests/hang.py::test_hang';
 const TAGS = 'tests/config_tags.py::test_tags';
 
+const NODE = 'farmhand-test';
+
 describe('v2 API', function () {
   this.timeout(90_000);
   let d: TestDaemon;
   let as: Awaited<ReturnType<typeof asUser>>;
-  const NODE = 'farmhand-test';
 
   before(async () => {
-    d = await startTestDaemon({ config: { api: { await_completion_secs: 2 } } });
+    // A hold time far beyond mocha's: here await_completion answers only when the job ends (the hold
+    // time firing is tested with a daemon of its own below); a stop answers 200 once stopped, however
+    // loaded the machine is.
+    d = await startTestDaemon({ config: { api: { await_completion_secs: 600 }, runner: { stop_response_secs: 60 } } });
     as = await asUser(d, 'alice');
     await waitOnline(d);
   });
@@ -54,30 +61,28 @@ describe('v2 API', function () {
   });
 
   it('any other node id is a 404', async () => {
-    expect((await run({ node_id: 'other-node', test_cases: [PASS] })).status).to.equal(404);
-    expect((await as.get('/api/v2/nodes/other-node/job')).status).to.equal(404);
-    expect((await as.get('/api/v2/nodes/other-node/screenshot.png')).status).to.equal(404);
-    expect((await run({ node_id: 7, test_cases: [PASS] })).status).to.equal(400);
+    expectError(await run({ node_id: 'other-node', test_cases: [PASS] }), 404, 'not_found', 'run_tests');
+    expectError(await as.get('/api/v2/nodes/other-node/job'), 404, 'not_found', 'job');
+    expectError(await as.get('/api/v2/nodes/other-node/screenshot.png'), 404, 'not_found', 'screenshot');
+    expectError(await run({ node_id: 7, test_cases: [PASS] }), 400, 'invalid_request', 'numeric node_id');
   });
 
-  it('await_completion holds the request, answers 202 with the Job object after the hold time, 200 when the job ends', async () => {
+  it('await_completion holds the request while the job runs and answers 200 with the Job object when the job ends', async () => {
     const res = await run({ test_cases: [HANG] });
-    const t0 = Date.now();
-    const held = await as.get(`/api/v2/jobs${res.body.job_uid}/await_completion`);
-    expect(held.status).to.equal(202);
-    expect(Date.now() - t0).to.be.at.least(1900);
-    expect(held.body).to.include({ job_uid: res.body.job_uid, status: 'running' });
+    expect(res.status, res.text).to.equal(200);
     const node = await as.get(`/api/v2/nodes/${NODE}/job`);
     expect(node.body.job_uid).to.equal(res.body.job_uid);
     // The force sequence of COMPAT: nodes/<id>/job, jobs/<uid>, stop, run_tests again.
-    const waiting = as.get(`/api/v2/nodes/${NODE}/job/await_completion`);
-    await new Promise((r) => setTimeout(r, 200));
+    let answered = false;
+    const waiting = as.get(`/api/v2/nodes/${NODE}/job/await_completion`).then((w) => ((answered = true), w));
+    await waitForRunOutput(d, res.body.job_uid, 'about to hang');
+    expect(answered, 'await_completion answered while the job was still running').to.equal(false);
     const stopped = await as.put(`/api/v2/jobs${res.body.job_uid}/stop`);
     expect(stopped.status).to.equal(200);
     expect(stopped.body.status).to.equal('exited');
     const w = await waiting;
     expect(w.status).to.equal(200);
-    expect(w.body.status).to.equal('exited');
+    expect(w.body).to.include({ job_uid: res.body.job_uid, status: 'exited' });
     expect((await as.post(`/api/v2/jobs${res.body.job_uid}/stop`)).status).to.equal(200);
   });
 
@@ -85,13 +90,14 @@ describe('v2 API', function () {
     const res = await run({ test_cases: [HANG] });
     expect(res.status, res.text).to.equal(200);
     try {
-      // Poll (a condition, not a time): the first run starts once the test pack is checked out.
-      let job: Record<string, any> = {};
-      const deadline = Date.now() + 60_000;
-      while (!job.log_url && Date.now() < deadline) {
-        job = (await as.get(`/api/v2/nodes/${NODE}`)).body.job;
-        if (!job.log_url) await new Promise((r) => setTimeout(r, 20));
-      }
+      // The first run starts once the test pack is checked out.
+      const job: Record<string, any> = await waitFor(
+        async () => {
+          const j = (await as.get(`/api/v2/nodes/${NODE}`)).body.job;
+          return j?.log_url ? j : undefined;
+        },
+        { what: 'the node`s job to link its first run', timeoutMs: 60_000 },
+      );
       expect(job).to.include({ job_uid: res.body.job_uid, status: 'running' });
       expect(job.log_url).to.be.a('string').and.match(new RegExp(`^${d.url}/api/v2/results${res.body.job_uid}/\\d{4}-\\d{2}-\\d{2}_\\d{2}\\.\\d{2}\\.\\d{2}/farmhand\\.log$`));
       expect(job.triage_url).to.equal(`${d.url}/app/results${job.log_url.slice(`${d.url}/api/v2/results`.length, -'/farmhand.log'.length)}`);
@@ -104,12 +110,14 @@ describe('v2 API', function () {
       expect(page.text).to.include('running').and.include(HANG.split('::')[1]!);
     } finally {
       await as.post(`/api/v2/jobs${res.body.job_uid}/stop`);
+      await waitForJob(d, res.body.job_uid); // the next test starts a job of its own
     }
   });
 
   it('POST /api/v2/nodes/{node_id}/job/stop stops the node`s job', async () => {
     const res = await run({ test_cases: [HANG] });
-    await new Promise((r) => setTimeout(r, 300));
+    expect(res.status, res.text).to.equal(200);
+    await waitForRunOutput(d, res.body.job_uid, 'about to hang');
     const stop = await as.post(`/api/v2/nodes/${NODE}/job/stop`);
     expect(stop.status).to.equal(200);
     expect(stop.body).to.include({ job_uid: res.body.job_uid, status: 'exited' });
@@ -117,18 +125,27 @@ describe('v2 API', function () {
     expect(again.status).to.equal(200);
   });
 
-  it('200 concurrent await_completion requests on one job all return 200 promptly when it ends', async () => {
-    const res = await run({ test_cases: [PASS, PASS] });
-    const started = Date.now();
-    const waiters = Array.from({ length: 200 }, () => as.get(`/api/v2/jobs${res.body.job_uid}/await_completion`).then((r) => ({ r, at: Date.now() })));
-    const all = await Promise.all(waiters);
-    const job = await waitForJob(d, res.body.job_uid);
-    const ended = Date.parse(job.end_time as string);
-    for (const { r, at } of all) {
-      expect(r.status).to.equal(200);
-      expect(at - ended).to.be.lessThan(1000);
+  // How fast the waiters are answered is a figure of bench/v2-bench.ts (1,000 waiters).
+  it('200 concurrent await_completion requests on one job all return 200 with the ended job when it ends', async () => {
+    const res = await run({ test_cases: [HANG] });
+    expect(res.status, res.text).to.equal(200);
+    const early: string[] = [];
+    let ended = false;
+    const waiters = Array.from({ length: 200 }, () =>
+      as.get(`/api/v2/jobs${res.body.job_uid}/await_completion`).then((r) => (ended || early.push(`${r.status} ${r.text}`), r)),
+    );
+    try {
+      await waitForRunOutput(d, res.body.job_uid, 'about to hang');
+      expect(early, 'answers before the job ended').to.deep.equal([]);
+    } finally {
+      ended = true;
+      expect((await as.post(`/api/v2/jobs${res.body.job_uid}/stop`)).status).to.equal(200);
     }
-    expect(Date.now() - started).to.be.lessThan(10_000);
+    for (const r of await Promise.all(waiters)) {
+      expect(r.status, r.text).to.equal(200);
+      expect(r.body).to.include({ job_uid: res.body.job_uid, status: 'exited' });
+    }
+    expect((await waitForJob(d, res.body.job_uid)).status).to.equal('exited');
   });
 
   it('results as JSON with filter, sort and tz; bad values are 400', async () => {
@@ -137,8 +154,8 @@ describe('v2 API', function () {
     const fails = (await as.get('/api/v2/results').query({ filter: `job:${res.body.job_uid} result:fail`, tz: 'Europe/London', sort: 'date:asc' })).body;
     expect(fails).to.have.length(1);
     expect(fails[0].failure_reason).to.equal('AssertionError: arithmetic is broken');
-    expect((await as.get('/api/v2/results').query({ tz: 'Nowhere/Else' })).status).to.equal(400);
-    expect((await as.get('/api/v2/results').query({ filter: 'bogus:1' })).status).to.equal(400);
+    expectError(await as.get('/api/v2/results').query({ tz: 'Nowhere/Else' }), 400, 'invalid_request', 'tz');
+    expectError(await as.get('/api/v2/results').query({ filter: 'bogus:1' }), 400, 'invalid_filter', 'filter');
   });
 
   it('"When the token is missing or invalid, the response is 403 Forbidden" on every v2 endpoint; v1 stays open', async () => {
@@ -154,8 +171,7 @@ describe('v2 API', function () {
       for (const auth of [undefined, 'token fh_00000000_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA', 'token nonsense', 'Basic abc']) {
         const req = anon[m](p);
         const res = await (auth ? req.set('Authorization', auth) : req);
-        expect(res.status, `${p} ${auth}`).to.equal(403);
-        expect(res.body.error).to.equal('forbidden');
+        expectError(res, 403, 'forbidden', `${m} ${p} ${auth}`);
       }
     }
     expect((await anon.get('/api/v1/results')).status).to.equal(200);
@@ -168,7 +184,7 @@ describe('v2 API', function () {
     const store = new TokenStore(tokensFile(d.dataDir));
     const mine = (await store.list()).filter((t) => t.user === 'bob');
     for (const t of mine) await store.revoke(t.id);
-    expect((await bob.get('/api/v2/user')).status).to.equal(403);
+    expectError(await bob.get('/api/v2/user'), 403, 'forbidden', 'revoked token');
   });
 
   it('POST /github/post-receive fetches the test pack at once (no body, no token)', async () => {
@@ -197,14 +213,14 @@ describe('v2 API', function () {
     expect(xml.type).to.equal('application/xml');
     expect(xml.text).to.match(/<testsuite [^>]*tests="2"[^>]*failures="1"/);
     expect(xml.text).to.include('<failure');
-    expect((await as.get('/api/v2/results.xml').query({ include_tz: 'maybe' })).status).to.equal(400);
+    expectError(await as.get('/api/v2/results.xml').query({ include_tz: 'maybe' }), 400, 'invalid_request', 'include_tz');
     // classname: the test file path by default (as stb-tester's portal), pytest's dotted module on request.
     expect(xml.text).to.include(`classname="${PASS.split('::')[0]}" name="${PASS.split('::')[1]}"`);
     const pytest = await as.get('/api/v2/results.xml').query({ filter, junit_classname: 'pytest' });
     expect(pytest.text).to.include(`classname="${PASS.split('::')[0]!.replace(/\.py$/, '').replaceAll('/', '.')}"`);
     const badStyle = await as.get('/api/v2/results.xml').query({ junit_classname: 'java' });
-    expect([badStyle.status, badStyle.body.error]).to.deep.equal([400, 'invalid_request']);
-    expect((await as.get('/api/v2/results.csv').query({ sort: 'nope:asc' })).status).to.equal(400);
+    expectError(badStyle, 400, 'invalid_request', 'junit_classname');
+    expectError(await as.get('/api/v2/results.csv').query({ sort: 'nope:asc' }), 400, 'invalid_request', 'sort');
 
     const [r] = (await as.get('/api/v2/results').query({ filter, sort: 'date:asc' })).body;
     const utc = (await as.get(`/api/v2/results${r.result_id}/stbt.log`)).text.split('\n')[0]!;
@@ -212,7 +228,7 @@ describe('v2 API', function () {
     expect(utc).to.match(/^\S+\+00:00 /);
     expect(tokyo).to.match(/^\S+\+09:00 /);
     expect(Date.parse(tokyo.split(' ')[0]!)).to.equal(Date.parse(utc.split(' ')[0]!));
-    expect((await as.get(`/api/v2/results${r.result_id}/farmhand.log`).query({ tz: 'Not/AZone' })).status).to.equal(400);
+    expectError(await as.get(`/api/v2/results${r.result_id}/farmhand.log`).query({ tz: 'Not/AZone' }), 400, 'invalid_request', 'log tz');
 
     const { default: request } = await import('supertest');
     const page = await request(r.triage_url).get('');
@@ -223,5 +239,33 @@ describe('v2 API', function () {
 
   it('GET /api/v2/user answers the token`s login', async () => {
     expect((await as.get('/api/v2/user')).body).to.deep.equal({ login: 'alice' });
+  });
+});
+
+describe('v2 await_completion hold time', function () {
+  this.timeout(90_000);
+  let d: TestDaemon;
+  let as: Awaited<ReturnType<typeof asUser>>;
+
+  before(async () => {
+    d = await startTestDaemon({ config: { api: { await_completion_secs: 1 }, runner: { stop_response_secs: 60 } } });
+    as = await asUser(d, 'alice');
+    await waitOnline(d);
+  });
+  after(() => d?.stop());
+
+  it('answers 202 with the Job object when the hold time passes and the job is still running', async () => {
+    const res = await as.post('/api/v2/run_tests').send({ node_id: NODE, test_pack_revision: 'main', test_cases: [HANG] });
+    expect(res.status, res.text).to.equal(200);
+    try {
+      // Only the hold timer can end this call: the job hangs until the stop below.
+      await waitForRunOutput(d, res.body.job_uid, 'about to hang');
+      const held = await as.get(`/api/v2/jobs${res.body.job_uid}/await_completion`);
+      expect(held.status, held.text).to.equal(202);
+      expect(held.body).to.include({ job_uid: res.body.job_uid, status: 'running' });
+      expect(d.daemon.services.jobs.current()).to.include({ job_uid: res.body.job_uid, status: 'running' });
+    } finally {
+      expect((await as.post(`/api/v2/jobs${res.body.job_uid}/stop`)).status).to.equal(200);
+    }
   });
 });
