@@ -9,6 +9,7 @@ import { silentLogger } from '../../src/logger.js';
 import { writeFileAtomic } from '../../src/storage/atomic.js';
 import { FileJobRepository } from '../../src/storage/jobStore.js';
 import { StateStore } from '../../src/storage/state.js';
+import { jobRecord } from '../fixtures/records.js';
 
 const NODE = 'farmhand-test';
 
@@ -61,25 +62,14 @@ describe('FileJobRepository: the store owns its writes', () => {
     await rm(dataDir, { recursive: true, force: true });
   });
 
-  const job = (status: JobRecord['status'], pid: number | null): JobRecord => ({
-    job_uid: `/${NODE}/${state.data.installation_hex}/1`,
-    number: 1,
-    status,
-    start_time: '2026-11-23T10:00:00.000Z',
-    end_time: status === 'exited' ? '2026-11-23T10:01:00.000Z' : null,
-    result_counts: { pass: 0, fail: 0, error: 0, total: 1 },
-    test_cases: ['tests/t.py::test_a'],
-    test_pack_revision: 'main',
-    test_pack_sha: 'a'.repeat(40),
-    test_pack_branch: 'main',
-    category: 'default',
-    soak: 'run once',
-    shuffle: false,
-    remote_control: null,
-    tags: {},
-    username: 'ci',
-    current_run: status === 'running' ? { result_id: `/${NODE}/x/1/2026-11-23_10.00.00`, test_case: 'tests/t.py::test_a', start_time: '2026-11-23T10:00:00.000Z', pid } : null,
-  });
+  const job = (status: JobRecord['status'], pid: number | null): JobRecord =>
+    jobRecord({
+      job_uid: `/${NODE}/${state.data.installation_hex}/1`,
+      number: 1,
+      status,
+      end_time: status === 'exited' ? '2030-06-15T11:05:00.000Z' : null,
+      current_run: status === 'running' ? { result_id: `/${NODE}/x/1/2030-06-15_11.00.00`, test_case: 'tests/a.py::test_a', start_time: '2030-06-15T11:00:00.000Z', pid } : null,
+    });
   const onDisk = async () => JSON.parse(await readFile(join(dataDir, 'jobs', '1.json'), 'utf8')) as JobRecord;
 
   it('two saves whose writes finish out of order never leave the older state on disk', async () => {

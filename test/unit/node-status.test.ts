@@ -14,31 +14,13 @@ import { parseIniConfig } from '../../src/runner/iniConfig.js';
 import { StateNodeUsageStore, StateStore } from '../../src/storage/state.js';
 import { makeTestPack, type TestPackRepo } from '../fixtures/testPack.js';
 import { FakeClock } from '../fixtures/fakeClock.js';
+import { jobRecord } from '../fixtures/records.js';
 
 const NODE = 'farmhand-0123456789ab';
 const BASE = 'http://node.example:8080';
 const T0 = Date.parse('2030-06-15T12:00:00.000Z');
 
-const job = (over: Partial<JobRecord> = {}): JobRecord => ({
-  job_uid: `/${NODE}/beef/7`,
-  number: 7,
-  status: 'exited',
-  start_time: '2030-06-15T11:00:00.000Z',
-  end_time: '2030-06-15T11:05:00.000Z',
-  result_counts: { pass: 1, fail: 0, error: 0, total: 1 },
-  test_cases: ['tests/a.py::test_a'],
-  test_pack_revision: 'main',
-  test_pack_sha: 'a'.repeat(40),
-  test_pack_branch: 'main',
-  category: 'default',
-  soak: 'run once',
-  shuffle: false,
-  remote_control: null,
-  tags: {},
-  username: 'alice',
-  current_run: null,
-  ...over,
-});
+const job = (over: Partial<JobRecord> = {}): JobRecord => jobRecord({ job_uid: `/${NODE}/beef/7`, ...over });
 
 class MemoryUsage implements NodeUsageStore {
   saves: NodeUsage[] = [];
