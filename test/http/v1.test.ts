@@ -164,7 +164,7 @@ describe('v1 API', function () {
           const job = (await d.http.get(`/api/v1/jobs${res.body.job_uid}`)).body;
           return job.status === 'running' && (job.result_counts as Record<string, number>).pass! >= 2;
         },
-        { what: 'two passes counted while the soak runs', timeoutMs: 20_000, intervalMs: 100 },
+        { what: 'two passes counted while the soak runs', timeoutMs: 60_000, intervalMs: 100 },
       );
       const stop = await d.http.post(`/api/v1/jobs${res.body.job_uid}/stop`);
       expect(stop.status).to.equal(200);

@@ -23,7 +23,8 @@ const PACK = { 'tests/t.py': 'def test_pass():\n    pass\n\ndef test_fail():\n  
 const CASES = ['tests/t.py::test_pass', 'tests/t.py::test_fail', 'tests/t.py::test_error'];
 
 describe('state recovery at start-up', function () {
-  this.timeout(60_000);
+  // Whole jobs of python runs, restarts and recoveries: minutes on a loaded 2-core CI box.
+  this.timeout(300_000);
   let pack: TestPackRepo;
   let dataDir: string;
   let daemon: Daemon | undefined;
@@ -43,7 +44,7 @@ describe('state recovery at start-up', function () {
     const job = await waitFor(async () => {
       const j = await http.get(`/api/v1/jobs${uid}`);
       return j.body.status === 'exited' ? (j.body as { result_counts: Record<string, number> }) : undefined;
-    }, { what: `job ${uid} to exit`, timeoutMs: 30_000, intervalMs: 100 });
+    }, { what: `job ${uid} to exit`, timeoutMs: 240_000, intervalMs: 100 });
     return { job_uid: uid, job_id: Number(uid.split('/').pop()), result_counts: job.result_counts };
   };
   /** A results list without its absolute URLs (the port changes on each start). */

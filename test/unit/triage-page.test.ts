@@ -150,7 +150,7 @@ describe('triage page (/app/results/<result_id>)', () => {
 });
 
 describe('triage page over HTTP: it obeys auth.v1_requires_token like the v1 API', function () {
-  this.timeout(60_000);
+  this.timeout(300_000); // a whole job of python runs: minutes on a loaded 2-core box
   let d: TestDaemon;
   let user: Awaited<ReturnType<typeof asUser>>;
   let page: string;
@@ -161,7 +161,7 @@ describe('triage page over HTTP: it obeys auth.v1_requires_token like the v1 API
     const run = await user.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: ['tests/basic.py::test_pass'] });
     expect(run.status).to.equal(200);
     // Poll the job (with the token: v1 needs one here) until it has exited.
-    await waitFor(async () => (await user.get(`/api/v1/jobs${run.body.job_uid}`)).body.status === 'exited', { what: 'the job to exit', timeoutMs: 30_000, intervalMs: 100 });
+    await waitFor(async () => (await user.get(`/api/v1/jobs${run.body.job_uid}`)).body.status === 'exited', { what: 'the job to exit', timeoutMs: 240_000, intervalMs: 100 });
     const [result] = (await user.get(`/api/v1/jobs${run.body.job_uid}/results`)).body as Array<{ result_id: string }>;
     page = `/app/results${result!.result_id}`;
   });
