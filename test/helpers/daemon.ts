@@ -45,7 +45,7 @@ export async function startTestDaemon(opts: { files?: Files; config?: TestConfig
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'farmhand-data-'));
   const config = testConfig(pack.dir, dataDir, opts.config);
   const daemon = await startDaemon(config, silentLogger);
-  return {
+  const td: TestDaemon = {
     daemon,
     url: daemon.url,
     http: request(daemon.url),
@@ -53,11 +53,13 @@ export async function startTestDaemon(opts: { files?: Files; config?: TestConfig
     dataDir,
     config,
     async stop() {
-      await daemon.stop();
+      // The daemon running now: a test may have restarted it on the same data directory (td.daemon = ...).
+      await td.daemon.stop();
       await rm(dataDir, { recursive: true, force: true });
       if (!opts.pack) await pack.cleanup();
     },
   };
+  return td;
 }
 
 /** Wait until the capture pipeline delivers frames (a node is offline until then). */
