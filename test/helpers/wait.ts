@@ -8,8 +8,14 @@ export interface WaitOptions {
   what?: string;
   /** Give up after this long (default 10 s, under mocha's 20 s so the message is ours). */
   timeoutMs?: number;
-  /** Time between probes (default 20 ms). */
+  /** Time before the second probe (default 20 ms); it doubles after each miss, up to `maxIntervalMs`. */
   intervalMs?: number;
+  /**
+   * Longest time between probes (default 250 ms). Probes over HTTP count against the daemon's rate
+   * limit (20 requests a second per client): a slow condition on a loaded machine must not turn into
+   * a flood of 429s, nor starve the requests the test makes next.
+   */
+  maxIntervalMs?: number;
 }
 
 /**
@@ -17,7 +23,8 @@ export interface WaitOptions {
  * what was read). A probe that throws counts as "not yet"; its last error is in the failure message.
  */
 export async function waitFor<T>(probe: () => T | Promise<T>, opts: WaitOptions | string = {}): Promise<NonNullable<T>> {
-  const { what = 'condition', timeoutMs = 10_000, intervalMs = 20 } = typeof opts === 'string' ? { what: opts } : opts;
+  const { what = 'condition', timeoutMs = 10_000, intervalMs = 20, maxIntervalMs = 250 } = typeof opts === 'string' ? { what: opts } : opts;
+  let interval = Math.min(intervalMs, maxIntervalMs);
   const end = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
@@ -29,7 +36,8 @@ export async function waitFor<T>(probe: () => T | Promise<T>, opts: WaitOptions 
     }
     const why = last instanceof Error ? last.message : JSON.stringify(last);
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}${last ? ` (last error: ${why})` : ''}`);
-    await new Promise((r) => setTimeout(r, intervalMs));
+    await new Promise((r) => setTimeout(r, interval));
+    interval = Math.min(interval * 2, Math.max(intervalMs, maxIntervalMs));
   }
 }
 

@@ -109,8 +109,10 @@ describe('v2 API', function () {
       expect(page.type).to.equal('text/html');
       expect(page.text).to.include('running').and.include(HANG.split('::')[1]!);
     } finally {
-      await as.post(`/api/v2/jobs${res.body.job_uid}/stop`);
-      await waitForJob(d, res.body.job_uid); // the next test starts a job of its own
+      // The next test starts a job of its own: this one must be stopped, and a refused stop said so.
+      const stop = await as.post(`/api/v2/jobs${res.body.job_uid}/stop`);
+      expect(stop.status, `stopping the job: ${stop.text}`).to.equal(200);
+      await waitForJob(d, res.body.job_uid);
     }
   });
 
