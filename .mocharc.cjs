@@ -2,6 +2,7 @@
 // `exit` stays off on purpose: a leaked handle shows up as a hang instead of hiding.
 module.exports = {
   'node-option': ['import=tsx'],
+  require: ['test/helpers/rootHooks.ts'],
   timeout: 20000,
   reporter: 'spec',
 };

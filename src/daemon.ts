@@ -208,12 +208,18 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
   let stopping: Promise<void> | undefined;
   const stop = () =>
     (stopping ??= (async () => {
+      // Each step is logged (debug): a stop that hangs says where.
+      const step = (what: string) => logger.debug({ step: what }, 'stopping');
       const closed = new Promise<void>((res) => server.close(() => res()));
       server.closeIdleConnections();
+      step('the running job');
       await jobs.shutdown();
+      step('HTTP connections');
       server.closeAllConnections();
       await closed;
+      step('capture');
       await frames.stop();
+      step('stores');
       reservations.stop();
       await node.flush();
       // Every job and state write lands before stop resolves: the next daemon on this data directory reads them whole.
@@ -225,6 +231,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
       testPack.close();
       await results.close();
       await lock.release();
+      step('done');
     })());
   return { url, server, services, stop };
 }

@@ -218,6 +218,7 @@ export class JobService {
       const order = schedule(job.test_cases, { forever: job.soak === 'run forever', shuffle: job.shuffle, weights, rng: this.rng });
       const timeoutSecs = Number(config.test_pack?.test_timeout_secs) || this.d.settings.defaultTimeoutSecs;
       const runConfig: IniConfig = { ...config, 'result.tags': job.tags };
+      this.d.logger.debug({ job: job.job_uid, sha: job.test_pack_sha }, 'job: checking out the test pack');
       const checkoutDir = await this.d.testPack.checkout(job.test_pack_sha);
       let lastStamp = '';
       for (const testCase of order) {
@@ -248,6 +249,7 @@ export class JobService {
   ): Promise<void> {
     const job = active.record;
     const resultId = formatResultId(job.job_uid, start);
+    this.d.logger.debug({ job: job.job_uid, result: resultId, test: testCase }, 'job: creating the run folder');
     const resultDir = await this.d.results.createRunDir(resultId);
     job.current_run = { result_id: resultId, test_case: testCase, start_time: start.toISOString(), pid: null };
     if (job.soak === 'run forever') job.result_counts.total++;
@@ -268,7 +270,9 @@ export class JobService {
         void this.d.jobs.save(job).catch(() => undefined);
       },
     };
+    this.d.logger.debug({ result: resultId }, 'job: starting the test');
     const outcome = await this.d.runner.run(spec, active.abort.signal).finally(() => control?.close());
+    this.d.logger.debug({ result: resultId, result_of_run: outcome.result }, 'job: test ended; saving the screenshot, video and record');
     await Promise.all([
       this.d.frames.saveScreenshot(resultDir).catch((e: unknown) => {
         this.d.logger.warn({ err: e, result: resultId }, 'could not save the end-of-run screenshot');

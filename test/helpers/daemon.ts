@@ -9,7 +9,7 @@ import path from 'node:path';
 import request from 'supertest';
 import { configSchema, type ConfigInput, type FarmConfig } from '../../src/config/schema.js';
 import { startDaemon, type Daemon } from '../../src/daemon.js';
-import { silentLogger } from '../../src/logger.js';
+import { daemonLogger, logTail } from './daemonLogs.js';
 import { makeTestPack, type Files, type TestPackRepo } from '../fixtures/testPack.js';
 import { waitFor } from './wait.js';
 
@@ -44,7 +44,11 @@ export async function startTestDaemon(opts: { files?: Files; config?: TestConfig
   const pack = opts.pack ?? (await makeTestPack(opts.files));
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'farmhand-data-'));
   const config = testConfig(pack.dir, dataDir, opts.config);
-  const daemon = await startDaemon(config, silentLogger);
+  const log = daemonLogger();
+  const daemon = await startDaemon(config, log.logger).catch((e: unknown) => {
+    log.done();
+    throw e;
+  });
   const td: TestDaemon = {
     daemon,
     url: daemon.url,
@@ -54,7 +58,14 @@ export async function startTestDaemon(opts: { files?: Files; config?: TestConfig
     config,
     async stop() {
       // The daemon running now: a test may have restarted it on the same data directory (td.daemon = ...).
-      await td.daemon.stop();
+      // A stop that does not end is a bug to read about, not only a mocha timeout: print the log.
+      const slow = setTimeout(() => process.stderr.write(`\n----- test daemon still stopping after 30 s; end of its log -----\n${logTail(log.file)}\n`), 30_000);
+      try {
+        await td.daemon.stop();
+      } finally {
+        clearTimeout(slow);
+        log.done();
+      }
       await rm(dataDir, { recursive: true, force: true });
       if (!opts.pack) await pack.cleanup();
     },

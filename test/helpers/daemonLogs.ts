@@ -1,0 +1,64 @@
+/**
+ * Each test daemon logs (level debug) to a file of its own, so a failure on a loaded CI machine can
+ * be read afterwards: the root hook prints the end of the log of every daemon that was alive during
+ * a failed test, and a daemon whose stop does not end prints its log too.
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pino } from 'pino';
+import type { Logger } from '../../src/core/ports.js';
+
+interface DaemonLog {
+  file: string;
+  started: number;
+  stopped: number | undefined;
+}
+
+const dir = mkdtempSync(path.join(os.tmpdir(), 'farmhand-test-logs-'));
+const logs: DaemonLog[] = [];
+let seq = 0;
+
+/** A logger writing to a new file; `done()` marks the daemon stopped. */
+export function daemonLogger(): { logger: Logger; file: string; done: () => void } {
+  const file = path.join(dir, `daemon-${++seq}.log`);
+  const entry: DaemonLog = { file, started: Date.now(), stopped: undefined };
+  logs.push(entry);
+  const logger = pino({ level: 'debug', base: undefined, timestamp: pino.stdTimeFunctions.isoTime }, pino.destination({ dest: file, sync: true, mkdir: true }));
+  return { logger, file, done: () => (entry.stopped = Date.now()) };
+}
+
+/** The last `lines` lines of a daemon log, for a failure message. */
+export function logTail(file: string, lines = 60): string {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    return '(no log)';
+  }
+  return text.trimEnd().split('\n').slice(-lines).join('\n');
+}
+
+/** Print the logs of the daemons alive between `from` and `to` (a failed test's span). */
+export function printLogsOfSpan(from: number, to: number, title: string): void {
+  const alive = logs.filter((l) => l.started <= to && (l.stopped === undefined || l.stopped >= from));
+  for (const l of alive) {
+    process.stderr.write(`\n----- ${title}: end of ${path.basename(l.file)} -----\n${logTail(l.file)}\n----- end -----\n`);
+  }
+}
+
+/** Forget stopped daemons' logs (files and entries); called after each passing test. */
+export function dropStoppedLogs(): void {
+  for (let i = logs.length - 1; i >= 0; i--) {
+    const l = logs[i]!;
+    if (l.stopped !== undefined) {
+      rmSync(l.file, { force: true });
+      logs.splice(i, 1);
+    }
+  }
+}
+
+/** Remove the folder at the end of the run. */
+export function removeLogDir(): void {
+  rmSync(dir, { recursive: true, force: true });
+}
