@@ -20,7 +20,12 @@ import { waitFor } from '../helpers/wait.js';
 
 const NODE = 'farmhand-test';
 const PASS = 'tests/basic.py::test_pass';
-const FILES = { ...STANDARD_FILES, 'config/remote-control/vstb.lircd.conf': VSTB_LIRCD_CONF };
+const PRESS = 'tests/press.py::test_press';
+const FILES = {
+  ...STANDARD_FILES,
+  'config/remote-control/vstb.lircd.conf': VSTB_LIRCD_CONF,
+  'tests/press.py': 'import farmhand\n\ndef test_press():\n    farmhand.press("KEY_OK")\n',
+};
 const SECRET = `whsec_${randomBytes(32).toString('base64')}`;
 
 interface Delivery {
@@ -116,11 +121,28 @@ describe('push events: the event stream and webhooks', function () {
     expect(seqs).to.deep.equal([...seqs].sort((a, b) => a - b));
   });
 
+  it("a test script's key press: key.pressed from the script, naming its run, between run.started and run.finished", async () => {
+    const run = await alice.post('/api/v2/run_tests').send({ node_id: NODE, test_pack_revision: 'main', test_cases: [PRESS], remote_control: 'vstb' });
+    expect(run.status, run.text).to.equal(200);
+    const uid = run.body.job_uid as string;
+    await stream.next((m) => m.event === 'job.exited' && (m.data.data as { job_uid: string }).job_uid === uid, 'job.exited');
+    const started = stream.messages.findIndex((m) => m.event === 'run.started' && (m.data.data as { job_uid: string }).job_uid === uid);
+    const [runStarted, pressed, finished] = stream.messages.slice(started, started + 3);
+    expect([runStarted, pressed, finished].map((m) => m?.event)).to.deep.equal(['run.started', 'key.pressed', 'run.finished']);
+    expect(finished!.data.data).to.include({ result: 'pass' });
+    const resultId = (runStarted!.data.data as { result_id: string }).result_id;
+    expect(pressed!.data.data).to.include({ key: 'KEY_OK', remote: 'vstb', source: 'script', username: null, result_id: resultId });
+  });
+
   it('resume: Last-Event-ID (or ?last_event_id=) gets only the later events; an id of an earlier boot gets stream.missed first', async () => {
+    // The first job's events; the second job's followed them.
     const [, runStarted, runFinished, jobExited] = stream.of('job.started', 'run.started', 'run.finished', 'job.exited');
+    const after = stream.messages.slice(stream.messages.indexOf(runStarted!) + 1).map((m) => m.id);
+    const last = stream.messages.at(-1)!.id;
     const resumed = await open('', { 'Last-Event-ID': runStarted!.id! });
-    await resumed.next((m) => m.id === jobExited!.id, 'the replayed job.exited');
-    expect(resumed.messages.slice(0, 2).map((m) => m.id)).to.deep.equal([runFinished!.id, jobExited!.id]);
+    await resumed.next((m) => m.id === last, 'the replay up to the latest event');
+    expect(resumed.messages.map((m) => m.id)).to.deep.equal(after);
+    expect(after.slice(0, 2)).to.deep.equal([runFinished!.id, jobExited!.id]);
     resumed.close();
 
     const byQuery = await open(`?last_event_id=${encodeURIComponent(runFinished!.id!)}`);
@@ -147,7 +169,7 @@ describe('push events: the event stream and webhooks', function () {
 
     const ended = await stream.next((m) => m.event === 'reservation.ended', 'reservation.ended');
     expect(stream.of('reservation.made')[0]!.data.data).to.include({ reservation_id: id, username: 'alice', message: 'events test' });
-    expect(stream.of('key.pressed')[0]!.data.data).to.include({ key: 'KEY_OK', remote: 'vstb', source: 'api', username: 'alice', result_id: null });
+    expect(stream.of('key.pressed').at(-1)!.data.data).to.include({ key: 'KEY_OK', remote: 'vstb', source: 'api', username: 'alice', result_id: null });
     expect(ended.data.data).to.include({ reservation_id: id, how: 'ended', by: 'alice' });
 
     const webhooks = d.daemon.services.events!.webhooks;
