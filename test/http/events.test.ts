@@ -191,6 +191,26 @@ describe('push events: the event stream and webhooks', function () {
     expect(ce.id).to.equal(stream.of('reservation.made')[0]!.id);
   });
 
+  it('a client that does not read is cut off once its backlog passes the bound; the others and the publisher carry on', async () => {
+    const ev = d.daemon.services.events!;
+    const slow = await open();
+    slow.res.pause(); // reads nothing more: the socket buffers fill, then the daemon's
+    const before = stream.messages.length;
+    const big = 'x'.repeat(64 * 1024);
+    let sent = 0;
+    // Bounded: 64 KiB a step, at most 256 MiB; each step yields so the reading client drains.
+    while (ev.stream.clientsDropped === 0 && sent < 4096) {
+      ev.hub.publish('key.pressed', { key: 'KEY_BIG', remote: big, hold_ms: 0, source: 'api', username: 'test', result_id: null });
+      sent++;
+      await new Promise((r) => setImmediate(r));
+    }
+    expect(ev.stream.clientsDropped, `dropped after ${sent} events`).to.equal(1);
+    slow.res.resume(); // read what got through: the connection then ends
+    await waitFor(() => slow.ended, 'the slow client to be disconnected');
+    await stream.next((_m) => stream.messages.length - before === sent, `the reading client to get all ${sent} events`);
+    expect(ev.stream.clientsConnected).to.equal(1);
+  });
+
   it('past events.max_clients a new client gets 503 JSON; the counts are exposed', async () => {
     const ev = d.daemon.services.events!;
     await waitFor(() => ev.stream.clientsConnected === 1, 'the closed streams to be gone');
