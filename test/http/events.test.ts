@@ -15,7 +15,7 @@ import { STANDARD_FILES } from '../fixtures/testPack.js';
 import { asUser } from '../helpers/auth.js';
 import { startTestDaemon, waitOnline, type TestDaemon } from '../helpers/daemon.js';
 import { expectError } from '../helpers/errors.js';
-import { SseClient } from '../helpers/sse.js';
+import { SseClient, type SseMessage } from '../helpers/sse.js';
 import { waitFor } from '../helpers/wait.js';
 
 const NODE = 'farmhand-test';
@@ -80,7 +80,7 @@ describe('push events: the event stream and webhooks', function () {
       config: {
         ir: { uri: 'virtual:' },
         capture: { uri: 'virtual:', width: 320, height: 180 },
-        events: { max_clients: 3 },
+        events: { max_clients: 3, health_poll_secs: 0.1 },
         webhooks: { endpoints: [{ url: hook.url, secret: SECRET, types: ['reservation.made'] }], backoff_initial_ms: 1, backoff_max_ms: 5 },
       },
     });
@@ -226,6 +226,19 @@ describe('push events: the event stream and webhooks', function () {
     two.close();
     three.close();
     await waitFor(() => ev.stream.clientsConnected === 1, 'the streams to close');
+  });
+
+  it('the capture stopping and starting again: node.offline with the reason, then node.online', async () => {
+    const frames = d.daemon.services.frames;
+    const from = stream.messages.length; // a loaded machine may have stalled the capture before: only what follows counts
+    const after = (type: string) => (m: SseMessage) => m.event === type && stream.messages.indexOf(m) >= from;
+    await frames.stop();
+    const offline = await stream.next((m) => after('node.offline')(m) && (m.data.data as { reason: string }).reason === 'capture stopped', 'node.offline');
+    expect(offline.data.data).to.include({ online: false, reason: 'capture stopped' });
+    await frames.start();
+    const online = await stream.next((m) => after('node.online')(m) && stream.messages.indexOf(m) > stream.messages.indexOf(offline), 'node.online');
+    expect(online.data.data).to.include({ online: true, reason: null });
+    expect(Number(online.id!.split('-')[1])).to.be.greaterThan(Number(offline.id!.split('-')[1]));
   });
 
   it('stopping the daemon ends the open streams instead of waiting on them', async () => {
