@@ -71,6 +71,12 @@ export class EventStream {
         ctx.set('Retry-After', '10');
         throw new FarmError('device_unavailable', `too many event-stream clients (${this.o.maxClients}); close one, or raise events.max_clients in the config`);
       }
+      if (ctx.method === 'HEAD') {
+        // The router answers HEAD with the GET route: the headers alone, no stream held open.
+        ctx.status = 200;
+        ctx.type = 'text/event-stream';
+        return;
+      }
       ctx.status = 200;
       ctx.respond = false;
       this.open(ctx.res, this.hub.since(lastId));

@@ -103,6 +103,14 @@ describe('push events: the event stream and webhooks', function () {
     expect(anon.res.statusCode).to.equal(403);
     expect(JSON.parse(await anon.text())).to.include({ error: 'forbidden' });
     expectError(await alice.get('/api/v2/events?last_event_id=yesterday'), 400, 'invalid_request');
+    const before = d.daemon.services.events!.stream.clientsConnected;
+    const head = await new Promise<http.IncomingMessage>((resolve, reject) => {
+      const req = http.request(`${d.url}/api/v2/events`, { method: 'HEAD', headers: auth }, resolve);
+      req.on('error', reject).end();
+    });
+    expect(head.statusCode).to.equal(200);
+    expect(head.headers['content-type']).to.match(/^text\/event-stream/);
+    expect(d.daemon.services.events!.stream.clientsConnected, 'HEAD holds no stream').to.equal(before);
   });
 
   it('a job: job.started, run.started, run.finished with its outcome, job.exited, in that order', async () => {
