@@ -2,6 +2,7 @@
 import { expect } from 'chai';
 import { EventHub, HealthWatcher, isEventId, type FarmEvent } from '../../src/core/events.js';
 import type { CaptureHealth } from '../../src/core/ports.js';
+import { ReservationService } from '../../src/core/reservations.js';
 import { FakeClock } from '../fixtures/fakeClock.js';
 
 const T0 = Date.parse('2030-01-01T00:00:00.000Z');
@@ -118,5 +119,43 @@ describe('node health watcher', () => {
     health = { online: true, reason: null };
     clock.advance(5000);
     expect(h.published).to.equal(2);
+  });
+});
+
+describe('reservation events', () => {
+  const store = (failSave = false) => {
+    let state = { last_reservation_id: 0, reservations: [] as never[] };
+    return {
+      load: () => structuredClone(state),
+      save: async (s: typeof state) => {
+        if (failSave) throw new Error('disk full');
+        state = structuredClone(s);
+      },
+    };
+  };
+
+  it('made, extended, interrupted, and ended at the expiry instant when the timer fires', async () => {
+    const clock = new FakeClock(T0);
+    const { h } = hub(20, clock);
+    const svc = new ReservationService({ store: store(), knownNodes: () => ['node-1'], isBusy: () => false, clock, events: h });
+    const [a] = await svc.reserve('alice', { node_ids: ['node-1'], message: 'm', duration_secs: 60 });
+    await svc.extend('alice', a!.reservation_id, 60);
+    clock.advance(120_000);
+    const [b] = await svc.reserve('bob', { node_ids: ['node-1'], message: 'n' });
+    await svc.interrupt('carol', b!.reservation_id, 'release day');
+    expect(h.buffered().map((e) => e.type)).to.deep.equal(['reservation.made', 'reservation.extended', 'reservation.ended', 'reservation.made', 'reservation.interrupted']);
+    const [, extended, expired, , interrupted] = h.buffered();
+    expect(extended!.data).to.include({ reservation_id: a!.reservation_id, expires: '2030-01-01T00:02:00.000Z' });
+    expect(expired!.data).to.include({ how: 'expired', by: null, end_time: '2030-01-01T00:02:00.000Z' });
+    expect(interrupted!.data).to.include({ reservation_id: b!.reservation_id, how: 'interrupted', by: 'carol', end_message: 'release day', username: 'bob' });
+  });
+
+  it('a reservation that could not be saved publishes nothing', async () => {
+    const { h } = hub();
+    const svc = new ReservationService({ store: store(true), knownNodes: () => ['node-1'], isBusy: () => false, clock: new FakeClock(T0), events: h });
+    let failed = false;
+    await svc.reserve('alice', { node_ids: ['node-1'], message: 'm' }).catch(() => (failed = true));
+    expect(failed).to.equal(true);
+    expect(h.published).to.equal(0);
   });
 });
