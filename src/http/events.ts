@@ -61,7 +61,7 @@ export class EventStream {
     r.get('/api/v2/events', (ctx) => {
       const q = ctx.query.last_event_id;
       if (Array.isArray(q)) throw invalid('last_event_id: give it once');
-      const lastId = q ?? (ctx.get('Last-Event-ID') || undefined);
+      const lastId = q || ctx.get('Last-Event-ID') || undefined; // empty means none
       if (lastId !== undefined && !isEventId(lastId)) {
         throw invalid(`last_event_id / Last-Event-ID: ${JSON.stringify(lastId.slice(0, 40))} is not an event id; send the id: of the last event received (e.g. "${this.hub.boot}-1"), or none`);
       }
