@@ -1,9 +1,10 @@
 // EventHub: ids, the bounded buffer and resume, subscribers, and the node health watcher. Time is a hand-moved clock.
 import { expect } from 'chai';
-import { EventHub, HealthWatcher, isEventId, type FarmEvent } from '../../src/core/events.js';
+import { EventHub, HealthWatcher, isEventId, runFinished, type FarmEvent } from '../../src/core/events.js';
 import type { CaptureHealth } from '../../src/core/ports.js';
 import { ReservationService } from '../../src/core/reservations.js';
 import { FakeClock } from '../fixtures/fakeClock.js';
+import { resultRecord } from '../fixtures/records.js';
 
 const T0 = Date.parse('2030-01-01T00:00:00.000Z');
 const press = (key: string) => ({ key, remote: 'tv', hold_ms: 0, source: 'api' as const, username: 'alice', result_id: null });
@@ -157,5 +158,13 @@ describe('reservation events', () => {
     await svc.reserve('alice', { node_ids: ['node-1'], message: 'm' }).catch(() => (failed = true));
     expect(failed).to.equal(true);
     expect(h.published).to.equal(0);
+  });
+});
+
+describe('run.finished payload', () => {
+  it('reads infrastructure_error from the stored record when it has one, else null', () => {
+    const rec = resultRecord({ result: 'error', failure_reason: 'InfrastructureError: capture_lost: the capture stopped' });
+    expect(runFinished(rec)).to.include({ result: 'error', infrastructure_error: null, result_id: rec.result_id });
+    expect(runFinished({ ...rec, infrastructure_error: 'capture_lost' } as typeof rec)).to.include({ infrastructure_error: 'capture_lost' });
   });
 });
