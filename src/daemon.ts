@@ -10,18 +10,22 @@ import { networkInterfaces } from 'node:os';
 import path from 'node:path';
 import { EX_CONFIG } from './config/load.js';
 import type { FarmConfig } from './config/schema.js';
+import { EventHub, HealthWatcher } from './core/events.js';
 import { JobService } from './core/jobs.js';
 import { NodeService } from './core/node.js';
 import { NodePolicy } from './core/nodePolicy.js';
 import type { Logger } from './core/ports.js';
 import { parseResultQuery } from './core/query.js';
-import { ReservationService } from './core/reservations.js';
+import { announcePresses } from './core/remoteControl.js';
+import { ReservationService, systemClock } from './core/reservations.js';
 import { createCapture } from './hardware/capture/index.js';
 import { KeyPresser } from './hardware/ir/keys.js';
 import { createIrTransport } from './hardware/ir/transports/index.js';
 import { createVirtualStb } from './hardware/virtual/index.js';
 import { createApp } from './http/app.js';
+import { EventStream } from './http/events.js';
 import type { Services } from './http/context.js';
+import { WebhookDispatcher } from './notify/webhooks.js';
 import { ControlServer } from './runner/control.js';
 import { checkTestPackSource, GitTestPack, TestPackConfigError } from './runner/gitTestPack.js';
 import { parseIniConfig } from './runner/iniConfig.js';
@@ -91,6 +95,12 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
   const server = await listen((req, res) => handler(req, res), cfg.listen);
   undo.push(() => closeServer(server));
 
+  // Events first, so what recovery records (an interrupted run) is published too.
+  const hub = new EventHub({ nodeId: cfg.node_id, bufferSize: cfg.events.buffer_size, logger: logger.child({ module: 'events' }) });
+  const webhooks = new WebhookDispatcher({ settings: cfg.webhooks, userAgent: `farmhand/${version}`, logger: logger.child({ module: 'webhooks' }) });
+  webhooks.attach(hub);
+  undo.push(() => webhooks.close());
+
   const state = await StateStore.open(dataDir, { logger: logger.child({ module: 'state' }), nodeId: cfg.node_id });
   const jobsRepo = new FileJobRepository(dataDir, state, cfg.node_id);
 
@@ -138,7 +148,13 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
   const ir = createIrTransport(cfg.ir.uri, { logger: logger.child({ module: 'ir' }), ...(stb && { onVirtualEvent: stb.transportListener }) });
   undo.push(() => ir.close());
   const keys = new KeyPresser({ testPack, transport: ir, logger: logger.child({ module: 'keys' }) });
-  const control = new ControlServer({ keys, logger, latestFrame: () => frames.latestFrame?.() });
+  let runningResult = (): string | null => null;
+  // A test script's presses are announced as key.pressed, with the run that pressed them.
+  const scriptKeys = {
+    press: announcePresses(keys.press.bind(keys), hub, () => ({ source: 'script', username: null, result_id: runningResult() })),
+    transportUri: keys.transportUri,
+  };
+  const control = new ControlServer({ keys: scriptKeys, logger, latestFrame: () => frames.latestFrame?.() });
   undo.push(() => control.close());
   const noCapture = cfg.capture.uri === 'none:';
   const online = () => (noCapture ? { online: true, reason: null } : frames.health());
@@ -153,8 +169,10 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     video,
     control,
     logger: logger.child({ module: 'jobs' }),
+    events: hub,
     settings: { defaultTimeoutSecs: cfg.runner.default_timeout_secs, stopResponseSecs: cfg.runner.stop_response_secs },
   });
+  runningResult = () => jobs.current()?.current_run?.result_id ?? null;
   // A test process of the run the crash interrupted may still be alive: end it.
   await Promise.all((await jobs.recover()).map((pid) => endStaleTestProcess(pid, cfg.runner.kill_grace_secs * 1000)));
 
@@ -163,6 +181,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     knownNodes: () => [cfg.node_id],
     isBusy: (id) => id === cfg.node_id && jobs.isRunning(),
     logger: logger.child({ module: 'reservations' }),
+    events: hub,
   });
   await reservations.start();
   undo.push(() => reservations.stop());
@@ -180,6 +199,17 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     logger: logger.child({ module: 'node' }),
   });
 
+  const health = new HealthWatcher({ health: online, sink: hub, clock: systemClock, intervalMs: cfg.events.health_poll_secs * 1000 });
+  health.start();
+  undo.push(() => health.stop());
+  const stream = new EventStream(hub, {
+    maxClients: cfg.events.max_clients,
+    heartbeatMs: cfg.events.heartbeat_secs * 1000,
+    maxBacklogBytes: cfg.events.max_client_backlog_bytes,
+    logger: logger.child({ module: 'event-stream' }),
+  });
+  undo.push(() => stream.close());
+
   const services: Services = {
     nodeId: cfg.node_id,
     version,
@@ -190,7 +220,8 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     logger,
     publicUrl: cfg.public_url,
     awaitCompletionSecs: cfg.api.await_completion_secs,
-    policy: new NodePolicy({ nodeId: cfg.node_id, jobs, reservations, node, health: online, testPack, keys, frames }),
+    policy: new NodePolicy({ nodeId: cfg.node_id, jobs, reservations, node, health: online, testPack, keys, frames, events: hub }),
+    events: { hub, stream, webhooks },
   };
   const app = createApp(services, {
     maxBodyBytes: cfg.api.max_body_bytes,
@@ -215,6 +246,9 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
       step('the running job');
       await jobs.shutdown();
       step('HTTP connections');
+      // After the job's last events went out: end the event streams, so they do not hold the close.
+      stream.close();
+      health.stop();
       server.closeAllConnections();
       await closed;
       step('capture');
@@ -230,6 +264,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
       await ir.close();
       testPack.close();
       await results.close();
+      webhooks.close();
       await lock.release();
       step('done');
     })());

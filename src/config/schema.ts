@@ -4,10 +4,17 @@
  * pack, so a config file can be as small as `{"test_pack": {"url": "..."}}`.
  */
 import { z } from 'zod';
+import { EVENT_TYPES } from '../core/events.js';
 
 const hostPort = z
   .string()
   .regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, 'must be host:port, e.g. 127.0.0.1:8080');
+
+/** A Standard Webhooks secret: `whsec_` and at least 24 random bytes in base64. */
+const webhookSecret = z
+  .string()
+  .regex(/^whsec_[A-Za-z0-9+/]+={0,2}$/, 'must be whsec_ followed by base64, e.g. from: echo "whsec_$(head -c 32 /dev/urandom | base64)"')
+  .refine((s) => Buffer.from(s.slice(6), 'base64').length >= 24, 'the secret must hold at least 24 bytes (32 base64 characters)');
 
 export const configSchema = z.strictObject({
   /** Node identifier; default `farmhand-<12 hex digits of the first MAC address>`. */
@@ -108,6 +115,46 @@ export const configSchema = z.strictObject({
       external_ip_address: z.string().nullable().default(null),
       geoip_city: z.string().nullable().default(null),
       geoip_country: z.string().nullable().default(null),
+    })
+    .prefault({}),
+  /** The event stream, GET /api/v2/events (docs/events.md). */
+  events: z
+    .strictObject({
+      /** Events kept for clients that resume with Last-Event-ID. */
+      buffer_size: z.number().int().min(1).max(1_000_000).default(1000),
+      /** Most stream clients at once; one more gets a 503. */
+      max_clients: z.number().int().min(1).max(10_000).default(64),
+      /** A comment line this often keeps proxies from closing a quiet stream. */
+      heartbeat_secs: z.number().positive().max(3600).default(15),
+      /** A client that leaves this much unread is cut off (it reconnects and resumes). */
+      max_client_backlog_bytes: z.number().int().min(1024).default(1024 * 1024),
+      /** How often capture health is sampled for node.online / node.offline. */
+      health_poll_secs: z.number().positive().max(3600).default(1),
+    })
+    .prefault({}),
+  /** Events POSTed to URLs as CloudEvents, signed the Standard Webhooks way (docs/events.md). */
+  webhooks: z
+    .strictObject({
+      endpoints: z
+        .array(
+          z.strictObject({
+            url: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }),
+            secret: webhookSecret,
+            /** Only these event types (e.g. ["run.finished"]); default all. */
+            types: z.array(z.enum(EVENT_TYPES as [string, ...string[]])).min(1).optional(),
+          }),
+        )
+        .max(32)
+        .default([]),
+      /** Attempts per event, the first included; then it is abandoned (logged, counted). */
+      max_attempts: z.number().int().min(1).max(30).default(8),
+      /** Delay before the second attempt; it doubles per attempt, with jitter, up to backoff_max_ms. */
+      backoff_initial_ms: z.number().int().min(1).default(1000),
+      backoff_max_ms: z.number().int().min(1).default(5 * 60 * 1000),
+      /** One attempt's time limit (connect, send, status line). */
+      timeout_secs: z.number().positive().max(300).default(10),
+      /** Events waiting per endpoint; past it the oldest waiting one is dropped (logged, counted). */
+      queue_size: z.number().int().min(1).max(100_000).default(1000),
     })
     .prefault({}),
   log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

@@ -4,6 +4,7 @@
  * that runs its test cases one after another through the TestRunner.
  */
 import { FarmError, invalid } from './errors.js';
+import { jobExited, jobStarted, runFinished, type EventSink } from './events.js';
 import { formatJobUid, formatResultId, runStamp } from './ids.js';
 import type { JobRecord, ResultRecord, RunOutcome } from './model.js';
 import { chooseRemote, type RemoteRule } from './remoteControl.js';
@@ -25,6 +26,8 @@ export interface JobServiceDeps {
   /** The control channel test scripts use for key presses and frames; absent: none. */
   control?: RunControl;
   logger: Logger;
+  /** Where job and run events go (docs/events.md); absent: nowhere. */
+  events?: EventSink;
   settings: { defaultTimeoutSecs: number; stopResponseSecs: number };
   now?: () => Date;
   rng?: Rng;
@@ -88,12 +91,14 @@ export class JobService {
             exit_status: null,
           });
           job.result_counts.error++;
+          this.publishRunFinished(run.result_id);
         }
       }
       job.current_run = null;
       job.status = 'exited';
       job.end_time = end.toISOString();
       await this.d.jobs.save(job);
+      this.d.events?.publish('job.exited', jobExited(job));
       this.d.logger.warn({ job: job.job_uid }, 'job was running when the daemon stopped; marked exited');
     }
     return pids;
@@ -157,6 +162,7 @@ export class JobService {
       const abort = new AbortController();
       const active: ActiveJob = { record, abort, done: Promise.resolve() };
       this.active = active;
+      this.d.events?.publish('job.started', jobStarted(record));
       active.done = this.loop(active, config).catch((e: unknown) => {
         this.d.logger.error({ err: e, job: record.job_uid }, 'job loop failed');
       });
@@ -235,6 +241,7 @@ export class JobService {
       // The repository holds the exited job from this call on; waiters need not wait for the disk.
       const saved = this.d.jobs.save(job).catch((e: unknown) => this.d.logger.error({ err: e }, 'could not save job'));
       this.active = undefined;
+      this.d.events?.publish('job.exited', jobExited(job));
       this.ended.get(job.job_uid)?.resolve();
       this.ended.delete(job.job_uid);
       await saved;
@@ -254,6 +261,7 @@ export class JobService {
     job.current_run = { result_id: resultId, test_case: testCase, start_time: start.toISOString(), pid: null };
     if (job.soak === 'run forever') job.result_counts.total++;
     await this.d.jobs.save(job);
+    this.d.events?.publish('run.started', { job_uid: job.job_uid, result_id: resultId, test_case: testCase, start_time: start.toISOString() });
     const control = await this.d.control?.open({ resultDir, testPackSha: job.test_pack_sha, remote: job.remote_control });
     const clip = this.d.video?.begin();
     const spec = {
@@ -285,6 +293,7 @@ export class JobService {
     job.result_counts[recorded.result]++;
     job.current_run = null;
     await this.d.jobs.save(job);
+    this.publishRunFinished(resultId);
     await this.d.results.enforceRetention().catch((e: unknown) => this.d.logger.error({ err: e }, 'retention failed'));
   }
 
@@ -331,6 +340,12 @@ export class JobService {
       failure_reason: o.result === 'pass' ? null : o.failure_reason,
       traceback: o.result === 'pass' ? null : o.traceback,
     };
+  }
+
+  /** `run.finished` from the record as stored (so it carries what the store keeps, e.g. infrastructure_error). */
+  private publishRunFinished(resultId: string): void {
+    const rec = this.d.events && this.d.results.get(resultId);
+    if (rec && rec !== 'deleted') this.d.events?.publish('run.finished', runFinished(rec));
   }
 
   /** A start time whose stamp differs from the previous run's (waits for the next second). */

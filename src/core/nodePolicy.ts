@@ -6,6 +6,7 @@
  * here and present what it returns. Choices are in docs/reservations.md.
  */
 import { FarmError } from './errors.js';
+import type { EventSink } from './events.js';
 import type { JobService } from './jobs.js';
 import type { JobRecord } from './model.js';
 import type { NodeService, NodeState } from './node.js';
@@ -38,6 +39,8 @@ export interface NodePolicyDeps {
   testPack: Pick<TestPack, 'resolve' | 'config' | 'remoteControls'>;
   keys: { press(key: string, opts: { remote: string; testPackSha: string }): Promise<void> };
   frames: Pick<FrameSource, 'screenshotPng' | 'thumbnailJpeg'>;
+  /** `key.pressed` for manual presses goes here (docs/events.md). */
+  events?: EventSink;
 }
 
 export class NodePolicy {
@@ -75,6 +78,7 @@ export class NodePolicy {
     const sha = (await this.d.testPack.resolve(opts.revision ?? this.d.jobs.current()?.test_pack_sha ?? 'HEAD')).sha;
     const remote = (await chooseRemote(this.d.testPack, sha, opts.remote, 'v2')) as string; // v2 never answers null
     await this.d.keys.press(key, { remote, testPackSha: sha });
+    this.d.events?.publish('key.pressed', { key, remote, hold_ms: 0, source: 'api', username: caller.user ?? null, result_id: null });
     return this.used(caller, undefined);
   }
 

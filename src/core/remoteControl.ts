@@ -5,6 +5,7 @@
  * the first remote file in alphabetical order while v2 requires one (400).
  */
 import { invalid } from './errors.js';
+import type { EventSink, KeyPressedData } from './events.js';
 import type { TestPack } from './ports.js';
 
 export type RemoteRule = 'v1' | 'v2';
@@ -26,4 +27,21 @@ export async function chooseRemote(
   }
   if (rule === 'v2') throw invalid('remote_control is required: the test pack sets no test_pack.default_remote_control');
   return remotes[0] ?? null;
+}
+
+/**
+ * A press function that publishes `key.pressed` once the press succeeded
+ * (a refused or failed press publishes nothing). `origin` says who pressed,
+ * read at the time of the press.
+ */
+export function announcePresses<O extends { remote: string; holdMs?: number }>(
+  press: (key: string, opts: O) => Promise<void>,
+  sink: EventSink | undefined,
+  origin: () => Pick<KeyPressedData, 'source' | 'username' | 'result_id'>,
+): (key: string, opts: O) => Promise<void> {
+  if (!sink) return press;
+  return async (key, opts) => {
+    await press(key, opts);
+    sink.publish('key.pressed', { key, remote: opts.remote, hold_ms: opts.holdMs ?? 0, ...origin() });
+  };
 }

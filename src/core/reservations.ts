@@ -7,6 +7,7 @@
  * Choices where the spec is silent are in docs/reservations.md.
  */
 import { FarmError, invalid, notFound } from './errors.js';
+import { publishReservationEnd, reservationData, type EventSink } from './events.js';
 import type { Logger } from './ports.js';
 
 /** Why and how a reservation ended. */
@@ -96,6 +97,8 @@ export interface ReservationServiceOptions {
   clock?: Clock;
   logger?: Logger;
   limits?: Partial<ReservationLimits>;
+  /** Where made/extended/ended/interrupted events go (docs/events.md). */
+  events?: EventSink;
 }
 
 /** setTimeout's longest delay (2^31 - 1 ms, about 24.8 days); longer waits re-arm. */
@@ -121,7 +124,7 @@ export class ReservationService {
   /** End what expired while the daemon was down; arm a timer for every other expiring reservation. */
   async start(): Promise<void> {
     const expired = [...this.records.values()].filter((r) => !r.ended && this.isDue(r));
-    for (const r of expired) this.finish(r, { how: 'expired', time: r.expires as string, by: null, message: null });
+    for (const r of expired) this.finish(r, { how: 'expired', time: r.expires as string, by: null, message: null }, true);
     for (const r of this.records.values()) if (!r.ended) this.arm(r);
     if (expired.length) await this.persist();
   }
@@ -169,6 +172,7 @@ export class ReservationService {
       }
       throw e;
     }
+    for (const r of made) this.o.events?.publish('reservation.made', reservationData(r));
     return made;
   }
 
@@ -183,6 +187,7 @@ export class ReservationService {
     r.expires = iso(Date.parse(r.expires) + (secs as number) * 1000);
     this.arm(r);
     await this.persist();
+    this.o.events?.publish('reservation.extended', reservationData(r));
   }
 
   /** DELETE: the creator ends the reservation. An ended one answers success to anyone (spec table). */
@@ -192,7 +197,7 @@ export class ReservationService {
     if (r.username !== user) {
       throw new FarmError('forbidden', `reservation ${id} was made by ${r.username}; ask them, or interrupt it with a message`);
     }
-    this.finish(r, { how: 'ended', time: iso(this.clock.now()), by: user, message: null });
+    this.finish(r, { how: 'ended', time: iso(this.clock.now()), by: user, message: null }, true);
     await this.persist();
   }
 
@@ -204,7 +209,7 @@ export class ReservationService {
     this.checkLength(message);
     const r = this.lookup(id);
     if (!r || r.ended) return;
-    this.finish(r, { how: 'interrupted', time: iso(this.clock.now()), by: user, message });
+    this.finish(r, { how: 'interrupted', time: iso(this.clock.now()), by: user, message }, true);
     await this.persist();
   }
 
@@ -280,12 +285,14 @@ export class ReservationService {
   }
 
   private expire(r: ReservationRecord): void {
-    this.finish(r, { how: 'expired', time: r.expires as string, by: null, message: null });
+    this.finish(r, { how: 'expired', time: r.expires as string, by: null, message: null }, true);
     this.persistSoon();
   }
 
-  private finish(r: ReservationRecord, end: Omit<ReservationEnd, 'notice_pending'>): void {
+  /** End a reservation; `announce`: publish its end (not for a reservation undone because it could not be saved). */
+  private finish(r: ReservationRecord, end: Omit<ReservationEnd, 'notice_pending'>, announce = false): void {
     r.ended = { ...end, notice_pending: end.how === 'interrupted' && end.by !== r.username };
+    if (announce && this.o.events) publishReservationEnd(this.o.events, r);
     const h = this.timers.get(r.reservation_id);
     if (h !== undefined) this.clock.clearTimer(h);
     this.timers.delete(r.reservation_id);

@@ -39,7 +39,8 @@ export function createApp(s: Services, opts: AppOptions): Koa {
   app.use((ctx, next): Promise<unknown> => (ctx.path.toLowerCase().endsWith('/await_completion') ? next() : limit(ctx, next)));
   app.use(guardApi({ v1RequiresToken: opts.v1RequiresToken ?? false }));
   app.use(jsonBody(opts.maxBodyBytes ?? 1024 * 1024));
-  for (const router of [v1Router(s), v2Router(s), webhookRouter(s), webRouter(s)]) {
+  const eventRouters = s.events ? [s.events.stream.router()] : [];
+  for (const router of [v1Router(s), v2Router(s), ...eventRouters, webhookRouter(s), webRouter(s)]) {
     app.use(router.routes());
     app.use(router.allowedMethods());
   }

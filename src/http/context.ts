@@ -1,8 +1,11 @@
 /** What the routers are given: the services, and how to build absolute URLs. */
 import type { Context } from 'koa';
+import type { EventHub } from '../core/events.js';
 import type { JobService } from '../core/jobs.js';
 import type { Caller, NodePolicy } from '../core/nodePolicy.js';
 import type { FrameSource, Logger, ResultRepository, TestPack } from '../core/ports.js';
+import type { WebhookDispatcher } from '../notify/webhooks.js';
+import type { EventStream } from './events.js';
 
 export interface Services {
   nodeId: string;
@@ -18,6 +21,8 @@ export interface Services {
   awaitCompletionSecs: number;
   /** Node use for both versions: run, stop, press, pictures, status, reservations. */
   policy: NodePolicy;
+  /** The event hub, its SSE endpoint and the webhooks (docs/events.md); their getters feed the metrics. */
+  events?: { hub: EventHub; stream: EventStream; webhooks: WebhookDispatcher };
 }
 
 export type ApiVersion = 'v1' | 'v2';

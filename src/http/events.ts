@@ -1,0 +1,155 @@
+/**
+ * `GET /api/v2/events`: the event hub as server-sent events (docs/events.md).
+ * Each event is `id:`, `event:` (its type) and `data:` (the event as JSON);
+ * a comment line every `heartbeatMs` keeps proxies from closing a quiet
+ * stream. A client resumes with the `Last-Event-ID` header (browsers send it
+ * on reconnect) or `?last_event_id=`; when events after that id are no
+ * longer buffered it first gets a `stream.missed` event (without an id).
+ *
+ * The response is written straight to the socket (`ctx.respond = false`):
+ * the request counts once against the rate limit, holding it costs nothing.
+ * A client whose unread backlog passes `maxBacklogBytes` is cut off (it
+ * reconnects and resumes from the buffer); the hub never waits for it.
+ * `close()` ends every stream, so the daemon's shutdown is not held.
+ */
+import Router from '@koa/router';
+import type { ServerResponse } from 'node:http';
+import { FarmError, invalid } from '../core/errors.js';
+import { isEventId, type EventHub, type FarmEvent, type Resume } from '../core/events.js';
+import type { Logger } from '../core/ports.js';
+
+export interface EventStreamOptions {
+  maxClients: number;
+  heartbeatMs: number;
+  maxBacklogBytes: number;
+  logger?: Logger;
+}
+
+interface Client {
+  res: ServerResponse;
+  end(): void;
+}
+
+export class EventStream {
+  private readonly clients = new Set<Client>();
+  private rejectedCount = 0;
+  private droppedCount = 0;
+  private closed = false;
+
+  constructor(
+    private readonly hub: EventHub,
+    private readonly o: EventStreamOptions,
+  ) {}
+
+  /** Stream clients connected now. */
+  get clientsConnected(): number {
+    return this.clients.size;
+  }
+
+  /** Clients cut off for not reading fast enough. */
+  get clientsDropped(): number {
+    return this.droppedCount;
+  }
+
+  /** Connections refused (503) because `maxClients` were connected. */
+  get clientsRejected(): number {
+    return this.rejectedCount;
+  }
+
+  router(): Router {
+    const r = new Router();
+    r.get('/api/v2/events', (ctx) => {
+      const q = ctx.query.last_event_id;
+      if (Array.isArray(q)) throw invalid('last_event_id: give it once');
+      const lastId = q || ctx.get('Last-Event-ID') || undefined; // empty means none
+      if (lastId !== undefined && !isEventId(lastId)) {
+        throw invalid(`last_event_id / Last-Event-ID: ${JSON.stringify(lastId.slice(0, 40))} is not an event id; send the id: of the last event received (e.g. "${this.hub.boot}-1"), or none`);
+      }
+      if (this.closed) throw new FarmError('device_unavailable', 'farmhand is shutting down; reconnect in a few seconds');
+      if (this.clients.size >= this.o.maxClients) {
+        this.rejectedCount++;
+        ctx.set('Retry-After', '10');
+        throw new FarmError('device_unavailable', `too many event-stream clients (${this.o.maxClients}); close one, or raise events.max_clients in the config`);
+      }
+      if (ctx.method === 'HEAD') {
+        // The router answers HEAD with the GET route: the headers alone, no stream held open.
+        ctx.status = 200;
+        ctx.type = 'text/event-stream';
+        return;
+      }
+      ctx.status = 200;
+      ctx.respond = false;
+      this.open(ctx.res, this.hub.since(lastId));
+    });
+    return r;
+  }
+
+  /** End every stream (the daemon is stopping); later requests get a 503. */
+  close(): void {
+    this.closed = true;
+    for (const c of [...this.clients]) c.end();
+  }
+
+  private open(res: ServerResponse, resume: Resume): void {
+    res.socket?.setTimeout(0);
+    res.socket?.setNoDelay(true);
+    res.writeHead(200, {
+      'Content-Type': 'text/event-stream; charset=utf-8',
+      'Cache-Control': 'no-cache, no-transform',
+      // nginx buffers responses unless told not to.
+      'X-Accel-Buffering': 'no',
+    });
+    let done = false;
+    let heartbeat: NodeJS.Timeout | undefined = undefined;
+    // Subscribing before the replay, in the same tick: nothing published can fall in between, or come first.
+    const pending: FarmEvent[] = [];
+    let live = false;
+    const sub = this.hub.subscribe((e) => (live ? write(format(e)) : pending.push(e)));
+    const write = (chunk: string) => {
+      if (done) return;
+      res.write(chunk);
+      if (res.writableLength > this.o.maxBacklogBytes) {
+        this.droppedCount++;
+        this.o.logger?.warn({ backlog_bytes: res.writableLength }, 'event-stream client does not keep up; cut off (it resumes from the buffer)');
+        sub.drop();
+        cleanup();
+        res.destroy();
+      }
+    };
+    const cleanup = () => {
+      if (done) return;
+      done = true;
+      clearInterval(heartbeat);
+      sub.close();
+      this.clients.delete(client);
+    };
+    const client: Client = {
+      res,
+      end: () => {
+        cleanup();
+        res.end();
+      },
+    };
+    this.clients.add(client);
+    write(': farmhand event stream\nretry: 2000\n\n');
+    if (resume.missed) {
+      const m = resume.missed;
+      const message =
+        m.reason === 'restarted'
+          ? 'the daemon restarted since that event; earlier events are gone'
+          : m.reason === 'too_old'
+            ? 'events after that id are no longer buffered'
+            : 'that event id is unknown here';
+      write(`event: stream.missed\ndata: ${JSON.stringify({ ...m, message: `${message}; re-read the state you need (job, node, results), then follow the stream` })}\n\n`);
+    }
+    for (const e of [...resume.events, ...pending]) write(format(e));
+    live = true;
+    if (done) return; // cut off during the replay
+    heartbeat = setInterval(() => write(': heartbeat\n\n'), this.o.heartbeatMs);
+    heartbeat.unref();
+    res.on('close', cleanup);
+  }
+}
+
+/** One event in the text/event-stream format (JSON has no raw newlines, so one data line). */
+const format = (e: FarmEvent): string => `id: ${e.id}\nevent: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`;
