@@ -10,6 +10,7 @@ import { jsonBody } from './body.js';
 import { rateLimit, type RateLimitSettings } from './rateLimit.js';
 import type { Services } from './context.js';
 import { errorHandler } from './errors.js';
+import { openApiRouter } from './openapi/routes.js';
 import { v1Router } from './v1/routes.js';
 import { v2Router } from './v2/routes.js';
 import { webhookRouter } from './webhooks.js';
@@ -39,7 +40,7 @@ export function createApp(s: Services, opts: AppOptions): Koa {
   app.use((ctx, next): Promise<unknown> => (ctx.path.toLowerCase().endsWith('/await_completion') ? next() : limit(ctx, next)));
   app.use(guardApi({ v1RequiresToken: opts.v1RequiresToken ?? false }));
   app.use(jsonBody(opts.maxBodyBytes ?? 1024 * 1024));
-  for (const router of [v1Router(s), v2Router(s), webhookRouter(s), webRouter(s)]) {
+  for (const router of [v1Router(s), v2Router(s), webhookRouter(s), webRouter(s), openApiRouter(s)]) {
     app.use(router.routes());
     app.use(router.allowedMethods());
   }
