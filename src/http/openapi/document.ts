@@ -54,6 +54,7 @@ export function commonAnswers(e: Endpoint): Record<number, Answer> {
   if (e.auth === 'token') out[403] = ERROR('Missing or invalid access token.');
   if (e.auth === 'v1') out[403] = ERROR('Missing or invalid access token (only with `auth.v1_requires_token`).');
   if (e.rateLimited !== false) out[429] = ERROR('Rate limited; retry after the Retry-After seconds.');
+  out[431] = ERROR('The request line or headers are too large (`headers_too_large`, answered before routing).');
   out[500] = ERROR('Internal error; the daemon log has the details.');
   return out;
 }

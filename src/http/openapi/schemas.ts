@@ -15,8 +15,11 @@ import { STATUS } from '../errors.js';
 const isoTime = () => z.string().meta({ description: 'ISO 8601 date-time, e.g. 2026-11-23T09:19:15.123Z' });
 const count = () => z.number().int().min(0);
 
-/** Codes of the error body: the domain's (core/errors.ts) plus the two the router answers for methods. */
-export const ERROR_CODES = ['method_not_allowed', 'not_implemented', ...Object.keys(STATUS)] as [string, ...string[]];
+/**
+ * Codes of the error body: the domain's (core/errors.ts), the two the router answers for methods, and
+ * the two the HTTP server answers before routing (daemon.ts answerClientError).
+ */
+export const ERROR_CODES = ['method_not_allowed', 'not_implemented', 'headers_too_large', 'request_timeout', ...Object.keys(STATUS)] as [string, ...string[]];
 
 export const ErrorBody = z
   .object({
