@@ -10,6 +10,7 @@ import { jsonBody } from './body.js';
 import { rateLimit, type RateLimitSettings } from './rateLimit.js';
 import type { Services } from './context.js';
 import { errorHandler } from './errors.js';
+import { openApiRouter } from './openapi/routes.js';
 import { v1Router } from './v1/routes.js';
 import { v2Router } from './v2/routes.js';
 import { webhookRouter } from './webhooks.js';
@@ -40,7 +41,7 @@ export function createApp(s: Services, opts: AppOptions): Koa {
   app.use(guardApi({ v1RequiresToken: opts.v1RequiresToken ?? false }));
   app.use(jsonBody(opts.maxBodyBytes ?? 1024 * 1024));
   const eventRouters = s.events ? [s.events.stream.router()] : [];
-  for (const router of [v1Router(s), v2Router(s), ...eventRouters, webhookRouter(s), webRouter(s)]) {
+  for (const router of [v1Router(s), v2Router(s), ...eventRouters, webhookRouter(s), webRouter(s), openApiRouter(s)]) {
     app.use(router.routes());
     app.use(router.allowedMethods());
   }

@@ -1,11 +1,12 @@
 /** A supertest client that sends a v2 token of a user, created the way `farmhand token create` does. */
 import request from 'supertest';
 import { TokenStore, tokensFile } from '../../src/storage/tokens.js';
+import { checked } from './contract.js';
 import type { TestDaemon } from './daemon.js';
 
 export async function asUser(d: TestDaemon, login: string) {
   const { token } = await new TokenStore(tokensFile(d.dataDir)).create(login);
-  const agent = request(d.url);
+  const agent = checked(request(d.url));
   const wrap = (m: 'get' | 'post' | 'put' | 'delete') => (p: string) => agent[m](p).set('Authorization', `token ${token}`);
   return { token, get: wrap('get'), post: wrap('post'), put: wrap('put'), delete: wrap('delete') };
 }

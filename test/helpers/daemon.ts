@@ -11,6 +11,7 @@ import { configSchema, type ConfigInput, type FarmConfig } from '../../src/confi
 import { startDaemon, type Daemon } from '../../src/daemon.js';
 import { daemonLogger, logTail } from './daemonLogs.js';
 import { makeTestPack, type Files, type TestPackRepo } from '../fixtures/testPack.js';
+import { checked } from './contract.js';
 import { waitFor } from './wait.js';
 
 export interface TestDaemon {
@@ -52,7 +53,8 @@ export async function startTestDaemon(opts: { files?: Files; config?: TestConfig
   const td: TestDaemon = {
     daemon,
     url: daemon.url,
-    http: request(daemon.url),
+    // Every response is checked against the OpenAPI document (test/helpers/contract.ts).
+    http: checked(request(daemon.url)),
     pack,
     dataDir,
     config,

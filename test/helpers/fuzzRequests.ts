@@ -198,7 +198,7 @@ export function problemOf(r: FuzzRequest, a: FuzzAnswer): string | undefined {
 
 /** Send `count` generated requests, `concurrency` at a time; counts by status and the problems found. */
 export async function fuzz(
-  base: URL, t: FuzzTargets, opts: { count: number; seed: number; concurrency: number; onProgress?: (sent: number) => void },
+  base: URL, t: FuzzTargets, opts: { count: number; seed: number; concurrency: number; onProgress?: (sent: number) => void; onAnswer?: (r: FuzzRequest, a: FuzzAnswer) => void },
 ): Promise<{ sent: number; refused: number; counts: Record<number, number>; problems: string[] }> {
   const next = generator(t, opts.seed);
   const counts: Record<number, number> = {};
@@ -217,6 +217,7 @@ export async function fuzz(
       }
       sent++;
       counts[a.status] = (counts[a.status] ?? 0) + 1;
+      opts.onAnswer?.(r, a);
       const p = problemOf(r, a);
       if (p) problems.push(p);
       if (sent % 1000 === 0) opts.onProgress?.(sent);

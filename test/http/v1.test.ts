@@ -302,6 +302,28 @@ describe('v1 API', function () {
       expectError(await d.http.post('/api/v1/run_tests').send(big), 413, 'payload_too_large');
     });
   });
+
+  describe('the API contract', () => {
+    it('GET /api/openapi.json serves the OpenAPI 3.1 document without a token, cacheable, valid by swagger-parser', async () => {
+      const res = await d.http.get('/api/openapi.json');
+      expect(res.status).to.equal(200);
+      expect(res.type).to.equal('application/json');
+      expect(res.headers['cache-control']).to.match(/max-age=\d+/);
+      expect(res.body.openapi).to.equal('3.1.0');
+      expect(res.body.paths).to.have.property('/api/v2/run_tests');
+      const { default: SwaggerParser } = await import('@apidevtools/swagger-parser');
+      await SwaggerParser.validate(res.body);
+    });
+
+    it('GET /app/api is the reference page: every path, the triage page`s kind of CSP, no script, no external asset', async () => {
+      const res = await d.http.get('/app/api');
+      expect(res.status).to.equal(200);
+      expect(res.type).to.equal('text/html');
+      expect(res.headers['content-security-policy']).to.include("default-src 'none'");
+      expect(res.text).to.include('/api/v1/run_tests').and.include('/api/v2/reservations/{reservation_id}/interrupt').and.include('id="schema-Job"');
+      expect(res.text).not.to.match(/<script|<link|src=/i);
+    });
+  });
 });
 
 describe('v1 and the node licence', function () {

@@ -4,7 +4,7 @@
  * stop, press, extend, delete and interrupt, and expiry across a restart.
  */
 import { expect } from 'chai';
-import request from 'supertest';
+import { client as request } from '../helpers/contract.js';
 import { startDaemon } from '../../src/daemon.js';
 import { silentLogger } from '../../src/logger.js';
 import { VSTB_LIRCD_CONF } from '../../src/hardware/virtual/index.js';

@@ -161,7 +161,7 @@ describe('v2 API', function () {
   });
 
   it('"When the token is missing or invalid, the response is 403 Forbidden" on every v2 endpoint; v1 stays open', async () => {
-    const { default: request } = await import('supertest');
+    const { client: request } = await import('../helpers/contract.js');
     const anon = request(d.url);
     for (const [m, p] of [
       ['get', '/api/v2/user'],
@@ -191,7 +191,7 @@ describe('v2 API', function () {
 
   it('POST /github/post-receive fetches the test pack at once (no body, no token)', async () => {
     const sha = await d.pack.commit({ 'tests/hook.py': 'def test_hooked():\n    pass\n' }, { ref: 'hooked' });
-    const { default: request } = await import('supertest');
+    const { client: request } = await import('../helpers/contract.js');
     const res = await request(d.url).post('/github/post-receive');
     expect(res.status).to.equal(204);
     // The commit is in the mirror now: resolving it needs no fetch.
@@ -232,7 +232,7 @@ describe('v2 API', function () {
     expect(Date.parse(tokyo.split(' ')[0]!)).to.equal(Date.parse(utc.split(' ')[0]!));
     expectError(await as.get(`/api/v2/results${r.result_id}/farmhand.log`).query({ tz: 'Not/AZone' }), 400, 'invalid_request', 'log tz');
 
-    const { default: request } = await import('supertest');
+    const { client: request } = await import('../helpers/contract.js');
     const page = await request(r.triage_url).get('');
     expect(page.status).to.equal(200);
     expect(page.type).to.equal('text/html');

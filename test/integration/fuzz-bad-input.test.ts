@@ -17,6 +17,7 @@ import { silentLogger } from '../../src/logger.js';
 import { TokenStore, tokensFile } from '../../src/storage/tokens.js';
 import { makeTestPack, type TestPackRepo } from '../fixtures/testPack.js';
 import { testConfig } from '../helpers/daemon.js';
+import { recordResponse } from '../helpers/contract.js';
 import { fuzz } from '../helpers/fuzzRequests.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -166,6 +167,8 @@ describe('bad input: generated malformed requests against every endpoint', funct
       if (!a) return;
       sent++;
       counts[a.status] = (counts[a.status] ?? 0) + 1;
+      // The answer also keeps to the OpenAPI document (test/helpers/contract.ts; the root hook reports).
+      if (a.status > 0) recordResponse({ method: r.method, path: r.p, status: a.status, contentType: a.type || undefined, body: a.body, length: a.body.length });
       const where = `${r.method} ${r.p.slice(0, 120)}${r.body ? ` body ${r.body.subarray(0, 40).toString('latin1')}` : ''}`;
       if (a.status >= 500 || a.status < 100) problems.push(`${a.status} for ${where}`);
       if (a.status >= 400 && r.method !== 'HEAD') {
@@ -205,7 +208,14 @@ describe('bad input: generated malformed requests against every endpoint', funct
   // bench/soak/fuzz.ts runs the same generator longer and measures event-loop stalls.
   it('generated requests to every route, method, encoding and odd header: no 500, every error JSON {error, message}', async () => {
     const node = resultId.split('/')[1]!;
-    const out = await fuzz(new URL(daemon.url), { node, jobUid, resultId, token }, { count: 3000, seed: 11, concurrency: 8 });
+    const out = await fuzz(new URL(daemon.url), { node, jobUid, resultId, token }, {
+      count: 3000,
+      seed: 11,
+      concurrency: 8,
+      onAnswer: (r, a) => {
+        if (a.status > 0) recordResponse({ method: r.method, path: r.path, status: a.status, contentType: a.type || undefined, body: a.body, length: a.body.length });
+      },
+    });
     expect(out.problems.slice(0, 20), `${out.problems.length} problems in ${out.sent} requests; statuses ${JSON.stringify(out.counts)}`).to.deep.equal([]);
     expect(out.counts[500] ?? 0).to.equal(0);
     expect(out.sent).to.be.greaterThan(2900);

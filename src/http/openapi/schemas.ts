@@ -1,0 +1,184 @@
+/**
+ * The bodies of the API as zod schemas: what the server sends (Job, Result,
+ * Node, Reservation, the error body, ...) and what it reads. Each schema with
+ * an `id` becomes one entry of the document's `components.schemas`; the
+ * registry (registry.ts) refers to these by value.
+ *
+ * Response objects are strict (`additionalProperties: false` in the
+ * document): a field the server adds without documenting it fails the suite's
+ * contract check, which is the point.
+ */
+import { z } from 'zod';
+import { STATUS } from '../errors.js';
+
+/** ISO 8601 date-time text, as every timestamp of the API. */
+const isoTime = () => z.string().meta({ description: 'ISO 8601 date-time, e.g. 2026-11-23T09:19:15.123Z' });
+const count = () => z.number().int().min(0);
+
+/**
+ * Codes of the error body: the domain's (core/errors.ts), the two the router answers for methods, and
+ * the two the HTTP server answers before routing (daemon.ts answerClientError).
+ */
+export const ERROR_CODES = ['method_not_allowed', 'not_implemented', 'headers_too_large', 'request_timeout', ...Object.keys(STATUS)] as [string, ...string[]];
+
+export const ErrorBody = z
+  .object({
+    error: z.enum(ERROR_CODES).meta({ description: 'Machine-readable snake_case code; clients check this, never the message.' }),
+    message: z.string().meta({ description: 'What went wrong and what to do about it, for people.' }),
+  })
+  .meta({ id: 'Error', description: 'Every 4xx and 5xx answer of the API (docs/api-notes.md).' });
+
+export const ResultCounts = z
+  .object({ pass: count(), fail: count(), error: count(), total: count() })
+  .meta({ id: 'ResultCounts', description: '`total` can exceed pass+fail+error while running or after a premature stop.' });
+
+export const Job = z
+  .object({
+    job_uid: z.string().meta({ description: '`/<node_id>/<hex>/<number>`' }),
+    job_url: z.string(),
+    status: z.enum(['running', 'exited']),
+    start_time: isoTime(),
+    end_time: isoTime().nullable(),
+    result_counts: ResultCounts,
+  })
+  .meta({ id: 'Job' });
+
+export const V1RunTestsAnswer = Job.extend({ job_id: z.number().int().meta({ description: 'Deprecated: the number part of job_uid.' }) }).meta({
+  id: 'V1RunTestsAnswer',
+});
+
+/** What the owner of an interrupted reservation is told, once, with their next answer about it. */
+export const InterruptionNotice = z
+  .object({ reservation_id: z.number().int(), node_id: z.string(), interrupted_by: z.string(), message: z.string(), time: isoTime() })
+  .meta({ id: 'InterruptionNotice' });
+
+const notices = z.array(InterruptionNotice).optional().meta({ description: 'Present only when the caller has notices (docs/reservations.md).' });
+
+export const JobWithNotices = Job.extend({ notices }).meta({ id: 'JobWithNotices' });
+
+/** `await_completion` of a node that has never run a job. */
+export const NoJob = z.object({ job_uid: z.null(), status: z.literal('exited') }).meta({ id: 'NoJob' });
+
+export const ArtifactListing = z
+  .record(z.string(), z.object({ size: count(), md5: z.string().regex(/^[0-9a-f]{32}$/) }))
+  .meta({ id: 'ArtifactListing', description: 'Relative file path -> size in bytes and md5 hex digest.' });
+
+const summaryFields = {
+  result_id: z.string().meta({ description: '`<job_uid>/<YYYY-MM-DD>_<hh.mm.ss>`' }),
+  result_url: z.string(),
+  job_uid: z.string(),
+  start_time: isoTime(),
+  end_time: isoTime(),
+  test_case: z.string(),
+  test_pack_sha: z.string(),
+  result: z.enum(['pass', 'fail', 'error']),
+  failure_reason: z.string().nullable(),
+};
+
+export const ResultSummaryV1 = z.object(summaryFields).meta({ id: 'ResultSummaryV1' });
+export const ResultSummaryV2 = z.object({ ...summaryFields, triage_url: z.string() }).meta({ id: 'ResultSummaryV2' });
+
+const detailFields = {
+  job_category: z.string(),
+  traceback: z.string().nullable(),
+  artifacts: ArtifactListing,
+  // The infrastructure-fault kind of an error result (issue 8, section 3); absent until that lands.
+  infrastructure_error: z.string().nullable().optional().meta({ description: 'The kind of an infrastructure fault (docs/api-notes.md), else null.' }),
+};
+
+export const ResultDetailV1 = z.object({ ...summaryFields, ...detailFields }).meta({ id: 'ResultDetailV1' });
+export const ResultDetailV2 = z
+  .object({
+    ...summaryFields,
+    triage_url: z.string(),
+    test_pack_branch: z.string().nullable(),
+    username: z.string(),
+    tags: z.record(z.string(), z.string()),
+    ...detailFields,
+  })
+  .meta({ id: 'ResultDetailV2' });
+
+export const Reservation = z
+  .object({
+    reservation_id: z.number().int(),
+    node_id: z.string(),
+    username: z.string(),
+    start_time: isoTime(),
+    expires: isoTime().nullable().meta({ description: 'null: made without duration_secs, never expires.' }),
+    message: z.string(),
+    message_html: z.string(),
+    reserved_by_you: z.boolean(),
+  })
+  .meta({ id: 'Reservation' });
+
+export const ReservationsAnswer = z.object({ reservations: z.array(Reservation), notices }).meta({ id: 'ReservationsAnswer' });
+
+export const NodeJob = Job.extend({ log_url: z.string().nullable(), triage_url: z.string().nullable() }).meta({ id: 'NodeJob' });
+
+export const Node = z
+  .object({
+    node_id: z.string(),
+    node_url: z.string(),
+    available: z.boolean(),
+    not_available_reason: z.string().nullable(),
+    online: z.boolean(),
+    config: z.record(z.string(), z.record(z.string(), z.string())).meta({ description: "The node's INI file from the test pack's main branch, by section." }),
+    device_type: z.string().nullable(),
+    friendly_name: z.string().nullable(),
+    external_ip_address: z.string().nullable(),
+    local_ip_address: z.string().nullable(),
+    geoip_city: z.string().nullable(),
+    geoip_country: z.string().nullable(),
+    job: NodeJob.nullable(),
+    last_used_by: z.string().nullable(),
+    last_used_time: isoTime().nullable(),
+    licence_expiry: z.string().meta({ description: 'YYYY-MM-DD' }),
+    reservation: Reservation.nullable(),
+    test_pack_problem: z.string().optional().meta({ description: 'Not in the spec: present only while the test pack cannot be fetched.' }),
+    video_problem: z.string().optional().meta({ description: 'Not in the spec: present only while runs are not recorded on video though configured.' }),
+    notices,
+  })
+  .meta({ id: 'Node' });
+
+export const TestCaseNames = z.array(z.string()).meta({ id: 'TestCaseNames', description: 'Test case names `<file>::<function>`.' });
+
+export const User = z.object({ login: z.string() }).meta({ id: 'User' });
+
+// --- Requests. The server's own checks (core/runRequest.ts, core/reservations.ts) are the authority; these describe them, and test/unit/openapi-requests.test.ts keeps the two in step.
+
+const testCaseName = z.string().regex(/^[^\0\n]+::[A-Za-z_][A-Za-z0-9_]*$/);
+// eslint-disable-next-line no-control-regex
+const categoryRe = /^(?![.-])[^/:$\u0000-\u001f\u007f-\u009f]+$/;
+
+const runTestsFields = {
+  test_pack_revision: z.string().min(1).max(256).meta({ description: 'Commit SHA, branch, tag or ref name.' }),
+  test_cases: z.array(testCaseName).min(1).max(10_000),
+  category: z.string().regex(categoryRe).nullish().meta({ description: 'Default `default`. Not empty; no `/`, `:`, `$` or control characters; not starting with `.` or `-`.' }),
+  soak: z.enum(['run once', 'run forever']).nullish(),
+  shuffle: z.boolean().nullish(),
+  remote_control: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$/).nullish(),
+};
+
+export const V1RunTestsRequest = z.looseObject(runTestsFields).meta({ id: 'V1RunTestsRequest' });
+
+const tagName = z.string().max(499).regex(/^(?![/\-._])(?!\s*$)[^:=$<>\p{Cc}]+$/u);
+export const V2RunTestsRequest = z
+  .looseObject({ node_id: z.string(), ...runTestsFields, tags: z.record(tagName, z.string().max(499)).nullish() })
+  .meta({ id: 'V2RunTestsRequest' });
+
+export const PressRequest = z
+  .looseObject({
+    key: z.string().regex(/^[A-Za-z0-9_+.-]{1,64}$/).meta({ description: 'A key name of the remote control, e.g. KEY_OK.' }),
+    test_pack_revision: z.string().nullish(),
+    remote_control: z.string().nullish(),
+  })
+  .meta({ id: 'PressRequest' });
+
+const durationSecs = z.number().int().min(1);
+
+export const ReserveRequest = z
+  .looseObject({ node_ids: z.array(z.string().min(1)).min(1), message: z.string(), duration_secs: durationSecs.nullish() })
+  .meta({ id: 'ReserveRequest' });
+
+export const ExtendRequest = z.looseObject({ duration_secs: durationSecs }).meta({ id: 'ExtendRequest' });
+export const InterruptRequest = z.looseObject({ message: z.string().regex(/\S/).meta({ description: 'Not blank; shown to the owner.' }) }).meta({ id: 'InterruptRequest' });
