@@ -129,16 +129,22 @@ describe('metrics and health endpoints', function () {
     expect(needsToken('/readyz', { v1RequiresToken: true })).to.equal(false);
   });
 
-  it('the sample alert rules of docs/operations.md pass promtool check rules', async () => {
+  it('the sample alert rules and scrape config of docs/operations.md pass promtool check rules and check config', async () => {
     const doc = await readFile(path.join(ROOT, 'docs/operations.md'), 'utf8');
-    const rules = /```yaml\n(# farmhand-alerts\.yml[\s\S]*?)```/.exec(doc)?.[1];
-    expect(rules, 'a ```yaml block starting "# farmhand-alerts.yml" in docs/operations.md').to.be.a('string');
+    const block = (first: string) => new RegExp('```yaml\\n(# ' + first.replace('.', '\\.') + '\\n[\\s\\S]*?)```').exec(doc)?.[1];
+    const rules = block('farmhand-alerts.yml');
+    const config = block('prometheus.yml');
+    expect(rules, 'a yaml block starting "# farmhand-alerts.yml" in docs/operations.md').to.be.a('string');
+    expect(config, 'a yaml block starting "# prometheus.yml" in docs/operations.md').to.be.a('string');
     const dir = await mkdtemp(path.join(os.tmpdir(), 'farmhand-rules-'));
     try {
-      await writeFile(path.join(dir, 'rules.yml'), rules!);
-      const check = await promtool(['check', 'rules', path.join(dir, 'rules.yml')]);
-      expect(check.code, check.out).to.equal(0);
-      expect(check.out).to.match(/SUCCESS: 2 rules found/);
+      await writeFile(path.join(dir, 'farmhand-alerts.yml'), rules!);
+      await writeFile(path.join(dir, 'prometheus.yml'), config!);
+      const checkRules = await promtool(['check', 'rules', path.join(dir, 'farmhand-alerts.yml')]);
+      expect(checkRules.code, checkRules.out).to.equal(0);
+      expect(checkRules.out).to.match(/SUCCESS: 2 rules found/);
+      const checkConfig = await promtool(['check', 'config', path.join(dir, 'prometheus.yml')]);
+      expect(checkConfig.code, checkConfig.out).to.equal(0);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
