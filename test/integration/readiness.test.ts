@@ -8,11 +8,12 @@
  * runs the real ffmpeg.
  */
 import { expect } from 'chai';
-import { execFile } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import request from 'supertest';
 import { startDaemon, type Daemon } from '../../src/daemon.js';
@@ -22,6 +23,32 @@ import { startTestDaemon, testConfig, waitForJob, type TestConfig, type TestDaem
 import { waitFor } from '../helpers/wait.js';
 
 const PASS = 'tests/basic.py::test_pass';
+const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
+
+/** A stand-in for systemd's notify socket: a real AF_UNIX datagram socket (python3), each message collected. */
+function notifySocket(socketPath: string): Promise<{ child: ChildProcess; messages: string[] }> {
+  const script = [
+    'import json, socket',
+    's = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)',
+    `s.bind(${JSON.stringify(socketPath)})`,
+    'print("ready", flush=True)',
+    'while True:',
+    '    print(json.dumps(s.recv(4096).decode()), flush=True)',
+  ].join('\n');
+  const child = spawn('/usr/bin/python3', ['-c', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const messages: string[] = [];
+  return new Promise((resolve) => {
+    let buf = '';
+    child.stdout.on('data', (b: Buffer) => {
+      buf += b.toString();
+      for (let i; (i = buf.indexOf('\n')) >= 0; buf = buf.slice(i + 1)) {
+        const line = buf.slice(0, i);
+        if (line === 'ready') resolve({ child, messages });
+        else messages.push(JSON.parse(line) as string);
+      }
+    });
+  });
+}
 
 /** A port free a moment ago (the daemon must listen on a known port while it is still starting). */
 async function freePort(): Promise<number> {
@@ -121,5 +148,35 @@ describe('start-up readiness (real daemon, real ffmpeg behind a gate)', function
     const metrics = (await http.get('/metrics')).text;
     expect(metrics).to.match(/^farmhand_node_online 0$/m);
     expect(metrics).to.match(/^farmhand_capture_signal\{state="none"\} 1$/m);
+  });
+
+  it('farmhand serve tells systemd READY=1 only after the first frame, with the readiness in STATUS', async () => {
+    const port = await freePort();
+    const dataDir = await mkdtemp(path.join(dir, 'data-'));
+    const cfg = testConfig(pack.dir, dataDir, { listen: `127.0.0.1:${port}`, capture: { ffmpeg: gatedFfmpeg, first_frame_wait_secs: 600 } });
+    const configFile = path.join(dir, `farmhand-${port}.json`);
+    await writeFile(configFile, JSON.stringify(cfg));
+    const socket = await notifySocket(path.join(dir, `notify-${port}`));
+    const serve = spawn(process.execPath, ['--import', 'tsx', MAIN, 'serve', '--config', configFile], {
+      env: { ...process.env, NOTIFY_SOCKET: path.join(dir, `notify-${port}`) },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    const exited = new Promise((resolve) => serve.once('close', resolve));
+    try {
+      const http = request(`http://127.0.0.1:${port}`);
+      await waitFor(async () => (await http.get('/healthz')).body.starting === true, { what: 'the daemon to be waiting for its first frame', timeoutMs: 60_000 });
+      // Still starting: READY cannot have been sent.
+      expect(socket.messages.filter((m) => m.startsWith('READY=1'))).to.deep.equal([]);
+      await writeFile(gate, 'go\n');
+      const ready = await waitFor(() => socket.messages.find((m) => m.startsWith('READY=1')), { what: 'READY=1', timeoutMs: 60_000 });
+      expect(ready).to.match(/\nSTATUS=listening on http:\/\/127\.0\.0\.1:\d+; ready\n/);
+      const res = await http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: [PASS] });
+      expect(res.status, res.text).to.equal(200);
+      await waitFor(async () => (await http.get(`/api/v1/jobs${res.body.job_uid}`)).body.status === 'exited', { what: 'the job to end', timeoutMs: 120_000 });
+    } finally {
+      serve.kill('SIGTERM');
+      await exited;
+      socket.child.kill();
+    }
   });
 });
