@@ -103,6 +103,24 @@ describe('metrics and health endpoints', function () {
     expect(afterJobs).to.match(/^farmhand_build_info\{version="[^"]+",nodejs="[^"]+"\} 1$/m);
   });
 
+  it('reads the node state at scrape time: a reservation makes it reserved and not available', async () => {
+    const alice = await asUser(d, 'alice');
+    const r = await alice.post('/api/v2/reservations').send({ node_ids: [d.config.node_id], message: 'metrics test' });
+    expect(r.status, r.text).to.equal(200);
+    const reservationId = (r.body as { reservations: Array<{ reservation_id: string }> }).reservations[0]!.reservation_id;
+    try {
+      const text = (await d.http.get('/metrics')).text;
+      expect(sample(text, 'farmhand_node_reserved')).to.equal(1);
+      expect(sample(text, 'farmhand_node_available')).to.equal(0);
+      expect(sample(text, 'farmhand_node_online')).to.equal(1);
+    } finally {
+      expect((await alice.delete(`/api/v2/reservations/${reservationId}`)).status).to.be.within(200, 204);
+    }
+    const text = (await d.http.get('/metrics')).text;
+    expect(sample(text, 'farmhand_node_reserved')).to.equal(0);
+    expect(sample(text, 'farmhand_node_available')).to.equal(1);
+  });
+
   it('counts HTTP requests by route pattern and status, never by raw path or id', () => {
     expect(sample(afterJobs, 'farmhand_http_requests_total{method="POST",route="/api/v1/run_tests",status="200"}')).to.equal(1);
     expect(sample(afterJobs, 'farmhand_http_requests_total{method="GET",route="/api/v1/jobs/:node/:hex/:num",status="200"}')).to.be.greaterThan(0);
