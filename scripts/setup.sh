@@ -9,8 +9,9 @@ cd "$(dirname "$0")/.."
 # Debian packages: capture and video (ffmpeg), test packs (git), test scripts
 # (python3 with numpy and OpenCV), the virtual set-top box's text (fonts-dejavu-core),
 # serial tests (socat), the IR oracle and remote files (lirc, lirc-compat-remotes),
-# jUnit schema checks (libxml2-utils), systemd unit checks (systemd).
-PACKAGES=(ffmpeg git python3 python3-numpy python3-opencv fonts-dejavu-core socat lirc lirc-compat-remotes libxml2-utils systemd)
+# jUnit schema checks (libxml2-utils), systemd unit checks (systemd), /metrics and alert-rule checks
+# (prometheus, for promtool only: its server is disabled when setup installs it).
+PACKAGES=(ffmpeg git python3 python3-numpy python3-opencv fonts-dejavu-core socat lirc lirc-compat-remotes libxml2-utils systemd prometheus)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -22,6 +23,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   # lirc's postinst tries to start its service; on a machine without systemd that is harmless.
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Debian's prometheus package starts a Prometheus server; a test node needs only its promtool.
+  if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null; then
+    $SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true
+  fi
 fi
 
 node -e 'const [a,b]=process.versions.node.split(".").map(Number); if (a<20||(a===20&&b<19)) { console.error("setup: farmhand needs Node >= 20.19, this is "+process.version); process.exit(1) }'

@@ -14,11 +14,11 @@ import { EventHub, HealthWatcher } from './core/events.js';
 import { JobService } from './core/jobs.js';
 import { NodeService } from './core/node.js';
 import { NodePolicy } from './core/nodePolicy.js';
-import type { Logger } from './core/ports.js';
+import type { FrameSource, Logger } from './core/ports.js';
 import { parseResultQuery } from './core/query.js';
 import { announcePresses } from './core/remoteControl.js';
 import { ReservationService, systemClock } from './core/reservations.js';
-import { createCapture } from './hardware/capture/index.js';
+import { createCapture, FfmpegFrameSource } from './hardware/capture/index.js';
 import { KeyPresser } from './hardware/ir/keys.js';
 import { createIrTransport } from './hardware/ir/transports/index.js';
 import { createVirtualStb } from './hardware/virtual/index.js';
@@ -26,6 +26,8 @@ import { createApp } from './http/app.js';
 import { EventStream } from './http/events.js';
 import type { Services } from './http/context.js';
 import { WebhookDispatcher } from './notify/webhooks.js';
+import { healthBody } from './http/opsRoutes.js';
+import { DEFAULT_INFRASTRUCTURE_KINDS, FarmMetrics, httpMetrics, observeIrTransport, observeResults } from './metrics/index.js';
 import { ControlServer } from './runner/control.js';
 import { checkTestPackSource, GitTestPack, TestPackConfigError } from './runner/gitTestPack.js';
 import { parseIniConfig } from './runner/iniConfig.js';
@@ -36,6 +38,7 @@ import { FileJobRepository } from './storage/jobStore.js';
 import { FileResultRepository } from './storage/results/index.js';
 import { StateNodeUsageStore, StateReservationStore, StateStore } from './storage/state.js';
 import { FileTokenVerifier, tokensFile } from './storage/tokens.js';
+import { describeReadiness, ReadinessChecks, statfsFreeBytes, type Readiness } from './service/readiness.js';
 import { projectRoot, version } from './version.js';
 
 export interface Daemon {
@@ -43,6 +46,8 @@ export interface Daemon {
   url: string;
   server: Server;
   services: Services;
+  /** Every readiness check now (what `/readyz` answers). */
+  readiness(): Promise<Readiness>;
   stop(): Promise<void>;
 }
 
@@ -65,8 +70,11 @@ export class StartupError extends Error {
  * Start the daemon. Order (docs/robustness.md, "Start-up"): lock the data
  * directory, check the test pack, bind the port, and only then open storage,
  * start capture and recover the interrupted run; until those are ready the
- * port answers 503. Any failure stops what had started and throws a
- * StartupError.
+ * port answers 503. Last, start-up waits (at most `capture.first_frame_wait_secs`)
+ * for the first frame, so a client that calls as soon as the daemon is up
+ * (or systemd says READY) finds the node online; past the bound it starts
+ * anyway, offline, and logs why. Any failure stops what had started and
+ * throws a StartupError.
  */
 export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daemon> {
   const undo: Array<() => unknown> = [];
@@ -101,14 +109,35 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
   webhooks.attach(hub);
   undo.push(() => webhooks.close());
 
+  // Counts what passes through the wrapped ports below; states are read at scrape time (sources).
+  const metrics: FarmMetrics = new FarmMetrics({
+    version,
+    nodeId: cfg.node_id,
+    irTransport: cfg.ir.uri,
+    // The lead points this at INFRASTRUCTURE_KINDS (core/infrastructure.ts) once that lands.
+    infrastructureKinds: DEFAULT_INFRASTRUCTURE_KINDS,
+    webhookOutcomes: ['delivered', 'failed_attempts', 'abandoned', 'dropped'],
+    sources: {
+      node: () => node.availability(),
+      ...(cfg.capture.uri !== 'none:' && { capture: () => captureStats?.() }),
+      resultsStored: () => results.size,
+      diskFreeBytes: () => statfsFreeBytes(dataDir),
+      eventClients: () => stream.clientsConnected,
+      webhookDeliveries: () => ({ ...webhooks.deliveries() }),
+    },
+  });
+
   const state = await StateStore.open(dataDir, { logger: logger.child({ module: 'state' }), nodeId: cfg.node_id });
   const jobsRepo = new FileJobRepository(dataDir, state, cfg.node_id);
 
-  const results = new FileResultRepository({
-    dir: path.join(dataDir, 'results'),
-    retention: cfg.retention,
-    logger,
-  });
+  const results: FileResultRepository = observeResults(
+    new FileResultRepository({
+      dir: path.join(dataDir, 'results'),
+      retention: cfg.retention,
+      logger,
+    }),
+    metrics,
+  );
   await results.open();
   undo.push(() => results.close());
 
@@ -138,14 +167,15 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
       ? createVirtualStb({ width: cfg.capture.width, height: cfg.capture.height, fps: cfg.capture.fps, logger: logger.child({ module: 'virtual-stb' }) })
       : undefined;
   undo.push(() => stb?.stop());
-  const { record_video: recordVideo, ...captureCfg } = cfg.capture;
+  const { record_video: recordVideo, first_frame_wait_secs: firstFrameWaitSecs, ...captureCfg } = cfg.capture;
   const { frames, video } = createCapture(captureCfg, logger.child({ module: 'capture' }), {
     ...(stb && { feed: stb.feed }),
     ...(recordVideo && { recording: { dir: path.join(dataDir, 'recording') } }),
   });
   undo.push(() => frames.stop());
   await frames.start();
-  const ir = createIrTransport(cfg.ir.uri, { logger: logger.child({ module: 'ir' }), ...(stb && { onVirtualEvent: stb.transportListener }) });
+  const captureStats = frames instanceof FfmpegFrameSource ? () => frames.stats() : undefined;
+  const ir = observeIrTransport(createIrTransport(cfg.ir.uri, { logger: logger.child({ module: 'ir' }), ...(stb && { onVirtualEvent: stb.transportListener }) }), metrics);
   undo.push(() => ir.close());
   const keys = new KeyPresser({ testPack, transport: ir, logger: logger.child({ module: 'keys' }) });
   let runningResult = (): string | null => null;
@@ -223,18 +253,27 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     policy: new NodePolicy({ nodeId: cfg.node_id, jobs, reservations, node, health: online, testPack, keys, frames, events: hub }),
     events: { hub, stream, webhooks },
   };
+  const readiness = new ReadinessChecks({
+    capture: noCapture ? undefined : () => frames.health(),
+    testPackProblem: () => testPack.problem(),
+    dataDir,
+    minFreeMb: cfg.retention.min_free_mb,
+  });
   const app = createApp(services, {
     maxBodyBytes: cfg.api.max_body_bytes,
     tokens: new FileTokenVerifier(tokensFile(dataDir), logger.child({ module: 'auth' })),
     rateLimit: cfg.rate_limit,
     v1RequiresToken: cfg.auth.v1_requires_token,
+    ops: { version, readiness: () => readiness.check(), metrics },
+    observe: httpMetrics(metrics),
   });
   const callback = app.callback();
+  if (!noCapture) await waitForFirstFrame(frames, readiness, firstFrameWaitSecs, logger);
   handler = (req, res) => void callback(req, res); // Koa answers its own errors; the promise only tells when it did
   const addr = server.address() as AddressInfo;
   const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
   const url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${addr.port}`;
-  logger.info({ url, node_id: cfg.node_id, data_dir: dataDir }, 'farmhand is listening');
+  logger.info({ url, node_id: cfg.node_id, data_dir: dataDir, readiness: describeReadiness(await readiness.check()) }, 'farmhand is listening');
 
   let stopping: Promise<void> | undefined;
   const stop = () =>
@@ -268,7 +307,25 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
       await lock.release();
       step('done');
     })());
-  return { url, server, services, stop };
+  return { url, server, services, readiness: () => readiness.check(), stop };
+}
+
+/**
+ * Hold start-up until capture delivers its first frame, at most `secs`: a
+ * run_tests sent the moment the daemon is up must not meet "offline: waiting
+ * for the first frame". Past the bound the daemon starts anyway (offline;
+ * the API, /readyz and the node status say why) rather than never.
+ */
+async function waitForFirstFrame(frames: FrameSource, readiness: ReadinessChecks, secs: number, logger: Logger): Promise<void> {
+  if (secs <= 0 || !(frames instanceof FfmpegFrameSource)) return;
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), secs * 1000)));
+  try {
+    if ((await Promise.race([frames.online(), late])) !== 'late') return;
+  } finally {
+    clearTimeout(timer);
+  }
+  logger.warn({ wait_secs: secs, reason: readiness.capture().detail }, `no frame within ${secs} s of start (capture.first_frame_wait_secs): starting anyway, offline`);
 }
 
 /** What a start-up failure says: one line, no stack. */
@@ -284,11 +341,23 @@ function asStartupError(e: unknown, cfg: FarmConfig): StartupError {
   return new StartupError(`start-up failed: ${err instanceof Error ? err.message : String(e)}`);
 }
 
-/** The answer while the services are still starting (crash recovery, capture). */
-function answerStarting(_req: IncomingMessage, res: ServerResponse): void {
-  const body = JSON.stringify({ error: 'device_unavailable', message: 'farmhand is starting up (recovering the last run, starting capture); try again in a few seconds' });
-  res.writeHead(503, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), 'Retry-After': '1' });
-  res.end(body);
+/**
+ * The answer while the services are still starting (crash recovery, capture's
+ * first frame): 503, except `/healthz` (the process answers) and `/readyz`
+ * (not ready: starting).
+ */
+function answerStarting(req: IncomingMessage, res: ServerResponse): void {
+  const route = req.method === 'GET' || req.method === 'HEAD' ? (req.url ?? '').replace(/[?#].*$/s, '').replace(/\/+$/, '') : '';
+  const message = 'farmhand is starting up (recovering the last run, waiting for the first frame); try again in a few seconds';
+  const [status, body] =
+    route === '/healthz'
+      ? [200, healthBody(version, true)]
+      : route === '/readyz'
+        ? [503, { error: 'not_ready', message, ready: false, failed: ['startup'], checks: { startup: { ok: false, detail: 'starting up' } } }]
+        : [503, { error: 'device_unavailable', message }];
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(text), 'Cache-Control': 'no-store', ...(status === 503 && { 'Retry-After': '1' }) });
+  res.end(req.method === 'HEAD' ? undefined : text);
 }
 
 function closeServer(server: Server): Promise<void> {

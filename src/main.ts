@@ -10,6 +10,7 @@
 import { runCli, type ServeOptions } from './cli/program.js';
 import { ConfigError, EX_CONFIG, loadConfig } from './config/load.js';
 import { createLogger } from './logger.js';
+import { describeReadiness } from './service/readiness.js';
 import { SdNotify } from './service/sdNotify.js';
 import { version } from './version.js';
 
@@ -45,7 +46,8 @@ async function serve(opts: ServeOptions): Promise<number> {
   }
   process.stdout.write(`farmhand ${version} listening on ${daemon.url} (node ${cfg.node_id})\n`);
   const notify = new SdNotify(logger);
-  notify.ready(`listening on ${daemon.url}`);
+  // startDaemon resolved after the first frame (or its bound): READY says whether the node is ready, and if not, why.
+  if (notify.enabled) notify.ready(`listening on ${daemon.url}; ${describeReadiness(await daemon.readiness())}`);
   await new Promise<void>((resolve) => {
     let stopping = false;
     const onSignal = (sig: NodeJS.Signals) => {

@@ -64,6 +64,12 @@ export const configSchema = z.strictObject({
       ffmpeg: z.string().min(1).default('ffmpeg'),
       /** Record continuously (H.264) so every test run gets a `video.mp4`. */
       record_video: z.boolean().default(true),
+      /**
+       * Start-up waits this long for the first frame before answering requests
+       * and telling systemd READY; past it the daemon starts anyway, offline, and
+       * says why (docs/operations.md, "Start-up and readiness"). 0: no wait.
+       */
+      first_frame_wait_secs: z.number().nonnegative().max(600).default(15),
     })
     .prefault({}),
   retention: z

@@ -148,6 +148,17 @@ export class NodeService {
     };
   }
 
+  /**
+   * Whether the node would take a job now and why not, without reading the
+   * test pack's node config (cheap: metrics read it at every scrape).
+   */
+  availability(): { available: boolean; reason: string | null; online: boolean; reserved: boolean; running: boolean } {
+    const health = this.o.health();
+    const res = this.o.reservations.active(this.o.nodeId);
+    const reason = this.notAvailableReason(health, res);
+    return { available: reason === null, reason, online: health.online, reserved: res !== undefined, running: this.o.jobs.isRunning() };
+  }
+
   /** GET /api/v2/nodes/<id>: this node's state, or 404 for any other id. */
   async stateOf(nodeId: string): Promise<NodeState> {
     if (nodeId !== this.o.nodeId) throw notFound(`unknown node_id ${JSON.stringify(nodeId)}; this node is ${this.o.nodeId}`);

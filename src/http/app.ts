@@ -3,7 +3,7 @@
  * then the v1 routes (v2 mounts beside them).
  */
 import Koa from 'koa';
-import type { Context, Next } from 'koa';
+import type { Context, Middleware, Next } from 'koa';
 import type { TokenVerifier } from '../core/auth.js';
 import { authenticate, guardApi } from './auth.js';
 import { jsonBody } from './body.js';
@@ -11,6 +11,7 @@ import { rateLimit, type RateLimitSettings } from './rateLimit.js';
 import type { Services } from './context.js';
 import { errorHandler } from './errors.js';
 import { openApiRouter } from './openapi/routes.js';
+import { opsRouter, type OpsEndpoints } from './opsRoutes.js';
 import { v1Router } from './v1/routes.js';
 import { v2Router } from './v2/routes.js';
 import { webhookRouter } from './webhooks.js';
@@ -24,14 +25,19 @@ export interface AppOptions {
   rateLimit: RateLimitSettings;
   /** v1 is open by default (its clients send no credentials). */
   v1RequiresToken?: boolean;
+  /** /healthz, /readyz and /metrics (docs/operations.md); absent: not served. */
+  ops?: OpsEndpoints;
+  /** Outermost middleware, seeing every request's final status (the HTTP metrics). */
+  observe?: Middleware;
 }
 
-/** Order: errors -> paths -> who is calling -> rate limit -> auth required? -> body -> routes (outline's middleware order). */
+/** Order: (observe) -> errors -> paths -> who is calling -> rate limit -> auth required? -> body -> routes (outline's middleware order). */
 export function createApp(s: Services, opts: AppOptions): Koa {
   const app = new Koa();
   app.proxy = false;
   // Koa's own error event would print a second time what errorHandler already logged.
   app.silent = true;
+  if (opts.observe) app.use(opts.observe);
   app.use(errorHandler(s.logger));
   app.use(foldTrailingSlash);
   app.use(authenticate(opts.tokens));
@@ -41,7 +47,7 @@ export function createApp(s: Services, opts: AppOptions): Koa {
   app.use(guardApi({ v1RequiresToken: opts.v1RequiresToken ?? false }));
   app.use(jsonBody(opts.maxBodyBytes ?? 1024 * 1024));
   const eventRouters = s.events ? [s.events.stream.router()] : [];
-  for (const router of [v1Router(s), v2Router(s), ...eventRouters, webhookRouter(s), webRouter(s), openApiRouter(s)]) {
+  for (const router of [v1Router(s), v2Router(s), ...eventRouters, webhookRouter(s), webRouter(s), openApiRouter(s), ...(opts.ops ? [opsRouter(opts.ops)] : [])]) {
     app.use(router.routes());
     app.use(router.allowedMethods());
   }

@@ -86,8 +86,9 @@ export interface GuardOptions {
 /**
  * One middleware for the whole app: every `/api/v2/...` request needs a
  * token; `/api/v1/...` and the web pages under `/app/...` need one only when
- * the config says so (v1 clients send no credentials); anything else (e.g.
- * the push webhook) is left to its own route.
+ * the config says so (v1 clients send no credentials), and so does
+ * `/metrics`; anything else (the push webhook, `/healthz`, `/readyz`) is left
+ * to its own route.
  */
 export function guardApi(opts: GuardOptions): Middleware {
   const check = requireUser();
@@ -106,8 +107,8 @@ export function guardApi(opts: GuardOptions): Middleware {
 export function needsToken(path: string, opts: GuardOptions): boolean {
   const p = normalise(path);
   if (/^\/api\/v2(\/|$)/.test(p)) return true;
-  // The web pages (the triage page) show what the v1 reads show, so they follow v1's rule.
-  return opts.v1RequiresToken && /^\/(api\/v1|app)(\/|$)/.test(p);
+  // The web pages (the triage page) and /metrics show what the v1 reads show, so they follow v1's rule.
+  return opts.v1RequiresToken && /^\/(api\/v1|app|metrics)(\/|$)/.test(p);
 }
 
 function normalise(path: string): string {

@@ -31,7 +31,7 @@ export interface FuzzTargets {
   token: string;
 }
 
-/** Every route (from src/http/v1/routes.ts, v2/routes.ts, v2/nodeRoutes.ts, resultRoutes.ts, webRoutes.ts, webhooks.ts). */
+/** Every route (from src/http/v1/routes.ts, v2/routes.ts, v2/nodeRoutes.ts, resultRoutes.ts, webRoutes.ts, webhooks.ts, opsRoutes.ts). */
 export function routes(t: FuzzTargets): string[] {
   const result = (p: string) => [`${p}${t.resultId}`, `${p}${t.resultId}/farmhand.log`, `${p}${t.resultId}/stbt.log`, `${p}${t.resultId}/screenshot.png`, `${p}${t.resultId}/artifacts`, `${p}${t.resultId}/artifacts/note.txt`];
   return [
@@ -44,6 +44,7 @@ export function routes(t: FuzzTargets): string[] {
     `/api/v2/nodes/${t.node}/job`, `/api/v2/jobs${t.jobUid}/await_completion`, `/api/v2/nodes/${t.node}/job/await_completion`,
     `/api/v2/jobs${t.jobUid}/stop`, `/api/v2/nodes/${t.node}/job/stop`, '/api/v2/results', '/api/v2/results.csv', '/api/v2/results.xml',
     '/api/v2/user', ...result('/api/v2/results'), `/app/results${t.resultId}`, '/github/post-receive',
+    '/metrics', '/healthz', '/readyz',
   ];
 }
 

@@ -95,6 +95,10 @@ export class FfmpegFrameSource implements FrameSource {
   private resumeTimer: NodeJS.Timeout | undefined;
   /** The next ffmpeg exit was asked for (recording resumes): restart at once, not as a failure. */
   private restartNow = false;
+  /** Preview frames received since construction, every ffmpeg run added up (metrics). */
+  private framesReceived = 0;
+  /** Waiting for capture to come online (`online()`). */
+  private onlineWaiters: Array<() => void> = [];
 
   /** Builds the command; does no I/O. Throws for a URI ffmpeg cannot read, or `virtual:` without a feed. */
   constructor(private readonly o: FfmpegFrameSourceOptions) {
@@ -162,6 +166,26 @@ export class FfmpegFrameSource implements FrameSource {
     const reason = this.offlineReason();
     const video = this.video?.stopped();
     return { online: reason === null, reason, ...(video !== undefined && { video }) };
+  }
+
+  /**
+   * Resolves once a frame has arrived since the last (re)start, at once when
+   * online now; never rejects (a start-up bound is the caller's).
+   */
+  online(): Promise<void> {
+    if (this.offlineReason() === null) return Promise.resolve();
+    return new Promise((resolve) => this.onlineWaiters.push(resolve));
+  }
+
+  /** Counters and the latest frame's age, for metrics. */
+  stats(): { framesReceived: number; frameAgeSecs: number | undefined; restarts: number; signal: SignalReport['signal'] } {
+    const last = this.ring.latestMonotonic();
+    return {
+      framesReceived: this.framesReceived,
+      frameAgeSecs: last === undefined ? undefined : Math.max(0, performance.now() - last) / 1000,
+      restarts: Math.max(0, this.runs - 1),
+      signal: this.signal().signal,
+    };
   }
 
   /** Process id of the running ffmpeg, if any (tests and diagnostics). */
@@ -303,6 +327,7 @@ export class FfmpegFrameSource implements FrameSource {
     if (child !== this.child) return;
     const frames = this.ring.push(chunk);
     if (frames === 0) return;
+    this.framesReceived += frames;
     this.checkPicture(frames);
     if (this.phase === 'starting') {
       this.phase = 'running';
@@ -310,6 +335,7 @@ export class FfmpegFrameSource implements FrameSource {
       this.healthySince = performance.now();
       this.armWatchdog(this.staleMs);
       this.log.info({ pid: child.pid }, 'capture online');
+      for (const resolve of this.onlineWaiters.splice(0)) resolve();
     } else if (this.stallReason === undefined) {
       this.watchdogDue = performance.now() + this.staleMs;
       this.watchdog?.refresh();

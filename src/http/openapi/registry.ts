@@ -455,6 +455,33 @@ export const ENDPOINTS: Endpoint[] = [
     },
   },
 
+  // --- operations (src/http/opsRoutes.ts; docs/operations.md)
+  {
+    method: 'get',
+    path: '/healthz',
+    summary: 'Liveness: the process answers (constant cost)',
+    tag: 'meta',
+    auth: 'none',
+    responses: { 200: json(S.Health, 'The process is alive; `starting` while it starts.') },
+  },
+  {
+    method: 'get',
+    path: '/readyz',
+    summary: 'Readiness: capture delivering frames, test pack reachable, data directory writable, disk above the floor',
+    tag: 'meta',
+    auth: 'none',
+    responses: { 200: json(S.Ready, 'Ready to run tests.'), 503: json(S.NotReady, 'Not ready: the failed checks and why.') },
+  },
+  {
+    method: 'get',
+    path: '/metrics',
+    summary: 'Prometheus metrics (text exposition format 0.0.4)',
+    description: 'Readable like v1 (a token only with `auth.v1_requires_token`). The series are listed in docs/operations.md.',
+    tag: 'meta',
+    auth: 'v1',
+    responses: { 200: text('text/plain', 'The exposition.') },
+  },
+
   // --- web and extras (src/http/webRoutes.ts, src/http/webhooks.ts)
   {
     method: 'get',

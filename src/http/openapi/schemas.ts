@@ -182,3 +182,31 @@ export const ReserveRequest = z
 
 export const ExtendRequest = z.looseObject({ duration_secs: durationSecs }).meta({ id: 'ExtendRequest' });
 export const InterruptRequest = z.looseObject({ message: z.string().regex(/\S/).meta({ description: 'Not blank; shown to the owner.' }) }).meta({ id: 'InterruptRequest' });
+
+// --- operations (src/http/opsRoutes.ts; docs/operations.md)
+
+export const Health = z
+  .object({
+    status: z.literal('ok'),
+    version: z.string(),
+    starting: z.boolean().meta({ description: 'True while the daemon is still starting (recovery, first frame).' }),
+    uptime_seconds: count(),
+  })
+  .meta({ id: 'Health', description: 'The process answers (GET /healthz).' });
+
+const check = z.object({ ok: z.boolean(), detail: z.string() });
+const checkName = z.enum(['capture', 'test_pack', 'data_dir', 'disk', 'startup']);
+
+export const Ready = z
+  .object({ ready: z.literal(true), failed: z.array(checkName).max(0), checks: z.record(checkName, check) })
+  .meta({ id: 'Ready', description: 'Every readiness check passed (GET /readyz).' });
+
+export const NotReady = z
+  .object({
+    error: z.literal('not_ready'),
+    message: z.string(),
+    ready: z.literal(false),
+    failed: z.array(checkName).min(1),
+    checks: z.record(checkName, check),
+  })
+  .meta({ id: 'NotReady', description: 'Which readiness checks failed and why (`startup` while the daemon is starting).' });
