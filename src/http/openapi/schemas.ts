@@ -198,7 +198,7 @@ const check = z.object({ ok: z.boolean(), detail: z.string() });
 const checkName = z.enum(['capture', 'test_pack', 'data_dir', 'disk', 'startup']);
 
 export const Ready = z
-  .object({ ready: z.literal(true), failed: z.array(checkName).max(0), checks: z.record(checkName, check) })
+  .object({ ready: z.literal(true), failed: z.array(checkName).max(0), checks: z.partialRecord(checkName, check) })
   .meta({ id: 'Ready', description: 'Every readiness check passed (GET /readyz).' });
 
 export const NotReady = z
@@ -207,6 +207,6 @@ export const NotReady = z
     message: z.string(),
     ready: z.literal(false),
     failed: z.array(checkName).min(1),
-    checks: z.record(checkName, check),
+    checks: z.partialRecord(checkName, check),
   })
   .meta({ id: 'NotReady', description: 'Which readiness checks failed and why (`startup` while the daemon is starting).' });
