@@ -95,6 +95,8 @@ export class FfmpegFrameSource implements FrameSource {
   private resumeTimer: NodeJS.Timeout | undefined;
   /** The next ffmpeg exit was asked for (recording resumes): restart at once, not as a failure. */
   private restartNow = false;
+  /** Times the picture was lost (ffmpeg ended or stalled, the picture froze), and the last reason. */
+  private lost = { count: 0, reason: null as string | null };
 
   /** Builds the command; does no I/O. Throws for a URI ffmpeg cannot read, or `virtual:` without a feed. */
   constructor(private readonly o: FfmpegFrameSourceOptions) {
@@ -162,6 +164,10 @@ export class FfmpegFrameSource implements FrameSource {
     const reason = this.offlineReason();
     const video = this.video?.stopped();
     return { online: reason === null, reason, ...(video !== undefined && { video }) };
+  }
+
+  losses(): { count: number; reason: string | null } {
+    return { ...this.lost };
   }
 
   /** Process id of the running ffmpeg, if any (tests and diagnostics). */
@@ -326,6 +332,7 @@ export class FfmpegFrameSource implements FrameSource {
     const report = this.monitor.report(now);
     if (report.signal === this.lastSignal) return;
     this.lastSignal = report.signal;
+    if (report.signal === 'frozen') this.lost = { count: this.lost.count + 1, reason: report.reason };
     if (report.signal === 'ok') this.log.info({ signal: 'ok' }, 'picture is back');
     else this.log.warn({ signal: report.signal, reason: report.reason }, 'no signal; still online');
   }
@@ -388,6 +395,7 @@ export class FfmpegFrameSource implements FrameSource {
       return;
     }
     this.failure = this.stallReason ?? describeExit(this.o.ffmpeg, exit, child.lastStderrLine());
+    this.lost = { count: this.lost.count + 1, reason: this.failure };
     const now = performance.now();
     const delay = this.backoff.failed(now, this.healthySince);
     this.phase = 'waiting';
