@@ -10,12 +10,13 @@ import { networkInterfaces } from 'node:os';
 import path from 'node:path';
 import { EX_CONFIG } from './config/load.js';
 import type { FarmConfig } from './config/schema.js';
+import { HEALTH_CHECK_CATEGORY, HEALTH_CHECK_USER, HealthCheckService, healthCheckTestCase } from './core/healthCheck.js';
 import { JobService } from './core/jobs.js';
 import { NodeService } from './core/node.js';
 import { NodePolicy } from './core/nodePolicy.js';
 import type { Logger } from './core/ports.js';
 import { parseResultQuery } from './core/query.js';
-import { ReservationService } from './core/reservations.js';
+import { ReservationService, systemClock } from './core/reservations.js';
 import { createCapture } from './hardware/capture/index.js';
 import { KeyPresser } from './hardware/ir/keys.js';
 import { createIrTransport } from './hardware/ir/transports/index.js';
@@ -39,6 +40,8 @@ export interface Daemon {
   url: string;
   server: Server;
   services: Services;
+  /** The node's health check (docs/health-checks.md). */
+  healthCheck: HealthCheckService;
   stop(): Promise<void>;
 }
 
@@ -142,6 +145,8 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
   undo.push(() => control.close());
   const noCapture = cfg.capture.uri === 'none:';
   const online = () => (noCapture ? { online: true, reason: null } : frames.health());
+  // Built once the node exists (below); runs recorded before that (the recovery) are not counted.
+  let healthCheck: HealthCheckService | undefined;
   const jobs = new JobService({
     nodeId: cfg.node_id,
     installationHex: state.data.installation_hex,
@@ -154,6 +159,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     control,
     logger: logger.child({ module: 'jobs' }),
     settings: { defaultTimeoutSecs: cfg.runner.default_timeout_secs, stopResponseSecs: cfg.runner.stop_response_secs },
+    onRecorded: (r) => healthCheck?.observe(r),
   });
   // A test process of the run the crash interrupted may still be alive: end it.
   await Promise.all((await jobs.recover()).map((pid) => endStaleTestProcess(pid, cfg.runner.kill_grace_secs * 1000)));
@@ -177,8 +183,26 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     networkInterfaces,
     reservations,
     usage: new StateNodeUsageStore(state),
+    healthProblem: () => healthCheck?.problem() ?? null,
     logger: logger.child({ module: 'node' }),
   });
+  const checks = new HealthCheckService({
+    testCase: () => healthCheckTestCase(testPack, node.configPath, parseIniConfig),
+    start: async (testCase) => {
+      const req = { test_pack_revision: 'HEAD', test_cases: [testCase], category: HEALTH_CHECK_CATEGORY, soak: 'run once' as const, shuffle: false, remote_control: null, tags: {} };
+      return (await jobs.runTests(req, HEALTH_CHECK_USER, 'v1')).job_uid;
+    },
+    whenEnded: (uid) => jobs.whenEnded(uid),
+    busy: () => jobs.isRunning() || reservations.active(cfg.node_id) !== undefined || !online().online,
+    settings: {
+      afterInfrastructureErrors: cfg.health_check.after_infrastructure_errors,
+      intervalSecs: cfg.health_check.interval_secs,
+      retrySecs: cfg.health_check.retry_secs,
+    },
+    clock: systemClock,
+    logger: logger.child({ module: 'health-check' }),
+  });
+  healthCheck = checks;
 
   const services: Services = {
     nodeId: cfg.node_id,
@@ -190,7 +214,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     logger,
     publicUrl: cfg.public_url,
     awaitCompletionSecs: cfg.api.await_completion_secs,
-    policy: new NodePolicy({ nodeId: cfg.node_id, jobs, reservations, node, health: online, testPack, keys, frames }),
+    policy: new NodePolicy({ nodeId: cfg.node_id, jobs, reservations, node, health: online, healthProblem: () => checks.problem(), testPack, keys, frames }),
   };
   const app = createApp(services, {
     maxBodyBytes: cfg.api.max_body_bytes,
@@ -204,13 +228,16 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
   const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
   const url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${addr.port}`;
   logger.info({ url, node_id: cfg.node_id, data_dir: dataDir }, 'farmhand is listening');
+  checks.start();
 
   let stopping: Promise<void> | undefined;
   const stop = () =>
     (stopping ??= (async () => {
       const closed = new Promise<void>((res) => server.close(() => res()));
       server.closeIdleConnections();
+      const checksStopped = checks.stop(); // resolves once its job ends: after the shutdown below
       await jobs.shutdown();
+      await checksStopped;
       server.closeAllConnections();
       await closed;
       await frames.stop();
@@ -226,7 +253,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
       await results.close();
       await lock.release();
     })());
-  return { url, server, services, stop };
+  return { url, server, services, healthCheck: checks, stop };
 }
 
 /** What a start-up failure says: one line, no stack. */
