@@ -189,4 +189,43 @@ describe('infrastructure faults through the real paths', function () {
       expect(d!.healthCheck.status().state).to.equal('good');
     });
   });
+
+  describe('test-pack checkout failed', () => {
+    let dir: string;
+    let pack: TestPackRepo;
+    let d: Daemon | undefined;
+
+    before(async () => {
+      dir = await mkdtemp(path.join(os.tmpdir(), 'farmhand-faults-checkout-'));
+      pack = await makeTestPack({ 'tests/a.py': 'def test_a():\n    pass\n\ndef test_b():\n    pass\n' });
+      d = await start(pack, path.join(dir, 'data'), { capture: { uri: 'none:' } });
+    });
+    after(async () => {
+      await d?.stop();
+      await pack.cleanup();
+      await rm(dir, { recursive: true, force: true });
+    });
+
+    it('every test case of the job is recorded as checkout_failed, and the node runs again once checkouts work', async () => {
+      // The checkout cache's folder replaced by a file: no working tree can be made.
+      const checkouts = path.join(dir, 'data', 'checkouts');
+      await rm(checkouts, { recursive: true, force: true });
+      await writeFile(checkouts, 'not a folder');
+      const job = (await d!.services.policy.runTests(ALICE_V1, { ...REQ, test_cases: ['tests/a.py::test_a', 'tests/a.py::test_b'], tags: {} })).value;
+      await d!.services.jobs.whenEnded(job.job_uid);
+      const rs = results(d!, `job:${job.job_uid}`);
+      expect(rs.map((r) => [r.test_case, r.result, r.infrastructure_error])).to.deep.equal([
+        ['tests/a.py::test_a', 'error', 'checkout_failed'],
+        ['tests/a.py::test_b', 'error', 'checkout_failed'],
+      ]);
+      expect(rs[0]!.failure_reason).to.match(/^InfrastructureError: checkout_failed: could not check out the test pack at [0-9a-f]{10}: /);
+      expect(d!.services.jobs.get(job.job_uid)!.result_counts).to.include({ error: 2, total: 2 });
+      expect(await readFile(path.join(d!.services.results.dirOf(rs[0]!.result_id), 'farmhand.log'), 'utf8')).to.match(/^farmhand: the test did not run; InfrastructureError: checkout_failed: /);
+
+      await rm(checkouts, { force: true });
+      const again = (await d!.services.policy.runTests(ALICE_V1, { ...REQ, test_cases: ['tests/a.py::test_a'], tags: {} })).value;
+      await d!.services.jobs.whenEnded(again.job_uid);
+      expect(results(d!, `job:${again.job_uid}`).map((r) => r.result)).to.deep.equal(['pass']);
+    });
+  });
 });
