@@ -146,7 +146,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
   const noCapture = cfg.capture.uri === 'none:';
   const online = () => (noCapture ? { online: true, reason: null } : frames.health());
   // Built once the node exists (below); runs recorded before that (the recovery) are not counted.
-  let healthCheck: HealthCheckService | undefined;
+  const late: { healthCheck?: HealthCheckService } = {};
   const jobs = new JobService({
     nodeId: cfg.node_id,
     installationHex: state.data.installation_hex,
@@ -159,7 +159,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     control,
     logger: logger.child({ module: 'jobs' }),
     settings: { defaultTimeoutSecs: cfg.runner.default_timeout_secs, stopResponseSecs: cfg.runner.stop_response_secs },
-    onRecorded: (r) => healthCheck?.observe(r),
+    onRecorded: (r) => late.healthCheck?.observe(r),
   });
   // A test process of the run the crash interrupted may still be alive: end it.
   await Promise.all((await jobs.recover()).map((pid) => endStaleTestProcess(pid, cfg.runner.kill_grace_secs * 1000)));
@@ -183,7 +183,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     networkInterfaces,
     reservations,
     usage: new StateNodeUsageStore(state),
-    healthProblem: () => healthCheck?.problem() ?? null,
+    healthProblem: () => late.healthCheck?.problem() ?? null,
     logger: logger.child({ module: 'node' }),
   });
   const checks = new HealthCheckService({
@@ -202,7 +202,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     clock: systemClock,
     logger: logger.child({ module: 'health-check' }),
   });
-  healthCheck = checks;
+  late.healthCheck = checks;
 
   const services: Services = {
     nodeId: cfg.node_id,

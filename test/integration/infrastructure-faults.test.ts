@@ -113,7 +113,7 @@ describe('infrastructure faults through the real paths', function () {
       expect(refusedV1.body).to.include({ error: 'device_unavailable' });
 
       // Plugged in again: a retry passes and the node is back.
-      await fake!.stop();
+      await fake.stop();
       fake = await startFakeIrToy(pty.b);
       await waitFor(async () => (await nodeState(d!)).available, { what: 'the node to be available again', timeoutMs: 60_000 });
       expect(d!.healthCheck.status()).to.include({ state: 'good' });
