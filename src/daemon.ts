@@ -11,6 +11,7 @@ import path from 'node:path';
 import { EX_CONFIG } from './config/load.js';
 import type { FarmConfig } from './config/schema.js';
 import { EventHub, HealthWatcher } from './core/events.js';
+import { HEALTH_CHECK_CATEGORY, HEALTH_CHECK_USER, HealthCheckService, healthCheckTestCase } from './core/healthCheck.js';
 import { JobService } from './core/jobs.js';
 import { NodeService } from './core/node.js';
 import { NodePolicy } from './core/nodePolicy.js';
@@ -27,7 +28,7 @@ import { EventStream } from './http/events.js';
 import type { Services } from './http/context.js';
 import { WebhookDispatcher } from './notify/webhooks.js';
 import { healthBody } from './http/opsRoutes.js';
-import { DEFAULT_INFRASTRUCTURE_KINDS, FarmMetrics, httpMetrics, observeIrTransport, observeResults } from './metrics/index.js';
+import { FarmMetrics, httpMetrics, observeIrTransport, observeResults } from './metrics/index.js';
 import { ControlServer } from './runner/control.js';
 import { checkTestPackSource, GitTestPack, TestPackConfigError } from './runner/gitTestPack.js';
 import { parseIniConfig } from './runner/iniConfig.js';
@@ -48,6 +49,8 @@ export interface Daemon {
   services: Services;
   /** Every readiness check now (what `/readyz` answers). */
   readiness(): Promise<Readiness>;
+  /** The node's health check (docs/health-checks.md). */
+  healthCheck: HealthCheckService;
   stop(): Promise<void>;
 }
 
@@ -114,8 +117,6 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     version,
     nodeId: cfg.node_id,
     irTransport: cfg.ir.uri,
-    // The lead points this at INFRASTRUCTURE_KINDS (core/infrastructure.ts) once that lands.
-    infrastructureKinds: DEFAULT_INFRASTRUCTURE_KINDS,
     webhookOutcomes: ['delivered', 'failed_attempts', 'abandoned', 'dropped'],
     sources: {
       node: () => node.availability(),
@@ -188,6 +189,8 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
   undo.push(() => control.close());
   const noCapture = cfg.capture.uri === 'none:';
   const online = () => (noCapture ? { online: true, reason: null } : frames.health());
+  // Built once the node exists (below); runs recorded before that (the recovery) are not counted.
+  const late: { healthCheck?: HealthCheckService } = {};
   const jobs = new JobService({
     nodeId: cfg.node_id,
     installationHex: state.data.installation_hex,
@@ -201,6 +204,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     logger: logger.child({ module: 'jobs' }),
     events: hub,
     settings: { defaultTimeoutSecs: cfg.runner.default_timeout_secs, stopResponseSecs: cfg.runner.stop_response_secs },
+    onRecorded: (r) => late.healthCheck?.observe(r),
   });
   runningResult = () => jobs.current()?.current_run?.result_id ?? null;
   // A test process of the run the crash interrupted may still be alive: end it.
@@ -226,8 +230,26 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     networkInterfaces,
     reservations,
     usage: new StateNodeUsageStore(state),
+    healthProblem: () => late.healthCheck?.problem() ?? null,
     logger: logger.child({ module: 'node' }),
   });
+  const checks = new HealthCheckService({
+    testCase: () => healthCheckTestCase(testPack, node.configPath, parseIniConfig),
+    start: async (testCase) => {
+      const req = { test_pack_revision: 'HEAD', test_cases: [testCase], category: HEALTH_CHECK_CATEGORY, soak: 'run once' as const, shuffle: false, remote_control: null, tags: {} };
+      return (await jobs.runTests(req, HEALTH_CHECK_USER, 'v1')).job_uid;
+    },
+    whenEnded: (uid) => jobs.whenEnded(uid),
+    busy: () => jobs.isRunning() || reservations.active(cfg.node_id) !== undefined || !online().online,
+    settings: {
+      afterInfrastructureErrors: cfg.health_check.after_infrastructure_errors,
+      intervalSecs: cfg.health_check.interval_secs,
+      retrySecs: cfg.health_check.retry_secs,
+    },
+    clock: systemClock,
+    logger: logger.child({ module: 'health-check' }),
+  });
+  late.healthCheck = checks;
 
   const health = new HealthWatcher({ health: online, sink: hub, clock: systemClock, intervalMs: cfg.events.health_poll_secs * 1000 });
   health.start();
@@ -250,7 +272,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     logger,
     publicUrl: cfg.public_url,
     awaitCompletionSecs: cfg.api.await_completion_secs,
-    policy: new NodePolicy({ nodeId: cfg.node_id, jobs, reservations, node, health: online, testPack, keys, frames, events: hub }),
+    policy: new NodePolicy({ nodeId: cfg.node_id, jobs, reservations, node, health: online, healthProblem: () => checks.problem(), testPack, keys, frames, events: hub }),
     events: { hub, stream, webhooks },
   };
   const readiness = new ReadinessChecks({
@@ -274,6 +296,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
   const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
   const url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${addr.port}`;
   logger.info({ url, node_id: cfg.node_id, data_dir: dataDir, readiness: describeReadiness(await readiness.check()) }, 'farmhand is listening');
+  checks.start();
 
   let stopping: Promise<void> | undefined;
   const stop = () =>
@@ -283,7 +306,9 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
       const closed = new Promise<void>((res) => server.close(() => res()));
       server.closeIdleConnections();
       step('the running job');
+      const checksStopped = checks.stop(); // resolves once its job ends: after the shutdown below
       await jobs.shutdown();
+      await checksStopped;
       step('HTTP connections');
       // After the job's last events went out: end the event streams, so they do not hold the close.
       stream.close();
@@ -307,7 +332,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
       await lock.release();
       step('done');
     })());
-  return { url, server, services, readiness: () => readiness.check(), stop };
+  return { url, server, services, readiness: () => readiness.check(), healthCheck: checks, stop };
 }
 
 /**

@@ -163,6 +163,16 @@ export const configSchema = z.strictObject({
       queue_size: z.number().int().min(1).max(100_000).default(1000),
     })
     .prefault({}),
+  health_check: z
+    .strictObject({
+      /** Infrastructure errors in a row that make the node run its health check (the test pack's `test_pack.health_check`); 0: never. */
+      after_infrastructure_errors: z.number().int().nonnegative().default(3),
+      /** Seconds between health checks while they pass; 0: no periodic check. */
+      interval_secs: z.number().nonnegative().default(24 * 3600),
+      /** Seconds between tries of a failed health check (the node is not available until one passes). */
+      retry_secs: z.number().positive().default(300),
+    })
+    .prefault({}),
   log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 

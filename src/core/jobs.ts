@@ -6,6 +6,7 @@
 import { FarmError, invalid } from './errors.js';
 import { jobExited, jobStarted, runFinished, type EventSink } from './events.js';
 import { formatJobUid, formatResultId, runStamp } from './ids.js';
+import { classifyOutcome, describeOutcome, infrastructureKindOf, infrastructureReason, type InfrastructureFault } from './infrastructure.js';
 import type { JobRecord, ResultRecord, RunOutcome } from './model.js';
 import { chooseRemote, type RemoteRule } from './remoteControl.js';
 import type { FrameSource, IniConfig, JobRepository, Logger, ResultRepository, RunControl, TestPack, TestRunner, VideoRecorder } from './ports.js';
@@ -31,6 +32,8 @@ export interface JobServiceDeps {
   settings: { defaultTimeoutSecs: number; stopResponseSecs: number };
   now?: () => Date;
   rng?: Rng;
+  /** Told of every run recorded (the health check counts infrastructure errors in a row). */
+  onRecorded?: (record: ResultRecord) => void;
 }
 
 interface ActiveJob {
@@ -39,9 +42,9 @@ interface ActiveJob {
   done: Promise<void>;
 }
 
-export const DAEMON_RESTARTED = 'DaemonRestarted: farmhand restarted while this test was running';
+export const DAEMON_RESTARTED = infrastructureReason('daemon_restart', 'farmhand restarted while this test was running');
 /** The start of the failure reason of a run recorded as an error because the data disk was full. */
-export const DISK_FULL = 'InfrastructureError: disk full';
+export const DISK_FULL = 'InfrastructureError: disk_full';
 
 export class JobService {
   private active: ActiveJob | undefined;
@@ -225,14 +228,20 @@ export class JobService {
       const timeoutSecs = Number(config.test_pack?.test_timeout_secs) || this.d.settings.defaultTimeoutSecs;
       const runConfig: IniConfig = { ...config, 'result.tags': job.tags };
       this.d.logger.debug({ job: job.job_uid, sha: job.test_pack_sha }, 'job: checking out the test pack');
-      const checkoutDir = await this.d.testPack.checkout(job.test_pack_sha);
+      const checkout = await this.d.testPack.checkout(job.test_pack_sha).catch((e: unknown) => e as Error);
       let lastStamp = '';
       for (const testCase of order) {
         if (active.abort.signal.aborted) break;
         const start = await this.distinctStart(lastStamp, active.abort.signal);
         if (!start) break;
         lastStamp = runStamp(start);
-        await this.runOne(active, testCase, start, { checkoutDir, timeoutSecs, runConfig });
+        if (typeof checkout !== 'string') {
+          // No working tree to run in: every test case of the job is the node's error, once (a soak ends here).
+          await this.recordCheckoutFailure(active, testCase, start, checkout);
+          if (job.soak === 'run forever') break;
+          continue;
+        }
+        await this.runOne(active, testCase, start, { checkoutDir: checkout, timeoutSecs, runConfig });
       }
     } finally {
       job.status = 'exited';
@@ -264,6 +273,7 @@ export class JobService {
     this.d.events?.publish('run.started', { job_uid: job.job_uid, result_id: resultId, test_case: testCase, start_time: start.toISOString() });
     const control = await this.d.control?.open({ resultDir, testPackSha: job.test_pack_sha, remote: job.remote_control });
     const clip = this.d.video?.begin();
+    const faults = this.faultWatch(control);
     const spec = {
       resultDir,
       env: control?.env,
@@ -273,13 +283,15 @@ export class JobService {
       testPackSha: job.test_pack_sha,
       config: ctx.runConfig,
       timeoutSecs: ctx.timeoutSecs,
+      faults,
       onSpawn: (pid: number) => {
         job.current_run = { ...job.current_run!, pid };
         void this.d.jobs.save(job).catch(() => undefined);
       },
     };
     this.d.logger.debug({ result: resultId }, 'job: starting the test');
-    const outcome = await this.d.runner.run(spec, active.abort.signal).finally(() => control?.close());
+    // The runner classifies with the faults it saw; what it could not see yet (or a runner that does not) is caught here.
+    const outcome = classifyOutcome(await this.d.runner.run(spec, active.abort.signal).finally(() => control?.close()), faults());
     this.d.logger.debug({ result: resultId, result_of_run: outcome.result }, 'job: test ended; saving the screenshot, video and record');
     await Promise.all([
       this.d.frames.saveScreenshot(resultDir).catch((e: unknown) => {
@@ -306,21 +318,57 @@ export class JobService {
     let outcome = o;
     for (const what of ['artifacts', 'logs'] as const) {
       try {
-        await this.d.results.add(this.resultRecord(job, resultId, testCase, start, end, outcome));
+        await this.addRecord(this.resultRecord(job, resultId, testCase, start, end, outcome));
         return outcome;
       } catch (e) {
         if (!(e instanceof FarmError && e.code === 'storage_full')) throw e;
         const freed = await this.d.results.freeRunSpace(resultId, what);
-        const was = o.result === 'pass' ? 'pass' : `${o.result}: ${o.failure_reason ?? ''}`;
+        const was = describeOutcome(o);
         const reason = `${DISK_FULL}: the data disk filled up during this run; its ${what} (${freed.files} files, ${freed.bytes} bytes) were deleted to record it (the test's own outcome was ${was})`;
         outcome = { result: 'error', failure_reason: reason, traceback: o.traceback, exit_status: o.exit_status };
         const duration = Math.max(0, (end.getTime() - start.getTime()) / 1000);
-        await this.d.results.sealInterrupted(resultId, { test_case: testCase, test_pack_sha: job.test_pack_sha, duration, failure_reason: reason }).catch(() => []);
+        await this.d.results.sealInterrupted(resultId, { test_case: testCase, test_pack_sha: job.test_pack_sha, duration, failure_reason: reason, note: `farmhand: ${reason}` }).catch(() => []);
         this.d.logger.error({ result: resultId, freed }, 'data disk full: recorded the run as an infrastructure error');
       }
     }
-    await this.d.results.add(this.resultRecord(job, resultId, testCase, start, end, outcome));
+    await this.addRecord(this.resultRecord(job, resultId, testCase, start, end, outcome));
     return outcome;
+  }
+
+  private async addRecord(record: ResultRecord): Promise<void> {
+    await this.d.results.add(record);
+    try {
+      this.d.onRecorded?.(record);
+    } catch (e) {
+      this.d.logger.error({ err: e }, 'a listener of recorded runs failed');
+    }
+  }
+
+  /** The node's faults seen since now: capture lost (its loss count moved) and what the control channel saw. */
+  private faultWatch(control: { faults?(): InfrastructureFault[] } | undefined): () => InfrastructureFault[] {
+    const lostAtStart = this.d.frames.losses?.().count ?? 0;
+    return () => {
+      const lost = this.d.frames.losses?.();
+      const capture: InfrastructureFault[] =
+        lost && lost.count > lostAtStart ? [{ kind: 'capture_lost', detail: `capture lost during the run: ${lost.reason ?? 'unknown reason'}` }] : [];
+      return [...capture, ...(control?.faults?.() ?? [])];
+    };
+  }
+
+  /** A test case that could not run because the test pack's commit could not be checked out. */
+  private async recordCheckoutFailure(active: ActiveJob, testCase: string, start: Date, e: Error): Promise<void> {
+    const job = active.record;
+    const resultId = formatResultId(job.job_uid, start);
+    if (job.soak === 'run forever') job.result_counts.total++;
+    const reason = infrastructureReason('checkout_failed', `could not check out the test pack at ${job.test_pack_sha.slice(0, 10)}: ${e.message}`);
+    this.d.logger.error({ err: e, result: resultId }, 'test-pack checkout failed: recorded the run as an infrastructure error');
+    await this.d.results.createRunDir(resultId);
+    await this.d.results
+      .sealInterrupted(resultId, { test_case: testCase, test_pack_sha: job.test_pack_sha, duration: 0, failure_reason: reason, note: `farmhand: the test did not run; ${reason}` })
+      .catch((err: unknown) => this.d.logger.warn({ err, result: resultId }, 'could not write the files of a run that did not start'));
+    const recorded = await this.record(job, resultId, testCase, start, start, { result: 'error', failure_reason: reason, traceback: null, exit_status: null });
+    job.result_counts[recorded.result]++;
+    await this.d.jobs.save(job);
   }
 
   private resultRecord(job: JobRecord, resultId: string, testCase: string, start: Date, end: Date, o: RunOutcome): ResultRecord {
@@ -339,6 +387,7 @@ export class JobService {
       result: o.result,
       failure_reason: o.result === 'pass' ? null : o.failure_reason,
       traceback: o.result === 'pass' ? null : o.traceback,
+      infrastructure_error: o.result === 'error' ? infrastructureKindOf(o.failure_reason) : null,
     };
   }
 

@@ -1,4 +1,5 @@
 /** The data the domain talks about: jobs, results, artifacts. Plain objects, JSON-safe. */
+import type { InfrastructureKind } from './infrastructure.js';
 
 export type Outcome = 'pass' | 'fail' | 'error';
 export type Soak = 'run once' | 'run forever';
@@ -55,6 +56,12 @@ export interface ResultRecord {
   result: Outcome;
   failure_reason: string | null;
   traceback: string | null;
+  /**
+   * The node's fault that made this run an error (docs/health-checks.md); null
+   * when the script decided the outcome. Records stored before the field
+   * existed lack it: readers take `kindOfRecord` (core/infrastructure.ts).
+   */
+  infrastructure_error?: InfrastructureKind | null;
 }
 
 /** Artifact listing: relative path -> size in bytes and md5 hex digest. */

@@ -82,6 +82,8 @@ export interface NodeServiceOptions {
   networkInterfaces: () => Record<string, InterfaceAddress[] | undefined>;
   reservations: { active(nodeId: string): ReservationRecord | undefined };
   usage: NodeUsageStore;
+  /** Why the node's health check holds it back ("health check failed: ..."); null when it does not. */
+  healthProblem?: () => string | null;
   clock?: Clock;
   logger?: Logger;
   /** How long status waits for the test pack before answering with the last config it read; default 3 s. */
@@ -201,6 +203,8 @@ export class NodeService {
   private notAvailableReason(health: CaptureHealth, res: ReservationRecord | undefined): string | null {
     if (!health.online) return `offline: ${health.reason ?? 'no picture from the device under test'}`;
     if (this.licenceExpired()) return `licence expired on ${this.o.settings.licence_expiry}`;
+    const unhealthy = this.o.healthProblem?.() ?? null;
+    if (unhealthy !== null) return unhealthy;
     if (res) return `reserved by ${res.username} (reservation ${res.reservation_id})`;
     if (this.o.jobs.isRunning()) return `running a test job (${this.o.jobs.current()?.job_uid ?? 'starting'})`;
     return null;

@@ -36,6 +36,8 @@ export interface NodePolicyDeps {
   node: Pick<NodeService, 'licenceExpired' | 'recordUse' | 'licenceExpiry' | 'stateOf'>;
   /** The node is online when it has a picture (or has no capture configured). */
   health: () => CaptureHealth;
+  /** Why the failed health check holds the node back; null when it does not (core/healthCheck.ts). */
+  healthProblem?: () => string | null;
   testPack: Pick<TestPack, 'resolve' | 'config' | 'remoteControls'>;
   keys: { press(key: string, opts: { remote: string; testPackSha: string }): Promise<void> };
   frames: Pick<FrameSource, 'screenshotPng' | 'thumbnailJpeg'>;
@@ -46,7 +48,10 @@ export interface NodePolicyDeps {
 export class NodePolicy {
   constructor(private readonly d: NodePolicyDeps) {}
 
-  /** Start a job. 403 licence expired or reserved by another, 409 busy, 503 offline (in that order), then the test pack's 400/404. */
+  /**
+   * Start a job. 403 licence expired or reserved by another, 409 busy, 503 offline, 503 health check failed
+   * (in that order), then the test pack's 400/404.
+   */
   async runTests(caller: Caller, req: RunRequest): Promise<Noticed<JobRecord>> {
     if (this.d.node.licenceExpired()) {
       throw new FarmError('forbidden', `the licence of node ${this.d.nodeId} expired on ${this.d.node.licenceExpiry}; renew it (node.licence_expiry in the config)`);
@@ -59,6 +64,10 @@ export class NodePolicy {
     }
     const health = this.d.health();
     if (!health.online) throw new FarmError('device_unavailable', `the node is offline: ${health.reason ?? 'unknown reason'}`);
+    const unhealthy = this.d.healthProblem?.() ?? null;
+    if (unhealthy !== null) {
+      throw new FarmError('device_unavailable', `the node is not available: ${unhealthy}; it is checked again until the health check passes (docs/health-checks.md)`);
+    }
     const job = await this.d.jobs.runTests(req, caller.user ?? 'anonymous', caller.api);
     return this.used(caller, job);
   }

@@ -3,6 +3,7 @@
  * hardware/ implement them; daemon.ts wires concrete classes to them. Nothing
  * in core/ imports Koa, serialport, sharp, child_process or lowdb.
  */
+import type { InfrastructureFault } from './infrastructure.js';
 import type { ArtifactListing, JobRecord, ResultRecord, RunOutcome } from './model.js';
 import type { ResultQuery } from './query.js';
 
@@ -44,9 +45,11 @@ export interface ResultRepository {
   enforceRetention(): Promise<string[]>;
   /**
    * Write the metadata files and logs a run interrupted by the daemon's death
-   * lacks (never replacing one that is there); returns the names written.
+   * (or recorded as an infrastructure error) lacks, never replacing a log that
+   * is there; `failure-reason` is replaced and `note` (default: the daemon
+   * stopped) appended to an existing `farmhand.log`. Returns the names written.
    */
-  sealInterrupted(resultId: string, run: { test_case: string; test_pack_sha: string; duration: number; failure_reason: string }): Promise<string[]>;
+  sealInterrupted(resultId: string, run: { test_case: string; test_pack_sha: string; duration: number; failure_reason: string; note?: string }): Promise<string[]>;
   /**
    * The disk filled during a run and its record could not be written: delete
    * the run's own files to make room - its artifacts (`'artifacts'`), or also
@@ -144,6 +147,8 @@ export interface TestRunSpec {
   onSpawn?: (pid: number) => void;
   /** The run's control channel: what the test does through it goes into the run's log. */
   control?: RunControlChannel;
+  /** Faults of the node seen so far in this run; a run that did not pass becomes an infrastructure error. */
+  faults?: () => InfrastructureFault[];
 }
 
 export interface TestRunner {
@@ -176,6 +181,12 @@ export interface FrameSource {
   saveScreenshot(dir: string): Promise<boolean>;
   /** A copy of the latest raw RGB frame for test scripts; undefined when offline or not capturing. */
   latestFrame?(): { data: Buffer; width: number; height: number; seq?: number; at?: number } | undefined;
+  /**
+   * How many times the picture was lost since start (ffmpeg ended or stalled,
+   * or the picture froze) and why the last time: a run compares the count at
+   * its start and end to tell that capture was lost while it ran. Absent: never lost.
+   */
+  losses?(): { count: number; reason: string | null };
   start(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -207,5 +218,7 @@ export interface RunControlChannel {
   env: Record<string, string>;
   /** Lines saying what the test did (key presses, matches) go to `listener`; undefined stops them. */
   onEvent?(listener: ((text: string) => void) | undefined): void;
+  /** The node's faults the channel saw (a key press the IR transport failed to send). */
+  faults?(): InfrastructureFault[];
   close(): Promise<void>;
 }

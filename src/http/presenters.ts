@@ -3,6 +3,7 @@
  * version. v1 and v2 share every service; they differ only here and in
  * routing. Every URL and every piece of HTML of an answer is made here.
  */
+import { kindOfRecord } from '../core/infrastructure.js';
 import type { ArtifactListing, JobRecord, ResultRecord } from '../core/model.js';
 import type { NodeState } from '../core/node.js';
 import type { ReservationRecord } from '../core/reservations.js';
@@ -46,6 +47,8 @@ export function presentResultSummary(r: ResultRecord, base: string, v: ApiVersio
 export function presentResultDetail(r: ResultRecord, artifacts: ArtifactListing, base: string, v: ApiVersion) {
   return {
     ...presentResultSummary(r, base, v),
+    // Not in the spec (COMPAT: an extra field is fine): the node's fault that made the run an error, or null (docs/health-checks.md).
+    infrastructure_error: kindOfRecord(r),
     ...(v === 'v2' ? { test_pack_branch: r.test_pack_branch, username: r.username, tags: r.tags } : {}),
     job_category: r.category,
     traceback: r.traceback,

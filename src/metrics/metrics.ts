@@ -11,18 +11,12 @@
  * methods), states are read when Prometheus scrapes (`MetricSources`), so a
  * scrape always shows the node as it is.
  */
+import { INFRASTRUCTURE_KINDS } from '../core/infrastructure.js';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { ResultRecord } from '../core/model.js';
 
 /** Outcomes of a run, as `ResultRecord.result` has them. */
 export const RUN_OUTCOMES = ['pass', 'fail', 'error'] as const;
-
-/**
- * Kinds of infrastructure error (the shared contract of issue 8). Until
- * `src/core/infrastructure.ts` lands, the list lives here; the composition root
- * passes `INFRASTRUCTURE_KINDS` from there instead (`MetricsOptions.infrastructureKinds`).
- */
-export const DEFAULT_INFRASTRUCTURE_KINDS = ['capture_lost', 'ir_transport', 'daemon_restart', 'disk_full', 'checkout_failed', 'runner_timeout'] as const;
 
 /** What the picture shows (hardware/capture SignalState). */
 export const SIGNAL_STATES = ['ok', 'black', 'frozen', 'none'] as const;
@@ -70,7 +64,7 @@ export interface MetricsOptions {
   version: string;
   nodeId: string;
   sources: MetricSources;
-  /** The label values of `farmhand_infrastructure_errors_total`; default DEFAULT_INFRASTRUCTURE_KINDS. */
+  /** The label values of `farmhand_infrastructure_errors_total`; default INFRASTRUCTURE_KINDS (core/infrastructure.ts). */
   infrastructureKinds?: readonly string[];
   /** The IR transport this node drives (its scheme); its press series start at zero. */
   irTransport?: string;
@@ -223,7 +217,7 @@ export class FarmMetrics {
       labelNames: ['kind'],
       registers,
     });
-    for (const kind of o.infrastructureKinds ?? DEFAULT_INFRASTRUCTURE_KINDS) this.infraErrors.labels({ kind }).inc(0);
+    for (const kind of o.infrastructureKinds ?? INFRASTRUCTURE_KINDS) this.infraErrors.labels({ kind }).inc(0);
 
     // Routes and statuses are an open set: a series appears with its first request.
     this.httpRequests = new Counter({

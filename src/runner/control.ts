@@ -25,6 +25,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { FarmError, isFarmError } from '../core/errors.js';
+import type { InfrastructureFault } from '../core/infrastructure.js';
 import type { Logger, RunControl, RunControlChannel } from '../core/ports.js';
 import type { PressOptions } from '../hardware/ir/keys.js';
 
@@ -101,6 +102,7 @@ class ControlChannel implements RunControlChannel {
   private readonly log: Logger | undefined;
   private closing: Promise<void> | undefined;
   private listener: ((text: string) => void) | undefined;
+  private readonly seen: InfrastructureFault[] = [];
 
   constructor(
     private readonly o: ControlServerOptions,
@@ -128,6 +130,10 @@ class ControlChannel implements RunControlChannel {
 
   onEvent(listener: ((text: string) => void) | undefined): void {
     this.listener = listener;
+  }
+
+  faults(): InfrastructureFault[] {
+    return [...this.seen];
   }
 
   /** A line for the run's log; a listener's failure is not the test's problem. */
@@ -234,6 +240,10 @@ class ControlChannel implements RunControlChannel {
       await this.o.keys.press(r.key, { remote: this.run.remote, testPackSha: this.run.testPackSha, holdMs: hold, signal: this.abort.signal });
     } catch (e) {
       this.event(`${what}: failed: ${isFarmError(e) ? `${e.code}: ${e.message}` : 'internal error'}`);
+      // The transport could not send (blaster unplugged or silent): the node's fault, unless the run is ending anyway.
+      if (isFarmError(e) && e.code === 'device_unavailable' && !this.abort.signal.aborted) {
+        this.seen.push({ kind: 'ir_transport', detail: `IR transport failed during a key press (${r.key}): ${e.message}` });
+      }
       throw e;
     }
     return { header: { id, ok: true } };

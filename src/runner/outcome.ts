@@ -5,6 +5,7 @@
  * stop) or when there is no report (crash, `os._exit`).
  */
 import { constants } from 'node:os';
+import { infrastructureReason } from '../core/infrastructure.js';
 import type { Outcome, RunOutcome } from '../core/model.js';
 import { readRegular } from '../storage/safeFile.js';
 
@@ -61,7 +62,9 @@ export function describeExit(status: number | null): string {
 export function decideOutcome(end: ProcessEnd, report: ChildReport | undefined, timeoutSecs: number, python: string): RunOutcome {
   const exit_status = end.exitStatus;
   if (end.spawnError) {
-    return { result: 'error', failure_reason: `Error: could not start ${python}: ${end.spawnError.message}`, traceback: null, exit_status };
+    // The node's interpreter is missing or broken: no script ever ran.
+    const reason = infrastructureReason('runner_timeout', `could not start ${python}: ${end.spawnError.message}`);
+    return { result: 'error', failure_reason: reason, traceback: null, exit_status };
   }
   // After a stop or timeout the report (if any) still shows where the test was: keep its traceback.
   if (end.endedBy === 'timeout') return { result: 'error', failure_reason: timeoutReason(timeoutSecs), traceback: report?.traceback ?? null, exit_status };

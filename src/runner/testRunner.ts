@@ -9,6 +9,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, realpath, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { classifyOutcome, infrastructureReason } from '../core/infrastructure.js';
 import type { RunOutcome } from '../core/model.js';
 import type { Logger, TestRunner, TestRunSpec } from '../core/ports.js';
 import { writeFileAtomic } from '../storage/atomic.js';
@@ -69,11 +70,15 @@ export class ProcessTestRunner implements TestRunner {
       seconds = Number(process.hrtime.bigint() - started) / 1e9;
       logs.endOfOutput();
       outcome = decideOutcome(end, await readReport(path.join(work, 'report.json')), spec.timeoutSecs, this.python);
+      const faults = spec.faults?.() ?? [];
+      for (const f of faults) logs.tool(`Infrastructure fault during the run: ${f.kind}: ${f.detail}`);
+      outcome = classifyOutcome(outcome, faults);
       const reason = outcome.failure_reason ? `: ${outcome.failure_reason}` : '';
       logs.tool(`Finished ${spec.testCase}: ${outcome.result}${reason} (exit status ${String(outcome.exit_status)}, ${seconds.toFixed(3)} s)`);
     } catch (e) {
-      // The result folder could not be written (disk full, folder gone): an error run, not a crash of the job.
-      outcome = { result: 'error', failure_reason: `Error: could not run the test: ${(e as Error).message}`, traceback: null, exit_status: null };
+      // The result folder could not be written (disk full, folder gone): the node's error, not a crash of the job.
+      const kind = (e as NodeJS.ErrnoException).code === 'ENOSPC' ? 'disk_full' : 'runner_timeout';
+      outcome = { result: 'error', failure_reason: infrastructureReason(kind, `could not run the test: ${(e as Error).message}`), traceback: null, exit_status: null };
       this.o.logger?.error({ err: e, dir: spec.resultDir }, 'test run failed to start or to write its files');
     }
     spec.control?.onEvent?.(undefined);

@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { needsToken } from '../../src/http/auth.js';
-import { DEFAULT_INFRASTRUCTURE_KINDS } from '../../src/metrics/index.js';
+import { INFRASTRUCTURE_KINDS } from '../../src/core/infrastructure.js';
 import { STANDARD_FILES } from '../fixtures/testPack.js';
 import { necRemote } from '../fixtures/remotes.js';
 import { asUser } from '../helpers/auth.js';
@@ -90,7 +90,7 @@ describe('metrics and health endpoints', function () {
   });
 
   it('exports every state from the start, at zero: infrastructure kinds, signal states, node state', () => {
-    for (const kind of DEFAULT_INFRASTRUCTURE_KINDS) expect(sample(atStart, `farmhand_infrastructure_errors_total{kind="${kind}"}`), kind).to.equal(0);
+    for (const kind of INFRASTRUCTURE_KINDS) expect(sample(atStart, `farmhand_infrastructure_errors_total{kind="${kind}"}`), kind).to.equal(0);
     const signals = ['ok', 'black', 'frozen', 'none'].map((state) => sample(afterJobs, `farmhand_capture_signal{state="${state}"}`));
     expect(signals).to.not.include(undefined);
     expect(signals.reduce((a, b) => a! + b!, 0)).to.equal(1);

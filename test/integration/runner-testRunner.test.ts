@@ -161,7 +161,7 @@ describe('runner: ProcessTestRunner (real python3 children)', function () {
     it('an interpreter that does not exist -> error, exit status unknown, files still written', async () => {
       const r = await run('tests/basic.py::test_pass', { runner: runner({ python: path.join(data, 'no-python') }) });
       expect(r.outcome).to.deep.include({ result: 'error', exit_status: null });
-      expect(r.outcome.failure_reason).to.match(/^Error: could not start .*no-python/);
+      expect(r.outcome.failure_reason).to.match(/^InfrastructureError: runner_timeout: could not start .*no-python/);
       expect(await r.file('exit-status')).to.equal('');
       expect(r.pid).to.equal(undefined);
     });

@@ -165,6 +165,6 @@ describe('run.finished payload', () => {
   it('reads infrastructure_error from the stored record when it has one, else null', () => {
     const rec = resultRecord({ result: 'error', failure_reason: 'InfrastructureError: capture_lost: the capture stopped' });
     expect(runFinished(rec)).to.include({ result: 'error', infrastructure_error: null, result_id: rec.result_id });
-    expect(runFinished({ ...rec, infrastructure_error: 'capture_lost' } as typeof rec)).to.include({ infrastructure_error: 'capture_lost' });
+    expect(runFinished({ ...rec, infrastructure_error: 'capture_lost' })).to.include({ infrastructure_error: 'capture_lost' });
   });
 });

@@ -74,8 +74,20 @@ describe('results CSV (GET /api/v2/results.csv)', () => {
       test_pack_branch: '',
       username: 'alice',
       tags: '{"jenkins/BUILD_ID":"42","bamboo.plan":"a; b=c"}',
+      infrastructure_error: '',
     });
     expect(JSON.parse(cell.tags!)).to.deep.equal(r.tags);
+  });
+
+  it('infrastructure_error is the last column: the kind of the record, or from the reason of a record stored before the field', async () => {
+    expect(CSV_COLUMNS[CSV_COLUMNS.length - 1]).to.equal('infrastructure_error');
+    const records = [
+      rec({ result: 'error', failure_reason: 'InfrastructureError: ir_transport: IR Toy was disconnected', infrastructure_error: 'ir_transport' }),
+      rec({ result: 'error', failure_reason: 'InfrastructureError: daemon_restart: farmhand restarted while this test was running' }),
+      rec({ result: 'error', failure_reason: 'RuntimeError: boom', infrastructure_error: null }),
+    ];
+    const rows = await pyParse(resultsCsv(records, { base: BASE, tz: 'UTC' }));
+    expect(rows.slice(1).map((r) => r[CSV_COLUMNS.indexOf('infrastructure_error')])).to.deep.equal(['ir_transport', 'daemon_restart', '']);
   });
 
   it('writes durations without float noise', async () => {

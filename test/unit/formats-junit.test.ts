@@ -119,6 +119,14 @@ describe('results jUnit XML (GET /api/v2/results.xml)', () => {
     expect(exceptionType({ result: 'error', failure_reason: 'Stopped: the job was stopped' })).to.equal('Stopped');
   });
 
+  it('an infrastructure error has type InfrastructureError.<kind>, from the field or (older records) the reason', async () => {
+    const infra = resultRecord({ result: 'error', failure_reason: 'InfrastructureError: capture_lost: capture lost during the run: x', infrastructure_error: 'capture_lost' });
+    const old = resultRecord({ result: 'error', failure_reason: 'InfrastructureError: disk_full: the data disk filled up during this run' });
+    const file = await save(resultsJunitXml([infra, old], { includeTz: false, tz: 'UTC' }));
+    expect(xpath(file, '//testcase[1]/error/@type')).to.equal('InfrastructureError.capture_lost');
+    expect(xpath(file, '//testcase[2]/error/@type')).to.equal('InfrastructureError.disk_full');
+  });
+
   it('strips characters XML 1.0 cannot carry (control characters, terminal colours, lone surrogates)', async () => {
     const nasty = rec({
       result: 'fail',

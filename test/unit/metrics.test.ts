@@ -61,8 +61,8 @@ describe('metrics (in-process)', () => {
       },
     } as unknown as ResultRepository;
     const observed = observeResults(repo, m);
-    await observed.add({ ...resultRecord({ result: 'error', duration: 12 }), infrastructure_error: 'capture_lost' } as ResultRecord);
-    await observed.add({ ...resultRecord({ result: 'error' }), infrastructure_error: 'some_new_kind' } as ResultRecord);
+    await observed.add({ ...resultRecord({ result: 'error', duration: 12 }), infrastructure_error: 'capture_lost' });
+    await observed.add({ ...resultRecord({ result: 'error' }), infrastructure_error: 'some_new_kind' } as unknown as ResultRecord);
     fail = true;
     await observed.add(resultRecord({ result: 'pass' })).then(
       () => expect.fail('add should reject'),

@@ -26,6 +26,7 @@ function setup() {
     started: [] as { user: string; rule: string }[],
     uses: [] as string[],
     presses: [] as { key: string; remote: string }[],
+    unhealthy: null as string | null,
   };
   let state: ReservationState = { last_reservation_id: 0, reservations: [] };
   const reservations = new ReservationService({ store: { load: () => state, save: async (s) => void (state = s) }, clock, knownNodes: () => [NODE], isBusy: () => world.running });
@@ -46,6 +47,7 @@ function setup() {
       stateOf: async () => { throw new Error('not used here'); },
     },
     health: () => world.health,
+    healthProblem: () => world.unhealthy,
     testPack: { resolve: async () => ({ sha: SHA, branch: 'main' }), config: async () => world.config, remoteControls: async () => ['tv', 'zapper'] },
     keys: { press: async (key, o) => void world.presses.push({ key, remote: o.remote }) },
     frames: { screenshotPng: async () => Buffer.from('png'), thumbnailJpeg: async () => Buffer.from('jpg') },
@@ -77,6 +79,11 @@ describe('NodePolicy: run_tests, the same for v1 and v2', () => {
     world.running = false;
     expect(await rejectionCode(policy.runTests(alice, REQ))).to.equal('device_unavailable'); // then offline
     world.health = { online: true, reason: null };
+    world.unhealthy = 'health check failed: InfrastructureError: ir_transport: x';
+    const h = await policy.runTests(alice, REQ).catch((x: Error) => x);
+    expect(h).to.include({ code: 'device_unavailable' }); // then the failed health check
+    expect((h as Error).message).to.contain('health check failed: InfrastructureError: ir_transport: x');
+    world.unhealthy = null;
     expect((await policy.runTests(alice, REQ)).value.job_uid).to.equal(`/${NODE}/beef/1`);
     expect(world.started).to.deep.equal([{ user: 'alice', rule: 'v2' }]);
   });

@@ -38,6 +38,7 @@ function setup(over: Partial<NodeServiceOptions> = {}) {
     current: undefined as JobRecord | undefined,
     running: false,
     latest: undefined as string | undefined,
+    unhealthy: null as string | null,
   };
   let state: ReservationState = { last_reservation_id: 0, reservations: [] };
   const reservations = new ReservationService({
@@ -58,6 +59,7 @@ function setup(over: Partial<NodeServiceOptions> = {}) {
     networkInterfaces: () => ({ lo: [{ address: '127.0.0.1', family: 'IPv4', internal: true }], eth0: [{ address: '192.168.1.20', family: 'IPv4', internal: false }] }),
     reservations,
     usage,
+    healthProblem: () => world.unhealthy,
     clock,
     ...over,
   });
@@ -228,7 +230,7 @@ describe('node status: not available, and why', () => {
     expect(await status(node, 'alice', BASE)).to.include({ available: false, not_available_reason: 'licence expired on 2030-06-15' });
   });
 
-  it('one reason at a time, in order: offline, licence, reserved, running', async () => {
+  it('one reason at a time, in order: offline, licence, health check failed, reserved, running', async () => {
     const { node, world, reservations, clock } = setup();
     world.current = job({ status: 'running', end_time: null });
     world.running = true;
@@ -238,6 +240,8 @@ describe('node status: not available, and why', () => {
     await reservations.reserve('alice', { node_ids: [NODE], message: 'm' });
     world.running = true;
     expect(await reason()).to.match(/^reserved by alice/);
+    world.unhealthy = 'health check failed: InfrastructureError: ir_transport: IR Toy was disconnected';
+    expect(await status(node, 'alice', BASE)).to.include({ available: false, not_available_reason: world.unhealthy });
     clock.t = Date.parse('2030-06-16T00:00:00Z');
     expect(await reason()).to.match(/^licence expired/);
     world.health = { online: false, reason: null };

@@ -43,7 +43,7 @@ describe('runner: outcome of a test process', () => {
 
   it('an interpreter that cannot start is an error with a null exit status', () => {
     const o = decideOutcome({ exitStatus: null, endedBy: null, spawnError: new Error('spawn /nope ENOENT') }, undefined, 10, '/nope');
-    expect(o).to.deep.equal({ result: 'error', failure_reason: 'Error: could not start /nope: spawn /nope ENOENT', traceback: null, exit_status: null });
+    expect(o).to.deep.equal({ result: 'error', failure_reason: 'InfrastructureError: runner_timeout: could not start /nope: spawn /nope ENOENT', traceback: null, exit_status: null });
   });
 
   it('reads a report only when it has the expected shape', async () => {

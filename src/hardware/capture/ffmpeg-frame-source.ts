@@ -99,6 +99,8 @@ export class FfmpegFrameSource implements FrameSource {
   private framesReceived = 0;
   /** Waiting for capture to come online (`online()`). */
   private onlineWaiters: Array<() => void> = [];
+  /** Times the picture was lost (ffmpeg ended or stalled, the picture froze), and the last reason. */
+  private lost = { count: 0, reason: null as string | null };
 
   /** Builds the command; does no I/O. Throws for a URI ffmpeg cannot read, or `virtual:` without a feed. */
   constructor(private readonly o: FfmpegFrameSourceOptions) {
@@ -186,6 +188,10 @@ export class FfmpegFrameSource implements FrameSource {
       restarts: Math.max(0, this.runs - 1),
       signal: this.signal().signal,
     };
+  }
+
+  losses(): { count: number; reason: string | null } {
+    return { ...this.lost };
   }
 
   /** Process id of the running ffmpeg, if any (tests and diagnostics). */
@@ -352,6 +358,7 @@ export class FfmpegFrameSource implements FrameSource {
     const report = this.monitor.report(now);
     if (report.signal === this.lastSignal) return;
     this.lastSignal = report.signal;
+    if (report.signal === 'frozen') this.lost = { count: this.lost.count + 1, reason: report.reason };
     if (report.signal === 'ok') this.log.info({ signal: 'ok' }, 'picture is back');
     else this.log.warn({ signal: report.signal, reason: report.reason }, 'no signal; still online');
   }
@@ -414,6 +421,7 @@ export class FfmpegFrameSource implements FrameSource {
       return;
     }
     this.failure = this.stallReason ?? describeExit(this.o.ffmpeg, exit, child.lastStderrLine());
+    this.lost = { count: this.lost.count + 1, reason: this.failure };
     const now = performance.now();
     const delay = this.backoff.failed(now, this.healthySince);
     this.phase = 'waiting';

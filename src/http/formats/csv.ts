@@ -4,6 +4,7 @@
  * docs/results-formats.md; the records arrive already filtered, sorted and
  * capped by the route.
  */
+import { kindOfRecord } from '../../core/infrastructure.js';
 import type { ResultRecord } from '../../core/model.js';
 import { resultUrl, triageUrl } from '../presenters.js';
 import { instant, ZoneFormatter } from './zone.js';
@@ -33,6 +34,8 @@ export const CSV_COLUMNS = [
   'test_pack_branch',
   'username',
   'tags',
+  // Added after the first release: last, so scripts that read columns by position keep working.
+  'infrastructure_error',
 ] as const;
 
 const CRLF = '\r\n';
@@ -92,6 +95,7 @@ function csvRow(r: ResultRecord, base: string, zone: ZoneFormatter): string {
     test_pack_branch: r.test_pack_branch ?? '',
     username: r.username,
     tags: JSON.stringify(r.tags),
+    infrastructure_error: kindOfRecord(r) ?? '',
   };
   return CSV_COLUMNS.map((c) => csvField(cells[c])).join(',');
 }

@@ -4,6 +4,7 @@
  * `<testsuite>` root). The element mapping is documented in
  * docs/results-formats.md; records arrive filtered, sorted and capped.
  */
+import { kindOfRecord } from '../../core/infrastructure.js';
 import type { ResultRecord } from '../../core/model.js';
 import { parseJobUid } from '../../core/ids.js';
 import { seconds } from './csv.js';
@@ -39,8 +40,13 @@ export function junitNames(testCase: string, style: JunitClassname = 'path'): { 
   return { classname, name: testCase.slice(at + 2) };
 }
 
-/** The exception type that starts a failure reason (`AssertionError: ...`), else a generic one per outcome. */
-export function exceptionType(r: Pick<ResultRecord, 'result' | 'failure_reason'>): string {
+/**
+ * The exception type that starts a failure reason (`AssertionError: ...`), else a generic one per outcome;
+ * an infrastructure error gives `InfrastructureError.<kind>` so CI can tell the rig's faults from the product's.
+ */
+export function exceptionType(r: Pick<ResultRecord, 'result' | 'failure_reason' | 'infrastructure_error'>): string {
+  const kind = r.result === 'error' ? kindOfRecord(r) : null;
+  if (kind) return `InfrastructureError.${kind}`;
   const m = /^([A-Za-z_][\w.]*):/.exec(r.failure_reason ?? '');
   if (m) return m[1]!;
   return r.result === 'error' ? 'Error' : 'Failure';

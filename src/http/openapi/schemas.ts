@@ -8,6 +8,7 @@
  * document): a field the server adds without documenting it fails the suite's
  * contract check, which is the point.
  */
+import { INFRASTRUCTURE_KINDS } from '../../core/infrastructure.js';
 import { z } from 'zod';
 import { STATUS } from '../errors.js';
 
@@ -82,8 +83,10 @@ const detailFields = {
   job_category: z.string(),
   traceback: z.string().nullable(),
   artifacts: ArtifactListing,
-  // The infrastructure-fault kind of an error result (issue 8, section 3); absent until that lands.
-  infrastructure_error: z.string().nullable().optional().meta({ description: 'The kind of an infrastructure fault (docs/api-notes.md), else null.' }),
+  infrastructure_error: z
+    .enum(INFRASTRUCTURE_KINDS)
+    .nullable()
+    .meta({ description: 'For an error the node caused rather than the script, its kind (docs/health-checks.md); else null.' }),
 };
 
 export const ResultDetailV1 = z.object({ ...summaryFields, ...detailFields }).meta({ id: 'ResultDetailV1' });

@@ -16,11 +16,13 @@ export interface InterruptedRun {
   /** Seconds from the run's start to the recovery. */
   duration: number;
   failure_reason: string;
+  /** The line for the logs; default: the daemon stopped while the test was running. */
+  note?: string;
 }
 
 /** The runner's files (metadata and logs), as an interrupted run gets them. */
 export function interruptedFiles(run: InterruptedRun): Record<string, string> {
-  const note = `farmhand: the daemon stopped while this test was running; ${run.failure_reason}\n`;
+  const note = `${run.note ?? `farmhand: the daemon stopped while this test was running; ${run.failure_reason}`}\n`;
   return {
     'test-name': `${run.test_case}\n`,
     'test-args': '',
@@ -33,6 +35,27 @@ export function interruptedFiles(run: InterruptedRun): Record<string, string> {
     'combined.log': note,
     'farmhand.log': note,
   };
+}
+
+/**
+ * Add text to the end of an existing regular file (never creating one, never
+ * through a symlink, never blocking on a FIFO the test left there).
+ */
+export async function appendExisting(file: string, text: string): Promise<boolean> {
+  let fh;
+  try {
+    fh = await open(file, constants.O_WRONLY | constants.O_APPEND | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (e) {
+    if (['ENOENT', 'ELOOP', 'ENXIO'].includes((e as NodeJS.ErrnoException).code ?? '')) return false;
+    throw e;
+  }
+  try {
+    if (!(await fh.stat()).isFile()) return false;
+    await fh.writeFile(text);
+    return true;
+  } finally {
+    await fh.close();
+  }
 }
 
 /** Write each file of `files` that `dir` lacks; returns the names written. */

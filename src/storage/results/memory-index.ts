@@ -9,6 +9,7 @@
  */
 import { compareByDate as byDate, compareFor, type ResultQuery } from '../../core/query.js';
 import type { ResultRecord } from '../../core/model.js';
+import { kindOfRecord } from '../../core/infrastructure.js';
 
 export class MemoryIndex {
   private sorted: ResultRecord[] = [];
@@ -172,8 +173,15 @@ export class MemoryIndex {
       result: r.result,
       failure_reason: this.str(r.failure_reason),
       traceback: this.str(r.traceback),
+      // Records stored before the field existed get it from their reason's prefix when it names a kind.
+      ...infrastructureField(r),
     });
   }
+}
+
+function infrastructureField(r: ResultRecord): Pick<ResultRecord, 'infrastructure_error'> {
+  const kind = kindOfRecord(r);
+  return kind === null && r.infrastructure_error === undefined ? {} : { infrastructure_error: kind };
 }
 
 function isSorted(a: ResultRecord[]): boolean {

@@ -39,7 +39,7 @@ import { writeFileAtomic } from '../atomic.js';
 import { readRegular } from '../safeFile.js';
 import { DeletedIds } from './deleted-ids.js';
 import { isHexDir, isNumberDir, isStampDir, parseResultId, type ResultIdParts } from '../../core/ids.js';
-import { interruptedFiles, writeMissing, type InterruptedRun } from './interrupted.js';
+import { appendExisting, interruptedFiles, writeMissing, type InterruptedRun } from './interrupted.js';
 import { IndexFile } from './index-file.js';
 import { MemoryIndex } from './memory-index.js';
 import { checkRecord, idOfTornLine, recordLine, tombstoneLine } from './record.js';
@@ -208,7 +208,12 @@ export class FileResultRepository implements ResultRepository {
     const dir = join(this.dir, this.parts(resultId, 'invalid_request').relDir);
     return this.serial(async () => {
       await mkdir(dir, { recursive: true });
-      return writeMissing(dir, interruptedFiles(run));
+      const files = interruptedFiles(run);
+      const written = await writeMissing(dir, files);
+      // A run that had its logs gets the note at their end, and the reason it is recorded with (by rename: safe from a FIFO).
+      if (!written.includes('farmhand.log')) await appendExisting(join(dir, 'farmhand.log'), files['farmhand.log']!);
+      if (!written.includes('failure-reason')) await writeFileAtomic(join(dir, 'failure-reason'), files['failure-reason']!);
+      return written;
     });
   }
 
