@@ -10,8 +10,9 @@ cd "$(dirname "$0")/.."
 # (python3 with numpy and OpenCV), the virtual set-top box's text (fonts-dejavu-core),
 # serial tests (socat), the IR oracle and remote files (lirc, lirc-compat-remotes),
 # jUnit schema checks (libxml2-utils), systemd unit checks (systemd), /metrics and alert-rule checks
-# (prometheus, for promtool only: its server is disabled when setup installs it).
-PACKAGES=(ffmpeg git python3 python3-numpy python3-opencv fonts-dejavu-core socat lirc lirc-compat-remotes libxml2-utils systemd prometheus)
+# (prometheus, for promtool only: its server is disabled when setup installs it), the farm's database and
+# its throwaway test clusters (postgresql: initdb, pg_ctl; see docs/farm.md).
+PACKAGES=(ffmpeg git python3 python3-numpy python3-opencv fonts-dejavu-core socat lirc lirc-compat-remotes libxml2-utils systemd prometheus postgresql)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -27,6 +28,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null; then
     $SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true
   fi
+fi
+
+# Debian keeps initdb and pg_ctl off PATH, under /usr/lib/postgresql/<version>/bin; the farm's tests
+# and benches look there (newest version first) unless PG_BIN names the folder.
+PG_BIN_FOUND="${PG_BIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -t/ -k4 -n | tail -n 1)}"
+if [ -n "$PG_BIN_FOUND" ] && [ -x "$PG_BIN_FOUND/initdb" ]; then
+  echo "setup: PostgreSQL tools in $PG_BIN_FOUND"
+else
+  echo "setup: warning: initdb not found under /usr/lib/postgresql/<version>/bin; set PG_BIN for the farm's tests" >&2
 fi
 
 node -e 'const [a,b]=process.versions.node.split(".").map(Number); if (a<20||(a===20&&b<19)) { console.error("setup: farmhand needs Node >= 20.19, this is "+process.version); process.exit(1) }'

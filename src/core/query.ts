@@ -25,7 +25,22 @@ export interface ResultQuery {
   limit: number;
   /** The filter text as given ('' when none). */
   filter?: string;
+  /** The parsed filter, for stores that compile it themselves (the farm's SQL, src/farm/). */
+  terms?: FilterTerm[];
 }
+
+/**
+ * One parsed filter term: what {@link ResultQuery.predicate} tests, as data.
+ * Dates are already resolved to a half-open span of canonical UTC ISO strings.
+ */
+export type FilterTerm = { negated: boolean } & (
+  | { kind: 'job'; uid: string }
+  | { kind: 'testcase'; value: string }
+  | { kind: 'category'; value: string }
+  | { kind: 'result'; value: 'pass' | 'fail' | 'error' }
+  | { kind: 'date'; lo: string | undefined; hi: string | undefined }
+  | { kind: 'text'; value: string }
+);
 
 /** Default and maximum number of results one query returns (spec: "at most the first 2,000"). */
 export const DEFAULT_RESULT_LIMIT = 2000;
@@ -52,8 +67,9 @@ export function parseResultQuery(
   const tz = parseTimeZone(raw.tz);
   const sort = parseSort(raw.sort);
   const filter = stringParam('filter', raw.filter);
-  const predicate = compileFilter(filter, tz, opts.now ?? new Date());
-  return { predicate, sort, tz, limit: opts.limit ?? DEFAULT_RESULT_LIMIT, filter };
+  const terms = parseFilter(filter, tz, opts.now ?? new Date());
+  const predicate = compileFilter(terms);
+  return { predicate, sort, tz, limit: opts.limit ?? DEFAULT_RESULT_LIMIT, filter, terms };
 }
 
 /** A `tz` parameter: an IANA zone name, `UTC` when absent or empty. */
@@ -201,9 +217,14 @@ function makeTerm(text: string, key: string | undefined, value: string): Term {
 
 type Test = (r: ResultRecord) => boolean;
 
-function compileFilter(filter: string, tz: string, now: Date): Test {
-  const tests = tokenize(filter).map((t) => {
-    const test = compileTerm(t, tz, now);
+/** Parse a filter into its terms; throws `FarmError('invalid_filter')` naming the first bad term. */
+export function parseFilter(filter: string, tz: string, now: Date): FilterTerm[] {
+  return tokenize(filter).map((t) => parseTerm(t, tz, now));
+}
+
+function compileFilter(terms: FilterTerm[]): Test {
+  const tests = terms.map((t) => {
+    const test = compileTerm(t);
     return t.negated ? (r: ResultRecord) => !test(r) : test;
   });
   if (tests.length === 0) return () => true;
@@ -215,28 +236,53 @@ function compileFilter(filter: string, tz: string, now: Date): Test {
   return (r) => tests.every((t) => t(r));
 }
 
-function compileTerm(t: Term, tz: string, now: Date): Test {
-  if (t.key === undefined) return freeText(t);
+function parseTerm(t: Term, tz: string, now: Date): FilterTerm {
+  const negated = t.negated;
+  if (t.key === undefined) {
+    if (t.value === '') throw badTerm(t.text, 'empty text');
+    return { negated, kind: 'text', value: t.value };
+  }
   if (t.value === '') throw badTerm(t.text, `no value after "${t.key}:"`);
   const v = t.value;
   switch (t.key) {
-    case 'job': {
-      const uid = '/' + v.replace(/^\/+|\/+$/g, '');
-      return (r) => r.job_uid === uid;
-    }
+    case 'job':
+      return { negated, kind: 'job', uid: '/' + v.replace(/^\/+|\/+$/g, '') };
     case 'testcase':
-      return testCaseTerm(v);
+      return { negated, kind: 'testcase', value: v };
     case 'category':
-      return (r) => r.category === v;
+      return { negated, kind: 'category', value: v };
     case 'result': {
       const want = v.toLowerCase();
       if (want !== 'pass' && want !== 'fail' && want !== 'error') throw badTerm(t.text, 'result is pass, fail or error');
+      return { negated, kind: 'result', value: want };
+    }
+    case 'date':
+      return { negated, kind: 'date', ...dateSpan(t, tz, now) };
+    default:
+      throw badTerm(t.text, `unknown key "${t.key}" (keys: job, testcase, category, result, date; quote free text that holds ":")`);
+  }
+}
+
+function compileTerm(t: FilterTerm): Test {
+  switch (t.kind) {
+    case 'job': {
+      const uid = t.uid;
+      return (r) => r.job_uid === uid;
+    }
+    case 'testcase':
+      return testCaseTerm(t.value);
+    case 'category': {
+      const v = t.value;
+      return (r) => r.category === v;
+    }
+    case 'result': {
+      const want = t.value;
       return (r) => r.result === want;
     }
     case 'date':
-      return dateTerm(t, tz, now);
-    default:
-      throw badTerm(t.text, `unknown key "${t.key}" (keys: job, testcase, category, result, date; quote free text that holds ":")`);
+      return between(t.lo, t.hi);
+    case 'text':
+      return freeText(t.value);
   }
 }
 
@@ -251,9 +297,8 @@ function testCaseTerm(v: string): Test {
 }
 
 /** Case-insensitive substring of test_case, failure_reason, category, job_uid or result_id; linear (glob.ts). */
-function freeText(t: Term): Test {
-  if (t.value === '') throw badTerm(t.text, 'empty text');
-  const has = compileSubstring(t.value);
+function freeText(value: string): Test {
+  const has = compileSubstring(value);
   return (r) =>
     has(r.test_case) || (r.failure_reason !== null && has(r.failure_reason)) ||
     has(r.category) || has(r.result_id);
@@ -264,7 +309,7 @@ function freeText(t: Term): Test {
 /** Half-open span of instants [lo, hi) a written date stands for, as canonical ISO strings. */
 interface Span { lo: string; hi: string }
 
-function dateTerm(t: Term, tz: string, now: Date): Test {
+function dateSpan(t: Term, tz: string, now: Date): { lo: string | undefined; hi: string | undefined } {
   const v = t.value;
   const range = v.indexOf('..');
   if (range >= 0) {
@@ -273,16 +318,16 @@ function dateTerm(t: Term, tz: string, now: Date): Test {
     if (from === '' && to === '') throw badTerm(t.text, 'a range needs at least one end');
     const lo = from === '' ? undefined : parseSpan(t, from, tz, now).lo;
     const hi = to === '' ? undefined : parseSpan(t, to, tz, now).hi;
-    return between(lo, hi);
+    return { lo, hi };
   }
   const m = /^(>=|<=|>|<|=)?(.*)$/s.exec(v)!;
   const span = parseSpan(t, m[2]!.trim(), tz, now);
   switch (m[1]) {
-    case '>': return between(span.hi, undefined);
-    case '>=': return between(span.lo, undefined);
-    case '<': return between(undefined, span.lo);
-    case '<=': return between(undefined, span.hi);
-    default: return between(span.lo, span.hi);
+    case '>': return { lo: span.hi, hi: undefined };
+    case '>=': return { lo: span.lo, hi: undefined };
+    case '<': return { lo: undefined, hi: span.lo };
+    case '<=': return { lo: undefined, hi: span.hi };
+    default: return { lo: span.lo, hi: span.hi };
   }
 }
 

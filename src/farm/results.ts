@@ -1,0 +1,186 @@
+/**
+ * The farm's results index in PostgreSQL: every node's result records, queried
+ * with the same filter grammar, sort and limit as a single node's in-memory
+ * index (src/storage/results/memory-index.ts). The filter is parsed once by
+ * src/core/query.ts; this file compiles the parsed terms into parameterised
+ * SQL (values only ever travel as parameters).
+ */
+import { kindOfRecord } from '../core/infrastructure.js';
+import type pg from 'pg';
+import { lowerCode } from '../core/glob.js';
+import { jobNumber, type FilterTerm, type ResultQuery, type SortField } from '../core/query.js';
+import type { ResultRecord } from '../core/model.js';
+
+/** Rows per INSERT: one statement, one parameter per column (arrays through unnest). */
+const BATCH = 5000;
+
+/** Separator of the lower-cased fields in the `search` column. */
+const SEP = '\u001f';
+
+const COLUMNS = `result_id, job_uid, test_case, test_pack_sha, test_pack_branch, category, username, tags,
+  start_time, end_time, duration, result, failure_reason, traceback, infrastructure_error`;
+
+/** The node id a result belongs to: the first segment of its job_uid (`/<node>/<hex>/<n>`). */
+export function nodeIdOf(r: Pick<ResultRecord, 'job_uid'>): string {
+  return r.job_uid.split('/')[1] ?? '';
+}
+
+/** Lower case exactly as the in-memory free-text search does (one UTF-16 unit at a time, glob.ts). */
+export function lowerLikeMemory(s: string): string {
+  let out = '';
+  for (let i = 0; i < s.length; i++) out += String.fromCharCode(lowerCode(s.charCodeAt(i)));
+  return out;
+}
+
+const searchText = (r: ResultRecord): string =>
+  [r.test_case, r.failure_reason ?? '', r.category, r.result_id].map(lowerLikeMemory).join(SEP);
+
+/** `*` glob to a LIKE pattern: `%`, `_` and `\` escaped with `\`, `*` becomes `%`. */
+export function globToLike(glob: string): string {
+  return glob.split('*').map(escapeLike).join('%');
+}
+export const escapeLike = (s: string): string => s.replace(/[\\%_]/g, (c) => '\\' + c);
+
+export class FarmResults {
+  constructor(private readonly pool: pg.Pool) {}
+
+  /**
+   * Insert or replace records, in batches. Idempotent on result_id: uploading
+   * a result again replaces it (as the node's own index does), never duplicates.
+   */
+  async put(records: readonly ResultRecord[]): Promise<void> {
+    for (let i = 0; i < records.length; i += BATCH) await this.putBatch(records.slice(i, i + BATCH));
+  }
+
+  private async putBatch(batch: readonly ResultRecord[]): Promise<void> {
+    // One statement may not touch a row twice: the last copy of an id in the batch wins.
+    const unique = [...new Map(batch.map((r) => [r.result_id, r])).values()];
+    const col = <T>(f: (r: ResultRecord) => T): T[] => unique.map(f);
+    const num = (r: ResultRecord): number | null => {
+      const n = jobNumber(r.job_uid);
+      return Number.isFinite(n) ? n : null;
+    };
+    await this.pool.query(
+      `INSERT INTO results (${COLUMNS}, node_id, job_number, search)
+       SELECT r.result_id, r.job_uid, r.test_case, r.test_pack_sha, r.test_pack_branch, r.category, r.username,
+              r.tags::jsonb, r.start_time, r.end_time, r.duration, r.result::outcome, r.failure_reason,
+              r.traceback, r.infrastructure_error, r.node_id, r.job_number, r.search
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+                   $8::text[], $9::timestamptz[], $10::timestamptz[], $11::float8[], $12::text[], $13::text[],
+                   $14::text[], $15::text[], $16::text[], $17::float8[], $18::text[])
+         AS r(result_id, job_uid, test_case, test_pack_sha, test_pack_branch, category, username, tags,
+              start_time, end_time, duration, result, failure_reason, traceback, infrastructure_error, node_id,
+              job_number, search)
+       ON CONFLICT (result_id) DO UPDATE SET
+         job_uid = EXCLUDED.job_uid, test_case = EXCLUDED.test_case, test_pack_sha = EXCLUDED.test_pack_sha,
+         test_pack_branch = EXCLUDED.test_pack_branch, category = EXCLUDED.category, username = EXCLUDED.username,
+         tags = EXCLUDED.tags, start_time = EXCLUDED.start_time, end_time = EXCLUDED.end_time,
+         duration = EXCLUDED.duration, result = EXCLUDED.result, failure_reason = EXCLUDED.failure_reason,
+         traceback = EXCLUDED.traceback, infrastructure_error = EXCLUDED.infrastructure_error, node_id = EXCLUDED.node_id, job_number = EXCLUDED.job_number,
+         search = EXCLUDED.search`,
+      [
+        col((r) => r.result_id), col((r) => r.job_uid), col((r) => r.test_case), col((r) => r.test_pack_sha),
+        col((r) => r.test_pack_branch), col((r) => r.category), col((r) => r.username),
+        col((r) => JSON.stringify(r.tags ?? {})), col((r) => r.start_time), col((r) => r.end_time),
+        col((r) => r.duration), col((r) => r.result), col((r) => r.failure_reason), col((r) => r.traceback),
+        col((r) => kindOfRecord(r)), col(nodeIdOf), col(num), col(searchText),
+      ],
+    );
+  }
+
+  /** Delete records by id (retention, or a node's deletion); returns how many went. */
+  async delete(ids: readonly string[]): Promise<number> {
+    const res = await this.pool.query('DELETE FROM results WHERE result_id = ANY($1::text[])', [ids]);
+    return res.rowCount ?? 0;
+  }
+
+  /** Retention: delete the records that started before `cutoff` (of one node, if given). */
+  async deleteStartedBefore(cutoff: Date, nodeId?: string): Promise<number> {
+    const res = nodeId === undefined
+      ? await this.pool.query('DELETE FROM results WHERE start_time < $1', [cutoff])
+      : await this.pool.query('DELETE FROM results WHERE start_time < $1 AND node_id = $2', [cutoff, nodeId]);
+    return res.rowCount ?? 0;
+  }
+
+  async get(resultId: string): Promise<ResultRecord | undefined> {
+    const res = await this.pool.query<Row>(`SELECT ${COLUMNS} FROM results WHERE result_id = $1`, [resultId]);
+    return res.rows[0] ? toRecord(res.rows[0]) : undefined;
+  }
+
+  async count(): Promise<number> {
+    const res = await this.pool.query<{ n: string }>('SELECT count(*) AS n FROM results');
+    return Number(res.rows[0]!.n);
+  }
+
+  /** Filter, sort and cap, as MemoryIndex.query answers the same ResultQuery. */
+  async query(q: ResultQuery): Promise<ResultRecord[]> {
+    if (!q.terms) throw new Error('FarmResults.query needs the parsed terms (parseResultQuery sets them)');
+    const limit = Math.max(0, q.limit);
+    if (limit === 0) return [];
+    const { sql, params } = compileQuery(q.terms, q.sort, limit);
+    const res = await this.pool.query<Row>(sql, params);
+    return res.rows.map(toRecord);
+  }
+}
+
+/** The SQL of one query; exported for tests and EXPLAIN. */
+export function compileQuery(terms: readonly FilterTerm[], sort: ResultQuery['sort'], limit: number): { sql: string; params: unknown[] } {
+  const params: unknown[] = [];
+  const p = (v: unknown): string => {
+    params.push(v);
+    return `$${params.length}`;
+  };
+  const where = terms.map((t) => {
+    const cond = termSql(t, p);
+    // coalesce: a NULL (failure_reason) must count as "no match", also under NOT.
+    return t.negated ? `NOT coalesce(${cond}, false)` : cond;
+  });
+  const dir = sort.dir === 'asc' ? 'ASC' : 'DESC';
+  const order = [...(PRIMARY_SQL[sort.field] ? [`${PRIMARY_SQL[sort.field]} ${dir}`] : []), `start_time ${dir}`, `result_id ${dir}`];
+  const sql = `SELECT ${COLUMNS} FROM results${where.length ? ` WHERE ${where.join(' AND ')}` : ''} ORDER BY ${order.join(', ')} LIMIT ${p(limit)}`;
+  return { sql, params };
+}
+
+const PRIMARY_SQL: Record<SortField, string | undefined> = {
+  date: undefined,
+  duration: 'duration',
+  job: 'job_number',
+  testcase: 'test_case',
+  category: 'category',
+  result: 'result', // an enum declared pass, fail, error: its order is the rank
+};
+
+function termSql(t: FilterTerm, p: (v: unknown) => string): string {
+  switch (t.kind) {
+    case 'job': return `job_uid = ${p(t.uid)}`;
+    case 'testcase': return t.value.includes('*') ? `test_case LIKE ${p(globToLike(t.value))} ESCAPE '\\'` : `test_case = ${p(t.value)}`;
+    case 'category': return `category = ${p(t.value)}`;
+    case 'result': return `result = ${p(t.value)}::outcome`;
+    case 'date': {
+      const parts = [
+        ...(t.lo !== undefined ? [`start_time >= ${p(t.lo)}::timestamptz`] : []),
+        ...(t.hi !== undefined ? [`start_time < ${p(t.hi)}::timestamptz`] : []),
+      ];
+      return parts.length ? `(${parts.join(' AND ')})` : 'true';
+    }
+    case 'text': return `search LIKE ${p('%' + escapeLike(lowerLikeMemory(t.value)) + '%')} ESCAPE '\\'`;
+  }
+}
+
+interface Row {
+  result_id: string; job_uid: string; test_case: string; test_pack_sha: string; test_pack_branch: string | null;
+  category: string; username: string; tags: Record<string, string>; start_time: Date; end_time: Date;
+  duration: number; result: ResultRecord['result']; failure_reason: string | null; traceback: string | null;
+  infrastructure_error: ResultRecord['infrastructure_error'];
+}
+
+function toRecord(r: Row): ResultRecord {
+  return {
+    result_id: r.result_id, job_uid: r.job_uid, test_case: r.test_case, test_pack_sha: r.test_pack_sha,
+    test_pack_branch: r.test_pack_branch, category: r.category, username: r.username, tags: r.tags,
+    start_time: r.start_time.toISOString(), end_time: r.end_time.toISOString(), duration: Number(r.duration),
+    result: r.result, failure_reason: r.failure_reason, traceback: r.traceback,
+    // Stored as the kind (from the field, or an older record's reason prefix); given back only when there is one.
+    ...(r.infrastructure_error != null && { infrastructure_error: r.infrastructure_error }),
+  };
+}
