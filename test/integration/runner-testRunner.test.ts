@@ -26,6 +26,8 @@ function stampOf(log: string, text: string): number {
 }
 
 describe('runner: ProcessTestRunner (real python3 children)', function () {
+  // Bounds only (a hang becomes a message): several python starts per test, on a loaded 2-core box.
+  this.timeout(90_000);
   let pack: TestPackRepo;
   let data: string;
   let checkoutDir: string;
