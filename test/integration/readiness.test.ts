@@ -8,7 +8,7 @@
  * runs the real ffmpeg.
  */
 import { expect } from 'chai';
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import os from 'node:os';
@@ -20,35 +20,11 @@ import { startDaemon, type Daemon } from '../../src/daemon.js';
 import { silentLogger } from '../../src/logger.js';
 import { makeTestPack, type TestPackRepo } from '../fixtures/testPack.js';
 import { startTestDaemon, testConfig, waitForJob, type TestConfig, type TestDaemon } from '../helpers/daemon.js';
+import { notifySocket } from '../helpers/notifySocket.js';
 import { waitFor } from '../helpers/wait.js';
 
 const PASS = 'tests/basic.py::test_pass';
 const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
-
-/** A stand-in for systemd's notify socket: a real AF_UNIX datagram socket (python3), each message collected. */
-function notifySocket(socketPath: string): Promise<{ child: ChildProcess; messages: string[] }> {
-  const script = [
-    'import json, socket',
-    's = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)',
-    `s.bind(${JSON.stringify(socketPath)})`,
-    'print("ready", flush=True)',
-    'while True:',
-    '    print(json.dumps(s.recv(4096).decode()), flush=True)',
-  ].join('\n');
-  const child = spawn('/usr/bin/python3', ['-c', script], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const messages: string[] = [];
-  return new Promise((resolve) => {
-    let buf = '';
-    child.stdout.on('data', (b: Buffer) => {
-      buf += b.toString();
-      for (let i; (i = buf.indexOf('\n')) >= 0; buf = buf.slice(i + 1)) {
-        const line = buf.slice(0, i);
-        if (line === 'ready') resolve({ child, messages });
-        else messages.push(JSON.parse(line) as string);
-      }
-    });
-  });
-}
 
 /** A port free a moment ago (the daemon must listen on a known port while it is still starting). */
 async function freePort(): Promise<number> {

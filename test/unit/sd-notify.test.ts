@@ -1,45 +1,19 @@
 import { expect } from 'chai';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { silentLogger } from '../../src/logger.js';
 import { SdNotify } from '../../src/service/sdNotify.js';
+import { notifySocket } from '../helpers/notifySocket.js';
 import { waitFor } from '../helpers/wait.js';
-
-/** A stand-in for systemd's notify socket: a real AF_UNIX datagram socket, each message printed as JSON. */
-function listen(socketPath: string): Promise<{ child: ChildProcess; messages: string[] }> {
-  const script = [
-    'import json, socket, sys',
-    's = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)',
-    `s.bind(${JSON.stringify(socketPath)})`,
-    'print("ready", flush=True)',
-    'while True:',
-    '    print(json.dumps(s.recv(4096).decode()), flush=True)',
-  ].join('\n');
-  const child = spawn('/usr/bin/python3', ['-c', script], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const messages: string[] = [];
-  return new Promise((resolve) => {
-    let buf = '';
-    child.stdout.on('data', (b: Buffer) => {
-      buf += b.toString();
-      let i;
-      while ((i = buf.indexOf('\n')) >= 0) {
-        const line = buf.slice(0, i);
-        buf = buf.slice(i + 1);
-        if (line === 'ready') resolve({ child, messages });
-        else messages.push(JSON.parse(line) as string);
-      }
-    });
-  });
-}
 
 describe('sd_notify', () => {
   let dir: string;
   let listener: { child: ChildProcess; messages: string[] };
   before(async () => {
     dir = await mkdtemp(path.join(os.tmpdir(), 'farmhand-notify-'));
-    listener = await listen(path.join(dir, 'notify'));
+    listener = await notifySocket(path.join(dir, 'notify'));
   });
   after(async () => {
     listener.child.kill();
