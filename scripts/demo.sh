@@ -27,6 +27,9 @@ farmhand listens on $URL. Try, in another terminal:
   curl -o screenshot.png $URL/api/v1/device/screenshot.png
 
 The second test fails on purpose: see its failure_reason, screenshot and video.
+
+For operators: curl $URL/readyz (is it ready, and if not why), curl $URL/metrics (Prometheus),
+the API contract at $URL/api/openapi.json and, readable, $URL/app/api.
 "
 # The banner only once the daemon listens (its "listening on" line): a daemon that cannot
 # start (port in use, ...) prints its one-line error and the script exits with its status.
