@@ -5,7 +5,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', 'python/', 'examples/', 'scripts/', '**/*.cjs', '**/*.mjs'] },
+  { ignores: ['dist/', '.farmhand-demo/', 'node_modules/', 'python/', 'examples/', 'scripts/', '**/*.cjs', '**/*.mjs'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

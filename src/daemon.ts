@@ -307,8 +307,9 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
       server.closeIdleConnections();
       step('the running job');
       const checksStopped = checks.stop(); // resolves once its job ends: after the shutdown below
-      await jobs.shutdown();
-      await checksStopped;
+      // Bounded: the runner's own stop (grace, SIGKILL) plus room for the run's record to be written.
+      const ended = await jobs.shutdown((cfg.runner.stop_response_secs + cfg.runner.kill_grace_secs + 30) * 1000);
+      if (ended) await checksStopped; // a health check's job that did not end would hold it too
       step('HTTP connections');
       // After the job's last events went out: end the event streams, so they do not hold the close.
       stream.close();

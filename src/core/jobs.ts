@@ -40,6 +40,8 @@ interface ActiveJob {
   record: JobRecord;
   abort: AbortController;
   done: Promise<void>;
+  /** What the job loop is doing now (logged at debug as it changes; named when a stop does not end). */
+  step: string;
 }
 
 export const DAEMON_RESTARTED = infrastructureReason('daemon_restart', 'farmhand restarted while this test was running');
@@ -163,7 +165,7 @@ export class JobService {
       };
       await this.d.jobs.save(record);
       const abort = new AbortController();
-      const active: ActiveJob = { record, abort, done: Promise.resolve() };
+      const active: ActiveJob = { record, abort, done: Promise.resolve(), step: 'starting' };
       this.active = active;
       this.d.events?.publish('job.started', jobStarted(record));
       active.done = this.loop(active, config).catch((e: unknown) => {
@@ -209,15 +211,38 @@ export class JobService {
     return e.promise;
   }
 
-  /** Stop whatever runs and wait for it, and for every job save to land (daemon shutdown). */
-  async shutdown(): Promise<void> {
+  /**
+   * Stop whatever runs and wait for it, and for every job save to land (daemon shutdown); false when
+   * the job had not ended within `boundMs` (it is left behind, logged).
+   */
+  async shutdown(boundMs?: number): Promise<boolean> {
     const active = this.active;
     if (active) {
       active.abort.abort();
-      await active.done;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const late = new Promise<'late'>((resolve) => {
+        if (boundMs !== undefined) timer = setTimeout(() => resolve('late'), boundMs);
+      });
+      const outcome = await Promise.race([active.done.then(() => 'done' as const), late]);
+      clearTimeout(timer);
+      if (outcome === 'late') {
+        // Never a stop that hangs for ever: the daemon stops without the job, and the next start
+        // records its run as interrupted (daemon_restart), as after a crash.
+        this.d.logger.error(
+          { job: active.record.job_uid, stuck_at: active.step, bound_ms: boundMs },
+          'the job did not end after the stop; stopping without it (the next start records its run as interrupted)',
+        );
+        return false;
+      }
     }
     // The job may have ended just before: its last save can still be on its way to disk.
     await this.d.jobs.flush();
+    return true;
+  }
+
+  private step(active: ActiveJob, what: string, fields: Record<string, unknown>): void {
+    active.step = what;
+    this.d.logger.debug(fields, `job: ${what}`);
   }
 
   private async loop(active: ActiveJob, config: IniConfig): Promise<void> {
@@ -227,7 +252,7 @@ export class JobService {
       const order = schedule(job.test_cases, { forever: job.soak === 'run forever', shuffle: job.shuffle, weights, rng: this.rng });
       const timeoutSecs = Number(config.test_pack?.test_timeout_secs) || this.d.settings.defaultTimeoutSecs;
       const runConfig: IniConfig = { ...config, 'result.tags': job.tags };
-      this.d.logger.debug({ job: job.job_uid, sha: job.test_pack_sha }, 'job: checking out the test pack');
+      this.step(active, 'checking out the test pack', { job: job.job_uid, sha: job.test_pack_sha });
       const checkout = await this.d.testPack.checkout(job.test_pack_sha).catch((e: unknown) => e as Error);
       let lastStamp = '';
       for (const testCase of order) {
@@ -265,7 +290,7 @@ export class JobService {
   ): Promise<void> {
     const job = active.record;
     const resultId = formatResultId(job.job_uid, start);
-    this.d.logger.debug({ job: job.job_uid, result: resultId, test: testCase }, 'job: creating the run folder');
+    this.step(active, 'creating the run folder', { job: job.job_uid, result: resultId, test: testCase });
     const resultDir = await this.d.results.createRunDir(resultId);
     job.current_run = { result_id: resultId, test_case: testCase, start_time: start.toISOString(), pid: null };
     if (job.soak === 'run forever') job.result_counts.total++;
@@ -289,10 +314,10 @@ export class JobService {
         void this.d.jobs.save(job).catch(() => undefined);
       },
     };
-    this.d.logger.debug({ result: resultId }, 'job: starting the test');
+    this.step(active, 'running the test', { result: resultId });
     // The runner classifies with the faults it saw; what it could not see yet (or a runner that does not) is caught here.
     const outcome = classifyOutcome(await this.d.runner.run(spec, active.abort.signal).finally(() => control?.close()), faults());
-    this.d.logger.debug({ result: resultId, result_of_run: outcome.result }, 'job: test ended; saving the screenshot, video and record');
+    this.step(active, 'saving the screenshot and video', { result: resultId, result_of_run: outcome.result });
     await Promise.all([
       this.d.frames.saveScreenshot(resultDir).catch((e: unknown) => {
         this.d.logger.warn({ err: e, result: resultId }, 'could not save the end-of-run screenshot');
@@ -301,11 +326,13 @@ export class JobService {
         this.d.logger.warn({ err: e, result: resultId }, 'could not save the video of the run');
       }),
     ]);
+    this.step(active, 'recording the result', { result: resultId });
     const recorded = await this.record(job, resultId, testCase, start, this.now(), outcome);
     job.result_counts[recorded.result]++;
     job.current_run = null;
     await this.d.jobs.save(job);
     this.publishRunFinished(resultId);
+    this.step(active, 'retention', { result: resultId });
     await this.d.results.enforceRetention().catch((e: unknown) => this.d.logger.error({ err: e }, 'retention failed'));
   }
 

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { JobService, type JobServiceDeps } from '../../src/core/jobs.js';
 import type { JobRecord } from '../../src/core/model.js';
 import { silentLogger } from '../../src/logger.js';
+import { capturingLogger } from '../helpers/logger.js';
 import { writeFileAtomic } from '../../src/storage/atomic.js';
 import { FileJobRepository } from '../../src/storage/jobStore.js';
 import { StateStore } from '../../src/storage/state.js';
@@ -132,5 +133,43 @@ describe('FileJobRepository: the store owns its writes', () => {
     w.gates[0]!.open();
     await shutdown;
     expect((await onDisk()).status).to.equal('exited');
+  });
+
+  it('JobService.shutdown with a bound: a job whose run never ends does not hold the stop; the error names where it is stuck', async () => {
+    const repo = new FileJobRepository(dataDir, state, NODE);
+    const log = capturingLogger();
+    let runStarted!: () => void;
+    const started = new Promise<void>((r) => (runStarted = r));
+    const sha = 'a'.repeat(40);
+    const service = new JobService({
+      nodeId: NODE,
+      installationHex: state.data.installation_hex,
+      jobs: repo,
+      logger: log,
+      settings: { defaultTimeoutSecs: 60, stopResponseSecs: 1 },
+      testPack: {
+        resolve: () => Promise.resolve({ sha, branch: 'main' }),
+        testCaseNames: () => Promise.resolve(['tests/a.py::test_a']),
+        config: () => Promise.resolve({}),
+        remoteControls: () => Promise.resolve([]),
+        checkout: () => Promise.resolve(dataDir),
+      },
+      results: { meanDuration: () => undefined, createRunDir: () => Promise.resolve(dataDir) },
+      frames: {},
+      // A run that ignores the stop and never ends (a test process the kernel does not let go of, say).
+      runner: {
+        run: () => {
+          runStarted();
+          return new Promise(() => undefined);
+        },
+      },
+    } as unknown as JobServiceDeps);
+    await service.runTests({ test_pack_revision: 'main', test_cases: ['tests/a.py::test_a'], category: 'default', soak: 'run once', shuffle: false, remote_control: null, tags: {} }, 'alice');
+    await started;
+    expect(await service.shutdown(50)).to.equal(false);
+    const line = log.entries.find((l) => l.msg.startsWith('the job did not end after the stop'));
+    expect(line, log.text()).to.not.equal(undefined);
+    expect(line!.level).to.equal('error');
+    expect(line!.obj).to.include({ stuck_at: 'running the test' });
   });
 });
