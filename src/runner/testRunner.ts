@@ -95,9 +95,9 @@ export class ProcessTestRunner implements TestRunner {
 
   /** Spawn the child, pump its output into the logs, and wait until its process group is gone. */
   private async execute(spec: TestRunSpec, signal: AbortSignal, logs: RunLogs, work: string): Promise<ProcessEnd> {
-    const started = await this.start(spec, work);
+    const started = await this.start(spec, work, logs);
     if ('spawnError' in started) return { exitStatus: null, endedBy: null, spawnError: started.spawnError };
-    const { child, pid } = started;
+    const { child, pid, exit, closed } = started;
     const since = await processStartTicks(pid);
     this.o.logger?.debug({ pid, test: spec.testCase }, 'test process started');
     try {
@@ -105,11 +105,9 @@ export class ProcessTestRunner implements TestRunner {
     } catch (e) {
       this.o.logger?.warn({ err: e }, 'onSpawn callback failed');
     }
-    const closed = new Promise<boolean>((resolve) => child.once('close', () => resolve(true)));
-    this.pump(child, logs);
     let end: ProcessEnd;
     try {
-      end = await this.supervise(child, pid, spec, signal, logs);
+      end = await this.supervise(exit, pid, spec, signal, logs);
     } finally {
       // Whatever ended the run: nothing of it may write into the result folder once the result is sealed.
       const cwdRoot = await realpath(spec.resultDir).catch(() => undefined);
@@ -128,7 +126,16 @@ export class ProcessTestRunner implements TestRunner {
     return end;
   }
 
-  private async start(spec: TestRunSpec, work: string): Promise<{ child: ChildProcess; pid: number } | { spawnError: Error }> {
+  /**
+   * Spawn the child and, in the same tick, listen for its exit, its close and its output: a test that
+   * ends at once must not end before anyone listens (its exit would be missed, and Node discards the
+   * output of stdio nobody reads when the child exits).
+   */
+  private async start(
+    spec: TestRunSpec,
+    work: string,
+    logs: RunLogs,
+  ): Promise<{ child: ChildProcess; pid: number; exit: Promise<number | null>; closed: Promise<boolean> } | { spawnError: Error }> {
     const configFile = path.join(work, 'config.json');
     await writeFile(configFile, JSON.stringify(spec.config));
     const child = spawn(this.python, ['-m', 'farmhand.run', spec.testCase], {
@@ -137,18 +144,21 @@ export class ProcessTestRunner implements TestRunner {
       detached: true, // setsid: the child leads a new process group that we can signal as a whole
       stdio: ['ignore', 'pipe', 'pipe'],
     });
+    const exit = new Promise<number | null>((resolve) => child.once('exit', (code, sig) => resolve(exitStatusOf(code, sig))));
+    const closed = new Promise<boolean>((resolve) => child.once('close', () => resolve(true)));
+    this.pump(child, logs);
     const spawnError = await new Promise<Error | undefined>((resolve) => {
       child.once('spawn', () => resolve(undefined));
       child.once('error', resolve);
     });
     if (spawnError || child.pid === undefined) return { spawnError: spawnError ?? new Error('the child has no pid') };
-    return { child, pid: child.pid };
+    return { child, pid: child.pid, exit, closed };
   }
 
   /** Wait for the child's exit, ending its group on timeout or abort, and any leftovers after. */
-  private async supervise(child: ChildProcess, pid: number, spec: TestRunSpec, signal: AbortSignal, logs: RunLogs): Promise<ProcessEnd> {
+  private async supervise(exit: Promise<number | null>, pid: number, spec: TestRunSpec, signal: AbortSignal, logs: RunLogs): Promise<ProcessEnd> {
     let exited = false;
-    const exit = new Promise<number | null>((resolve) => child.once('exit', (code, sig) => ((exited = true), resolve(exitStatusOf(code, sig)))));
+    void exit.then(() => (exited = true));
     let endedBy: ProcessEnd['endedBy'] = null;
     let ending: Promise<void> | undefined;
     const end = (why: 'timeout' | 'stop') => {

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { RunOutcome } from '../../src/core/model.js';
@@ -158,6 +158,19 @@ describe('runner: ProcessTestRunner (real python3 children)', function () {
       expect(segv.outcome).to.deep.include({ result: 'error', exit_status: 139 });
       expect(segv.outcome.failure_reason).to.include('SIGSEGV');
       expect(await segv.file('exit-status')).to.equal('139\n');
+    });
+
+    it('a test process that ends at once is seen to end, with its output and exit status (exit and output are listened to from the spawn on)', async () => {
+      // An "interpreter" that writes and exits at once, many times: its exit and output must never be missed,
+      // however the event loop orders the child's exit and the runner's own first steps.
+      const quick = path.join(data, 'quick-python');
+      await writeFile(quick, '#!/bin/sh\necho "to stdout"\necho "to stderr" >&2\nexit 3\n', { mode: 0o755 });
+      for (let i = 0; i < 30; i++) {
+        const r = await run('tests/basic.py::test_pass', { runner: runner({ python: quick }), timeoutSecs: 60 });
+        expect(r.outcome, `run ${i}`).to.deep.include({ result: 'error', exit_status: 3 });
+        expect(await r.file('stdout.log'), `run ${i}`).to.equal('to stdout\n');
+        expect(await r.file('stderr.log'), `run ${i}`).to.equal('to stderr\n');
+      }
     });
 
     it('an interpreter that does not exist -> error, exit status unknown, files still written', async () => {
