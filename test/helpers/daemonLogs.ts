@@ -9,10 +9,18 @@ import path from 'node:path';
 import { pino } from 'pino';
 import type { Logger } from '../../src/core/ports.js';
 
+/** Tests are numbered as they start (by the root hook); a daemon log notes the test it started and stopped in. */
 interface DaemonLog {
   file: string;
   started: number;
   stopped: number | undefined;
+}
+
+let currentTest = 0;
+
+/** Called by the root hook as each test starts; returns its number. */
+export function testStarted(): number {
+  return ++currentTest;
 }
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'farmhand-test-logs-'));
@@ -22,10 +30,10 @@ let seq = 0;
 /** A logger writing to a new file; `done()` marks the daemon stopped. */
 export function daemonLogger(): { logger: Logger; file: string; done: () => void } {
   const file = path.join(dir, `daemon-${++seq}.log`);
-  const entry: DaemonLog = { file, started: Date.now(), stopped: undefined };
+  const entry: DaemonLog = { file, started: currentTest, stopped: undefined };
   logs.push(entry);
   const logger = pino({ level: 'debug', base: undefined, timestamp: pino.stdTimeFunctions.isoTime }, pino.destination({ dest: file, sync: true, mkdir: true }));
-  return { logger, file, done: () => (entry.stopped = Date.now()) };
+  return { logger, file, done: () => (entry.stopped = currentTest) };
 }
 
 /** The last `lines` lines of a daemon log, for a failure message. */
@@ -39,9 +47,9 @@ export function logTail(file: string, lines = 60): string {
   return text.trimEnd().split('\n').slice(-lines).join('\n');
 }
 
-/** Print the logs of the daemons alive between `from` and `to` (a failed test's span). */
-export function printLogsOfSpan(from: number, to: number, title: string): void {
-  const alive = logs.filter((l) => l.started <= to && (l.stopped === undefined || l.stopped >= from));
+/** Print the logs of the daemons alive during test number `test` (or started in a hook before it). */
+export function printLogsOfTest(test: number, title: string): void {
+  const alive = logs.filter((l) => l.stopped === undefined || l.stopped >= test);
   for (const l of alive) {
     process.stderr.write(`\n----- ${title}: end of ${path.basename(l.file)} -----\n${logTail(l.file)}\n----- end -----\n`);
   }

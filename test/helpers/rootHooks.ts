@@ -3,17 +3,17 @@
  * every test daemon alive during it is printed, so a failure on a loaded CI machine can be read.
  */
 import type { Context } from 'mocha';
-import { dropStoppedLogs, printLogsOfSpan, removeLogDir } from './daemonLogs.js';
+import { dropStoppedLogs, printLogsOfTest, removeLogDir, testStarted } from './daemonLogs.js';
 
-let testStart = Date.now();
+let test = 0;
 
 export const mochaHooks = {
   beforeEach(): void {
-    testStart = Date.now();
+    test = testStarted();
   },
   afterEach(this: Context): void {
     const t = this.currentTest;
-    if (t?.state === 'failed') printLogsOfSpan(testStart, Date.now(), `failed: ${t.fullTitle()}`);
+    if (t?.state === 'failed') printLogsOfTest(test, `failed: ${t.fullTitle()}`);
     else dropStoppedLogs();
   },
   afterAll(): void {
