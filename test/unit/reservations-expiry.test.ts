@@ -118,16 +118,25 @@ describe('reservations: exact expiry', () => {
 
 describe('reservations: across a daemon restart (real state file)', () => {
   let dir: string;
+  let opened: StateStore[];
+  /** Open the state file as a daemon does; afterEach closes it, as a daemon's stop does (its writes land first). */
+  const openState = async () => {
+    const s = await StateStore.open(dir);
+    opened.push(s);
+    return s;
+  };
   beforeEach(async () => {
     dir = await mkdtemp(path.join(tmpdir(), 'farmhand-resv-'));
+    opened = [];
   });
   afterEach(async () => {
+    for (const s of opened) await s.close();
     await rm(dir, { recursive: true, force: true });
   });
 
   it('on start, expired reservations end at their expiry and the others re-arm; ids continue', async () => {
     const c1 = new FakeClock(T0);
-    const s1 = new ReservationService({ store: new StateReservationStore(await StateStore.open(dir)), clock: c1, knownNodes: () => ['a', 'b', 'c', 'd'], isBusy: () => false });
+    const s1 = new ReservationService({ store: new StateReservationStore(await openState()), clock: c1, knownNodes: () => ['a', 'b', 'c', 'd'], isBusy: () => false });
     await s1.start();
     await s1.reserve('alice', { node_ids: ['a'], message: 'short', duration_secs: 2 });
     await s1.reserve('bob', { node_ids: ['b'], message: 'long', duration_secs: 100 });
@@ -140,7 +149,8 @@ describe('reservations: across a daemon restart (real state file)', () => {
 
     const c2 = new FakeClock(T0);
     c2.t = T0 + 5000; // the daemon was down for 5 s
-    const s2 = new ReservationService({ store: new StateReservationStore(await StateStore.open(dir)), clock: c2, knownNodes: () => ['a', 'b', 'c', 'd'], isBusy: () => false });
+    const st2 = await openState();
+    const s2 = new ReservationService({ store: new StateReservationStore(st2), clock: c2, knownNodes: () => ['a', 'b', 'c', 'd'], isBusy: () => false });
     await s2.start();
     expect(s2.get(1)!.ended).to.include({ how: 'expired', time: at(2000) });
     expect(s2.active('b')?.reservation_id).to.equal(2);
@@ -152,8 +162,9 @@ describe('reservations: across a daemon restart (real state file)', () => {
     expect(s2.get(2)!.ended?.time).to.equal(at(100_000));
 
     // The ended expiry was written, so a third start has nothing to do for it.
-    await new Promise((r) => setImmediate(r));
-    const s3 = new ReservationService({ store: new StateReservationStore(await StateStore.open(dir)), clock: c2, knownNodes: () => ['a', 'b', 'c', 'd'], isBusy: () => false });
+    s2.stop();
+    await st2.close(); // as a daemon's stop: the expiry written in the background lands first
+    const s3 = new ReservationService({ store: new StateReservationStore(await openState()), clock: c2, knownNodes: () => ['a', 'b', 'c', 'd'], isBusy: () => false });
     expect(s3.get(2)!.ended?.how).to.equal('expired');
     expect(s3.takeNotice('carol'), 'a notice is shown once, also across restarts').to.deep.equal([]);
   });
@@ -161,7 +172,7 @@ describe('reservations: across a daemon restart (real state file)', () => {
   it('an older state file without reservation fields opens with none', async () => {
     const { writeFile } = await import('node:fs/promises');
     await writeFile(path.join(dir, 'state.json'), JSON.stringify({ installation_hex: 'beef', last_job_number: 7 }));
-    const state = await StateStore.open(dir);
+    const state = await openState();
     expect(state.data).to.include({ installation_hex: 'beef', last_job_number: 7, last_reservation_id: 0, node_usage: null });
     const svc = new ReservationService({ store: new StateReservationStore(state), clock: new FakeClock(T0), knownNodes: () => ['a'], isBusy: () => false });
     expect((await svc.reserve('alice', { node_ids: ['a'], message: 'm' }))[0]!.reservation_id).to.equal(1);
