@@ -11,8 +11,9 @@ cd "$(dirname "$0")/.."
 # serial tests (socat), the IR oracle and remote files (lirc, lirc-compat-remotes),
 # jUnit schema checks (libxml2-utils), systemd unit checks (systemd), /metrics and alert-rule checks
 # (prometheus, for promtool only: its server is disabled when setup installs it), the farm's database and
-# its throwaway test clusters (postgresql: initdb, pg_ctl; see docs/farm.md).
-PACKAGES=(ffmpeg git python3 python3-numpy python3-opencv fonts-dejavu-core socat lirc lirc-compat-remotes libxml2-utils systemd prometheus postgresql)
+# its throwaway test clusters (postgresql: initdb, pg_ctl; see docs/farm.md), and the web portal's browser
+# tests (chromium, driven by playwright-core: Playwright's own browser download is not used).
+PACKAGES=(ffmpeg git python3 python3-numpy python3-opencv fonts-dejavu-core socat lirc lirc-compat-remotes libxml2-utils systemd prometheus postgresql chromium)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -11,6 +11,7 @@
  */
 import { z } from 'zod';
 import * as S from './schemas.js';
+import { PORTAL_ENDPOINTS } from '../../web/endpoints.js';
 
 export type Method = 'get' | 'post' | 'put' | 'delete';
 
@@ -503,4 +504,5 @@ export const ENDPOINTS: Endpoint[] = [
     auth: 'none',
     responses: { 204: none('Fetched.'), 503: error('The test-pack repository could not be fetched.') },
   },
+  ...PORTAL_ENDPOINTS,
 ];

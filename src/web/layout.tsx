@@ -1,0 +1,123 @@
+/**
+ * The portal's page frame: one layout for every page (navigation, the signed-in
+ * person, the CSRF token the client scripts send back), rendered on the server
+ * with Preact. Preact escapes every text and attribute value: no page builds
+ * HTML by hand (a string only becomes markup through `dangerouslySetInnerHTML`,
+ * which the portal uses for nothing from a request or a run).
+ */
+import type { Context } from 'koa';
+import type { ComponentChildren, VNode } from 'preact';
+import { renderToString } from 'preact-render-to-string';
+import { userOf } from '../http/auth.js';
+import { csrfTokenOf } from './session.js';
+
+/** The sections of the navigation bar; a page names the one it belongs to. */
+export type Section = 'node' | 'results' | 'live' | 'api' | 'sign-in';
+
+export interface PageOptions {
+  title: string;
+  section?: Section;
+  /** Client scripts under /static/ (ES modules), loaded at the end of the page. */
+  scripts?: string[];
+  /** Extra Content-Security-Policy sources, e.g. `{ 'connect-src': ["'self'"] }`; the base policy is strict. */
+  csp?: Record<string, string[]>;
+}
+
+interface LayoutProps extends PageOptions {
+  login?: string;
+  csrf?: string;
+  children: ComponentChildren;
+}
+
+const NAV: [Section, string, string][] = [
+  ['node', '/', 'Node'],
+  ['results', '/app/results', 'Results'],
+  ['live', '/app/live', 'Live & remote'],
+  ['api', '/app/api', 'API'],
+];
+
+export function Layout(p: LayoutProps): VNode {
+  return (
+    <html lang="en">
+      <head>
+        <meta charset="utf-8" />
+        <meta name="viewport" content="width=device-width, initial-scale=1" />
+        {p.csrf ? <meta name="csrf-token" content={p.csrf} /> : null}
+        <title>{`${p.title} - farmhand`}</title>
+        <link rel="stylesheet" href="/static/portal.css" />
+      </head>
+      <body>
+        <a class="skip" href="#main">
+          Skip to content
+        </a>
+        <header class="top">
+          <nav aria-label="Portal">
+            <ul>
+              {NAV.map(([id, href, label]) => (
+                <li>
+                  <a href={href} aria-current={p.section === id ? 'page' : undefined}>
+                    {label}
+                  </a>
+                </li>
+              ))}
+            </ul>
+          </nav>
+          <div class="who">
+            {p.login ? (
+              <form method="post" action="/app/sign-out">
+                <span>
+                  Signed in as <strong>{p.login}</strong>
+                </span>{' '}
+                {p.csrf ? <input type="hidden" name="csrf" value={p.csrf} /> : null}
+                <button type="submit">Sign out</button>
+              </form>
+            ) : (
+              <a href="/app/sign-in" aria-current={p.section === 'sign-in' ? 'page' : undefined}>
+                Sign in
+              </a>
+            )}
+          </div>
+        </header>
+        <main id="main">{p.children}</main>
+        {(p.scripts ?? []).map((s) => (
+          <script type="module" src={`/static/${s}`} />
+        ))}
+      </body>
+    </html>
+  );
+}
+
+const BASE_CSP: Record<string, string[]> = {
+  'default-src': ["'none'"],
+  'script-src': ["'self'"],
+  'style-src': ["'self'"],
+  'img-src': ["'self'", 'data:', 'blob:'],
+  'media-src': ["'self'", 'blob:'],
+  'connect-src': ["'self'"],
+  'form-action': ["'self'"],
+  'base-uri': ["'none'"],
+  'frame-ancestors': ["'none'"],
+};
+
+function csp(extra: Record<string, string[]> = {}): string {
+  const all: Record<string, string[]> = { ...BASE_CSP };
+  for (const [k, v] of Object.entries(extra)) all[k] = [...(all[k] ?? []), ...v];
+  return Object.entries(all)
+    .map(([k, v]) => `${k} ${v.join(' ')}`)
+    .join('; ');
+}
+
+/** Answer `ctx` with a whole page: the layout around `body`, no caching, a strict CSP. */
+export function sendPage(ctx: Context, body: ComponentChildren, o: PageOptions, status = 200): void {
+  const page = (
+    <Layout {...o} login={userOf(ctx)?.login} csrf={csrfTokenOf(ctx)}>
+      {body}
+    </Layout>
+  );
+  ctx.status = status;
+  ctx.type = 'text/html; charset=utf-8';
+  ctx.set('Cache-Control', 'no-store');
+  ctx.set('Content-Security-Policy', csp(o.csp));
+  ctx.set('X-Content-Type-Options', 'nosniff');
+  ctx.body = `<!doctype html>\n${renderToString(page)}`;
+}
