@@ -58,7 +58,9 @@ export class EventStream {
 
   router(): Router {
     const r = new Router();
-    r.get('/api/v2/events', (ctx) => {
+    // `/app/events`: the same stream for the portal's pages, under the web pages' rule (open unless
+    // auth.v1_requires_token), so a page read without signing in still updates live (docs/portal.md).
+    r.get(['/api/v2/events', '/app/events'], (ctx) => {
       const q = ctx.query.last_event_id;
       if (Array.isArray(q)) throw invalid('last_event_id: give it once');
       const lastId = q || ctx.get('Last-Event-ID') || undefined; // empty means none

@@ -113,6 +113,19 @@ describe('push events: the event stream and webhooks', function () {
     expect(d.daemon.services.events!.stream.clientsConnected, 'HEAD holds no stream').to.equal(before);
   });
 
+  it('/app/events: the same stream for the portal pages, open without a token when v1 is open (auth.v1_requires_token false)', async () => {
+    const before = d.daemon.services.events!.stream.clientsConnected;
+    const page = await SseClient.open(`${d.url}/app/events`);
+    expect(page.res.statusCode).to.equal(200);
+    expect(page.res.headers['content-type']).to.match(/^text\/event-stream/);
+    // A key press: the webhook of this file is for reservations only, and counts its deliveries.
+    expect((await alice.post(`/api/v2/nodes/${NODE}/press`).send({ key: 'KEY_INFO', remote_control: 'vstb' })).status).to.equal(204);
+    const pressed = await page.next((m) => m.event === 'key.pressed', 'key.pressed on /app/events');
+    expect(pressed.data.data).to.include({ key: 'KEY_INFO', source: 'api', username: 'alice' });
+    page.close(); // the later tests count the clients
+    await waitFor(() => d.daemon.services.events!.stream.clientsConnected === before, 'the page stream to be gone');
+  });
+
   it('a job: job.started, run.started, run.finished with its outcome, job.exited, in that order', async () => {
     const run = await alice.post('/api/v2/run_tests').send({ node_id: NODE, test_pack_revision: 'main', test_cases: [PASS], remote_control: 'vstb' });
     expect(run.status, run.text).to.equal(200);
