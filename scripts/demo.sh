@@ -19,7 +19,13 @@ fi
 
 URL="http://127.0.0.1:$PORT"
 export BANNER="
-farmhand listens on $URL. Try, in another terminal:
+farmhand listens on $URL.
+
+Open the portal in a browser: $URL/
+  (results, the live picture and the web remote; to press keys or reserve, sign in with a token:
+   farmhand token create --user <your name> --data-dir $DEMO/data)
+
+Or drive it as CI does, in another terminal:
 
   curl $URL/api/v1/test_pack/main/test_case_names
   curl -d '{\"test_pack_revision\": \"main\", \"test_cases\": [\"tests/menus.py::test_open_settings\", \"tests/menus.py::test_menu_wraps_around\"]}' $URL/api/v1/run_tests
