@@ -170,6 +170,9 @@ export class ProcessTestRunner implements TestRunner {
     const timer = setTimeout(() => end('timeout'), Math.min(spec.timeoutSecs * 1000, MAX_TIMER_MS));
     const onAbort = () => end('stop');
     signal.addEventListener('abort', onAbort, { once: true });
+    // A stop that came while the process was being started (after run() looked, before this listener):
+    // an abort event fires once, so a listener added later never hears it.
+    if (signal.aborted) onAbort();
     const exitStatus = await exit;
     clearTimeout(timer);
     signal.removeEventListener('abort', onAbort);

@@ -55,7 +55,10 @@ describe('runner: ProcessTestRunner (real python3 children)', function () {
     file(name: string): Promise<string>;
   }
 
-  async function run(testCase: string, opts: { timeoutSecs?: number; config?: IniConfig; signal?: AbortSignal; runner?: ProcessTestRunner } = {}): Promise<Run> {
+  async function run(
+    testCase: string,
+    opts: { timeoutSecs?: number; config?: IniConfig; signal?: AbortSignal; runner?: ProcessTestRunner; onSpawn?: (pid: number) => void } = {},
+  ): Promise<Run> {
     const dir = path.join(data, 'results', String(++runs));
     await mkdir(dir, { recursive: true });
     let pid: number | undefined;
@@ -67,7 +70,10 @@ describe('runner: ProcessTestRunner (real python3 children)', function () {
         testPackSha: pack.sha,
         config: opts.config ?? { test_pack: { default_remote_control: 'vstb' }, 'result.tags': { 'jenkins/BUILD_ID': '42' } },
         timeoutSecs: opts.timeoutSecs ?? 20,
-        onSpawn: (p) => (pid = p),
+        onSpawn: (p) => {
+          pid = p;
+          opts.onSpawn?.(p);
+        },
       },
       opts.signal ?? new AbortController().signal,
     );
@@ -276,6 +282,15 @@ describe('runner: ProcessTestRunner (real python3 children)', function () {
       expect(r.outcome.result).to.equal('pass');
       expect(isAlive(Number(await r.file('grandchild.pid')))).to.equal(false);
       expect(await r.file('farmhand.log')).to.include('The test left processes running; ending them');
+    });
+
+    it('a stop that arrives while the process is starting (spawned, not yet supervised) still stops it', async () => {
+      // onSpawn runs in that window: before the fix the abort event had fired before anyone listened, and
+      // the hanging test ran on until its timeout (here 600 s: mocha's bound would end the test first).
+      const ac = new AbortController();
+      const r = await run('tests/hang.py::test_hang', { signal: ac.signal, timeoutSecs: 600, onSpawn: () => ac.abort() });
+      expect(r.outcome).to.deep.include({ result: 'error', failure_reason: 'Stopped: the job was stopped' });
+      expect(isAlive(r.pid as number)).to.equal(false);
     });
 
     it('a signal already aborted: nothing is started, the run is an error and its files are written', async () => {
