@@ -76,7 +76,14 @@ function ReservationState({ r }: { r: Reservation | null }) {
         <>
           <p class="reserved">
             Reserved by <strong class="holder">{r.username}</strong>
-            {r.reserved_by_you ? ' (you)' : ''} since <When iso={r.start_time} />, {r.expires ? <>until <When iso={r.expires} /></> : 'with no expiry'}.
+            {r.reserved_by_you ? ' (you)' : ''} since <When iso={r.start_time} />, {r.expires ? (
+              <span class="expires">
+                until <When iso={r.expires} />
+              </span>
+            ) : (
+              'with no expiry'
+            )}
+            .
           </p>
           <blockquote class="reservation-message">{r.message}</blockquote>
         </>
