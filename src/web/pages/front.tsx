@@ -174,7 +174,7 @@ function JobState({ node, running }: { node: NodeStatus; running?: JobRecord['cu
           {c ? (
             <p class="job-counts">
               <span class="count pass">{c.pass} passed</span>, <span class="count fail">{c.fail} failed</span>,{' '}
-              <span class="count error">{c.error} errors</span> ({c.total} runs)
+              <span class="count error">{c.error} errors</span> ({c.total} {c.total === 1 ? 'run' : 'runs'})
             </p>
           ) : null}
           {job.status === 'running' ? (
