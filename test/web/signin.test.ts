@@ -5,6 +5,7 @@
 import { expect } from 'chai';
 import { TokenStore, tokensFile } from '../../src/storage/tokens.js';
 import { asUser } from '../helpers/auth.js';
+import { SseClient } from '../helpers/sse.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 
 const HTML = 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8';
@@ -167,11 +168,23 @@ describe('portal: pages under auth.v1_requires_token', function () {
     expect((await d.http.get('/static/api.js')).status).to.equal(200);
   });
 
-  it('signed in, the front door accepts the cookie', async () => {
+  it('signed in, the front door and /app/events accept the cookie', async () => {
     const alice = await asUser(d, 'alice');
     const s = await signIn(d, alice.token);
     const page = await d.http.get('/').set('Cookie', s.cookie).set('Accept', HTML);
     expect(page.status).to.equal(200);
     expect(page.text).to.contain('Signed in as');
+    const refused = await SseClient.open(`${d.url}/app/events`);
+    expect(refused.res.statusCode, 'no session: refused').to.equal(403);
+    refused.close();
+    const stream = await SseClient.open(`${d.url}/app/events`, { Cookie: s.cookie });
+    try {
+      expect(stream.res.statusCode).to.equal(200);
+      const made = await alice.post('/api/v2/reservations').send({ node_ids: ['farmhand-test'], message: 'seen on the stream' });
+      expect(made.status).to.equal(200);
+      await stream.next((m) => m.event === 'reservation.made' && (m.data.data as { message?: string }).message === 'seen on the stream', 'reservation.made on /app/events');
+    } finally {
+      stream.close();
+    }
   });
 });
