@@ -188,3 +188,23 @@ describe('portal: pages under auth.v1_requires_token', function () {
     }
   });
 });
+
+describe('portal: sign-in under the rate limit', function () {
+  this.timeout(60_000);
+  let d: TestDaemon;
+  before(async () => {
+    // A refill slow enough that only the burst counts.
+    d = await startTestDaemon({ config: { rate_limit: { requests_per_second: 0.001, burst: 3, artifact_burst: 3 } } });
+  });
+  after(async () => {
+    await d?.stop();
+  });
+
+  it('guessing tokens at the sign-in form is rate-limited per address like any unauthenticated request', async () => {
+    const guess = () => d.http.post('/app/sign-in').type('form').send({ token: 'fh_00000000_' + 'b'.repeat(43) });
+    const statuses: number[] = [];
+    for (let i = 0; i < 5; i++) statuses.push((await guess()).status);
+    expect(statuses.slice(0, 3)).to.deep.equal([403, 403, 403]);
+    expect(statuses.slice(3)).to.deep.equal([429, 429]);
+  });
+});
