@@ -5,8 +5,8 @@
 import Koa from 'koa';
 import type { Context, Middleware, Next } from 'koa';
 import type { TokenVerifier } from '../core/auth.js';
-import { authenticate, guardApi } from './auth.js';
-import { jsonBody } from './body.js';
+import { authenticate, FORM_PATHS, guardApi } from './auth.js';
+import { formBody, jsonBody } from './body.js';
 import { rateLimit, type RateLimitSettings } from './rateLimit.js';
 import type { Services } from './context.js';
 import { errorHandler } from './errors.js';
@@ -17,6 +17,7 @@ import { v2Router } from './v2/routes.js';
 import { webhookRouter } from './webhooks.js';
 import { webRouter } from './webRoutes.js';
 import { portalRouters } from '../web/routes.js';
+import { SessionStore } from '../web/session.js';
 
 export interface AppOptions {
   /** Largest JSON body accepted; more is a 413. */
@@ -41,14 +42,19 @@ export function createApp(s: Services, opts: AppOptions): Koa {
   if (opts.observe) app.use(opts.observe);
   app.use(errorHandler(s.logger));
   app.use(foldTrailingSlash);
-  app.use(authenticate(opts.tokens));
+  // People's sign-in sessions (src/web/session.ts): in memory, so a restart ends them.
+  const sessions = new SessionStore(opts.tokens);
+  app.use(authenticate(opts.tokens, sessions));
   // Long polls are exempt: a held request costs one promise listener, and clients retry them at once.
   const limit = rateLimit(opts.rateLimit);
   app.use((ctx, next): Promise<unknown> => (ctx.path.toLowerCase().endsWith('/await_completion') ? next() : limit(ctx, next)));
   app.use(guardApi({ v1RequiresToken: opts.v1RequiresToken ?? false }));
-  app.use(jsonBody(opts.maxBodyBytes ?? 1024 * 1024));
+  const json = jsonBody(opts.maxBodyBytes ?? 1024 * 1024);
+  // The sign-in and sign-out forms post urlencoded fields; a token and a CSRF token fit in 16 KiB.
+  const form = formBody(Math.min(opts.maxBodyBytes ?? 1024 * 1024, 16 * 1024));
+  app.use((ctx, next) => (FORM_PATHS.has(ctx.path.toLowerCase()) ? form(ctx, next) : json(ctx, next)));
   const eventRouters = s.events ? [s.events.stream.router()] : [];
-  for (const router of [v1Router(s), v2Router(s), ...eventRouters, webhookRouter(s), webRouter(s), ...portalRouters(s), openApiRouter(s), ...(opts.ops ? [opsRouter(opts.ops)] : [])]) {
+  for (const router of [v1Router(s), v2Router(s), ...eventRouters, webhookRouter(s), webRouter(s), ...portalRouters(s, sessions), openApiRouter(s), ...(opts.ops ? [opsRouter(opts.ops)] : [])]) {
     app.use(router.routes());
     app.use(router.allowedMethods());
   }

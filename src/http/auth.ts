@@ -15,9 +15,10 @@
 import type { Context, Middleware, Next } from 'koa';
 import { parseToken, type AuthUser, type TokenVerifier } from '../core/auth.js';
 import { FarmError } from '../core/errors.js';
+import { clearSessionCookie, csrfMatches, SESSION_COOKIE, setSessionOf, type SessionStore } from '../web/session.js';
 
 /** Why a request carries no user; `requireUser` turns it into an actionable message. */
-type Problem = 'missing' | 'scheme' | 'malformed' | 'invalid';
+type Problem = 'missing' | 'scheme' | 'malformed' | 'invalid' | 'session';
 
 interface AuthState {
   user?: AuthUser;
@@ -42,14 +43,51 @@ export function tokenFromHeader(header: string | undefined): { token: string } |
   return { token: m[2]! };
 }
 
-/** Sets `ctx.state.user = { login, tokenId }` when the request carries a valid token; never refuses. */
-export function authenticate(verifier: TokenVerifier): Middleware {
+/** Methods that change nothing: the only ones a session cookie authenticates without the CSRF token. */
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/**
+ * The portal's form posts (sign-in, sign-out): their body is a urlencoded form,
+ * and they check their own cross-site rules (src/web/pages/signIn.tsx), since
+ * the CSRF token of the sign-out form is a form field read after body parsing.
+ */
+export const FORM_PATHS = new Set(['/app/sign-in', '/app/sign-out']);
+
+/**
+ * Sets `ctx.state.user = { login, tokenId }` when the request carries a valid
+ * token, or, with no Authorization header, a live session cookie (src/web/session.ts).
+ * Refuses only one thing: a state-changing request authenticated by the cookie
+ * without the session's CSRF token in `X-CSRF-Token` (403); requests with a
+ * token header are not affected.
+ */
+export function authenticate(verifier: TokenVerifier, sessions?: SessionStore): Middleware {
   return async function authenticateRequest(ctx: Context, next: Next): Promise<void> {
     const s = state(ctx);
     s.user = undefined;
+    setSessionOf(ctx, undefined);
     const parsed = tokenFromHeader(ctx.get('Authorization') || undefined);
     if ('problem' in parsed) {
       s.authProblem = parsed.problem;
+      const cookie = sessions ? ctx.cookies.get(SESSION_COOKIE) : undefined;
+      if (parsed.problem === 'missing' && cookie) {
+        const session = sessions!.get(cookie);
+        if (session) {
+          if (!SAFE_METHODS.has(ctx.method) && !FORM_PATHS.has(ctx.path.toLowerCase()) && !csrfMatches(session, ctx.get('X-CSRF-Token'))) {
+            throw new FarmError(
+              'forbidden',
+              ctx.get('X-CSRF-Token')
+                ? 'the X-CSRF-Token header does not match this session: reload the page (it carries the token in <meta name="csrf-token">) and try again'
+                : 'a request authenticated by the session cookie must send the X-CSRF-Token header (the page\'s <meta name="csrf-token">); programs send an access token instead',
+            );
+          }
+          s.user = { login: session.login, tokenId: session.tokenId };
+          setSessionOf(ctx, session);
+        } else {
+          // Ended, expired, its token revoked, or from before a restart: forget it in the browser too.
+          s.authProblem = 'session';
+          clearSessionCookie(ctx);
+        }
+      }
     } else if (!parseToken(parsed.token)) {
       s.authProblem = 'malformed';
     } else {
@@ -67,6 +105,8 @@ const MESSAGES: Record<Problem, string> = {
   scheme: "the Authorization header must be 'token <token>' (or 'Bearer <token>')",
   malformed: "the access token is not a farmhand token (they look like 'fh_<8 hex digits>_<43 characters>'); check it was copied whole",
   invalid: "the access token is not valid: it is unknown or has been revoked; ask the node's administrator for a new one",
+  session:
+    "the session has ended (signed out, idle too long, its token revoked, or the daemon restarted): sign in again at /app/sign-in, or send the header 'Authorization: token <token>'",
 };
 
 /** 403 `forbidden` unless `authenticate` found a valid token. */
@@ -93,22 +133,40 @@ export interface GuardOptions {
 export function guardApi(opts: GuardOptions): Middleware {
   const check = requireUser();
   return async function guardApiPaths(ctx: Context, next: Next): Promise<void> {
-    if (needsToken(ctx.path, opts)) await check(ctx, next);
-    else await next();
+    if (!needsToken(ctx.path, opts)) {
+      await next();
+      return;
+    }
+    if (!state(ctx).user && wantsSignInPage(ctx)) {
+      // A person in a browser: the sign-in page, then back here (API clients keep the JSON 403).
+      ctx.status = 303;
+      ctx.redirect(`/app/sign-in?next=${encodeURIComponent(ctx.originalUrl)}`);
+      return;
+    }
+    await check(ctx, next);
   };
+}
+
+/** A browser asking for a web page (not the event stream, not JSON): GET or HEAD of `/` or `/app/...` with Accept text/html. */
+function wantsSignInPage(ctx: Context): boolean {
+  if (ctx.method !== 'GET' && ctx.method !== 'HEAD') return false;
+  if (!/^\/(app(\/|$)|$)/.test(normalise(ctx.path))) return false;
+  return ctx.accepts('application/json', 'text/html') === 'text/html' && /text\/html/i.test(ctx.get('Accept'));
 }
 
 /**
  * Whether a request path needs a token under these options. The router
  * matches paths case-insensitively (`/API/V2/user` reaches the v2 handler),
  * so this compares a lower-cased, percent-decoded path with runs of `/`
- * folded: when in doubt, a path is guarded.
+ * folded: when in doubt, a path is guarded. The sign-in and sign-out forms
+ * are always open (a person must reach them to sign in at all).
  */
 export function needsToken(path: string, opts: GuardOptions): boolean {
   const p = normalise(path);
   if (/^\/api\/v2(\/|$)/.test(p)) return true;
-  // The web pages (the triage page) and /metrics show what the v1 reads show, so they follow v1's rule.
-  return opts.v1RequiresToken && /^\/(api\/v1|app|metrics)(\/|$)/.test(p);
+  if (FORM_PATHS.has(p)) return false;
+  // The web pages (the front door `/`, `/app/...`) and /metrics show what the v1 reads show, so they follow v1's rule.
+  return opts.v1RequiresToken && (p === '/' || /^\/(api\/v1|app|metrics)(\/|$)/.test(p));
 }
 
 function normalise(path: string): string {

@@ -73,3 +73,29 @@ export function bodyOf(ctx: Context): unknown {
   const b = (ctx.request as { body?: unknown }).body;
   return b === undefined ? {} : b;
 }
+
+/**
+ * The portal's HTML form posts (sign-in, sign-out: `FORM_PATHS` in auth.ts):
+ * `application/x-www-form-urlencoded` bodies, to `{ field: value }`; any other
+ * body is left unparsed (`{}`), and the same content codings are refused.
+ */
+export function formBody(limitBytes: number) {
+  const parse = koaBody({
+    json: false,
+    urlencoded: true,
+    text: false,
+    multipart: false,
+    formLimit: limitBytes,
+    parsedMethods: [HttpMethodEnum.POST],
+    onError: (err) => {
+      throw err;
+    },
+  });
+  return async function parseForm(ctx: Context, next: Next): Promise<void> {
+    const encoding = (ctx.get('Content-Encoding') || 'identity').trim().toLowerCase();
+    if (ctx.method === 'POST' && !(BODY_ENCODINGS as readonly string[]).includes(encoding)) {
+      throw new FarmError('unsupported_media_type', `Content-Encoding "${encoding.slice(0, 40)}" is not supported; send the form plain`);
+    }
+    await parse(ctx, next);
+  };
+}

@@ -28,7 +28,64 @@ const STATIC: Endpoint[] = [
   },
 ];
 
-// --- sign-in and the front door
+// --- sign-in and the front door (src/web/pages/signIn.tsx, front.tsx)
+const redirect = (description: string): Answer => ({ description, content: { 'text/html': 'text', 'text/plain': 'text' } });
+const SIGN_IN: Endpoint[] = [
+  {
+    method: 'get',
+    path: '/',
+    summary: 'The front door: the node, its reservation, the running job, the latest results',
+    description: 'Readable without JavaScript. With `auth.v1_requires_token`, a browser without a session is sent to the sign-in page.',
+    tag: 'web',
+    auth: 'v1',
+    responses: {
+      200: page('The page.'),
+      303: redirect('No session (only with `auth.v1_requires_token`, for a browser): to `/app/sign-in?next=/`.'),
+      403: error('No token or session (only with `auth.v1_requires_token`).'),
+      // The contract check folds dot segments as clients do (`/api/v1/jobs/../../..` is `/` to it); the daemon routes the raw path.
+      404: error('A raw path with dot segments that a client would fold to `/`: no route.'),
+    },
+  },
+  {
+    method: 'get',
+    path: '/app/sign-in',
+    summary: 'The sign-in form',
+    description: 'Always open. `next`: the path of this site to return to after signing in.',
+    tag: 'web',
+    auth: 'none',
+    responses: { 200: page('The form.') },
+  },
+  {
+    method: 'post',
+    path: '/app/sign-in',
+    summary: 'Sign in with an access token; sets the session cookie',
+    description:
+      'A urlencoded form: `token` (a v2 access token), `next` (a path of this site). Refused when another site made the browser post it (`Sec-Fetch-Site`, `Origin`).',
+    tag: 'web',
+    auth: 'none',
+    responses: {
+      303: redirect('Signed in: the `farmhand_session` cookie (HttpOnly, SameSite=Strict) and a redirect to `next`.'),
+      400: page('No token given: the form again, with the error next to the box.'),
+      403: { description: 'The token is not valid (the form again, with the error) or the post came from another site (JSON).', content: { 'text/html': 'text', ...json(ErrorBody, '').content } },
+      413: error('The form is too large.'),
+      415: error('An unsupported Content-Encoding.'),
+    },
+  },
+  {
+    method: 'post',
+    path: '/app/sign-out',
+    summary: 'End the session',
+    description: "A urlencoded form with the session's CSRF token in `csrf` (or the `X-CSRF-Token` header).",
+    tag: 'web',
+    auth: 'none',
+    responses: {
+      303: redirect('Signed out (the cookie is cleared): to `/`.'),
+      403: error('Without the CSRF token, or posted by another site.'),
+      413: error('The form is too large.'),
+      415: error('An unsupported Content-Encoding.'),
+    },
+  },
+];
 
 // --- results list and job page
 
@@ -36,4 +93,4 @@ const STATIC: Endpoint[] = [
 
 // --- live view, web remote, reference images
 
-export const PORTAL_ENDPOINTS: Endpoint[] = [...STATIC];
+export const PORTAL_ENDPOINTS: Endpoint[] = [...STATIC, ...SIGN_IN];

@@ -5,12 +5,18 @@
  */
 import Router from '@koa/router';
 import type { Services } from '../http/context.js';
+import { frontRouter } from './pages/front.js';
+import { signInRouter } from './pages/signIn.js';
+import type { SessionStore } from './session.js';
 import { staticRouter } from './static.js';
 
-export function portalRouters(s: Services): Router[] {
-  return [staticRouter(), ...pageRouters(s)];
+export function portalRouters(s: Services, sessions: SessionStore): Router[] {
+  return [staticRouter(), ...pageRouters(s, sessions)];
 }
 
-function pageRouters(_s: Services): Router[] {
-  return [];
+function pageRouters(s: Services, sessions: SessionStore): Router[] {
+  return [
+    signInRouter(sessions),
+    frontRouter(s),
+  ];
 }

@@ -1,13 +1,115 @@
 /**
  * Sign-in for people: a session cookie (HttpOnly, SameSite=Strict) and the
- * CSRF token that every state-changing browser request sends back.
+ * CSRF token that every state-changing browser request sends back
+ * (docs/portal.md, "Signing in").
  *
- * SKELETON: the sign-in piece of issue 9 fills this in. Until then no request
- * has a session and pages render without a CSRF token.
+ * Sessions live in memory only: a random 256-bit id (the cookie) maps to the
+ * person, the access token they signed in with, and a second random 256-bit
+ * CSRF token. Every request re-verifies the session's token, so revoking the
+ * token (`farmhand token revoke`) ends its sessions at once. A session ends
+ * after {@link SESSION_IDLE_MS} without a request and at most
+ * {@link SESSION_MAX_MS} after sign-in; a daemon restart ends them all.
  */
+import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Context } from 'koa';
+import type { TokenVerifier } from '../core/auth.js';
+
+export const SESSION_COOKIE = 'farmhand_session';
+/** Idle expiry: a working day without a request. */
+export const SESSION_IDLE_MS = 12 * 3600 * 1000;
+/** Absolute expiry: a week after sign-in, whatever the use. */
+export const SESSION_MAX_MS = 7 * 24 * 3600 * 1000;
+/** More than this many live sessions: the least recently used one is dropped (memory stays bounded). */
+export const SESSION_LIMIT = 10_000;
+
+export interface Session {
+  id: string;
+  login: string;
+  tokenId: string;
+  csrf: string;
+  /** The token signed in with, kept in memory only, to notice its revocation. */
+  token: string;
+  created: number;
+  lastSeen: number;
+}
+
+const newSecret = (): string => randomBytes(32).toString('base64url');
+
+/** Whether `given` is the session's CSRF token (constant time). */
+export function csrfMatches(session: Session, given: unknown): boolean {
+  if (typeof given !== 'string') return false;
+  const a = Buffer.from(given, 'utf8');
+  const b = Buffer.from(session.csrf, 'utf8');
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+export class SessionStore {
+  /** Insertion order is kept as last-use order (a touched session is re-inserted), so the first is the least recently used. */
+  private readonly sessions = new Map<string, Session>();
+
+  constructor(
+    private readonly verifier: TokenVerifier,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** A new session for a valid token; undefined when the token is not valid. */
+  create(token: string): Session | undefined {
+    const found = this.verifier.verify(token);
+    if (!found) return undefined;
+    const t = this.now();
+    const s: Session = { id: newSecret(), login: found.user, tokenId: found.tokenId, csrf: newSecret(), token, created: t, lastSeen: t };
+    this.sessions.set(s.id, s);
+    while (this.sessions.size > SESSION_LIMIT) this.sessions.delete(this.sessions.keys().next().value as string);
+    return s;
+  }
+
+  /** The live session of this id (its use recorded), or undefined: unknown, idle too long, too old, or its token revoked. */
+  get(id: string | undefined): Session | undefined {
+    if (!id) return undefined;
+    const s = this.sessions.get(id);
+    if (!s) return undefined;
+    const t = this.now();
+    const found = this.verifier.verify(s.token);
+    if (t - s.lastSeen > SESSION_IDLE_MS || t - s.created > SESSION_MAX_MS || !found || found.tokenId !== s.tokenId) {
+      this.sessions.delete(id);
+      return undefined;
+    }
+    s.lastSeen = t;
+    this.sessions.delete(id);
+    this.sessions.set(id, s);
+    return s;
+  }
+
+  end(id: string): void {
+    this.sessions.delete(id);
+  }
+
+  get size(): number {
+    return this.sessions.size;
+  }
+}
+
+interface SessionState {
+  session?: Session;
+}
+
+/** The session that authenticated this request, if any (set by `authenticate`, src/http/auth.ts). */
+export const sessionOf = (ctx: Context): Session | undefined => (ctx.state as SessionState).session;
+
+export const setSessionOf = (ctx: Context, s: Session | undefined): void => {
+  (ctx.state as SessionState).session = s;
+};
 
 /** The CSRF token of the request's session, for the page's `<meta name="csrf-token">`; none without a session. */
-export function csrfTokenOf(_ctx: Context): string | undefined {
-  return undefined;
+export function csrfTokenOf(ctx: Context): string | undefined {
+  return sessionOf(ctx)?.csrf;
+}
+
+/** Set the session cookie: HttpOnly, SameSite=Strict, Path=/, Secure when the request came over https. */
+export function setSessionCookie(ctx: Context, s: Session): void {
+  ctx.cookies.set(SESSION_COOKIE, s.id, { httpOnly: true, sameSite: 'strict', path: '/', secure: ctx.protocol === 'https', overwrite: true });
+}
+
+export function clearSessionCookie(ctx: Context): void {
+  ctx.cookies.set(SESSION_COOKIE, '', { httpOnly: true, sameSite: 'strict', path: '/', secure: ctx.protocol === 'https', overwrite: true, expires: new Date(0) });
 }

@@ -1,0 +1,133 @@
+/**
+ * `/app/sign-in` and `/app/sign-out` (docs/portal.md, "Signing in"): a person
+ * signs in once with a v2 access token and gets a session cookie
+ * (src/web/session.ts). Both forms are always reachable, whatever
+ * `auth.v1_requires_token` says, and refuse posts from other sites: the
+ * browser's `Sec-Fetch-Site` or `Origin` must name this site. Sign-out also
+ * needs the session's CSRF token (the form's hidden `csrf` field, or the
+ * `X-CSRF-Token` header).
+ */
+import Router from '@koa/router';
+import type { Context } from 'koa';
+import { FarmError } from '../../core/errors.js';
+import { userOf } from '../../http/auth.js';
+import { bodyOf } from '../../http/body.js';
+import { sendPage } from '../layout.js';
+import { clearSessionCookie, csrfMatches, sessionOf, setSessionCookie, setSessionOf, type SessionStore } from '../session.js';
+
+/**
+ * Where to go after signing in: a path of this site only (`/...`, never
+ * `//host` or `/\host`, which browsers read as another site); else `/`.
+ */
+export function safeNext(raw: unknown): string {
+  if (typeof raw !== 'string' || !raw.startsWith('/') || raw.startsWith('//') || raw.startsWith('/\\') || hasControlOrBackslash(raw)) return '/';
+  try {
+    const base = 'http://farmhand.invalid';
+    const u = new URL(raw, base);
+    if (u.origin !== base) return '/';
+    return `${u.pathname}${u.search}${u.hash}`;
+  } catch {
+    return '/';
+  }
+}
+
+/** Browsers drop tabs and newlines from URLs and read `\` as `/`: such a `next` is refused whole. */
+const hasControlOrBackslash = (s: string): boolean => [...s].some((c) => c === '\\' || c.charCodeAt(0) < 0x20 || c.charCodeAt(0) === 0x7f);
+
+/** 403 for a form post another site made the browser send (login CSRF, forced sign-out). */
+function refuseCrossSite(ctx: Context): void {
+  const site = ctx.get('Sec-Fetch-Site');
+  const origin = ctx.get('Origin');
+  const own = `${ctx.protocol}://${ctx.host}`;
+  if ((site && site !== 'same-origin' && site !== 'none') || (origin && origin !== own)) {
+    throw new FarmError('forbidden', `this form only accepts posts from the portal's own pages (${own}); open ${own}/app/sign-in and use the form there`);
+  }
+}
+
+function SignInForm(p: { next: string; error?: string; login?: string }) {
+  return (
+    <section class="sign-in">
+      <h1>Sign in</h1>
+      {p.login ? (
+        <p class="signed-in">
+          You are signed in as <strong>{p.login}</strong>. Signing in again replaces that session.
+        </p>
+      ) : null}
+      <p>
+        Sign in with your access token: the text that <code>farmhand token create --user &lt;name&gt;</code> printed (it starts
+        with <code>fh_</code>). The portal keeps you signed in with a cookie until you sign out, stay away for 12 hours, or the
+        token is revoked.
+      </p>
+      <form method="post" action="/app/sign-in" class="sign-in-form">
+        <input type="hidden" name="next" value={p.next} />
+        <div class="field">
+          <label for="token">Access token</label>
+          <input
+            id="token"
+            name="token"
+            type="password"
+            autocomplete="off"
+            spellcheck={false}
+            required
+            autofocus
+            aria-invalid={p.error ? 'true' : undefined}
+            aria-describedby={p.error ? 'token-error' : undefined}
+          />
+          {p.error ? (
+            <p id="token-error" class="field-error" role="alert">
+              {p.error}
+            </p>
+          ) : null}
+        </div>
+        <button type="submit">Sign in</button>
+      </form>
+      <p class="hint">No token? Ask the node's administrator: tokens are made on the node with the command above.</p>
+    </section>
+  );
+}
+
+const BAD_TOKEN =
+  "That token was not accepted: it is unknown, revoked, or not whole (tokens look like fh_<8 hex digits>_<43 characters>). Paste it again, or ask the node's administrator for a new one.";
+
+export function signInRouter(sessions: SessionStore): Router {
+  const r = new Router();
+
+  r.get('/app/sign-in', (ctx) => {
+    sendPage(ctx, <SignInForm next={safeNext(ctx.query.next)} login={userOf(ctx)?.login} />, { title: 'Sign in', section: 'sign-in' });
+  });
+
+  r.post('/app/sign-in', (ctx) => {
+    refuseCrossSite(ctx);
+    const form = bodyOf(ctx) as Record<string, unknown>;
+    const next = safeNext(form.next);
+    const token = typeof form.token === 'string' ? form.token.trim() : '';
+    const session = token ? sessions.create(token) : undefined;
+    if (!session) {
+      sendPage(ctx, <SignInForm next={next} error={token ? BAD_TOKEN : 'Enter your access token.'} />, { title: 'Sign in', section: 'sign-in' }, token ? 403 : 400);
+      return;
+    }
+    const old = sessionOf(ctx);
+    if (old) sessions.end(old.id);
+    setSessionOf(ctx, session);
+    setSessionCookie(ctx, session);
+    ctx.status = 303;
+    ctx.redirect(next);
+  });
+
+  r.post('/app/sign-out', (ctx) => {
+    refuseCrossSite(ctx);
+    const session = sessionOf(ctx);
+    if (session) {
+      const form = bodyOf(ctx) as Record<string, unknown>;
+      if (!csrfMatches(session, ctx.get('X-CSRF-Token') || form.csrf)) {
+        throw new FarmError('forbidden', 'signing out needs the session\'s CSRF token (the sign-out button\'s form carries it): reload the page and press "Sign out" again');
+      }
+      sessions.end(session.id);
+    }
+    clearSessionCookie(ctx);
+    ctx.status = 303;
+    ctx.redirect('/');
+  });
+
+  return r;
+}
