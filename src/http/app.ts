@@ -15,7 +15,6 @@ import { opsRouter, type OpsEndpoints } from './opsRoutes.js';
 import { v1Router } from './v1/routes.js';
 import { v2Router } from './v2/routes.js';
 import { webhookRouter } from './webhooks.js';
-import { webRouter } from './webRoutes.js';
 import { portalRouters } from '../web/routes.js';
 
 export interface AppOptions {
@@ -48,7 +47,7 @@ export function createApp(s: Services, opts: AppOptions): Koa {
   app.use(guardApi({ v1RequiresToken: opts.v1RequiresToken ?? false }));
   app.use(jsonBody(opts.maxBodyBytes ?? 1024 * 1024));
   const eventRouters = s.events ? [s.events.stream.router()] : [];
-  for (const router of [v1Router(s), v2Router(s), ...eventRouters, webhookRouter(s), webRouter(s), ...portalRouters(s), openApiRouter(s), ...(opts.ops ? [opsRouter(opts.ops)] : [])]) {
+  for (const router of [v1Router(s), v2Router(s), ...eventRouters, webhookRouter(s), ...portalRouters(s), openApiRouter(s), ...(opts.ops ? [opsRouter(opts.ops)] : [])]) {
     app.use(router.routes());
     app.use(router.allowedMethods());
   }

@@ -5,12 +5,13 @@
  */
 import Router from '@koa/router';
 import type { Services } from '../http/context.js';
+import { resultRouter } from './pages/result.js';
 import { staticRouter } from './static.js';
 
 export function portalRouters(s: Services): Router[] {
   return [staticRouter(), ...pageRouters(s)];
 }
 
-function pageRouters(_s: Services): Router[] {
-  return [];
+function pageRouters(s: Services): Router[] {
+  return [resultRouter(s)];
 }
