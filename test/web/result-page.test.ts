@@ -6,30 +6,14 @@
  */
 import { expect } from 'chai';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { UI_CASE, UI_TEST } from '../fixtures/resultPagePack.js';
 import { STANDARD_FILES } from '../fixtures/testPack.js';
 import { asUser } from '../helpers/auth.js';
 import { launchBrowser } from '../helpers/browser.js';
 import { startTestDaemon, waitForJob, waitOnline, type TestDaemon } from '../helpers/daemon.js';
 
-export const UI_TEST = [
-  'import os, time',
-  'import numpy as np',
-  'from farmhand import get_frame, save_frame, wait_for_match',
-  '',
-  'def test_menu():',
-  '    os.makedirs("notes", exist_ok=True)',
-  '    with open("notes/report.txt", "w") as f:',
-  '        f.write("menu report: <b>fine</b>\\n")',
-  '    save_frame(get_frame(), "shots/start.png")',
-  '    for i in range(6):',
-  '        print("step %d" % i)',
-  '        time.sleep(0.4)',
-  '    template = np.random.RandomState(1).randint(0, 255, (40, 40, 3)).astype(np.uint8)',
-  '    wait_for_match(template, timeout_secs=1)',
-  '',
-].join('\n');
 
-const CASE = 'tests/ui.py::test_menu';
+const CASE = UI_CASE;
 const WAIT = { timeout: 30_000 };
 
 /** Seconds of video of a log line: its stamp less the video's first frame (the mapping docs/portal.md gives). */
