@@ -54,6 +54,16 @@ const RESULT_PAGE: Endpoint[] = [
     query: z.object({ tz: z.string().optional().meta({ description: 'IANA time zone of the times and log stamps on the page; default UTC.' }) }),
     responses: { 200: page('The page.'), 400: error('Unknown tz.'), 403: error('A token is needed (auth.v1_requires_token).'), 404: error('Unknown result_id.'), 410: error('The result was deleted by retention.') },
   },
+  {
+    method: 'get',
+    path: '/app/results/{node}/{hex}/{num}/{stamp}/log.vtt',
+    summary: "The run log as a WebVTT track on the video's clock",
+    description: "The result page's `<track>`: lines with one stamp make one cue, shown until the next stamp; times are seconds from the video's first frame (`video.json`, docs/portal.md).",
+    tag: 'web',
+    auth: 'v1',
+    params: RESULT_PARAMS,
+    responses: { 200: { description: 'The track.', content: { 'text/vtt': 'text' } }, 403: error('A token is needed (auth.v1_requires_token).'), 404: error('Unknown result_id.'), 410: error('The result was deleted by retention.') },
+  },
 ];
 
 // --- live view, web remote, reference images

@@ -243,3 +243,42 @@ function verdictOf(upToThis: History['runs'], r: ResultRecord): string {
   if (k < 0) return `Not passed in any of the ${upToThis.length} runs here.`;
   return `Not passing for ${before.length - k} runs, since ${before[k + 1]!.start_time}.`;
 }
+
+/** `00:01:02.345` */
+const vttTime = (secs: number): string => {
+  const ms = Math.max(0, Math.round(secs * 1000));
+  const h = Math.floor(ms / 3_600_000);
+  const m = Math.floor(ms / 60_000) % 60;
+  const sec = (ms % 60_000) / 1000;
+  return `${String(h).padStart(2, '0')}:${String(m).padStart(2, '0')}:${sec.toFixed(3).padStart(6, '0')}`;
+};
+
+/** How long the last line of the log stays on screen as a caption. */
+const LAST_CUE_SECS = 3;
+
+/**
+ * The log as a WebVTT track on the video's clock: lines with the same stamp
+ * make one cue, shown until the next stamp (the last one for a few seconds).
+ * Cue text is escaped the way WebVTT wants (`&`, `<`, `>`), and `-->` cannot appear.
+ */
+export function logVtt(lines: LogLine[], clock: string): string {
+  const groups: Array<{ t: number; text: string[] }> = [];
+  for (const l of lines) {
+    if (!l.time) {
+      groups.at(-1)?.text.push(l.text);
+      continue;
+    }
+    const t = videoOffset(l.time, clock);
+    if (groups.length > 0 && groups.at(-1)!.t === t) groups.at(-1)!.text.push(l.text);
+    else groups.push({ t, text: [l.text] });
+  }
+  const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+  const cues = groups
+    .filter((g) => g.text.some((x) => x.trim() !== ''))
+    .map((g, i, all) => {
+      const end = Math.max(all[i + 1]?.t ?? g.t + LAST_CUE_SECS, g.t + 0.001);
+      const text = g.text.filter((x) => x.trim() !== '').map(esc).join('\n');
+      return `${vttTime(g.t)} --> ${vttTime(end)}\n${text}\n`;
+    });
+  return `WEBVTT\n\n${cues.join('\n')}`;
+}

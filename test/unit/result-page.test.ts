@@ -14,7 +14,7 @@ import { expect } from 'chai';
 import { renderToString } from 'preact-render-to-string';
 import type { ArtifactListing, ResultRecord } from '../../src/core/model.js';
 import { ResultPage, type ResultPageProps } from '../../src/web/pages/result.js';
-import { artifactTree, logLines, logTail, matchFailures, readTail, videoOffset } from '../../src/web/result-data.js';
+import { artifactTree, logLines, logTail, logVtt, matchFailures, readTail, videoOffset } from '../../src/web/result-data.js';
 import { resultRecord } from '../fixtures/records.js';
 import { asUser } from '../helpers/auth.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
@@ -167,6 +167,22 @@ describe('result page (/app/results/<result_id>): markup', () => {
     // Without a video the stamps are plain text.
     const noVideo = page({ artifacts: files('farmhand.log'), logText: '2026-11-23T09:19:16.400250+00:00 hi\n' });
     expect(await xpath(noVideo, 'count(//ol[@id="runlog"]//a)')).to.equal('0');
+  });
+
+  it('the log as WebVTT: cues on the video`s clock, one per stamp, escaped', () => {
+    const log = [
+      '2026-11-23T09:19:15.500000+00:00 press KEY_OK',
+      '2026-11-23T09:19:16.250000+00:00 Traceback <x> & -->',
+      '2026-11-23T09:19:16.250000+00:00   File "a.py"',
+      '2026-11-23T09:21:17.000000+00:00 done',
+    ].join('\n');
+    const vtt = logVtt(logLines(Buffer.from(log), 'UTC').lines, '2026-11-23T09:19:15.000Z');
+    expect(vtt).to.equal(
+      'WEBVTT\n\n' +
+        '00:00:00.500 --> 00:00:01.250\npress KEY_OK\n\n' +
+        '00:00:01.250 --> 00:02:02.000\nTraceback &lt;x&gt; &amp; --&gt;\n  File "a.py"\n\n' +
+        '00:02:02.000 --> 00:02:05.000\ndone\n',
+    );
   });
 
   it('logTail keeps short logs whole and cuts long ones at a line boundary', () => {

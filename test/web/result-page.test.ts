@@ -98,6 +98,28 @@ describe('portal: the result page', function () {
     }
   });
 
+  it('the video carries the log as a WebVTT track on the same clock', async () => {
+    const track = await user.get(`/app/results${runs[1]!.result_id}/log.vtt`);
+    expect(track.status).to.equal(200);
+    expect(track.type).to.equal('text/vtt');
+    const start = (await page.locator('#run-video').getAttribute('data-video-start'))!;
+    const expected = offsetOf((await page.locator('#runlog li', { hasText: /step 3$/ }).getAttribute('data-time'))!, start);
+    await page.evaluate(() => {
+      document.querySelector('video')!.textTracks[0]!.mode = 'hidden'; // loads the cues without showing them
+    });
+    const handle = await page.waitForFunction(
+      () => {
+        const cues = document.querySelector('video')!.textTracks[0]!.cues;
+        const c = cues ? Array.from({ length: cues.length }, (_, i) => cues[i] as VTTCue).find((x) => x.text === 'step 3') : undefined;
+        return c ? c.startTime : undefined;
+      },
+      undefined,
+      WAIT,
+    );
+    const cue = { start: (await handle.jsonValue())! };
+    expect(cue.start).to.be.closeTo(expected, 0.002);
+  });
+
   it('the artifact tree shows a text artifact inline (as text) and an image inline', async () => {
     const text = page.locator('li[data-path="notes/report.txt"] pre.inline-text');
     await text.waitFor({ state: 'visible', ...WAIT });

@@ -27,6 +27,7 @@ import {
   inlineTexts,
   LOG_TAIL_LINES,
   logLines,
+  logVtt,
   matchFailures,
   pngSize,
   readTail,
@@ -70,6 +71,17 @@ export function resultRouter(s: Services): Router {
       signedIn: userOf(ctx) !== undefined,
     };
     sendPage(ctx, <ResultPage {...data} />, { title: `${record.result}: ${record.test_case}`, section: 'results', scripts: ['result.js'] });
+  });
+  // The run log as a WebVTT track on the video's clock: the video shows the log line as a caption.
+  r.get('/app/results/:node/:hex/:num/:stamp/log.vtt', async (ctx) => {
+    const record = resultFromParams(ctx, s);
+    const log = await s.results.openArtifact(record.result_id, 'farmhand.log');
+    const { lines } = log ? logLines(await readTail(log.path, log.size), 'UTC') : { lines: [] };
+    const clock = (await videoStart(s.results, record.result_id)) ?? record.start_time;
+    ctx.type = 'text/vtt; charset=utf-8';
+    ctx.set('Cache-Control', 'no-store');
+    ctx.set('X-Content-Type-Options', 'nosniff');
+    ctx.body = logVtt(lines, clock);
   });
   return r;
 }
@@ -151,6 +163,7 @@ export function ResultPage(p: ResultPageProps): VNode {
           {p.video ? (
             <figure>
               <video id="run-video" controls preload="metadata" src={`${api}/artifacts/${encodePath(p.video)}`} data-video-start={clock} data-clock={p.videoStart ? 'recorded' : 'approximate'}>
+                <track kind="subtitles" label="Run log" srcLang="en" src={`${resultPage(r.result_id)}/log.vtt`} />
                 <a href={`${api}/artifacts/${encodePath(p.video)}`}>{p.video}</a>
               </video>
               <figcaption>
