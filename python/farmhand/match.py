@@ -8,11 +8,19 @@ import time
 
 from farmhand import _deps, control
 from farmhand.errors import MatchTimeout, UITestError
-from farmhand.frames import Region, fetch_frame
+from farmhand.frames import Region, fetch_frame, save_frame
 
 __all__ = ["MatchResult", "match", "wait_for_match"]
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+# A failed match saves the frame it searched and the template beside the run's
+# other artifacts (the working directory the runner starts the test in is the
+# result folder), so the result page shows what was looked for and what was seen.
+_RESULT_DIR = os.getcwd()
+_FAILURES_DIR = "match-failures"
+# At most this many failures are saved per run: a test polling match() in a loop must not fill the disk.
+_MAX_SAVED_FAILURES = 20
+_saved_failures = 0
 # How long wait_for_match waits before asking again when the daemon has no newer frame.
 _SAME_FRAME_PAUSE_SECS = 0.02
 
@@ -108,8 +116,25 @@ def match(template, frame=None, region=None, threshold=0.9):
     if frame is None:
         frame = fetch_frame()[0]
     result = _match_array(image, name, frame, region, threshold)
-    control.log_event("match %s: %s" % (name, _describe(result, threshold)))
+    saved = "" if result else _save_failure(result, image)
+    control.log_event("match %s: %s%s" % (name, _describe(result, threshold), saved))
     return result
+
+
+def _save_failure(result, image):
+    """Save the searched frame and the template of a failed match as artifacts;
+    the log line's suffix naming them (empty when they could not be saved)."""
+    global _saved_failures  # pylint: disable=global-statement
+    if _saved_failures >= _MAX_SAVED_FAILURES:
+        return "; frame not saved (%d failed matches saved already)" % _MAX_SAVED_FAILURES
+    _saved_failures += 1
+    stem = "%s/%03d" % (_FAILURES_DIR, _saved_failures)
+    try:
+        save_frame(result.frame, os.path.join(_RESULT_DIR, stem + "-frame.png"))
+        save_frame(image, os.path.join(_RESULT_DIR, stem + "-template.png"))
+    except Exception as e:  # pylint: disable=broad-except
+        return "; frame not saved (%s)" % e
+    return "; saved %s-frame.png %s-template.png" % (stem, stem)
 
 
 def _describe(result, threshold):
@@ -137,8 +162,8 @@ def wait_for_match(template, timeout_secs=10, region=None, threshold=0.9):
         elif time.monotonic() < deadline:
             time.sleep(_SAME_FRAME_PAUSE_SECS)
         if time.monotonic() >= deadline:
-            control.log_event("wait_for_match %s: timed out after %g s, best %s" % (
-                name, timeout_secs, _describe(result, threshold)))
+            control.log_event("wait_for_match %s: timed out after %g s, best %s%s" % (
+                name, timeout_secs, _describe(result, threshold), _save_failure(result, image)))
             raise MatchTimeout(
                 "no match for %s within %g s (best confidence %.3f at %r, threshold %g)"
                 % (name, timeout_secs, result.confidence, result.region, threshold),

@@ -15,7 +15,6 @@ import { opsRouter, type OpsEndpoints } from './opsRoutes.js';
 import { v1Router } from './v1/routes.js';
 import { v2Router } from './v2/routes.js';
 import { webhookRouter } from './webhooks.js';
-import { webRouter } from './webRoutes.js';
 import { portalRouters } from '../web/routes.js';
 import { SessionStore } from '../web/session.js';
 
@@ -54,7 +53,7 @@ export function createApp(s: Services, opts: AppOptions): Koa {
   const form = formBody(Math.min(opts.maxBodyBytes ?? 1024 * 1024, 16 * 1024));
   app.use((ctx, next) => (FORM_PATHS.has(ctx.path.toLowerCase()) ? form(ctx, next) : json(ctx, next)));
   const eventRouters = s.events ? [s.events.stream.router()] : [];
-  for (const router of [v1Router(s), v2Router(s), ...eventRouters, webhookRouter(s), webRouter(s), ...portalRouters(s, sessions), openApiRouter(s), ...(opts.ops ? [opsRouter(opts.ops)] : [])]) {
+  for (const router of [v1Router(s), v2Router(s), ...eventRouters, webhookRouter(s), ...portalRouters(s, sessions), openApiRouter(s), ...(opts.ops ? [opsRouter(opts.ops)] : [])]) {
     app.use(router.routes());
     app.use(router.allowedMethods());
   }

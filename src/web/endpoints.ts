@@ -4,7 +4,7 @@
  * everything the daemon serves and the suite's contract check covers the
  * portal's answers too. One section per part of the portal.
  */
-import type { z } from 'zod';
+import { z } from 'zod';
 import type { Answer, Endpoint } from '../http/openapi/registry.js';
 import { ErrorBody } from '../http/openapi/schemas.js';
 
@@ -89,8 +89,40 @@ const SIGN_IN: Endpoint[] = [
 
 // --- results list and job page
 
-// --- result page
+// --- result page (src/web/pages/result.tsx)
+const RESULT_PARAMS = {
+  node: 'The node id: the first segment of the result_id.',
+  hex: 'The job uid`s hex segment.',
+  num: 'The job number.',
+  stamp: 'The run stamp `<YYYY-MM-DD>_<hh.mm.ss>`: the last segment of the result_id.',
+};
+const RESULT_PAGE: Endpoint[] = [
+  {
+    method: 'get',
+    path: '/app/results/{node}/{hex}/{num}/{stamp}',
+    summary: 'Result page of a result (the v1/v2 triage_url)',
+    description:
+      'The video beside the run log on one clock, the failure, the end screenshot, failed matches, the artifacts as a tree, tags, ' +
+      '"run this test case again" and the other runs of the test case (docs/portal.md). Of a run in progress: a page that reloads ' +
+      '(`Refresh: 5`) until the result is recorded. Open like v1 (a token only with `auth.v1_requires_token`).',
+    tag: 'web',
+    auth: 'v1',
+    params: RESULT_PARAMS,
+    query: z.object({ tz: z.string().optional().meta({ description: 'IANA time zone of the times and log stamps on the page; default UTC.' }) }),
+    responses: { 200: page('The page.'), 400: error('Unknown tz.'), 403: error('A token is needed (auth.v1_requires_token).'), 404: error('Unknown result_id.'), 410: error('The result was deleted by retention.') },
+  },
+  {
+    method: 'get',
+    path: '/app/results/{node}/{hex}/{num}/{stamp}/log.vtt',
+    summary: "The run log as a WebVTT track on the video's clock",
+    description: "The result page's `<track>`: lines with one stamp make one cue, shown until the next stamp; times are seconds from the video's first frame (`video.json`, docs/portal.md).",
+    tag: 'web',
+    auth: 'v1',
+    params: RESULT_PARAMS,
+    responses: { 200: { description: 'The track.', content: { 'text/vtt': 'text' } }, 403: error('A token is needed (auth.v1_requires_token).'), 404: error('Unknown result_id.'), 410: error('The result was deleted by retention.') },
+  },
+];
 
 // --- live view, web remote, reference images
 
-export const PORTAL_ENDPOINTS: Endpoint[] = [...STATIC, ...SIGN_IN];
+export const PORTAL_ENDPOINTS: Endpoint[] = [...STATIC, ...SIGN_IN, ...RESULT_PAGE];

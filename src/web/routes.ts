@@ -6,6 +6,7 @@
 import Router from '@koa/router';
 import type { Services } from '../http/context.js';
 import { frontRouter } from './pages/front.js';
+import { resultRouter } from './pages/result.js';
 import { signInRouter } from './pages/signIn.js';
 import type { SessionStore } from './session.js';
 import { staticRouter } from './static.js';
@@ -15,8 +16,5 @@ export function portalRouters(s: Services, sessions: SessionStore): Router[] {
 }
 
 function pageRouters(s: Services, sessions: SessionStore): Router[] {
-  return [
-    signInRouter(sessions),
-    frontRouter(s),
-  ];
+  return [signInRouter(sessions), frontRouter(s), resultRouter(s)];
 }

@@ -24,7 +24,7 @@ import { kill, startCli, type Cli } from './crash-lib.js';
 /** Every name the runner, the store, capture and the video write or read in a result folder. */
 const RESULT_NAMES = [
   'duration', 'exit-status', 'failure-reason', 'test-name', 'test-args', 'git-commit', 'farmhand-version.log',
-  'stdout.log', 'stderr.log', 'combined.log', 'farmhand.log', 'screenshot.png', 'thumbnail.jpg', 'video.mp4', 'result.json',
+  'stdout.log', 'stderr.log', 'combined.log', 'farmhand.log', 'screenshot.png', 'thumbnail.jpg', 'video.mp4', 'video.json', 'result.json',
 ];
 
 const py = (...lines: string[]) => `${lines.join('\n')}\n`;

@@ -5,7 +5,7 @@
 // committed to the test pack.
 import { expect } from 'chai';
 import { execFile } from 'node:child_process';
-import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
@@ -210,12 +210,15 @@ describe('Python API through the control socket (real python3 via ProcessTestRun
     expect(found.outcome.result, found.outcome.traceback ?? '').to.equal('pass');
     const log = await readFile(path.join(found.dir, 'farmhand.log'), 'utf8');
     expect(log).to.match(/ wait_for_match images\/patch\.png: matched \(confidence 1\.000, threshold 0\.9, at Region\(x=201, y=113, .*\)\) after \d+\.\d{3} s\n/);
-    expect(log).to.match(/ match images\/patch\.png: no match \(confidence -?\d\.\d{3}, threshold 0\.9, at Region\(.*\)\)\n/);
+    // A failed match saves the frame searched and the template as artifacts (the result page shows them).
+    expect(log).to.match(/ match images\/patch\.png: no match \(confidence -?\d\.\d{3}, threshold 0\.9, at Region\(.*\)\); saved match-failures\/001-frame\.png match-failures\/001-template\.png\n/);
+    expect((await readdir(path.join(found.dir, 'match-failures'))).sort()).to.deep.equal(['001-frame.png', '001-template.png']);
     const absent = await run('test_match_absent');
     expect(absent.outcome.result).to.equal('fail');
     expect(await readFile(path.join(absent.dir, 'farmhand.log'), 'utf8')).to.match(
-      / wait_for_match images\/absent\.png: timed out after 0\.5 s, best no match \(confidence -?\d\.\d{3}, threshold 0\.9, at Region\(.*\)\)\n/,
+      / wait_for_match images\/absent\.png: timed out after 0\.5 s, best no match \(confidence -?\d\.\d{3}, threshold 0\.9, at Region\(.*\)\); saved match-failures\/001-frame\.png match-failures\/001-template\.png\n/,
     );
+    expect((await readdir(path.join(absent.dir, 'match-failures'))).sort()).to.deep.equal(['001-frame.png', '001-template.png']);
   });
 
   it('an unknown key is an error outcome (ControlError not_found), not a failure', async () => {

@@ -128,7 +128,11 @@ describe('video: per-run clips from the continuous recording', function () {
     const t1 = await runFor(3, t0);
     expect(await clip.finish(dir)).to.equal(true);
     const bounds = clipBounds(source!.recorder()!.segments(), t0, t1);
-    expect(await readdir(dir)).to.deep.equal(['video.mp4']);
+    expect(await readdir(dir)).to.deep.equal(['video.json', 'video.mp4']);
+    // video.json: the wall-clock time of the video's first frame, the first segment's start on the wall clock.
+    const first = source!.recorder()!.segments().find((s) => s.end > t0 - 150);
+    const clock = JSON.parse(await readFile(join(dir, 'video.json'), 'utf8')) as { start_time: string };
+    expect(Date.parse(clock.start_time) - (Date.now() - performance.now())).to.be.closeTo(first!.start, 5);
     const p = await probe(join(dir, 'video.mp4'));
     expect(p.codec).to.equal('h264');
     expect(bounds.min).to.be.at.least(2 * SEGMENT_SECS);

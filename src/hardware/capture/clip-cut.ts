@@ -4,7 +4,9 @@
  * the segment list, so timestamps are exact and a gap left by a capture
  * restart is closed), trimmed at the end, and remuxed without re-encoding
  * into an MP4 with the index at the front (`+faststart`), written as a
- * hidden temporary file and renamed to `video.mp4`.
+ * hidden temporary file and renamed to `video.mp4`. Beside it, `video.json`
+ * says when the video's first frame was shown (wall-clock ISO time), so the
+ * result page maps the run log's timestamps to video time (docs/portal.md).
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -40,11 +42,22 @@ export function keptSeconds(segments: Segment[], until: number): number {
   return Math.max(0, total - over);
 }
 
+/**
+ * What `video.json` holds: `start_time`, the wall-clock time of the video's
+ * time 0 (the first segment's start on the monotonic clock, moved to the wall
+ * clock as it stands when the clip is cut, like the log's stamps), with milliseconds. A log line
+ * stamped T is at video time T - start_time (until a capture restart's jump cut).
+ */
+export function videoClock(segments: Segment[], wallMinusMonotonic = Date.now() - performance.now()): { start_time: string } {
+  return { start_time: new Date(wallMinusMonotonic + (segments[0]?.start ?? 0)).toISOString() };
+}
+
 /** Write `video.mp4` into `o.dir` from `o.segments` (which must not be empty). */
 export async function cutClip(o: CutOptions): Promise<void> {
   const tag = randomBytes(6).toString('hex');
   const list = join(o.workDir, `.clip-${tag}.txt`);
   const tmp = join(o.dir, `.video.mp4.${tag}.tmp`);
+  const meta = join(o.dir, `.video.json.${tag}.tmp`);
   try {
     await writeFile(list, concatScript(o.segments));
     const args = [
@@ -55,8 +68,10 @@ export async function cutClip(o: CutOptions): Promise<void> {
     ];
     await run(o.ffmpeg, args);
     await rename(tmp, join(o.dir, 'video.mp4'));
+    await writeFile(meta, JSON.stringify(videoClock(o.segments)) + '\n');
+    await rename(meta, join(o.dir, 'video.json'));
   } finally {
-    await Promise.all([rm(list, { force: true }), rm(tmp, { force: true })]);
+    await Promise.all([rm(list, { force: true }), rm(tmp, { force: true }), rm(meta, { force: true })]);
   }
 }
 

@@ -502,18 +502,7 @@ export const ENDPOINTS: Endpoint[] = [
     responses: { 200: text('text/plain', 'The exposition.') },
   },
 
-  // --- web and extras (src/http/webRoutes.ts, src/http/webhooks.ts)
-  {
-    method: 'get',
-    path: `/app/results/${RESULT}`,
-    summary: 'Triage page of a result (the v2 triage_url)',
-    description: 'Of a run in progress: a page that reloads until the result is recorded.',
-    tag: 'web',
-    auth: 'v1',
-    params: RESULT_PARAMS,
-    query: tzQuery,
-    responses: { 200: text('text/html', 'The page.'), 404: error('Unknown result_id.'), 410: error('The result was deleted by retention.') },
-  },
+  // --- extras (src/http/webhooks.ts); the portal's pages are in src/web/endpoints.ts
   {
     method: 'post',
     path: '/github/post-receive',

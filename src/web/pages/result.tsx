@@ -1,0 +1,308 @@
+/**
+ * The result page (`/app/results/<result_id>`, the v1/v2 `triage_url`): the
+ * recorded video with the run log beside it (a log line seeks the video, the
+ * line under the playhead is highlighted: both on the clock of `video.json`),
+ * the failure, the end screenshot, failed matches (template beside frame),
+ * the artifacts as a tree, tags, "run again" and the other runs of the test
+ * case. Of a run in progress: a page that reloads until the result is
+ * recorded. Links go to the v1 reads, which a browser follows without a token
+ * (unless `auth.v1_requires_token`, which covers this page too).
+ */
+import Router from '@koa/router';
+import type { Context } from 'koa';
+import type { VNode } from 'preact';
+import type { ResultRecord } from '../../core/model.js';
+import { parseTimeZone } from '../../core/query.js';
+import { userOf } from '../../http/auth.js';
+import { type Services } from '../../http/context.js';
+import { seconds } from '../../http/formats/csv.js';
+import { instant, ZoneFormatter } from '../../http/formats/zone.js';
+import { resultFromParams, runInProgress } from '../../http/resultRoutes.js';
+import { ArtifactTree, MatchFailures, RunLog, RunStrip } from '../components/result-parts.js';
+import { sendPage } from '../layout.js';
+import {
+  artifactTree,
+  encodePath,
+  history,
+  inlineTexts,
+  LOG_TAIL_LINES,
+  logLines,
+  logVtt,
+  matchFailures,
+  pngSize,
+  readTail,
+  videoStart,
+  type History,
+  type LogLine,
+  type MatchFailure,
+  type ArtifactNode,
+} from '../result-data.js';
+
+export function resultRouter(s: Services): Router {
+  const r = new Router();
+  r.get('/app/results/:node/:hex/:num/:stamp', async (ctx) => {
+    const tz = parseTimeZone(ctx.query.tz);
+    const live = runInProgress(ctx, s);
+    if (live) return sendRunning(ctx, live, tz);
+    const record = resultFromParams(ctx, s);
+    const listing = await s.results.artifacts(record.result_id);
+    const log = await s.results.openArtifact(record.result_id, 'farmhand.log');
+    const { lines, truncated } = log ? logLines(await readTail(log.path, log.size), tz) : { lines: [], truncated: false };
+    const tree = artifactTree(listing);
+    await inlineTexts(tree, s.results, record.result_id);
+    const failures = matchFailures(lines, listing);
+    const frameSizes = await Promise.all(failures.map((f) => (f.frame ? pngSize(s.results, record.result_id, f.frame) : Promise.resolve(undefined))));
+    const video = ['video.mp4', 'video.webm'].find((n) => listing[n]);
+    const job = s.jobs.get(record.job_uid);
+    const data: ResultPageProps = {
+      record,
+      tz,
+      hasLog: log !== undefined,
+      lines,
+      truncated,
+      tree,
+      failures: failures.map((f, i) => ({ ...f, size: frameSizes[i] })),
+      video,
+      videoStart: video ? ((await videoStart(s.results, record.result_id)) ?? undefined) : undefined,
+      screenshot: listing['screenshot.png'] !== undefined,
+      history: history(s.results, record),
+      nodeId: s.nodeId,
+      remote: job?.remote_control ?? null,
+      signedIn: userOf(ctx) !== undefined,
+    };
+    sendPage(ctx, <ResultPage {...data} />, { title: `${record.result}: ${record.test_case}`, section: 'results', scripts: ['result.js'] });
+  });
+  // The run log as a WebVTT track on the video's clock: the video shows the log line as a caption.
+  r.get('/app/results/:node/:hex/:num/:stamp/log.vtt', async (ctx) => {
+    const record = resultFromParams(ctx, s);
+    const log = await s.results.openArtifact(record.result_id, 'farmhand.log');
+    const { lines } = log ? logLines(await readTail(log.path, log.size), 'UTC') : { lines: [] };
+    const clock = (await videoStart(s.results, record.result_id)) ?? record.start_time;
+    ctx.type = 'text/vtt; charset=utf-8';
+    ctx.set('Cache-Control', 'no-store');
+    ctx.set('X-Content-Type-Options', 'nosniff');
+    ctx.body = logVtt(lines, clock);
+  });
+  return r;
+}
+
+/** The v1 read of a result, which the page links to. */
+export const resultApi = (resultId: string): string => `/api/v1/result${encodePath(resultId)}`;
+/** The page of a result. */
+export const resultPage = (resultId: string): string => `/app/results${encodePath(resultId)}`;
+
+function sendRunning(ctx: Context, run: { result_id: string; test_case: string; start_time: string }, tz: string): void {
+  const zone = new ZoneFormatter(tz);
+  sendPage(
+    ctx,
+    <>
+      <h1>
+        <span class="badge running">running</span> <span class="test-case">{run.test_case}</span>
+      </h1>
+      <p>
+        Started {zone.iso(instant(run.start_time), { ms: false, offset: true })} ({zone.tz}). This page reloads every 5 seconds until the run is
+        recorded.
+      </p>
+      <p>
+        <a href={`${resultApi(run.result_id)}/farmhand.log`}>the log so far</a>
+      </p>
+    </>,
+    { title: `running: ${run.test_case}`, section: 'results' },
+  );
+  // The Refresh header reloads without a script (the CSP allows none inline).
+  ctx.set('Refresh', '5');
+}
+
+export interface ResultPageProps {
+  record: ResultRecord;
+  tz: string;
+  hasLog: boolean;
+  lines: LogLine[];
+  truncated: boolean;
+  tree: ArtifactNode[];
+  failures: Array<MatchFailure & { size?: { width: number; height: number } }>;
+  video?: string;
+  /** ISO wall-clock time of the video's first frame (video.json). */
+  videoStart?: string;
+  screenshot: boolean;
+  history: History;
+  nodeId: string;
+  remote: string | null;
+  signedIn: boolean;
+}
+
+export function ResultPage(p: ResultPageProps): VNode {
+  const r = p.record;
+  const api = resultApi(r.result_id);
+  const zone = new ZoneFormatter(p.tz);
+  const time = (iso: string) => {
+    const ts = instant(iso);
+    return Number.isNaN(ts) ? iso : zone.iso(ts, { ms: true, offset: true });
+  };
+  const tzq = p.tz === 'UTC' ? '' : `?tz=${encodeURIComponent(p.tz)}`;
+  // Without video.json (a result recorded before it existed) the run's start stands in: off by up to a second.
+  const clock = p.videoStart ?? r.start_time;
+  return (
+    <div class="result-page">
+      <h1>
+        <span class={`badge ${r.result}`}>{r.result}</span> <span class="test-case">{r.test_case}</span>
+      </h1>
+      {r.failure_reason !== null || r.traceback !== null ? (
+        <section class="failure" aria-labelledby="failure-h">
+          <h2 id="failure-h">Failure</h2>
+          {r.failure_reason !== null ? <p class="reason">{r.failure_reason}</p> : null}
+          {r.traceback !== null ? <pre class="traceback">{r.traceback}</pre> : null}
+        </section>
+      ) : null}
+      <section class="history" aria-labelledby="history-h">
+        <h2 id="history-h">Runs of this test case</h2>
+        <RunStrip history={p.history} zone={zone} />
+      </section>
+      <section class="playback" aria-labelledby="log-h">
+        <div class="screen">
+          {p.video ? (
+            <figure>
+              <video id="run-video" controls preload="metadata" src={`${api}/artifacts/${encodePath(p.video)}`} data-video-start={clock} data-clock={p.videoStart ? 'recorded' : 'approximate'}>
+                <track kind="subtitles" label="Run log" srcLang="en" src={`${resultPage(r.result_id)}/log.vtt`} />
+                <a href={`${api}/artifacts/${encodePath(p.video)}`}>{p.video}</a>
+              </video>
+              <figcaption>
+                The run's video. {p.videoStart ? 'Its first frame was shown at ' : 'No recorded clock: taken as starting at the run\'s start, '}
+                <time dateTime={clock}>{time(clock)}</time>. <a href={`${api}/artifacts/${encodePath(p.video)}`}>Download</a>
+              </figcaption>
+            </figure>
+          ) : (
+            <p class="none">This run has no video.</p>
+          )}
+          {p.screenshot ? (
+            <figure>
+              <a href={`${api}/screenshot.png`}>
+                <img class="end-screenshot" src={`${api}/screenshot.png`} alt="Screenshot at the end of the run" />
+              </a>
+              <figcaption>Screenshot at the end of the run</figcaption>
+            </figure>
+          ) : null}
+        </div>
+        <div class="log-pane">
+          <h2 id="log-h">Log</h2>
+          {p.hasLog ? (
+            <>
+              <p>
+                {p.truncated ? `The last ${LOG_TAIL_LINES} lines; ` : ''}
+                <a class="full-log" href={`${api}/farmhand.log${tzq}`}>
+                  full log
+                </a>
+                {p.video ? '. Choose a line\'s time to see that moment in the video.' : ''}
+              </p>
+              <RunLog lines={p.lines} clock={p.video ? clock : undefined} />
+            </>
+          ) : (
+            <p class="none">This run has no log.</p>
+          )}
+        </div>
+      </section>
+      {p.failures.length > 0 ? (
+        <section class="matches" aria-labelledby="matches-h">
+          <h2 id="matches-h">Failed matches</h2>
+          <MatchFailures failures={p.failures} api={api} zone={zone} />
+        </section>
+      ) : null}
+      <section aria-labelledby="run-h">
+        <h2 id="run-h">Run</h2>
+        <table class="fields">
+          <tbody>
+            <Field name="Result">{r.result}</Field>
+            <Field name="Test case">
+              <code>{r.test_case}</code>
+            </Field>
+            <Field name="Result id">
+              <a href={api}>{r.result_id}</a>
+            </Field>
+            <Field name="Job">
+              <a href={`/api/v1/jobs${encodePath(r.job_uid)}`}>{r.job_uid}</a>
+            </Field>
+            <Field name="Start">{time(r.start_time)}</Field>
+            <Field name="End">{time(r.end_time)}</Field>
+            <Field name="Duration">{`${seconds(r.duration)} s`}</Field>
+            <Field name="Category">{r.category}</Field>
+            <Field name="Test pack">
+              <code>{r.test_pack_sha}</code>
+              {r.test_pack_branch === null ? '' : ` (${r.test_pack_branch})`}
+            </Field>
+            <Field name="User">{r.username}</Field>
+            <Field name="Tags">
+              {Object.keys(r.tags).length === 0 ? (
+                <span class="none">none</span>
+              ) : (
+                <ul class="tags">
+                  {Object.entries(r.tags).map(([k, v]) => (
+                    <li>
+                      <code>{k}</code> = {v}
+                    </li>
+                  ))}
+                </ul>
+              )}
+            </Field>
+          </tbody>
+        </table>
+        <Rerun {...p} />
+      </section>
+      <section class="artifacts" aria-labelledby="artifacts-h">
+        <h2 id="artifacts-h">Artifacts</h2>
+        {p.tree.length === 0 ? (
+          <p class="none">No files.</p>
+        ) : (
+          <>
+            <p>
+              <a href={`${api}/artifacts/`}>listing as JSON</a>
+            </p>
+            <ArtifactTree nodes={p.tree} api={api} />
+          </>
+        )}
+      </section>
+    </div>
+  );
+}
+
+function Field(p: { name: string; children: preact.ComponentChildren }): VNode {
+  return (
+    <tr>
+      <th scope="row">{p.name}</th>
+      <td>{p.children}</td>
+    </tr>
+  );
+}
+
+/** "Run this test case again" at the run's revision and remote, through POST /api/v2/run_tests (result.js). */
+function Rerun(p: ResultPageProps): VNode {
+  const r = p.record;
+  if (!p.signedIn) {
+    return (
+      <p class="rerun">
+        <a href="/app/sign-in">Sign in to run this test case again</a> (at revision <code>{r.test_pack_sha.slice(0, 12)}</code>).
+      </p>
+    );
+  }
+  return (
+    <div class="rerun">
+      <button
+        type="button"
+        id="rerun"
+        data-node={p.nodeId}
+        data-test-case={r.test_case}
+        data-revision={r.test_pack_sha}
+        data-remote={p.remote ?? undefined}
+      >
+        Run this test case again
+      </button>{' '}
+      at revision <code>{r.test_pack_sha.slice(0, 12)}</code>
+      {p.remote ? (
+        <>
+          {' '}
+          with remote <code>{p.remote}</code>
+        </>
+      ) : null}
+      <p id="rerun-status" role="status" aria-live="polite"></p>
+    </div>
+  );
+}
