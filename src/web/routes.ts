@@ -6,11 +6,16 @@
 import Router from '@koa/router';
 import type { Services } from '../http/context.js';
 import { staticRouter } from './static.js';
+import { jobRouter } from './pages/job.js';
+import { resultsRouter } from './pages/results.js';
 
 export function portalRouters(s: Services): Router[] {
   return [staticRouter(), ...pageRouters(s)];
 }
 
-function pageRouters(_s: Services): Router[] {
-  return [];
+function pageRouters(s: Services): Router[] {
+  return [
+    resultsRouter(s),
+    jobRouter(s),
+  ];
 }
