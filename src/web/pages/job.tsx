@@ -69,7 +69,7 @@ function JobPage({ job, record, results, log, tz, signedIn }: JobPageProps): VNo
   const c = job.result_counts;
   const running = job.status === 'running';
   return (
-    <section id="job" class="job-page" data-job-uid={job.job_uid} data-status={job.status} data-result-id={run?.result_id ?? ''} data-log-offset={log?.size ?? 0} data-tz={tz}>
+    <section id="job" class="job-page" data-job-uid={job.job_uid} data-status={job.status} data-result-id={run?.result_id ?? ''} data-log-offset={log?.size ?? 0} data-tz={tz} data-soak={record.soak}>
       <h1>
         Job {record.number} <span class="job-uid">{job.job_uid}</span>
       </h1>

@@ -108,12 +108,16 @@ if (root) {
       const ev = JSON.parse(/** @type {MessageEvent<string>} */ (e).data);
       if (ev.data?.job_uid === jobUid) fn(ev.data);
     });
-  on('run.started', (d) => followRun(d.result_id, d.test_case));
+  on('run.started', (d) => {
+    // `total` is the planned runs of a run-once job; a soak job counts each run as it starts (as the API does).
+    const total = el('count-total');
+    if (total && root.dataset.soak === 'run forever') total.textContent = String(Number(total.textContent ?? '0') + 1);
+    followRun(d.result_id, d.test_case);
+  });
   on('run.finished', (d) => {
     const c = { pass: 0, fail: 0, error: 0, total: 0 };
     for (const k of /** @type {const} */ (['pass', 'fail', 'error', 'total'])) c[k] = Number(el(`count-${k}`)?.textContent ?? '0');
     if (d.result === 'pass' || d.result === 'fail' || d.result === 'error') c[/** @type {'pass'|'fail'|'error'} */ (d.result)] += 1;
-    c.total += 1;
     showCounts(c);
     addResultRow(d.result_id).catch((err) => console.warn('job: could not add the row', err));
   });
