@@ -131,6 +131,19 @@ describe('portal: the results list', function () {
     await page.close();
   });
 
+  it('without JavaScript the list still searches and sorts', async () => {
+    const ctx = await browser.newContext({ javaScriptEnabled: false });
+    const page = await ctx.newPage();
+    await page.goto(`${d.url}/app/results`);
+    await page.getByLabel('Filter').fill('result:pass');
+    await Promise.all([page.waitForURL(/filter=result%3Apass/, WAIT), page.getByRole('button', { name: 'Search' }).click()]);
+    expect(await rowIds(page)).to.deep.equal(await apiIds({ filter: 'result:pass' }));
+    await Promise.all([page.waitForURL(/sort=testcase%3Aasc/, WAIT), page.locator('#results th[data-sort="testcase"] a').click()]);
+    expect(new URL(page.url()).searchParams.get('filter')).to.equal('result:pass');
+    expect(await rowIds(page)).to.deep.equal(await apiIds({ filter: 'result:pass', sort: 'testcase:asc' }));
+    await ctx.close();
+  });
+
   it('the row fragment answers 204 for a result outside the filter and a JSON 400 for a bad one', async () => {
     const [id] = await apiIds({ filter: 'result:pass' });
     const hit = await d.http.get('/app/results/row').query({ result_id: id, filter: 'result:pass' });

@@ -17,6 +17,28 @@ const root = /** @type {HTMLElement | null} */ (document.getElementById('job'));
 /** @param {string} id @returns {HTMLElement | null} */
 const el = (id) => document.getElementById(id);
 
+/**
+ * An ISO time as the server renders it (`yyyy-MM-dd HH:mm:ss` in the page's zone).
+ * @param {string} iso @param {string} tz
+ */
+function formatTime(iso, tz) {
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return iso;
+  try {
+    return new Intl.DateTimeFormat('sv-SE', { timeZone: tz || 'UTC', dateStyle: 'short', timeStyle: 'medium' }).format(d);
+  } catch {
+    return iso;
+  }
+}
+
+/** @param {string} iso @param {string} tz */
+function timeElement(iso, tz) {
+  const t = document.createElement('time');
+  t.dateTime = iso;
+  t.textContent = formatTime(iso, tz);
+  return t;
+}
+
 if (root) {
   const jobUid = root.dataset.jobUid ?? '';
   const tail = /** @type {HTMLPreElement} */ (el('log-tail'));
@@ -60,8 +82,8 @@ if (root) {
     root.dataset.logPolls = String(Number(root.dataset.logPolls ?? '0') + 1);
   };
 
-  /** @param {string} id @param {string} testCase */
-  const followRun = (id, testCase) => {
+  /** @param {string} id @param {string} testCase @param {string} startTime */
+  const followRun = (id, testCase, startTime) => {
     resultId = id;
     offset = 0;
     decoder = new TextDecoder();
@@ -73,7 +95,7 @@ if (root) {
       a.href = `/app/results${id}`;
       a.id = 'running-test';
       a.textContent = testCase;
-      now.replaceChildren(a);
+      now.replaceChildren(a, ' since ', timeElement(startTime, root.dataset.tz ?? ''));
     }
     if (timer) clearTimeout(timer);
     pollLog();
@@ -112,7 +134,7 @@ if (root) {
     // `total` is the planned runs of a run-once job; a soak job counts each run as it starts (as the API does).
     const total = el('count-total');
     if (total && root.dataset.soak === 'run forever') total.textContent = String(Number(total.textContent ?? '0') + 1);
-    followRun(d.result_id, d.test_case);
+    followRun(d.result_id, d.test_case, d.start_time);
   });
   on('run.finished', (d) => {
     const c = { pass: 0, fail: 0, error: 0, total: 0 };
@@ -130,7 +152,7 @@ if (root) {
       st.className = 'job-state exited';
     }
     const end = el('job-end');
-    if (end) end.textContent = ` · ended ${String(d.end_time ?? '').replace('T', ' ').replace(/\.\d+Z$/, ' UTC')}`;
+    if (end && d.end_time) end.replaceChildren(' · ended ', timeElement(d.end_time, root.dataset.tz ?? ''));
     const now = el('running-now');
     if (now) now.textContent = 'Nothing: the job has ended.';
     const actions = el('job-actions');
