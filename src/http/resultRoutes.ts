@@ -9,6 +9,7 @@ import { constants } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import type { Transform } from 'node:stream';
+import parseRange from 'range-parser';
 import type { Context } from 'koa';
 import { FarmError } from '../core/errors.js';
 import type { ResultRecord } from '../core/model.js';
@@ -62,7 +63,20 @@ async function sendLiveLog(ctx: Context, dir: string, transform: Transform | und
     ctx.body = '';
     return;
   }
-  const stream = fh.createReadStream({ start: 0, end: st.size - 1 });
+  // A single Range (untransformed only): the portal's job page follows a running log with `bytes=<offset>-`.
+  const header = transform ? '' : ctx.get('Range');
+  const ranges = header ? parseRange(st.size, header, { combine: true }) : -2;
+  if (ranges === -1) {
+    await fh.close();
+    ctx.set('Content-Range', `bytes */${st.size}`);
+    throw new FarmError('range_not_satisfiable', `Range ${header} is outside the log written so far (${st.size} bytes)`);
+  }
+  const r = ranges !== -2 && ranges.type === 'bytes' && ranges.length === 1 ? ranges[0] : undefined;
+  if (r) {
+    ctx.status = 206;
+    ctx.set('Content-Range', `bytes ${r.start}-${r.end}/${st.size}`);
+  }
+  const stream = fh.createReadStream({ start: r?.start ?? 0, end: r?.end ?? st.size - 1 });
   ctx.body = transform ? stream.pipe(transform) : stream;
 }
 

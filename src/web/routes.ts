@@ -6,7 +6,9 @@
 import Router from '@koa/router';
 import type { Services } from '../http/context.js';
 import { frontRouter } from './pages/front.js';
+import { jobRouter } from './pages/job.js';
 import { resultRouter } from './pages/result.js';
+import { resultsRouter } from './pages/results.js';
 import { signInRouter } from './pages/signIn.js';
 import type { SessionStore } from './session.js';
 import { staticRouter } from './static.js';
@@ -16,5 +18,5 @@ export function portalRouters(s: Services, sessions: SessionStore): Router[] {
 }
 
 function pageRouters(s: Services, sessions: SessionStore): Router[] {
-  return [signInRouter(sessions), frontRouter(s), resultRouter(s)];
+  return [signInRouter(sessions), frontRouter(s), resultsRouter(s), resultRouter(s), jobRouter(s)];
 }

@@ -110,7 +110,7 @@ function resultEndpoints(v: 'v1' | 'v2'): Endpoint[] {
     path: `${base}/${name}`,
     summary: `The run log (${name})`,
     description:
-      'Lines of an ISO 8601 timestamp, a space and the message; of a run in progress, what is written so far. Supports single Range requests (206/416) for a finished run' +
+      'Lines of an ISO 8601 timestamp, a space and the message; of a run in progress, what is written so far. Supports single Range requests (206/416), also on a run in progress (there without `tz`: how the portal follows a running log)' +
       (v === 'v2' ? '; `tz` rewrites the timestamps.' : '.'),
     ...(v === 'v2' ? { query: tzQuery } : {}),
     responses: {
