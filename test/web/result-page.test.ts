@@ -163,6 +163,7 @@ describe('portal: the result page', function () {
     const link = page.locator('#rerun-status a[data-job-uid]');
     await link.waitFor(WAIT);
     const jobUid = (await link.getAttribute('data-job-uid'))!;
+    expect(await link.getAttribute('href'), 'the link goes to the job page').to.equal(`/app/jobs${jobUid}`);
     await waitForJob(d, jobUid, 240_000);
     // The job's runs, read through the API: the same test case at the same revision.
     const results = (await user.get(`/api/v1/jobs${jobUid}/results`)).body as Array<{ result_id: string; test_case: string }>;

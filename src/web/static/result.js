@@ -107,7 +107,7 @@ if (rerun && status) {
       const job = await api('POST', '/api/v2/run_tests', body);
       status.textContent = '';
       const a = document.createElement('a');
-      a.href = '/';
+      a.href = `/app/jobs${job.job_uid}`; // job_uid starts with '/'
       a.textContent = `Job ${job.job_uid} started`;
       a.dataset.jobUid = job.job_uid;
       status.append(a, '.');
