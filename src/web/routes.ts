@@ -5,12 +5,13 @@
  */
 import Router from '@koa/router';
 import type { Services } from '../http/context.js';
+import { liveRouter } from './pages/live.js';
 import { staticRouter } from './static.js';
 
 export function portalRouters(s: Services): Router[] {
   return [staticRouter(), ...pageRouters(s)];
 }
 
-function pageRouters(_s: Services): Router[] {
-  return [];
+function pageRouters(s: Services): Router[] {
+  return [liveRouter(s)];
 }
