@@ -162,7 +162,7 @@ describe('portal: live view and web remote', function () {
 
     const [download] = await Promise.all([page.waitForEvent('download', WAIT), page.locator('#ref-download').click()]);
     expect(download.suggestedFilename()).to.equal('menu-item.png');
-    const saved = await sharp(await readFile((await download.path())!)).raw().toBuffer({ resolveWithObject: true });
+    const saved = await sharp(await readFile((await download.path()))).raw().toBuffer({ resolveWithObject: true });
     expect([saved.info.width, saved.info.height]).to.deep.equal([r.width, r.height]);
 
     // The same rectangle of a whole captured frame (the picture is still: no key pressed meanwhile).
