@@ -63,7 +63,7 @@ const b = (label: string, name: string, ...keys: string[]): RemoteButton => ({ l
 
 /** The common keys, row by row, as a remote control is usually laid out. */
 export const LAYOUT: RemoteButton[][] = [
-  [b('⏻', 'Power', 'KEY_POWER'), b('Menu', 'Menu', 'KEY_MENU', 'KEY_HOME'), b('Info', 'Info', 'KEY_INFO', 'KEY_EPG'), b('Back', 'Back', 'KEY_BACK', 'KEY_EXIT')],
+  [b('Power', 'Power', 'KEY_POWER'), b('Menu', 'Menu', 'KEY_MENU', 'KEY_HOME'), b('Info', 'Info', 'KEY_INFO', 'KEY_EPG'), b('Back', 'Back', 'KEY_BACK', 'KEY_EXIT')],
   [b('1', '1', 'KEY_1'), b('2', '2', 'KEY_2'), b('3', '3', 'KEY_3')],
   [b('4', '4', 'KEY_4'), b('5', '5', 'KEY_5'), b('6', '6', 'KEY_6')],
   [b('7', '7', 'KEY_7'), b('8', '8', 'KEY_8'), b('9', '9', 'KEY_9')],
