@@ -51,20 +51,47 @@ async function play(c) {
       const res = await fetch('/app/live/stream.mjpeg', { credentials: 'same-origin', cache: 'no-store' });
       if (!res.ok || !res.body) throw new Error(`the stream answered ${res.status}`);
       status.textContent = 'Live.';
-      for await (const { jpeg, seq } of parts(res.body.getReader())) {
-        const bitmap = await createImageBitmap(new Blob([/** @type {BlobPart} */ (jpeg)], { type: 'image/jpeg' }));
-        ctx.drawImage(bitmap, 0, 0, c.width, c.height);
-        bitmap.close();
-        shown++;
-        counted++;
-        c.dataset.frames = String(shown);
-        c.dataset.seq = String(seq);
-        const now = performance.now();
-        if (now - last >= 1000) {
-          status.textContent = `Live: ${((counted * 1000) / (now - last)).toFixed(1)} frames a second.`;
-          last = now;
-          counted = 0;
+      // Reading and drawing run apart: the reader keeps only the newest part, so a page that decodes
+      // slower than frames arrive skips frames instead of falling behind (the socket's buffers would
+      // otherwise hold seconds of old frames).
+      /** @type {{ jpeg: Uint8Array, seq: number } | null} */
+      let latest = null;
+      /** @type {(() => void) | null} */
+      let wake = null;
+      let done = false;
+      const drawing = (async () => {
+        while (!done || latest) {
+          if (!latest) {
+            await new Promise((r) => (wake = () => r(undefined)));
+            wake = null;
+            continue;
+          }
+          const { jpeg, seq } = latest;
+          latest = null;
+          const bitmap = await createImageBitmap(new Blob([/** @type {BlobPart} */ (jpeg)], { type: 'image/jpeg' }));
+          ctx.drawImage(bitmap, 0, 0, c.width, c.height);
+          bitmap.close();
+          shown++;
+          counted++;
+          c.dataset.frames = String(shown);
+          c.dataset.seq = String(seq);
+          const now = performance.now();
+          if (now - last >= 1000) {
+            status.textContent = `Live: ${((counted * 1000) / (now - last)).toFixed(1)} frames a second.`;
+            last = now;
+            counted = 0;
+          }
         }
+      })();
+      try {
+        for await (const part of parts(res.body.getReader())) {
+          latest = part;
+          /** @type {(() => void) | null} */ (wake)?.();
+        }
+      } finally {
+        done = true;
+        /** @type {(() => void) | null} */ (wake)?.();
+        await drawing;
       }
       status.textContent = 'The stream ended; reconnecting...';
     } catch (e) {
