@@ -20,7 +20,7 @@
  *   node --import tsx bench/live-view-bench.ts [--presses 60] [--window 10] [--preview-fps 25]
  */
 import http from 'node:http';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { VSTB_LIRCD_CONF } from '../src/hardware/virtual/index.js';
@@ -54,6 +54,10 @@ async function daemon(name: string, uri: string): Promise<{ d: BenchDaemon; toke
     capture: { uri, width: 1280, height: 720, fps: 25, preview_fps: PREVIEW_FPS, record_video: false },
     ir: { uri: 'virtual:' },
   });
+  // The tests' config refreshes the test pack every second; a node refreshes far less often.
+  const cfg = JSON.parse(readFileSync(configFile, 'utf8')) as { test_pack: { refresh_secs: number } };
+  cfg.test_pack.refresh_secs = 300;
+  writeFileSync(configFile, JSON.stringify(cfg, null, 2));
   const d = await startBenchDaemon({ configFile, logFile: join(dir, 'daemon.log'), probePath: '/readyz' });
   daemons.push(d);
   // After the start, as `farmhand token create` on a running node.
