@@ -7,6 +7,7 @@ import Router from '@koa/router';
 import type { Services } from '../http/context.js';
 import { frontRouter } from './pages/front.js';
 import { jobRouter } from './pages/job.js';
+import { liveRouter } from './pages/live.js';
 import { resultRouter } from './pages/result.js';
 import { resultsRouter } from './pages/results.js';
 import { signInRouter } from './pages/signIn.js';
@@ -18,5 +19,5 @@ export function portalRouters(s: Services, sessions: SessionStore): Router[] {
 }
 
 function pageRouters(s: Services, sessions: SessionStore): Router[] {
-  return [signInRouter(sessions), frontRouter(s), resultsRouter(s), resultRouter(s), jobRouter(s)];
+  return [signInRouter(sessions), frontRouter(s), resultsRouter(s), resultRouter(s), jobRouter(s), liveRouter(s)];
 }

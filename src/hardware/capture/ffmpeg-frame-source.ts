@@ -99,6 +99,8 @@ export class FfmpegFrameSource implements FrameSource {
   private framesReceived = 0;
   /** Waiting for capture to come online (`online()`). */
   private onlineWaiters: Array<() => void> = [];
+  /** Called after each batch of new preview frames (the live view); see `onFrames`. */
+  private readonly frameListeners = new Set<() => void>();
   /** Times the picture was lost (ffmpeg ended or stalled, the picture froze), and the last reason. */
   private lost = { count: 0, reason: null as string | null };
 
@@ -192,6 +194,17 @@ export class FfmpegFrameSource implements FrameSource {
 
   losses(): { count: number; reason: string | null } {
     return { ...this.lost };
+  }
+
+  /**
+   * Call `listener` (synchronously, on the reading tick) whenever new preview
+   * frames were published; read them with `withLatestFrame`. Returns the
+   * function that stops the calls. The live view uses it to encode a frame
+   * as soon as it arrives instead of polling.
+   */
+  onFrames(listener: () => void): () => void {
+    this.frameListeners.add(listener);
+    return () => this.frameListeners.delete(listener);
   }
 
   /** Process id of the running ffmpeg, if any (tests and diagnostics). */
@@ -346,6 +359,7 @@ export class FfmpegFrameSource implements FrameSource {
       this.watchdogDue = performance.now() + this.staleMs;
       this.watchdog?.refresh();
     }
+    for (const listener of this.frameListeners) listener();
   }
 
   /** Feed the stream clock and the black/frozen check; log when the picture's state changes. */

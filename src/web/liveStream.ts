@@ -1,0 +1,166 @@
+/**
+ * The live view's video: the capture's preview frames as Motion JPEG, sent
+ * as `multipart/x-mixed-replace` (docs/portal.md, "Live view and web remote").
+ *
+ * One shared encoder: each new frame is encoded once (sharp, libjpeg-turbo)
+ * while at least one viewer watches, and the same JPEG goes to every viewer.
+ * A frame equal to the one encoded last (a still picture, the common case on
+ * a set-top box menu) is not encoded again: its JPEG is sent again. With no
+ * viewer the encoder is not subscribed to frames at all.
+ *
+ * Slow viewers never hold anyone up: a frame is written to a viewer only when
+ * its previous one has left Node's buffer; otherwise that viewer skips it and
+ * gets the newest frame when its socket drains. Nothing queues per viewer
+ * beyond one frame.
+ */
+import type { ServerResponse } from 'node:http';
+import sharp from 'sharp';
+import type { Logger } from '../core/ports.js';
+import type { RawFrame } from '../hardware/capture/index.js';
+
+/** What the live view needs of the capture (FfmpegFrameSource has it). */
+export interface LiveFrameSource {
+  onFrames(listener: () => void): () => void;
+  withLatestFrame<T>(fn: (frame: RawFrame) => Promise<T>): Promise<T>;
+}
+
+export const isLiveFrameSource = (x: unknown): x is LiveFrameSource =>
+  typeof (x as Partial<LiveFrameSource>).onFrames === 'function' && typeof (x as Partial<LiveFrameSource>).withLatestFrame === 'function';
+
+export const BOUNDARY = 'farmhandframe';
+
+export interface LiveStreamOptions {
+  /** JPEG quality, 1-100. */
+  quality: number;
+  /** Viewers at once; more get a 503. */
+  maxViewers: number;
+  logger?: Logger;
+}
+
+interface Encoded {
+  jpeg: Buffer;
+  seq: number;
+}
+
+interface Viewer {
+  res: ServerResponse;
+  /** A frame was skipped while this viewer's socket was full: send the newest on drain. */
+  behind: boolean;
+}
+
+export class LiveStream {
+  private readonly viewers = new Set<Viewer>();
+  private unsubscribe: (() => void) | undefined;
+  private encoding = false;
+  private again = false;
+  /** The raw frame the last JPEG was made of (compared with each new frame) and that JPEG. */
+  private lastRaw: Buffer | undefined;
+  private last: Encoded | undefined;
+  /** Counters for tests, the benchmark and the docs. */
+  readonly stats = { encoded: 0, reused: 0, sent: 0, skipped: 0 };
+
+  constructor(
+    private readonly source: LiveFrameSource,
+    private readonly o: LiveStreamOptions,
+  ) {}
+
+  get viewerCount(): number {
+    return this.viewers.size;
+  }
+
+  get full(): boolean {
+    return this.viewers.size >= this.o.maxViewers;
+  }
+
+  /** Stream frames to `res` until it closes. */
+  add(res: ServerResponse): void {
+    res.socket?.setTimeout(0);
+    res.socket?.setNoDelay(true);
+    res.writeHead(200, {
+      'Content-Type': `multipart/x-mixed-replace; boundary=${BOUNDARY}`,
+      'Cache-Control': 'no-store, no-transform',
+      'X-Accel-Buffering': 'no',
+      'X-Content-Type-Options': 'nosniff',
+    });
+    const viewer: Viewer = { res, behind: false };
+    this.viewers.add(viewer);
+    res.on('drain', () => {
+      if (viewer.behind && this.last) this.send(viewer, this.last);
+    });
+    res.on('close', () => this.remove(viewer));
+    if (this.unsubscribe === undefined) {
+      this.unsubscribe = this.source.onFrames(() => this.frameArrived());
+    }
+    // The picture at once, not at the next frame (a still box at a low preview rate).
+    if (this.last) this.send(viewer, this.last);
+    else this.frameArrived();
+  }
+
+  private remove(viewer: Viewer): void {
+    if (!this.viewers.delete(viewer)) return;
+    if (this.viewers.size > 0) return;
+    // The last viewer left: stop encoding and let the cached frame go.
+    this.unsubscribe?.();
+    this.unsubscribe = undefined;
+    this.last = this.lastRaw = undefined;
+  }
+
+  private frameArrived(): void {
+    if (this.encoding) {
+      this.again = true; // encode the newest once this one is done; frames in between are skipped
+      return;
+    }
+    this.encoding = true;
+    this.encodeLatest()
+      .then((frame) => {
+        if (frame && this.viewers.size > 0) {
+          this.last = frame;
+          for (const v of this.viewers) this.send(v, frame);
+        }
+      })
+      .catch((err: unknown) => this.o.logger?.debug({ err }, 'live view: no frame to encode'))
+      .finally(() => {
+        this.encoding = false;
+        if (this.again && this.viewers.size > 0) {
+          this.again = false;
+          this.frameArrived();
+        }
+      });
+  }
+
+  private async encodeLatest(): Promise<Encoded | undefined> {
+    return this.source.withLatestFrame(async (f) => {
+      if (this.last && this.last.seq === f.seq) return undefined;
+      if (this.last && this.lastRaw?.length === f.data.length && this.lastRaw.equals(f.data)) {
+        this.stats.reused++;
+        return { jpeg: this.last.jpeg, seq: f.seq };
+      }
+      const jpeg = await sharp(f.data, { raw: { width: f.width, height: f.height, channels: 3 } })
+        .jpeg({ quality: this.o.quality })
+        .toBuffer();
+      // Still leased: the ring does not overwrite the frame until this function settles.
+      if (this.lastRaw?.length !== f.data.length) this.lastRaw = Buffer.allocUnsafe(f.data.length);
+      f.data.copy(this.lastRaw);
+      this.stats.encoded++;
+      return { jpeg, seq: f.seq };
+    });
+  }
+
+  private send(viewer: Viewer, frame: Encoded): void {
+    const res = viewer.res;
+    if (res.destroyed || res.writableEnded) return;
+    if (res.writableLength > 0) {
+      // The previous frame has not left yet: skip this one for this viewer only.
+      viewer.behind = true;
+      this.stats.skipped++;
+      return;
+    }
+    viewer.behind = false;
+    res.cork();
+    res.write(`--${BOUNDARY}\r\nContent-Type: image/jpeg\r\nContent-Length: ${frame.jpeg.length}\r\nX-Frame-Seq: ${frame.seq}\r\n\r\n`);
+    res.write(frame.jpeg);
+    res.write('\r\n');
+    res.uncork();
+    this.stats.sent++;
+  }
+}
