@@ -12,6 +12,8 @@ import { ErrorBody } from '../http/openapi/schemas.js';
 export const page = (description: string): Answer => ({ description, content: { 'text/html': 'text' } });
 export const json = (schema: z.ZodType, description: string): Answer => ({ description, content: { 'application/json': schema } });
 export const error = (description: string): Answer => json(ErrorBody, description);
+/** An error answered as a page to a browser (`Accept: text/html`) and as the API's JSON error to anyone else. */
+export const pageOrError = (description: string): Answer => ({ description, content: { 'text/html': 'text', 'application/json': ErrorBody } });
 const asset = (description: string): Answer => ({ description, content: { 'text/javascript': 'text', 'text/css': 'text', 'image/svg+xml': 'text' } });
 
 // --- static files (src/web/static.ts)
@@ -65,8 +67,8 @@ const SIGN_IN: Endpoint[] = [
     auth: 'none',
     responses: {
       303: redirect('Signed in: the `farmhand_session` cookie (HttpOnly, SameSite=Strict) and a redirect to `next`.'),
-      400: page('No token given: the form again, with the error next to the box.'),
-      403: { description: 'The token is not valid (the form again, with the error) or the post came from another site (JSON).', content: { 'text/html': 'text', ...json(ErrorBody, '').content } },
+      400: pageOrError('No token given: the form again, with the error next to the box (JSON to a client that does not ask for HTML).'),
+      403: pageOrError('The token is not valid (the form again, with the error; JSON to a client that does not ask for HTML), or the post came from another site (JSON).'),
       413: error('The form is too large.'),
       415: error('An unsupported Content-Encoding.'),
     },
@@ -102,7 +104,7 @@ const RESULTS_AND_JOBS: Endpoint[] = [
     tag: 'web',
     auth: 'v1',
     query: listQuery,
-    responses: { 200: page('The list.'), 400: page('The list with the error in the filter (naming the bad term).') },
+    responses: { 200: page('The list.'), 400: pageOrError('The list with the error in the filter, naming the bad term (JSON to a client that does not ask for HTML).') },
   },
   {
     method: 'get',
@@ -128,7 +130,7 @@ const RESULTS_AND_JOBS: Endpoint[] = [
     auth: 'v1',
     params: { node: 'Node id of the job_uid.', hex: 'Hex part of the job_uid.', num: 'Job number.' },
     query: z.object({ tz: listQuery.shape.tz }),
-    responses: { 200: page('The page.'), 400: error('A bad tz.'), 404: page('No such job.') },
+    responses: { 200: page('The page.'), 400: error('A bad tz.'), 404: pageOrError('No such job (JSON to a client that does not ask for HTML).') },
   },
 ];
 

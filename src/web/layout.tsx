@@ -107,6 +107,15 @@ function csp(extra: Record<string, string[]> = {}): string {
     .join('; ');
 }
 
+/**
+ * Whether an error may be answered as a page: only to a client that asks for HTML (a browser's
+ * navigation sends `Accept: text/html,...`). Every other client gets the API's JSON error
+ * `{error, message}`, as on every other path.
+ */
+export function wantsPage(ctx: Context): boolean {
+  return /\btext\/html\b/i.test(ctx.get('Accept'));
+}
+
 /** Answer `ctx` with a whole page: the layout around `body`, no caching, a strict CSP. */
 export function sendPage(ctx: Context, body: ComponentChildren, o: PageOptions, status = 200): void {
   const page = (

@@ -181,12 +181,16 @@ export function send(base: URL, r: FuzzRequest, agent?: http.Agent): Promise<Fuz
 
 /**
  * What is wrong with an answer: a 500 (or a 5xx other than 501 for an unknown method, 503 device
- * unavailable, 507 storage full), or an error whose body is not JSON `{error, message}`.
+ * unavailable, 507 storage full), or an error whose body is not JSON `{error, message}` (a portal page
+ * may answer an HTML error to a request that asks for HTML).
  */
 export function problemOf(r: FuzzRequest, a: FuzzAnswer): string | undefined {
   const where = `${r.method} ${r.path.slice(0, 100)} ${JSON.stringify(r.headers).slice(0, 120)}${r.body ? ` body[${r.body.length}]` : ''}`;
   if (a.status === 500 || (a.status >= 500 && a.status !== 501 && a.status !== 503 && a.status !== 507)) return `${a.status} for ${where}: ${a.body.subarray(0, 100).toString()}`;
   if (a.status >= 400 && r.method.toUpperCase() !== 'HEAD') {
+    // The portal answers a page to a browser that asks for one (docs/portal.md); to anyone else the JSON error.
+    const accept = ([] as string[]).concat(r.headers.Accept ?? []).join(',');
+    if (/\btext\/html\b/i.test(accept) && /^text\/html/.test(a.type) && !/^\/+api\//i.test(r.path)) return undefined;
     try {
       const b = JSON.parse(a.body.toString('utf8')) as { error?: unknown; message?: unknown };
       if (!/json/.test(a.type) || typeof b.error !== 'string' || typeof b.message !== 'string') throw new Error('shape');

@@ -2,6 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
+import { expectError } from '../helpers/errors.js';
 import type { Browser } from 'playwright-core';
 import { STANDARD_FILES } from '../fixtures/testPack.js';
 import { asUser } from '../helpers/auth.js';
@@ -114,10 +115,12 @@ describe('portal: the job page', function () {
     expect(html.text).to.contain('Nothing: the job has ended.');
   });
 
-  it('an unknown job is a 404 page', async () => {
-    const res = await d.http.get('/app/jobs/farmhand-test/abc/999');
+  it('an unknown job is a 404 page to a browser, the JSON not_found to other clients', async () => {
+    const res = await d.http.get('/app/jobs/farmhand-test/abc/999').set('Accept', 'text/html,application/xhtml+xml,*/*;q=0.8');
     expect(res.status).to.equal(404);
+    expect(res.type).to.equal('text/html');
     expect(res.text).to.contain('No such job');
+    expectError(await d.http.get('/app/jobs/farmhand-test/abc/999'), 404, 'not_found');
   });
 
   it('the running log answers a Range from where the reader is', async () => {

@@ -80,10 +80,15 @@ describe('portal: the results list', function () {
     expect(await err.innerText()).to.contain('unknown key');
     expect(await page.getByLabel('Filter').inputValue()).to.equal('result:pass colour:red');
     expect(await page.getByLabel('Filter').getAttribute('aria-describedby')).to.equal('filter-error');
-    // The same answer for the contract check.
+    // The same answers for the contract check: a page to a client asking for HTML, the JSON error to others.
+    const html = await d.http.get('/app/results').set('Accept', 'text/html').query({ filter: 'date:2026-02-30' });
+    expect(html.status).to.equal(400);
+    expect(html.type).to.equal('text/html');
+    expect(html.text).to.contain('date:2026-02-30');
     const raw = await d.http.get('/app/results').query({ filter: 'date:2026-02-30' });
     expect(raw.status).to.equal(400);
-    expect(raw.text).to.contain('date:2026-02-30');
+    expect(raw.body.error).to.equal('invalid_filter');
+    expect(raw.body.message).to.contain('date:2026-02-30');
     await page.close();
   });
 

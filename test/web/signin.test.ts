@@ -3,6 +3,7 @@
 // auth.v1_requires_token redirect for browsers. HTTP rules through supertest (every answer
 // checked against the OpenAPI document).
 import { expect } from 'chai';
+import { expectError } from '../helpers/errors.js';
 import { TokenStore, tokensFile } from '../../src/storage/tokens.js';
 import { asUser } from '../helpers/auth.js';
 import { SseClient } from '../helpers/sse.js';
@@ -60,14 +61,17 @@ describe('portal: sign-in, sessions and CSRF', function () {
   });
 
   it('a bad token shows the form again with the error next to the box, and no cookie', async () => {
-    const res = await d.http.post('/app/sign-in').type('form').send({ token: 'fh_00000000_' + 'a'.repeat(43), next: '/app/results' });
+    const res = await d.http.post('/app/sign-in').set('Accept', 'text/html').type('form').send({ token: 'fh_00000000_' + 'a'.repeat(43), next: '/app/results' });
     expect(res.status).to.equal(403);
     expect(res.headers['set-cookie'] ?? []).to.deep.equal([]);
     expect(res.text).to.contain('id="token-error"');
     expect(res.text).to.contain('aria-invalid="true"');
     expect(res.text).to.contain('value="/app/results"');
-    const empty = await d.http.post('/app/sign-in').type('form').send({ token: '' });
+    const empty = await d.http.post('/app/sign-in').set('Accept', 'text/html').type('form').send({ token: '' });
     expect(empty.status).to.equal(400);
+    // A program that does not ask for HTML gets the API's JSON error.
+    expectError(await d.http.post('/app/sign-in').type('form').send({ token: 'fh_00000000_' + 'a'.repeat(43) }), 403, 'forbidden');
+    expectError(await d.http.post('/app/sign-in').type('form').send({ token: '' }), 400, 'invalid_request');
   });
 
   it('a state-changing cookie request needs the session CSRF token: refused without it or with a wrong one, accepted with it', async () => {

@@ -17,7 +17,7 @@ import { userOf } from '../../http/auth.js';
 import type { Services } from '../../http/context.js';
 import { jobFromParams } from '../../http/params.js';
 import { presentJob } from '../../http/presenters.js';
-import { sendPage } from '../layout.js';
+import { sendPage, wantsPage } from '../layout.js';
 import { formatTime, ResultRow } from './results.js';
 
 /** How much of the running log the page shows when it is rendered (the script then follows the rest). */
@@ -161,7 +161,7 @@ export function jobRouter(s: Services): Router {
     try {
       record = jobFromParams(ctx, s);
     } catch (e) {
-      if (!isFarmError(e) || e.code !== 'not_found') throw e;
+      if (!isFarmError(e) || e.code !== 'not_found' || !wantsPage(ctx)) throw e;
       const body = (
         <>
           <h1>No such job</h1>

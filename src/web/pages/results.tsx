@@ -14,7 +14,7 @@ import { FarmError, isFarmError } from '../../core/errors.js';
 import type { ResultRecord } from '../../core/model.js';
 import { DEFAULT_RESULT_LIMIT, parseResultQuery, type ResultQuery, type SortField } from '../../core/query.js';
 import type { Services } from '../../http/context.js';
-import { sendPage } from '../layout.js';
+import { sendPage, wantsPage } from '../layout.js';
 
 /** The list's columns, in order; `sort` names the API's sort field of those it sorts on. */
 const COLUMNS: { label: string; sort?: SortField }[] = [
@@ -191,7 +191,7 @@ export function resultsRouter(s: Services): Router {
       // One more than shown, to know whether more matched.
       q = parseResultQuery(ctx.query, { limit: DEFAULT_RESULT_LIMIT + 1 });
     } catch (e) {
-      if (!isFarmError(e) || (e.code !== 'invalid_filter' && e.code !== 'invalid_request')) throw e;
+      if (!isFarmError(e) || (e.code !== 'invalid_filter' && e.code !== 'invalid_request') || !wantsPage(ctx)) throw e;
       const term = typeof e.details?.term === 'string' ? e.details.term : undefined;
       sendPage(ctx, <ResultsList p={p} rows={[]} more={false} problem={{ message: e.message, term }} />, { ...opts, scripts: [] }, 400);
       return;

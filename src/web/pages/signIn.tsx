@@ -12,7 +12,7 @@ import type { Context } from 'koa';
 import { FarmError } from '../../core/errors.js';
 import { userOf } from '../../http/auth.js';
 import { bodyOf } from '../../http/body.js';
-import { sendPage } from '../layout.js';
+import { sendPage, wantsPage } from '../layout.js';
 import { clearSessionCookie, csrfMatches, sessionOf, setSessionCookie, setSessionOf, type SessionStore } from '../session.js';
 
 /**
@@ -103,7 +103,10 @@ export function signInRouter(sessions: SessionStore): Router {
     const token = typeof form.token === 'string' ? form.token.trim() : '';
     const session = token ? sessions.create(token) : undefined;
     if (!session) {
-      sendPage(ctx, <SignInForm next={next} error={token ? BAD_TOKEN : 'Enter your access token.'} />, { title: 'Sign in', section: 'sign-in' }, token ? 403 : 400);
+      const message = token ? BAD_TOKEN : 'Enter your access token.';
+      // A program posting the form gets the API's JSON error; a browser gets the form again with the error.
+      if (!wantsPage(ctx)) throw new FarmError(token ? 'forbidden' : 'invalid_request', message);
+      sendPage(ctx, <SignInForm next={next} error={message} />, { title: 'Sign in', section: 'sign-in' }, token ? 403 : 400);
       return;
     }
     const old = sessionOf(ctx);
