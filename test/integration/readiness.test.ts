@@ -42,6 +42,7 @@ describe('start-up readiness (real daemon, real ffmpeg behind a gate)', function
   let gate: string;
   let gatedFfmpeg: string;
   const running: Array<Daemon | TestDaemon> = [];
+  let gates = 0;
 
   before(async () => {
     dir = await mkdtemp(path.join(os.tmpdir(), 'farmhand-readiness-'));
@@ -49,7 +50,7 @@ describe('start-up readiness (real daemon, real ffmpeg behind a gate)', function
   });
   beforeEach(async () => {
     // A fresh FIFO per test: ffmpeg starts only once a line is written to it.
-    gate = path.join(dir, `gate-${running.length}-${Date.now()}`);
+    gate = path.join(dir, `gate-${++gates}`);
     await promisify(execFile)('mkfifo', [gate]);
     gatedFfmpeg = path.join(dir, `ffmpeg-gated-${path.basename(gate)}`);
     await writeFile(gatedFfmpeg, `#!/bin/sh\nread _ < '${gate}'\nexec ffmpeg "$@"\n`);

@@ -1,6 +1,6 @@
 /** The recording's bookkeeping: segment ring, stream clock, concat script, and the recording output's arguments. */
 import { expect } from 'chai';
-import { concatScript, keptSeconds } from '../../src/hardware/capture/clip-cut.js';
+import { concatScript, keptSeconds, videoClock } from '../../src/hardware/capture/clip-cut.js';
 import { recordOutput } from '../../src/hardware/capture/ffmpeg-args.js';
 import { SegmentRing, type Segment } from '../../src/hardware/capture/segment-ring.js';
 import { StreamClock } from '../../src/hardware/capture/stream-clock.js';
@@ -109,5 +109,13 @@ describe('capture: the recording output', () => {
       return a[a.indexOf('-preset') + 1];
     };
     expect([preset(1280, 720), preset(1920, 1080)]).to.deep.equal(['ultrafast', 'veryfast']);
+  });
+});
+
+describe('recording: video.json', () => {
+  it('start_time is the first segment\'s start on the wall clock (monotonic + the wall-minus-monotonic offset)', () => {
+    const offset = Date.UTC(2026, 10, 23, 12, 0, 0);
+    expect(videoClock([seg(3), seg(4)], offset)).to.deep.equal({ start_time: '2026-11-23T12:00:03.000Z' });
+    expect(videoClock([{ ...seg(0), start: 1234.4 }], offset)).to.deep.equal({ start_time: '2026-11-23T12:00:01.234Z' });
   });
 });
