@@ -158,6 +158,25 @@ function resultEndpoints(v: 'v1' | 'v2'): Endpoint[] {
   ];
 }
 
+/** `GET /api/v2/events` (docs/events.md); the portal's `/app/events` is the same stream under the web pages' rule. */
+const EVENTS_ENDPOINT: Endpoint = {
+  method: 'get',
+  path: '/api/v2/events',
+  summary: 'Server-sent events: jobs, runs, node online/offline, reservations, key presses',
+  description:
+    'A `text/event-stream` that stays open: each event has an `id:`, an `event:` type and JSON `data:`. ' +
+    'Resume with the `Last-Event-ID` header (or `last_event_id`) from a bounded buffer; when events were missed, a ' +
+    '`stream.missed` event says so first. One request for the rate limiter however long it stays open.',
+  tag: 'v2',
+  auth: 'token',
+  query: z.object({ last_event_id: z.string().optional().meta({ description: 'The id of the last event received (as the Last-Event-ID header).' }) }),
+  responses: {
+    200: text('text/event-stream', 'The stream of events.'),
+    400: error('A malformed last event id.'),
+    503: error('Too many event-stream clients (`events.max_clients`); retry after Retry-After.'),
+  },
+};
+
 export const ENDPOINTS: Endpoint[] = [
   // --- meta
   {
@@ -438,41 +457,16 @@ export const ENDPOINTS: Endpoint[] = [
   },
 
   // --- push events (src/http/events.ts; docs/events.md)
+  EVENTS_ENDPOINT,
   {
-    method: 'get',
-    path: '/api/v2/events',
-    summary: 'Server-sent events: jobs, runs, node online/offline, reservations, key presses',
-    description:
-      'A `text/event-stream` that stays open: each event has an `id:`, an `event:` type and JSON `data:`. ' +
-      'Resume with the `Last-Event-ID` header (or `last_event_id`) from a bounded buffer; when events were missed, a ' +
-      '`stream.missed` event says so first. One request for the rate limiter however long it stays open.',
-    tag: 'v2',
-    auth: 'token',
-    query: z.object({ last_event_id: z.string().optional().meta({ description: 'The id of the last event received (as the Last-Event-ID header).' }) }),
-    responses: {
-      200: text('text/event-stream', 'The stream of events.'),
-      400: error('A malformed last event id.'),
-      503: error('Too many event-stream clients (`events.max_clients`); retry after Retry-After.'),
-    },
-  },
-
-  {
-    method: 'get',
+    // The same stream for the portal's pages, under the web pages' rule (src/http/events.ts).
+    ...EVENTS_ENDPOINT,
     path: '/app/events',
-    summary: 'The same event stream, for the portal\'s pages',
+    summary: "The same event stream, for the portal's pages",
     description:
-      'What `/api/v2/events` sends, under the web pages\' rule (a token or a session only with `auth.v1_requires_token`). ' +
-      'A `text/event-stream` that stays open: each event has an `id:`, an `event:` type and JSON `data:`. ' +
-      'Resume with the `Last-Event-ID` header (or `last_event_id`) from a bounded buffer; when events were missed, a ' +
-      '`stream.missed` event says so first. One request for the rate limiter however long it stays open.',
+      "What `/api/v2/events` sends, under the web pages' rule (a token or a session only with `auth.v1_requires_token`). " + EVENTS_ENDPOINT.description!,
     tag: 'web',
     auth: 'v1',
-    query: z.object({ last_event_id: z.string().optional().meta({ description: 'The id of the last event received (as the Last-Event-ID header).' }) }),
-    responses: {
-      200: text('text/event-stream', 'The stream of events.'),
-      400: error('A malformed last event id.'),
-      503: error('Too many event-stream clients (`events.max_clients`); retry after Retry-After.'),
-    },
   },
 
   // --- operations (src/http/opsRoutes.ts; docs/operations.md)
