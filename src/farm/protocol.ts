@@ -1,0 +1,130 @@
+/**
+ * The node <-> portal protocol (docs/farm.md, "The node's connection").
+ *
+ * The node opens it: a WebSocket to `<portal>/farm/v1/connect` with the
+ * headers `Authorization: node <credential>` and `X-Farmhand-Node: <node_id>`
+ * (a 401/403 upgrade answer means a bad credential: the node logs it and keeps
+ * retrying with back-off, since the operator may register it later).
+ *
+ * Text frames carry one JSON message each (below). Binary frames carry body
+ * bytes of a forwarded request or response: 4 bytes big-endian request id,
+ * then the bytes.
+ *
+ * A forwarded request: the portal sends `req` (and, when it has a body, binary
+ * frames then `req_end`); the node answers `res` (status and headers), binary
+ * frames with the body, then `end`. Either side may send `cancel` / `end`
+ * with an error. Ids are chosen by the portal, unique per connection.
+ */
+import type { FarmEvent } from '../core/events.js';
+
+export const PROTOCOL_VERSION = 1;
+export const CONNECT_PATH = '/farm/v1/connect';
+/** The heartbeat interval the portal asks for unless configured otherwise. */
+export const DEFAULT_HEARTBEAT_SECS = 5;
+/** A node that misses this many heartbeat intervals is offline. */
+export const MISSED_HEARTBEATS_OFFLINE = 3;
+
+// ---- node -> portal ----------------------------------------------------------------------------
+
+export interface Hello {
+  t: 'hello';
+  protocol: number;
+  node_id: string;
+  version: string;
+  /** The node's own v2 Node object (see FarmHub's NodeLink.snapshot). */
+  snapshot: Record<string, unknown>;
+  /** Addresses of the node's interfaces (local_ip_address). */
+  local_ip: string | null;
+  /** The node's current job, or its last one (job_uid and status), so the portal can reconcile. */
+  job: { job_uid: string; status: 'running' | 'exited' } | null;
+}
+
+export interface Heartbeat {
+  t: 'hb';
+}
+
+/** The node's state changed (job, reservation-relevant usage, online...): its new Node object. */
+export interface Snapshot {
+  t: 'snapshot';
+  snapshot: Record<string, unknown>;
+}
+
+/** An event the node published on its own event hub, passed on as is. */
+export interface NodeEventMessage {
+  t: 'event';
+  event: FarmEvent;
+}
+
+export interface ResponseHead {
+  t: 'res';
+  id: number;
+  status: number;
+  headers: Record<string, string>;
+}
+
+// ---- portal -> node ----------------------------------------------------------------------------
+
+export interface Welcome {
+  t: 'welcome';
+  protocol: number;
+  heartbeat_secs: number;
+  /**
+   * Jobs of this node the portal has already ended (it marked the node offline and closed them):
+   * the node stops any of them still running, and never reports them as running again.
+   */
+  ended_jobs: string[];
+}
+
+export interface RequestHead {
+  t: 'req';
+  id: number;
+  method: string;
+  path: string;
+  headers: Record<string, string>;
+  /** The caller the node acts for. */
+  user: string;
+  /** The portal's base URL, for job_url, result_url, triage_url. */
+  base_url: string;
+  /** True when binary body frames and a `req_end` follow. */
+  has_body: boolean;
+}
+
+export interface RequestEnd {
+  t: 'req_end';
+  id: number;
+}
+
+// ---- both ways ---------------------------------------------------------------------------------
+
+/** The last frame of a response (node -> portal); `error` when it broke off. */
+export interface End {
+  t: 'end';
+  id: number;
+  error?: string;
+}
+
+/** The other side no longer wants this request (client gone, or the node is shutting down). */
+export interface Cancel {
+  t: 'cancel';
+  id: number;
+}
+
+export type NodeMessage = Hello | Heartbeat | Snapshot | NodeEventMessage | ResponseHead | End;
+export type PortalMessage = Welcome | RequestHead | RequestEnd | Cancel;
+
+/** Binary frame: 4-byte big-endian id, then the bytes. */
+export function encodeChunk(id: number, bytes: Uint8Array): Buffer {
+  const head = Buffer.allocUnsafe(4);
+  head.writeUInt32BE(id, 0);
+  return Buffer.concat([head, bytes]);
+}
+
+export function decodeChunk(frame: Buffer): { id: number; bytes: Buffer } {
+  if (frame.length < 4) throw new Error('binary frame shorter than its 4-byte id');
+  return { id: frame.readUInt32BE(0), bytes: frame.subarray(4) };
+}
+
+/** Headers that name the acting user and the portal on a forwarded request (set by the node's side only). */
+export const DELEGATE_HEADER = 'x-farmhand-portal-delegate';
+export const ON_BEHALF_HEADER = 'x-farmhand-on-behalf-of';
+export const BASE_URL_HEADER = 'x-farmhand-base-url';
