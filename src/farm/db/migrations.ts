@@ -115,4 +115,40 @@ CREATE INDEX results_result ON results (result, start_time, result_id);
 CREATE INDEX results_node ON results (node_id, start_time, result_id);
 `,
   },
+  {
+    id: 3,
+    name: 'identity: token ids, change notifications for tokens, users and node credentials',
+    sql: `
+-- A token's public id (the 8 hex digits of fh_<id>_<secret>): listed, used to revoke. Rows made before
+-- this migration (none are expected: nothing wrote tokens) get an id derived from their hash.
+ALTER TABLE tokens ADD COLUMN token_id text COLLATE "C";
+UPDATE tokens SET token_id = substr(md5(token_hash), 1, 8) WHERE token_id IS NULL;
+ALTER TABLE tokens ALTER COLUMN token_id SET NOT NULL;
+ALTER TABLE tokens ADD CONSTRAINT tokens_token_id_key UNIQUE (token_id);
+ALTER TABLE tokens ADD CONSTRAINT tokens_token_id_format CHECK (token_id ~ '^[0-9a-f]{8}$');
+
+-- Portals keep the tokens in memory (PgTokenVerifier): any change to tokens or users wakes them to
+-- reload. Statement-level, so a bulk change is one notification; the payload is empty on purpose
+-- (the listener reloads the whole table, which is small).
+CREATE FUNCTION farm_identity_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_notify('farm_tokens', '');
+  RETURN NULL;
+END $$;
+CREATE TRIGGER tokens_notify AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON tokens
+  FOR EACH STATEMENT EXECUTE FUNCTION farm_identity_notify();
+CREATE TRIGGER users_notify AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON users
+  FOR EACH STATEMENT EXECUTE FUNCTION farm_identity_notify();
+
+-- A node re-keyed or removed: the hub may drop that node's connection (payload: the node id).
+-- Only credential changes notify, never the heartbeat flushes that update last_seen.
+CREATE FUNCTION farm_node_credential_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_notify('farm_node_credentials', coalesce(NEW.node_id, OLD.node_id));
+  RETURN NULL;
+END $$;
+CREATE TRIGGER nodes_credential_notify AFTER INSERT OR DELETE OR UPDATE OF credential_hash ON nodes
+  FOR EACH ROW EXECUTE FUNCTION farm_node_credential_notify();
+`,
+  },
 ];

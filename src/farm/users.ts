@@ -1,0 +1,329 @@
+/**
+ * The farm's people and their v2 tokens, in PostgreSQL (docs/farm.md, "People, tokens and node
+ * credentials"):
+ *
+ * - `PgUsers`: add, list, remove users (`users`); removing one removes its tokens (ON DELETE CASCADE).
+ * - `PgTokens`: make a token (its text is returned once, in the node's format `fh_<id>_<secret>`,
+ *   src/core/auth.ts), list, revoke. Only the sha256 of the secret is stored, hashed as the node's
+ *   tokens file hashes it (src/storage/tokens.ts `hashSecret`).
+ * - `PgTokenVerifier`: the portal's `FarmTokenVerifier`. `verify()` is synchronous, from a map in
+ *   memory; the map is loaded at `start()`, reloaded when PostgreSQL notifies a change (a trigger on
+ *   `tokens` and `users`, migration 3), reloaded after the LISTEN connection comes back, and reloaded
+ *   every `reloadSecs` whatever happens, so a revocation is honoured within milliseconds normally and
+ *   within `reloadSecs` (default 30 s) in the worst case while the database is reachable.
+ */
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import type pg from 'pg';
+import { checkUserName, formatToken, parseToken, TOKEN_ID_RE, type VerifiedToken } from '../core/auth.js';
+import { FarmError, notFound } from '../core/errors.js';
+import type { Logger } from '../core/ports.js';
+import { hashSecret } from '../storage/tokens.js';
+import type { FarmTokenVerifier } from './contract.js';
+
+/** The channel the identity trigger (migration 3) notifies on. */
+export const TOKENS_CHANNEL = 'farm_tokens';
+
+const UNIQUE_VIOLATION = '23505';
+const FOREIGN_KEY_VIOLATION = '23503';
+const pgCode = (e: unknown): string | undefined => (e as { code?: unknown }).code as string | undefined;
+
+export interface FarmUser {
+  username: string;
+  role: string;
+  /** ISO 8601. */
+  created: string;
+  /** Tokens not revoked (expired ones included). */
+  tokens: number;
+}
+
+export class PgUsers {
+  constructor(private readonly pool: pg.Pool) {}
+
+  /** Add a user; FarmError('conflict') when the name is taken, 'invalid_request' when it is not allowed. */
+  async add(username: string, role = 'user'): Promise<FarmUser> {
+    checkUserName(username);
+    try {
+      const { rows } = await this.pool.query<{ created_at: Date }>('INSERT INTO users (username, role) VALUES ($1, $2) RETURNING created_at', [username, role]);
+      return { username, role, created: rows[0]!.created_at.toISOString(), tokens: 0 };
+    } catch (e) {
+      if (pgCode(e) === UNIQUE_VIOLATION) throw new FarmError('conflict', `user ${username} already exists`);
+      throw e;
+    }
+  }
+
+  async list(): Promise<FarmUser[]> {
+    const { rows } = await this.pool.query<{ username: string; role: string; created_at: Date; tokens: string }>(
+      `SELECT u.username, u.role, u.created_at, count(t.token_id) FILTER (WHERE t.revoked_at IS NULL) AS tokens
+         FROM users u LEFT JOIN tokens t USING (username) GROUP BY u.username ORDER BY u.username`,
+    );
+    return rows.map((r) => ({ username: r.username, role: r.role, created: r.created_at.toISOString(), tokens: Number(r.tokens) }));
+  }
+
+  async get(username: string): Promise<FarmUser | undefined> {
+    return (await this.list()).find((u) => u.username === username);
+  }
+
+  /** Remove a user and (cascade) every token of it; FarmError('not_found') when there is none. */
+  async remove(username: string): Promise<void> {
+    const { rowCount } = await this.pool.query('DELETE FROM users WHERE username = $1', [username]);
+    if (!rowCount) throw notFound(`no user ${username}`);
+  }
+}
+
+export interface FarmToken {
+  /** 8 hex digits, public. */
+  id: string;
+  user: string;
+  /** ISO 8601. */
+  created: string;
+  /** ISO 8601, or null when it never expires. */
+  expires: string | null;
+  /** ISO 8601, or null while valid. */
+  revoked: string | null;
+}
+
+interface TokenRow {
+  token_id: string;
+  username: string;
+  created_at: Date;
+  expires_at: Date | null;
+  revoked_at: Date | null;
+}
+
+const toToken = (r: TokenRow): FarmToken => ({
+  id: r.token_id,
+  user: r.username,
+  created: r.created_at.toISOString(),
+  expires: r.expires_at?.toISOString() ?? null,
+  revoked: r.revoked_at?.toISOString() ?? null,
+});
+
+export interface CreateTokenOptions {
+  /** The token stops working this many seconds after it is made; default never. */
+  expiresInSecs?: number;
+}
+
+export class PgTokens {
+  constructor(private readonly pool: pg.Pool) {}
+
+  /**
+   * Make a token for an existing user. The returned `token` is the only copy of its secret; the
+   * table keeps the sha256 of the secret. FarmError('not_found') when the user does not exist.
+   */
+  async createToken(user: string, opts: CreateTokenOptions = {}): Promise<{ token: string; entry: FarmToken }> {
+    checkUserName(user);
+    const secret = randomBytes(32).toString('base64url');
+    const hash = hashSecret(secret).toString('hex');
+    // 32-bit ids: a collision is rare but possible; the unique constraint catches it and we draw again.
+    for (let attempt = 0; ; attempt++) {
+      const id = randomBytes(4).toString('hex');
+      try {
+        const { rows } = await this.pool.query<TokenRow>(
+          `INSERT INTO tokens (token_id, token_hash, username, expires_at)
+           VALUES ($1, $2, $3, CASE WHEN $4::double precision IS NULL THEN NULL ELSE now() + make_interval(secs => $4) END)
+           RETURNING token_id, username, created_at, expires_at, revoked_at`,
+          [id, hash, user, opts.expiresInSecs ?? null],
+        );
+        return { token: formatToken(id, secret), entry: toToken(rows[0]!) };
+      } catch (e) {
+        if (pgCode(e) === FOREIGN_KEY_VIOLATION) throw notFound(`no user ${user} (add it first: farmhand farm user add ${user})`);
+        if (pgCode(e) === UNIQUE_VIOLATION && attempt < 5) continue;
+        throw e;
+      }
+    }
+  }
+
+  /** Every token (revoked ones too, for the record), oldest first. Never a secret: the table has none. */
+  async list(): Promise<FarmToken[]> {
+    const { rows } = await this.pool.query<TokenRow>(
+      'SELECT token_id, username, created_at, expires_at, revoked_at FROM tokens ORDER BY created_at, token_id',
+    );
+    return rows.map(toToken);
+  }
+
+  /**
+   * Revoke a token by id (or given the whole token text). The row stays, marked revoked, so the list
+   * still says whose it was. FarmError('not_found') for an unknown or already revoked id.
+   */
+  async revoke(idOrToken: string): Promise<FarmToken> {
+    const id = parseToken(idOrToken)?.id ?? idOrToken;
+    if (!TOKEN_ID_RE.test(id)) throw new FarmError('invalid_request', `${JSON.stringify(idOrToken)} is not a token id (8 hex digits, as the token list shows)`);
+    const { rows } = await this.pool.query<TokenRow>(
+      `UPDATE tokens SET revoked_at = now() WHERE token_id = $1 AND revoked_at IS NULL
+       RETURNING token_id, username, created_at, expires_at, revoked_at`,
+      [id],
+    );
+    if (!rows[0]) throw notFound(`no valid token with id ${id}`);
+    return toToken(rows[0]);
+  }
+}
+
+interface Known {
+  user: string;
+  hash: Buffer;
+  /** Epoch ms, or Infinity. */
+  expires: number;
+}
+
+export interface PgTokenVerifierOptions {
+  logger?: Logger;
+  /** Full reload period, the bound on a missed notification (default 30). */
+  reloadSecs?: number;
+  /** First delay before reconnecting the LISTEN connection; doubles up to `maxRetryMs` (default 500). */
+  retryMs?: number;
+  maxRetryMs?: number;
+  /** Tests inject a spy; default crypto.timingSafeEqual. */
+  equal?: (a: Buffer, b: Buffer) => boolean;
+  now?: () => number;
+}
+
+/**
+ * `verify()` answers from memory. One pooled connection is held for LISTEN; when it drops, the
+ * verifier reconnects with back-off and reloads (notifications sent meanwhile are lost, the reload
+ * covers them). Until `start()` resolves every token is refused. When the database cannot be
+ * reached the last loaded table stays in use: tokens cannot be revoked then either, since a
+ * revocation is a row in that database.
+ */
+export class PgTokenVerifier implements FarmTokenVerifier {
+  private tokens = new Map<string, Known>();
+  private readonly dummy = randomBytes(32);
+  private readonly log: Logger | undefined;
+  private readonly reloadMs: number;
+  private readonly retryMs: number;
+  private readonly maxRetryMs: number;
+  private readonly equal: (a: Buffer, b: Buffer) => boolean;
+  private readonly now: () => number;
+  private listener: { client: pg.PoolClient; release: () => boolean } | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private closed = false;
+  /** The reload running now, and whether another must follow it (a change came in meanwhile). */
+  private loading: Promise<void> | undefined;
+  private again = false;
+  /** How many reloads completed; tests wait on it. */
+  reloads = 0;
+
+  constructor(
+    private readonly pool: pg.Pool,
+    opts: PgTokenVerifierOptions = {},
+  ) {
+    this.log = opts.logger?.child({ module: 'farm-tokens' });
+    this.reloadMs = (opts.reloadSecs ?? 30) * 1000;
+    this.retryMs = opts.retryMs ?? 500;
+    this.maxRetryMs = opts.maxRetryMs ?? 10_000;
+    this.equal = opts.equal ?? timingSafeEqual;
+    this.now = opts.now ?? Date.now;
+  }
+
+  verify(token: string): VerifiedToken | undefined {
+    // The format is public, so refusing a malformed token early reveals nothing.
+    const t = parseToken(token);
+    if (!t) return undefined;
+    const known = this.tokens.get(t.id);
+    const same = this.equal(hashSecret(t.secret), known?.hash ?? this.dummy);
+    return same && known && known.expires > this.now() ? { user: known.user, tokenId: t.id } : undefined;
+  }
+
+  /** LISTEN first, then load: a change committed between the two is either loaded or notified. */
+  async start(): Promise<void> {
+    await this.listen();
+    await this.reload();
+    this.timer = setInterval(() => void this.reload().catch((e: unknown) => this.log?.warn({ err: e }, 'periodic token reload failed; keeping the last table')), this.reloadMs);
+    this.timer.unref();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.timer);
+    clearTimeout(this.retryTimer);
+    const l = this.listener;
+    this.listener = undefined;
+    l?.release();
+    await this.loading?.catch(() => undefined);
+  }
+
+  /** Whether the LISTEN connection is up (for health reports and tests). */
+  get listening(): boolean {
+    return this.listener !== undefined;
+  }
+
+  /** Read the whole table again; concurrent calls share one reload and schedule at most one more. */
+  reload(): Promise<void> {
+    if (this.loading) {
+      this.again = true;
+      return this.loading;
+    }
+    this.loading = (async () => {
+      try {
+        do {
+          this.again = false;
+          await this.loadOnce();
+        } while (this.again && !this.closed);
+      } finally {
+        this.loading = undefined;
+      }
+    })();
+    return this.loading;
+  }
+
+  private async loadOnce(): Promise<void> {
+    const { rows } = await this.pool.query<{ token_id: string; username: string; token_hash: string; expires_ms: number | null }>(
+      `SELECT token_id, username, token_hash, extract(epoch FROM expires_at) * 1000 AS expires_ms
+         FROM tokens WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`,
+    );
+    this.tokens = new Map(rows.map((r) => [r.token_id, { user: r.username, hash: Buffer.from(r.token_hash, 'hex'), expires: r.expires_ms === null ? Infinity : Number(r.expires_ms) }]));
+    this.reloads++;
+  }
+
+  private async listen(): Promise<void> {
+    const client = await this.pool.connect();
+    let released = false;
+    const onNotification = (n: pg.Notification) => {
+      if (n.channel === TOKENS_CHANNEL) void this.reload().catch((e: unknown) => this.log?.warn({ err: e }, 'token reload after a notification failed; the periodic reload will retry'));
+    };
+    const release = () => {
+      if (released) return false;
+      released = true;
+      client.off('error', onDrop).off('end', onEnd).off('notification', onNotification);
+      // Destroy it: a LISTENing (or broken) connection must never go back to the pool.
+      client.release(true);
+      return true;
+    };
+    const onDrop = (err?: Error) => {
+      const wasUp = this.listener?.client === client;
+      if (wasUp) this.listener = undefined;
+      if (!release() || !wasUp || this.closed) return;
+      this.log?.warn({ err }, 'token change notifications lost (LISTEN connection dropped); reconnecting');
+      this.reconnect(this.retryMs);
+    };
+    const onEnd = () => onDrop();
+    // A checked-out client with no 'error' listener would take the process down when the server goes.
+    client.on('error', onDrop).on('end', onEnd).on('notification', onNotification);
+    try {
+      await client.query(`LISTEN ${TOKENS_CHANNEL}`);
+    } catch (e) {
+      release();
+      throw e;
+    }
+    if (this.closed) {
+      release();
+      return;
+    }
+    this.listener = { client, release };
+  }
+
+  private reconnect(delay: number): void {
+    // Jitter, so several portals do not all come back at the same instant.
+    this.retryTimer = setTimeout(() => {
+      if (this.closed) return;
+      this.listen().then(
+        () => {
+          this.log?.info({}, 'token change notifications back; reloading');
+          return this.reload();
+        },
+        () => this.reconnect(Math.min(delay * 2, this.maxRetryMs)),
+      ).catch((e: unknown) => this.log?.warn({ err: e }, 'token reload after reconnecting failed; the periodic reload will retry'));
+    }, delay * (0.5 + Math.random() / 2));
+    this.retryTimer.unref();
+  }
+}
