@@ -151,4 +151,26 @@ CREATE TRIGGER nodes_credential_notify AFTER INSERT OR DELETE OR UPDATE OF crede
   FOR EACH ROW EXECUTE FUNCTION farm_node_credential_notify();
 `,
   },
+  {
+    id: 4,
+    name: 'reservations: one row per node, message, how they ended, lease renewal groups',
+    sql: `
+-- One reservation holds one node (the spec: one reservation per requested node, each with its own id);
+-- reservation_nodes keeps its single row per reservation, where the partial unique index refuses a
+-- double booking. group_id ties the reservations made by one request together (a lease is renewed
+-- for the whole group).
+CREATE SEQUENCE reservation_groups;
+ALTER TABLE reservations
+  ADD COLUMN group_id bigint NOT NULL DEFAULT nextval('reservation_groups'),
+  ADD COLUMN message text NOT NULL DEFAULT '',
+  ADD COLUMN ended_by text COLLATE "C",
+  ADD COLUMN end_message text,
+  ADD CONSTRAINT reservations_end_reason CHECK (end_reason IN ('ended', 'expired', 'interrupted')),
+  ADD CONSTRAINT reservations_lease CHECK ((lease_secs IS NULL) = (lease_until IS NULL));
+ALTER TABLE reservation_nodes ADD CONSTRAINT reservation_nodes_one_node UNIQUE (reservation_id);
+-- The sweeper looks for live reservations past their expiry or lease.
+CREATE INDEX reservations_live ON reservations (reservation_id) WHERE ended_at IS NULL;
+CREATE INDEX reservations_group ON reservations (group_id);
+`,
+  },
 ];

@@ -111,6 +111,9 @@ export const Reservation = z
     message: z.string(),
     message_html: z.string(),
     reserved_by_you: z.boolean(),
+    // Farm extension (docs/farm.md, "Reservations"): only on a reservation made with lease_secs.
+    lease_secs: z.number().int().optional().meta({ description: 'Farm only: the lease; the reservation ends unless extended within this many seconds.' }),
+    lease_until: isoTime().optional().meta({ description: 'Farm only: when the lease runs out unless the holder extends it.' }),
   })
   .meta({ id: 'Reservation' });
 
@@ -180,7 +183,14 @@ export const PressRequest = z
 const durationSecs = z.number().int().min(1);
 
 export const ReserveRequest = z
-  .looseObject({ node_ids: z.array(z.string().min(1)).min(1), message: z.string(), duration_secs: durationSecs.nullish() })
+  .looseObject({
+    node_ids: z.array(z.string().min(1)).min(1),
+    message: z.string(),
+    duration_secs: durationSecs.nullish(),
+    // Farm extensions (docs/farm.md, "Reservations"); a single node ignores them.
+    lease_secs: durationSecs.nullish().meta({ description: 'Farm only: end unless extended within this many seconds.' }),
+    wait_secs: durationSecs.max(3600).nullish().meta({ description: 'Farm only: wait (first come, first served) up to this long instead of a 409.' }),
+  })
   .meta({ id: 'ReserveRequest' });
 
 export const ExtendRequest = z.looseObject({ duration_secs: durationSecs }).meta({ id: 'ExtendRequest' });

@@ -1,0 +1,76 @@
+/**
+ * The farm's v2 reservation endpoints (spec "v2 reservations"), answered from PostgreSQL for any
+ * node of the farm: reserve, extend, end, interrupt. The same statuses and the same presentation of
+ * a Reservation as a single node (src/http/v2/nodeRoutes.ts); the extensions lease_secs and
+ * wait_secs are docs/farm.md's ("Reservations").
+ */
+import Router from '@koa/router';
+import type { Context } from 'koa';
+import { FarmError } from '../core/errors.js';
+import { parseReservationId } from '../core/ids.js';
+import { bodyOf } from '../http/body.js';
+import { userOf } from '../http/context.js';
+import { presentReservation } from '../http/presenters.js';
+import type { FarmReservation, FarmReservations } from './contract.js';
+import { parseReserveBody } from './reservations.js';
+
+export interface FarmReservationRouterDeps {
+  reservations: FarmReservations;
+}
+
+/** The spec's Reservation as `caller` sees it; a lease (extension) adds lease_secs and lease_until. */
+export function presentFarmReservation(r: FarmReservation & { lease_until?: string | null }, caller: string | undefined) {
+  const shown = presentReservation({ ...r, ended: null }, caller);
+  return r.lease_secs === null ? shown : { ...shown, lease_secs: r.lease_secs, lease_until: r.lease_until ?? null };
+}
+
+/** Reservations are v2 only, behind the token guard: there is always a user. */
+function userIn(ctx: Context): string {
+  const user = userOf(ctx);
+  if (!user) throw new FarmError('forbidden', 'reservations need a v2 access token');
+  return user;
+}
+
+/** Aborted when the client goes away before its answer is written (a waiting reserve leaves the queue). */
+function clientGone(ctx: Context): AbortSignal {
+  const ac = new AbortController();
+  ctx.res.once('close', () => {
+    if (!ctx.res.writableFinished) ac.abort();
+  });
+  return ac.signal;
+}
+
+export function farmReservationRouter(d: FarmReservationRouterDeps): Router {
+  const r = new Router();
+  const idOf = (ctx: Context) => parseReservationId((ctx.params as Record<string, string>).id!);
+
+  r.post('/api/v2/reservations', async (ctx) => {
+    const user = userIn(ctx);
+    const made = await d.reservations.reserve(parseReserveBody(bodyOf(ctx), user), clientGone(ctx));
+    ctx.body = { reservations: made.map((x) => presentFarmReservation(x, user)) };
+  });
+
+  r.post('/api/v2/reservations/:id/extend', async (ctx) => {
+    const user = userIn(ctx);
+    const id = idOf(ctx);
+    const body = bodyOf(ctx) as { duration_secs?: unknown } | null;
+    await d.reservations.extend(id, user, body?.duration_secs as number);
+    ctx.status = 204;
+  });
+
+  r.delete('/api/v2/reservations/:id', async (ctx) => {
+    const user = userIn(ctx);
+    await d.reservations.end(idOf(ctx), user);
+    ctx.status = 204;
+  });
+
+  r.post('/api/v2/reservations/:id/interrupt', async (ctx) => {
+    const user = userIn(ctx);
+    const id = idOf(ctx);
+    const body = bodyOf(ctx) as { message?: unknown } | null;
+    await d.reservations.interrupt(id, user, body?.message as string);
+    ctx.status = 204;
+  });
+
+  return r;
+}

@@ -1,0 +1,593 @@
+/**
+ * Reservations across the farm, in PostgreSQL (docs/farm.md, "Reservations"): the single node's
+ * rules (src/core/reservations.ts: codes, validation, the spec's state table) over many nodes.
+ *
+ * - All or nothing in one transaction: the requested `nodes` rows are locked in node-id order
+ *   (`SELECT ... FOR UPDATE`), so overlapping requests serialise and never deadlock; the partial
+ *   unique index `reservation_nodes_one_active` refuses a double booking should anything slip by.
+ * - The database clock decides: an expired reservation (or lease) counts as ended in every query
+ *   (compared with now()); a sweeper marks them ended about every second and announces it.
+ * - Extensions: `lease_secs` (ends unless renewed by extend) and `wait_secs` (a first come, first
+ *   served queue, in this process's memory, instead of a 409).
+ * Everything else lives in the database, so a restarted portal sees every reservation.
+ */
+import type pg from 'pg';
+import { FarmError, invalid, notFound } from '../core/errors.js';
+import type { EventType, ReservationData, ReservationEndedData } from '../core/events.js';
+import type { Logger } from '../core/ports.js';
+import { DEFAULT_LIMITS } from '../core/reservations.js';
+import type { FarmEventLog, FarmReservation, FarmReservations, ReserveRequest } from './contract.js';
+
+/** A farm reservation with its lease deadline (the extension's second field). */
+export interface PgReservation extends FarmReservation {
+  /** ISO 8601: when the lease runs out unless renewed; null without a lease. */
+  lease_until: string | null;
+}
+
+export interface PgReservationsOptions {
+  pool: pg.Pool;
+  /** Why a node cannot be reserved now (offline, running a job, licence expired); null = free. */
+  isBusy(nodeId: string): string | null;
+  events?: FarmEventLog;
+  logger: Logger;
+  /** How often expired reservations and leases are marked ended (default 1,000 ms). */
+  sweepMs?: number;
+  /** How often waiting requests are tried again while any waits (default 500 ms): isBusy changes outside the database. */
+  recheckMs?: number;
+}
+
+/** The longest wait_secs: an HTTP request held open this long (one hour). */
+export const MAX_WAIT_SECS = 3600;
+
+const LIVE = `(r.ended_at IS NULL AND (r.expires_at IS NULL OR r.expires_at > now()) AND (r.lease_until IS NULL OR r.lease_until > now()))`;
+const DUE = `(r.ended_at IS NULL AND (r.expires_at <= now() OR r.lease_until <= now()))`;
+const COLUMNS = `r.reservation_id, n.node_id, r.username, r.created_at, r.expires_at, r.message, r.lease_secs, r.lease_until,
+  r.ended_at, r.end_reason, r.ended_by, r.end_message, r.group_id, ${LIVE} AS live`;
+
+interface Row {
+  reservation_id: string;
+  node_id: string;
+  username: string;
+  created_at: Date;
+  expires_at: Date | null;
+  message: string;
+  lease_secs: number | null;
+  lease_until: Date | null;
+  ended_at: Date | null;
+  end_reason: 'ended' | 'expired' | 'interrupted' | null;
+  ended_by: string | null;
+  end_message: string | null;
+  group_id: string;
+  live: boolean;
+}
+
+/** A reserve request after validation. */
+interface Checked {
+  nodeIds: string[];
+  message: string;
+  durationSecs: number | null;
+  username: string;
+  leaseSecs: number | null;
+  waitSecs: number | null;
+}
+
+/** One request in the wait queue. */
+interface Waiter {
+  req: Checked;
+  state: 'waiting' | 'trying' | 'done';
+  timedOut: boolean;
+  aborted: boolean;
+  why: string;
+  timer: NodeJS.Timeout;
+  resolve(made: PgReservation[]): void;
+  reject(e: unknown): void;
+  cleanup(): void;
+}
+
+const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
+
+function toReservation(row: Row): PgReservation {
+  return {
+    reservation_id: Number(row.reservation_id),
+    node_id: row.node_id,
+    username: row.username,
+    start_time: row.created_at.toISOString(),
+    expires: iso(row.expires_at),
+    message: row.message,
+    ended: !row.live,
+    lease_secs: row.lease_secs,
+    lease_until: iso(row.lease_until),
+  };
+}
+
+const reservationData = (r: Row): ReservationData => ({
+  reservation_id: Number(r.reservation_id),
+  username: r.username,
+  start_time: r.created_at.toISOString(),
+  expires: iso(r.expires_at),
+  message: r.message,
+});
+
+const endedData = (r: Row): ReservationEndedData => ({
+  ...reservationData(r),
+  how: r.end_reason ?? 'ended',
+  by: r.ended_by,
+  end_message: r.end_message,
+  end_time: (r.ended_at ?? new Date()).toISOString(),
+});
+
+// ------------------------------------------------------------------ validation (the single node's rules)
+
+function secsRule(name: string, v: unknown, max: number, optional: boolean): number | null {
+  if (optional && (v === undefined || v === null)) return null;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > max) {
+    throw invalid(`${name} must be a whole number of seconds from 1 to ${max}${optional ? ', or null' : ''}`);
+  }
+  return v;
+}
+
+/** duration_secs of reserve and extend: the single node's rule. */
+export function checkDuration(v: unknown, optional: boolean): number | null {
+  if (optional && (v === undefined || v === null)) return null;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > DEFAULT_LIMITS.maxDurationSecs) {
+    throw invalid(`duration_secs must be a whole number of seconds from 1 to ${DEFAULT_LIMITS.maxDurationSecs}${optional ? ', or null for no expiry' : ''}`);
+  }
+  return v;
+}
+
+function checkLength(message: string): void {
+  if (message.length > DEFAULT_LIMITS.maxMessageChars) throw invalid(`message: at most ${DEFAULT_LIMITS.maxMessageChars} characters`);
+}
+
+/**
+ * A POST /api/v2/reservations body as a ReserveRequest for `username`, or a 400 saying what is wrong
+ * (the single node's rules, plus the extensions lease_secs and wait_secs).
+ */
+export function parseReserveBody(body: unknown, username: string): ReserveRequest {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw invalid('the body must be a JSON object with node_ids and message');
+  const b = body as Record<string, unknown>;
+  const c = check({
+    node_ids: b['node_ids'] as string[],
+    message: b['message'] as string,
+    duration_secs: b['duration_secs'] as number | null,
+    username,
+    lease_secs: b['lease_secs'] as number | null | undefined,
+    wait_secs: b['wait_secs'] as number | null | undefined,
+  });
+  return { node_ids: c.nodeIds, message: c.message, duration_secs: c.durationSecs, username, lease_secs: c.leaseSecs, wait_secs: c.waitSecs };
+}
+
+function check(req: ReserveRequest): Checked {
+  const ids: unknown = req.node_ids;
+  if (!Array.isArray(ids) || ids.length === 0 || !ids.every((n) => typeof n === 'string' && n !== '')) {
+    throw invalid('node_ids must be a non-empty array of node id strings');
+  }
+  if (ids.length > DEFAULT_LIMITS.maxNodes) throw invalid(`node_ids: at most ${DEFAULT_LIMITS.maxNodes} nodes in one request`);
+  const dup = (ids as string[]).find((n, i) => ids.indexOf(n) !== i);
+  if (dup !== undefined) throw invalid(`node_ids: ${dup} is listed twice`);
+  const message: unknown = req.message;
+  if (typeof message !== 'string') throw invalid('message is required: a string shown to other users while the reservation is active');
+  checkLength(message);
+  return {
+    nodeIds: ids as string[],
+    message,
+    durationSecs: checkDuration(req.duration_secs, true),
+    username: req.username,
+    leaseSecs: secsRule('lease_secs', req.lease_secs, DEFAULT_LIMITS.maxDurationSecs, true),
+    waitSecs: secsRule('wait_secs', req.wait_secs, MAX_WAIT_SECS, true),
+  };
+}
+
+const isPgError = (e: unknown, code: string): boolean => (e as { code?: unknown })?.code === code;
+
+/** Thrown to a waiter whose client went away, or when the portal stops. */
+const gone = (why: string) => new FarmError('device_unavailable', why);
+
+// ------------------------------------------------------------------ the service
+
+export class PgReservations implements FarmReservations {
+  private readonly pool: pg.Pool;
+  private readonly queue: Waiter[] = [];
+  private sweeper: NodeJS.Timeout | undefined;
+  private recheck: NodeJS.Timeout | undefined;
+  private sweeping: Promise<void> | undefined;
+  private pumping = false;
+  private pumpAgain = false;
+  private events: Promise<void> = Promise.resolve();
+  private closed = false;
+
+  constructor(private readonly o: PgReservationsOptions) {
+    this.pool = o.pool;
+  }
+
+  /** Start the sweeper (ends what expired while no portal ran, then about every second). */
+  async start(): Promise<void> {
+    await this.sweep();
+    this.sweeper = setInterval(() => void this.sweep(), this.o.sweepMs ?? 1000);
+    this.sweeper.unref();
+  }
+
+  /** Stop the timers; waiting requests are answered 503 (the portal is stopping). Events already made are delivered. */
+  async close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.sweeper);
+    clearInterval(this.recheck);
+    for (const w of [...this.queue]) this.settle(w, gone('the portal is stopping; send the request again'));
+    await this.sweeping;
+    await this.events;
+  }
+
+  /** Waiting requests, for metrics and tests. */
+  get waiting(): number {
+    return this.queue.length;
+  }
+
+  /**
+   * All or nothing: 400 invalid, 404 an unknown node, 409 a node reserved or busy (nothing is reserved).
+   * With wait_secs, a 409 becomes a place in the queue (first come, first served) for up to that long.
+   */
+  async reserve(req: ReserveRequest, signal?: AbortSignal): Promise<PgReservation[]> {
+    const c = check(req);
+    if (c.waitSecs === null) {
+      const out = await this.tryReserve(c);
+      if ('made' in out) return out.made;
+      throw new FarmError('conflict', out.conflict);
+    }
+    if (signal?.aborted) throw gone('the client went away');
+    // First come, first served among waiters: never take a node an earlier waiter is waiting for.
+    const wanted = new Set(c.nodeIds);
+    if (!this.queue.some((w) => w.req.nodeIds.some((n) => wanted.has(n)))) {
+      const out = await this.tryReserve(c);
+      if ('made' in out) return out.made;
+      return this.enqueue(c, out.conflict, signal);
+    }
+    return this.enqueue(c, 'an earlier request is waiting for the same nodes', signal);
+  }
+
+  /** expires += duration_secs (creator only); also renews the lease of every reservation the request made. */
+  async extend(id: number, username: string, durationSecs: number): Promise<void> {
+    const secs = checkDuration(durationSecs, false) as number;
+    const out = await this.tx(async (db): Promise<{ error?: FarmError; ended?: Row[]; extended?: Row }> => {
+      const r = await this.lockOne(db, id);
+      if (!r.live) return { error: invalid(`reservation ${id} has already ended; make a new reservation`), ended: await this.expireIfDue(db, r) };
+      if (r.username !== username) return { error: new FarmError('forbidden', `reservation ${id} was made by ${r.username}; only they can extend it`) };
+      // Leases of the whole request are renewed in id order (the order every statement locks them in).
+      await db.query(
+        `UPDATE reservations r SET lease_until = now() + make_interval(secs => r.lease_secs)
+         WHERE r.reservation_id IN (SELECT r.reservation_id FROM reservations r WHERE r.group_id = $1 AND r.lease_secs IS NOT NULL AND ${LIVE}
+                                    ORDER BY r.reservation_id FOR UPDATE)`,
+        [r.group_id],
+      );
+      // No expiry: it already lasts for ever, and extending changes nothing (the single node's choice).
+      const moved = await db.query<Row>(
+        `UPDATE reservations r SET expires_at = r.expires_at + make_interval(secs => $2::double precision)
+         FROM reservation_nodes n WHERE r.reservation_id = $1 AND n.reservation_id = r.reservation_id AND r.expires_at IS NOT NULL
+         RETURNING ${COLUMNS}`,
+        [id, secs],
+      );
+      return { extended: moved.rows[0] };
+    });
+    this.announceEnded(out.ended ?? []);
+    if (out.extended) this.emit('reservation.extended', out.extended.node_id, reservationData(out.extended));
+    await this.events;
+    if (out.error) throw out.error;
+  }
+
+  /** DELETE: the creator ends it; an ended one answers success to anyone. */
+  async end(id: number, username: string): Promise<void> {
+    await this.finish(id, async (db, r) => {
+      if (r.username !== username) throw new FarmError('forbidden', `reservation ${id} was made by ${r.username}; ask them, or interrupt it with a message`);
+      return this.endRow(db, id, 'ended', username, null);
+    });
+  }
+
+  /** Anyone ends it with a message the owner is shown (message checked first: 400 even when ended). */
+  async interrupt(id: number, username: string, message: string): Promise<void> {
+    const m: unknown = message;
+    if (typeof m !== 'string' || m.trim() === '') {
+      throw invalid('message is required: a non-empty string telling the owner why their reservation was interrupted');
+    }
+    checkLength(m);
+    await this.finish(id, (db) => this.endRow(db, id, 'interrupted', username, m));
+  }
+
+  async active(nodeId: string): Promise<PgReservation | undefined> {
+    const { rows } = await this.pool.query<Row>(
+      `SELECT ${COLUMNS} FROM reservations r JOIN reservation_nodes n USING (reservation_id) WHERE n.node_id = $1 AND n.active AND ${LIVE}`,
+      [nodeId],
+    );
+    return rows[0] && toReservation(rows[0]);
+  }
+
+  async activeAll(): Promise<Map<string, PgReservation>> {
+    const { rows } = await this.pool.query<Row>(`SELECT ${COLUMNS} FROM reservations r JOIN reservation_nodes n USING (reservation_id) WHERE n.active AND ${LIVE}`);
+    return new Map(rows.map((r) => [r.node_id, toReservation(r)]));
+  }
+
+  /** A reservation by id, live or ended; undefined when never issued. */
+  async get(id: number): Promise<PgReservation | undefined> {
+    const { rows } = await this.pool.query<Row>(`SELECT ${COLUMNS} FROM reservations r JOIN reservation_nodes n USING (reservation_id) WHERE r.reservation_id = $1`, [id]);
+    return rows[0] && toReservation(rows[0]);
+  }
+
+  /** Mark every reservation past its expiry or lease ended (each once, even with several portals); returns how many. */
+  async sweep(): Promise<number> {
+    if (this.sweeping) return 0;
+    let count = 0;
+    this.sweeping = (async () => {
+      try {
+        const ended = await this.tx((db) => this.expireDue(db, null));
+        count = ended.length;
+        this.announceEnded(ended);
+        await this.events;
+      } catch (e) {
+        this.o.logger.warn({ err: e }, 'reservation sweep failed; trying again in a second');
+      }
+    })();
+    await this.sweeping;
+    this.sweeping = undefined;
+    return count;
+  }
+
+  // ------------------------------------------------------------ internals
+
+  /** One attempt: the reservations made, or why not (409). 400/404 are thrown. */
+  private async tryReserve(c: Checked): Promise<{ made: PgReservation[] } | { conflict: string }> {
+    let out: { ended: Row[]; made?: Row[]; conflict?: string };
+    try {
+      out = await this.tx(async (db) => {
+        const locked = await db.query<{ node_id: string }>('SELECT node_id FROM nodes WHERE node_id = ANY($1::text[]) ORDER BY node_id FOR UPDATE', [c.nodeIds]);
+        if (locked.rowCount !== c.nodeIds.length) {
+          const known = new Set(locked.rows.map((r) => r.node_id));
+          throw notFound(`unknown node_id: ${c.nodeIds.filter((n) => !known.has(n)).join(', ')}`);
+        }
+        const ended = await this.expireDue(db, c.nodeIds);
+        const held = await db.query<Row>(
+          `SELECT ${COLUMNS} FROM reservations r JOIN reservation_nodes n USING (reservation_id) WHERE n.node_id = ANY($1::text[]) AND n.active`,
+          [c.nodeIds],
+        );
+        const holder = new Map(held.rows.map((r) => [r.node_id, r]));
+        const taken: string[] = [];
+        for (const node of c.nodeIds) {
+          const r = holder.get(node);
+          const busy = r ? null : this.o.isBusy(node);
+          if (r) taken.push(`node ${node} is reserved by ${r.username} (reservation ${r.reservation_id})`);
+          else if (busy !== null) taken.push(`node ${node} is not free: ${busy}`);
+        }
+        if (taken.length) return { ended, conflict: `nothing was reserved: ${taken.join('; ')}` };
+        const made = await db.query<Row>(
+          `WITH ids AS (
+             SELECT nextval('reservations_reservation_id_seq') AS id, u.node_id, u.ord FROM unnest($1::text[]) WITH ORDINALITY AS u(node_id, ord)
+           ), grp AS (SELECT nextval('reservation_groups') AS id),
+           r AS (
+             INSERT INTO reservations (reservation_id, group_id, username, message, created_at, expires_at, lease_secs, lease_until)
+             SELECT ids.id, grp.id, $2, $3, clock_timestamp(), clock_timestamp() + make_interval(secs => $4::double precision),
+                    $5::integer, clock_timestamp() + make_interval(secs => $5::double precision)
+             FROM ids, grp ORDER BY ids.ord
+             RETURNING *
+           ), n AS (
+             INSERT INTO reservation_nodes (reservation_id, node_id) SELECT id, node_id FROM ids RETURNING reservation_id
+           )
+           SELECT r.reservation_id, ids.node_id, r.username, r.created_at, r.expires_at, r.message, r.lease_secs, r.lease_until,
+                  r.ended_at, r.end_reason, r.ended_by, r.end_message, r.group_id, true AS live
+           FROM r JOIN ids ON ids.id = r.reservation_id ORDER BY ids.ord`,
+          [c.nodeIds, c.username, c.message, c.durationSecs, c.leaseSecs],
+        );
+        return { ended, made: made.rows };
+      });
+    } catch (e) {
+      // The last line of defence: the partial unique index refused a second live reservation of a node.
+      if (isPgError(e, '23505')) return { conflict: 'nothing was reserved: a node was reserved at the same moment; try again' };
+      throw e;
+    }
+    this.announceEnded(out.ended);
+    for (const r of out.made ?? []) this.emit('reservation.made', r.node_id, reservationData(r));
+    // When a call returns, its events are in the log (a client reading events next sees them).
+    await this.events;
+    if (!out.made) return { conflict: out.conflict as string };
+    return { made: out.made.map(toReservation) };
+  }
+
+  /** end / interrupt: 404 never issued; 204 when already ended (an unswept expiry is ended now); else `act`. */
+  private async finish(id: number, act: (db: pg.PoolClient, r: Row) => Promise<Row[]>): Promise<void> {
+    const ended = await this.tx(async (db) => {
+      const r = await this.lockOne(db, id);
+      if (!r.live) return this.expireIfDue(db, r);
+      return act(db, r);
+    });
+    this.announceEnded(ended);
+    await this.events;
+  }
+
+  private async endRow(db: pg.PoolClient, id: number, how: 'ended' | 'interrupted', by: string, message: string | null): Promise<Row[]> {
+    const { rows } = await db.query<Row>(
+      `WITH e AS (
+         UPDATE reservations SET ended_at = clock_timestamp(), end_reason = $2, ended_by = $3, end_message = $4
+         WHERE reservation_id = $1 AND ended_at IS NULL RETURNING *
+       ), n AS (UPDATE reservation_nodes SET active = false WHERE reservation_id IN (SELECT reservation_id FROM e) RETURNING node_id, reservation_id)
+       SELECT r.reservation_id, n.node_id, r.username, r.created_at, r.expires_at, r.message, r.lease_secs, r.lease_until,
+              r.ended_at, r.end_reason, r.ended_by, r.end_message, r.group_id, false AS live
+       FROM e r JOIN n USING (reservation_id)`,
+      [id, how, by, message],
+    );
+    return rows;
+  }
+
+  /** The reservation `id`, locked; 404 when never issued. */
+  private async lockOne(db: pg.PoolClient, id: number): Promise<Row> {
+    const { rows } = await db.query<Row>(
+      `SELECT ${COLUMNS} FROM reservations r JOIN reservation_nodes n USING (reservation_id) WHERE r.reservation_id = $1 FOR UPDATE OF r`,
+      [id],
+    );
+    if (!rows[0]) throw notFound(`reservation ${id} does not exist`);
+    return rows[0];
+  }
+
+  private expireIfDue(db: pg.PoolClient, r: Row): Promise<Row[]> {
+    return r.ended_at === null ? this.expireDue(db, null, r.reservation_id) : Promise.resolve([]);
+  }
+
+  /**
+   * Mark ended (how `expired`, at the expiry instant) the live reservations past their expiry or lease:
+   * of `nodes`, of one id, or all. Rows are locked in id order; the sweep skips rows another
+   * transaction holds (it comes back in a second), so it never waits on, nor deadlocks with, a request.
+   */
+  private async expireDue(db: pg.PoolClient, nodes: string[] | null, id?: string): Promise<Row[]> {
+    const where = nodes ? 'AND r.reservation_id IN (SELECT reservation_id FROM reservation_nodes WHERE node_id = ANY($1::text[]) AND active)' : id ? 'AND r.reservation_id = $1' : '';
+    const { rows } = await db.query<Row>(
+      `WITH due AS (
+         SELECT r.reservation_id FROM reservations r WHERE ${DUE} ${where} ORDER BY r.reservation_id FOR UPDATE ${nodes || id ? '' : 'SKIP LOCKED'}
+       ), e AS (
+         UPDATE reservations r SET ended_at = LEAST(r.expires_at, r.lease_until), end_reason = 'expired'
+         FROM due WHERE r.reservation_id = due.reservation_id RETURNING r.*
+       ), n AS (UPDATE reservation_nodes SET active = false WHERE reservation_id IN (SELECT reservation_id FROM e) RETURNING node_id, reservation_id)
+       SELECT r.reservation_id, n.node_id, r.username, r.created_at, r.expires_at, r.message, r.lease_secs, r.lease_until,
+              r.ended_at, r.end_reason, r.ended_by, r.end_message, r.group_id, false AS live
+       FROM e r JOIN n USING (reservation_id) ORDER BY r.reservation_id`,
+      nodes ? [nodes] : id ? [id] : [],
+    );
+    return rows;
+  }
+
+  /** Run `fn` in a transaction; a deadlock or serialisation failure is retried (it rolled back: nothing happened). */
+  private async tx<T>(fn: (db: pg.PoolClient) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      const db = await this.pool.connect();
+      try {
+        await db.query('BEGIN');
+        const out = await fn(db);
+        await db.query('COMMIT');
+        return out;
+      } catch (e) {
+        await db.query('ROLLBACK').catch(() => undefined);
+        if (attempt < 5 && (isPgError(e, '40P01') || isPgError(e, '40001'))) continue;
+        throw e;
+      } finally {
+        db.release();
+      }
+    }
+  }
+
+  /** Announce ends (after the commit) and let waiters try for the freed nodes. */
+  private announceEnded(rows: Row[]): void {
+    for (const r of rows) this.emit(r.end_reason === 'interrupted' ? 'reservation.interrupted' : 'reservation.ended', r.node_id, endedData(r));
+    if (rows.length && this.queue.length) void this.pump();
+  }
+
+  /**
+   * Events go to the log one after another, in the order things happened; the calls await them, so a
+   * call's events are recorded when it returns. A failure is logged: the change itself is committed.
+   */
+  private emit(type: EventType, nodeId: string, data: ReservationData): void {
+    const log = this.o.events;
+    if (!log) return;
+    this.events = this.events
+      .then(() => log.append(type, nodeId, data))
+      .catch((e: unknown) => this.o.logger.error({ err: e, type, node_id: nodeId }, 'could not record a reservation event'));
+  }
+
+  // ------------------------------------------------------------ the wait queue (extension)
+
+  private enqueue(req: Checked, why: string, signal?: AbortSignal): Promise<PgReservation[]> {
+    return new Promise((resolve, reject) => {
+      const onAbort = () => {
+        w.aborted = true;
+        if (w.state === 'waiting') this.settle(w, gone('the client went away'));
+      };
+      const w: Waiter = {
+        req,
+        state: 'waiting',
+        timedOut: false,
+        aborted: false,
+        why,
+        resolve,
+        reject,
+        timer: setTimeout(() => {
+          w.timedOut = true;
+          if (w.state === 'waiting') this.settle(w, this.waitedInVain(w));
+        }, (req.waitSecs as number) * 1000),
+        cleanup: () => signal?.removeEventListener('abort', onAbort),
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.queue.push(w);
+      if (!this.recheck) {
+        // isBusy changes outside the database, and other portals end reservations: look again now and then.
+        this.recheck = setInterval(() => void this.pump(), this.o.recheckMs ?? 500);
+        this.recheck.unref();
+      }
+    });
+  }
+
+  private waitedInVain(w: Waiter): FarmError {
+    return new FarmError('conflict', `nothing was reserved: waited ${w.req.waitSecs} s; ${w.why.replace(/^nothing was reserved: /, '')}`);
+  }
+
+  /** Take a waiter out of the queue and answer it (an error, or its reservations). */
+  private settle(w: Waiter, outcome: unknown, made?: PgReservation[]): void {
+    if (w.state === 'done') return;
+    w.state = 'done';
+    clearTimeout(w.timer);
+    w.cleanup();
+    const i = this.queue.indexOf(w);
+    if (i >= 0) this.queue.splice(i, 1);
+    if (!this.queue.length) {
+      clearInterval(this.recheck);
+      this.recheck = undefined;
+    }
+    if (made) w.resolve(made);
+    else w.reject(outcome);
+  }
+
+  /**
+   * Try the waiters in arrival order. A waiter that cannot have its nodes blocks those nodes for the
+   * waiters behind it (first come, first served); waiters on other nodes go ahead.
+   */
+  private async pump(): Promise<void> {
+    if (this.pumping) {
+      this.pumpAgain = true;
+      return;
+    }
+    this.pumping = true;
+    try {
+      do {
+        this.pumpAgain = false;
+        const blocked = new Set<string>();
+        for (const w of [...this.queue]) {
+          if (w.state !== 'waiting' || this.closed) continue;
+          if (w.req.nodeIds.some((n) => blocked.has(n))) {
+            for (const n of w.req.nodeIds) blocked.add(n);
+            continue;
+          }
+          w.state = 'trying';
+          let out: Awaited<ReturnType<PgReservations['tryReserve']>>;
+          try {
+            out = await this.tryReserve(w.req);
+          } catch (e) {
+            w.state = 'waiting';
+            if (e instanceof FarmError) this.settle(w, e);
+            else this.o.logger.warn({ err: e }, 'a waiting reservation could not be tried; trying again');
+            continue;
+          }
+          if ('made' in out) {
+            if (w.aborted || this.closed) {
+              // Nobody is there to receive them: give the nodes back at once.
+              w.state = 'waiting';
+              this.settle(w, gone('the client went away'));
+              for (const r of out.made) await this.end(r.reservation_id, r.username).catch(() => undefined);
+            } else {
+              w.state = 'waiting';
+              this.settle(w, null, out.made);
+            }
+            continue;
+          }
+          w.state = 'waiting';
+          w.why = out.conflict;
+          if (w.timedOut || w.aborted) this.settle(w, w.aborted ? gone('the client went away') : this.waitedInVain(w));
+          else for (const n of w.req.nodeIds) blocked.add(n);
+        }
+      } while (this.pumpAgain && this.queue.length && !this.closed);
+    } finally {
+      this.pumping = false;
+    }
+  }
+}
