@@ -115,4 +115,17 @@ CREATE INDEX results_result ON results (result, start_time, result_id);
 CREATE INDEX results_node ON results (node_id, start_time, result_id);
 `,
   },
+  {
+    id: 5,
+    name: 'deleted results (the portal answers 410 for them, as a node does)',
+    sql: `
+-- Results the portal deleted (retention): their ids answer 410 gone, as a node's tombstones do.
+-- A later upload of the same id removes its row.
+CREATE TABLE results_deleted (
+  result_id   text COLLATE "C" PRIMARY KEY,
+  node_id     text COLLATE "C" NOT NULL,
+  deleted_at  timestamptz NOT NULL DEFAULT now()
+);
+`,
+  },
 ];
