@@ -118,7 +118,7 @@ export function farmResultRouter(o: FarmResultRoutesOptions): Router {
   r.get(`/api/v2/results${ID}/artifacts/*path`, async (ctx) => {
     const rec = await uploaded(ctx);
     if (!rec) return;
-    const rel = String((ctx.params as Record<string, string>).path);
+    const rel = String((ctx.params).path);
     const file = await o.store.openArtifact(rec.result_id, rel);
     if (!file) throw new FarmError('not_found', `result ${rec.result_id} has no artifact ${JSON.stringify(rel)}`);
     await sendFile(ctx, file, rel);
