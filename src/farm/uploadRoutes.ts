@@ -49,7 +49,10 @@ export function uploadRouter(o: UploadRouterOptions): Router {
     const encoding = (ctx.get('Content-Encoding') || 'identity').toLowerCase();
     if (encoding !== 'identity') throw new FarmError('unsupported_media_type', 'send the chunk uncompressed (no Content-Encoding)');
     const declared = Number(ctx.get('Content-Length') || '0');
-    if (declared > o.uploads.maxChunkBytes) throw new FarmError('payload_too_large', `a chunk holds at most ${o.uploads.maxChunkBytes} bytes`);
+    if (declared > o.uploads.maxChunkBytes) {
+      ctx.req.resume(); // read and drop it, so the client reads the answer instead of a reset
+      throw new FarmError('payload_too_large', `a chunk holds at most ${o.uploads.maxChunkBytes} bytes`);
+    }
     try {
       ctx.body = await o.uploads.append(id, rel, offset, ctx.req);
     } catch (e) {
