@@ -37,6 +37,7 @@ import { ProcessTestRunner } from './runner/testRunner.js';
 import { lockDataDir, LockHeldError } from './storage/dataDirLock.js';
 import { FileJobRepository } from './storage/jobStore.js';
 import { FileResultRepository } from './storage/results/index.js';
+import { readCredential, ResultUploader, UPLOAD_QUEUE_FILE } from './farm/uploader.js';
 import { StateNodeUsageStore, StateReservationStore, StateStore } from './storage/state.js';
 import { FileTokenVerifier, tokensFile } from './storage/tokens.js';
 import { describeReadiness, ReadinessChecks, statfsFreeBytes, type Readiness } from './service/readiness.js';
@@ -51,6 +52,8 @@ export interface Daemon {
   readiness(): Promise<Readiness>;
   /** The node's health check (docs/health-checks.md). */
   healthCheck: HealthCheckService;
+  /** Uploads finished results to the farm's portal; only with a `portal` config section. */
+  uploader?: ResultUploader;
   stop(): Promise<void>;
 }
 
@@ -141,6 +144,25 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
   );
   await results.open();
   undo.push(() => results.close());
+
+  // ---- farm: upload each finished result to the portal (docs/farm.md, "Results: uploads and the farm
+  // index"). Only with a `portal` section; follows run.finished from here on, before recovery records
+  // anything, and delivers from its own queue file in its own loop (never in a run's way).
+  let uploader: ResultUploader | undefined;
+  if (cfg.portal) {
+    uploader = new ResultUploader({
+      nodeId: cfg.node_id,
+      portalUrl: cfg.portal.url,
+      credential: await readCredential(cfg.portal.node_credential_file),
+      results,
+      events: hub,
+      queueFile: path.join(dataDir, UPLOAD_QUEUE_FILE),
+      logger,
+    });
+    await uploader.start();
+    undo.push(() => uploader?.stop());
+  }
+  // ---- end farm uploads
 
   const testPack = new GitTestPack({
     url: cfg.test_pack.url,
@@ -310,6 +332,8 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
       // Bounded: the runner's own stop (grace, SIGKILL) plus room for the run's record to be written.
       const ended = await jobs.shutdown((cfg.runner.stop_response_secs + cfg.runner.kill_grace_secs + 30) * 1000);
       if (ended) await checksStopped; // a health check's job that did not end would hold it too
+      step('farm uploads'); // after the job: its last run.finished is queued (the queue file keeps it for the next start)
+      await uploader?.stop();
       step('HTTP connections');
       // After the job's last events went out: end the event streams, so they do not hold the close.
       stream.close();
@@ -333,7 +357,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
       await lock.release();
       step('done');
     })());
-  return { url, server, services, readiness: () => readiness.check(), healthCheck: checks, stop };
+  return { url, server, services, readiness: () => readiness.check(), healthCheck: checks, uploader, stop };
 }
 
 /**

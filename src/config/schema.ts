@@ -174,6 +174,14 @@ export const configSchema = z.strictObject({
     })
     .prefault({}),
   log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** The farm's portal this node joins (docs/farm.md); absent: a single appliance, as before. */
+  portal: z
+    .strictObject({
+      url: z.url(),
+      /** A file holding the node credential `farmhand farm node add` printed on the portal. */
+      node_credential_file: z.string().min(1),
+    })
+    .optional(),
 });
 
 export type FarmConfig = z.infer<typeof configSchema> & { node_id: string };

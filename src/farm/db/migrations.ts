@@ -173,4 +173,17 @@ CREATE INDEX reservations_live ON reservations (reservation_id) WHERE ended_at I
 CREATE INDEX reservations_group ON reservations (group_id);
 `,
   },
+  {
+    id: 5,
+    name: 'deleted results (the portal answers 410 for them, as a node does)',
+    sql: `
+-- Results the portal deleted (retention): their ids answer 410 gone, as a node's tombstones do.
+-- A later upload of the same id removes its row.
+CREATE TABLE results_deleted (
+  result_id   text COLLATE "C" PRIMARY KEY,
+  node_id     text COLLATE "C" NOT NULL,
+  deleted_at  timestamptz NOT NULL DEFAULT now()
+);
+`,
+  },
 ];

@@ -1,0 +1,152 @@
+/**
+ * The portal's v2 result endpoints, farm-wide:
+ *
+ * - `GET /api/v2/results`, `.csv`, `.xml`: from the farm's index in
+ *   PostgreSQL (FarmResults), with the node's query parsing
+ *   (parseResultQuery) and the node's formats, so the answers are the
+ *   node's for the same records.
+ * - A result's detail, `farmhand.log`/`stbt.log`, `screenshot.png`,
+ *   `artifacts` and artifact files: from the portal's storage once the node
+ *   uploaded the result (StoredResults); 410 once the portal deleted it; not
+ *   uploaded yet (or a run in progress): passed on to the owning node
+ *   (`forward`), which answers as it always does (404 unknown, 410 deleted,
+ *   a live log).
+ */
+import Router from '@koa/router';
+import type { Context } from 'koa';
+import { FarmError } from '../core/errors.js';
+import type { ResultRecord } from '../core/model.js';
+import { parseResultQuery, parseTimeZone } from '../core/query.js';
+import { userOf } from '../http/context.js';
+import { openServed, sendFile } from '../http/files.js';
+import { resultsCsv } from '../http/formats/csv.js';
+import { JUNIT_CLASSNAMES, resultsJunitXml, type JunitClassname } from '../http/formats/junit.js';
+import { createLogTzTransform } from '../http/formats/logTz.js';
+import { resultIdFromParams } from '../http/params.js';
+import { presentResultDetail, presentResultSummary } from '../http/presenters.js';
+import { LOG_NAMES } from '../http/resultRoutes.js';
+import type { FarmHub } from './contract.js';
+import type { StoredResults } from './storedResults.js';
+
+/** Pass the request in `ctx` to the node that owns it and answer with the node's response. */
+export type ForwardToNode = (nodeId: string, ctx: Context) => Promise<void>;
+
+export interface FarmResultRoutesOptions {
+  store: StoredResults;
+  forward: ForwardToNode;
+  /** Absolute base URL of the portal for result_url etc.; default each request's own. */
+  publicUrl?: string;
+}
+
+const ID = '/:node/:hex/:num/:stamp';
+
+export function farmResultRouter(o: FarmResultRoutesOptions): Router {
+  const r = new Router();
+  const base = (ctx: Context): string => (o.publicUrl ?? `${ctx.protocol}://${ctx.host}`).replace(/\/+$/, '');
+  const index = o.store.index;
+
+  r.get('/api/v2/results', async (ctx) => {
+    const q = parseResultQuery(ctx.query);
+    const b = base(ctx);
+    ctx.body = (await index.query(q)).map((x) => presentResultSummary(x, b, 'v2'));
+  });
+
+  r.get('/api/v2/results.csv', async (ctx) => {
+    const q = parseResultQuery(ctx.query);
+    const rows = await index.query(q);
+    ctx.type = 'text/csv; charset=utf-8';
+    ctx.body = resultsCsv(rows, { base: base(ctx), tz: q.tz });
+  });
+
+  r.get('/api/v2/results.xml', async (ctx) => {
+    const q = parseResultQuery(ctx.query);
+    const raw = ctx.query.include_tz ?? 'false';
+    if (raw !== 'true' && raw !== 'false') throw new FarmError('invalid_request', 'include_tz must be "true" or "false"');
+    const classname = ctx.query.junit_classname ?? 'path';
+    if (!JUNIT_CLASSNAMES.includes(classname as JunitClassname)) {
+      throw new FarmError('invalid_request', `junit_classname must be one of ${JUNIT_CLASSNAMES.join(', ')} (default path)`);
+    }
+    const rows = await index.query(q);
+    ctx.type = 'application/xml; charset=utf-8';
+    ctx.body = resultsJunitXml(rows, { includeTz: raw === 'true', tz: q.tz, classname: classname as JunitClassname });
+  });
+
+  /** The uploaded record, or undefined once the request was forwarded to the node. */
+  const uploaded = async (ctx: Context): Promise<ResultRecord | undefined> => {
+    const { id, parsed } = resultIdFromParams(ctx);
+    if (!parsed) throw new FarmError('not_found', `no result ${id}`);
+    const found = await o.store.get(id);
+    if (found === 'deleted') throw new FarmError('gone', `result ${id} has been deleted (retention); it is no longer available`);
+    if (found) return found;
+    await o.forward(parsed.job.nodeId, ctx);
+    return undefined;
+  };
+
+  r.get(`/api/v2/results${ID}`, async (ctx) => {
+    const rec = await uploaded(ctx);
+    if (rec) ctx.body = presentResultDetail(rec, await o.store.artifacts(rec.result_id), base(ctx), 'v2');
+  });
+
+  for (const name of LOG_NAMES) {
+    r.get(`/api/v2/results${ID}/${name}`, async (ctx) => {
+      const rec = await uploaded(ctx);
+      if (!rec) return;
+      const file = await o.store.openArtifact(rec.result_id, 'farmhand.log');
+      if (!file) throw new FarmError('not_found', `result ${rec.result_id} has no log`);
+      // v2's log takes `tz` (default UTC) for its timestamps, as on the node.
+      const tz = parseTimeZone(ctx.query.tz);
+      if (tz === 'UTC') return sendFile(ctx, file, 'farmhand.log');
+      ctx.type = 'text/plain; charset=utf-8';
+      const fh = await openServed(file.path);
+      ctx.body = fh.createReadStream().pipe(createLogTzTransform(tz));
+    });
+  }
+
+  r.get(`/api/v2/results${ID}/screenshot.png`, async (ctx) => {
+    const rec = await uploaded(ctx);
+    if (!rec) return;
+    const file = await o.store.openArtifact(rec.result_id, 'screenshot.png');
+    if (!file) throw new FarmError('not_found', `result ${rec.result_id} has no screenshot (the capture was offline when it ended)`);
+    await sendFile(ctx, file, 'screenshot.png');
+  });
+
+  r.get(`/api/v2/results${ID}/artifacts`, async (ctx) => {
+    const rec = await uploaded(ctx);
+    if (rec) ctx.body = await o.store.artifacts(rec.result_id);
+  });
+
+  r.get(`/api/v2/results${ID}/artifacts/*path`, async (ctx) => {
+    const rec = await uploaded(ctx);
+    if (!rec) return;
+    const rel = String((ctx.params).path);
+    const file = await o.store.openArtifact(rec.result_id, rel);
+    if (!file) throw new FarmError('not_found', `result ${rec.result_id} has no artifact ${JSON.stringify(rel)}`);
+    await sendFile(ctx, file, rel);
+  });
+
+  return r;
+}
+
+/** Response headers of the node not passed on (hop-by-hop; Koa sets its own framing). */
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection', 'te', 'trailer']);
+const PASSED_REQUEST_HEADERS = ['accept', 'range', 'if-none-match', 'if-modified-since', 'content-type', 'last-event-id'];
+
+/** `forward` for farmResultRouter through the hub's connection to the node (FarmHub.forward), as the caller. */
+export function forwardThroughHub(hub: Pick<FarmHub, 'forward'>, publicUrl?: string): ForwardToNode {
+  return async (nodeId, ctx) => {
+    const headers: Record<string, string> = {};
+    for (const h of PASSED_REQUEST_HEADERS) if (ctx.get(h)) headers[h] = ctx.get(h);
+    const abort = new AbortController();
+    const onClose = (): void => abort.abort();
+    ctx.req.once('close', onClose);
+    const baseUrl = (publicUrl ?? `${ctx.protocol}://${ctx.host}`).replace(/\/+$/, '');
+    try {
+      const res = await hub.forward(nodeId, { method: ctx.method, path: ctx.url, headers, user: userOf(ctx) ?? 'anonymous', baseUrl }, abort.signal);
+      ctx.status = res.status;
+      for (const [k, v] of Object.entries(res.headers)) if (!HOP_BY_HOP.has(k.toLowerCase())) ctx.set(k, v);
+      ctx.body = res.body;
+    } finally {
+      ctx.req.off('close', onClose);
+    }
+  };
+}

@@ -1,0 +1,130 @@
+/**
+ * The results the nodes uploaded to the portal: the files under
+ * `storage_dir`, the records in PostgreSQL (FarmResults), and the ids the
+ * portal deleted (table `results_deleted`, migration 5), which answer 410 as
+ * a node's tombstones do.
+ *
+ * Layout: `<storage_dir>/<node_id>/<hex>/<n>/<YYYY-MM-DD_hh.mm.ss>/`, the
+ * node's own `<data_dir>/results/<hex>/<n>/<stamp>/` under a folder per node,
+ * with the same files (logs, screenshot, thumbnail, video, artifacts ...) and
+ * `result.json` (the record, written by the portal when the node sends it).
+ * Files still being uploaded live in `<storage_dir>/.partial/` (a node id
+ * never starts with a dot), so a result folder only ever holds whole files.
+ * Every path is made from a parsed result id (core/ids.ts: no segment can be
+ * `..` or hold a separator) and a relative path checked by isSafeRelPath.
+ */
+import { mkdir, rename, rm, rmdir } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import type pg from 'pg';
+import { FarmError } from '../core/errors.js';
+import { parseResultId, type ResultIdParts } from '../core/ids.js';
+import type { ArtifactListing, ResultRecord } from '../core/model.js';
+import { writeFileAtomic } from '../storage/atomic.js';
+import { ArtifactReader, RECORD_FILE } from '../storage/results/artifacts.js';
+import { checkRecord } from '../storage/results/record.js';
+import type { FarmResults } from './results.js';
+
+/** Where partial uploads wait (inside storage_dir, so the final rename is atomic). */
+export const PARTIAL_DIR = '.partial';
+/** Folders being deleted are renamed here first. */
+const TRASH_DIR = '.trash';
+
+export class StoredResults {
+  readonly dir: string;
+  private readonly reader = new ArtifactReader();
+
+  constructor(
+    private readonly o: { storageDir: string; index: FarmResults; pool: pg.Pool },
+  ) {
+    this.dir = resolve(o.storageDir);
+  }
+
+  get index(): FarmResults {
+    return this.o.index;
+  }
+
+  async open(): Promise<void> {
+    await mkdir(join(this.dir, PARTIAL_DIR), { recursive: true });
+  }
+
+  /** The folder of a result id (no I/O); `invalid_request` for anything that is not a result id. */
+  dirOf(resultId: string): string {
+    const p = parts(resultId);
+    return join(this.dir, p.job.nodeId, p.relDir);
+  }
+
+  /** An uploaded result; `'deleted'` once the portal deleted it; undefined when not (yet) uploaded. */
+  async get(resultId: string): Promise<ResultRecord | 'deleted' | undefined> {
+    const p = parseResultId(resultId);
+    if (!p) return undefined;
+    const id = `${p.jobUid}/${p.stamp}`;
+    const rec = await this.o.index.get(id);
+    if (rec) return rec;
+    const gone = await this.o.pool.query('SELECT 1 FROM results_deleted WHERE result_id = $1', [id]);
+    return gone.rowCount ? 'deleted' : undefined;
+  }
+
+  /** Every file of an uploaded result with size and md5, as the node lists them. */
+  artifacts(resultId: string): Promise<ArtifactListing> {
+    return this.reader.list(this.dirOf(resultId));
+  }
+
+  openArtifact(resultId: string, relPath: string): Promise<{ path: string; size: number; mtime: Date } | undefined> {
+    return this.reader.open(this.dirOf(resultId), relPath);
+  }
+
+  /**
+   * Make an uploaded result visible: its record, checked, into its folder
+   * (atomically) and into the index (idempotent on result_id: an upload made
+   * again replaces it, never duplicates).
+   */
+  async record(raw: unknown, nodeId: string): Promise<ResultRecord> {
+    const rec = checkRecord(raw);
+    if (typeof rec === 'string') throw new FarmError('invalid_request', `result record: ${rec}`);
+    const p = parseResultId(rec.result_id);
+    if (!p || rec.result_id !== `${p.jobUid}/${p.stamp}` || rec.job_uid !== p.jobUid) {
+      throw new FarmError('invalid_request', `result record: result_id ${rec.result_id} and job_uid ${rec.job_uid} disagree`);
+    }
+    if (p.job.nodeId !== nodeId) throw new FarmError('forbidden', `node ${nodeId} cannot record a result of node ${p.job.nodeId}`);
+    const dir = this.dirOf(rec.result_id);
+    await mkdir(dir, { recursive: true });
+    await writeFileAtomic(join(dir, RECORD_FILE), JSON.stringify(rec, null, 2) + '\n');
+    await this.o.index.put([rec]);
+    await this.o.pool.query('DELETE FROM results_deleted WHERE result_id = $1', [rec.result_id]);
+    return rec;
+  }
+
+  /** Delete uploaded results (retention): tombstones first, then the records, then the folders. */
+  async delete(ids: readonly string[]): Promise<number> {
+    const valid = ids.map((id) => parseResultId(id)).filter((p): p is ResultIdParts => p !== undefined);
+    if (valid.length === 0) return 0;
+    const resultIds = valid.map((p) => `${p.jobUid}/${p.stamp}`);
+    await this.o.pool.query(
+      `INSERT INTO results_deleted (result_id, node_id) SELECT * FROM unnest($1::text[], $2::text[]) ON CONFLICT DO NOTHING`,
+      [resultIds, valid.map((p) => p.job.nodeId)],
+    );
+    const n = await this.o.index.delete(resultIds);
+    for (const p of valid) await this.removeFolder(p);
+    return n;
+  }
+
+  private async removeFolder(p: ResultIdParts): Promise<void> {
+    const trash = join(this.dir, TRASH_DIR);
+    await mkdir(trash, { recursive: true });
+    const doomed = join(trash, `${p.job.nodeId}-${p.job.hex}-${p.job.number}-${p.stamp}`);
+    await rename(join(this.dir, p.job.nodeId, p.relDir), doomed).catch((e: NodeJS.ErrnoException) => {
+      if (e.code !== 'ENOENT') throw e;
+    });
+    await rm(doomed, { recursive: true, force: true });
+    const job = join(this.dir, p.job.nodeId, p.job.hex, String(p.job.number));
+    for (const d of [job, join(this.dir, p.job.nodeId, p.job.hex)]) {
+      if (!(await rmdir(d).then(() => true, () => false))) return;
+    }
+  }
+}
+
+function parts(resultId: string): ResultIdParts {
+  const p = parseResultId(resultId);
+  if (!p) throw new FarmError('invalid_request', `"${String(resultId).slice(0, 200)}" is not a result id`);
+  return p;
+}

@@ -1,0 +1,344 @@
+/**
+ * The node's side of result uploads (docs/farm.md, "Results: uploads and the
+ * farm index"): every finished run (`run.finished`) is queued, and one async
+ * loop, apart from the runs, delivers the queue to the portal one result at
+ * a time - each file in chunks (1 MiB, one reused buffer: bounded memory),
+ * resumed at the offset the portal holds, then checked by its sha256, then
+ * the record, which makes the result visible on the portal.
+ *
+ * The queue is a file in the data directory (`farm-uploads.json`, replaced
+ * atomically at each change), with the files of each result already
+ * delivered: a node restarted, or a portal down for an hour, still delivers
+ * every result later, without sending a whole file twice. A failure retries
+ * with jittered exponential back-off (1 s doubling to 60 s, times 0.5..1);
+ * the failed result goes to the back of the queue so one that keeps failing
+ * never holds up the others. A result deleted on the node before it was
+ * delivered (retention) leaves the queue with a warning.
+ */
+import { createHash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import type { FileHandle } from 'node:fs/promises';
+import { FarmError } from '../core/errors.js';
+import type { FarmEvent } from '../core/events.js';
+import type { Logger, ResultRepository } from '../core/ports.js';
+import { silentLogger } from '../logger.js';
+import { writeFileAtomic } from '../storage/atomic.js';
+import { openRegular, readRegular } from '../storage/safeFile.js';
+
+export const UPLOAD_QUEUE_FILE = 'farm-uploads.json';
+const DEFAULT_CHUNK = 1 << 20;
+/** One request's time limit: a portal that stops answering is a failure to retry, not a hang. */
+const REQUEST_TIMEOUT_MS = 60_000;
+
+export interface QueuedResult {
+  result_id: string;
+  /** Relative paths of the files the portal has whole (checked). */
+  done: string[];
+}
+
+export interface ResultUploaderOptions {
+  nodeId: string;
+  /** The portal's base URL, e.g. `https://portal.example:8443`. */
+  portalUrl: string;
+  /** The node's credential (`farmhand farm node add` printed it). */
+  credential: string;
+  results: Pick<ResultRepository, 'get' | 'artifacts' | 'openArtifact'>;
+  /** Where run.finished comes from (the node's EventHub). */
+  events: { subscribe(fn: (e: FarmEvent) => void): { close(): void } };
+  /** The queue file (`<data_dir>/farm-uploads.json`). */
+  queueFile: string;
+  logger?: Logger;
+  chunkBytes?: number;
+  retry?: { minMs: number; maxMs: number };
+  /** 0..1; tests pass their own. */
+  random?: () => number;
+}
+
+/** The result cannot be delivered any more (deleted on the node): it leaves the queue. */
+class Undeliverable extends Error {}
+
+/** An answer of the portal other than the one expected. */
+export class PortalError extends Error {
+  constructor(
+    readonly status: number,
+    readonly body: string,
+    what: string,
+  ) {
+    super(`${what}: the portal answered ${status} ${body.slice(0, 300)}`);
+  }
+}
+
+export class ResultUploader {
+  private queue: QueuedResult[] = [];
+  private readonly log: Logger;
+  private readonly chunkBytes: number;
+  private readonly retry: { minMs: number; maxMs: number };
+  private readonly random: () => number;
+  private readonly base: string;
+  private sub: { close(): void } | undefined;
+  private loop: Promise<void> | undefined;
+  private stopping = false;
+  private abort = new AbortController();
+  private wake: (() => void) | undefined;
+  private writes: Promise<void> = Promise.resolve();
+  private readonly listeners = new Set<(resultId: string) => void>();
+  /** Results delivered since start. */
+  delivered = 0;
+  /** Failed attempts since start (each is retried). */
+  failures = 0;
+
+  constructor(private readonly o: ResultUploaderOptions) {
+    this.log = (o.logger ?? silentLogger).child({ module: 'farm-uploader' });
+    this.chunkBytes = o.chunkBytes ?? DEFAULT_CHUNK;
+    this.retry = o.retry ?? { minMs: 1000, maxMs: 60_000 };
+    this.random = o.random ?? Math.random;
+    this.base = o.portalUrl.replace(/\/+$/, '');
+  }
+
+  /** Results waiting (including the one being delivered). */
+  get pending(): readonly string[] {
+    return this.queue.map((q) => q.result_id);
+  }
+
+  /** Load the queue, follow run.finished, start delivering. */
+  async start(): Promise<void> {
+    this.queue = await loadQueue(this.o.queueFile, this.log);
+    this.sub = this.o.events.subscribe((e) => {
+      if (e.type === 'run.finished') this.enqueue((e.data as { result_id: string }).result_id);
+    });
+    if (this.queue.length > 0) this.log.info({ pending: this.queue.length }, 'results waiting to be uploaded to the portal');
+    this.loop = this.run();
+  }
+
+  /** Queue a result (once). */
+  enqueue(resultId: string): void {
+    if (this.stopping || this.queue.some((q) => q.result_id === resultId)) return;
+    this.queue.push({ result_id: resultId, done: [] });
+    this.persist();
+    this.nudge();
+  }
+
+  /** Try now instead of at the end of the back-off (the portal is back: the link reconnected). */
+  nudge(): void {
+    this.wake?.();
+  }
+
+  /** Called with each delivered result id; returns the unsubscribe. */
+  onDelivered(fn: (resultId: string) => void): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  /** Stop delivering (the queue stays on disk: the next start goes on). */
+  async stop(): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
+    this.sub?.close();
+    this.abort.abort();
+    this.nudge();
+    await this.loop;
+    await this.writes;
+  }
+
+  // -------------------------------------------------------------- the loop
+
+  private async run(): Promise<void> {
+    let failuresInARow = 0;
+    while (!this.stopping) {
+      const item = this.queue[0];
+      if (!item) {
+        await this.pause(undefined);
+        continue;
+      }
+      try {
+        await this.deliver(item);
+        this.remove(item);
+        failuresInARow = 0;
+        this.delivered++;
+        this.log.debug({ result: item.result_id }, 'result uploaded to the portal');
+        for (const fn of [...this.listeners]) fn(item.result_id);
+      } catch (e) {
+        if (this.stopping) break;
+        if (e instanceof Undeliverable) {
+          this.log.warn({ result: item.result_id, why: e.message }, 'result not uploaded to the portal');
+          this.remove(item);
+          continue;
+        }
+        this.failures++;
+        failuresInARow++;
+        const delay = this.backoff(failuresInARow);
+        this.log.warn({ result: item.result_id, err: (e as Error).message, retry_in_ms: delay }, 'uploading a result to the portal failed; will retry');
+        // To the back: one result that keeps failing does not hold up the others.
+        if (this.queue.length > 1 && this.queue[0] === item) {
+          this.queue.push(this.queue.shift()!);
+          this.persist();
+        }
+        await this.pause(delay);
+      }
+    }
+  }
+
+  /** Jittered exponential back-off: min * 2^(n-1), capped, times 0.5..1. */
+  private backoff(n: number): number {
+    const full = Math.min(this.retry.maxMs, this.retry.minMs * 2 ** Math.min(n - 1, 30));
+    return Math.round(full * (0.5 + 0.5 * this.random()));
+  }
+
+  /** Wait `ms` (or until work arrives when undefined); a nudge or stop ends it early. */
+  private pause(ms: number | undefined): Promise<void> {
+    return new Promise((resolve) => {
+      let timer: NodeJS.Timeout | undefined;
+      const done = (): void => {
+        clearTimeout(timer);
+        if (this.wake === done) this.wake = undefined;
+        resolve();
+      };
+      if (ms !== undefined) timer = setTimeout(done, ms);
+      this.wake = done;
+      if (this.stopping) done();
+    });
+  }
+
+  private remove(item: QueuedResult): void {
+    this.queue = this.queue.filter((q) => q !== item);
+    this.persist();
+  }
+
+  /** Write the queue as it is now; writes go one after the other, each the newest state. */
+  private persist(): void {
+    this.writes = this.writes
+      .then(() => writeFileAtomic(this.o.queueFile, JSON.stringify({ version: 1, results: this.queue }) + '\n'))
+      .catch((e: unknown) => this.log.error({ err: e }, 'could not write the upload queue'));
+  }
+
+  // -------------------------------------------------------------- one result
+
+  private async deliver(item: QueuedResult): Promise<void> {
+    const id = item.result_id;
+    const rec = this.o.results.get(id);
+    if (rec === undefined || rec === 'deleted') throw new Undeliverable(rec === 'deleted' ? 'deleted on the node (retention) before it was uploaded' : 'unknown on the node');
+    let listing;
+    try {
+      listing = await this.o.results.artifacts(id);
+    } catch (e) {
+      if (e instanceof FarmError && (e.code === 'gone' || e.code === 'not_found')) throw new Undeliverable(e.message);
+      throw e;
+    }
+    for (const rel of Object.keys(listing)) {
+      if (item.done.includes(rel)) continue;
+      const file = await this.o.results.openArtifact(id, rel);
+      if (!file) continue; // gone since the listing (retention freeing space)
+      await this.uploadFile(id, rel, file.path);
+      item.done.push(rel);
+      this.persist();
+    }
+    const res = await this.request('PUT', `${this.resultUrl(id)}/record`, JSON.stringify(rec), 'application/json');
+    if (!res.ok) throw new PortalError(res.status, await res.text(), `recording ${id}`);
+    await res.body?.cancel();
+  }
+
+  private async uploadFile(id: string, rel: string, path: string): Promise<void> {
+    const url = `${this.resultUrl(id)}/files/${rel.split('/').map(encodeURIComponent).join('/')}`;
+    const fh = await openRegular(path);
+    try {
+      const size = (await fh.stat()).size;
+      const buf = Buffer.allocUnsafe(Math.max(1, Math.min(this.chunkBytes, size)));
+      const sha256 = await hashOf(fh, size, buf);
+      let offset = await this.offsetOf(url, `status of ${rel}`);
+      if (offset > size) {
+        // The portal holds more than the file has: its partial file is not this file; start again.
+        await this.expect(await this.request('DELETE', url), `discarding ${rel}`);
+        offset = 0;
+      }
+      while (offset < size) {
+        const n = await readAt(fh, buf, Math.min(buf.length, size - offset), offset);
+        if (n === 0) throw new Error(`${rel} became shorter while it was uploaded`);
+        const res = await this.request('PUT', `${url}?offset=${offset}`, buf.subarray(0, n), 'application/octet-stream');
+        const text = await res.text();
+        if (res.status !== 200 && res.status !== 409) throw new PortalError(res.status, text, `sending ${rel} at ${offset}`);
+        // 409: the portal holds another amount (a chunk cut short, an answer lost): go on from its offset.
+        const next = (JSON.parse(text) as { offset?: unknown }).offset;
+        if (typeof next !== 'number' || next > size) throw new PortalError(res.status, text, `sending ${rel} at ${offset}`);
+        offset = next;
+      }
+      const done = await this.request('POST', url, JSON.stringify({ sha256 }), 'application/json');
+      // 400 on a checksum mismatch: the portal discarded its copy; the retry sends the file again.
+      await this.expect(done, `completing ${rel}`);
+    } finally {
+      await fh.close();
+    }
+  }
+
+  private async offsetOf(url: string, what: string): Promise<number> {
+    const res = await this.request('GET', url);
+    const text = await res.text();
+    if (!res.ok) throw new PortalError(res.status, text, what);
+    const offset = (JSON.parse(text) as { offset?: unknown }).offset;
+    if (typeof offset !== 'number' || !Number.isSafeInteger(offset) || offset < 0) throw new PortalError(res.status, text, what);
+    return offset;
+  }
+
+  private async expect(res: Response, what: string): Promise<void> {
+    const text = await res.text();
+    if (!res.ok) throw new PortalError(res.status, text, what);
+  }
+
+  private resultUrl(id: string): string {
+    return `${this.base}/farm/v1/results${id}`;
+  }
+
+  private request(method: string, url: string, body?: string | Uint8Array, type?: string): Promise<Response> {
+    const headers: Record<string, string> = { Authorization: `node ${this.o.credential}`, 'X-Farmhand-Node': this.o.nodeId };
+    if (type) headers['Content-Type'] = type;
+    return fetch(url, { method, headers, body: body as BodyInit | undefined, signal: AbortSignal.any([this.abort.signal, AbortSignal.timeout(REQUEST_TIMEOUT_MS)]) });
+  }
+}
+
+/** The node's credential from its file (one line; surrounding white space ignored). */
+export async function readCredential(file: string): Promise<string> {
+  const text = (await readRegular(file, 4096)).trim();
+  if (!text || /\s/.test(text)) throw new Error(`${file} must hold the node credential on one line (farmhand farm node add prints it)`);
+  return text;
+}
+
+async function loadQueue(file: string, log: Logger): Promise<QueuedResult[]> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw e;
+  }
+  try {
+    const raw = JSON.parse(text) as { results?: unknown };
+    if (!Array.isArray(raw.results)) throw new Error('no results array');
+    return raw.results
+      .filter((r): r is QueuedResult => typeof r === 'object' && r !== null && typeof (r as QueuedResult).result_id === 'string')
+      .map((r) => ({ result_id: r.result_id, done: Array.isArray(r.done) ? r.done.filter((d) => typeof d === 'string') : [] }));
+  } catch (e) {
+    // Written atomically, so only a hand edit breaks it: say so and start empty rather than not start.
+    log.error({ file, err: (e as Error).message }, 'the upload queue file is not valid; starting with an empty queue');
+    return [];
+  }
+}
+
+async function readAt(fh: FileHandle, buf: Buffer, length: number, position: number): Promise<number> {
+  let got = 0;
+  while (got < length) {
+    const { bytesRead } = await fh.read(buf, got, length - got, position + got);
+    if (bytesRead === 0) break;
+    got += bytesRead;
+  }
+  return got;
+}
+
+async function hashOf(fh: FileHandle, size: number, buf: Buffer): Promise<string> {
+  const hash = createHash('sha256');
+  for (let pos = 0; pos < size; ) {
+    const n = await readAt(fh, buf, Math.min(buf.length, size - pos), pos);
+    if (n === 0) break;
+    hash.update(buf.subarray(0, n));
+    pos += n;
+  }
+  return hash.digest('hex');
+}

@@ -1,0 +1,185 @@
+/**
+ * Resumable, checksummed uploads of a result's files to the portal's storage
+ * (docs/farm.md, "Results: uploads and the farm index"):
+ *
+ * - a file is appended to in chunks at the offset the portal has (`append`),
+ *   into a partial file under `<storage_dir>/.partial/` named by a hash of
+ *   (result id, path), so a half-uploaded file is never listed or served;
+ * - `status` says how many bytes the portal holds, so a node resumes there
+ *   after a cut connection or a restart of either side;
+ * - `complete` checks the sha256 of the whole file: a match renames the
+ *   partial file into the result's folder (atomic), a mismatch deletes it
+ *   (the node starts that file again) and is a 400.
+ *
+ * One operation at a time per file (an in-memory lock): two requests for the
+ * same file (a retry racing its first attempt) cannot interleave their bytes.
+ */
+import { createHash } from 'node:crypto';
+import { constants } from 'node:fs';
+import { mkdir, open, rename, rm, stat } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import type { Readable } from 'node:stream';
+import { FarmError } from '../core/errors.js';
+import { parseResultId } from '../core/ids.js';
+import { syncDir } from '../storage/atomic.js';
+import { isSafeRelPath, RECORD_FILE } from '../storage/results/artifacts.js';
+import { PARTIAL_DIR, type StoredResults } from './storedResults.js';
+
+export const DEFAULT_MAX_CHUNK_BYTES = 8 << 20;
+const SHA256 = /^[0-9a-f]{64}$/;
+
+export interface UploadStatus {
+  /** Bytes of the file the portal holds so far (the partial file); the next chunk goes here. */
+  offset: number;
+  /** Size of the completed file in the result's folder, or null when there is none yet. */
+  complete_size: number | null;
+}
+
+export interface UploadStats {
+  /** Chunk bytes written, over every file (a resume that re-sent nothing adds only what was missing). */
+  bytesReceived: number;
+  filesCompleted: number;
+  checksumMismatches: number;
+}
+
+export class FarmUploads {
+  private readonly locks = new Map<string, Promise<unknown>>();
+  readonly stats: UploadStats = { bytesReceived: 0, filesCompleted: 0, checksumMismatches: 0 };
+  readonly maxChunkBytes: number;
+
+  constructor(
+    private readonly store: StoredResults,
+    opts: { maxChunkBytes?: number } = {},
+  ) {
+    this.maxChunkBytes = opts.maxChunkBytes ?? DEFAULT_MAX_CHUNK_BYTES;
+  }
+
+  async status(resultId: string, relPath: string): Promise<UploadStatus> {
+    const f = this.files(resultId, relPath);
+    return {
+      offset: await sizeOf(f.partial),
+      complete_size: (await exists(f.final)) ? await sizeOf(f.final) : null,
+    };
+  }
+
+  /**
+   * Append one chunk at `offset`, which must be the size held now (409 with
+   * the current offset otherwise). The bytes that arrived are kept even when
+   * the connection is cut mid-chunk: the node resumes after them.
+   */
+  append(resultId: string, relPath: string, offset: number, body: Readable): Promise<UploadStatus> {
+    const f = this.files(resultId, relPath);
+    return this.locked(f.partial, async () => {
+      const have = await sizeOf(f.partial);
+      if (offset !== have) {
+        body.resume(); // drain what the client sends; the answer tells it where to start
+        throw new FarmError('conflict', `the portal holds ${have} bytes of ${relPath}: send the chunk at offset ${have}`, { offset: have });
+      }
+      const fh = await open(f.partial, constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND | constants.O_NOFOLLOW, 0o644);
+      let written = 0;
+      try {
+        for await (const chunk of body) {
+          const buf = chunk as Buffer;
+          if (written + buf.length > this.maxChunkBytes) {
+            await fh.truncate(have + written); // keep only the whole bytes counted so far
+            throw new FarmError('payload_too_large', `a chunk holds at most ${this.maxChunkBytes} bytes`);
+          }
+          await fh.write(buf);
+          written += buf.length;
+          this.stats.bytesReceived += buf.length;
+        }
+      } catch (e) {
+        if (!(e instanceof FarmError)) await fh.truncate(have + written).catch(() => undefined);
+        throw e;
+      } finally {
+        await fh.close();
+      }
+      return { offset: have + written, complete_size: null };
+    });
+  }
+
+  /** Check the whole file's sha256 and move it into the result's folder; 400 (and the partial file deleted) on a mismatch. */
+  complete(resultId: string, relPath: string, sha256: unknown): Promise<{ size: number; sha256: string }> {
+    if (typeof sha256 !== 'string' || !SHA256.test(sha256)) throw new FarmError('invalid_request', 'send {"sha256": "<64 lower-case hex digits of the whole file>"}');
+    const f = this.files(resultId, relPath);
+    return this.locked(f.partial, async () => {
+      let source = f.partial;
+      if (!(await exists(f.partial))) {
+        // Completed before and the answer was lost: the same checksum again is a success.
+        if (await exists(f.final)) {
+          if ((await sha256File(f.final)) === sha256) return { size: await sizeOf(f.final), sha256 };
+        }
+        // An empty file needs no chunk.
+        await (await open(f.partial, 'wx', 0o644)).close();
+        source = f.partial;
+      }
+      const got = await sha256File(source);
+      if (got !== sha256) {
+        this.stats.checksumMismatches++;
+        await rm(source, { force: true });
+        throw new FarmError('invalid_request', `checksum mismatch for ${relPath}: the portal received bytes whose sha256 is ${got}, not ${sha256}; the partial file was discarded, upload it again from offset 0`, { reason: 'checksum_mismatch' });
+      }
+      try {
+        await mkdir(dirname(f.final), { recursive: true });
+        await rename(source, f.final);
+      } catch (e) {
+        const code = (e as NodeJS.ErrnoException).code;
+        if (code === 'ENOTDIR' || code === 'EISDIR' || code === 'EEXIST' || code === 'ENOTEMPTY') {
+          throw new FarmError('conflict', `${relPath} clashes with another file of the result (a file and a folder of the same name)`);
+        }
+        throw e;
+      }
+      await syncDir(dirname(f.final));
+      this.stats.filesCompleted++;
+      return { size: await sizeOf(f.final), sha256 };
+    });
+  }
+
+  /** Forget a partial file (the node's copy changed, or it starts again). */
+  discard(resultId: string, relPath: string): Promise<void> {
+    const f = this.files(resultId, relPath);
+    return this.locked(f.partial, () => rm(f.partial, { force: true }));
+  }
+
+  /** The partial and final paths of a file; refuses any path that could leave the result's folder. */
+  private files(resultId: string, relPath: string): { partial: string; final: string } {
+    if (!parseResultId(resultId)) throw new FarmError('invalid_request', `"${resultId.slice(0, 200)}" is not a result id`);
+    if (!isSafeRelPath(relPath) || relPath.length > 1024 || relPath.split('/').some((s) => s.startsWith('.') && s.endsWith('.tmp'))) {
+      throw new FarmError('invalid_request', `${JSON.stringify(relPath.slice(0, 200))} is not a relative path inside the result folder (no "..", ".", empty segment, leading "/", backslash or NUL)`);
+    }
+    if (relPath === RECORD_FILE) throw new FarmError('invalid_request', `${RECORD_FILE} is written by the portal from PUT .../record`);
+    const key = createHash('sha256').update(`${resultId}\0${relPath}`).digest('hex');
+    return { partial: join(this.store.dir, PARTIAL_DIR, `${key}.part`), final: join(this.store.dirOf(resultId), relPath) };
+  }
+
+  private locked<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.locks.get(key) ?? Promise.resolve();
+    const run = prev.then(fn, fn);
+    const tail = run.catch(() => undefined);
+    this.locks.set(key, tail);
+    void tail.then(() => {
+      if (this.locks.get(key) === tail) this.locks.delete(key);
+    });
+    return run;
+  }
+}
+
+async function sizeOf(file: string): Promise<number> {
+  const st = await stat(file).catch(() => undefined);
+  return st?.isFile() ? st.size : 0;
+}
+
+async function exists(file: string): Promise<boolean> {
+  return (await stat(file).catch(() => undefined))?.isFile() ?? false;
+}
+
+export async function sha256File(file: string): Promise<string> {
+  const hash = createHash('sha256');
+  const fh = await open(file, constants.O_RDONLY | constants.O_NOFOLLOW);
+  try {
+    for await (const chunk of fh.createReadStream({ highWaterMark: 1 << 20, autoClose: false })) hash.update(chunk as Buffer);
+  } finally {
+    await fh.close();
+  }
+  return hash.digest('hex');
+}

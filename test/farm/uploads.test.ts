@@ -1,0 +1,299 @@
+/**
+ * Result uploads from a real node to a real portal HTTP server on a real
+ * PostgreSQL: after a run the result is in the farm index with every file
+ * byte-identical to the node's; a connection cut mid-file resumes where the
+ * portal's copy ends (no byte sent twice); a portal down while the node runs
+ * and restarts still gets every result once it is back, never twice; and the
+ * upload API refuses a wrong checksum, another node's result, a path leaving
+ * the result folder and a record that does not match its path.
+ *
+ * The node credentials are an in-test NodeCredentials (helpers/farmResultsPortal.ts).
+ */
+import { expect } from 'chai';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { request as httpRequest } from 'node:http';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { parseResultQuery, type ResultQuery } from '../../src/core/query.js';
+import { startDaemon } from '../../src/daemon.js';
+import { UPLOAD_QUEUE_FILE, type ResultUploader } from '../../src/farm/uploader.js';
+import { asUser } from '../helpers/auth.js';
+import { daemonLogger } from '../helpers/daemonLogs.js';
+import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { startResultsPortal, type ResultsPortal } from '../helpers/farmResultsPortal.js';
+import { waitFor } from '../helpers/wait.js';
+import { STANDARD_FILES } from '../fixtures/testPack.js';
+
+const NODE = 'node-a';
+const CREDENTIAL = 'cred-' + randomBytes(16).toString('hex');
+const BLOB = 'tests/blob.py::test_blob';
+const PASS = 'tests/basic.py::test_pass';
+const FAIL = 'tests/basic.py::test_fail';
+
+export const FILES = {
+  ...STANDARD_FILES,
+  // A file of several chunks (1 MiB each) in a sub-folder.
+  'tests/blob.py': [
+    'import os',
+    '',
+    'def test_blob():',
+    '    os.makedirs("big", exist_ok=True)',
+    '    with open("big/blob.bin", "wb") as f:',
+    '        f.write(os.urandom(3 * 1024 * 1024 + 12345))',
+    '',
+  ].join('\n'),
+};
+
+/** sha256 of every file under a folder, by relative path (the record file aside: each side writes its own). */
+export async function filesOf(dir: string): Promise<Record<string, string>> {
+  const out: Record<string, string> = {};
+  const walk = async (d: string, prefix: string): Promise<void> => {
+    for (const e of await readdir(d, { withFileTypes: true })) {
+      const rel = prefix + e.name;
+      if (e.isDirectory()) await walk(path.join(d, e.name), rel + '/');
+      else if (rel !== 'result.json') out[rel] = createHash('sha256').update(await readFile(path.join(d, e.name))).digest('hex');
+    }
+  };
+  await walk(dir, '');
+  return out;
+}
+
+/** A TCP proxy in front of the portal that can cut every connection once `cutAfter` more bytes went up. */
+async function startProxy(target: () => number): Promise<{ url: string; armCut(bytes: number): void; cuts: number; close(): Promise<void> }> {
+  let budget: number | undefined;
+  const state = { cuts: 0 };
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(target(), '127.0.0.1');
+    sockets.add(client).add(upstream);
+    const end = (): void => {
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('close', () => sockets.delete(client));
+    upstream.on('close', () => sockets.delete(upstream));
+    client.on('error', end);
+    upstream.on('error', end);
+    upstream.on('close', end);
+    client.on('close', end);
+    upstream.pipe(client);
+    client.on('data', (d: Buffer) => {
+      if (budget !== undefined && (budget -= d.length) < 0) {
+        budget = undefined;
+        state.cuts++;
+        end();
+        return;
+      }
+      upstream.write(d);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as net.AddressInfo).port;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    armCut: (bytes) => (budget = bytes),
+    get cuts() {
+      return state.cuts;
+    },
+    close: async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+describe('farm: result uploads from a node to the portal', function () {
+  this.timeout(180_000);
+  let portal: ResultsPortal;
+  let proxy: Awaited<ReturnType<typeof startProxy>>;
+  let d: TestDaemon;
+  let credDir: string;
+  let as: Awaited<ReturnType<typeof asUser>>;
+  const uploader = (): ResultUploader => d.daemon.uploader!;
+
+  before(async () => {
+    portal = await startResultsPortal();
+    portal.credentials.map.set(NODE, CREDENTIAL);
+    portal.credentials.map.set('node-b', 'cred-b');
+    proxy = await startProxy(() => Number(new URL(portal.url).port));
+    credDir = await mkdtemp(path.join(os.tmpdir(), 'farm-cred-'));
+    await writeFile(path.join(credDir, 'node.cred'), `${CREDENTIAL}\n`);
+    d = await startTestDaemon({
+      files: FILES,
+      config: {
+        node_id: NODE,
+        capture: { uri: 'none:' },
+        api: { await_completion_secs: 600 },
+        portal: { url: proxy.url, node_credential_file: path.join(credDir, 'node.cred') },
+      },
+    });
+    as = await asUser(d, 'alice');
+  });
+  after(async () => {
+    await d?.stop();
+    await proxy?.close();
+    await portal?.close();
+    if (credDir) await rm(credDir, { recursive: true, force: true });
+  });
+
+  async function runJob(testCases: string[]): Promise<string[]> {
+    const res = await as.post('/api/v2/run_tests').send({ node_id: NODE, test_pack_revision: 'main', test_cases: testCases, shuffle: false, tags: {} });
+    expect(res.status, res.text).to.equal(200);
+    const uid = res.body.job_uid as string;
+    await waitFor(async () => (await as.get(`/api/v2/jobs${uid}`)).body.status === 'exited', { what: `job ${uid} to end`, timeoutMs: 120_000, maxIntervalMs: 500 });
+    return d.daemon.services.results.query(queryJob(uid)).map((r) => r.result_id);
+  }
+
+  it('after a run the result is in the farm index, every file byte-identical to the node`s, even across a connection cut mid-file (resumed, no byte sent twice)', async () => {
+    const received = portal.uploads.stats.bytesReceived;
+    proxy.armCut(1_500_000); // inside the second 1 MiB chunk of big/blob.bin
+    const res = await as.post('/api/v2/run_tests').send({ node_id: NODE, test_pack_revision: 'main', test_cases: [BLOB], shuffle: false, tags: {} });
+    expect(res.status, res.text).to.equal(200);
+    const uid = res.body.job_uid as string;
+    const rec = await waitFor(async () => (await portal.index.query(queryJob(uid)))[0], { what: 'the result in the farm index', timeoutMs: 120_000, maxIntervalMs: 500 });
+    expect(proxy.cuts, 'the connection was cut').to.equal(1);
+    expect(uploader().failures).to.be.greaterThan(0);
+    const nodeRec = d.daemon.services.results.get(rec.result_id);
+    expect(rec).to.deep.equal(asIndexed(nodeRec));
+    const nodeFiles = await filesOf(d.daemon.services.results.dirOf(rec.result_id));
+    expect(nodeFiles).to.have.property('big/blob.bin');
+    expect(nodeFiles).to.have.property('farmhand.log');
+    expect(await filesOf(portal.store.dirOf(rec.result_id))).to.deep.equal(nodeFiles);
+    // What came through is exactly the files' bytes: the cut chunk resumed after what had arrived.
+    let total = 0;
+    for (const rel of Object.keys(nodeFiles)) total += (await stat(path.join(d.daemon.services.results.dirOf(rec.result_id), rel))).size;
+    expect(portal.uploads.stats.bytesReceived - received).to.equal(total);
+    expect(JSON.parse(await readFile(path.join(portal.store.dirOf(rec.result_id), 'result.json'), 'utf8'))).to.deep.equal(nodeRec);
+    await waitFor(() => uploader().pending.length === 0, 'the queue to empty');
+    expect(portal.uploads.stats.checksumMismatches).to.equal(0);
+  });
+
+  it('a portal down while the node runs and restarts gets every result once it is back, each once', async () => {
+    await portal.pause();
+    const before = uploader().failures;
+    const ids = await runJob([PASS, FAIL]);
+    expect(ids).to.have.length(2);
+    await waitFor(() => uploader().failures > before && uploader().pending.length === 2, 'the uploader to try and keep both results');
+    for (const id of ids) expect(await portal.index.get(id)).to.equal(undefined);
+    // The node restarts while the portal is still down: the queue is in its data directory.
+    await d.daemon.stop();
+    const queued = JSON.parse(await readFile(path.join(d.dataDir, UPLOAD_QUEUE_FILE), 'utf8')) as { results: Array<{ result_id: string }> };
+    expect(queued.results.map((r) => r.result_id).sort()).to.deep.equal([...ids].sort());
+    d.daemon = await startDaemon(d.config, daemonLogger().logger);
+    await waitFor(() => uploader().failures > 0, 'the restarted node to try the portal');
+    await portal.start();
+    uploader().nudge();
+    await waitFor(() => uploader().pending.length === 0, { what: 'every result delivered', timeoutMs: 60_000 });
+    for (const id of ids) {
+      expect(await portal.index.get(id)).to.deep.equal(asIndexed(d.daemon.services.results.get(id)));
+      expect(await filesOf(portal.store.dirOf(id))).to.deep.equal(await filesOf(d.daemon.services.results.dirOf(id)));
+    }
+    // Delivered again (a node that lost its queue's last write): replaced, never duplicated.
+    const count = await portal.index.count();
+    const delivered = uploader().delivered;
+    uploader().enqueue(ids[0]!);
+    await waitFor(() => uploader().delivered > delivered, 'the second delivery');
+    expect(await portal.index.count()).to.equal(count);
+    expect(count).to.equal(3);
+    const farm = (await portal.index.query(queryAll())).map((r) => r.result_id).sort();
+    expect(farm).to.deep.equal(d.daemon.services.results.query(queryAll()).map((r) => r.result_id).sort());
+  });
+
+  describe('the upload API refuses', () => {
+    const ID = `/${NODE}/abcd/999/2026-11-24_01.02.03`;
+    const call = (method: string, p: string, body?: string | Buffer, headers: Record<string, string> = {}) =>
+      rawRequest(portal.url, method, p, body, { Authorization: `node ${CREDENTIAL}`, 'X-Farmhand-Node': NODE, ...headers });
+
+    it('a wrong checksum (400, and the partial file is discarded)', async () => {
+      const f = `/farm/v1/results${ID}/files/some.log`;
+      expect((await call('PUT', `${f}?offset=0`, Buffer.from('hello '))).status).to.equal(200);
+      const second = await call('PUT', `${f}?offset=6`, Buffer.from('world'));
+      expect(second.json).to.deep.include({ offset: 11 });
+      const wrongOffset = await call('PUT', `${f}?offset=3`, Buffer.from('xx'));
+      expect(wrongOffset.status).to.equal(409);
+      expect(wrongOffset.json).to.include({ error: 'conflict', offset: 11 });
+      const bad = await call('POST', f, JSON.stringify({ sha256: sha('hello there') }));
+      expectJsonError(bad, 400, 'invalid_request');
+      expect((await call('GET', f)).json).to.deep.equal({ offset: 0, complete_size: null });
+      // The right bytes and checksum then complete it.
+      await call('PUT', `${f}?offset=0`, Buffer.from('hello world'));
+      const ok = await call('POST', f, JSON.stringify({ sha256: sha('hello world') }));
+      expect(ok.status, ok.text).to.equal(200);
+      expect(await readFile(path.join(portal.store.dirOf(ID), 'some.log'), 'utf8')).to.equal('hello world');
+      expect((await call('GET', f)).json).to.deep.equal({ offset: 0, complete_size: 11 });
+    });
+
+    it('another node`s result, a wrong credential, no credential (403)', async () => {
+      expectJsonError(await call('PUT', `/farm/v1/results/node-b/abcd/1/2026-11-24_01.02.03/files/x.log?offset=0`, Buffer.from('x')), 403, 'forbidden');
+      expectJsonError(await call('PUT', `/farm/v1/results/node-b/abcd/1/2026-11-24_01.02.03/record`, '{}'), 403, 'forbidden');
+      expectJsonError(await call('GET', `/farm/v1/results${ID}/files/x.log`, undefined, { 'X-Farmhand-Node': 'node-b' }), 403, 'forbidden');
+      expectJsonError(await call('GET', `/farm/v1/results${ID}/files/x.log`, undefined, { Authorization: 'node wrong' }), 403, 'forbidden');
+      expectJsonError(await rawRequest(portal.url, 'GET', `/farm/v1/results${ID}/files/x.log`), 403, 'forbidden');
+    });
+
+    it('a path leaving the result folder, or naming the record or a temporary file (400)', async () => {
+      const escaped = `escaped-${randomBytes(4).toString('hex')}`;
+      for (const p of ['..%2f..%2f..%2fetc%2fpasswd', `%2e%2e/%2e%2e/${escaped}`, `a/../../${escaped}`, `${'..%2f'.repeat(7)}${escaped}`, 'a/./b', '%2fetc%2fpasswd', 'a%5c..%5cb', 'a//b', 'result.json', 'x/.f.123.tmp', 'nul%00byte']) {
+        expectJsonError(await call('PUT', `/farm/v1/results${ID}/files/${p}?offset=0`, Buffer.from('x')), 400, 'invalid_request', p);
+        expectJsonError(await call('POST', `/farm/v1/results${ID}/files/${p}`, JSON.stringify({ sha256: sha('x') })), 400, 'invalid_request', p);
+      }
+      for (const dir of [path.dirname(portal.storageDir), portal.storageDir, path.join(portal.storageDir, NODE)]) expect(await readdir(dir)).to.not.include(escaped);
+      expect(await readdir(portal.store.dirOf(ID))).to.deep.equal(['some.log']);
+    });
+
+    it('a record that is not valid or not the one of its path (400), a chunk too large (413)', async () => {
+      expectJsonError(await call('PUT', `/farm/v1/results${ID}/record`, '{"result_id": 3}'), 400, 'invalid_request');
+      expectJsonError(await call('PUT', `/farm/v1/results${ID}/record`, 'not json'), 400, 'invalid_request');
+      const other = d.daemon.services.results.query(queryAll())[0]!;
+      expectJsonError(await call('PUT', `/farm/v1/results${ID}/record`, JSON.stringify(other)), 400, 'invalid_request');
+      expectJsonError(await call('PUT', `/farm/v1/results${ID}/record`, JSON.stringify({ ...other, result_id: ID })), 400, 'invalid_request');
+      expectJsonError(await call('PUT', `/farm/v1/results${ID}/files/big.bin?offset=0`, Buffer.alloc(portal.uploads.maxChunkBytes + 1)), 413, 'payload_too_large');
+      expect(await portal.index.get(ID)).to.equal(undefined);
+    });
+  });
+});
+
+/** The index gives infrastructure_error back only when there is one (results.ts). */
+function asIndexed(r: unknown): unknown {
+  const { infrastructure_error: kind, ...rest } = r as Record<string, unknown>;
+  return kind == null ? rest : { ...rest, infrastructure_error: kind };
+}
+
+const sha = (s: string): string => createHash('sha256').update(s).digest('hex');
+
+export const queryAll = (): ResultQuery => parseResultQuery({});
+const queryJob = (uid: string): ResultQuery => parseResultQuery({ filter: `job:${uid}` });
+
+interface RawAnswer { status: number; type: string; text: string; json: Record<string, unknown>; body: unknown }
+
+/** A request with the path sent as written (fetch and URL would resolve `..` and `%2e%2e`). */
+export function rawRequest(base: string, method: string, p: string, body?: string | Buffer, headers: Record<string, string> = {}): Promise<RawAnswer> {
+  const u = new URL(base);
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: u.hostname, port: u.port, method, path: p, headers: body === undefined ? headers : { ...headers, 'Content-Length': String(Buffer.byteLength(body)) } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        let json: Record<string, unknown> = {};
+        try {
+          json = JSON.parse(text) as Record<string, unknown>;
+        } catch {
+          /* not JSON */
+        }
+        resolve({ status: res.statusCode ?? 0, type: (res.headers['content-type'] ?? '').split(';')[0]!, text, json, body: json });
+      });
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+function expectJsonError(res: RawAnswer, status: number, code: string, what = ''): void {
+  expect(res.status, `${what} ${res.text}`).to.equal(status);
+  expect(res.type, what).to.equal('application/json');
+  expect(res.json.error, what).to.equal(code);
+  expect(res.json.message, what).to.be.a('string').and.not.equal('');
+}

@@ -1,0 +1,124 @@
+/**
+ * A real HTTP server serving the portal's result parts (upload API and v2
+ * result routes) over a real PostgreSQL, for the farm's result tests. It can
+ * be stopped and started again on the same port (a portal down for a while).
+ * The node credentials and the hub's forwarding are small in-test
+ * implementations of contract.ts's NodeCredentials and FarmHub.forward (the
+ * portal process of src/farm/portal/ composes the real ones).
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import Koa from 'koa';
+import pg from 'pg';
+import { FarmError } from '../../src/core/errors.js';
+import type { FarmHub, ForwardRequest, ForwardResponse, NodeCredentials } from '../../src/farm/contract.js';
+import { migrate } from '../../src/farm/db/migrate.js';
+import { FarmResults } from '../../src/farm/results.js';
+import { farmResultRouter, forwardThroughHub } from '../../src/farm/resultRoutes.js';
+import { StoredResults } from '../../src/farm/storedResults.js';
+import { uploadRouter } from '../../src/farm/uploadRoutes.js';
+import { FarmUploads } from '../../src/farm/uploads.js';
+import { errorHandler } from '../../src/http/errors.js';
+import { silentLogger } from '../../src/logger.js';
+import { startPostgres, type TestPostgres } from './postgres.js';
+
+/** NodeCredentials from a map (the real one keeps hashes in PostgreSQL). */
+export class MapCredentials implements NodeCredentials {
+  readonly map = new Map<string, string>();
+  verify(nodeId: string, credential: string): Promise<boolean> {
+    return Promise.resolve(this.map.get(nodeId) === credential);
+  }
+}
+
+/** FarmHub.forward over plain HTTP to each node's own URL, with a v2 token (the real hub uses the node's connection). */
+export class HttpForwarder implements Pick<FarmHub, 'forward'> {
+  readonly nodes = new Map<string, { url: string; token: string }>();
+  forwarded = 0;
+  async forward(nodeId: string, req: ForwardRequest, signal?: AbortSignal): Promise<ForwardResponse> {
+    const n = this.nodes.get(nodeId);
+    if (!n) throw new FarmError('device_unavailable', `node ${nodeId} is not connected`);
+    this.forwarded++;
+    const res = await fetch(`${n.url}${req.path}`, { method: req.method, headers: { ...req.headers, Authorization: `token ${n.token}` }, signal });
+    const headers: Record<string, string> = {};
+    res.headers.forEach((v, k) => (headers[k] = v));
+    return { status: res.status, headers, body: res.body ? Readable.fromWeb(res.body as never) : Readable.from([]) };
+  }
+}
+
+export interface ResultsPortal {
+  url: string;
+  pool: pg.Pool;
+  index: FarmResults;
+  store: StoredResults;
+  uploads: FarmUploads;
+  credentials: MapCredentials;
+  hub: HttpForwarder;
+  storageDir: string;
+  /** Close the HTTP server (cutting every connection); `start` opens it again on the same port. */
+  pause(): Promise<void>;
+  start(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function startResultsPortal(): Promise<ResultsPortal> {
+  const cluster: TestPostgres = await startPostgres();
+  const pool = new pg.Pool({ host: cluster.host, port: cluster.port, user: cluster.user, database: cluster.database, max: 4 });
+  await migrate(pool);
+  const storageDir = await mkdtemp(path.join(os.tmpdir(), 'farm-storage-'));
+  const index = new FarmResults(pool);
+  const store = new StoredResults({ storageDir, index, pool });
+  await store.open();
+  const uploads = new FarmUploads(store);
+  const credentials = new MapCredentials();
+  const hub = new HttpForwarder();
+  const app = new Koa();
+  app.silent = true; // a connection cut on purpose is not news
+  app.use(errorHandler(silentLogger));
+  const up = uploadRouter({ uploads, store, credentials });
+  const v2 = farmResultRouter({ store, forward: forwardThroughHub(hub) });
+  app.use(up.routes()).use(up.allowedMethods());
+  app.use(v2.routes()).use(v2.allowedMethods());
+  const callback = app.callback();
+  let server: Server | undefined;
+  let port = 0;
+  const start = async (): Promise<void> => {
+    const s = createServer((req, res) => void callback(req, res));
+    await new Promise<void>((resolve, reject) => {
+      s.once('error', reject);
+      s.listen(port, '127.0.0.1', () => resolve());
+    });
+    port = (s.address() as AddressInfo).port;
+    server = s;
+  };
+  const pause = async (): Promise<void> => {
+    const s = server;
+    server = undefined;
+    if (!s) return;
+    const closed = new Promise<void>((resolve) => s.close(() => resolve()));
+    s.closeAllConnections();
+    await closed;
+  };
+  await start();
+  return {
+    url: `http://127.0.0.1:${port}`,
+    pool,
+    index,
+    store,
+    uploads,
+    credentials,
+    hub,
+    storageDir,
+    pause,
+    start,
+    async close() {
+      await pause();
+      await pool.end();
+      await cluster.stop();
+      await rm(storageDir, { recursive: true, force: true });
+    },
+  };
+}
