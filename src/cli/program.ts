@@ -15,6 +15,7 @@ import type { Writable } from 'node:stream';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { isValidUserName } from '../core/auth.js';
 import { version } from '../version.js';
+import { registerFarmCommand } from './farm.js';
 
 export const EX_USAGE = 64;
 
@@ -123,6 +124,8 @@ export async function runCli(argv: string[], io: CliIo, commands: CliCommands): 
       const args = [file, ...keys, ...(o.remote === undefined ? [] : ['--remote', o.remote]), ...(o.count === undefined ? [] : ['--count', o.count])];
       status = await irEncodeCommand(args, io.out, io.err);
     });
+
+  registerFarmCommand(program, io, (code) => (status = code));
 
   program
     .command('version')

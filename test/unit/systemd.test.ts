@@ -32,6 +32,17 @@ describe('systemd unit and installer', function () {
     }
   });
 
+  it('systemd-analyze verify passes on systemd/farmhand-portal.service; it waits for PostgreSQL and keeps the hardening', async () => {
+    const { stderr } = await run('systemd-analyze', ['verify', path.resolve('systemd/farmhand-portal.service')]).catch((e: { stderr: string; code: number }) => {
+      throw new Error(`systemd-analyze verify failed (${e.code}): ${e.stderr}`);
+    });
+    for (const line of stderr.split('\n').filter(Boolean)) expect(line).to.match(/\/opt\/farmhand|farmhand-portal\.service: Command .* is not executable/);
+    const unit = await readFile('systemd/farmhand-portal.service', 'utf8');
+    for (const line of ['After=network-online.target postgresql.service', 'Wants=network-online.target postgresql.service', 'portal --config /etc/farmhand/portal.json', 'RestartPreventExitStatus=78', 'StateDirectory=farmhand-portal', 'NoNewPrivileges=yes', 'ProtectSystem=strict', 'ProtectHome=yes', 'PrivateTmp=yes', 'PrivateDevices=yes', 'CapabilityBoundingSet=', 'User=farmhand']) {
+      expect(unit).to.include(line);
+    }
+  });
+
   it('scripts/install-appliance.sh --root installs the unit, the project and a config that farmhand accepts', async () => {
     await ensureBuilt(); // the installer copies dist/
     await run('bash', ['scripts/install-appliance.sh', '--root', root, '--test-pack', 'https://git.example.invalid/tests.git']);
