@@ -341,12 +341,13 @@ export class PgReservations implements FarmReservations {
           const known = new Set(locked.rows.map((r) => r.node_id));
           throw notFound(`unknown node_id: ${c.nodeIds.filter((n) => !known.has(n)).join(', ')}`);
         }
-        const ended = await this.expireDue(db, c.nodeIds);
         const held = await db.query<Row>(
           `SELECT ${COLUMNS} FROM reservations r JOIN reservation_nodes n USING (reservation_id) WHERE n.node_id = ANY($1::text[]) AND n.active`,
           [c.nodeIds],
         );
-        const holder = new Map(held.rows.map((r) => [r.node_id, r]));
+        // Past their time but not swept yet: ended now, so the unique index lets the new rows in.
+        const ended = held.rows.some((r) => !r.live) ? await this.expireDue(db, c.nodeIds) : [];
+        const holder = new Map(held.rows.filter((r) => r.live).map((r) => [r.node_id, r]));
         const taken: string[] = [];
         for (const node of c.nodeIds) {
           const r = holder.get(node);
