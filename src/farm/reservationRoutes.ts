@@ -8,6 +8,7 @@ import Router from '@koa/router';
 import type { Context } from 'koa';
 import { FarmError } from '../core/errors.js';
 import { parseReservationId } from '../core/ids.js';
+import { formatNotice, type InterruptionNotice } from '../core/reservations.js';
 import { bodyOf } from '../http/body.js';
 import { userOf } from '../http/context.js';
 import { presentReservation } from '../http/presenters.js';
@@ -16,6 +17,11 @@ import { parseReserveBody } from './reservations.js';
 
 export interface FarmReservationRouterDeps {
   reservations: FarmReservations;
+  /**
+   * The caller's interruption notices, each once (PgReservations.takeNotices): shown with a reserve
+   * answer and in an extend refusal, as a single node shows them. Without it, answers carry none.
+   */
+  notices?: (user: string, about: { nodeId?: string; reservationId?: number }) => Promise<InterruptionNotice[]>;
 }
 
 /** The spec's Reservation as `caller` sees it; a lease (extension) adds lease_secs and lease_until. */
@@ -47,14 +53,22 @@ export function farmReservationRouter(d: FarmReservationRouterDeps): Router {
   r.post('/api/v2/reservations', async (ctx) => {
     const user = userIn(ctx);
     const made = await d.reservations.reserve(parseReserveBody(bodyOf(ctx), user), clientGone(ctx));
-    ctx.body = { reservations: made.map((x) => presentFarmReservation(x, user)) };
+    const notices = (await d.notices?.(user, {})) ?? [];
+    const reservations = made.map((x) => presentFarmReservation(x, user));
+    ctx.body = notices.length ? { reservations, notices } : { reservations };
   });
 
   r.post('/api/v2/reservations/:id/extend', async (ctx) => {
     const user = userIn(ctx);
     const id = idOf(ctx);
     const body = bodyOf(ctx) as { duration_secs?: unknown } | null;
-    await d.reservations.extend(id, user, body?.duration_secs as number);
+    try {
+      await d.reservations.extend(id, user, body?.duration_secs as number);
+    } catch (e) {
+      // A refused extend tells the owner why the reservation ended, if it was interrupted.
+      const notices = e instanceof FarmError && d.notices ? await d.notices(user, { reservationId: id }) : [];
+      throw notices.length && e instanceof FarmError ? new FarmError(e.code, `${e.message} ${notices.map(formatNotice).join(' ')}`, e.details) : e;
+    }
     ctx.status = 204;
   });
 

@@ -15,7 +15,7 @@ import type pg from 'pg';
 import { FarmError, invalid, notFound } from '../core/errors.js';
 import type { EventType, ReservationData, ReservationEndedData } from '../core/events.js';
 import type { Logger } from '../core/ports.js';
-import { DEFAULT_LIMITS } from '../core/reservations.js';
+import { DEFAULT_LIMITS, type InterruptionNotice } from '../core/reservations.js';
 import type { FarmEventLog, FarmReservation, FarmReservations, ReserveRequest } from './contract.js';
 
 /** A farm reservation with its lease deadline (the extension's second field). */
@@ -310,6 +310,29 @@ export class PgReservations implements FarmReservations {
     return rows[0] && toReservation(rows[0]);
   }
 
+  /**
+   * The interruptions of `user`'s reservations not yet shown to them (optionally only about one node or
+   * reservation), each returned once (the single node's takeNotice, docs/reservations.md).
+   */
+  async takeNotices(user: string, about: { nodeId?: string; reservationId?: number } = {}): Promise<InterruptionNotice[]> {
+    const { rows } = await this.pool.query<Row>(
+      `UPDATE reservations r SET notice_pending = false FROM reservation_nodes n
+       WHERE n.reservation_id = r.reservation_id AND r.notice_pending AND r.username = $1
+         AND ($2::text IS NULL OR n.node_id = $2) AND ($3::bigint IS NULL OR r.reservation_id = $3)
+       RETURNING ${COLUMNS}`,
+      [user, about.nodeId ?? null, about.reservationId ?? null],
+    );
+    return rows
+      .sort((a, b) => Number(a.reservation_id) - Number(b.reservation_id))
+      .map((r) => ({
+        reservation_id: Number(r.reservation_id),
+        node_id: r.node_id,
+        interrupted_by: r.ended_by ?? '',
+        message: r.end_message ?? '',
+        time: (r.ended_at as Date).toISOString(),
+      }));
+  }
+
   /** Mark every reservation past its expiry or lease ended (each once, even with several portals); returns how many. */
   async sweep(): Promise<number> {
     if (this.sweeping) return 0;
@@ -341,12 +364,13 @@ export class PgReservations implements FarmReservations {
           const known = new Set(locked.rows.map((r) => r.node_id));
           throw notFound(`unknown node_id: ${c.nodeIds.filter((n) => !known.has(n)).join(', ')}`);
         }
-        const ended = await this.expireDue(db, c.nodeIds);
         const held = await db.query<Row>(
           `SELECT ${COLUMNS} FROM reservations r JOIN reservation_nodes n USING (reservation_id) WHERE n.node_id = ANY($1::text[]) AND n.active`,
           [c.nodeIds],
         );
-        const holder = new Map(held.rows.map((r) => [r.node_id, r]));
+        // Past their time but not swept yet: ended now, so the unique index lets the new rows in.
+        const ended = held.rows.some((r) => !r.live) ? await this.expireDue(db, c.nodeIds) : [];
+        const holder = new Map(held.rows.filter((r) => r.live).map((r) => [r.node_id, r]));
         const taken: string[] = [];
         for (const node of c.nodeIds) {
           const r = holder.get(node);
@@ -402,7 +426,8 @@ export class PgReservations implements FarmReservations {
   private async endRow(db: pg.PoolClient, id: number, how: 'ended' | 'interrupted', by: string, message: string | null): Promise<Row[]> {
     const { rows } = await db.query<Row>(
       `WITH e AS (
-         UPDATE reservations SET ended_at = clock_timestamp(), end_reason = $2, ended_by = $3, end_message = $4
+         UPDATE reservations SET ended_at = clock_timestamp(), end_reason = $2, ended_by = $3, end_message = $4,
+                                 notice_pending = ($2 = 'interrupted' AND username <> $3)
          WHERE reservation_id = $1 AND ended_at IS NULL RETURNING *
        ), n AS (UPDATE reservation_nodes SET active = false WHERE reservation_id IN (SELECT reservation_id FROM e) RETURNING node_id, reservation_id)
        SELECT r.reservation_id, n.node_id, r.username, r.created_at, r.expires_at, r.message, r.lease_secs, r.lease_until,

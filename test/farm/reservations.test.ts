@@ -93,6 +93,7 @@ describe('farm reservations (PostgreSQL)', function () {
     busy.clear();
     await poolA.query(`UPDATE reservations SET ended_at = now(), end_reason = 'ended' WHERE ended_at IS NULL`);
     await poolA.query('UPDATE reservation_nodes SET active = false WHERE active');
+    await poolA.query('UPDATE reservations SET notice_pending = false WHERE notice_pending');
   });
 
   after(async () => {
@@ -208,6 +209,17 @@ describe('farm reservations (PostgreSQL)', function () {
       expect(await codeOf(res.interrupt(r!.reservation_id, 'carol', ''))).to.equal('invalid_request');
       expect(await codeOf(res.interrupt(999_999, 'carol', 'why'))).to.equal('not_found');
       expect(await codeOf(res.extend(r!.reservation_id, 'alice', 30))).to.equal('invalid_request');
+    });
+
+    it('an interruption by someone else is a notice for the owner, taken once; their own is none', async () => {
+      const [a, b] = await res.reserve(req('alice', [N1, N2]));
+      await res.interrupt(a!.reservation_id, 'bob', 'release build needs this box');
+      await res.interrupt(b!.reservation_id, 'alice', 'done early');
+      expect(await res.takeNotices('bob')).to.deep.equal([]);
+      expect(await res.takeNotices('alice', { nodeId: N2 })).to.deep.equal([]);
+      const [n] = await res.takeNotices('alice', { reservationId: a!.reservation_id });
+      expect(n).to.deep.include({ reservation_id: a!.reservation_id, node_id: N1, interrupted_by: 'bob', message: 'release build needs this box' });
+      expect(await res.takeNotices('alice')).to.deep.equal([]);
     });
 
     it('time passes: ended by the database clock, marked expired at its expiry instant by the sweeper', async () => {
@@ -369,7 +381,7 @@ describe('farm reservations (PostgreSQL)', function () {
         if (login) (ctx.state as { user?: { login: string } }).user = { login };
         await next();
       });
-      const router = farmReservationRouter({ reservations: res });
+      const router = farmReservationRouter({ reservations: res, notices: (u, about) => res.takeNotices(u, about) });
       app.use(router.routes()).use(router.allowedMethods());
       server = http.createServer(app.callback());
       await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
@@ -429,6 +441,22 @@ describe('farm reservations (PostgreSQL)', function () {
       expect((await as('carol').post(`${other}/interrupt`, { message: 'again' })).status).to.equal(204);
       expectError(await as('bob').post('/api/v2/reservations/999999/interrupt', { message: 'x' }), 404, 'not_found');
       expect(await activeRows()).to.deep.equal([]);
+    });
+
+    it('the owner of an interrupted reservation is told once: in the extend refusal, else with the next reserve answer', async () => {
+      const made = await as('alice').post('/api/v2/reservations', { node_ids: [N1, N2], message: 'x' });
+      const [a, b] = made.body.reservations as { reservation_id: number }[];
+      await as('bob').post(`/api/v2/reservations/${a!.reservation_id}/interrupt`, { message: 'need N1' });
+      await as('bob').post(`/api/v2/reservations/${b!.reservation_id}/interrupt`, { message: 'need N2' });
+      const refused = await as('alice').post(`/api/v2/reservations/${a!.reservation_id}/extend`, { duration_secs: 30 });
+      expectError(refused, 400, 'invalid_request');
+      expect(refused.body.message).to.contain('interrupted by bob').and.contain('need N1').and.not.contain('need N2');
+      const next = await as('alice').post('/api/v2/reservations', { node_ids: [N3], message: 'x' });
+      expect(next.status, next.text).to.equal(200);
+      expect(next.body.notices).to.have.length(1);
+      expect(next.body.notices[0]).to.include({ reservation_id: b!.reservation_id, interrupted_by: 'bob', message: 'need N2' });
+      const again = await as('alice').post('/api/v2/reservations', { node_ids: [N4], message: 'x' });
+      expect(again.body).to.not.have.property('notices');
     });
 
     it('a waiting client that goes away leaves the queue', async () => {

@@ -165,12 +165,15 @@ ALTER TABLE reservations
   ADD COLUMN message text NOT NULL DEFAULT '',
   ADD COLUMN ended_by text COLLATE "C",
   ADD COLUMN end_message text,
+  -- Interrupted by someone else and not yet shown to the owner (told once, as on a single node).
+  ADD COLUMN notice_pending boolean NOT NULL DEFAULT false,
   ADD CONSTRAINT reservations_end_reason CHECK (end_reason IN ('ended', 'expired', 'interrupted')),
   ADD CONSTRAINT reservations_lease CHECK ((lease_secs IS NULL) = (lease_until IS NULL));
 ALTER TABLE reservation_nodes ADD CONSTRAINT reservation_nodes_one_node UNIQUE (reservation_id);
 -- The sweeper looks for live reservations past their expiry or lease.
 CREATE INDEX reservations_live ON reservations (reservation_id) WHERE ended_at IS NULL;
 CREATE INDEX reservations_group ON reservations (group_id);
+CREATE INDEX reservations_notice ON reservations (username) WHERE notice_pending;
 `,
   },
   {
