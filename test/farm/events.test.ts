@@ -271,6 +271,30 @@ describe('farm events: the outbox, the stream and the webhooks', function () {
       return Number(rows[0]!.seq) === h2.through && h2.queued === 0;
     }, 'the cursor to be saved');
   });
+  it('webhooks with two portals: one delivers, the other takes over from the cursor when it stops', async () => {
+    const hook = await receiver(0);
+    cleanups.push(hook.close);
+    const w = await portal();
+    const settings = { endpoints: [{ url: hook.url, secret: SECRET }], max_attempts: 5, backoff_initial_ms: 1, backoff_max_ms: 4, timeout_secs: 10, queue_size: 100 };
+    const start = async () => {
+      const r = await portal();
+      const hooks = new FarmWebhooks({ pool: r.pool, listener: r.listener, settings, userAgent: 'farmhand/test', logger: silentLogger, cursor: 'webhooks-2', saveEveryMs: 50, standbyMs: 50 });
+      cleanups.push(() => hooks.close());
+      await hooks.start();
+      return hooks;
+    };
+    const [h1, h2] = [await start(), await start()];
+    expect([h1.leading, h2.leading]).to.deep.equal([true, false]);
+    await w.log.append('reservation.made', 'n1', made(1));
+    await waitFor(() => hook.got.length === 1, 'the delivery');
+    await h1.close();
+    await w.log.append('reservation.made', 'n1', made(2));
+    await waitFor(() => h2.leading && hook.got.length === 2, 'the standby to take over and deliver');
+    // Another event, so a duplicate of the first two would have had time to arrive before it.
+    await w.log.append('reservation.made', 'n1', made(3));
+    await waitFor(() => hook.got.length >= 3, 'the third delivery');
+    expect(hook.got.map((g) => (JSON.parse(g.body) as { data: { reservation_id: number } }).data.reservation_id)).to.deep.equal([1, 2, 3]);
+  });
 });
 
 interface Delivery {
