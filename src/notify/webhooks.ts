@@ -73,9 +73,20 @@ export class WebhookDispatcher {
   /** Start forwarding the hub's events (nothing to do without endpoints). */
   attach(hub: Pick<EventHub, 'subscribe'>): void {
     if (this.endpoints.length === 0 || this.sub) return;
-    this.sub = hub.subscribe((e) => {
-      for (const ep of this.endpoints) ep.enqueue(e);
-    });
+    this.sub = hub.subscribe((e) => this.enqueue(e));
+  }
+
+  /** Queue one event on every endpoint (what `attach` does per event; the farm feeds it from its outbox). */
+  enqueue(e: FarmEvent): void {
+    for (const ep of this.endpoints) ep.enqueue(e);
+  }
+
+  /**
+   * Per endpoint, its earliest event in flight or waiting (none when idle). Endpoints send in order,
+   * so every event enqueued before the earliest of these is done (delivered, abandoned or dropped).
+   */
+  pendingHeads(): FarmEvent[] {
+    return this.endpoints.flatMap((ep) => (ep.head ? [ep.head] : []));
   }
 
   /** Deliveries by outcome (a copy). */
@@ -100,6 +111,8 @@ export class WebhookDispatcher {
 class Endpoint {
   private readonly queue: FarmEvent[] = [];
   private sending = false;
+  /** The event being delivered (attempts and back-off waits included). */
+  private current: FarmEvent | undefined;
   private readonly signer: Webhook;
   private readonly types: Set<string> | undefined;
   /** The URL without query or credentials: what the log shows. */
@@ -123,6 +136,10 @@ class Endpoint {
     return this.queue.length + (this.sending ? 1 : 0);
   }
 
+  get head(): FarmEvent | undefined {
+    return this.current ?? this.queue[0];
+  }
+
   /** Synchronous and O(1) amortised: called from inside the hub's publish. */
   enqueue(e: FarmEvent): void {
     if (this.signal.aborted || (this.types && !this.types.has(e.type))) return;
@@ -143,9 +160,14 @@ class Endpoint {
   private async pump(): Promise<void> {
     this.sending = true;
     try {
-      for (let e = this.queue.shift(); e && !this.signal.aborted; e = this.queue.shift()) await this.deliver(e);
+      for (let e = this.queue.shift(); e && !this.signal.aborted; e = this.queue.shift()) {
+        this.current = e;
+        await this.deliver(e);
+        this.current = undefined;
+      }
     } finally {
       this.sending = false;
+      this.current = undefined;
     }
   }
 

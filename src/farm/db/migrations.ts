@@ -186,6 +186,33 @@ CREATE TABLE results_deleted (
   result_id   text COLLATE "C" PRIMARY KEY,
   node_id     text COLLATE "C" NOT NULL,
   deleted_at  timestamptz NOT NULL DEFAULT now()
+`,
+  },
+  {
+    id: 6,
+    name: 'events outbox: relayed events, pruning watermark, readers\' cursors',
+    sql: `
+-- data as json (not jsonb): the text is kept as written, so an event's keys reach clients in the
+-- node's order (node_id first), as on a single node's stream.
+ALTER TABLE events_outbox ALTER COLUMN data TYPE json USING data::json;
+-- When the event happened (a node's publication time for relayed events); NULL: at. at stays the
+-- portal's insert time, which retention goes by.
+ALTER TABLE events_outbox ADD COLUMN time timestamptz;
+-- The node's own event id (<boot>-<n>) of a relayed event: a node event sent twice is stored once.
+ALTER TABLE events_outbox ADD COLUMN node_event_id text COLLATE "C";
+CREATE UNIQUE INDEX events_outbox_node_event ON events_outbox (node_id, node_event_id) WHERE node_event_id IS NOT NULL;
+CREATE INDEX events_outbox_at ON events_outbox (at);
+-- The highest seq retention has deleted: a client resuming from an id below it missed events.
+CREATE TABLE events_outbox_pruned (
+  one      boolean PRIMARY KEY DEFAULT true CHECK (one),
+  through  bigint NOT NULL DEFAULT 0
+);
+INSERT INTO events_outbox_pruned DEFAULT VALUES;
+-- Where a reader that must survive restarts (the webhooks) has got to: every event up to seq is done.
+CREATE TABLE events_cursors (
+  name        text COLLATE "C" PRIMARY KEY,
+  seq         bigint NOT NULL,
+  updated_at  timestamptz NOT NULL DEFAULT now()
 );
 `,
   },
