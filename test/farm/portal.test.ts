@@ -200,7 +200,7 @@ describe('farm portal (HTTP)', function () {
       type: 'job.started',
       time: new Date().toISOString(),
       data: { node_id: 'job-1', job_uid: uid, username: 'alice', test_cases: ['t'], test_pack_sha: 'a'.repeat(40), test_pack_branch: null, category: 'c', soak: 'none', remote_control: null, tags: {}, start_time: '2026-11-24T01:00:00.000Z' },
-    } as FarmEvent);
+    });
     await waitFor(async () => (await t.portal.jobs.get(uid))?.state === 'running', WAIT);
 
     // Online: forwarded. The node holds it; the client gives up; the node is told.
