@@ -3,6 +3,7 @@
  *
  *   farmhand serve [--config FILE] [--listen HOST:PORT] [--data-dir DIR] ...
  *   farmhand token create --user NAME | list | revoke ID   (--config FILE | --data-dir DIR)
+ *   farmhand portal --config FILE
  *   farmhand ir encode <file.lircd.conf> <KEY>... [--remote NAME] [--count N]
  *   farmhand --version | version | help [command]
  *
@@ -108,6 +109,15 @@ export async function runCli(argv: string[], io: CliIo, commands: CliCommands): 
       status = await runTokenCommand({ sub: 'revoke', id, config: o.config, dataDir: o.dataDir }, io.out, io.err);
     },
   );
+
+  program
+    .command('portal')
+    .description('run the farm portal: every node of the farm behind one v2 endpoint, on PostgreSQL (docs/farm.md)')
+    .requiredOption('-c, --config <file>', "the portal's JSON config file")
+    .action(async (o: { config: string }) => {
+      const { runPortalCommand } = await import('./portal.js');
+      status = await runPortalCommand(o, io.out, io.err);
+    });
 
   program
     .command('ir')

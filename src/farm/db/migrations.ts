@@ -115,4 +115,19 @@ CREATE INDEX results_result ON results (result, start_time, result_id);
 CREATE INDEX results_node ON results (node_id, start_time, result_id);
 `,
   },
+  {
+    id: 2,
+    name: 'jobs kept from node events: the last Job, the run in flight, why the portal ended it',
+    sql: `
+-- The Job object as last known (status, start_time, end_time, result_counts), so GET /api/v2/jobs/<uid>
+-- is answered from here while the node is offline.
+ALTER TABLE jobs ADD COLUMN job jsonb;
+-- The run in flight (run.started's result_id, test_case, start_time), null between runs: what the
+-- fault rule records as an error when the node goes offline.
+ALTER TABLE jobs ADD COLUMN current_run jsonb;
+-- Set when the portal ended the job itself (its node went offline): such a job is never reopened.
+ALTER TABLE jobs ADD COLUMN end_reason text;
+CREATE INDEX jobs_node_running ON jobs (node_id) WHERE state = 'running';
+`,
+  },
 ];

@@ -1,0 +1,47 @@
+/**
+ * `farmhand portal --config <file>`: load the portal's config, start it, stop
+ * it on SIGTERM or SIGINT (close the nodes' connections, flush last_seen, end
+ * the pool). Exit 78 for a config that can never work, 1 when it cannot start.
+ */
+import type { Writable } from 'node:stream';
+import { ConfigError, EX_CONFIG } from '../config/load.js';
+import { createLogger } from '../logger.js';
+import { version } from '../version.js';
+
+export async function runPortalCommand(o: { config: string }, out: Writable, err: Writable): Promise<number> {
+  const { loadPortalConfig } = await import('../farm/portal/config.js');
+  let cfg;
+  try {
+    cfg = loadPortalConfig(o.config);
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      err.write(`farmhand: ${e.message}\n`);
+      return EX_CONFIG;
+    }
+    throw e;
+  }
+  const logger = createLogger(cfg.log_level);
+  const { startPortal } = await import('../farm/portal/portal.js');
+  let portal;
+  try {
+    portal = await startPortal(cfg, logger);
+  } catch (e) {
+    err.write(`farmhand: the portal could not start: ${(e as Error).message}\n`);
+    return 1;
+  }
+  out.write(`farmhand ${version} portal listening on ${portal.url}\n`);
+  await new Promise<void>((resolve) => {
+    let stopping = false;
+    const onSignal = (sig: NodeJS.Signals) => {
+      if (stopping) return;
+      stopping = true;
+      logger.info({ signal: sig }, 'stopping');
+      portal.stop().then(resolve, (e: unknown) => {
+        logger.error({ err: e }, 'error while stopping');
+        resolve();
+      });
+    };
+    process.on('SIGTERM', onSignal).on('SIGINT', onSignal);
+  });
+  return 0;
+}

@@ -1,0 +1,234 @@
+/**
+ * The farm's jobs table, kept from the nodes' events (job.started, run.started,
+ * run.finished, job.exited), and the fault rule (docs/farm.md, "The portal and
+ * the hub"):
+ *
+ * - A node that goes offline with a running job: the portal ends the job with
+ *   the reason, and the run in flight becomes an `error` result saying why
+ *   ("node <id> went offline: <reason>"), recorded through `onRunLost`
+ *   (FarmResults.put, idempotent on result_id).
+ * - The portal never reopens a job it ended. When the node returns, its hello
+ *   says what it thinks; the welcome lists the ended jobs (`reconcile`), the
+ *   node stops them, and its own restart recovery records the same result_id
+ *   (the put replaces, never duplicates). Later events of an ended job change
+ *   nothing here.
+ *
+ * Each row keeps the last Job object (status, start_time, end_time,
+ * result_counts), so GET /api/v2/jobs/<uid> is answered from PostgreSQL while
+ * the node is offline.
+ */
+import type pg from 'pg';
+import type { EventPayloads, EventType, FarmEvent, JobStartedData, RunStartedData } from '../core/events.js';
+import type { ResultCounts, ResultRecord } from '../core/model.js';
+import type { Logger } from '../core/ports.js';
+import type { HubJobs } from './hub.js';
+import type { Hello } from './protocol.js';
+
+/** The Job fields kept per row (the v2 Job object without job_uid and job_url, which are derived). */
+export interface StoredJob {
+  status: 'running' | 'exited';
+  start_time: string;
+  end_time: string | null;
+  result_counts: ResultCounts;
+}
+
+export interface FarmJobRow {
+  job_uid: string;
+  node_id: string;
+  username: string;
+  state: 'running' | 'exited';
+  job: StoredJob;
+  /** Why the portal ended it; null when the node did. */
+  end_reason: string | null;
+}
+
+export interface FarmJobsOptions {
+  pool: pg.Pool;
+  logger: Logger;
+  /** Records the run lost with an offline node (FarmResults.put). */
+  onRunLost: (record: ResultRecord) => Promise<void>;
+  /** Events of the portal's own making (the lost run's run.finished, the job.exited); the hub's emitter. */
+  emit?: <T extends EventType>(type: T, nodeId: string, data: EventPayloads[T]) => void;
+  /** Ended jobs listed in a welcome, newest first. */
+  maxEndedJobs?: number;
+}
+
+const zeroCounts = (): ResultCounts => ({ pass: 0, fail: 0, error: 0, total: 0 });
+
+export class FarmJobs implements HubJobs {
+  constructor(private readonly o: FarmJobsOptions) {}
+
+  async record(e: FarmEvent): Promise<void> {
+    const nodeId = e.data.node_id;
+    switch (e.type) {
+      case 'job.started': {
+        const d = e.data as JobStartedData & { node_id: string };
+        if (!d.job_uid.startsWith(`/${nodeId}/`)) return; // ids start with their node's id; anything else is not ours to keep
+        const job: StoredJob = { status: 'running', start_time: d.start_time, end_time: null, result_counts: zeroCounts() };
+        const { node_id: _n, ...request } = d;
+        // DO NOTHING: a job the portal already knows (and maybe ended) is never reopened.
+        await this.o.pool.query(
+          `INSERT INTO jobs (job_uid, node_id, username, state, request, created_at, job)
+           VALUES ($1, $2, $3, 'running', $4, $5, $6) ON CONFLICT (job_uid) DO NOTHING`,
+          [d.job_uid, nodeId, d.username, JSON.stringify(request), d.start_time, JSON.stringify(job)],
+        );
+        return;
+      }
+      case 'run.started': {
+        const d = e.data as RunStartedData;
+        await this.o.pool.query(`UPDATE jobs SET current_run = $2 WHERE job_uid = $1 AND node_id = $3 AND state = 'running'`, [
+          d.job_uid,
+          JSON.stringify({ result_id: d.result_id, test_case: d.test_case, start_time: d.start_time }),
+          nodeId,
+        ]);
+        return;
+      }
+      case 'run.finished': {
+        const d = e.data as EventPayloads['run.finished'];
+        await this.o.pool.query(
+          `UPDATE jobs SET
+             current_run = CASE WHEN current_run->>'result_id' = $2 THEN NULL ELSE current_run END,
+             job = jsonb_set(jsonb_set(job, ARRAY['result_counts', $3], to_jsonb(coalesce((job->'result_counts'->>$3)::int, 0) + 1)),
+                             '{result_counts,total}', to_jsonb(coalesce((job->'result_counts'->>'total')::int, 0) + 1))
+           WHERE job_uid = $1 AND node_id = $4 AND state = 'running'`,
+          [d.job_uid, d.result_id, d.result, nodeId],
+        );
+        return;
+      }
+      case 'job.exited': {
+        const d = e.data as EventPayloads['job.exited'];
+        const patch = { status: 'exited', end_time: d.end_time, result_counts: d.result_counts };
+        // Only a job the node itself still had running here: one the portal ended keeps the portal's account.
+        await this.o.pool.query(
+          `UPDATE jobs SET state = 'exited', ended_at = coalesce($2::timestamptz, now()), current_run = NULL, job = coalesce(job, '{}') || $3::jsonb
+           WHERE job_uid = $1 AND node_id = $4 AND state = 'running'`,
+          [d.job_uid, d.end_time, JSON.stringify(patch), nodeId],
+        );
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+  async nodeOffline(nodeId: string, reason: string): Promise<void> {
+    const client = await this.o.pool.connect();
+    const lost: ResultRecord[] = [];
+    const exited: { job_uid: string; end_time: string; result_counts: ResultCounts }[] = [];
+    try {
+      await client.query('BEGIN');
+      const { rows } = await client.query<{
+        job_uid: string;
+        username: string;
+        request: Partial<JobStartedData>;
+        current_run: { result_id: string; test_case: string; start_time: string } | null;
+        job: StoredJob | null;
+        now: Date;
+      }>(`SELECT job_uid, username, request, current_run, job, now() AS now FROM jobs WHERE node_id = $1 AND state = 'running' FOR UPDATE`, [nodeId]);
+      for (const row of rows) {
+        const end = row.now.toISOString();
+        const counts = { ...zeroCounts(), ...row.job?.result_counts };
+        const run = row.current_run;
+        if (run) {
+          const r = row.request;
+          lost.push({
+            result_id: run.result_id,
+            job_uid: row.job_uid,
+            test_case: run.test_case,
+            test_pack_sha: r.test_pack_sha ?? '',
+            test_pack_branch: r.test_pack_branch ?? null,
+            category: r.category ?? '',
+            username: row.username,
+            tags: r.tags ?? {},
+            start_time: run.start_time,
+            end_time: end,
+            duration: Math.max(0, (Date.parse(end) - Date.parse(run.start_time)) / 1000),
+            result: 'error',
+            failure_reason: `node ${nodeId} went offline: ${reason}`,
+            traceback: null,
+            infrastructure_error: null,
+          });
+          counts.error += 1;
+          counts.total += 1;
+        }
+        const job: StoredJob = { status: 'exited', start_time: row.job?.start_time ?? end, end_time: end, result_counts: counts };
+        await client.query(`UPDATE jobs SET state = 'exited', ended_at = $2, end_reason = $3, current_run = NULL, job = $4 WHERE job_uid = $1`, [
+          row.job_uid,
+          end,
+          reason,
+          JSON.stringify(job),
+        ]);
+        exited.push({ job_uid: row.job_uid, end_time: end, result_counts: counts });
+      }
+      await client.query('COMMIT');
+    } catch (e) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw e;
+    } finally {
+      client.release();
+    }
+    if (lost.length > 0) {
+      try {
+        for (const r of lost) await this.o.onRunLost(r);
+      } catch (e) {
+        // The node's own restart recovery records the same result_id when it returns.
+        this.o.logger.error({ err: e, node: nodeId }, 'recording the run lost with an offline node failed');
+      }
+    }
+    for (const r of lost) {
+      this.o.emit?.('run.finished', nodeId, {
+        job_uid: r.job_uid,
+        result_id: r.result_id,
+        test_case: r.test_case,
+        result: 'error',
+        failure_reason: r.failure_reason,
+        infrastructure_error: null,
+        start_time: r.start_time,
+        end_time: r.end_time,
+        duration: r.duration,
+      });
+    }
+    for (const j of exited) this.o.emit?.('job.exited', nodeId, j);
+    if (exited.length > 0) this.o.logger.warn({ node: nodeId, jobs: exited.map((j) => j.job_uid), lost_runs: lost.length, reason }, 'jobs ended: their node went offline');
+  }
+
+  async reconcile(nodeId: string, job: Hello['job']): Promise<string[]> {
+    // A job the node finished while the portal could not hear it (the portal was down): the node's word closes it.
+    if (job?.status === 'exited') {
+      await this.o.pool.query(
+        `UPDATE jobs SET state = 'exited', ended_at = now(), current_run = NULL,
+           job = coalesce(job, '{}') || jsonb_build_object('status', 'exited', 'end_time', to_jsonb(now()))
+         WHERE job_uid = $1 AND node_id = $2 AND state = 'running'`,
+        [job.job_uid, nodeId],
+      );
+    }
+    const { rows } = await this.o.pool.query<{ job_uid: string }>(
+      `SELECT job_uid FROM jobs WHERE node_id = $1 AND end_reason IS NOT NULL ORDER BY ended_at DESC LIMIT $2`,
+      [nodeId, this.o.maxEndedJobs ?? 20],
+    );
+    return rows.map((r) => r.job_uid);
+  }
+
+  async nodesWithRunningJobs(): Promise<string[]> {
+    const { rows } = await this.o.pool.query<{ node_id: string }>(`SELECT DISTINCT node_id FROM jobs WHERE state = 'running'`);
+    return rows.map((r) => r.node_id);
+  }
+
+  async get(jobUid: string): Promise<FarmJobRow | undefined> {
+    const { rows } = await this.o.pool.query<FarmJobRow>(`SELECT job_uid, node_id, username, state, job, end_reason FROM jobs WHERE job_uid = $1`, [jobUid]);
+    return rows[0];
+  }
+}
+
+/** The v2 Job object of a row, with URLs on the portal. */
+export function presentFarmJob(row: FarmJobRow, base: string) {
+  const j = row.job;
+  return {
+    job_uid: row.job_uid,
+    job_url: `${base}/api/v2/jobs${row.job_uid}`,
+    status: row.state,
+    start_time: j.start_time,
+    end_time: j.end_time,
+    result_counts: { ...zeroCounts(), ...j.result_counts },
+  };
+}

@@ -1,0 +1,55 @@
+/**
+ * The portal's Koa app: the node's middleware, in the node's order (errors ->
+ * who is calling -> rate limit -> token required on v2 -> JSON body -> routes),
+ * with the portal's routes behind it. No web pages and no session cookies yet:
+ * programs call the portal with v2 tokens.
+ */
+import Koa, { type Context, type Next } from 'koa';
+import type Router from '@koa/router';
+import type { TokenVerifier } from '../../core/auth.js';
+import type { Logger } from '../../core/ports.js';
+import { authenticate, guardApi } from '../../http/auth.js';
+import { jsonBody } from '../../http/body.js';
+import { errorHandler } from '../../http/errors.js';
+import { rateLimit, type RateLimitSettings } from '../../http/rateLimit.js';
+
+export interface PortalAppOptions {
+  logger: Logger;
+  tokens: TokenVerifier;
+  rateLimit: RateLimitSettings;
+  maxBodyBytes: number;
+  /** Mounted in order after the middleware (the portal's routes first; hC, hD, hE add theirs). */
+  routers: Router[];
+}
+
+export function createPortalApp(o: PortalAppOptions): Koa {
+  const app = new Koa();
+  app.proxy = false;
+  app.silent = true;
+  app.use(errorHandler(o.logger));
+  app.use(foldTrailingSlash);
+  app.use(authenticate(o.tokens));
+  // Long polls are exempt, as on the node: a held request costs a promise, and clients retry them at once.
+  const limit = rateLimit(o.rateLimit);
+  app.use((ctx, next): Promise<unknown> => (ctx.path.toLowerCase().endsWith('/await_completion') ? next() : limit(ctx, next)));
+  app.use(guardApi({ v1RequiresToken: false }));
+  app.use(jsonBody(o.maxBodyBytes));
+  app.use(async (ctx, next) => {
+    if (ctx.path === '/healthz') {
+      ctx.body = { status: 'ok' };
+      return;
+    }
+    await next();
+  });
+  for (const router of o.routers) {
+    app.use(router.routes());
+    app.use(router.allowedMethods());
+  }
+  return app;
+}
+
+/** `/api/v2/nodes/` is `/api/v2/nodes`, as on the node. */
+async function foldTrailingSlash(ctx: Context, next: Next): Promise<void> {
+  if (ctx.path.length > 1 && ctx.path.endsWith('/')) ctx.path = ctx.path.replace(/\/+$/, '') || '/';
+  await next();
+}

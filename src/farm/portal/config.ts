@@ -1,0 +1,75 @@
+/**
+ * The portal's configuration (`farmhand portal --config <file>`): one JSON
+ * file, validated at start with every problem listed (`path: message`), as the
+ * node's is (src/config/load.ts). Only `database` and `storage_dir` have no
+ * default. `events`, `webhooks`, `rate_limit`, `api` and `log_level` take the
+ * node's schema, so the two processes read the same keys the same way.
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { z } from 'zod';
+import { configSchema } from '../../config/schema.js';
+import { ConfigError } from '../../config/load.js';
+import { DEFAULT_HEARTBEAT_SECS } from '../protocol.js';
+
+const hostPort = z
+  .string()
+  .regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, 'must be host:port, e.g. 127.0.0.1:8080')
+  .refine((s) => Number(s.slice(s.lastIndexOf(':') + 1)) <= 65535, 'the port must be 0 to 65535');
+
+const node = configSchema.shape;
+
+export const portalConfigSchema = z.strictObject({
+  /** Where the portal's HTTP API (and the nodes' connections) listen. */
+  listen: hostPort.default('0.0.0.0:8080'),
+  /** Absolute base URL for job_url, result_url...; default: each request's Host header. */
+  public_url: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }).optional(),
+  /** A libpq connection string, e.g. `postgresql:///farm?host=/run/postgresql`. */
+  database: z.string().min(1, 'a libpq connection string, e.g. postgresql:///farm?host=/run/postgresql'),
+  /** Where uploaded result files are kept. */
+  storage_dir: z.string().min(1),
+  /** The heartbeat interval nodes are told in their welcome; a node missing 3 of them is offline. */
+  heartbeat_secs: z.number().positive().max(3600).default(DEFAULT_HEARTBEAT_SECS),
+  /** How often the nodes' last heartbeat times are written to the database (one UPDATE for all). */
+  flush_secs: z.number().positive().max(3600).default(30),
+  /** Connections in the pg pool. */
+  database_pool_size: z.number().int().min(1).max(1000).default(10),
+  /** Largest forwarded response a slow client may leave buffered on the portal before it is cut off. */
+  max_buffered_response_bytes: z.number().int().min(64 * 1024).default(64 * 1024 * 1024),
+  api: node.api,
+  rate_limit: node.rate_limit,
+  events: node.events,
+  webhooks: node.webhooks,
+  log_level: node.log_level,
+});
+
+export type PortalConfig = z.infer<typeof portalConfigSchema>;
+export type PortalConfigInput = z.input<typeof portalConfigSchema>;
+
+/** Validate an object (tests build one in memory); throws ConfigError listing every problem. */
+export function parsePortalConfig(raw: unknown, baseDir = process.cwd()): PortalConfig {
+  const parsed = portalConfigSchema.safeParse(raw);
+  if (!parsed.success) {
+    throw new ConfigError(parsed.error.issues.map((i) => `${i.path.length ? i.path.join('.') : '(root)'}: ${i.message}`));
+  }
+  // A relative storage_dir is relative to the config file, as the node's data_dir is.
+  return { ...parsed.data, storage_dir: path.resolve(baseDir, parsed.data.storage_dir) };
+}
+
+/** Read and validate the file; throws ConfigError listing every problem. */
+export function loadPortalConfig(file: string): PortalConfig {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new ConfigError([`${file}: cannot read (${(e as NodeJS.ErrnoException).code ?? String(e)})`]);
+  }
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (e) {
+    throw new ConfigError([`${file}: not valid JSON (${(e as Error).message})`]);
+  }
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ConfigError([`${file}: must be a JSON object`]);
+  return parsePortalConfig(raw, path.dirname(path.resolve(file)));
+}

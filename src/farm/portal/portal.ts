@@ -1,0 +1,134 @@
+/**
+ * The portal's composition root (`farmhand portal`): the pg pool, the schema
+ * migrations, the HTTP server, the hub on it, the jobs table and the Koa app.
+ * Parts built by other modules (identity, reservations, uploads, events) are
+ * passed in as factories of the pool, so each is constructed here and nowhere
+ * else.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type Router from '@koa/router';
+import pg from 'pg';
+import type { TokenVerifier } from '../../core/auth.js';
+import type { Logger } from '../../core/ports.js';
+import type { FarmReservations, FarmTokenVerifier, NodeCredentials } from '../contract.js';
+import { migrate } from '../db/migrate.js';
+import { PortalHub } from '../hub.js';
+import { FarmJobs } from '../jobs.js';
+import { FarmResults } from '../results.js';
+import { createPortalApp } from './app.js';
+import type { PortalConfig } from './config.js';
+import { portalRouter } from './routes.js';
+
+/** What the portal is built from, beyond its config. */
+export interface PortalParts {
+  /** v2 tokens (hB's PgTokenVerifier). Default: none accepted, every v2 call is a 403. */
+  tokens?: (pool: pg.Pool) => TokenVerifier | FarmTokenVerifier;
+  /** Node credentials (hB's PgNodeCredentials). Default: no node may connect. */
+  credentials?: (pool: pg.Pool) => NodeCredentials;
+  /** Reservations (hC). Default: none, nodes are never reserved. */
+  reservations?: (pool: pg.Pool, hub: PortalHub) => FarmReservations;
+  /** More routers, mounted before the portal's own (results storage, events, reservations). */
+  routers?: (p: { pool: pg.Pool; hub: PortalHub; jobs: FarmJobs; results: FarmResults }) => Router[];
+}
+
+export interface Portal {
+  /** `http://host:port` the portal listens on. */
+  url: string;
+  pool: pg.Pool;
+  hub: PortalHub;
+  jobs: FarmJobs;
+  results: FarmResults;
+  stop(): Promise<void>;
+}
+
+const NO_TOKENS: TokenVerifier = { verify: () => undefined };
+const NO_NODES: NodeCredentials = { verify: () => Promise.resolve(false) };
+
+const isFarmTokenVerifier = (t: TokenVerifier): t is FarmTokenVerifier => typeof (t as Partial<FarmTokenVerifier>).start === 'function';
+
+export async function startPortal(cfg: PortalConfig, logger: Logger, parts: PortalParts = {}): Promise<Portal> {
+  const pool = new pg.Pool({ connectionString: cfg.database, max: cfg.database_pool_size });
+  // An idle client losing its server (PostgreSQL restarted) must not crash the process; the next query reconnects.
+  pool.on('error', (e) => logger.warn({ err: e }, 'an idle database connection failed'));
+  let server: Server | undefined;
+  let hub: PortalHub | undefined;
+  let tokens: TokenVerifier | undefined;
+  try {
+    await migrate(pool);
+    if (!parts.tokens) logger.warn('no token verifier is wired: every v2 call is refused');
+    if (!parts.credentials) logger.warn('no node credentials are wired: no node can connect');
+    tokens = parts.tokens?.(pool) ?? NO_TOKENS;
+    if (isFarmTokenVerifier(tokens)) await tokens.start();
+    const results = new FarmResults(pool);
+    // The fault rule's events (the lost run, the ended job) go out through the hub, made just below.
+    const jobs = new FarmJobs({ pool, logger, onRunLost: (r) => results.put([r]), emit: (type, nodeId, data) => hub?.emitPortalEvent(type, nodeId, data) });
+    hub = new PortalHub({
+      pool,
+      credentials: parts.credentials?.(pool) ?? NO_NODES,
+      logger: logger.child({ part: 'hub' }),
+      heartbeatSecs: cfg.heartbeat_secs,
+      flushSecs: cfg.flush_secs,
+      maxBufferedBytes: cfg.max_buffered_response_bytes,
+      jobs,
+    });
+    const reservations = parts.reservations?.(pool, hub);
+    const app = createPortalApp({
+      logger,
+      tokens,
+      rateLimit: cfg.rate_limit,
+      maxBodyBytes: cfg.api.max_body_bytes,
+      routers: [...(parts.routers?.({ pool, hub, jobs, results }) ?? []), portalRouter({ pool, hub, jobs, reservations, publicUrl: cfg.public_url })],
+    });
+    server = createServer(app.callback());
+    server.headersTimeout = 30_000;
+    server.requestTimeout = 120_000; // forwarded long polls hold 55 s
+    await hub.start(server);
+    await listen(server, cfg.listen);
+    const addr = server.address() as AddressInfo;
+    const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
+    const url = `http://${host}:${addr.port}`;
+    logger.info({ url, heartbeat_secs: cfg.heartbeat_secs }, 'farmhand portal is listening');
+    const s = server;
+    const h = hub;
+    const t = tokens;
+    let stopping: Promise<void> | undefined;
+    return {
+      url,
+      pool,
+      hub: h,
+      jobs,
+      results,
+      stop: () =>
+        (stopping ??= (async () => {
+          await h.close();
+          await new Promise<void>((resolve) => {
+            s.close(() => resolve());
+            s.closeAllConnections();
+          });
+          if (isFarmTokenVerifier(t)) await t.close();
+          await pool.end();
+          logger.info('farmhand portal stopped');
+        })()),
+    };
+  } catch (e) {
+    await hub?.close().catch(() => undefined);
+    server?.close();
+    if (tokens && isFarmTokenVerifier(tokens)) await tokens.close().catch(() => undefined);
+    await pool.end().catch(() => undefined);
+    throw e;
+  }
+}
+
+async function listen(server: Server, listenOn: string): Promise<void> {
+  const i = listenOn.lastIndexOf(':');
+  const host = listenOn.slice(0, i).replace(/^\[|\]$/g, '');
+  const port = Number(listenOn.slice(i + 1));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}

@@ -1,0 +1,218 @@
+/**
+ * The portal's v2 routes: farm-wide answers from PostgreSQL and memory (user,
+ * nodes), and every node-scoped call forwarded to the node that owns it through
+ * the hub, with the caller's user name and the portal's base URL.
+ *
+ * Unknown node: 404. Registered but not connected: 503 (`device_unavailable`,
+ * with the offline reason). Before run_tests, stop and press, a node reserved
+ * by another user is a 403, as on a single node.
+ */
+import Router from '@koa/router';
+import type { Context } from 'koa';
+import type pg from 'pg';
+import { FarmError } from '../../core/errors.js';
+import { bodyOf } from '../../http/body.js';
+import { userOf } from '../../http/auth.js';
+import { presentReservation } from '../../http/presenters.js';
+import type { FarmHub, FarmReservation, FarmReservations, ForwardRequest, NodeLink } from '../contract.js';
+import { presentFarmJob, type FarmJobs } from '../jobs.js';
+
+export interface PortalRouteDeps {
+  pool: pg.Pool;
+  hub: FarmHub;
+  jobs: FarmJobs;
+  reservations?: FarmReservations;
+  /** The configured public_url; else each request's own origin. */
+  publicUrl?: string;
+}
+
+/** Request headers passed on to the node (the rest describe the client's hop to the portal). */
+const PASSED_REQUEST_HEADERS = ['content-type', 'accept', 'range', 'if-none-match', 'if-modified-since', 'last-event-id'];
+/** Response headers that describe the node's hop, not the content. */
+const HOP_HEADERS = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection', 'te', 'trailer']);
+
+const JOB = '/api/v2/jobs/:node/:hex/:num';
+const NODE = '/api/v2/nodes/:node_id';
+
+export function portalBaseUrl(ctx: Context, publicUrl?: string): string {
+  return (publicUrl ?? `${ctx.protocol}://${ctx.host}`).replace(/\/+$/, '');
+}
+
+export function portalRouter(d: PortalRouteDeps): Router {
+  const r = new Router();
+  const base = (ctx: Context) => portalBaseUrl(ctx, d.publicUrl);
+  const user = (ctx: Context) => userOf(ctx)?.login ?? 'anonymous';
+
+  /** The registered node (its row), or 404. */
+  const registered = async (nodeId: string): Promise<NodeRow> => {
+    const { rows } = await d.pool.query<NodeRow>(`SELECT node_id, version, online, offline_reason, last_seen FROM nodes WHERE node_id = $1`, [nodeId]);
+    if (!rows[0]) throw new FarmError('not_found', `no node ${JSON.stringify(nodeId)} on this portal; GET /api/v2/nodes lists them`);
+    return rows[0];
+  };
+
+  /** 403 when another user holds the node's reservation. */
+  const checkReservation = async (ctx: Context, nodeId: string, what: string) => {
+    const res = await d.reservations?.active(nodeId);
+    if (res && res.username !== user(ctx)) {
+      throw new FarmError('forbidden', `cannot ${what}: node ${nodeId} is reserved by ${res.username} (reservation ${res.reservation_id}): ${JSON.stringify(res.message)}`);
+    }
+  };
+
+  /** Pass the request to the node and stream its answer back. */
+  const forward = async (ctx: Context, nodeId: string, body?: Buffer) => {
+    const headers: Record<string, string> = {};
+    for (const h of PASSED_REQUEST_HEADERS) {
+      const v = ctx.get(h);
+      if (v) headers[h] = v;
+    }
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    const req: ForwardRequest = { method: ctx.method, path: ctx.url, headers, body, user: user(ctx), baseUrl: base(ctx) };
+    const ac = new AbortController();
+    const onClose = () => {
+      if (!ctx.res.writableFinished) ac.abort();
+    };
+    ctx.res.once('close', onClose);
+    const res = await d.hub.forward(nodeId, req, ac.signal);
+    ctx.status = res.status;
+    for (const [k, v] of Object.entries(res.headers)) if (!HOP_HEADERS.has(k.toLowerCase())) ctx.set(k, v);
+    if (res.status === 204 || res.status === 304 || ctx.method === 'HEAD') {
+      res.body.resume();
+      return;
+    }
+    const length = ctx.response.get('Content-Length');
+    ctx.body = res.body;
+    if (length) ctx.set('Content-Length', length);
+  };
+
+  /** Forward to a registered node (404 otherwise); the hub answers 503 when it is not connected. */
+  const toNode = async (ctx: Context, nodeId: string, opts: { reservation?: string; body?: boolean } = {}) => {
+    if (!d.hub.link(nodeId)) await registered(nodeId);
+    if (opts.reservation) await checkReservation(ctx, nodeId, opts.reservation);
+    await forward(ctx, nodeId, opts.body ? Buffer.from(JSON.stringify(bodyOf(ctx))) : undefined);
+  };
+  const nodeParam = (ctx: Context) => (ctx.params as Record<string, string>).node_id!;
+  const jobNode = (ctx: Context) => (ctx.params as Record<string, string>).node!;
+
+  r.get('/api/v2/user', (ctx) => {
+    ctx.body = { login: user(ctx) };
+  });
+
+  r.get('/api/v2/nodes', async (ctx) => {
+    const { rows } = await d.pool.query<NodeRow>(`SELECT node_id, version, online, offline_reason, last_seen FROM nodes ORDER BY node_id`);
+    const held = (await d.reservations?.activeAll()) ?? new Map<string, FarmReservation>();
+    ctx.body = rows.map((row) => presentFarmNode(row, d.hub.link(row.node_id), held.get(row.node_id), user(ctx), base(ctx)));
+  });
+
+  r.get(NODE, async (ctx) => {
+    const row = await registered(nodeParam(ctx));
+    const res = await d.reservations?.active(row.node_id);
+    ctx.body = presentFarmNode(row, d.hub.link(row.node_id), res, user(ctx), base(ctx));
+  });
+
+  r.get(`${NODE}/screenshot.png`, (ctx) => toNode(ctx, nodeParam(ctx)));
+  r.get(`${NODE}/thumbnail.jpg`, (ctx) => toNode(ctx, nodeParam(ctx)));
+  r.post(`${NODE}/press`, (ctx) => toNode(ctx, nodeParam(ctx), { reservation: 'press a key', body: true }));
+  r.get(`${NODE}/job`, (ctx) => toNode(ctx, nodeParam(ctx)));
+  r.get(`${NODE}/job/await_completion`, (ctx) => toNode(ctx, nodeParam(ctx)));
+  r.post(`${NODE}/job/stop`, (ctx) => toNode(ctx, nodeParam(ctx), { reservation: 'stop the job', body: true }));
+
+  r.post('/api/v2/run_tests', async (ctx) => {
+    const nodeId = (bodyOf(ctx) as { node_id?: unknown } | null)?.node_id;
+    if (typeof nodeId !== 'string') throw new FarmError('invalid_request', 'node_id is required (string): the node to run on (GET /api/v2/nodes lists them)');
+    await toNode(ctx, nodeId, { reservation: 'run tests', body: true });
+  });
+
+  r.get('/api/v2/test_pack/*rev/test_case_names', async (ctx) => {
+    const online = d.hub.links().filter((l) => l.online);
+    if (online.length === 0) throw new FarmError('device_unavailable', 'no node is connected to the portal, and the test pack is read by the nodes; try again when one is online');
+    await forward(ctx, online[Math.floor(Math.random() * online.length)]!.nodeId);
+  });
+
+  // A job: from its node while it is connected, else (GET only) from PostgreSQL.
+  r.get(JOB, async (ctx) => {
+    const nodeId = jobNode(ctx);
+    if (d.hub.link(nodeId)?.online) return toNode(ctx, nodeId);
+    const uid = `/${nodeId}/${ctx.params.hex}/${ctx.params.num}`;
+    const row = await d.jobs.get(uid);
+    if (!row) {
+      await registered(nodeId);
+      throw new FarmError('not_found', `no job ${uid} (its node ${nodeId} is offline, and the portal has no record of it)`);
+    }
+    ctx.body = presentFarmJob(row, base(ctx));
+  });
+  r.get(`${JOB}/await_completion`, async (ctx) => {
+    const nodeId = jobNode(ctx);
+    if (d.hub.link(nodeId)?.online) return toNode(ctx, nodeId);
+    // The node is away: an ended job is answered at once, as the node would; a running one waits for its node.
+    const uid = `/${nodeId}/${ctx.params.hex}/${ctx.params.num}`;
+    const row = await d.jobs.get(uid);
+    if (row?.state === 'exited') {
+      ctx.body = presentFarmJob(row, base(ctx));
+      return;
+    }
+    await toNode(ctx, nodeId);
+  });
+  r.post(`${JOB}/stop`, (ctx) => toNode(ctx, jobNode(ctx), { reservation: 'stop the job', body: true }));
+
+  // Results: hD puts the portal's storage in front of these; until then the owning node answers.
+  r.get('/api/v2/results/:node/:hex/:num/:stamp', (ctx) => toNode(ctx, jobNode(ctx)));
+  r.get('/api/v2/results/:node/:hex/:num/:stamp/*rest', (ctx) => toNode(ctx, jobNode(ctx)));
+
+  return r;
+}
+
+interface NodeRow {
+  node_id: string;
+  version: string | null;
+  online: boolean;
+  offline_reason: string | null;
+  last_seen: Date | null;
+}
+
+/**
+ * The v2 Node object on the portal: the node's own (its last snapshot), with what only the portal knows laid
+ * over it: whether it is connected, the address it connects from, the farm's reservation, its URL on the portal,
+ * and available / not_available_reason worked out again from those.
+ */
+export function presentFarmNode(row: NodeRow, link: NodeLink | undefined, res: FarmReservation | undefined, caller: string, base: string): Record<string, unknown> {
+  const snap = link?.snapshot ?? {};
+  const connected = link?.online ?? false;
+  const offlineReason = link ? link.offlineReason : (row.offline_reason ?? 'it has never connected to the portal');
+  const capturing = snap.online !== false;
+  const online = connected && capturing && link?.snapshot != null;
+  const nodeReason = typeof snap.not_available_reason === 'string' ? snap.not_available_reason : null;
+  const job = snap.job as { status?: string; job_uid?: string } | null | undefined;
+  let reason: string | null;
+  if (!connected) reason = `offline: ${offlineReason ?? 'not connected to the portal'}`;
+  else if (nodeReason !== null && !nodeReason.startsWith('reserved by ') && !nodeReason.startsWith('running a test job')) reason = nodeReason;
+  else if (res) reason = `reserved by ${res.username} (reservation ${res.reservation_id})`;
+  else if (job?.status === 'running') reason = `running a test job (${job.job_uid ?? 'starting'})`;
+  else reason = null;
+  return {
+    node_id: row.node_id,
+    ...snap,
+    node_url: `${base}/api/v2/nodes/${encodeURIComponent(row.node_id)}`,
+    available: reason === null,
+    not_available_reason: reason,
+    online,
+    config: snap.config ?? {},
+    device_type: snap.device_type ?? null,
+    friendly_name: snap.friendly_name ?? null,
+    external_ip_address: link?.externalIp ?? snap.external_ip_address ?? null,
+    local_ip_address: snap.local_ip_address ?? null,
+    geoip_city: snap.geoip_city ?? null,
+    geoip_country: snap.geoip_country ?? null,
+    job: snap.job ?? null,
+    last_used_by: snap.last_used_by ?? null,
+    last_used_time: snap.last_used_time ?? null,
+    licence_expiry: snap.licence_expiry ?? null,
+    reservation: res ? presentReservation({ ...res, ended: null }, caller) : null,
+    // Not in the spec: the portal's view of the node's connection.
+    farm: {
+      connected,
+      offline_reason: connected ? null : offlineReason,
+      version: link?.version ?? row.version,
+      last_seen: (link?.lastSeen ?? row.last_seen)?.toISOString() ?? null,
+    },
+  };
+}

@@ -1,0 +1,287 @@
+/**
+ * The hub on a real portal (startPortal) over a throwaway PostgreSQL, with nodes
+ * as raw WebSocket clients speaking the protocol: authentication, liveness
+ * (offline with the reason, no write per heartbeat), forwarding (large bodies,
+ * disconnects, cancel, the buffer bound) and the fault rule.
+ */
+import { createHash } from 'node:crypto';
+import { expect } from 'chai';
+import pg from 'pg';
+import type { FarmEvent } from '../../src/core/events.js';
+import { isFarmError } from '../../src/core/errors.js';
+import { CLOSE_REPLACED } from '../../src/farm/hub.js';
+import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { connectionString, startTestPortal, type TestPortal } from '../helpers/farmPortal.js';
+import { SimNode } from '../helpers/farmNodes.js';
+import { waitFor } from '../helpers/wait.js';
+
+const WAIT = { timeoutMs: 30_000 };
+
+describe('farm hub (portal side of the node connections)', function () {
+  this.timeout(60_000);
+  let cluster: TestPostgres;
+  let db: pg.Pool;
+  let t: TestPortal;
+  let events: FarmEvent[];
+  const nodes: SimNode[] = [];
+
+  const node = async (nodeId: string, o: Partial<ConstructorParameters<typeof SimNode>[0]> = {}) => {
+    const credential = await t.registerNode(nodeId);
+    const n = new SimNode({ portalUrl: t.portal.url, nodeId, credential, ...o });
+    nodes.push(n);
+    return n;
+  };
+  const online = async (n: SimNode) => {
+    await n.connect();
+    await waitFor(() => n.welcome, { what: `${n.o.nodeId}'s welcome`, ...WAIT });
+    n.startHeartbeats();
+  };
+  const nodeRow = async (id: string) =>
+    (await db.query<{ online: boolean; offline_reason: string | null; last_seen: Date | null; version: string | null }>('SELECT * FROM nodes WHERE node_id = $1', [id])).rows[0]!;
+
+  before(async function () {
+    this.timeout(120_000);
+    cluster = await startPostgres();
+    db = new pg.Pool({ connectionString: connectionString(cluster), max: 2 });
+    db.on('error', () => undefined);
+  });
+  after(async () => {
+    await db?.end();
+    await cluster?.stop();
+  });
+  beforeEach(async () => {
+    t = await startTestPortal(cluster, { heartbeat_secs: 1, flush_secs: 3600, max_buffered_response_bytes: 256 * 1024 });
+    events = [];
+    t.portal.hub.onEvent((e) => events.push(e));
+  });
+  afterEach(async () => {
+    for (const n of nodes.splice(0)) n.kill();
+    await t.stop();
+  });
+
+  it('refuses an unknown node or a wrong credential with 403, and a connection without the headers with 401', async () => {
+    const n = await node('auth-1');
+    const wrong = new SimNode({ ...n.o, credential: 'not-it' });
+    const err = await wrong.connect().then(
+      () => undefined,
+      (e: { status?: number }) => e,
+    );
+    expect(err?.status).to.equal(403);
+    const stranger = new SimNode({ ...n.o, nodeId: 'never-registered' });
+    expect((await stranger.connect().catch((e: { status?: number }) => e))?.status).to.equal(403);
+    const noHeaders = new SimNode({ ...n.o, nodeId: 'bad id!' });
+    expect((await noHeaders.connect().catch((e: { status?: number }) => e))?.status).to.equal(401);
+    expect(t.portal.hub.link('auth-1')).to.equal(undefined);
+  });
+
+  it('a hello makes the node online: welcome with heartbeat_secs, node.online, the database row', async () => {
+    const n = await node('live-1');
+    await online(n);
+    expect(n.welcome).to.deep.include({ t: 'welcome', heartbeat_secs: 1, ended_jobs: [] });
+    const link = t.portal.hub.link('live-1')!;
+    expect(link).to.deep.include({ online: true, offlineReason: null, version: 'sim-1', externalIp: '127.0.0.1' });
+    expect(events.map((e) => [e.type, e.data.node_id])).to.deep.equal([['node.online', 'live-1']]);
+    await waitFor(async () => (await nodeRow('live-1')).online, { what: 'nodes.online', ...WAIT });
+    expect(await nodeRow('live-1')).to.deep.include({ offline_reason: null, version: 'sim-1' });
+  });
+
+  it('a node that stops heartbeating is offline with the reason, and its socket is cut', async () => {
+    const n = await node('silent-1');
+    await online(n);
+    await waitFor(() => t.portal.hub.link('silent-1')?.lastSeen, WAIT);
+    n.stopHeartbeats();
+    const link = await waitFor(() => (t.portal.hub.link('silent-1')?.online === false ? t.portal.hub.link('silent-1') : undefined), { what: 'offline', ...WAIT });
+    expect(link.offlineReason).to.equal('no heartbeat for 3 s');
+    const off = events.find((e) => e.type === 'node.offline')!;
+    expect(off.data).to.deep.equal({ node_id: 'silent-1', online: false, reason: 'no heartbeat for 3 s' });
+    await waitFor(() => n.closed, { what: 'the portal closing the socket', ...WAIT });
+    await waitFor(async () => (await nodeRow('silent-1')).offline_reason === 'no heartbeat for 3 s', { what: 'nodes.offline_reason', ...WAIT });
+    expect((await nodeRow('silent-1')).online).to.equal(false);
+  });
+
+  it('a closed connection makes the node offline with "connection closed"; a new hello brings it back', async () => {
+    const n = await node('closer-1');
+    await online(n);
+    await n.close();
+    await waitFor(() => t.portal.hub.link('closer-1')?.offlineReason === 'connection closed', WAIT);
+    await waitFor(async () => (await nodeRow('closer-1')).offline_reason === 'connection closed', WAIT);
+    await online(n);
+    expect(t.portal.hub.link('closer-1')?.online).to.equal(true);
+    await waitFor(async () => (await nodeRow('closer-1')).online, WAIT);
+    expect(events.map((e) => e.type)).to.deep.equal(['node.online', 'node.offline', 'node.online']);
+  });
+
+  it('a second connection of the same node replaces the first without going offline', async () => {
+    const a = await node('twin-1');
+    await online(a);
+    const b = new SimNode(a.o);
+    nodes.push(b);
+    await online(b);
+    await waitFor(() => a.closed, WAIT);
+    expect(a.closed!.code).to.equal(CLOSE_REPLACED);
+    expect(t.portal.hub.link('twin-1')?.online).to.equal(true);
+    expect(events.map((e) => e.type)).to.deep.equal(['node.online']);
+  });
+
+  it('writes nothing per heartbeat: last_seen goes to the database in one batched UPDATE at the flush', async () => {
+    // A trigger counts every row the portal updates in nodes: a real database-side count, not a mock.
+    await db.query(`CREATE TABLE IF NOT EXISTS node_updates (n bigint NOT NULL);
+      CREATE OR REPLACE FUNCTION count_node_update() RETURNS trigger AS $$ BEGIN INSERT INTO node_updates VALUES (1); RETURN NEW; END $$ LANGUAGE plpgsql;
+      DROP TRIGGER IF EXISTS count_node_updates ON nodes;
+      CREATE TRIGGER count_node_updates AFTER UPDATE ON nodes FOR EACH ROW EXECUTE FUNCTION count_node_update();`);
+    const count = async () => Number((await db.query<{ c: string }>('SELECT count(*) AS c FROM node_updates')).rows[0]!.c);
+    try {
+      const ns = [await node('beat-1'), await node('beat-2'), await node('beat-3')];
+      for (const n of ns) await online(n);
+      await t.portal.hub.idle();
+      const before = await count();
+      for (let i = 1; i <= 100; i++) {
+        for (const n of ns) n.heartbeat();
+      }
+      // A snapshot after the heartbeats: once the hub has it, it has read every heartbeat before it.
+      for (const n of ns) n.send({ t: 'snapshot', snapshot: { node_id: n.o.nodeId, marker: 100 } });
+      for (const n of ns) await waitFor(() => t.portal.hub.link(n.o.nodeId)?.snapshot?.marker === 100, WAIT);
+      await t.portal.hub.idle();
+      expect(await count()).to.equal(before, 'no row written for 300 heartbeats');
+      await t.portal.hub.flush();
+      expect(await count()).to.equal(before + 3, 'one row per node seen, in the flush');
+      const lastSeen = (await nodeRow('beat-2')).last_seen!;
+      expect(lastSeen.getTime()).to.equal(t.portal.hub.link('beat-2')!.lastSeen!.getTime());
+      await t.portal.hub.flush();
+      expect(await count()).to.equal(before + 3, 'a flush with nothing new writes nothing');
+    } finally {
+      await db.query('DROP TRIGGER IF EXISTS count_node_updates ON nodes');
+    }
+  });
+
+  it('forwards a request body and streams a large response', async () => {
+    const big = Buffer.alloc(8 * 1024 * 1024);
+    for (let i = 0; i < big.length; i += 4) big.writeUInt32BE(i, i);
+    const n = await node('fwd-1', {
+      onRequest: (req, reply) => {
+        reply.head(200, { 'content-type': 'application/octet-stream', 'x-request-sha': createHash('sha256').update(req.body).digest('hex'), 'x-user': req.head.user });
+        for (let at = 0; at < big.length; at += 64 * 1024) reply.chunk(big.subarray(at, at + 64 * 1024));
+        reply.end();
+      },
+    });
+    await online(n);
+    const reqBody = Buffer.alloc(3 * 1024 * 1024 + 5, 7);
+    const res = await t.portal.hub.forward('fwd-1', { method: 'POST', path: '/api/v2/x', headers: {}, body: reqBody, user: 'alice', baseUrl: 'http://portal' });
+    expect(res.status).to.equal(200);
+    expect(res.headers['x-request-sha']).to.equal(createHash('sha256').update(reqBody).digest('hex'));
+    expect(res.headers['x-user']).to.equal('alice');
+    const chunks: Buffer[] = [];
+    for await (const c of res.body) chunks.push(c as Buffer);
+    expect(createHash('sha256').update(Buffer.concat(chunks)).digest('hex')).to.equal(createHash('sha256').update(big).digest('hex'));
+    const head = n.received.find((m) => m.t === 'req');
+    expect(head).to.deep.include({ method: 'POST', path: '/api/v2/x', user: 'alice', base_url: 'http://portal', has_body: true });
+  });
+
+  it('a node that disconnects fails its forwards: 503 before the response head, a broken stream after', async () => {
+    let replyOf: ((s: number) => void) | undefined;
+    const n = await node('drop-1', {
+      onRequest: (req, reply) => {
+        if (req.head.path === '/headed') {
+          reply.head(200);
+          reply.chunk(Buffer.from('partial'));
+        } else replyOf = (s) => reply.head(s);
+      },
+    });
+    await online(n);
+    const fwd = (path: string) => t.portal.hub.forward('drop-1', { method: 'GET', path, headers: {}, user: 'u', baseUrl: 'http://p' });
+    const headed = await fwd('/headed');
+    const streamErr = new Promise<Error>((resolve) => headed.body.on('error', resolve));
+    headed.body.resume();
+    const waiting = fwd('/never');
+    await waitFor(() => replyOf, WAIT);
+    n.kill();
+    const e = await waiting.then(
+      () => undefined,
+      (x: unknown) => x,
+    );
+    expect(isFarmError(e) && e.code).to.equal('device_unavailable');
+    expect((await streamErr).message).to.match(/drop-1 cannot answer/);
+    const again = await fwd('/x').catch((x: unknown) => x);
+    expect(isFarmError(again) && again.code).to.equal('device_unavailable');
+    expect((again as Error).message).to.match(/offline \(connection closed\)/);
+  });
+
+  it('an aborted forward sends cancel; a response past the buffer bound is cancelled with a clear error', async () => {
+    const n = await node('cancel-1', {
+      onRequest: (req, reply) => {
+        if (req.head.path !== '/flood') return; // never answers
+        reply.head(200);
+        for (let i = 0; i < 16; i++) reply.chunk(Buffer.alloc(64 * 1024));
+      },
+    });
+    await online(n);
+    const ac = new AbortController();
+    const pending = t.portal.hub.forward('cancel-1', { method: 'GET', path: '/slow', headers: {}, user: 'u', baseUrl: 'http://p' }, ac.signal);
+    await waitFor(() => n.received.some((m) => m.t === 'req'), WAIT);
+    ac.abort();
+    expect(((await pending.catch((x: unknown) => x)) as Error).name).to.equal('AbortError');
+    const slowId = (n.received.find((m) => m.t === 'req') as { id: number }).id;
+    await waitFor(() => n.cancelled.has(slowId), { what: 'cancel at the node', ...WAIT });
+
+    const flood = await t.portal.hub.forward('cancel-1', { method: 'GET', path: '/flood', headers: {}, user: 'u', baseUrl: 'http://p' });
+    // Nobody reads: the portal holds at most max_buffered_response_bytes (256 KiB here), then cancels.
+    const err = await new Promise<Error>((resolve) => flood.body.once('error', resolve));
+    expect(err.message).to.match(/more than 262144 bytes waited on the portal for a client reading too slowly/);
+    const floodId = (n.received.filter((m) => m.t === 'req')[1] as { id: number }).id;
+    await waitFor(() => n.cancelled.has(floodId), WAIT);
+  });
+
+  it('fault rule: a node lost mid-job ends the job, records the run in flight as an error, and is told on its return', async () => {
+    const n = await node('fault-1');
+    await online(n);
+    const uid = '/fault-1/abcd/7';
+    const rid = `${uid}/2026-11-24_01.02.03`;
+    const ev = <T extends FarmEvent['type']>(type: T, data: Record<string, unknown>) => ({ id: `x-${type}`, type, time: new Date().toISOString(), data: { node_id: 'fault-1', ...data } }) as FarmEvent;
+    n.event(
+      ev('job.started', {
+        job_uid: uid,
+        username: 'bob',
+        test_cases: ['tests/a.py::test_a'],
+        test_pack_sha: 'f'.repeat(40),
+        test_pack_branch: 'main',
+        category: 'nightly',
+        soak: 'none',
+        remote_control: null,
+        tags: { build: '42' },
+        start_time: '2026-11-24T01:02:00.000Z',
+      }),
+    );
+    n.event(ev('run.started', { job_uid: uid, result_id: rid, test_case: 'tests/a.py::test_a', start_time: '2026-11-24T01:02:03.000Z' }));
+    await waitFor(() => events.filter((e) => e.type === 'run.started').length === 1, WAIT);
+    await t.portal.hub.idle();
+    expect((await t.portal.jobs.get(uid))?.state).to.equal('running');
+
+    n.kill(); // as a SIGKILLed node
+    const result = await waitFor(() => t.portal.results.get(rid), { what: 'the lost run recorded', ...WAIT });
+    expect(result).to.deep.include({ result: 'error', failure_reason: 'node fault-1 went offline: connection closed', username: 'bob', category: 'nightly', job_uid: uid });
+    expect(result.tags).to.deep.equal({ build: '42' });
+    const job = (await t.portal.jobs.get(uid))!;
+    expect(job).to.deep.include({ state: 'exited', end_reason: 'connection closed' });
+    expect(job.job.result_counts).to.deep.equal({ pass: 0, fail: 0, error: 1, total: 1 });
+    await waitFor(() => events.some((e) => e.type === 'job.exited'), WAIT);
+    expect(events.map((e) => e.type)).to.include.members(['node.offline', 'run.finished', 'job.exited']);
+
+    // The node comes back still thinking the job runs: told it ended, and nothing of the portal's is overwritten.
+    const back = new SimNode({ ...n.o, job: { job_uid: uid, status: 'running' } });
+    nodes.push(back);
+    await online(back);
+    expect(back.welcome!.ended_jobs).to.deep.equal([uid]);
+    back.event(ev('job.started', { job_uid: uid, username: 'bob', start_time: '2026-11-24T01:02:00.000Z' }));
+    back.event(ev('run.finished', { job_uid: uid, result_id: rid, test_case: 'x', result: 'pass' }));
+    back.event(ev('job.exited', { job_uid: uid, end_time: '2026-11-24T09:00:00.000Z', result_counts: { pass: 1, fail: 0, error: 0, total: 1 } }));
+    await waitFor(() => events.filter((e) => e.type === 'job.exited').length === 2, WAIT);
+    await t.portal.hub.idle();
+    const still = (await t.portal.jobs.get(uid))!;
+    expect(still).to.deep.include({ state: 'exited', end_reason: 'connection closed' });
+    expect(still.job.result_counts.error).to.equal(1);
+    // The node's own recovery records the same result id: replaced, never duplicated.
+    await t.portal.results.put([{ ...result, failure_reason: 'InfrastructureError: daemon_restart: the daemon restarted during the run' }]);
+    const { rows } = await db.query<{ c: string }>('SELECT count(*) AS c FROM results WHERE job_uid = $1', [uid]);
+    expect(Number(rows[0]!.c)).to.equal(1);
+  });
+});
