@@ -21,10 +21,10 @@ export async function runPortalCommand(o: { config: string }, out: Writable, err
     throw e;
   }
   const logger = createLogger(cfg.log_level);
-  const { startPortal } = await import('../farm/portal/portal.js');
+  const { startFarmPortal } = await import('../farm/portal/farm.js');
   let portal;
   try {
-    portal = await startPortal(cfg, logger);
+    portal = await startFarmPortal(cfg, logger);
   } catch (e) {
     err.write(`farmhand: the portal could not start: ${(e as Error).message}\n`);
     return 1;

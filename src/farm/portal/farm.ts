@@ -1,0 +1,120 @@
+/**
+ * The whole portal: `startPortal` (pool, migrations, hub, jobs, the v2 routes
+ * of nodes and forwarding) built with every real part of the farm - identity
+ * from PostgreSQL, reservations, result uploads and the farm-wide results,
+ * the events outbox with its SSE stream and webhooks. `farmhand portal` and
+ * the tests start the portal through here, so both run the same thing.
+ */
+import type Router from '@koa/router';
+import type pg from 'pg';
+import type { Logger } from '../../core/ports.js';
+import { EventStream } from '../../http/events.js';
+import { version } from '../../version.js';
+import type { NodeLink } from '../contract.js';
+import { farmStreamSource, OutboxListener, PgEventLog } from '../events.js';
+import { PgNodeCredentials } from '../nodeCredentials.js';
+import { farmReservationRouter } from '../reservationRoutes.js';
+import { PgReservations } from '../reservations.js';
+import { farmResultRouter, forwardThroughHub } from '../resultRoutes.js';
+import { StoredResults } from '../storedResults.js';
+import { uploadRouter } from '../uploadRoutes.js';
+import { FarmUploads } from '../uploads.js';
+import { PgTokenVerifier } from '../users.js';
+import { FarmWebhooks } from '../webhooks.js';
+import type { PortalConfig } from './config.js';
+import { startPortal, type Portal } from './portal.js';
+
+export interface FarmPortal extends Portal {
+  reservations: PgReservations;
+  events: { log: PgEventLog; listener: OutboxListener; stream: EventStream; webhooks: FarmWebhooks };
+  store: StoredResults;
+}
+
+/**
+ * Why a node cannot be reserved now, from what its connection says (the reservation itself is the
+ * database's business): not connected, running a job, or the node's own reason (licence, capture).
+ */
+export function busyReason(link: NodeLink | undefined): string | null {
+  if (!link?.online) return `offline: ${link?.offlineReason ?? 'not connected to the portal'}`;
+  const snap = link.snapshot ?? {};
+  const job = snap.job as { status?: string; job_uid?: string } | null | undefined;
+  if (job?.status === 'running') return `running a test job (${job.job_uid ?? 'starting'})`;
+  const own = typeof snap.not_available_reason === 'string' ? snap.not_available_reason : null;
+  if (own !== null && !own.startsWith('reserved by ')) return own;
+  return null;
+}
+
+export async function startFarmPortal(cfg: PortalConfig, logger: Logger): Promise<FarmPortal> {
+  let reservations: PgReservations | undefined;
+  let log: PgEventLog | undefined;
+  let listener: OutboxListener | undefined;
+  let stream: EventStream | undefined;
+  let store: StoredResults | undefined;
+  const partsLogger = (part: string): Logger => logger.child({ part });
+  const portal = await startPortal(cfg, logger, {
+    tokens: (pool) => new PgTokenVerifier(pool, { logger: partsLogger('tokens') }),
+    credentials: (pool) => new PgNodeCredentials(pool),
+    reservations: (pool, hub) => {
+      log = new PgEventLog({ pool, logger: partsLogger('events'), keepRows: cfg.events.buffer_size });
+      reservations = new PgReservations({ pool, isBusy: (id) => busyReason(hub.link(id)), events: log, logger: partsLogger('reservations') });
+      return reservations;
+    },
+    routers: ({ pool, hub, results }): Router[] => {
+      // Every node's events, and the hub's own (online/offline, the lost run), go into the outbox.
+      log!.attach(hub);
+      listener = new OutboxListener({ pool: pool as pg.Pool, logger: partsLogger('outbox') });
+      stream = new EventStream(farmStreamSource(listener), {
+        maxClients: cfg.events.max_clients,
+        heartbeatMs: cfg.events.heartbeat_secs * 1000,
+        maxBacklogBytes: cfg.events.max_client_backlog_bytes,
+        logger: partsLogger('event-stream'),
+      });
+      store = new StoredResults({ storageDir: cfg.storage_dir, index: results, pool });
+      const r = reservations!;
+      return [
+        uploadRouter({ uploads: new FarmUploads(store), store, credentials: new PgNodeCredentials(pool) }),
+        farmResultRouter({ store, forward: forwardThroughHub(hub, cfg.public_url), ...(cfg.public_url && { publicUrl: cfg.public_url }) }),
+        farmReservationRouter({ reservations: r, notices: (u, a) => r.takeNotices(u, a) }),
+        stream.router(),
+      ];
+    },
+  });
+  const webhooks = new FarmWebhooks({
+    pool: portal.pool,
+    listener: listener!,
+    settings: cfg.webhooks,
+    userAgent: `farmhand-portal/${version}`,
+    logger: partsLogger('webhooks'),
+  });
+  try {
+    await reservations!.start();
+    log!.start();
+    await listener!.start();
+    await webhooks.start();
+  } catch (e) {
+    await closeParts();
+    await portal.stop();
+    throw e;
+  }
+  async function closeParts(): Promise<void> {
+    stream?.close();
+    await webhooks.close().catch(() => undefined);
+    await listener?.close().catch(() => undefined);
+    await reservations?.close().catch(() => undefined);
+    await log?.close().catch(() => undefined);
+  }
+  let stopping: Promise<void> | undefined;
+  return {
+    ...portal,
+    reservations: reservations!,
+    events: { log: log!, listener: listener!, stream: stream!, webhooks },
+    store: store!,
+    // The hub first (no more events come in), then what feeds on them, the pool last (portal.stop).
+    stop: () =>
+      (stopping ??= (async () => {
+        await portal.hub.close();
+        await closeParts();
+        await portal.stop();
+      })()),
+  };
+}
