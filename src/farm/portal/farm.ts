@@ -6,7 +6,6 @@
  * the tests start the portal through here, so both run the same thing.
  */
 import type Router from '@koa/router';
-import type pg from 'pg';
 import type { Logger } from '../../core/ports.js';
 import { EventStream } from '../../http/events.js';
 import { version } from '../../version.js';
@@ -62,7 +61,7 @@ export async function startFarmPortal(cfg: PortalConfig, logger: Logger): Promis
     routers: ({ pool, hub, results }): Router[] => {
       // Every node's events, and the hub's own (online/offline, the lost run), go into the outbox.
       log!.attach(hub);
-      listener = new OutboxListener({ pool: pool as pg.Pool, logger: partsLogger('outbox') });
+      listener = new OutboxListener({ pool, logger: partsLogger('outbox') });
       stream = new EventStream(farmStreamSource(listener), {
         maxClients: cfg.events.max_clients,
         heartbeatMs: cfg.events.heartbeat_secs * 1000,
