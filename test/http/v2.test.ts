@@ -4,6 +4,7 @@
  */
 import { expect } from 'chai';
 import { startTestDaemon, waitForJob, waitOnline, type TestDaemon } from '../helpers/daemon.js';
+import { startNodeBehindPortal, throughPortal } from '../helpers/farm.js';
 import { asUser } from '../helpers/auth.js';
 import { expectError } from '../helpers/errors.js';
 import { waitForRunOutput } from '../helpers/runs.js';
@@ -25,7 +26,8 @@ describe('v2 API', function () {
     // A hold time far beyond mocha's: here await_completion answers only when the job ends (the hold
     // time firing is tested with a daemon of its own below); a stop answers 200 once stopped, however
     // loaded the machine is.
-    d = await startTestDaemon({ config: { api: { await_completion_secs: 600 }, runner: { stop_response_secs: 60 } } });
+    // FARMHAND_TEST_THROUGH_PORTAL=1: the same tests, through a farm portal in front of this node.
+    d = await (throughPortal() ? startNodeBehindPortal : startTestDaemon)({ config: { api: { await_completion_secs: 600 }, runner: { stop_response_secs: 60 } } });
     as = await asUser(d, 'alice');
     await waitOnline(d);
   });

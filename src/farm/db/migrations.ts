@@ -116,6 +116,21 @@ CREATE INDEX results_node ON results (node_id, start_time, result_id);
 `,
   },
   {
+    id: 2,
+    name: 'jobs kept from node events: the last Job, the run in flight, why the portal ended it',
+    sql: `
+-- The Job object as last known (status, start_time, end_time, result_counts), so GET /api/v2/jobs/<uid>
+-- is answered from here while the node is offline.
+ALTER TABLE jobs ADD COLUMN job jsonb;
+-- The run in flight (run.started's result_id, test_case, start_time), null between runs: what the
+-- fault rule records as an error when the node goes offline.
+ALTER TABLE jobs ADD COLUMN current_run jsonb;
+-- Set when the portal ended the job itself (its node went offline): such a job is never reopened.
+ALTER TABLE jobs ADD COLUMN end_reason text;
+CREATE INDEX jobs_node_running ON jobs (node_id) WHERE state = 'running';
+`,
+  },
+  {
     id: 3,
     name: 'identity: token ids, change notifications for tokens, users and node credentials',
     sql: `
@@ -186,6 +201,7 @@ CREATE TABLE results_deleted (
   result_id   text COLLATE "C" PRIMARY KEY,
   node_id     text COLLATE "C" NOT NULL,
   deleted_at  timestamptz NOT NULL DEFAULT now()
+);
 `,
   },
   {
@@ -214,21 +230,6 @@ CREATE TABLE events_cursors (
   seq         bigint NOT NULL,
   updated_at  timestamptz NOT NULL DEFAULT now()
 );
-`,
-  },
-  {
-    id: 2,
-    name: 'jobs kept from node events: the last Job, the run in flight, why the portal ended it',
-    sql: `
--- The Job object as last known (status, start_time, end_time, result_counts), so GET /api/v2/jobs/<uid>
--- is answered from here while the node is offline.
-ALTER TABLE jobs ADD COLUMN job jsonb;
--- The run in flight (run.started's result_id, test_case, start_time), null between runs: what the
--- fault rule records as an error when the node goes offline.
-ALTER TABLE jobs ADD COLUMN current_run jsonb;
--- Set when the portal ended the job itself (its node went offline): such a job is never reopened.
-ALTER TABLE jobs ADD COLUMN end_reason text;
-CREATE INDEX jobs_node_running ON jobs (node_id) WHERE state = 'running';
 `,
   },
 ];

@@ -20,6 +20,12 @@ export interface PortalAppOptions {
   maxBodyBytes: number;
   /** Mounted in order after the middleware (the portal's routes first; hC, hD, hE add theirs). */
   routers: Router[];
+  /**
+   * Mounted before the API's middleware: routes that authenticate their callers themselves and read
+   * their own bodies (the nodes' upload API, src/farm/uploadRoutes.ts: raw chunks, node credentials,
+   * not held to a person's rate limit).
+   */
+  early?: Router[];
 }
 
 export function createPortalApp(o: PortalAppOptions): Koa {
@@ -28,6 +34,7 @@ export function createPortalApp(o: PortalAppOptions): Koa {
   app.silent = true;
   app.use(errorHandler(o.logger));
   app.use(foldTrailingSlash);
+  for (const router of o.early ?? []) app.use(router.routes());
   app.use(authenticate(o.tokens));
   // Long polls are exempt, as on the node: a held request costs a promise, and clients retry them at once.
   const limit = rateLimit(o.rateLimit);

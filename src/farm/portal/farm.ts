@@ -71,12 +71,12 @@ export async function startFarmPortal(cfg: PortalConfig, logger: Logger): Promis
       store = new StoredResults({ storageDir: cfg.storage_dir, index: results, pool });
       const r = reservations!;
       return [
-        uploadRouter({ uploads: new FarmUploads(store), store, credentials: new PgNodeCredentials(pool) }),
         farmResultRouter({ store, forward: forwardThroughHub(hub, cfg.public_url), ...(cfg.public_url && { publicUrl: cfg.public_url }) }),
         farmReservationRouter({ reservations: r, notices: (u, a) => r.takeNotices(u, a) }),
         stream.router(),
       ];
     },
+    early: ({ pool }) => [uploadRouter({ uploads: new FarmUploads(store!), store: store!, credentials: new PgNodeCredentials(pool) })],
   });
   const webhooks = new FarmWebhooks({
     pool: portal.pool,
@@ -86,6 +86,7 @@ export async function startFarmPortal(cfg: PortalConfig, logger: Logger): Promis
     logger: partsLogger('webhooks'),
   });
   try {
+    await store!.open();
     await reservations!.start();
     log!.start();
     await listener!.start();

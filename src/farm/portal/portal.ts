@@ -30,6 +30,8 @@ export interface PortalParts {
   reservations?: (pool: pg.Pool, hub: PortalHub) => FarmReservations;
   /** More routers, mounted before the portal's own (results storage, events, reservations). */
   routers?: (p: { pool: pg.Pool; hub: PortalHub; jobs: FarmJobs; results: FarmResults }) => Router[];
+  /** Routers with their own authentication and bodies, mounted before the API's middleware (the nodes' uploads); made after `routers`. */
+  early?: (p: { pool: pg.Pool; hub: PortalHub; jobs: FarmJobs; results: FarmResults }) => Router[];
 }
 
 export interface Portal {
@@ -79,6 +81,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       rateLimit: cfg.rate_limit,
       maxBodyBytes: cfg.api.max_body_bytes,
       routers: [...(parts.routers?.({ pool, hub, jobs, results }) ?? []), portalRouter({ pool, hub, jobs, reservations, publicUrl: cfg.public_url })],
+      early: parts.early?.({ pool, hub, jobs, results }) ?? [],
     });
     server = createServer(app.callback());
     server.headersTimeout = 30_000;
