@@ -143,6 +143,15 @@ export const Node = z
     test_pack_problem: z.string().optional().meta({ description: 'Not in the spec: present only while the test pack cannot be fetched.' }),
     video_problem: z.string().optional().meta({ description: 'Not in the spec: present only while runs are not recorded on video though configured.' }),
     notices,
+    farm: z
+      .object({
+        connected: z.boolean(),
+        offline_reason: z.string().nullable(),
+        version: z.string().nullable(),
+        last_seen: isoTime().nullable(),
+      })
+      .optional()
+      .meta({ description: "Not in the spec: on a farm portal only (docs/farm.md), the portal's view of the node's connection." }),
   })
   .meta({ id: 'Node' });
 
