@@ -16,7 +16,7 @@
  */
 import { readFileSync } from 'node:fs';
 import type { Writable } from 'node:stream';
-import { type Command, InvalidArgumentError } from 'commander';
+import { type Command, CommanderError, InvalidArgumentError } from 'commander';
 import type pg from 'pg';
 import { isFarmError } from '../core/errors.js';
 import type { CliIo } from './program.js';
@@ -25,6 +25,8 @@ export const EX_UNAVAILABLE = 69;
 const EX_USAGE = 64;
 /** As src/config/load.ts (not imported: it would load the node's config schema for every command). */
 const EX_CONFIG = 78;
+
+const NO_DATABASE = 'which database? give --database CONNINFO, --config PORTAL.json or set FARMHAND_DATABASE (e.g. postgresql:///farm?host=/run/postgresql)';
 
 interface FarmOptions {
   database?: string;
@@ -37,11 +39,20 @@ export function registerFarmCommand(program: Command, io: CliIo, setStatus: (cod
     .command('farm')
     .description("manage the farm's users, v2 tokens and nodes in its PostgreSQL database")
     .option('--database <conninfo>', 'PostgreSQL connection string, e.g. postgresql:///farm?host=/run/postgresql (else --config, else $FARMHAND_DATABASE)')
-    .option('-c, --config <file>', "use the database of this portal config file");
+    .option('-c, --config <file>', "use the database of this portal config file")
+    // Each sub-command's usage lists --database and --config too.
+    .configureHelp({ showGlobalOptions: true });
   // commander calls an action with (arguments..., options, command); `args` are the first two parts.
   const act = (fn: (db: Db, args: unknown[]) => Promise<number>) => async (...all: unknown[]) => {
     const cmd = all[all.length - 1] as Command;
-    setStatus(await withDatabase(cmd.optsWithGlobals<FarmOptions>(), io, (db) => fn(db, all.slice(0, -1))));
+    const o = cmd.optsWithGlobals<FarmOptions>();
+    if (o.database === undefined && o.config === undefined && !process.env.FARMHAND_DATABASE) {
+      // A command-line mistake like any other: the usage, exit 64 (program.ts).
+      io.err.write(`error: ${NO_DATABASE}\n\n`);
+      cmd.outputHelp({ error: true });
+      throw new CommanderError(EX_USAGE, 'farmhand.usage', NO_DATABASE);
+    }
+    setStatus(await withDatabase(o, io, (db) => fn(db, all.slice(0, -1))));
   };
   const str = (v: unknown) => v as string;
 
@@ -109,7 +120,7 @@ function resolveDatabase(o: FarmOptions): { conninfo: string; source: string } {
   }
   const env = process.env.FARMHAND_DATABASE;
   if (env) return { conninfo: env, source: 'FARMHAND_DATABASE' };
-  throw new CliFailure(EX_USAGE, 'which database? give --database CONNINFO, --config PORTAL.json or set FARMHAND_DATABASE (e.g. postgresql:///farm?host=/run/postgresql)');
+  throw new CliFailure(EX_USAGE, NO_DATABASE);
 }
 
 /** The connection string without its password, for messages. */

@@ -228,7 +228,10 @@ export class PgTokenVerifier implements FarmTokenVerifier {
   async start(): Promise<void> {
     await this.listen();
     await this.reload();
-    this.timer = setInterval(() => void this.reload().catch((e: unknown) => this.log?.warn({ err: e }, 'periodic token reload failed; keeping the last table')), this.reloadMs);
+    this.timer = setInterval(() => {
+      if (this.pool.ending) return;
+      this.reload().catch((e: unknown) => this.log?.warn({ err: e }, 'periodic token reload failed; keeping the last table'));
+    }, this.reloadMs);
     this.timer.unref();
   }
 
@@ -292,7 +295,8 @@ export class PgTokenVerifier implements FarmTokenVerifier {
     const onDrop = (err?: Error) => {
       const wasUp = this.listener?.client === client;
       if (wasUp) this.listener = undefined;
-      if (!release() || !wasUp || this.closed) return;
+      // A pool being ended (the portal stopping without close() first) is no reason to reconnect.
+      if (!release() || !wasUp || this.closed || this.pool.ending) return;
       this.log?.warn({ err }, 'token change notifications lost (LISTEN connection dropped); reconnecting');
       this.reconnect(this.retryMs);
     };
@@ -315,7 +319,7 @@ export class PgTokenVerifier implements FarmTokenVerifier {
   private reconnect(delay: number): void {
     // Jitter, so several portals do not all come back at the same instant.
     this.retryTimer = setTimeout(() => {
-      if (this.closed) return;
+      if (this.closed || this.pool.ending) return;
       this.listen().then(
         () => {
           this.log?.info({}, 'token change notifications back; reloading');

@@ -107,6 +107,27 @@ describe('farm users and tokens (PostgreSQL)', function () {
     await waitFor(() => !v.verify(a.token), { what: "erin's token gone with erin", timeoutMs: 30_000 });
   });
 
+  it('the periodic reload catches a change that sent no notification', async () => {
+    await users.add('heidi');
+    const v = new PgTokenVerifier(pool, { reloadSecs: 0.2 });
+    verifiers.push(v);
+    await v.start();
+    const { token, entry } = await tokens.createToken('heidi');
+    await waitFor(() => v.verify(token), { what: 'the token', timeoutMs: 30_000 });
+    // Revoked with the trigger off: no NOTIFY is sent, only the safety net can see it.
+    const client = await pool.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query('ALTER TABLE tokens DISABLE TRIGGER tokens_notify');
+      await client.query('UPDATE tokens SET revoked_at = now() WHERE token_id = $1', [entry.id]);
+      await client.query('ALTER TABLE tokens ENABLE TRIGGER tokens_notify');
+      await client.query('COMMIT');
+    } finally {
+      client.release();
+    }
+    await waitFor(() => v.verify(token) === undefined, { what: 'the periodic reload to drop the token', timeoutMs: 30_000 });
+  });
+
   it('an expired token is refused', async () => {
     await users.add('frank');
     let now = Date.now();
