@@ -192,6 +192,8 @@ export class PgReservations implements FarmReservations {
   private recheck: NodeJS.Timeout | undefined;
   private sweeping: Promise<void> | undefined;
   private pumping = false;
+  /** The pass in progress, so close() waits for it before the pool goes. */
+  private pumped: Promise<void> | undefined;
   private pumpAgain = false;
   private events: Promise<void> = Promise.resolve();
   private closed = false;
@@ -213,6 +215,7 @@ export class PgReservations implements FarmReservations {
     clearInterval(this.sweeper);
     clearInterval(this.recheck);
     for (const w of [...this.queue]) this.settle(w, gone('the portal is stopping; send the request again'));
+    await this.pumped;
     await this.sweeping;
     await this.events;
   }
@@ -238,6 +241,10 @@ export class PgReservations implements FarmReservations {
     const wanted = new Set(c.nodeIds);
     if (!this.queue.some((w) => w.req.nodeIds.some((n) => wanted.has(n)))) {
       const out = await this.tryReserve(c);
+      if ('made' in out && signal?.aborted) {
+        for (const r of out.made) await this.end(r.reservation_id, r.username).catch(() => undefined);
+        throw gone('the client went away');
+      }
       if ('made' in out) return out.made;
       return this.enqueue(c, out.conflict, signal);
     }
@@ -573,6 +580,8 @@ export class PgReservations implements FarmReservations {
       return;
     }
     this.pumping = true;
+    let done = () => {};
+    this.pumped = new Promise((ok) => (done = ok));
     try {
       do {
         this.pumpAgain = false;
@@ -613,6 +622,7 @@ export class PgReservations implements FarmReservations {
       } while (this.pumpAgain && this.queue.length && !this.closed);
     } finally {
       this.pumping = false;
+      done();
     }
   }
 }
