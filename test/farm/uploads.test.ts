@@ -169,6 +169,7 @@ describe('farm: result uploads from a node to the portal', function () {
     expect(JSON.parse(await readFile(path.join(portal.store.dirOf(rec.result_id), 'result.json'), 'utf8'))).to.deep.equal(nodeRec);
     await waitFor(() => uploader().pending.length === 0, 'the queue to empty');
     expect(portal.uploads.stats.checksumMismatches).to.equal(0);
+    expect(portal.errors, 'the cut is a client error, not a 500').to.deep.equal([]);
   });
 
   it('a portal down while the node runs and restarts gets every result once it is back, each once', async () => {
