@@ -21,6 +21,7 @@ import type { FileHandle } from 'node:fs/promises';
 import { FarmError } from '../core/errors.js';
 import type { FarmEvent } from '../core/events.js';
 import type { Logger, ResultRepository } from '../core/ports.js';
+import { parseResultQuery } from '../core/query.js';
 import { silentLogger } from '../logger.js';
 import { writeFileAtomic } from '../storage/atomic.js';
 import { openRegular, readRegular } from '../storage/safeFile.js';
@@ -42,7 +43,7 @@ export interface ResultUploaderOptions {
   portalUrl: string;
   /** The node's credential (`farmhand farm node add` printed it). */
   credential: string;
-  results: Pick<ResultRepository, 'get' | 'artifacts' | 'openArtifact'>;
+  results: Pick<ResultRepository, 'get' | 'artifacts' | 'openArtifact' | 'query'>;
   /** Where run.finished comes from (the node's EventHub). */
   events: { subscribe(fn: (e: FarmEvent) => void): { close(): void } };
   /** The queue file (`<data_dir>/farm-uploads.json`). */
@@ -70,6 +71,8 @@ export class PortalError extends Error {
 
 export class ResultUploader {
   private queue: QueuedResult[] = [];
+  /** start_time of the newest result ever queued: at start, newer results (a crash before the queue write) are queued. */
+  private since: string | undefined;
   private readonly log: Logger;
   private readonly chunkBytes: number;
   private readonly retry: { minMs: number; maxMs: number };
@@ -102,10 +105,13 @@ export class ResultUploader {
 
   /** Load the queue, follow run.finished, start delivering. */
   async start(): Promise<void> {
-    this.queue = await loadQueue(this.o.queueFile, this.log);
+    const loaded = await loadQueue(this.o.queueFile, this.log);
+    this.queue = loaded.results;
+    this.since = loaded.since;
     this.sub = this.o.events.subscribe((e) => {
       if (e.type === 'run.finished') this.enqueue((e.data as { result_id: string }).result_id);
     });
+    this.catchUp();
     if (this.queue.length > 0) this.log.info({ pending: this.queue.length }, 'results waiting to be uploaded to the portal');
     this.loop = this.run();
   }
@@ -114,8 +120,29 @@ export class ResultUploader {
   enqueue(resultId: string): void {
     if (this.stopping || this.queue.some((q) => q.result_id === resultId)) return;
     this.queue.push({ result_id: resultId, done: [] });
+    const rec = this.o.results.get(resultId);
+    if (rec && rec !== 'deleted' && (this.since === undefined || rec.start_time > this.since)) this.since = rec.start_time;
     this.persist();
     this.nudge();
+  }
+
+  /**
+   * Results recorded after the newest one queued (the node stopped between a
+   * run's record and the queue's write) are queued now. The first start with
+   * a portal queues nothing from before: the farm gets results from joining on.
+   */
+  private catchUp(): void {
+    // The newest first (the index's default order, at most its limit): only a crash's few are ever missing.
+    const newest = this.o.results.query(parseResultQuery({}));
+    if (this.since === undefined) {
+      this.since = newest[0]?.start_time ?? new Date().toISOString();
+      this.persist();
+      return;
+    }
+    const since = this.since;
+    const missed = newest.filter((r) => r.start_time > since).reverse();
+    if (missed.length > 0) this.log.warn({ results: missed.length }, 'results recorded after the upload queue was last written: queued now');
+    for (const r of missed) this.enqueue(r.result_id);
   }
 
   /** Try now instead of at the end of the back-off (the portal is back: the link reconnected). */
@@ -207,7 +234,7 @@ export class ResultUploader {
   /** Write the queue as it is now; writes go one after the other, each the newest state. */
   private persist(): void {
     this.writes = this.writes
-      .then(() => writeFileAtomic(this.o.queueFile, JSON.stringify({ version: 1, results: this.queue }) + '\n'))
+      .then(() => writeFileAtomic(this.o.queueFile, JSON.stringify({ version: 1, since: this.since ?? null, results: this.queue }) + '\n'))
       .catch((e: unknown) => this.log.error({ err: e }, 'could not write the upload queue'));
   }
 
@@ -243,7 +270,7 @@ export class ResultUploader {
     try {
       const size = (await fh.stat()).size;
       const buf = Buffer.allocUnsafe(Math.max(1, Math.min(this.chunkBytes, size)));
-      const sha256 = await hashOf(fh, size, buf);
+      const sha256 = await hashOf(fh, size, buf, this.abort.signal);
       let offset = await this.offsetOf(url, `status of ${rel}`);
       if (offset > size) {
         // The portal holds more than the file has: its partial file is not this file; start again.
@@ -251,6 +278,7 @@ export class ResultUploader {
         offset = 0;
       }
       while (offset < size) {
+        this.abort.signal.throwIfAborted(); // stop() does not wait for the rest of a large file
         const n = await readAt(fh, buf, Math.min(buf.length, size - offset), offset);
         if (n === 0) throw new Error(`${rel} became shorter while it was uploaded`);
         const res = await this.request('PUT', `${url}?offset=${offset}`, buf.subarray(0, n), 'application/octet-stream');
@@ -301,24 +329,25 @@ export async function readCredential(file: string): Promise<string> {
   return text;
 }
 
-async function loadQueue(file: string, log: Logger): Promise<QueuedResult[]> {
+async function loadQueue(file: string, log: Logger): Promise<{ results: QueuedResult[]; since: string | undefined }> {
   let text: string;
   try {
     text = await readFile(file, 'utf8');
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return { results: [], since: undefined };
     throw e;
   }
   try {
-    const raw = JSON.parse(text) as { results?: unknown };
+    const raw = JSON.parse(text) as { results?: unknown; since?: unknown };
     if (!Array.isArray(raw.results)) throw new Error('no results array');
-    return raw.results
+    const results = raw.results
       .filter((r): r is QueuedResult => typeof r === 'object' && r !== null && typeof (r as QueuedResult).result_id === 'string')
       .map((r) => ({ result_id: r.result_id, done: Array.isArray(r.done) ? r.done.filter((d) => typeof d === 'string') : [] }));
+    return { results, since: typeof raw.since === 'string' ? raw.since : undefined };
   } catch (e) {
     // Written atomically, so only a hand edit breaks it: say so and start empty rather than not start.
     log.error({ file, err: (e as Error).message }, 'the upload queue file is not valid; starting with an empty queue');
-    return [];
+    return { results: [], since: undefined };
   }
 }
 
@@ -332,9 +361,10 @@ async function readAt(fh: FileHandle, buf: Buffer, length: number, position: num
   return got;
 }
 
-async function hashOf(fh: FileHandle, size: number, buf: Buffer): Promise<string> {
+async function hashOf(fh: FileHandle, size: number, buf: Buffer, signal: AbortSignal): Promise<string> {
   const hash = createHash('sha256');
   for (let pos = 0; pos < size; ) {
+    signal.throwIfAborted();
     const n = await readAt(fh, buf, Math.min(buf.length, size - pos), pos);
     if (n === 0) break;
     hash.update(buf.subarray(0, n));

@@ -89,7 +89,14 @@ export class FarmUploads {
           this.stats.bytesReceived += buf.length;
         }
       } catch (e) {
-        if (!(e instanceof FarmError)) await fh.truncate(have + written).catch(() => undefined);
+        if (e instanceof FarmError) throw e;
+        await fh.truncate(have + written).catch(() => undefined);
+        const code = (e as NodeJS.ErrnoException).code;
+        if (code === 'ENOSPC') throw new FarmError('storage_full', `the portal's storage is full (${relPath} of ${resultId})`);
+        if (code === 'ECONNRESET' || (e as Error).message === 'aborted') {
+          // The node went away mid-chunk: what arrived is kept, it resumes there (nobody reads this answer).
+          throw new FarmError('invalid_request', `the chunk was cut short; the portal keeps ${have + written} bytes: resume at that offset`);
+        }
         throw e;
       } finally {
         await fh.close();

@@ -23,6 +23,8 @@ const NODE = 'node-r';
 const CREDENTIAL = 'cred-' + randomBytes(16).toString('hex');
 const TESTS = ['tests/basic.py::test_pass', 'tests/basic.py::test_fail', 'tests/basic.py::test_error', 'tests/config_tags.py::test_tags'];
 
+const emptySuiteTime = (xml: string): string => xml.replace(/(<testsuite [^>]*tests="0"[^>]*timestamp=")[^"]*"/, '$1"');
+
 interface Answer { status: number; type: string; text: string; body: Buffer }
 
 describe('farm: the portal`s v2 result endpoints', function () {
@@ -51,7 +53,8 @@ describe('farm: the portal`s v2 result endpoints', function () {
     expect(f.status, `${p}: ${f.text.slice(0, 300)}`).to.equal(n.status);
     expect(f.type, p).to.equal(n.type);
     if (opts.binary) expect(f.body.equals(n.body), `${p}: same bytes`).to.equal(true);
-    else expect(f.text, p).to.equal(n.text);
+    // An empty JUnit report is stamped with the time of the request: the two requests may be a second apart.
+    else expect(emptySuiteTime(f.text), p).to.equal(emptySuiteTime(n.text));
     return f;
   };
 

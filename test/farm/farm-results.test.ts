@@ -8,6 +8,7 @@ import { expect } from 'chai';
 import pg from 'pg';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { migrate } from '../../src/farm/db/migrate.js';
+import { MIGRATIONS } from '../../src/farm/db/migrations.js';
 import { FarmResults, compileQuery, globToLike } from '../../src/farm/results.js';
 import { MemoryIndex } from '../../src/storage/results/memory-index.js';
 import { parseResultQuery, type SortField } from '../../src/core/query.js';
@@ -142,7 +143,7 @@ describe('farm results index on PostgreSQL', function () {
     const again = await Promise.all([migrate(pool), migrate(pool)]);
     expect(again).to.deep.equal([[], []]);
     const { rows } = await pool.query('SELECT id FROM farm_migrations ORDER BY id');
-    expect(rows.map((r) => r.id)).to.deep.equal([1]);
+    expect(rows.map((r) => r.id)).to.deep.equal(MIGRATIONS.map((m) => m.id).sort((a, b) => a - b));
   });
 
   it('a re-upload never duplicates: put is idempotent on result_id and replaces the record', async () => {

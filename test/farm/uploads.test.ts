@@ -16,6 +16,7 @@ import { request as httpRequest } from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import type { ResultRecord } from '../../src/core/model.js';
 import { parseResultQuery, type ResultQuery } from '../../src/core/query.js';
 import { startDaemon } from '../../src/daemon.js';
 import { UPLOAD_QUEUE_FILE, type ResultUploader } from '../../src/farm/uploader.js';
@@ -168,6 +169,7 @@ describe('farm: result uploads from a node to the portal', function () {
     expect(JSON.parse(await readFile(path.join(portal.store.dirOf(rec.result_id), 'result.json'), 'utf8'))).to.deep.equal(nodeRec);
     await waitFor(() => uploader().pending.length === 0, 'the queue to empty');
     expect(portal.uploads.stats.checksumMismatches).to.equal(0);
+    expect(portal.errors, 'the cut is a client error, not a 500').to.deep.equal([]);
   });
 
   it('a portal down while the node runs and restarts gets every result once it is back, each once', async () => {
@@ -199,6 +201,19 @@ describe('farm: result uploads from a node to the portal', function () {
     expect(count).to.equal(3);
     const farm = (await portal.index.query(queryAll())).map((r) => r.result_id).sort();
     expect(farm).to.deep.equal(d.daemon.services.results.query(queryAll()).map((r) => r.result_id).sort());
+  });
+
+  it('results recorded after the queue file was last written (a crash between) are queued at the next start', async () => {
+    const all = d.daemon.services.results.query(queryAll()); // newest first
+    expect(all).to.have.length(3);
+    const [newest, second, oldest] = all as [ResultRecord, ResultRecord, ResultRecord];
+    expect(await portal.store.delete([newest.result_id, second.result_id])).to.equal(2);
+    await d.daemon.stop();
+    // The queue as a crash right after the oldest run's record would have left it.
+    await writeFile(path.join(d.dataDir, UPLOAD_QUEUE_FILE), JSON.stringify({ version: 1, since: oldest.start_time, results: [] }));
+    d.daemon = await startDaemon(d.config, daemonLogger().logger);
+    await waitFor(async () => (await portal.index.count()) === 3, { what: 'the two results uploaded again', timeoutMs: 60_000 });
+    for (const r of [newest, second]) expect(await filesOf(portal.store.dirOf(r.result_id))).to.deep.equal(await filesOf(d.daemon.services.results.dirOf(r.result_id)));
   });
 
   describe('the upload API refuses', () => {

@@ -23,6 +23,7 @@ import { StoredResults } from '../../src/farm/storedResults.js';
 import { uploadRouter } from '../../src/farm/uploadRoutes.js';
 import { FarmUploads } from '../../src/farm/uploads.js';
 import { errorHandler } from '../../src/http/errors.js';
+import type { Logger } from '../../src/core/ports.js';
 import { silentLogger } from '../../src/logger.js';
 import { startPostgres, type TestPostgres } from './postgres.js';
 
@@ -58,6 +59,8 @@ export interface ResultsPortal {
   credentials: MapCredentials;
   hub: HttpForwarder;
   storageDir: string;
+  /** What the portal logged as errors (an unexpected error is a 500). */
+  errors: unknown[];
   /** Close the HTTP server (cutting every connection); `start` opens it again on the same port. */
   pause(): Promise<void>;
   start(): Promise<void>;
@@ -77,7 +80,9 @@ export async function startResultsPortal(): Promise<ResultsPortal> {
   const hub = new HttpForwarder();
   const app = new Koa();
   app.silent = true; // a connection cut on purpose is not news
-  app.use(errorHandler(silentLogger));
+  const errors: unknown[] = [];
+  const logger: Logger = { ...silentLogger, error: (obj: unknown) => errors.push(obj), child: () => logger };
+  app.use(errorHandler(logger));
   const up = uploadRouter({ uploads, store, credentials });
   const v2 = farmResultRouter({ store, forward: forwardThroughHub(hub) });
   app.use(up.routes()).use(up.allowedMethods());
@@ -112,6 +117,7 @@ export async function startResultsPortal(): Promise<ResultsPortal> {
     credentials,
     hub,
     storageDir,
+    errors,
     pause,
     start,
     async close() {
