@@ -324,11 +324,13 @@ export class OutboxListener {
   async start(): Promise<void> {
     if (this.started) return;
     this.started = true;
-    await this.listen();
+    // The starting point first: a notification arriving right after LISTEN then reads only newer rows.
     const { rows } = await this.o.pool.query<{ last: string }>(
       'SELECT coalesce((SELECT max(seq) FROM events_outbox), (SELECT through FROM events_outbox_pruned), 0) AS last',
     );
     this.lastSeq = Number(rows[0]!.last);
+    await this.listen();
+    this.read(); // what was appended between the query and LISTEN
   }
 
   /** The last seq read and delivered. */
