@@ -100,6 +100,35 @@ describe('farm events: the outbox, the stream and the webhooks', function () {
     expect(Date.parse(first.time)).to.be.a('number').and.not.NaN;
   });
 
+  it('appendIn: an event written in a transaction is read only once it commits; a rollback leaves none', async () => {
+    const w = await portal();
+    const r = await portal();
+    const got = collect(r.listener);
+    const client = await w.pool.connect();
+    try {
+      await client.query('BEGIN');
+      const [seq] = await w.log.appendIn(client, [{ type: 'reservation.made', nodeId: 'n1', data: made(7) }]);
+      await client.query('ROLLBACK');
+      await client.query('BEGIN');
+      const [seq2] = await w.log.appendIn(client, [{ type: 'reservation.made', nodeId: 'n1', data: made(8) }]);
+      expect(seq2).to.be.greaterThan(seq!);
+      // Another append meanwhile (a later seq) waits for the outbox lock, so it cannot commit first
+      // and be read before seq2, which a reader would then skip.
+      let settled = false;
+      const later = w.log.append('reservation.made', 'n2', made(9)).finally(() => (settled = true));
+      await waitFor(async () => {
+        const { rows } = await r.pool.query<{ n: string }>("SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted");
+        return settled || Number(rows[0]!.n) > 0;
+      }, 'the other append to wait for the lock');
+      await client.query('COMMIT');
+      await later;
+    } finally {
+      client.release();
+    }
+    await waitFor(() => got.length >= 2, 'both committed events');
+    expect(got.map((e) => (e.data as { reservation_id: number }).reservation_id)).to.deep.equal([8, 9]);
+  });
+
   it('relays a hub\'s node events with their time; one sent twice is stored once', async () => {
     const w = await portal();
     const r = await portal();
