@@ -75,7 +75,7 @@ describe('farm events: the outbox, the stream and the webhooks', function () {
     for (const c of cleanups.splice(0).reverse()) await c();
   });
   after(async () => {
-    for (const p of pools) await p.end();
+    for (const p of pools) await p.end().catch(() => undefined);
     await pgs?.stop();
   });
 
@@ -228,6 +228,26 @@ describe('farm events: the outbox, the stream and the webhooks', function () {
       expect(bad.res.statusCode).to.equal(400);
       expect(JSON.parse(await bad.text())).to.include({ error: 'invalid_request' });
     });
+  });
+
+  it('the farm stream answers 503 device_unavailable when the outbox cannot be read', async () => {
+    const pool = newPool();
+    const listener = new OutboxListener({ pool, logger: silentLogger });
+    await listener.start();
+    cleanups.push(() => listener.close());
+    const stream = new EventStream(farmStreamSource(listener), { maxClients: 8, heartbeatMs: 15_000, maxBacklogBytes: 1 << 20, logger: silentLogger });
+    const app = new Koa();
+    app.silent = true;
+    app.use(errorHandler(silentLogger));
+    app.use(stream.router().routes());
+    const server = http.createServer(app.callback());
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    cleanups.push(() => new Promise((r) => server.close(r)));
+    await pool.end(); // the store is gone
+    const c = await SseClient.open(`http://127.0.0.1:${(server.address() as AddressInfo).port}/api/v2/events`, { 'Last-Event-ID': '1' });
+    expect(c.res.statusCode).to.equal(503);
+    expect(JSON.parse(await c.text())).to.include({ error: 'device_unavailable' });
+    expect(stream.clientsConnected).to.equal(0);
   });
 
   it('the LISTEN connection killed: events appended meanwhile are delivered after it reconnects', async () => {
