@@ -98,7 +98,7 @@ export class PgEventLog implements FarmEventLog {
     if (entries.length === 0) return [];
     await client.query('SELECT pg_advisory_xact_lock($1)', [APPEND_LOCK]);
     const rows = entries.map(toRow);
-    const r = await client.query<{ seq: string }>(
+    const r = await client.query<{ seqs: string[] }>(
       `WITH ins AS (
          INSERT INTO events_outbox (type, node_id, data, time, node_event_id)
          SELECT t, n, d, tm, ne
@@ -106,10 +106,10 @@ export class PgEventLog implements FarmEventLog {
           ORDER BY ord
          ON CONFLICT (node_id, node_event_id) WHERE node_event_id IS NOT NULL DO NOTHING
          RETURNING seq)
-       SELECT seq, pg_notify($6, (SELECT max(seq) FROM ins)::text) FROM ins ORDER BY seq`,
+       SELECT array_agg(seq ORDER BY seq) AS seqs, pg_notify($6, max(seq)::text) FROM ins HAVING count(*) > 0`,
       [rows.map((x) => x[0]), rows.map((x) => x[1]), rows.map((x) => x[2]), rows.map((x) => x[3]), rows.map((x) => x[4]), FARM_EVENTS_CHANNEL],
     );
-    return r.rows.map((x) => Number(x.seq));
+    return (r.rows[0]?.seqs ?? []).map(Number);
   }
 
   /**
@@ -324,11 +324,13 @@ export class OutboxListener {
   async start(): Promise<void> {
     if (this.started) return;
     this.started = true;
-    await this.listen();
+    // The starting point first: a notification arriving right after LISTEN then reads only newer rows.
     const { rows } = await this.o.pool.query<{ last: string }>(
       'SELECT coalesce((SELECT max(seq) FROM events_outbox), (SELECT through FROM events_outbox_pruned), 0) AS last',
     );
     this.lastSeq = Number(rows[0]!.last);
+    await this.listen();
+    this.read(); // what was appended between the query and LISTEN
   }
 
   /** The last seq read and delivered. */

@@ -75,7 +75,7 @@ describe('farm events: the outbox, the stream and the webhooks', function () {
     for (const c of cleanups.splice(0).reverse()) await c();
   });
   after(async () => {
-    for (const p of pools) await p.end();
+    for (const p of pools) await p.end().catch(() => undefined);
     await pgs?.stop();
   });
 
@@ -98,6 +98,35 @@ describe('farm events: the outbox, the stream and the webhooks', function () {
     expect(first.type).to.equal('reservation.made');
     expect(Object.keys(first.data)[0], 'node_id first, as on a node').to.equal('node_id');
     expect(Date.parse(first.time)).to.be.a('number').and.not.NaN;
+  });
+
+  it('appendIn: an event written in a transaction is read only once it commits; a rollback leaves none', async () => {
+    const w = await portal();
+    const r = await portal();
+    const got = collect(r.listener);
+    const client = await w.pool.connect();
+    try {
+      await client.query('BEGIN');
+      const [seq] = await w.log.appendIn(client, [{ type: 'reservation.made', nodeId: 'n1', data: made(7) }]);
+      await client.query('ROLLBACK');
+      await client.query('BEGIN');
+      const [seq2] = await w.log.appendIn(client, [{ type: 'reservation.made', nodeId: 'n1', data: made(8) }]);
+      expect(seq2).to.be.greaterThan(seq!);
+      // Another append meanwhile (a later seq) waits for the outbox lock, so it cannot commit first
+      // and be read before seq2, which a reader would then skip.
+      let settled = false;
+      const later = w.log.append('reservation.made', 'n2', made(9)).finally(() => (settled = true));
+      await waitFor(async () => {
+        const { rows } = await r.pool.query<{ n: string }>("SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted");
+        return (settled && got.length > 0) || Number(rows[0]!.n) > 0; // without the lock: 9 committed and read first
+      }, 'the other append to wait for the lock');
+      await client.query('COMMIT');
+      await later;
+    } finally {
+      client.release();
+    }
+    await waitFor(() => got.length >= 2, 'both committed events');
+    expect(got.map((e) => (e.data as { reservation_id: number }).reservation_id)).to.deep.equal([8, 9]);
   });
 
   it('relays a hub\'s node events with their time; one sent twice is stored once', async () => {
@@ -199,6 +228,26 @@ describe('farm events: the outbox, the stream and the webhooks', function () {
       expect(bad.res.statusCode).to.equal(400);
       expect(JSON.parse(await bad.text())).to.include({ error: 'invalid_request' });
     });
+  });
+
+  it('the farm stream answers 503 device_unavailable when the outbox cannot be read', async () => {
+    const pool = newPool();
+    const listener = new OutboxListener({ pool, logger: silentLogger });
+    await listener.start();
+    cleanups.push(() => listener.close());
+    const stream = new EventStream(farmStreamSource(listener), { maxClients: 8, heartbeatMs: 15_000, maxBacklogBytes: 1 << 20, logger: silentLogger });
+    const app = new Koa();
+    app.silent = true;
+    app.use(errorHandler(silentLogger));
+    app.use(stream.router().routes());
+    const server = http.createServer(app.callback());
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    cleanups.push(() => new Promise((r) => server.close(r)));
+    await pool.end(); // the store is gone
+    const c = await SseClient.open(`http://127.0.0.1:${(server.address() as AddressInfo).port}/api/v2/events`, { 'Last-Event-ID': '1' });
+    expect(c.res.statusCode).to.equal(503);
+    expect(JSON.parse(await c.text())).to.include({ error: 'device_unavailable' });
+    expect(stream.clientsConnected).to.equal(0);
   });
 
   it('the LISTEN connection killed: events appended meanwhile are delivered after it reconnects', async () => {
