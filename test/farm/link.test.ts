@@ -211,7 +211,7 @@ describe('the node side of the portal connection (src/farm/link.ts)', function (
     expect(a.headers['content-type']).to.match(/^application\/json/);
     const job = JSON.parse(a.body.toString()) as { job_uid: string; job_url: string };
     expect(job.job_url).to.equal(`${PORTAL_BASE}/api/v2/jobs${job.job_uid}`);
-    const events = () => c.messages.slice(before).filter((m) => m.t === 'event').map((m) => (m).event);
+    const events = () => c.messages.slice(before).filter((m) => m.t === 'event').map((m) => m.event);
     await waitFor(() => events().some((e) => e.type === 'job.exited' && (e.data as { job_uid?: string }).job_uid === job.job_uid), { what: 'job.exited from the node', timeoutMs: 60_000 });
     expect(events().map((e) => e.type)).to.include.members(['job.started', 'run.started', 'run.finished', 'job.exited']);
     const started = events().find((e) => e.type === 'job.started')!;
