@@ -188,6 +188,8 @@ describe('the node side of the portal connection (src/farm/link.ts)', function (
     expect(hello.snapshot).to.have.property('available');
     expect(hello.local_ip).to.equal(hello.snapshot.local_ip_address);
     await waitFor(() => d.daemon.portalLink?.connected, 'the link to be welcomed');
+    const metrics = await request(d.url).get('/metrics');
+    expect(metrics.text).to.match(/^farmhand_portal_connected 1$/m);
   });
 
   it('heartbeats at the interval the welcome gives', async () => {
