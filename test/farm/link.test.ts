@@ -163,12 +163,13 @@ describe('the node side of the portal connection (src/farm/link.ts)', function (
   let portal: TestPortal;
   let d: TestDaemon;
   let credDir: string;
+  const logger = capturingLogger();
 
   before(async () => {
     portal = await TestPortal.start();
     credDir = await mkdtemp(path.join(os.tmpdir(), 'farmhand-cred-'));
     await writeFile(path.join(credDir, 'credential'), `${CREDENTIAL}\n`);
-    d = await startTestDaemon({ config: { portal: { url: portal.url, node_credential_file: path.join(credDir, 'credential') }, runner: { stop_response_secs: 60 } } });
+    d = await startTestDaemon({ logger, config: { portal: { url: portal.url, node_credential_file: path.join(credDir, 'credential') }, runner: { stop_response_secs: 60 } } });
     await waitOnline(d);
   });
   after(async () => {
@@ -319,6 +320,14 @@ describe('the node side of the portal connection (src/farm/link.ts)', function (
     await waitFor(() => d.daemon.services.events!.stream.clientsConnected === 0, 'the cancelled stream to close on the node');
     expect(c.of('end').some((m) => m.id === id)).to.equal(false);
     expect((await c.forward('GET', `/api/v2/nodes/${NODE}`)).status).to.equal(200);
+  });
+
+  it("logs the link's state, and neither the credential nor the delegate header", () => {
+    const messages = logger.messages();
+    expect(messages).to.include.members(['connecting to the portal', 'connected to the portal', 'disconnected from the portal']);
+    const text = logger.text();
+    expect(text).not.to.include(CREDENTIAL);
+    expect(text.toLowerCase()).not.to.include(DELEGATE_HEADER);
   });
 });
 
