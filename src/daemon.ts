@@ -4,6 +4,8 @@
  * service is ready; `stop` shuts everything down in order (HTTP, the running
  * job, capture, storage, the data-directory lock).
  */
+import { randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import type { IncomingMessage, RequestListener, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { networkInterfaces } from 'node:os';
@@ -23,11 +25,13 @@ import { createCapture, FfmpegFrameSource } from './hardware/capture/index.js';
 import { KeyPresser } from './hardware/ir/keys.js';
 import { createIrTransport } from './hardware/ir/transports/index.js';
 import { createVirtualStb } from './hardware/virtual/index.js';
+import { PortalLink } from './farm/link.js';
 import { createApp } from './http/app.js';
 import { EventStream } from './http/events.js';
 import type { Services } from './http/context.js';
 import { WebhookDispatcher } from './notify/webhooks.js';
 import { healthBody } from './http/opsRoutes.js';
+import { presentNode } from './http/presenters.js';
 import { FarmMetrics, httpMetrics, observeIrTransport, observeResults } from './metrics/index.js';
 import { ControlServer } from './runner/control.js';
 import { checkTestPackSource, GitTestPack, TestPackConfigError } from './runner/gitTestPack.js';
@@ -51,6 +55,8 @@ export interface Daemon {
   readiness(): Promise<Readiness>;
   /** The node's health check (docs/health-checks.md). */
   healthCheck: HealthCheckService;
+  /** The connection to the farm portal; undefined when no `portal` is configured. */
+  portalLink?: PortalLink;
   stop(): Promise<void>;
 }
 
@@ -95,6 +101,10 @@ export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daem
 
 async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>): Promise<Daemon> {
   const dataDir = cfg.data_dir;
+  // A node that is to join a farm and cannot read its credential is misconfigured: say so before anything starts.
+  const portalCredential = cfg.portal && (await readCredential(cfg.portal.node_credential_file));
+  // Lets the portal link's requests to this server act for the portal's user (http/auth.ts); never logged.
+  const delegateSecret = cfg.portal && randomBytes(32).toString('base64url');
   // First of all: a second daemon on this data directory would "recover" the live one's runs.
   const lock = await lockDataDir(dataDir);
   undo.push(() => lock.release());
@@ -125,6 +135,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
       diskFreeBytes: () => statfsFreeBytes(dataDir),
       eventClients: () => stream.clientsConnected,
       webhookDeliveries: () => ({ ...webhooks.deliveries() }),
+      ...(cfg.portal && { portalConnected: () => late.portalLink?.connected ?? false }),
     },
   });
 
@@ -190,7 +201,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
   const noCapture = cfg.capture.uri === 'none:';
   const online = () => (noCapture ? { online: true, reason: null } : frames.health());
   // Built once the node exists (below); runs recorded before that (the recovery) are not counted.
-  const late: { healthCheck?: HealthCheckService } = {};
+  const late: { healthCheck?: HealthCheckService; portalLink?: PortalLink } = {};
   const jobs = new JobService({
     nodeId: cfg.node_id,
     installationHex: state.data.installation_hex,
@@ -288,6 +299,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     v1RequiresToken: cfg.auth.v1_requires_token,
     ops: { version, readiness: () => readiness.check(), metrics },
     observe: httpMetrics(metrics),
+    ...(delegateSecret && { delegate: { secret: delegateSecret } }),
   });
   const callback = app.callback();
   if (!noCapture) await waitForFirstFrame(frames, readiness, firstFrameWaitSecs, logger);
@@ -298,11 +310,39 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
   logger.info({ url, node_id: cfg.node_id, data_dir: dataDir, readiness: describeReadiness(await readiness.check()) }, 'farmhand is listening');
   checks.start();
 
+  // Last: the portal sees the node only once it answers requests.
+  let portalLink: PortalLink | undefined;
+  if (cfg.portal && portalCredential && delegateSecret) {
+    // Links in the Node objects sent unasked point at the portal (a forwarded request names its own base URL).
+    const portalBase = new URL(cfg.portal.url.replace(/^ws/i, 'http')).origin;
+    portalLink = new PortalLink({
+      portalUrl: cfg.portal.url,
+      credential: portalCredential,
+      nodeId: cfg.node_id,
+      version,
+      localUrl: url,
+      delegateSecret,
+      snapshot: async () => presentNode(await node.stateOf(cfg.node_id), undefined, portalBase),
+      job: () => {
+        const j = jobs.current();
+        return j ? { job_uid: j.job_uid, status: j.status } : null;
+      },
+      stopJob: (uid) => jobs.stop(uid),
+      events: hub,
+      logger: logger.child({ module: 'portal-link' }),
+    });
+    late.portalLink = portalLink;
+    portalLink.start();
+  }
+
   let stopping: Promise<void> | undefined;
   const stop = () =>
     (stopping ??= (async () => {
       // Each step is logged (debug): a stop that hangs says where.
       const step = (what: string) => logger.debug({ step: what }, 'stopping');
+      step('the portal link');
+      // First: the portal forwards nothing more and hears nothing of the shutdown's own events.
+      await portalLink?.stop();
       const closed = new Promise<void>((res) => server.close(() => res()));
       server.closeIdleConnections();
       step('the running job');
@@ -333,7 +373,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
       await lock.release();
       step('done');
     })());
-  return { url, server, services, readiness: () => readiness.check(), healthCheck: checks, stop };
+  return { url, server, services, readiness: () => readiness.check(), healthCheck: checks, ...(portalLink && { portalLink }), stop };
 }
 
 /**
@@ -352,6 +392,22 @@ async function waitForFirstFrame(frames: FrameSource, readiness: ReadinessChecks
     clearTimeout(timer);
   }
   logger.warn({ wait_secs: secs, reason: readiness.capture().detail }, `no frame within ${secs} s of start (capture.first_frame_wait_secs): starting anyway, offline`);
+}
+
+/** The node credential `farmhand farm node add` printed, from `portal.node_credential_file`. */
+async function readCredential(file: string): Promise<string> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code ?? String(e);
+    throw new StartupError(`portal.node_credential_file: cannot read ${file} (${code}); put there the credential 'farmhand farm node add <node_id>' printed on the portal`, EX_CONFIG);
+  }
+  const credential = text.trim();
+  if (!credential || /\s/.test(credential)) {
+    throw new StartupError(`portal.node_credential_file: ${file} must hold the node credential alone, on one line (it is ${credential ? 'more than one word' : 'empty'})`, EX_CONFIG);
+  }
+  return credential;
 }
 
 /** What a start-up failure says: one line, no stack. */

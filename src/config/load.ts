@@ -79,6 +79,11 @@ function applyOverrides(raw: Record<string, unknown>, o: ConfigOverrides, baseDi
   if (typeof tp.url === 'string' && isLocalPath(tp.url) && o.test_pack === undefined) {
     out.test_pack = { ...tp, url: path.resolve(baseDir, tp.url) };
   }
+  // So is the portal's credential file.
+  const portal = asObject(out.portal);
+  if (typeof portal.node_credential_file === 'string' && portal.node_credential_file !== '') {
+    out.portal = { ...portal, node_credential_file: path.resolve(baseDir, portal.node_credential_file) };
+  }
   if (typeof out.data_dir === 'string' && o.data_dir === undefined) out.data_dir = path.resolve(baseDir, out.data_dir);
   return out;
 }

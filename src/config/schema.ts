@@ -173,6 +173,18 @@ export const configSchema = z.strictObject({
       retry_secs: z.number().positive().default(300),
     })
     .prefault({}),
+  /**
+   * Join a farm (docs/farm.md, "The node's connection"): keep one outbound WebSocket to the portal.
+   * Absent: the node is a single appliance and connects nowhere.
+   */
+  portal: z
+    .strictObject({
+      /** The portal's URL (`https://portal.example:8080`; `ws://`/`wss://` are accepted too). */
+      url: z.url({ protocol: /^(https?|wss?)$/, error: 'must be an http(s):// or ws(s):// URL, e.g. https://portal.example:8080' }),
+      /** File holding the node credential that `farmhand farm node add <node_id>` printed on the portal. */
+      node_credential_file: z.string().min(1),
+    })
+    .optional(),
   log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 });
 

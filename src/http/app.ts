@@ -5,7 +5,7 @@
 import Koa from 'koa';
 import type { Context, Middleware, Next } from 'koa';
 import type { TokenVerifier } from '../core/auth.js';
-import { authenticate, FORM_PATHS, guardApi } from './auth.js';
+import { authenticate, FORM_PATHS, guardApi, type DelegateRule } from './auth.js';
 import { formBody, jsonBody } from './body.js';
 import { rateLimit, type RateLimitSettings } from './rateLimit.js';
 import type { Services } from './context.js';
@@ -30,6 +30,8 @@ export interface AppOptions {
   ops?: OpsEndpoints;
   /** Outermost middleware, seeing every request's final status (the HTTP metrics). */
   observe?: Middleware;
+  /** Requests of the node's portal link act for the portal's user (auth.ts DelegateRule); absent: no farm. */
+  delegate?: DelegateRule;
 }
 
 /** Order: (observe) -> errors -> paths -> who is calling -> rate limit -> auth required? -> body -> routes (outline's middleware order). */
@@ -43,7 +45,7 @@ export function createApp(s: Services, opts: AppOptions): Koa {
   app.use(foldTrailingSlash);
   // People's sign-in sessions (src/web/session.ts): in memory, so a restart ends them.
   const sessions = new SessionStore(opts.tokens);
-  app.use(authenticate(opts.tokens, sessions));
+  app.use(authenticate(opts.tokens, sessions, opts.delegate));
   // Long polls are exempt: a held request costs one promise listener, and clients retry them at once.
   const limit = rateLimit(opts.rateLimit);
   app.use((ctx, next): Promise<unknown> => (ctx.path.toLowerCase().endsWith('/await_completion') ? next() : limit(ctx, next)));

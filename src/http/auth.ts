@@ -12,8 +12,10 @@
  * handler (which logs method and path only): a token in a log is a token
  * anyone with the log can use.
  */
+import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Context, Middleware, Next } from 'koa';
 import { parseToken, type AuthUser, type TokenVerifier } from '../core/auth.js';
+import { BASE_URL_HEADER, DELEGATE_HEADER, ON_BEHALF_HEADER } from '../farm/protocol.js';
 import { FarmError } from '../core/errors.js';
 import { clearSessionCookie, csrfMatches, SESSION_COOKIE, setSessionOf, type SessionStore } from '../web/session.js';
 
@@ -23,6 +25,8 @@ type Problem = 'missing' | 'scheme' | 'malformed' | 'invalid' | 'session';
 interface AuthState {
   user?: AuthUser;
   authProblem?: Problem;
+  /** The portal's base URL, on a request the node's portal link forwarded (context.ts baseUrl). */
+  delegatedBaseUrl?: string;
 }
 
 const state = (ctx: Context) => ctx.state as AuthState;
@@ -43,6 +47,36 @@ export function tokenFromHeader(header: string | undefined): { token: string } |
   return { token: m[2]! };
 }
 
+/** The portal's base URL of a forwarded request; undefined on any other request. */
+export const delegatedBaseUrlOf = (ctx: Context): string | undefined => state(ctx).delegatedBaseUrl;
+
+/**
+ * A request the node's own portal link (src/farm/link.ts) makes on behalf of a portal user carries
+ * the link's per-process secret in DELEGATE_HEADER. Only then are ON_BEHALF_HEADER (the user) and
+ * BASE_URL_HEADER (for job_url etc.) believed; anyone else's copies of them are ignored. The secret
+ * never leaves the process (the link talks to this server on loopback) and is never logged.
+ */
+export interface DelegateRule {
+  secret: string;
+}
+
+/** The delegated user and base URL, when the request carries the right secret and a user name. */
+function delegated(ctx: Context, rule: DelegateRule | undefined): { login: string; baseUrl: string | undefined } | undefined {
+  if (!rule) return undefined;
+  const given = ctx.get(DELEGATE_HEADER);
+  if (!given || !sameSecret(given, rule.secret)) return undefined;
+  const login = ctx.get(ON_BEHALF_HEADER).trim();
+  if (!login) return undefined;
+  const base = ctx.get(BASE_URL_HEADER).trim();
+  return { login, baseUrl: /^https?:\/\/[^\s/]+/i.test(base) ? base : undefined };
+}
+
+/** Constant-time comparison (of digests, so lengths do not leak either). */
+function sameSecret(given: string, secret: string): boolean {
+  const h = (v: string) => createHash('sha256').update(v).digest();
+  return timingSafeEqual(h(given), h(secret));
+}
+
 /** Methods that change nothing: the only ones a session cookie authenticates without the CSRF token. */
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
@@ -58,13 +92,23 @@ export const FORM_PATHS = new Set(['/app/sign-in', '/app/sign-out']);
  * token, or, with no Authorization header, a live session cookie (src/web/session.ts).
  * Refuses only one thing: a state-changing request authenticated by the cookie
  * without the session's CSRF token in `X-CSRF-Token` (403); requests with a
- * token header are not affected.
+ * token header are not affected. With `delegate`, a request of the node's
+ * portal link is the portal user it names (DelegateRule).
  */
-export function authenticate(verifier: TokenVerifier, sessions?: SessionStore): Middleware {
+export function authenticate(verifier: TokenVerifier, sessions?: SessionStore, delegate?: DelegateRule): Middleware {
   return async function authenticateRequest(ctx: Context, next: Next): Promise<void> {
     const s = state(ctx);
     s.user = undefined;
+    s.delegatedBaseUrl = undefined;
     setSessionOf(ctx, undefined);
+    const onBehalf = delegated(ctx, delegate);
+    if (onBehalf) {
+      // The portal authenticated the caller; the node acts for them as for a token user.
+      s.user = { login: onBehalf.login, tokenId: `portal:${onBehalf.login}` };
+      s.delegatedBaseUrl = onBehalf.baseUrl;
+      await next();
+      return;
+    }
     const parsed = tokenFromHeader(ctx.get('Authorization') || undefined);
     if ('problem' in parsed) {
       s.authProblem = parsed.problem;

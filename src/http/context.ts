@@ -5,6 +5,7 @@ import type { JobService } from '../core/jobs.js';
 import type { Caller, NodePolicy } from '../core/nodePolicy.js';
 import type { FrameSource, Logger, ResultRepository, TestPack } from '../core/ports.js';
 import type { WebhookDispatcher } from '../notify/webhooks.js';
+import { delegatedBaseUrlOf } from './auth.js';
 import type { EventStream } from './events.js';
 
 export interface Services {
@@ -27,9 +28,12 @@ export interface Services {
 
 export type ApiVersion = 'v1' | 'v2';
 
-/** `http://host:port` the client used (or the configured public URL), no trailing slash. */
+/**
+ * `http://host:port` the client used (or the configured public URL), no trailing slash. A request
+ * the portal forwarded (auth.ts DelegateRule) uses the portal's base URL, so links point at the portal.
+ */
 export function baseUrl(ctx: Context, s: Services): string {
-  return (s.publicUrl ?? `${ctx.protocol}://${ctx.host}`).replace(/\/+$/, '');
+  return (delegatedBaseUrlOf(ctx) ?? s.publicUrl ?? `${ctx.protocol}://${ctx.host}`).replace(/\/+$/, '');
 }
 
 /** The authenticated user of a request, if any (the auth guard makes sure v2 routes have one). */

@@ -56,6 +56,8 @@ export interface MetricSources {
   // (helper h4 exposes them as plain getters). Absent: the series are not exported.
   /** Event-stream (SSE) clients connected now. */
   eventClients?: () => number;
+  /** 1 while the node's portal link is welcomed (docs/farm.md); absent when no portal is configured. */
+  portalConnected?: () => boolean;
   /** Webhook deliveries since start, by outcome (e.g. `{ delivered: 3, failed: 1 }`). */
   webhookDeliveries?: () => Record<string, number>;
 }
@@ -252,6 +254,17 @@ export class FarmMetrics {
     });
 
     // ---- event stream and webhooks: the lead wires the sources (MetricSources.eventClients / webhookDeliveries).
+    if (s.portalConnected) {
+      const connected = s.portalConnected;
+      new Gauge({
+        name: 'farmhand_portal_connected',
+        help: '1 while the connection to the farm portal is up (welcomed), 0 otherwise.',
+        registers,
+        collect() {
+          this.set(connected() ? 1 : 0);
+        },
+      });
+    }
     if (s.eventClients) {
       const clients = s.eventClients;
       new Gauge({

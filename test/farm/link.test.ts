@@ -1,0 +1,424 @@
+/**
+ * The node's side of the node <-> portal connection (src/farm/link.ts): a real
+ * `farmhand serve` node configured with a portal, against a test-side
+ * WebSocket server that speaks the portal's side of the protocol
+ * (src/farm/protocol.ts). Real sockets, real HTTP, no mocks.
+ */
+import { mkdtemp, rm, writeFile, mkdir } from 'node:fs/promises';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { expect } from 'chai';
+import request from 'supertest';
+import { WebSocket, WebSocketServer } from 'ws';
+import { ConfigError, loadConfig } from '../../src/config/load.js';
+import { StartupError } from '../../src/daemon.js';
+import { backoffDelay, PortalLink } from '../../src/farm/link.js';
+import { EventHub } from '../../src/core/events.js';
+import { capturingLogger } from '../helpers/logger.js';
+import type { FileResultRepository } from '../../src/storage/results/index.js';
+import {
+  BASE_URL_HEADER,
+  CONNECT_PATH,
+  decodeChunk,
+  DELEGATE_HEADER,
+  encodeChunk,
+  ON_BEHALF_HEADER,
+  PROTOCOL_VERSION,
+  type Hello,
+  type NodeMessage,
+  type PortalMessage,
+} from '../../src/farm/protocol.js';
+import { asUser } from '../helpers/auth.js';
+import { startTestDaemon, waitOnline, type TestDaemon } from '../helpers/daemon.js';
+import { waitFor } from '../helpers/wait.js';
+
+const NODE = 'farmhand-test';
+const CREDENTIAL = 'fhn_test_credential_0123456789';
+const PORTAL_BASE = 'http://portal.example:9999';
+const HANG = 'tests/hang.py::test_hang';
+const PASS = 'tests/basic.py::test_pass';
+
+interface Answer {
+  status: number;
+  headers: Record<string, string>;
+  body: Buffer;
+  error?: string;
+}
+
+/** One node connection as the test portal sees it. */
+class Conn {
+  readonly messages: NodeMessage[] = [];
+  private nextId = 1;
+  private readonly answers = new Map<number, { head?: { status: number; headers: Record<string, string> }; chunks: Buffer[]; done: (a: Answer) => void; fail: (e: Error) => void }>();
+
+  constructor(
+    readonly ws: WebSocket,
+    readonly headers: IncomingHttpHeaders,
+  ) {
+    // A request outstanding when the connection goes fails the test instead of hanging it.
+    ws.on('close', () => {
+      for (const a of this.answers.values()) a.fail(new Error('the connection closed before the answer ended'));
+      this.answers.clear();
+    });
+  }
+
+  of<T extends NodeMessage['t']>(t: T): Extract<NodeMessage, { t: T }>[] {
+    return this.messages.filter((m) => m.t === t) as Extract<NodeMessage, { t: T }>[];
+  }
+
+  receive(data: Buffer, isBinary: boolean): void {
+    if (isBinary) {
+      const { id, bytes } = decodeChunk(data);
+      this.answers.get(id)?.chunks.push(Buffer.from(bytes));
+      return;
+    }
+    const m = JSON.parse(data.toString('utf8')) as NodeMessage;
+    this.messages.push(m);
+    const a = m.t === 'res' || m.t === 'end' ? this.answers.get(m.id) : undefined;
+    if (!a) return; // a request the test made by hand
+    if (m.t === 'res') a.head = { status: m.status, headers: m.headers };
+    if (m.t === 'end') {
+      this.answers.delete(m.id);
+      a.done({ status: a.head?.status ?? 0, headers: a.head?.headers ?? {}, body: Buffer.concat(a.chunks), ...(m.error !== undefined && { error: m.error }) });
+    }
+  }
+
+  send(m: PortalMessage): void {
+    this.ws.send(JSON.stringify(m));
+  }
+
+  /** A forwarded request, as the portal's hub makes one. */
+  forward(method: string, p: string, opts: { user?: string; body?: unknown; headers?: Record<string, string> } = {}): Promise<Answer> {
+    const id = this.nextId++;
+    const body = opts.body === undefined ? undefined : Buffer.from(JSON.stringify(opts.body));
+    const answer = new Promise<Answer>((done, fail) => this.answers.set(id, { chunks: [], done, fail }));
+    const headers = { ...(body && { 'content-type': 'application/json' }), ...opts.headers };
+    this.send({ t: 'req', id, method, path: p, headers, user: opts.user ?? 'alice', base_url: PORTAL_BASE, has_body: body !== undefined });
+    if (body) {
+      // In two frames, as a hub passing a body on as it arrives would.
+      this.ws.send(encodeChunk(id, body.subarray(0, 5)));
+      this.ws.send(encodeChunk(id, body.subarray(5)));
+      this.send({ t: 'req_end', id });
+    }
+    return answer;
+  }
+}
+
+/** The portal's side of the protocol, small: accepts one credential, welcomes, forwards. */
+class TestPortal {
+  readonly conns: Conn[] = [];
+  /** What the next welcome says. */
+  heartbeatSecs = 0.2;
+  endedJobs: string[] = [];
+  /** Called at each upgrade attempt, accepted or not. */
+  onUpgrade: () => void = () => undefined;
+  private constructor(private readonly wss: WebSocketServer) {}
+
+  static async start(): Promise<TestPortal> {
+    const wss = new WebSocketServer({
+      host: '127.0.0.1',
+      port: 0,
+      path: CONNECT_PATH,
+      verifyClient: (info: { req: { headers: IncomingHttpHeaders } }) => {
+        portal.onUpgrade();
+        return info.req.headers.authorization === `node ${CREDENTIAL}`;
+      },
+    });
+    await new Promise<void>((resolve) => wss.once('listening', () => resolve()));
+    const portal: TestPortal = new TestPortal(wss);
+    wss.on('connection', (ws, req) => {
+      const conn = new Conn(ws, req.headers);
+      portal.conns.push(conn);
+      ws.on('message', (data, isBinary) => {
+        conn.receive(data as Buffer, isBinary);
+        const last = conn.messages.at(-1);
+        if (!isBinary && last?.t === 'hello') conn.send({ t: 'welcome', protocol: PROTOCOL_VERSION, heartbeat_secs: portal.heartbeatSecs, ended_jobs: portal.endedJobs });
+      });
+    });
+    return portal;
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${(this.wss.address() as AddressInfo).port}`;
+  }
+
+  /** The newest connection that said hello. */
+  async connection(n = 1): Promise<Conn> {
+    return waitFor(() => (this.conns.filter((c) => c.of('hello').length).length >= n ? this.conns.filter((c) => c.of('hello').length)[n - 1] : undefined), {
+      what: `hello number ${n}`,
+      timeoutMs: 30_000,
+    });
+  }
+
+  close(): Promise<void> {
+    for (const c of this.wss.clients) c.terminate();
+    return new Promise((resolve) => this.wss.close(() => resolve()));
+  }
+}
+
+describe('the node side of the portal connection (src/farm/link.ts)', function () {
+  this.timeout(120_000);
+  let portal: TestPortal;
+  let d: TestDaemon;
+  let credDir: string;
+
+  before(async () => {
+    portal = await TestPortal.start();
+    credDir = await mkdtemp(path.join(os.tmpdir(), 'farmhand-cred-'));
+    await writeFile(path.join(credDir, 'credential'), `${CREDENTIAL}\n`);
+    d = await startTestDaemon({ config: { portal: { url: portal.url, node_credential_file: path.join(credDir, 'credential') }, runner: { stop_response_secs: 60 } } });
+    await waitOnline(d);
+  });
+  after(async () => {
+    await d?.stop();
+    await portal?.close();
+    await rm(credDir, { recursive: true, force: true });
+  });
+
+  it('connects with the credential and its node id, and says hello with its v2 Node object', async () => {
+    const c = await portal.connection();
+    expect(c.headers.authorization).to.equal(`node ${CREDENTIAL}`);
+    expect(c.headers['x-farmhand-node']).to.equal(NODE);
+    const hello = c.of('hello')[0] as Hello;
+    expect(hello).to.include({ protocol: PROTOCOL_VERSION, node_id: NODE, job: null });
+    expect(hello.version).to.be.a('string').and.not.equal('');
+    expect(hello.snapshot).to.include({ node_id: NODE, node_url: `${new URL(portal.url).origin}/api/v2/nodes/${NODE}` });
+    expect(hello.snapshot).to.have.property('available');
+    expect(hello.local_ip).to.equal(hello.snapshot.local_ip_address);
+    await waitFor(() => d.daemon.portalLink?.connected, 'the link to be welcomed');
+    const metrics = await request(d.url).get('/metrics');
+    expect(metrics.text).to.match(/^farmhand_portal_connected 1$/m);
+  });
+
+  it('heartbeats at the interval the welcome gives', async () => {
+    const c = await portal.connection();
+    await waitFor(() => c.of('hb').length >= 3, { what: 'three heartbeats', timeoutMs: 30_000 });
+  });
+
+  it('answers a forwarded screenshot with its status, headers and bytes, as the on-behalf user', async () => {
+    const c = await portal.connection();
+    const a = await c.forward('GET', `/api/v2/nodes/${NODE}/screenshot.png`, { user: 'carol' });
+    expect(a.error).to.equal(undefined);
+    expect(a.status).to.equal(200);
+    expect(a.headers['content-type']).to.equal('image/png');
+    expect(a.body.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]))).to.equal(true);
+    expect(Number(a.headers['content-length'])).to.equal(a.body.length);
+    // The screenshot was a use of the node by carol: the node's status says so.
+    const status = await c.forward('GET', `/api/v2/nodes/${NODE}`, { user: 'carol' });
+    expect(JSON.parse(status.body.toString())).to.include({ last_used_by: 'carol', node_url: `${PORTAL_BASE}/api/v2/nodes/${NODE}` });
+  });
+
+  it('answers a forwarded run_tests (a body in frames) with links to the portal; the run events and a new snapshot follow', async () => {
+    const c = await portal.connection();
+    const before = c.messages.length;
+    const a = await c.forward('POST', '/api/v2/run_tests', {
+      user: 'dave',
+      body: { node_id: NODE, test_pack_revision: 'main', test_cases: [PASS], shuffle: false, tags: {} },
+    });
+    expect(a.status, a.body.toString()).to.equal(200);
+    expect(a.headers['content-type']).to.match(/^application\/json/);
+    const job = JSON.parse(a.body.toString()) as { job_uid: string; job_url: string };
+    expect(job.job_url).to.equal(`${PORTAL_BASE}/api/v2/jobs${job.job_uid}`);
+    const events = () => c.messages.slice(before).filter((m) => m.t === 'event').map((m) => m.event);
+    await waitFor(() => events().some((e) => e.type === 'job.exited' && (e.data as { job_uid?: string }).job_uid === job.job_uid), { what: 'job.exited from the node', timeoutMs: 60_000 });
+    expect(events().map((e) => e.type)).to.include.members(['job.started', 'run.started', 'run.finished', 'job.exited']);
+    const started = events().find((e) => e.type === 'job.started')!;
+    expect(started.data).to.include({ job_uid: job.job_uid, username: 'dave', node_id: NODE });
+    // The node's state changed: a snapshot with the job and its user.
+    await waitFor(
+      () =>
+        c
+          .messages.slice(before)
+          .some((m) => m.t === 'snapshot' && (m.snapshot.job as { job_uid?: string; status?: string } | null)?.job_uid === job.job_uid && m.snapshot.last_used_by === 'dave'),
+      { what: 'a snapshot with the new job', timeoutMs: 30_000 },
+    );
+  });
+
+  it('passes on an event published on the node (a press through the API)', async () => {
+    const c = await portal.connection();
+    d.daemon.services.events!.hub.publish('key.pressed', { key: 'KEY_OK', remote: 'vstb', hold_ms: 0, source: 'api', username: 'erin', result_id: null });
+    await waitFor(() => c.of('event').some((m) => m.event.type === 'key.pressed' && (m.event.data as { username: string }).username === 'erin'), 'the key.pressed event');
+  });
+
+  it('ignores the delegate headers on a direct request without the secret (403 without a token)', async () => {
+    const forged = await request(d.url)
+      .get(`/api/v2/nodes/${NODE}`)
+      .set(DELEGATE_HEADER, 'guessed-secret')
+      .set(ON_BEHALF_HEADER, 'mallory')
+      .set(BASE_URL_HEADER, 'http://evil.example');
+    expect(forged.status).to.equal(403);
+    expect(forged.body.error).to.equal('forbidden');
+    // With a real token: the token's user, the request's own base URL; the forged headers count for nothing.
+    const as = await asUser(d, 'frank');
+    const res = await as.get(`/api/v2/nodes/${NODE}/screenshot.png`).set(DELEGATE_HEADER, 'guessed-secret').set(ON_BEHALF_HEADER, 'mallory');
+    expect(res.status).to.equal(200);
+    const status = await as.get(`/api/v2/nodes/${NODE}`).set(DELEGATE_HEADER, '').set(ON_BEHALF_HEADER, 'mallory').set(BASE_URL_HEADER, 'http://evil.example');
+    expect(status.body).to.include({ last_used_by: 'frank', node_url: `${d.url}/api/v2/nodes/${NODE}` });
+  });
+
+  it('streams a large answer within the socket backpressure, every byte intact', async () => {
+    const c = await portal.connection();
+    // A result with a large artifact (written into the result folder of the last run).
+    const jobs = await c.forward('GET', `/api/v2/results?filter=${encodeURIComponent(`testcase:${PASS}`)}`);
+    const [r] = JSON.parse(jobs.body.toString()) as Array<{ result_id: string }>;
+    const dir = (d.daemon.services.results as FileResultRepository).dirOf(r!.result_id);
+    const big = Buffer.alloc(48 * 1024 * 1024);
+    for (let i = 0; i < big.length; i += 4096) big.writeUInt32BE(i, i);
+    await mkdir(dir, { recursive: true });
+    await writeFile(path.join(dir, 'big.bin'), big);
+    const pausedBefore = d.daemon.portalLink!.answersPaused;
+    c.ws.pause(); // the portal stops reading: the node's socket queue fills
+    const answer = c.forward('GET', `/api/v2/results${r!.result_id}/artifacts/big.bin`);
+    await waitFor(() => d.daemon.portalLink!.answersPaused > pausedBefore, { what: 'the node to pause the answer', timeoutMs: 30_000 });
+    c.ws.resume();
+    const a = await answer;
+    expect(a.status, a.body.subarray(0, 200).toString()).to.equal(200);
+    expect(a.body.length).to.equal(big.length);
+    expect(a.body.equals(big)).to.equal(true);
+  });
+
+  it('stops a running job the portal says it has ended (welcome.ended_jobs) on the next connection', async () => {
+    const c = await portal.connection(portal.conns.filter((x) => x.of('hello').length).length);
+    const a = await c.forward('POST', '/api/v2/run_tests', { user: 'gina', body: { node_id: NODE, test_pack_revision: 'main', test_cases: [HANG], shuffle: false, tags: {} } });
+    expect(a.status, a.body.toString()).to.equal(200);
+    const { job_uid } = JSON.parse(a.body.toString()) as { job_uid: string };
+    await waitFor(() => d.daemon.services.jobs.current()?.current_run, 'the hanging run to start');
+    const hellos = portal.conns.filter((x) => x.of('hello').length).length;
+    portal.endedJobs = [job_uid];
+    c.ws.close(1001, 'portal restarting'); // the portal goes; the node comes back and is told
+    const next = await portal.connection(hellos + 1);
+    expect((next.of('hello')[0] as Hello).job).to.deep.equal({ job_uid, status: 'running' });
+    await waitFor(() => d.daemon.services.jobs.get(job_uid)?.status === 'exited', { what: 'the ended job to stop', timeoutMs: 60_000 });
+    portal.endedJobs = [];
+  });
+
+  it('reconnects after the portal closes the socket (a second hello)', async () => {
+    const n = portal.conns.filter((x) => x.of('hello').length).length;
+    const c = await portal.connection(n);
+    const connections = d.daemon.portalLink!.connections;
+    c.ws.terminate();
+    const next = await portal.connection(n + 1);
+    expect(next.headers.authorization).to.equal(`node ${CREDENTIAL}`);
+    await waitFor(() => d.daemon.portalLink!.connections > connections, 'the new connection to be welcomed');
+    // The new connection carries forwarded requests as the old one did.
+    const a = await next.forward('GET', `/api/v2/nodes/${NODE}`);
+    expect(a.status).to.equal(200);
+  });
+
+  it('aborts a forwarded request the portal cancels, and answers the next one', async () => {
+    const c = await portal.connection(portal.conns.filter((x) => x.of('hello').length).length);
+    // A long poll the node holds until its job ends: no job runs, so await_completion of the last job answers at once;
+    // an events request instead is held open by the node (SSE) until cancelled.
+    const id = 900;
+    c.send({ t: 'req', id, method: 'GET', path: '/api/v2/events', headers: { accept: 'text/event-stream' }, user: 'alice', base_url: PORTAL_BASE, has_body: false });
+    await waitFor(() => c.of('res').some((m) => m.id === id), 'the event stream to answer');
+    expect(d.daemon.services.events!.stream.clientsConnected).to.be.greaterThan(0);
+    c.send({ t: 'cancel', id });
+    await waitFor(() => d.daemon.services.events!.stream.clientsConnected === 0, 'the cancelled stream to close on the node');
+    expect(c.of('end').some((m) => m.id === id)).to.equal(false);
+    expect((await c.forward('GET', `/api/v2/nodes/${NODE}`)).status).to.equal(200);
+  });
+});
+
+describe('the portal section of the node config', function () {
+  this.timeout(60_000);
+
+  it('a missing credential file stops start-up with exit code 78', async () => {
+    const err = await startTestDaemon({ config: { portal: { url: 'http://127.0.0.1:9', node_credential_file: path.join(os.tmpdir(), 'no-such-farmhand-credential') } } }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).to.be.instanceOf(StartupError);
+    expect((err as StartupError).exitCode).to.equal(78);
+    expect((err as Error).message).to.match(/node_credential_file/);
+  });
+
+  it('an empty credential file stops start-up with exit code 78', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'farmhand-cred-'));
+    try {
+      await writeFile(path.join(dir, 'credential'), '\n');
+      const err = await startTestDaemon({ config: { portal: { url: 'http://127.0.0.1:9', node_credential_file: path.join(dir, 'credential') } } }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect((err as StartupError).exitCode).to.equal(78);
+      expect((err as Error).message).to.match(/empty/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('the URL must be http(s) or ws(s); a relative credential file is relative to the config file', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'farmhand-conf-'));
+    try {
+      const file = path.join(dir, 'farmhand.json');
+      await writeFile(file, JSON.stringify({ test_pack: { url: 'https://example.com/pack.git' }, portal: { url: 'wss://portal.example', node_credential_file: 'node.cred' } }));
+      expect(loadConfig(file).portal).to.deep.equal({ url: 'wss://portal.example', node_credential_file: path.join(dir, 'node.cred') });
+      await writeFile(file, JSON.stringify({ test_pack: { url: 'https://example.com/pack.git' }, portal: { url: 'ftp://portal.example', node_credential_file: 'x' } }));
+      expect(() => loadConfig(file)).to.throw(ConfigError, /portal\.url/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('without it the node connects nowhere and the delegate headers mean nothing', async () => {
+    const d = await startTestDaemon({ config: { capture: { uri: 'none:' } } });
+    try {
+      expect(d.daemon.portalLink).to.equal(undefined);
+      const res = await request(d.url).get(`/api/v2/nodes/${NODE}`).set(DELEGATE_HEADER, 'anything').set(ON_BEHALF_HEADER, 'mallory');
+      expect(res.status).to.equal(403);
+    } finally {
+      await d.stop();
+    }
+  });
+});
+
+describe('a refused credential', function () {
+  this.timeout(60_000);
+
+  it('is logged once with what to do, and retried with back-off until stopped', async () => {
+    const portal = await TestPortal.start();
+    const logger = capturingLogger();
+    let attempts = 0;
+    portal.onUpgrade = () => attempts++;
+    const link = new PortalLink({
+      portalUrl: portal.url,
+      credential: 'not-the-credential',
+      nodeId: NODE,
+      version: 'test',
+      localUrl: 'http://127.0.0.1:9',
+      delegateSecret: 'unused',
+      snapshot: () => Promise.resolve({}),
+      job: () => null,
+      stopJob: () => Promise.resolve(),
+      events: new EventHub({ nodeId: NODE }),
+      logger,
+      backoff: { baseMs: 10, capMs: 50 },
+    });
+    try {
+      link.start();
+      await waitFor(() => attempts >= 4, { what: 'four attempts', timeoutMs: 30_000 });
+      const refusals = logger.entries.filter((e) => e.msg.startsWith("the portal refused the node's credential (401)"));
+      expect(refusals.filter((e) => e.level === 'warn')).to.have.length(1);
+      expect(refusals.length).to.be.greaterThan(1);
+      expect(refusals[0]!.msg).to.include('farmhand farm node add');
+      expect(link.connected).to.equal(false);
+      expect(logger.text()).not.to.include('not-the-credential');
+    } finally {
+      await link.stop();
+      await portal.close();
+    }
+  });
+});
+
+describe('the back-off (full jitter)', () => {
+  it('waits up to base * 2^attempt, never more than the cap', () => {
+    const b = { baseMs: 500, capMs: 30_000 };
+    expect(backoffDelay(0, b, () => 0.999)).to.be.below(500);
+    expect(backoffDelay(3, b, () => 0.999)).to.be.within(3990, 3999);
+    expect(backoffDelay(20, b, () => 0.999)).to.be.within(29_000, 29_999);
+    expect(backoffDelay(5, b, () => 0)).to.equal(0);
+  });
+});
