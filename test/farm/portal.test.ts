@@ -1,0 +1,255 @@
+/**
+ * The portal's HTTP side on a real portal (startPortal) over a throwaway
+ * PostgreSQL, with nodes as raw WebSocket clients: the nodes list and its
+ * overlays, forwarding of node-scoped v2 calls (user, base URL, 404 unknown,
+ * 503 offline, 403 reserved by another), jobs answered from PostgreSQL while
+ * their node is away, and the config loader.
+ */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { expect } from 'chai';
+import { ConfigError } from '../../src/config/load.js';
+import type { FarmReservation, FarmReservations } from '../../src/farm/contract.js';
+import { loadPortalConfig } from '../../src/farm/portal/config.js';
+import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { startTestPortal, type TestPortal } from '../helpers/farmPortal.js';
+import { SimNode, type SimNodeOptions } from '../helpers/farmNodes.js';
+import { waitFor } from '../helpers/wait.js';
+
+const WAIT = { timeoutMs: 30_000 };
+
+/** Reservations held in a map: the seam hC's PostgreSQL reservations fill at merge. */
+class MapReservations implements FarmReservations {
+  readonly held = new Map<string, FarmReservation>();
+  reserve(): Promise<FarmReservation[]> {
+    throw new Error('not in this test');
+  }
+  extend(): Promise<void> {
+    throw new Error('not in this test');
+  }
+  end(): Promise<void> {
+    throw new Error('not in this test');
+  }
+  interrupt(): Promise<void> {
+    throw new Error('not in this test');
+  }
+  active(nodeId: string) {
+    return Promise.resolve(this.held.get(nodeId));
+  }
+  activeAll() {
+    return Promise.resolve(new Map(this.held));
+  }
+}
+
+describe('farm portal (HTTP)', function () {
+  this.timeout(60_000);
+  let cluster: TestPostgres;
+  let t: TestPortal;
+  let reservations: MapReservations;
+  let alice: string;
+  let bob: string;
+  const nodes: SimNode[] = [];
+
+  const call = (token: string | undefined, p: string, init: RequestInit = {}) =>
+    fetch(`${t.portal.url}${p}`, { ...init, headers: { ...(token && { Authorization: `token ${token}` }), ...(init.body ? { 'Content-Type': 'application/json' } : {}), ...init.headers } });
+  const json = async (r: Response) => (await r.json()) as Record<string, unknown>;
+  const node = async (nodeId: string, o: Partial<SimNodeOptions> = {}) => {
+    const credential = await t.registerNode(nodeId);
+    const n = new SimNode({ portalUrl: t.portal.url, nodeId, credential, ...o });
+    nodes.push(n);
+    await n.connect();
+    await waitFor(() => n.welcome, WAIT);
+    n.startHeartbeats();
+    return n;
+  };
+
+  before(async function () {
+    this.timeout(120_000);
+    cluster = await startPostgres();
+  });
+  after(async () => {
+    await cluster?.stop();
+  });
+  beforeEach(async () => {
+    reservations = new MapReservations();
+    t = await startTestPortal(cluster, { heartbeat_secs: 1 }, { reservations });
+    alice = t.tokenFor('alice');
+    bob = t.tokenFor('bob');
+  });
+  afterEach(async () => {
+    for (const n of nodes.splice(0)) n.kill();
+    await t.stop();
+  });
+
+  it('needs a token on v2, and answers the user', async () => {
+    const r = await call(undefined, '/api/v2/nodes');
+    expect(r.status).to.equal(403);
+    expect((await json(r)).error).to.equal('forbidden');
+    expect(await json(await call(alice, '/api/v2/user'))).to.deep.equal({ login: 'alice' });
+  });
+
+  it('lists every registered node with the portal overlays: online, node_url, address, reservation, availability', async () => {
+    await t.registerNode('list-never');
+    await node('list-on', { snapshot: { node_id: 'list-on', online: true, available: true, not_available_reason: null, friendly_name: 'Box A', job: null, node_url: 'http://node-itself/x' } });
+    await node('list-res', { snapshot: { node_id: 'list-res', online: true, available: true, not_available_reason: null, job: null } });
+    reservations.held.set('list-res', { reservation_id: 5, node_id: 'list-res', username: 'alice', start_time: '2026-11-24T00:00:00.000Z', expires: null, message: 'mine', ended: false, lease_secs: null });
+    const r = await call(bob, '/api/v2/nodes');
+    expect(r.status).to.equal(200);
+    const list = (await r.json()) as Record<string, unknown>[];
+    const byId = new Map(list.map((n) => [n.node_id, n]));
+    expect(byId.get('list-never')).to.deep.include({ online: false, available: false, not_available_reason: 'offline: it has never connected to the portal', job: null, reservation: null });
+    expect(byId.get('list-on')).to.deep.include({
+      online: true,
+      available: true,
+      not_available_reason: null,
+      friendly_name: 'Box A',
+      node_url: `${t.portal.url}/api/v2/nodes/list-on`,
+      external_ip_address: '127.0.0.1',
+    });
+    const reserved = byId.get('list-res')!;
+    expect(reserved).to.deep.include({ available: false, not_available_reason: 'reserved by alice (reservation 5)' });
+    expect(reserved.reservation).to.deep.include({ reservation_id: 5, username: 'alice', reserved_by_you: false });
+
+    const one = await call(alice, '/api/v2/nodes/list-res');
+    expect((await json(one)).reservation).to.deep.include({ reserved_by_you: true });
+    const unknown = await call(alice, '/api/v2/nodes/nobody');
+    expect(unknown.status).to.equal(404);
+    expect((await json(unknown)).error).to.equal('not_found');
+  });
+
+  it('forwards node-scoped calls with the caller and the portal URL; 404 for an unknown node, 503 for an offline one', async () => {
+    const png = Buffer.from([0x89, 0x50, 0x4e, 0x47, 1, 2, 3]);
+    const n = await node('fw-1', {
+      onRequest: (req, reply) => {
+        reply.head(200, { 'content-type': 'image/png', 'content-length': String(png.length), 'x-user': req.head.user, 'x-base': req.head.base_url, 'x-path': req.head.path });
+        reply.chunk(png);
+        reply.end();
+      },
+    });
+    const r = await call(alice, '/api/v2/nodes/fw-1/screenshot.png?x=1');
+    expect(r.status).to.equal(200);
+    expect(r.headers.get('content-type')).to.equal('image/png');
+    expect(r.headers.get('x-user')).to.equal('alice');
+    expect(r.headers.get('x-base')).to.equal(t.portal.url);
+    expect(r.headers.get('x-path')).to.equal('/api/v2/nodes/fw-1/screenshot.png?x=1');
+    expect(Buffer.from(await r.arrayBuffer())).to.deep.equal(png);
+
+    const unknown = await call(alice, '/api/v2/nodes/ghost/thumbnail.jpg');
+    expect(unknown.status).to.equal(404);
+    expect((await json(unknown)).error).to.equal('not_found');
+
+    await t.registerNode('fw-off');
+    const off = await call(alice, '/api/v2/nodes/fw-off/screenshot.png');
+    expect(off.status).to.equal(503);
+    expect(await json(off)).to.deep.include({ error: 'device_unavailable' });
+
+    await n.close();
+    await waitFor(() => t.portal.hub.link('fw-1')?.online === false, WAIT);
+    const gone = await call(alice, '/api/v2/nodes/fw-1/screenshot.png');
+    expect(gone.status).to.equal(503);
+    expect((await json(gone)).message).to.match(/offline \(connection closed\)/);
+  });
+
+  it('run_tests: 400 without node_id, 404 unknown node, 403 when another user holds the reservation; forwarded with its body otherwise', async () => {
+    const n = await node('rt-1', {
+      onRequest: (req, reply) => {
+        reply.head(200, { 'content-type': 'application/json' });
+        reply.chunk(Buffer.from(JSON.stringify({ got: JSON.parse(req.body.toString('utf8')) as unknown, user: req.head.user })));
+        reply.end();
+      },
+    });
+    const post = (token: string, body: unknown, p = '/api/v2/run_tests') => call(token, p, { method: 'POST', body: JSON.stringify(body) });
+    let r = await post(alice, { test_cases: ['a'] });
+    expect([r.status, (await json(r)).error]).to.deep.equal([400, 'invalid_request']);
+    r = await post(alice, { node_id: 'nope', test_cases: ['a'] });
+    expect([r.status, (await json(r)).error]).to.deep.equal([404, 'not_found']);
+    reservations.held.set('rt-1', { reservation_id: 9, node_id: 'rt-1', username: 'alice', start_time: '2026-11-24T00:00:00.000Z', expires: null, message: 'soak', ended: false, lease_secs: null });
+    r = await post(bob, { node_id: 'rt-1', test_cases: ['a'] });
+    expect([r.status, (await json(r)).error]).to.deep.equal([403, 'forbidden']);
+    r = await post(bob, { key: 'KEY_OK' }, '/api/v2/nodes/rt-1/press');
+    expect(r.status).to.equal(403);
+    r = await post(bob, {}, '/api/v2/jobs/rt-1/abcd/1/stop');
+    expect(r.status).to.equal(403);
+    expect(n.received.filter((m) => m.t === 'req')).to.have.length(0);
+    r = await post(alice, { node_id: 'rt-1', test_cases: ['a'] });
+    expect(r.status).to.equal(200);
+    expect(await json(r)).to.deep.equal({ got: { node_id: 'rt-1', test_cases: ['a'] }, user: 'alice' });
+  });
+
+  it('test_case_names goes to any connected node, 503 when none is', async () => {
+    let r = await call(alice, '/api/v2/test_pack/main/test_case_names');
+    expect([r.status, (await json(r)).error]).to.deep.equal([503, 'device_unavailable']);
+    await node('tp-1', {
+      onRequest: (req, reply) => {
+        reply.head(200, { 'content-type': 'application/json' });
+        reply.chunk(Buffer.from(JSON.stringify([req.head.path])));
+        reply.end();
+      },
+    });
+    r = await call(alice, '/api/v2/test_pack/main/test_case_names');
+    expect(await r.json()).to.deep.equal(['/api/v2/test_pack/main/test_case_names']);
+  });
+
+  it('a job is answered from PostgreSQL while its node is offline; a client leaving a forwarded long poll cancels it at the node', async () => {
+    const n = await node('job-1', { onRequest: () => undefined }); // holds every request, as a long poll does
+    const uid = '/job-1/beef/3';
+    n.event({
+      id: 'x-1',
+      type: 'job.started',
+      time: new Date().toISOString(),
+      data: { node_id: 'job-1', job_uid: uid, username: 'alice', test_cases: ['t'], test_pack_sha: 'a'.repeat(40), test_pack_branch: null, category: 'c', soak: 'none', remote_control: null, tags: {}, start_time: '2026-11-24T01:00:00.000Z' },
+    });
+    await waitFor(async () => (await t.portal.jobs.get(uid))?.state === 'running', WAIT);
+
+    // Online: forwarded. The node holds it; the client gives up; the node is told.
+    const ac = new AbortController();
+    const held = call(alice, `/api/v2/jobs${uid}/await_completion`, { signal: ac.signal }).catch((e: unknown) => e);
+    const req = await waitFor(() => n.received.find((m) => m.t === 'req'), WAIT);
+    ac.abort();
+    await held;
+    await waitFor(() => n.cancelled.has((req as { id: number }).id), { what: 'cancel at the node', ...WAIT });
+
+    n.kill();
+    await waitFor(async () => (await t.portal.jobs.get(uid))?.state === 'exited', WAIT);
+    const r = await call(alice, `/api/v2/jobs${uid}`);
+    expect(r.status).to.equal(200);
+    expect(await json(r)).to.deep.include({ job_uid: uid, job_url: `${t.portal.url}/api/v2/jobs${uid}`, status: 'exited', start_time: '2026-11-24T01:00:00.000Z' });
+    const done = await call(alice, `/api/v2/jobs${uid}/await_completion`);
+    expect(done.status).to.equal(200);
+    expect((await json(done)).status).to.equal('exited');
+    const missing = await call(alice, '/api/v2/jobs/job-1/beef/99');
+    expect([missing.status, (await json(missing)).error]).to.deep.equal([404, 'not_found']);
+  });
+});
+
+describe('farm portal config', () => {
+  const write = (o: unknown) => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'portal-cfg-'));
+    const f = path.join(dir, 'portal.json');
+    writeFileSync(f, typeof o === 'string' ? o : JSON.stringify(o));
+    return { f, dir };
+  };
+
+  it('fills defaults, and resolves storage_dir beside the file', () => {
+    const { f, dir } = write({ database: 'postgresql:///farm?host=/run/postgresql', storage_dir: 'store' });
+    const cfg = loadPortalConfig(f);
+    expect(cfg).to.deep.include({ listen: '0.0.0.0:8080', heartbeat_secs: 5, flush_secs: 30, storage_dir: path.join(dir, 'store') });
+    expect(cfg.events.buffer_size).to.equal(1000);
+    expect(cfg.webhooks.endpoints).to.deep.equal([]);
+  });
+
+  it('lists every problem at once', () => {
+    const { f } = write({ listen: 'nowhere', heartbeat_secs: -1, extra: true, webhooks: { endpoints: [{ url: 'ftp://x', secret: 'no' }] } });
+    let err: unknown;
+    try {
+      loadPortalConfig(f);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).to.be.instanceOf(ConfigError);
+    const problems = (err as ConfigError).problems.join('\n');
+    for (const p of ['listen:', 'database:', 'storage_dir:', 'heartbeat_secs:', 'extra', 'webhooks.endpoints.0.url', 'webhooks.endpoints.0.secret']) expect(problems).to.contain(p);
+    expect(() => loadPortalConfig(write('{not json').f)).to.throw(ConfigError, /not valid JSON/);
+  });
+});
