@@ -315,6 +315,7 @@ export class PortalLink {
   }
 
   private welcome(ws: WebSocket, w: Welcome): void {
+    if (this.live) return; // one welcome per connection; a second would start a second heartbeat
     if (w.protocol !== PROTOCOL_VERSION) {
       this.o.logger.error({ portal_protocol: w.protocol, node_protocol: PROTOCOL_VERSION }, 'the portal speaks another protocol version; upgrade the older of the two');
       ws.close(1002, 'protocol version mismatch');

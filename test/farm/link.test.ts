@@ -12,8 +12,11 @@ import path from 'node:path';
 import { expect } from 'chai';
 import request from 'supertest';
 import { WebSocket, WebSocketServer } from 'ws';
+import { ConfigError, loadConfig } from '../../src/config/load.js';
 import { StartupError } from '../../src/daemon.js';
-import { backoffDelay } from '../../src/farm/link.js';
+import { backoffDelay, PortalLink } from '../../src/farm/link.js';
+import { EventHub } from '../../src/core/events.js';
+import { capturingLogger } from '../helpers/logger.js';
 import type { FileResultRepository } from '../../src/storage/results/index.js';
 import {
   BASE_URL_HEADER,
@@ -109,6 +112,8 @@ class TestPortal {
   /** What the next welcome says. */
   heartbeatSecs = 0.2;
   endedJobs: string[] = [];
+  /** Called at each upgrade attempt, accepted or not. */
+  onUpgrade: () => void = () => undefined;
   private constructor(private readonly wss: WebSocketServer) {}
 
   static async start(): Promise<TestPortal> {
@@ -116,10 +121,13 @@ class TestPortal {
       host: '127.0.0.1',
       port: 0,
       path: CONNECT_PATH,
-      verifyClient: (info: { req: { headers: IncomingHttpHeaders } }) => info.req.headers.authorization === `node ${CREDENTIAL}`,
+      verifyClient: (info: { req: { headers: IncomingHttpHeaders } }) => {
+        portal.onUpgrade();
+        return info.req.headers.authorization === `node ${CREDENTIAL}`;
+      },
     });
     await new Promise<void>((resolve) => wss.once('listening', () => resolve()));
-    const portal = new TestPortal(wss);
+    const portal: TestPortal = new TestPortal(wss);
     wss.on('connection', (ws, req) => {
       const conn = new Conn(ws, req.headers);
       portal.conns.push(conn);
@@ -155,12 +163,13 @@ describe('the node side of the portal connection (src/farm/link.ts)', function (
   let portal: TestPortal;
   let d: TestDaemon;
   let credDir: string;
+  const logger = capturingLogger();
 
   before(async () => {
     portal = await TestPortal.start();
     credDir = await mkdtemp(path.join(os.tmpdir(), 'farmhand-cred-'));
     await writeFile(path.join(credDir, 'credential'), `${CREDENTIAL}\n`);
-    d = await startTestDaemon({ config: { portal: { url: portal.url, node_credential_file: path.join(credDir, 'credential') }, runner: { stop_response_secs: 60 } } });
+    d = await startTestDaemon({ logger, config: { portal: { url: portal.url, node_credential_file: path.join(credDir, 'credential') }, runner: { stop_response_secs: 60 } } });
     await waitOnline(d);
   });
   after(async () => {
@@ -180,6 +189,8 @@ describe('the node side of the portal connection (src/farm/link.ts)', function (
     expect(hello.snapshot).to.have.property('available');
     expect(hello.local_ip).to.equal(hello.snapshot.local_ip_address);
     await waitFor(() => d.daemon.portalLink?.connected, 'the link to be welcomed');
+    const metrics = await request(d.url).get('/metrics');
+    expect(metrics.text).to.match(/^farmhand_portal_connected 1$/m);
   });
 
   it('heartbeats at the interval the welcome gives', async () => {
@@ -211,7 +222,7 @@ describe('the node side of the portal connection (src/farm/link.ts)', function (
     expect(a.headers['content-type']).to.match(/^application\/json/);
     const job = JSON.parse(a.body.toString()) as { job_uid: string; job_url: string };
     expect(job.job_url).to.equal(`${PORTAL_BASE}/api/v2/jobs${job.job_uid}`);
-    const events = () => c.messages.slice(before).filter((m) => m.t === 'event').map((m) => (m).event);
+    const events = () => c.messages.slice(before).filter((m) => m.t === 'event').map((m) => m.event);
     await waitFor(() => events().some((e) => e.type === 'job.exited' && (e.data as { job_uid?: string }).job_uid === job.job_uid), { what: 'job.exited from the node', timeoutMs: 60_000 });
     expect(events().map((e) => e.type)).to.include.members(['job.started', 'run.started', 'run.finished', 'job.exited']);
     const started = events().find((e) => e.type === 'job.started')!;
@@ -310,6 +321,14 @@ describe('the node side of the portal connection (src/farm/link.ts)', function (
     expect(c.of('end').some((m) => m.id === id)).to.equal(false);
     expect((await c.forward('GET', `/api/v2/nodes/${NODE}`)).status).to.equal(200);
   });
+
+  it("logs the link's state, and neither the credential nor the delegate header", () => {
+    const messages = logger.messages();
+    expect(messages).to.include.members(['connecting to the portal', 'connected to the portal', 'disconnected from the portal']);
+    const text = logger.text();
+    expect(text).not.to.include(CREDENTIAL);
+    expect(text.toLowerCase()).not.to.include(DELEGATE_HEADER);
+  });
 });
 
 describe('the portal section of the node config', function () {
@@ -325,6 +344,34 @@ describe('the portal section of the node config', function () {
     expect((err as Error).message).to.match(/node_credential_file/);
   });
 
+  it('an empty credential file stops start-up with exit code 78', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'farmhand-cred-'));
+    try {
+      await writeFile(path.join(dir, 'credential'), '\n');
+      const err = await startTestDaemon({ config: { portal: { url: 'http://127.0.0.1:9', node_credential_file: path.join(dir, 'credential') } } }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect((err as StartupError).exitCode).to.equal(78);
+      expect((err as Error).message).to.match(/empty/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('the URL must be http(s) or ws(s); a relative credential file is relative to the config file', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'farmhand-conf-'));
+    try {
+      const file = path.join(dir, 'farmhand.json');
+      await writeFile(file, JSON.stringify({ test_pack: { url: 'https://example.com/pack.git' }, portal: { url: 'wss://portal.example', node_credential_file: 'node.cred' } }));
+      expect(loadConfig(file).portal).to.deep.equal({ url: 'wss://portal.example', node_credential_file: path.join(dir, 'node.cred') });
+      await writeFile(file, JSON.stringify({ test_pack: { url: 'https://example.com/pack.git' }, portal: { url: 'ftp://portal.example', node_credential_file: 'x' } }));
+      expect(() => loadConfig(file)).to.throw(ConfigError, /portal\.url/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   it('without it the node connects nowhere and the delegate headers mean nothing', async () => {
     const d = await startTestDaemon({ config: { capture: { uri: 'none:' } } });
     try {
@@ -333,6 +380,44 @@ describe('the portal section of the node config', function () {
       expect(res.status).to.equal(403);
     } finally {
       await d.stop();
+    }
+  });
+});
+
+describe('a refused credential', function () {
+  this.timeout(60_000);
+
+  it('is logged once with what to do, and retried with back-off until stopped', async () => {
+    const portal = await TestPortal.start();
+    const logger = capturingLogger();
+    let attempts = 0;
+    portal.onUpgrade = () => attempts++;
+    const link = new PortalLink({
+      portalUrl: portal.url,
+      credential: 'not-the-credential',
+      nodeId: NODE,
+      version: 'test',
+      localUrl: 'http://127.0.0.1:9',
+      delegateSecret: 'unused',
+      snapshot: () => Promise.resolve({}),
+      job: () => null,
+      stopJob: () => Promise.resolve(),
+      events: new EventHub({ nodeId: NODE }),
+      logger,
+      backoff: { baseMs: 10, capMs: 50 },
+    });
+    try {
+      link.start();
+      await waitFor(() => attempts >= 4, { what: 'four attempts', timeoutMs: 30_000 });
+      const refusals = logger.entries.filter((e) => e.msg.startsWith("the portal refused the node's credential (401)"));
+      expect(refusals.filter((e) => e.level === 'warn')).to.have.length(1);
+      expect(refusals.length).to.be.greaterThan(1);
+      expect(refusals[0]!.msg).to.include('farmhand farm node add');
+      expect(link.connected).to.equal(false);
+      expect(logger.text()).not.to.include('not-the-credential');
+    } finally {
+      await link.stop();
+      await portal.close();
     }
   });
 });

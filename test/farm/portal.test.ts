@@ -9,7 +9,6 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'chai';
-import type { FarmEvent } from '../../src/core/events.js';
 import { ConfigError } from '../../src/config/load.js';
 import type { FarmReservation, FarmReservations } from '../../src/farm/contract.js';
 import { loadPortalConfig } from '../../src/farm/portal/config.js';

@@ -8,6 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import request from 'supertest';
 import { configSchema, type ConfigInput, type FarmConfig } from '../../src/config/schema.js';
+import type { Logger } from '../../src/core/ports.js';
 import { startDaemon, type Daemon } from '../../src/daemon.js';
 import { daemonLogger, logTail } from './daemonLogs.js';
 import { makeTestPack, type Files, type TestPackRepo } from '../fixtures/testPack.js';
@@ -41,11 +42,12 @@ export function testConfig(packDir: string, dataDir: string, overrides: TestConf
   return { ...cfg, node_id: cfg.node_id ?? 'farmhand-test' };
 }
 
-export async function startTestDaemon(opts: { files?: Files; config?: TestConfig; pack?: TestPackRepo } = {}): Promise<TestDaemon> {
+export async function startTestDaemon(opts: { files?: Files; config?: TestConfig; pack?: TestPackRepo; logger?: Logger } = {}): Promise<TestDaemon> {
   const pack = opts.pack ?? (await makeTestPack(opts.files));
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'farmhand-data-'));
   const config = testConfig(pack.dir, dataDir, opts.config);
-  const log = daemonLogger();
+  // A test that reads what the daemon logged passes its own logger (test/helpers/logger.ts).
+  const log = opts.logger ? { logger: opts.logger, file: '', done: () => undefined } : daemonLogger();
   const daemon = await startDaemon(config, log.logger).catch((e: unknown) => {
     log.done();
     throw e;
@@ -61,7 +63,7 @@ export async function startTestDaemon(opts: { files?: Files; config?: TestConfig
     async stop() {
       // The daemon running now: a test may have restarted it on the same data directory (td.daemon = ...).
       // A stop that does not end is a bug to read about, not only a mocha timeout: print the log.
-      const slow = setTimeout(() => process.stderr.write(`\n----- test daemon still stopping after 30 s; end of its log -----\n${logTail(log.file)}\n`), 30_000);
+      const slow = setTimeout(() => process.stderr.write(`\n----- test daemon still stopping after 30 s; end of its log -----\n${log.file ? logTail(log.file) : '(logged to the test\'s own logger)'}\n`), 30_000);
       try {
         await td.daemon.stop();
       } finally {
