@@ -130,6 +130,8 @@ export class PortalHub implements FarmHub {
   /** Nodes that had a running job when the portal started, and when they must have connected by. */
   private readonly grace = new Map<string, number>();
   private flushing: Promise<void> = Promise.resolve();
+  /** Nodes whose fault rule failed (database away), retried at each flush while they stay offline. */
+  private readonly faultRetry = new Map<string, string>();
   private closed = false;
   private server: Server | undefined;
   private readonly onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => void this.upgrade(req, socket, head);
@@ -218,29 +220,52 @@ export class PortalHub implements FarmHub {
     this.flushing = this.flushing.then(async () => {
       const ids: string[] = [];
       const times: string[] = [];
+      const online: boolean[] = [];
+      const reasons: (string | null)[] = [];
       for (const [id, e] of this.entries) {
         if (!e.dirty) continue;
         e.dirty = false;
         ids.push(id);
         times.push(new Date(e.lastSeenMs).toISOString());
+        online.push(e.link.online);
+        reasons.push(e.link.offlineReason);
       }
-      if (ids.length === 0) return;
-      try {
-        await this.o.pool.query(
-          `UPDATE nodes SET last_seen = v.t FROM unnest($1::text[], $2::timestamptz[]) AS v(id, t)
-            WHERE nodes.node_id = v.id AND (nodes.last_seen IS NULL OR nodes.last_seen < v.t)`,
-          [ids, times],
-        );
-      } catch (e) {
-        // Kept dirty for the next flush: a database restart loses no liveness.
-        for (const id of ids) {
-          const entry = this.entries.get(id);
-          if (entry) entry.dirty = true;
+      if (ids.length > 0) {
+        try {
+          // The state goes too (the same values unless a state write was lost to a database restart): memory is the truth.
+          await this.o.pool.query(
+            `UPDATE nodes SET last_seen = CASE WHEN nodes.last_seen IS NULL OR nodes.last_seen < v.t THEN v.t ELSE nodes.last_seen END,
+                              online = v.o, offline_reason = v.r
+               FROM unnest($1::text[], $2::timestamptz[], $3::boolean[], $4::text[]) AS v(id, t, o, r)
+              WHERE nodes.node_id = v.id`,
+            [ids, times, online, reasons],
+          );
+        } catch (e) {
+          // Kept dirty for the next flush: a database restart loses no liveness.
+          for (const id of ids) {
+            const entry = this.entries.get(id);
+            if (entry) entry.dirty = true;
+          }
+          this.o.logger.warn({ err: e, nodes: ids.length }, "flushing the nodes' last_seen failed; retried at the next flush");
         }
-        this.o.logger.warn({ err: e, nodes: ids.length }, 'flushing the nodes\' last_seen failed; retried at the next flush');
+      }
+      // Fault rules that failed (the database was away) are applied now, unless the node came back meanwhile.
+      for (const [nodeId, reason] of [...this.faultRetry]) {
+        this.faultRetry.delete(nodeId);
+        const entry = this.entries.get(nodeId);
+        if (entry && !entry.link.online) this.applyFault(entry, nodeId, reason);
       }
     });
     return this.flushing;
+  }
+
+  private applyFault(entry: Entry, nodeId: string, reason: string): void {
+    if (!this.o.jobs) return;
+    this.enqueue(
+      entry,
+      () => this.o.jobs!.nodeOffline(nodeId, reason),
+      () => this.faultRetry.set(nodeId, reason),
+    );
   }
 
   /** Stop taking connections, close every node's (they reconnect to the next portal), flush, record them offline. */
@@ -408,7 +433,10 @@ export class PortalHub implements FarmHub {
       await this.o.pool.query(`UPDATE nodes SET online = true, offline_reason = NULL, version = $2, last_seen = $3 WHERE node_id = $1`, [nodeId, hello.version, seen]);
       const ended = (await this.o.jobs?.reconcile(nodeId, hello.job)) ?? [];
       if (entry.conn === conn) conn.send({ t: 'welcome', protocol: PROTOCOL_VERSION, heartbeat_secs: this.o.heartbeatSecs, ended_jobs: ended });
-    }, () => conn.ws.close(1011, 'the portal could not record the connection'));
+    }, () => {
+      entry.dirty = true; // the next flush writes the state
+      conn.ws.close(1011, 'the portal could not record the connection');
+    });
     this.o.logger.info({ node: nodeId, version: hello.version, ip: conn.ip }, wasOnline ? 'node reconnected (replacing its connection)' : 'node online');
     if (!wasOnline) this.emit('node.online', nodeId, { online: true, reason: null });
   }
@@ -432,9 +460,7 @@ export class PortalHub implements FarmHub {
       this.grace.delete(nodeId);
       if (this.entries.get(nodeId)?.link.online) continue;
       // It had a job running when the portal stopped and has not come back since: the fault rule applies.
-      const entry = this.entryFor(nodeId);
-      const reason = `not connected for ${secs(this.offlineAfterMs)} s after the portal started`;
-      this.enqueue(entry, () => this.o.jobs!.nodeOffline(nodeId, reason));
+      this.applyFault(this.entryFor(nodeId), nodeId, `not connected for ${secs(this.offlineAfterMs)} s after the portal started`);
     }
   }
 
@@ -452,13 +478,17 @@ export class PortalHub implements FarmHub {
       if (conn.ws.readyState !== conn.ws.CLOSED) conn.ws.terminate();
     }
     const seen = new Date(entry.lastSeenMs).toISOString();
-    this.enqueue(entry, async () => {
-      await this.o.pool.query(
-        `UPDATE nodes SET online = false, offline_reason = $2, last_seen = greatest(last_seen, $3::timestamptz) WHERE node_id = $1`,
-        [nodeId, reason, seen],
-      );
-      await this.o.jobs?.nodeOffline(nodeId, reason);
-    });
+    this.enqueue(
+      entry,
+      async () => {
+        await this.o.pool.query(
+          `UPDATE nodes SET online = false, offline_reason = $2, last_seen = greatest(last_seen, $3::timestamptz) WHERE node_id = $1`,
+          [nodeId, reason, seen],
+        );
+      },
+      () => (entry.dirty = true), // the next flush writes the state
+    );
+    this.applyFault(entry, nodeId, reason);
     this.o.logger.warn({ node: nodeId, reason }, 'node offline');
     this.emit('node.offline', nodeId, { online: false, reason });
   }

@@ -284,4 +284,25 @@ describe('farm hub (portal side of the node connections)', function () {
     const { rows } = await db.query<{ c: string }>('SELECT count(*) AS c FROM results WHERE job_uid = $1', [uid]);
     expect(Number(rows[0]!.c)).to.equal(1);
   });
+
+  it('after a portal restart, a node that had a running job and does not come back within the limit gets the fault rule', async () => {
+    await t.registerNode('grace-1');
+    const uid = '/grace-1/cafe/1';
+    const rid = `${uid}/2026-11-24_02.00.00`;
+    await db.query(
+      `INSERT INTO jobs (job_uid, node_id, username, state, request, job, current_run) VALUES ($1, 'grace-1', 'zoe', 'running', $2, $3, $4)`,
+      [
+        uid,
+        JSON.stringify({ test_pack_sha: 'c'.repeat(40), test_pack_branch: null, category: 'x', tags: {} }),
+        JSON.stringify({ status: 'running', start_time: '2026-11-24T02:00:00.000Z', end_time: null, result_counts: { pass: 0, fail: 0, error: 0, total: 0 } }),
+        JSON.stringify({ result_id: rid, test_case: 'tests/a.py::test_a', start_time: '2026-11-24T02:00:00.000Z' }),
+      ],
+    );
+    // The portal restarts (a new one over the same database): the node never connects again.
+    await t.stop();
+    t = await startTestPortal(cluster, { heartbeat_secs: 1, flush_secs: 3600 });
+    const result = await waitFor(() => t.portal.results.get(rid), { what: 'the abandoned run recorded', ...WAIT });
+    expect(result.failure_reason).to.equal('node grace-1 went offline: not connected for 3 s after the portal started');
+    expect(await t.portal.jobs.get(uid)).to.deep.include({ state: 'exited', end_reason: 'not connected for 3 s after the portal started' });
+  });
 });

@@ -12,6 +12,8 @@ import { expect } from 'chai';
 import { ConfigError } from '../../src/config/load.js';
 import type { FarmReservation, FarmReservations } from '../../src/farm/contract.js';
 import { loadPortalConfig } from '../../src/farm/portal/config.js';
+import { runCli } from '../../src/cli/program.js';
+import { runCaptured } from '../helpers/cli.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { startTestPortal, type TestPortal } from '../helpers/farmPortal.js';
 import { SimNode, type SimNodeOptions } from '../helpers/farmNodes.js';
@@ -251,5 +253,15 @@ describe('farm portal config', () => {
     const problems = (err as ConfigError).problems.join('\n');
     for (const p of ['listen:', 'database:', 'storage_dir:', 'heartbeat_secs:', 'extra', 'webhooks.endpoints.0.url', 'webhooks.endpoints.0.secret']) expect(problems).to.contain(p);
     expect(() => loadPortalConfig(write('{not json').f)).to.throw(ConfigError, /not valid JSON/);
+  });
+
+  it('farmhand portal: 64 without --config, 78 (EX_CONFIG) with every problem of a bad config', async () => {
+    const cli = (argv: string[]) => runCaptured((a, out, err) => runCli(a, { out, err }, { serve: () => Promise.resolve(0) }), argv);
+    const usage = await cli(['portal']);
+    expect(usage.code).to.equal(64);
+    expect(usage.err).to.contain('--config');
+    const bad = await cli(['portal', '--config', write({ heartbeat_secs: 0 }).f]);
+    expect(bad.code).to.equal(78);
+    expect(bad.err).to.contain('database:').and.to.contain('storage_dir:').and.to.contain('heartbeat_secs:');
   });
 });
