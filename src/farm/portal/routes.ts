@@ -9,6 +9,7 @@
  */
 import Router from '@koa/router';
 import type { Context } from 'koa';
+import { setTimeout as delay } from 'node:timers/promises';
 import type pg from 'pg';
 import { FarmError } from '../../core/errors.js';
 import { bodyOf } from '../../http/body.js';
@@ -32,6 +33,24 @@ const PASSED_REQUEST_HEADERS = ['content-type', 'accept', 'range', 'if-none-matc
 const HOP_HEADERS = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection', 'te', 'trailer']);
 
 const JOB = '/api/v2/jobs/:node/:hex/:num';
+/** How long a Job answered as exited waits for its results to reach the index (see settle). */
+const SETTLE_MS = 30_000;
+const SETTLE_POLL_MS = 100;
+/** A Job object is a few KiB. */
+const MAX_JOB_BYTES = 1 << 20;
+
+/** The whole of a small stream (a Job object); more than `max` bytes is the node misbehaving. */
+async function readSmall(stream: AsyncIterable<Buffer | string>, max: number): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of stream) {
+    const b = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+    size += b.length;
+    if (size > max) throw new FarmError('internal', `the node's answer is over ${max} bytes where a Job object was expected`);
+    parts.push(b);
+  }
+  return Buffer.concat(parts);
+}
 const NODE = '/api/v2/nodes/:node_id';
 
 export function portalBaseUrl(ctx: Context, publicUrl?: string): string {
@@ -58,8 +77,31 @@ export function portalRouter(d: PortalRouteDeps): Router {
     }
   };
 
-  /** Pass the request to the node and stream its answer back. */
-  const forward = async (ctx: Context, nodeId: string, body?: Buffer) => {
+  /**
+   * Read your writes: a job answered as exited has its results in the farm's index, as on a node
+   * (a client that saw the job end reads its results next). The node uploads each result after its
+   * run, so the answer waits for them, up to SETTLE_MS (then answers anyway: an upload that keeps
+   * failing must not hold the job's status; its results appear when it is delivered).
+   */
+  const settle = async (answer: Buffer): Promise<void> => {
+    let job: { job_uid?: unknown; status?: unknown; result_counts?: { total?: unknown } };
+    try {
+      job = JSON.parse(answer.toString('utf8')) as typeof job;
+    } catch {
+      return;
+    }
+    const total = job.result_counts?.total;
+    if (job.status !== 'exited' || typeof job.job_uid !== 'string' || typeof total !== 'number') return;
+    const until = Date.now() + SETTLE_MS;
+    for (;;) {
+      const { rows } = await d.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM results WHERE job_uid = $1', [job.job_uid]);
+      if (rows[0]!.n >= total || Date.now() >= until) return;
+      await delay(SETTLE_POLL_MS);
+    }
+  };
+
+  /** Pass the request to the node and stream its answer back (`opts.settle`: a Job answer, see settle). */
+  const forward = async (ctx: Context, nodeId: string, body?: Buffer, opts: { settle?: boolean } = {}) => {
     const headers: Record<string, string> = {};
     for (const h of PASSED_REQUEST_HEADERS) {
       const v = ctx.get(h);
@@ -79,16 +121,22 @@ export function portalRouter(d: PortalRouteDeps): Router {
       res.body.resume();
       return;
     }
+    if (opts.settle && res.status === 200) {
+      const answer = await readSmall(res.body, MAX_JOB_BYTES);
+      await settle(answer);
+      ctx.body = answer;
+      return;
+    }
     const length = ctx.response.get('Content-Length');
     ctx.body = res.body;
     if (length) ctx.set('Content-Length', length);
   };
 
   /** Forward to a registered node (404 otherwise); the hub answers 503 when it is not connected. */
-  const toNode = async (ctx: Context, nodeId: string, opts: { reservation?: string; body?: boolean } = {}) => {
+  const toNode = async (ctx: Context, nodeId: string, opts: { reservation?: string; body?: boolean; settle?: boolean } = {}) => {
     if (!d.hub.link(nodeId)) await registered(nodeId);
     if (opts.reservation) await checkReservation(ctx, nodeId, opts.reservation);
-    await forward(ctx, nodeId, opts.body ? Buffer.from(JSON.stringify(bodyOf(ctx))) : undefined);
+    await forward(ctx, nodeId, opts.body ? Buffer.from(JSON.stringify(bodyOf(ctx))) : undefined, { settle: opts.settle ?? false });
   };
   const nodeParam = (ctx: Context) => (ctx.params as Record<string, string>).node_id!;
   const jobNode = (ctx: Context) => (ctx.params as Record<string, string>).node!;
@@ -112,9 +160,9 @@ export function portalRouter(d: PortalRouteDeps): Router {
   r.get(`${NODE}/screenshot.png`, (ctx) => toNode(ctx, nodeParam(ctx)));
   r.get(`${NODE}/thumbnail.jpg`, (ctx) => toNode(ctx, nodeParam(ctx)));
   r.post(`${NODE}/press`, (ctx) => toNode(ctx, nodeParam(ctx), { reservation: 'press a key', body: true }));
-  r.get(`${NODE}/job`, (ctx) => toNode(ctx, nodeParam(ctx)));
-  r.get(`${NODE}/job/await_completion`, (ctx) => toNode(ctx, nodeParam(ctx)));
-  r.post(`${NODE}/job/stop`, (ctx) => toNode(ctx, nodeParam(ctx), { reservation: 'stop the job', body: true }));
+  r.get(`${NODE}/job`, (ctx) => toNode(ctx, nodeParam(ctx), { settle: true }));
+  r.get(`${NODE}/job/await_completion`, (ctx) => toNode(ctx, nodeParam(ctx), { settle: true }));
+  r.post(`${NODE}/job/stop`, (ctx) => toNode(ctx, nodeParam(ctx), { reservation: 'stop the job', body: true, settle: true }));
 
   r.post('/api/v2/run_tests', async (ctx) => {
     const nodeId = (bodyOf(ctx) as { node_id?: unknown } | null)?.node_id;
@@ -131,7 +179,7 @@ export function portalRouter(d: PortalRouteDeps): Router {
   // A job: from its node while it is connected, else (GET only) from PostgreSQL.
   r.get(JOB, async (ctx) => {
     const nodeId = jobNode(ctx);
-    if (d.hub.link(nodeId)?.online) return toNode(ctx, nodeId);
+    if (d.hub.link(nodeId)?.online) return toNode(ctx, nodeId, { settle: true });
     const uid = `/${nodeId}/${ctx.params.hex}/${ctx.params.num}`;
     const row = await d.jobs.get(uid);
     if (!row) {
@@ -142,7 +190,7 @@ export function portalRouter(d: PortalRouteDeps): Router {
   });
   r.get(`${JOB}/await_completion`, async (ctx) => {
     const nodeId = jobNode(ctx);
-    if (d.hub.link(nodeId)?.online) return toNode(ctx, nodeId);
+    if (d.hub.link(nodeId)?.online) return toNode(ctx, nodeId, { settle: true });
     // The node is away: an ended job is answered at once, as the node would; a running one waits for its node.
     const uid = `/${nodeId}/${ctx.params.hex}/${ctx.params.num}`;
     const row = await d.jobs.get(uid);
@@ -152,11 +200,19 @@ export function portalRouter(d: PortalRouteDeps): Router {
     }
     await toNode(ctx, nodeId);
   });
-  r.post(`${JOB}/stop`, (ctx) => toNode(ctx, jobNode(ctx), { reservation: 'stop the job', body: true }));
+  // "PUT /api/v2/jobs/{job_uid}/stop (POST behaves identically)"
+  r.put(`${JOB}/stop`, (ctx) => toNode(ctx, jobNode(ctx), { reservation: 'stop the job', body: true, settle: true }));
+  r.post(`${JOB}/stop`, (ctx) => toNode(ctx, jobNode(ctx), { reservation: 'stop the job', body: true, settle: true }));
 
   // Results: hD puts the portal's storage in front of these; until then the owning node answers.
   r.get('/api/v2/results/:node/:hex/:num/:stamp', (ctx) => toNode(ctx, jobNode(ctx)));
   r.get('/api/v2/results/:node/:hex/:num/:stamp/*rest', (ctx) => toNode(ctx, jobNode(ctx)));
+
+  // The result and job pages (triage_url, the job's page) are the owning node's pages, passed on: their
+  // links are relative, so what they call next comes back to the portal.
+  r.get('/app/results/:node/:hex/:num/:stamp', (ctx) => toNode(ctx, jobNode(ctx)));
+  r.get('/app/results/:node/:hex/:num/:stamp/*rest', (ctx) => toNode(ctx, jobNode(ctx)));
+  r.get('/app/jobs/:node/:hex/:num', (ctx) => toNode(ctx, jobNode(ctx)));
 
   return r;
 }
