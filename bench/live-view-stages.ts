@@ -124,7 +124,7 @@ try {
     else visible.push(Number(await t.jsonValue()));
     await sleep(150 + Math.random() * 150);
   }
-  const pageNotes = (await page.evaluate(() => (window as unknown as { notes: Note[] }).notes)) as Note[];
+  const pageNotes = await page.evaluate(() => (window as unknown as { notes: Note[] }).notes);
   const daemonNotes = readFileSync(probeFile, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Note);
   const all: Note[] = [...pageNotes, ...daemonNotes, ...visible.map((t) => ({ stage: 'page.visible', t }))].sort((a, b) => a.t - b.t);
   if (process.env.DUMP) writeFileSync(process.env.DUMP, JSON.stringify(all));

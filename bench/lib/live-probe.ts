@@ -69,7 +69,7 @@ if (file) {
     const stdin = this.child?.stdin as unknown as { write: AnyFn } | undefined;
     note('probe.spawn', { stdin: stdin !== undefined });
     if (stdin) {
-      const write = stdin.write.bind(stdin) as AnyFn;
+      const write: AnyFn = stdin.write.bind(stdin);
       stdin.write = (chunk: unknown, ...rest: unknown[]) => {
         if (Buffer.isBuffer(chunk) && chunk !== lastWritten) {
           if (lastWritten !== undefined) {
