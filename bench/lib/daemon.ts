@@ -81,14 +81,18 @@ export async function startBenchDaemon(opts: {
   timeoutMs?: number;
   builtMain?: string;
   cpuProfDir?: string;
+  /** Modules preloaded after tsx (bench probes written in TypeScript) and extra environment. */
+  preload?: string[];
+  env?: Record<string, string>;
 }): Promise<BenchDaemon> {
   const cfg = JSON.parse(readFileSync(opts.configFile, 'utf8')) as { listen: string };
   const url = `http://${cfg.listen}`;
   const memFile = `${opts.configFile}.mem.json`;
   const prof = opts.cpuProfDir ? ['--cpu-prof', '--cpu-prof-dir', opts.cpuProfDir] : [];
-  const entry = opts.builtMain ? [opts.builtMain] : ['--import', 'tsx', join(PROJECT_ROOT, 'src/main.ts')];
+  const preload = (opts.preload ?? []).flatMap((m) => ['--import', m]);
+  const entry = opts.builtMain ? [opts.builtMain] : ['--import', 'tsx', ...preload, join(PROJECT_ROOT, 'src/main.ts')];
   const args = [...prof, '--import', MEM_PROBE, ...entry, 'serve', '--config', opts.configFile];
-  const env = { ...process.env, FARMHAND_BENCH_MEM_FILE: memFile };
+  const env = { ...process.env, FARMHAND_BENCH_MEM_FILE: memFile, ...opts.env };
   const t0 = performance.now();
   const proc = spawnLogged(process.execPath, args, opts.logFile, { cwd: PROJECT_ROOT, env });
   let alive = true;

@@ -84,6 +84,22 @@ export class GitTestPack implements TestPack {
   private fetching: Promise<void> | undefined;
   private lastFetch = 0;
   private readonly names = new Map<string, Promise<string[]>>();
+  /**
+   * Per commit, what cannot change (a commit's tree is immutable): its remote
+   * files and its configuration. A manual key press asks for both on every
+   * press (docs/portal.md, "Live view and web remote": each git command was a
+   * process started per press).
+   */
+  private readonly remotes = new Map<string, Promise<string[]>>();
+  private readonly configs = new Map<string, Promise<IniConfig>>();
+  /**
+   * Moving revisions (HEAD, branches, tags) as last resolved. The mirror's
+   * refs change only through fetch(), so an entry holds until a fetch starts
+   * or ends (`refsGeneration` moves on both; a resolve that overlapped a
+   * fetch is not stored). A stale mirror is still fetched first, as before.
+   */
+  private readonly resolved = new Map<string, Revision>();
+  private refsGeneration = 0;
   /** Why the origin cannot be fetched now; undefined while it can. */
   private unreachable: string | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
@@ -130,6 +146,18 @@ export class GitTestPack implements TestPack {
       // A stale mirror must not run yesterday's branch; offline, the local ref still answers.
       await this.fetch().catch((e: unknown) => this.o.logger?.warn({ err: e }, 'could not refresh the test pack; using the mirrored refs'));
     }
+    const known = this.resolved.get(rev);
+    if (known && this.fetching === undefined) return { ...known };
+    const generation = this.refsGeneration;
+    const found = await this.resolveInMirror(rev);
+    if (generation === this.refsGeneration && this.fetching === undefined) {
+      if (this.resolved.size >= CACHE_SIZE) this.resolved.delete(this.resolved.keys().next().value as string);
+      this.resolved.set(rev, found);
+    }
+    return { ...found };
+  }
+
+  private async resolveInMirror(rev: string): Promise<Revision> {
     let sha = await this.revParse(rev);
     if (!sha) {
       let why = '';
@@ -162,6 +190,10 @@ export class GitTestPack implements TestPack {
 
   async config(sha: string): Promise<IniConfig> {
     checkSha(sha);
+    return structuredClone(await cached(this.configs, sha, () => this.readConfig(sha)));
+  }
+
+  private async readConfig(sha: string): Promise<IniConfig> {
     await this.requireCommit(sha);
     const found = await this.repo.readBlobs(CONFIG_FILES.map((f) => `${sha}:${f}`));
     const at = found.findIndex((b) => b !== undefined);
@@ -174,6 +206,10 @@ export class GitTestPack implements TestPack {
 
   async remoteControls(sha: string): Promise<string[]> {
     checkSha(sha);
+    return [...(await cached(this.remotes, sha, () => this.listRemotes(sha)))];
+  }
+
+  private async listRemotes(sha: string): Promise<string[]> {
     await this.requireCommit(sha);
     const suffix = '.lircd.conf';
     const out = await this.repo.run(['ls-tree', '-z', '--full-tree', '--end-of-options', sha, '--', 'config/remote-control/']);
@@ -194,7 +230,9 @@ export class GitTestPack implements TestPack {
 
   /** Fetch every ref from the origin. Concurrent callers share one fetch. */
   fetch(): Promise<void> {
+    if (this.fetching === undefined) this.refsMoved();
     this.fetching ??= this.doFetch()
+      .finally(() => this.refsMoved())
       .then(
         () => {
           this.lastFetch = Date.now();
@@ -207,6 +245,12 @@ export class GitTestPack implements TestPack {
       )
       .finally(() => (this.fetching = undefined));
     return this.fetching;
+  }
+
+  /** The mirror's refs may change (a fetch starts or ended): forget what moving revisions resolved to. */
+  private refsMoved(): void {
+    this.refsGeneration++;
+    this.resolved.clear();
   }
 
   // ------------------------------------------------------------ reachability
@@ -313,6 +357,18 @@ export class GitTestPack implements TestPack {
     const blobs = await this.repo.readBlobs(files.map((f) => f.oid));
     return testCaseNamesOf(files.map((f, i) => ({ path: f.path, source: blobs[i]?.toString('utf8') ?? '' })));
   }
+}
+
+/** `key`'s value from `cache`, made by `make` on a miss; failures are not kept; at most CACHE_SIZE entries. */
+function cached<T>(cache: Map<string, Promise<T>>, key: string, make: () => Promise<T>): Promise<T> {
+  let p = cache.get(key);
+  if (!p) {
+    p = make();
+    p.catch(() => cache.delete(key));
+    cache.set(key, p);
+    if (cache.size > CACHE_SIZE) cache.delete(cache.keys().next().value as string);
+  }
+  return p;
 }
 
 interface TreeEntry {

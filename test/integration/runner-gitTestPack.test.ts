@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readdir, readFile, readlink, rm, utimes, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, readlink, rename, rm, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { FarmError } from '../../src/core/errors.js';
@@ -84,6 +84,30 @@ describe('runner: GitTestPack (real git)', function () {
       expect((await tp.resolve('fresh')).sha).to.equal(fresh);
       await tp.fetch();
       expect((await tp.resolve('fresh')).sha).to.equal(moved);
+    });
+
+    it('keeps what a moving revision, a commit\'s remotes and its config resolved to until the next fetch, without running git', async () => {
+      const sha = await pack.commit({ 'config/remote-control/tv.lircd.conf': 'x', 'config/stbt.conf': '[test_pack]\ndefault_remote_control = tv\n' }, { ref: 'main' });
+      await tp.fetch();
+      const first = await tp.resolve('main');
+      expect(first.sha).to.equal(sha);
+      expect(await tp.remoteControls(sha)).to.deep.equal(['apple-tv', 'tv', 'vstb']);
+      const config = await tp.config(sha);
+      // With the mirror gone, any git command would fail: these answers come from memory (a press asks for them every time).
+      const mirror = path.join(data, 'test-pack.git');
+      await rename(mirror, `${mirror}.away`);
+      try {
+        expect(await tp.resolve('main')).to.deep.equal(first);
+        expect(await tp.remoteControls(sha)).to.deep.equal(['apple-tv', 'tv', 'vstb']);
+        expect(await tp.config(sha)).to.deep.equal(config);
+      } finally {
+        await rename(`${mirror}.away`, mirror);
+      }
+      // A fetch (post-receive, or refresh_secs passing) forgets the moving revision: the pushed commit is found.
+      const moved = await pack.commit({ 'x.txt': 'moved' }, { ref: 'main' });
+      expect((await tp.resolve('main')).sha).to.equal(sha);
+      await tp.fetch();
+      expect((await tp.resolve('main')).sha).to.equal(moved);
     });
 
     it('answers not_found, naming the revision, after exactly one fetch', async () => {

@@ -66,18 +66,28 @@ export function inputArgs(uri: string, o: InputOptions): InputSpec {
 }
 
 /**
- * The preview output: `previewFps` raw rgb24 frames per second of exactly
- * width x height on stdout. The scale keeps the frame size fixed even if a
- * card delivers another mode than the one asked for, so Node can cut the
- * byte stream into frames by length alone.
+ * The preview output: at most `previewFps` raw rgb24 frames per second of
+ * exactly width x height on stdout. The scale keeps the frame size fixed
+ * even if a card delivers another mode than the one asked for, so Node can
+ * cut the byte stream into frames by length alone.
+ *
+ * `constantRate` (while recording): the fps filter makes exactly
+ * `previewFps` frames a second, repeating frames over gaps, because the
+ * recorder's stream clock counts preview frames (stream-clock.ts). The
+ * filter holds each frame until one past its slot arrives, and after a gap
+ * in the input (a busy machine) it writes the repeats out before the new
+ * picture. Otherwise (no recording) frames pass as they come, only dropped
+ * to keep to `previewFps` (`-fps_mode vfr -r`), never held or repeated: the
+ * live view's picture leaves ffmpeg as soon as it is complete
+ * (docs/portal.md, "Live view and web remote": median 182-195 ms vs. 45-87
+ * ms from the frame written to the frame read back, at 720p on a loaded box).
  */
-export function previewOutput(o: { width: number; height: number; previewFps: number }): OutputSpec {
+export function previewOutput(o: { width: number; height: number; previewFps: number; constantRate?: boolean }): OutputSpec {
+  const rate = o.constantRate === false
+    ? ['-vf', `scale=${o.width}:${o.height}`, '-fps_mode', 'vfr', '-r', String(o.previewFps)]
+    : ['-vf', `fps=${o.previewFps},scale=${o.width}:${o.height}`];
   return {
-    args: [
-      '-map', '0:v',
-      '-vf', `fps=${o.previewFps},scale=${o.width}:${o.height}`,
-      '-f', 'rawvideo', '-pix_fmt', 'rgb24', 'pipe:1',
-    ],
+    args: ['-map', '0:v', ...rate, '-f', 'rawvideo', '-pix_fmt', 'rgb24', 'pipe:1'],
   };
 }
 

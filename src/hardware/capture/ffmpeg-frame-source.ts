@@ -68,7 +68,8 @@ type Phase = 'idle' | 'starting' | 'running' | 'waiting' | 'stopped';
 export class FfmpegFrameSource implements FrameSource {
   private readonly ring: FrameRing;
   private readonly input: InputSpec;
-  private readonly preview: OutputSpec;
+  /** The preview at a constant rate (recording: the stream clock counts its frames) and without (see previewOutput). */
+  private readonly preview: { cfr: OutputSpec; vfr: OutputSpec };
   private readonly video: Recorder | undefined;
   private readonly monitor: SignalMonitor;
   private args: string[];
@@ -111,7 +112,10 @@ export class FfmpegFrameSource implements FrameSource {
     if (this.input.stdin === 'frames' && o.feed === undefined) {
       throw new Error(`capture uri ${o.uri} reads frames from stdin: a frame feed is required`);
     }
-    this.preview = previewOutput({ ...o, previewFps: o.preview_fps });
+    this.preview = {
+      cfr: previewOutput({ ...o, previewFps: o.preview_fps, constantRate: true }),
+      vfr: previewOutput({ ...o, previewFps: o.preview_fps, constantRate: false }),
+    };
     this.staleMs = 2000 + 2000 / o.preview_fps;
     this.log = (o.logger ?? silentLogger).child({ uri: o.uri });
     this.monitor = new SignalMonitor(signalOptionsFor(o.uri, o.signal));
@@ -273,7 +277,7 @@ export class FfmpegFrameSource implements FrameSource {
   /** The command of ffmpeg process `run` (segment names carry the run, so restarts never collide). */
   private buildArgs(run: string): string[] {
     const recording = this.video !== undefined && this.video.stopped() === undefined;
-    return ffmpegArgs(this.input, recording ? [this.preview, this.video.output(run)] : [this.preview]);
+    return ffmpegArgs(this.input, recording ? [this.preview.cfr, this.video.output(run)] : [this.preview.vfr]);
   }
 
   /**
