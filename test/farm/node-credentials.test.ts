@@ -85,8 +85,9 @@ describe('farm node credentials (PostgreSQL)', function () {
     const cred = await registerNode(pool, 'stb-gone');
     await registerNode(pool, 'stb-stays');
     await pool.query("INSERT INTO jobs (job_uid, node_id, username, state) VALUES ('/stb-gone/ab/1', 'stb-gone', 'alice', 'exited')");
-    const { rows } = await pool.query<{ id: string }>("INSERT INTO reservations (username) VALUES ('alice') RETURNING reservation_id AS id");
-    await pool.query("INSERT INTO reservation_nodes (reservation_id, node_id) VALUES ($1, 'stb-gone'), ($1, 'stb-stays')", [rows[0]!.id]);
+    // One reservation per node (migration 4), both made by one request.
+    const { rows } = await pool.query<{ id: string }>("INSERT INTO reservations (username) VALUES ('alice'), ('alice') RETURNING reservation_id AS id");
+    await pool.query("INSERT INTO reservation_nodes (reservation_id, node_id) VALUES ($1, 'stb-gone'), ($2, 'stb-stays')", [rows[0]!.id, rows[1]!.id]);
     const removed = await removeNode(pool, 'stb-gone');
     expect(removed).to.deep.equal({ reservations: 1, activeReservations: 1, jobs: 1 });
     expect((await listNodes(pool)).map((n) => n.nodeId)).to.include('stb-stays').and.not.include('stb-gone');

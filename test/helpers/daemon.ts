@@ -86,7 +86,8 @@ export async function waitOnline(d: TestDaemon, timeoutMs = 15_000): Promise<voi
 export async function waitForJob(d: TestDaemon, jobUid: string, timeoutMs = 60_000): Promise<Record<string, unknown>> {
   return waitFor(
     async () => {
-      const res = await d.http.get(`/api/v1/jobs${jobUid}`);
+      // The node itself, as a v1 client polls it (behind a portal too: v1 is the appliance's own API).
+      const res = await checked(request(d.daemon.url)).get(`/api/v1/jobs${jobUid}`);
       if (res.status !== 200) throw new Error(`job status answered ${res.status}: ${res.text}`);
       return res.body.status === 'exited' ? (res.body as Record<string, unknown>) : undefined;
     },

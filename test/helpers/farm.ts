@@ -69,7 +69,13 @@ export async function startTestFarm(o: { portal?: Partial<PortalConfigInput>; cl
       await users.add(user).catch((e: unknown) => {
         if ((e as { code?: string }).code !== 'conflict') throw e;
       });
-      return (await tokens.createToken(user)).token;
+      const { token } = await tokens.createToken(user);
+      // The portal hears of a new token by NOTIFY: wait until it accepts it, as a person would retry.
+      await waitFor(async () => (await request(portal.url).get('/api/v2/user').set('Authorization', `token ${token}`)).status === 200, {
+        what: `the portal to accept ${user}'s new token`,
+        timeoutMs: 40_000,
+      });
+      return token;
     },
     async addNode(nodeId, n = {}) {
       const file = path.join(credentials, `${nodeId}.credential`);

@@ -151,10 +151,20 @@ export function portalRouter(d: PortalRouteDeps): Router {
     ctx.body = rows.map((row) => presentFarmNode(row, d.hub.link(row.node_id), held.get(row.node_id), user(ctx), base(ctx)));
   });
 
+  // One node: its own answer, fresh, when it is connected (a client that has just started a job sees
+  // it, as on the node); the last snapshot otherwise, or if the node does not answer.
   r.get(NODE, async (ctx) => {
     const row = await registered(nodeParam(ctx));
     const res = await d.reservations?.active(row.node_id);
-    ctx.body = presentFarmNode(row, d.hub.link(row.node_id), res, user(ctx), base(ctx));
+    let link = d.hub.link(row.node_id);
+    if (link?.online) {
+      const fresh = await d.hub
+        .forward(row.node_id, { method: 'GET', path: `/api/v2/nodes/${encodeURIComponent(row.node_id)}`, headers: { accept: 'application/json' }, user: user(ctx), baseUrl: base(ctx) })
+        .then(async (answer) => (answer.status === 200 ? (JSON.parse((await readSmall(answer.body, MAX_JOB_BYTES)).toString('utf8')) as Record<string, unknown>) : (answer.body.resume(), undefined)))
+        .catch(() => undefined);
+      if (fresh) link = { ...link, snapshot: fresh };
+    }
+    ctx.body = presentFarmNode(row, link, res, user(ctx), base(ctx));
   });
 
   r.get(`${NODE}/screenshot.png`, (ctx) => toNode(ctx, nodeParam(ctx)));
@@ -207,6 +217,19 @@ export function portalRouter(d: PortalRouteDeps): Router {
   // Results: hD puts the portal's storage in front of these; until then the owning node answers.
   r.get('/api/v2/results/:node/:hex/:num/:stamp', (ctx) => toNode(ctx, jobNode(ctx)));
   r.get('/api/v2/results/:node/:hex/:num/:stamp/*rest', (ctx) => toNode(ctx, jobNode(ctx)));
+
+  // COMPAT: "a push happened; fetch the test-pack repository now": every connected node fetches; the
+  // answer comes once they all have (a node that fails logs it, as a single node does).
+  r.post('/github/post-receive', async (ctx) => {
+    const online = d.hub.links().filter((l) => l.online);
+    await Promise.all(
+      online.map(async (l) => {
+        const res = await d.hub.forward(l.nodeId, { method: 'POST', path: '/github/post-receive', headers: {}, user: user(ctx), baseUrl: base(ctx) }).catch(() => undefined);
+        res?.body.resume();
+      }),
+    );
+    ctx.status = 204;
+  });
 
   // The result and job pages (triage_url, the job's page) are the owning node's pages, passed on: their
   // links are relative, so what they call next comes back to the portal.
