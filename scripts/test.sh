@@ -6,3 +6,6 @@ scripts/setup.sh
 npm run --silent typecheck
 npm run --silent lint
 npm test
+# The project's own v2 tests once more, through a farm portal in front of the node (docs/farm.md,
+# "The v2 tests through a portal"): a real PostgreSQL, `farmhand portal` and the node joined to it.
+FARMHAND_TEST_THROUGH_PORTAL=1 npx mocha test/http/v2.test.ts
