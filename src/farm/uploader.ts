@@ -24,7 +24,7 @@ import type { Logger, ResultRepository } from '../core/ports.js';
 import { parseResultQuery } from '../core/query.js';
 import { silentLogger } from '../logger.js';
 import { writeFileAtomic } from '../storage/atomic.js';
-import { openRegular, readRegular } from '../storage/safeFile.js';
+import { openRegular } from '../storage/safeFile.js';
 
 export const UPLOAD_QUEUE_FILE = 'farm-uploads.json';
 const DEFAULT_CHUNK = 1 << 20;
@@ -320,13 +320,6 @@ export class ResultUploader {
     if (type) headers['Content-Type'] = type;
     return fetch(url, { method, headers, body: body as BodyInit | undefined, signal: AbortSignal.any([this.abort.signal, AbortSignal.timeout(REQUEST_TIMEOUT_MS)]) });
   }
-}
-
-/** The node's credential from its file (one line; surrounding white space ignored). */
-export async function readCredential(file: string): Promise<string> {
-  const text = (await readRegular(file, 4096)).trim();
-  if (!text || /\s/.test(text)) throw new Error(`${file} must hold the node credential on one line (farmhand farm node add prints it)`);
-  return text;
 }
 
 async function loadQueue(file: string, log: Logger): Promise<{ results: QueuedResult[]; since: string | undefined }> {
