@@ -172,7 +172,8 @@ Your token (user demo), shown once:
 
   $TOKEN
 
-Open $URL/ and sign in with it, or drive the farm as CI does, in another terminal:
+Drive the farm as CI does, in another terminal (the portal has no web pages of its own yet: a result's
+triage_url opens its node's result page through the portal):
 
   TOKEN=$TOKEN
   curl -H "Authorization: token \$TOKEN" $URL/api/v2/nodes
