@@ -63,7 +63,7 @@ export function createApp(s: Services, opts: AppOptions): Koa {
 }
 
 /** COMPAT.md: `/result/<id>/` and `/result/<id>` are the same resource; so are `artifacts/` and `artifacts`. */
-async function foldTrailingSlash(ctx: Context, next: Next): Promise<void> {
+export async function foldTrailingSlash(ctx: Context, next: Next): Promise<void> {
   if (ctx.path.length > 1 && ctx.path.endsWith('/')) ctx.path = ctx.path.replace(/\/+$/, '') || '/';
   await next();
 }

@@ -4,10 +4,11 @@
  * with the portal's routes behind it. No web pages and no session cookies yet:
  * programs call the portal with v2 tokens.
  */
-import Koa, { type Context, type Next } from 'koa';
+import Koa from 'koa';
 import type Router from '@koa/router';
 import type { TokenVerifier } from '../../core/auth.js';
 import type { Logger } from '../../core/ports.js';
+import { foldTrailingSlash } from '../../http/app.js';
 import { authenticate, guardApi } from '../../http/auth.js';
 import { jsonBody } from '../../http/body.js';
 import { errorHandler } from '../../http/errors.js';
@@ -53,10 +54,4 @@ export function createPortalApp(o: PortalAppOptions): Koa {
     app.use(router.allowedMethods());
   }
   return app;
-}
-
-/** `/api/v2/nodes/` is `/api/v2/nodes`, as on the node. */
-async function foldTrailingSlash(ctx: Context, next: Next): Promise<void> {
-  if (ctx.path.length > 1 && ctx.path.endsWith('/')) ctx.path = ctx.path.replace(/\/+$/, '') || '/';
-  await next();
 }
