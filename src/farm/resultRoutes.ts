@@ -20,7 +20,7 @@ import { parseResultQuery, parseTimeZone } from '../core/query.js';
 import { userOf } from '../http/context.js';
 import { openServed, sendFile } from '../http/files.js';
 import { resultsCsv } from '../http/formats/csv.js';
-import { JUNIT_CLASSNAMES, resultsJunitXml, type JunitClassname } from '../http/formats/junit.js';
+import { junitQueryOptions, resultsJunitXml } from '../http/formats/junit.js';
 import { createLogTzTransform } from '../http/formats/logTz.js';
 import { resultIdFromParams } from '../http/params.js';
 import { presentResultDetail, presentResultSummary } from '../http/presenters.js';
@@ -60,15 +60,10 @@ export function farmResultRouter(o: FarmResultRoutesOptions): Router {
 
   r.get('/api/v2/results.xml', async (ctx) => {
     const q = parseResultQuery(ctx.query);
-    const raw = ctx.query.include_tz ?? 'false';
-    if (raw !== 'true' && raw !== 'false') throw new FarmError('invalid_request', 'include_tz must be "true" or "false"');
-    const classname = ctx.query.junit_classname ?? 'path';
-    if (!JUNIT_CLASSNAMES.includes(classname as JunitClassname)) {
-      throw new FarmError('invalid_request', `junit_classname must be one of ${JUNIT_CLASSNAMES.join(', ')} (default path)`);
-    }
+    const xml = junitQueryOptions(ctx.query);
     const rows = await index.query(q);
     ctx.type = 'application/xml; charset=utf-8';
-    ctx.body = resultsJunitXml(rows, { includeTz: raw === 'true', tz: q.tz, classname: classname as JunitClassname });
+    ctx.body = resultsJunitXml(rows, { ...xml, tz: q.tz });
   });
 
   /** The uploaded record, or undefined once the request was forwarded to the node. */

@@ -4,6 +4,7 @@
  * `<testsuite>` root). The element mapping is documented in
  * docs/results-formats.md; records arrive filtered, sorted and capped.
  */
+import { FarmError } from '../../core/errors.js';
 import { kindOfRecord } from '../../core/infrastructure.js';
 import type { ResultRecord } from '../../core/model.js';
 import { parseJobUid } from '../../core/ids.js';
@@ -30,6 +31,21 @@ export interface JunitOptions {
  */
 export type JunitClassname = 'path' | 'pytest';
 export const JUNIT_CLASSNAMES: readonly JunitClassname[] = ['path', 'pytest'];
+
+/**
+ * The XML form's own query parameters (`include_tz`, `junit_classname`), checked; the node and the
+ * farm portal answer results.xml with the same rules.
+ * @throws FarmError `invalid_request` naming the parameter and what it takes.
+ */
+export function junitQueryOptions(query: Record<string, unknown>): { includeTz: boolean; classname: JunitClassname } {
+  const raw = query.include_tz ?? 'false';
+  if (raw !== 'true' && raw !== 'false') throw new FarmError('invalid_request', 'include_tz must be "true" or "false"');
+  const classname = query.junit_classname ?? 'path';
+  if (!JUNIT_CLASSNAMES.includes(classname as JunitClassname)) {
+    throw new FarmError('invalid_request', `junit_classname must be one of ${JUNIT_CLASSNAMES.join(', ')} (default path)`);
+  }
+  return { includeTz: raw === 'true', classname: classname as JunitClassname };
+}
 
 /** `tests/ui/menus.py::test_ok` -> classname `tests/ui/menus.py` (or `tests.ui.menus` in pytest style), name `test_ok`. */
 export function junitNames(testCase: string, style: JunitClassname = 'path'): { classname: string; name: string } {

@@ -13,7 +13,7 @@ import { bodyOf } from '../body.js';
 import { baseUrl, callerOf, userOf, type Services } from '../context.js';
 import { presentJob, presentResultSummary } from '../presenters.js';
 import { resultsCsv } from '../formats/csv.js';
-import { JUNIT_CLASSNAMES, resultsJunitXml, type JunitClassname } from '../formats/junit.js';
+import { junitQueryOptions, resultsJunitXml } from '../formats/junit.js';
 import { createLogTzTransform } from '../formats/logTz.js';
 import { jobFromParams } from '../params.js';
 import { mountResultRoutes } from '../resultRoutes.js';
@@ -124,14 +124,9 @@ export function v2Router(s: Services): Router {
 
   r.get('/api/v2/results.xml', (ctx) => {
     const q = parseResultQuery(ctx.query);
-    const raw = ctx.query.include_tz ?? 'false';
-    if (raw !== 'true' && raw !== 'false') throw new FarmError('invalid_request', 'include_tz must be "true" or "false"');
-    const classname = ctx.query.junit_classname ?? 'path';
-    if (!JUNIT_CLASSNAMES.includes(classname as JunitClassname)) {
-      throw new FarmError('invalid_request', `junit_classname must be one of ${JUNIT_CLASSNAMES.join(', ')} (default path)`);
-    }
+    const xml = junitQueryOptions(ctx.query);
     ctx.type = 'application/xml; charset=utf-8';
-    ctx.body = resultsJunitXml(s.results.query(q), { includeTz: raw === 'true', tz: q.tz, classname: classname as JunitClassname });
+    ctx.body = resultsJunitXml(s.results.query(q), { ...xml, tz: q.tz });
   });
 
   r.get('/api/v2/user', (ctx) => {
