@@ -16,7 +16,7 @@
  */
 import { createHash } from 'node:crypto';
 import { constants } from 'node:fs';
-import { mkdir, open, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { FarmError } from '../core/errors.js';
@@ -26,6 +26,8 @@ import { isSafeRelPath, RECORD_FILE } from '../storage/results/artifacts.js';
 import { PARTIAL_DIR, type StoredResults } from './storedResults.js';
 
 export const DEFAULT_MAX_CHUNK_BYTES = 8 << 20;
+/** A partial file untouched this long belongs to an upload that was given up (docs/farm.md, "Storage layout"). */
+export const PARTIAL_MAX_AGE_MS = 7 * 24 * 3600_000;
 const SHA256 = /^[0-9a-f]{64}$/;
 
 export interface UploadStatus {
@@ -146,6 +148,30 @@ export class FarmUploads {
   discard(resultId: string, relPath: string): Promise<void> {
     const f = this.files(resultId, relPath);
     return this.locked(f.partial, () => rm(f.partial, { force: true }));
+  }
+
+  /**
+   * Delete the partial files nobody has written to for `maxAgeMs`: uploads a node gave up (its
+   * result deleted on the node, the node retired). A node that comes back later asks for the
+   * offset, is told 0 and sends the file again, so nothing it still has is lost. A file with an
+   * operation under way is left alone; its age is checked again under the file's lock.
+   */
+  async sweepPartials(maxAgeMs = PARTIAL_MAX_AGE_MS, now = Date.now()): Promise<number> {
+    const dir = join(this.store.dir, PARTIAL_DIR);
+    const names = await readdir(dir).catch(() => [] as string[]);
+    let removed = 0;
+    for (const name of names) {
+      if (!name.endsWith('.part')) continue;
+      const file = join(dir, name);
+      if (this.locks.has(file)) continue;
+      await this.locked(file, async () => {
+        const st = await stat(file).catch(() => undefined);
+        if (!st?.isFile() || now - st.mtimeMs < maxAgeMs) return;
+        await rm(file, { force: true });
+        removed++;
+      });
+    }
+    return removed;
   }
 
   /** The partial and final paths of a file; refuses any path that could leave the result's folder. */

@@ -11,7 +11,7 @@
  */
 import { expect } from 'chai';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { request as httpRequest } from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
@@ -267,6 +267,26 @@ describe('farm: result uploads from a node to the portal', function () {
       expectJsonError(await call('PUT', `/farm/v1/results${ID}/files/big.bin?offset=0`, Buffer.alloc(portal.uploads.maxChunkBytes + 1)), 413, 'payload_too_large');
       expect(await portal.index.get(ID)).to.equal(undefined);
     });
+  });
+
+  it('a partial file nobody wrote to for 7 days is swept (the node is told offset 0 and sends it again); a fresh one stays', async () => {
+    const ID = `/${NODE}/abcd/998/2026-11-24_01.02.03`;
+    const call = (method: string, p: string, body?: string | Buffer) => rawRequest(portal.url, method, p, body, { Authorization: `node ${CREDENTIAL}`, 'X-Farmhand-Node': NODE });
+    const stale = `/farm/v1/results${ID}/files/stale.log`;
+    const fresh = `/farm/v1/results${ID}/files/fresh.log`;
+    expect((await call('PUT', `${stale}?offset=0`, Buffer.from('abandoned'))).status).to.equal(200);
+    expect((await call('PUT', `${fresh}?offset=0`, Buffer.from('under way'))).status).to.equal(200);
+    const partials = path.join(portal.storageDir, '.partial');
+    const before = await readdir(partials);
+    const eightDaysAgo = new Date(Date.now() - 8 * 24 * 3600_000);
+    for (const name of before) {
+      const file = path.join(partials, name);
+      if ((await readFile(file, 'utf8')) === 'abandoned') await utimes(file, eightDaysAgo, eightDaysAgo);
+    }
+    expect(await portal.uploads.sweepPartials()).to.equal(1);
+    expect((await readdir(partials)).length).to.equal(before.length - 1);
+    expect((await call('GET', stale)).json).to.deep.equal({ offset: 0, complete_size: null });
+    expect((await call('GET', fresh)).json).to.deep.equal({ offset: 9, complete_size: null });
   });
 });
 

@@ -49,6 +49,8 @@ export async function startFarmPortal(cfg: PortalConfig, logger: Logger): Promis
   let listener: OutboxListener | undefined;
   let stream: EventStream | undefined;
   let store: StoredResults | undefined;
+  let uploads: FarmUploads | undefined;
+  let sweeper: NodeJS.Timeout | undefined;
   const partsLogger = (part: string): Logger => logger.child({ part });
   const portal = await startPortal(cfg, logger, {
     tokens: (pool) => new PgTokenVerifier(pool, { logger: partsLogger('tokens') }),
@@ -76,7 +78,7 @@ export async function startFarmPortal(cfg: PortalConfig, logger: Logger): Promis
         stream.router(),
       ];
     },
-    early: ({ pool }) => [uploadRouter({ uploads: new FarmUploads(store!), store: store!, credentials: new PgNodeCredentials(pool) })],
+    early: ({ pool }) => [uploadRouter({ uploads: (uploads = new FarmUploads(store!)), store: store!, credentials: new PgNodeCredentials(pool) })],
   });
   const webhooks = new FarmWebhooks({
     pool: portal.pool,
@@ -91,12 +93,22 @@ export async function startFarmPortal(cfg: PortalConfig, logger: Logger): Promis
     log!.start();
     await listener!.start();
     await webhooks.start();
+    // Uploads a node gave up on leave partial files behind: swept at start and every 6 hours.
+    const sweep = (): void => {
+      uploads!.sweepPartials().then(
+        (n) => n > 0 && logger.info({ removed: n }, 'removed partial upload files untouched for 7 days'),
+        (e: unknown) => logger.warn({ err: e }, 'sweeping partial upload files failed'),
+      );
+    };
+    sweep();
+    sweeper = setInterval(sweep, 6 * 3600_000).unref();
   } catch (e) {
     await closeParts();
     await portal.stop();
     throw e;
   }
   async function closeParts(): Promise<void> {
+    clearInterval(sweeper);
     stream?.close();
     await webhooks.close().catch(() => undefined);
     await listener?.close().catch(() => undefined);
