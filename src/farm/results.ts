@@ -102,6 +102,13 @@ export class FarmResults {
     return res.rowCount ?? 0;
   }
 
+  /** Retention: the ids of the `n` results that started first (walks `results_date`). */
+  async oldest(n: number): Promise<string[]> {
+    if (n <= 0) return [];
+    const res = await this.pool.query<{ result_id: string }>('SELECT result_id FROM results ORDER BY start_time, result_id LIMIT $1', [n]);
+    return res.rows.map((r) => r.result_id);
+  }
+
   async get(resultId: string): Promise<ResultRecord | undefined> {
     const res = await this.pool.query<Row>(`SELECT ${COLUMNS} FROM results WHERE result_id = $1`, [resultId]);
     return res.rows[0] ? toRecord(res.rows[0]) : undefined;

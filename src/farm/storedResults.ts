@@ -13,7 +13,7 @@
  * Every path is made from a parsed result id (core/ids.ts: no segment can be
  * `..` or hold a separator) and a relative path checked by isSafeRelPath.
  */
-import { mkdir, rename, rm, rmdir } from 'node:fs/promises';
+import { mkdir, rename, rm, rmdir, statfs } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type pg from 'pg';
 import { FarmError } from '../core/errors.js';
@@ -28,6 +28,13 @@ import type { FarmResults } from './results.js';
 export const PARTIAL_DIR = '.partial';
 /** Folders being deleted are renamed here first. */
 const TRASH_DIR = '.trash';
+/** Results deleted per round of retention. */
+const RETENTION_BATCH = 1000;
+
+async function freeBytes(dir: string): Promise<number> {
+  const st = await statfs(dir);
+  return st.bavail * st.bsize;
+}
 
 export class StoredResults {
   readonly dir: string;
@@ -93,6 +100,31 @@ export class StoredResults {
     await this.o.pool.query('DELETE FROM results_deleted WHERE result_id = $1', [rec.result_id]);
     return rec;
   }
+
+  /**
+   * The portal's retention, as the node's (`retention` in the node's config): at most `max_results`
+   * results, the oldest deleted first, and the oldest deleted while the storage's filesystem has
+   * less than `min_free_mb` free. Returns how many were deleted. One pass at a time.
+   */
+  enforceRetention(r: { max_results: number; min_free_mb: number }, diskFree: (dir: string) => Promise<number> = freeBytes): Promise<number> {
+    const pass = (this.retention ?? Promise.resolve(0)).then(async () => {
+      let deleted = 0;
+      for (let over = (await this.o.index.count()) - r.max_results; over > 0; over -= RETENTION_BATCH) {
+        deleted += await this.delete(await this.o.index.oldest(Math.min(over, RETENTION_BATCH)));
+      }
+      // Batches double while space stays short: few rounds when far below the floor, at most 2x overshoot.
+      for (let batch = 1; (await diskFree(this.dir)) < r.min_free_mb * 2 ** 20; batch = Math.min(batch * 2, RETENTION_BATCH)) {
+        const ids = await this.o.index.oldest(batch);
+        if (ids.length === 0) break;
+        deleted += await this.delete(ids);
+      }
+      return deleted;
+    });
+    this.retention = pass.catch(() => 0);
+    return pass;
+  }
+
+  private retention: Promise<number> | undefined;
 
   /** Delete uploaded results (retention): tombstones first, then the records, then the folders. */
   async delete(ids: readonly string[]): Promise<number> {

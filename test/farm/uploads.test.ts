@@ -269,6 +269,20 @@ describe('farm: result uploads from a node to the portal', function () {
     });
   });
 
+  it('retention on the portal: the oldest results go first past max_results and while free space is short; a deleted id answers 410', async () => {
+    const before = await portal.index.count();
+    expect(before, 'the runs above left results on the portal').to.be.at.least(3);
+    const oldest = await portal.index.oldest(before);
+    expect(await portal.store.enforceRetention({ max_results: before - 1, min_free_mb: 0 })).to.equal(1);
+    expect(await portal.index.oldest(before)).to.deep.equal(oldest.slice(1));
+    expect(await stat(portal.store.dirOf(oldest[0]!)).catch(() => 'gone')).to.equal('gone');
+    expect((await fetch(`${portal.url}/api/v2/results${oldest[0]}`)).status).to.equal(410);
+    // Free space "short" until two more are gone.
+    const diskFree = async (): Promise<number> => ((await portal.index.count()) <= before - 3 ? 2 ** 40 : 0);
+    expect(await portal.store.enforceRetention({ max_results: 1e9, min_free_mb: 1 }, diskFree)).to.equal(2);
+    expect(await portal.index.oldest(before)).to.deep.equal(oldest.slice(3));
+  });
+
   it('a partial file nobody wrote to for 7 days is swept (the node is told offset 0 and sends it again); a fresh one stays', async () => {
     const ID = `/${NODE}/abcd/998/2026-11-24_01.02.03`;
     const call = (method: string, p: string, body?: string | Buffer) => rawRequest(portal.url, method, p, body, { Authorization: `node ${CREDENTIAL}`, 'X-Farmhand-Node': NODE });

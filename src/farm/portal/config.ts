@@ -36,6 +36,15 @@ export const portalConfigSchema = z.strictObject({
   database_pool_size: z.number().int().min(1).max(1000).default(10),
   /** Largest forwarded response a slow client may leave buffered on the portal before it is cut off. */
   max_buffered_response_bytes: z.number().int().min(64 * 1024).default(64 * 1024 * 1024),
+  /** What the portal keeps of the uploaded results: the node's keys, the same meaning (docs/farm.md). */
+  retention: z
+    .strictObject({
+      max_results: z.number().int().positive().default(10_000_000),
+      min_free_mb: z.number().nonnegative().default(1024),
+      /** How often retention runs (also once at start). */
+      interval_secs: z.number().positive().max(86400).default(600),
+    })
+    .prefault({}),
   api: node.api,
   rate_limit: node.rate_limit,
   events: node.events,

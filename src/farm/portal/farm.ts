@@ -51,6 +51,7 @@ export async function startFarmPortal(cfg: PortalConfig, logger: Logger): Promis
   let store: StoredResults | undefined;
   let uploads: FarmUploads | undefined;
   let sweeper: NodeJS.Timeout | undefined;
+  let retainer: NodeJS.Timeout | undefined;
   const partsLogger = (part: string): Logger => logger.child({ part });
   const portal = await startPortal(cfg, logger, {
     tokens: (pool) => new PgTokenVerifier(pool, { logger: partsLogger('tokens') }),
@@ -102,6 +103,14 @@ export async function startFarmPortal(cfg: PortalConfig, logger: Logger): Promis
     };
     sweep();
     sweeper = setInterval(sweep, 6 * 3600_000).unref();
+    const retain = (): void => {
+      store!.enforceRetention(cfg.retention).then(
+        (n) => n > 0 && logger.info({ deleted: n }, 'retention deleted old results from the portal'),
+        (e: unknown) => logger.warn({ err: e }, 'retention of the portal`s results failed; tried again at the next interval'),
+      );
+    };
+    retain();
+    retainer = setInterval(retain, cfg.retention.interval_secs * 1000).unref();
   } catch (e) {
     await closeParts();
     await portal.stop();
@@ -109,6 +118,7 @@ export async function startFarmPortal(cfg: PortalConfig, logger: Logger): Promis
   }
   async function closeParts(): Promise<void> {
     clearInterval(sweeper);
+    clearInterval(retainer);
     stream?.close();
     await webhooks.close().catch(() => undefined);
     await listener?.close().catch(() => undefined);
