@@ -27,6 +27,7 @@ import {
   CONNECT_PATH,
   MISSED_HEARTBEATS_OFFLINE,
   PROTOCOL_VERSION,
+  RECONNECT_CAP_MS,
   decodeChunk,
   encodeChunk,
   type Hello,
@@ -57,6 +58,8 @@ export interface PortalHubOptions {
   jobs?: HubJobs;
   /** A forwarded response with more than this buffered on the portal (its client reads too slowly) is cancelled. */
   maxBufferedBytes?: number;
+  /** After a portal start, how long a node that had a running job has to connect (default: restartGraceMs). */
+  restartGraceMs?: number;
   /** Milliseconds since the epoch; tests may pass another clock. */
   now?: () => number;
 }
@@ -149,12 +152,21 @@ export class PortalHub implements FarmHub {
   }
 
   /**
+   * How long after the portal starts a node that had a running job may take to connect before the
+   * fault rule ends its job: the node's longest reconnect wait plus the offline limit. The portal's
+   * own absence is no node fault: a node that kept running through it is back within this.
+   */
+  get restartGraceMs(): number {
+    return this.o.restartGraceMs ?? RECONNECT_CAP_MS + this.offlineAfterMs;
+  }
+
+  /**
    * Take the connections arriving at CONNECT_PATH on `server` and start the timers. Nodes the database
    * still has as online (the portal stopped without saying so) are marked offline until they connect.
    */
   async start(server: Server): Promise<void> {
     await this.o.pool.query(`UPDATE nodes SET online = false, offline_reason = 'not connected since the portal started' WHERE online`);
-    const deadline = this.now() + this.offlineAfterMs;
+    const deadline = this.now() + this.restartGraceMs;
     for (const nodeId of (await this.o.jobs?.nodesWithRunningJobs()) ?? []) this.grace.set(nodeId, deadline);
     this.server = server;
     server.on('upgrade', this.onUpgrade);
@@ -460,7 +472,7 @@ export class PortalHub implements FarmHub {
       this.grace.delete(nodeId);
       if (this.entries.get(nodeId)?.link.online) continue;
       // It had a job running when the portal stopped and has not come back since: the fault rule applies.
-      this.applyFault(this.entryFor(nodeId), nodeId, `not connected for ${secs(this.offlineAfterMs)} s after the portal started`);
+      this.applyFault(this.entryFor(nodeId), nodeId, `not connected for ${secs(this.restartGraceMs)} s after the portal started`);
     }
   }
 

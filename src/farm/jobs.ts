@@ -98,10 +98,12 @@ export class FarmJobs implements HubJobs {
       case 'job.exited': {
         const d = e.data as EventPayloads['job.exited'];
         const patch = { status: 'exited', end_time: d.end_time, result_counts: d.result_counts };
-        // Only a job the node itself still had running here: one the portal ended keeps the portal's account.
+        // A job still running here, or one closed by the node's own word (reconcile, below, after a portal
+        // restart: its replayed job.exited brings the real end time and counts). One the portal ended
+        // (end_reason set) keeps the portal's account.
         await this.o.pool.query(
           `UPDATE jobs SET state = 'exited', ended_at = coalesce($2::timestamptz, now()), current_run = NULL, job = coalesce(job, '{}') || $3::jsonb
-           WHERE job_uid = $1 AND node_id = $4 AND state = 'running'`,
+           WHERE job_uid = $1 AND node_id = $4 AND (state = 'running' OR end_reason IS NULL)`,
           [d.job_uid, d.end_time, JSON.stringify(patch), nodeId],
         );
         return;
@@ -194,6 +196,8 @@ export class FarmJobs implements HubJobs {
 
   async reconcile(nodeId: string, job: Hello['job']): Promise<string[]> {
     // A job the node finished while the portal could not hear it (the portal was down): the node's word closes it.
+    // Its events, replayed after the welcome, follow; the job.exited among them corrects the end time and the
+    // counts (the run.finished before it find the row closed and count nothing).
     if (job?.status === 'exited') {
       await this.o.pool.query(
         `UPDATE jobs SET state = 'exited', ended_at = now(), current_run = NULL,

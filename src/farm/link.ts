@@ -31,6 +31,7 @@ import {
   MISSED_HEARTBEATS_OFFLINE,
   ON_BEHALF_HEADER,
   PROTOCOL_VERSION,
+  RECONNECT_CAP_MS,
   type NodeMessage,
   type PortalMessage,
   type RequestHead,
@@ -46,7 +47,7 @@ export interface BackoffSettings {
   stableMs: number;
 }
 
-export const DEFAULT_BACKOFF: BackoffSettings = { baseMs: 500, capMs: 30_000, stableMs: 10_000 };
+export const DEFAULT_BACKOFF: BackoffSettings = { baseMs: 500, capMs: RECONNECT_CAP_MS, stableMs: 10_000 };
 
 /**
  * "Full jitter" (AWS architecture blog, "Exponential Backoff And Jitter"): a uniform wait in
