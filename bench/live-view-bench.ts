@@ -6,7 +6,9 @@
  *    menu's focus moves); the page notes the keydown time, and a loop run
  *    every animation frame samples the live canvas (below the clock) and
  *    notes when it changed. Median and p95 over `--presses` (default 60).
- * 2. Frames per second shown in that page (the page's own frame counter).
+ * 2. Frames per second shown in the page (its own counter of frames drawn)
+ *    on `testsrc:`, where every frame is new: the daemon sends a picture
+ *    only when it changed, so on the still menu it counts only changes.
  * 3. The daemon's CPU (its process group: Node and ffmpeg, from /proc) over
  *    a fixed window with 0, 1 and 10 viewers. Viewers here are plain HTTP
  *    clients reading the stream (each frame counted, so one sees they keep
@@ -21,7 +23,7 @@
  */
 import http from 'node:http';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { VSTB_LIRCD_CONF } from '../src/hardware/virtual/index.js';
 import { TokenStore, tokensFile } from '../src/storage/tokens.js';
@@ -102,12 +104,32 @@ async function cpuFigures(label: string, d: BenchDaemon): Promise<void> {
   const zero = await cpuWith(d, 0);
   const one = await cpuWith(d, 1);
   const ten = await cpuWith(d, 10);
-  console.log(`\n${label}: daemon (Node + ffmpeg) CPU over ${WINDOW_S} s windows`);
+  console.log(`\n${label}: daemon (Node + ffmpeg) CPU over ${WINDOW_S} s windows (load average ${loadavg()[0]!.toFixed(1)})`);
   console.log(`  0 viewers: ${zero.cores.toFixed(3)} cores`);
   console.log(`  1 viewer:  ${one.cores.toFixed(3)} cores (each viewer got >= ${one.fps.toFixed(1)} frames/s)`);
   console.log(`  10 viewers: ${ten.cores.toFixed(3)} cores (each viewer got >= ${ten.fps.toFixed(1)} frames/s)`);
   targets.check(`${label}: extra CPU, 1 viewer`, one.cores - zero.cores, '<=', 0.05, 'cores', `${(one.cores - zero.cores).toFixed(3)} cores`);
   targets.check(`${label}: extra CPU, 10 viewers`, ten.cores - zero.cores, '<=', 0.3, 'cores', `${(ten.cores - zero.cores).toFixed(3)} cores, ${((ten.cores - zero.cores) / 10).toFixed(3)} a viewer`);
+}
+
+/** Frames shown a second in a Chromium page on a picture where every frame is new (each one differs). */
+async function framesShownOn(d: BenchDaemon, token: string): Promise<void> {
+  const browser = await launchBrowser();
+  try {
+    const ctx = await browser.newContext({ viewport: { width: 1400, height: 1000 }, extraHTTPHeaders: { Authorization: `token ${token}` } });
+    const page = await ctx.newPage();
+    await page.goto(`${d.url}/app/live`);
+    await page.waitForFunction(() => Number(document.getElementById('live-canvas')?.dataset.frames ?? 0) >= 10, undefined, { timeout: 60_000 });
+    const f0 = Number(await page.locator('#live-canvas').getAttribute('data-frames'));
+    const t0 = performance.now();
+    await sleep(WINDOW_S * 1000);
+    const f1 = Number(await page.locator('#live-canvas').getAttribute('data-frames'));
+    const fps = (f1 - f0) / ((performance.now() - t0) / 1000);
+    targets.check('frames shown per second (testsrc: every frame new)', fps, '>=', 20, 'fps', `${fps.toFixed(1)} fps over ${WINDOW_S} s`);
+    await ctx.close();
+  } finally {
+    await browser.close();
+  }
 }
 
 /** The picture's signature: a 32x18 average of the canvas below the box's clock (the top 15 %). */
@@ -178,7 +200,9 @@ try {
     console.log(`virtual box 1280x720, preview_fps ${PREVIEW_FPS}: press to picture over ${PRESSES} presses: median ${percentile(sorted, 50).toFixed(0)} ms, p95 ${percentile(sorted, 95).toFixed(0)} ms, min ${sorted[0]!.toFixed(0)} ms, max ${sorted.at(-1)!.toFixed(0)} ms, ${lost} presses without a change seen`);
     targets.check('press to picture, median', percentile(sorted, 50), '<=', 150, 'ms', `${percentile(sorted, 50).toFixed(0)} ms`);
     targets.check('press to picture, p95', percentile(sorted, 95), '<=', 300, 'ms', `${percentile(sorted, 95).toFixed(0)} ms`);
-    targets.check('frames shown per second', fpsShown, '>=', 20, 'fps', `${fpsShown.toFixed(1)} fps over ${WINDOW_S} s`);
+    // The daemon sends a picture only when it changed: on the still menu this counts the clock's ticks
+    // and the presses; the frame-rate target is checked on testsrc below, where every frame is new.
+    console.log(`virtual box (still menu): ${fpsShown.toFixed(1)} new pictures shown a second over ${WINDOW_S} s`);
     await ctx.close();
   } finally {
     await browser.close();
@@ -188,6 +212,7 @@ try {
 
   // --- CPU with a picture that changes every frame
   const moving = await daemon('testsrc', 'testsrc:');
+  await framesShownOn(moving.d, moving.token);
   await cpuFigures('testsrc (every frame new)', moving.d);
   await moving.d.stop();
   targets.printSummary();

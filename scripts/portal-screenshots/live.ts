@@ -33,7 +33,7 @@ try {
   await page.mouse.move(...at(520, 260), { steps: 5 });
   await page.mouse.up();
   await page.locator('#ref-name').fill('live-tv-focused');
-  await page.waitForFunction(() => (document.getElementById('live-status')?.textContent ?? '').includes('frames a second'), undefined, { timeout: 30_000 });
+  await page.waitForFunction(() => (document.getElementById('live-status')?.textContent ?? '').startsWith('Live:'), undefined, { timeout: 30_000 });
   await page.screenshot({ path: OUT });
   console.log(`wrote ${OUT}`);
 } finally {

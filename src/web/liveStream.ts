@@ -2,11 +2,13 @@
  * The live view's video: the capture's preview frames as Motion JPEG, sent
  * as `multipart/x-mixed-replace` (docs/portal.md, "Live view and web remote").
  *
- * One shared encoder: each new frame is encoded once (sharp, libjpeg-turbo)
- * while at least one viewer watches, and the same JPEG goes to every viewer.
- * A frame equal to the one encoded last (a still picture, the common case on
- * a set-top box menu) is not encoded again: its JPEG is sent again. With no
- * viewer the encoder is not subscribed to frames at all.
+ * One shared encoder: each new frame is encoded once (sharp, libjpeg-turbo,
+ * settings chosen by bench/live-transport-bench.ts: see LIVE_JPEG) while at
+ * least one viewer watches, and the same JPEG goes to every viewer. A frame
+ * equal to the one encoded last (a still picture, the common case on a
+ * set-top box menu) is neither encoded nor sent again: the viewers already
+ * show it. A new viewer gets the last JPEG at once. With no viewer the
+ * encoder is not subscribed to frames at all.
  *
  * Slow viewers never hold anyone up: a frame is written to a viewer only when
  * its previous one has left Node's buffer; otherwise that viewer skips it and
@@ -29,9 +31,19 @@ export const isLiveFrameSource = (x: unknown): x is LiveFrameSource =>
 
 export const BOUNDARY = 'farmhandframe';
 
+/**
+ * The live JPEG's settings (docs/portal.md, "Why MJPEG"): sharp's default
+ * optimises the Huffman tables, a second pass over the picture that costs
+ * two thirds of the encode for ~13 % fewer bytes; without it a 720p frame
+ * takes a third of the CPU (bench/live-transport-bench.ts). Same quality,
+ * 4:2:0 chroma (sharp's default, said here so it stays). The exact pixels
+ * for reference images come from `/app/live/frame.png`, never the stream.
+ */
+export const LIVE_JPEG = { quality: 80, optimiseCoding: false, chromaSubsampling: '4:2:0' } as const;
+
 export interface LiveStreamOptions {
-  /** JPEG quality, 1-100. */
-  quality: number;
+  /** JPEG quality, 1-100 (default LIVE_JPEG.quality). */
+  quality?: number;
   /** Viewers at once; more get a 503. */
   maxViewers: number;
   logger?: Logger;
@@ -56,8 +68,8 @@ export class LiveStream {
   /** The raw frame the last JPEG was made of (compared with each new frame) and that JPEG. */
   private lastRaw: Buffer | undefined;
   private last: Encoded | undefined;
-  /** Counters for tests, the benchmark and the docs. */
-  readonly stats = { encoded: 0, reused: 0, sent: 0, skipped: 0 };
+  /** Counters for tests, the benchmark and the docs (`unchanged`: frames equal to the last, neither encoded nor sent). */
+  readonly stats = { encoded: 0, unchanged: 0, sent: 0, skipped: 0 };
 
   constructor(
     private readonly source: LiveFrameSource,
@@ -132,11 +144,13 @@ export class LiveStream {
     return this.source.withLatestFrame(async (f) => {
       if (this.last && this.last.seq === f.seq) return undefined;
       if (this.last && this.lastRaw?.length === f.data.length && this.lastRaw.equals(f.data)) {
-        this.stats.reused++;
-        return { jpeg: this.last.jpeg, seq: f.seq };
+        // The viewers show this picture already (a new viewer got it on arrival): nothing to send.
+        this.last.seq = f.seq;
+        this.stats.unchanged++;
+        return undefined;
       }
       const jpeg = await sharp(f.data, { raw: { width: f.width, height: f.height, channels: 3 } })
-        .jpeg({ quality: this.o.quality })
+        .jpeg({ ...LIVE_JPEG, quality: this.o.quality ?? LIVE_JPEG.quality })
         .toBuffer();
       // Still leased: the ring does not overwrite the frame until this function settles.
       if (this.lastRaw?.length !== f.data.length) this.lastRaw = Buffer.allocUnsafe(f.data.length);

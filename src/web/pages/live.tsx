@@ -20,8 +20,6 @@ import { sendPage } from '../layout.js';
 import { isLiveFrameSource, LiveStream } from '../liveStream.js';
 import { arrange, loadRemotes, type WebRemote } from '../liveRemote.js';
 
-/** JPEG quality of the live stream: text on a menu stays legible, a 720p frame is ~60-120 kB. */
-const QUALITY = 80;
 /** Viewers at once; each costs a socket and a copy of every frame's bytes. */
 const MAX_VIEWERS = 32;
 /** Reference image names: a file name without its `.png`. */
@@ -29,7 +27,7 @@ const NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$/;
 
 export function liveRouter(s: Services): Router {
   const r = new Router();
-  const stream = isLiveFrameSource(s.frames) ? new LiveStream(s.frames, { quality: QUALITY, maxViewers: MAX_VIEWERS, logger: s.logger }) : undefined;
+  const stream = isLiveFrameSource(s.frames) ? new LiveStream(s.frames, { maxViewers: MAX_VIEWERS, logger: s.logger }) : undefined;
 
   r.get('/app/live', async (ctx) => {
     const revision = s.jobs.current()?.test_pack_sha ?? 'HEAD';

@@ -3,7 +3,8 @@
  * The live view (docs/portal.md, "Live view and web remote"):
  * - reads `/app/live/stream.mjpeg` with fetch, cuts it into JPEG parts and
  *   draws each into a canvas (the `<img>` of the page is the fallback
- *   without JavaScript); counts the frames shown per second;
+ *   without JavaScript); counts the new pictures shown per second (the
+ *   daemon sends a picture only when it changed);
  * - the web remote: buttons and the keyboard press keys through
  *   `POST /api/v2/nodes/<id>/press`; the API's error is shown;
  * - reference images: drag a rectangle on the picture, name it, download
@@ -46,11 +47,26 @@ async function play(c) {
   const ctx = /** @type {CanvasRenderingContext2D} */ (c.getContext('2d'));
   let last = performance.now();
   let counted = 0;
+  let connected = false;
+  // The daemon sends a picture only when it changed (a still menu sends nothing), so the figure
+  // counts new pictures shown, and is refreshed every second whether a frame came or not.
+  setInterval(() => {
+    if (!connected) return;
+    const now = performance.now();
+    status.textContent = counted > 0
+      ? `Live: ${((counted * 1000) / (now - last)).toFixed(1)} new pictures a second.`
+      : 'Live: the picture has not changed.';
+    last = now;
+    counted = 0;
+  }, 1000);
   for (;;) {
     try {
       const res = await fetch('/app/live/stream.mjpeg', { credentials: 'same-origin', cache: 'no-store' });
       if (!res.ok || !res.body) throw new Error(`the stream answered ${res.status}`);
       status.textContent = 'Live.';
+      connected = true;
+      last = performance.now();
+      counted = 0;
       // Reading and drawing run apart: the reader keeps only the newest part, so a page that decodes
       // slower than frames arrive skips frames instead of falling behind (the socket's buffers would
       // otherwise hold seconds of old frames).
@@ -75,12 +91,6 @@ async function play(c) {
           counted++;
           c.dataset.frames = String(shown);
           c.dataset.seq = String(seq);
-          const now = performance.now();
-          if (now - last >= 1000) {
-            status.textContent = `Live: ${((counted * 1000) / (now - last)).toFixed(1)} frames a second.`;
-            last = now;
-            counted = 0;
-          }
         }
       })();
       try {
@@ -93,8 +103,10 @@ async function play(c) {
         /** @type {(() => void) | null} */ (wake)?.();
         await drawing;
       }
+      connected = false;
       status.textContent = 'The stream ended; reconnecting...';
     } catch (e) {
+      connected = false;
       status.textContent = `No picture: ${e instanceof Error ? e.message : String(e)}; retrying...`;
     }
     await new Promise((r) => setTimeout(r, 2000));
