@@ -33,6 +33,7 @@ import {
   type NodeMessage,
   type PortalMessage,
 } from './protocol.js';
+import { isDatabaseUnavailable } from './db/pool.js';
 
 /** What the hub asks of the jobs table (jobs.ts's FarmJobs); each call runs on the node's chain. */
 export interface HubJobs {
@@ -444,7 +445,8 @@ export class PortalHub implements FarmHub {
   private onNodeEvent(entry: Entry, nodeId: string, event: FarmEvent): void {
     // A node speaks for itself only.
     const e = { ...event, data: { ...event.data, node_id: nodeId } } as FarmEvent;
-    if (this.o.jobs) this.enqueue(entry, () => this.o.jobs!.record(e));
+    // Retried while the database is away: a run.finished or job.exited lost to a PostgreSQL restart would leave the job running here.
+    if (this.o.jobs) this.enqueue(entry, () => this.untilDatabaseBack(() => this.o.jobs!.record(e)));
     this.publish(e);
   }
 
@@ -506,6 +508,23 @@ export class PortalHub implements FarmHub {
       this.entries.set(nodeId, entry);
     }
     return entry;
+  }
+
+  /**
+   * Run `work`, again and again (back-off 250 ms doubling to 5 s) while it fails because the database cannot be
+   * reached, until it succeeds, fails otherwise, or the hub closes. On a node's chain it holds that node's later
+   * work, so its events are still recorded in the order they came.
+   */
+  private async untilDatabaseBack(work: () => Promise<void>): Promise<void> {
+    for (let wait = 250; ; wait = Math.min(wait * 2, 5000)) {
+      try {
+        return await work();
+      } catch (e) {
+        if (!isDatabaseUnavailable(e) || this.closed) throw e;
+        this.o.logger.warn({ err: e, retry_in_ms: wait }, 'the database is away: recording a node event again in a moment');
+        await new Promise((r) => setTimeout(r, wait));
+      }
+    }
   }
 
   private enqueue(entry: Entry, work: () => Promise<void>, onError?: () => void): void {
