@@ -37,8 +37,12 @@ import { isDatabaseUnavailable } from './db/pool.js';
 
 /** What the hub asks of the jobs table (jobs.ts's FarmJobs); each call runs on the node's chain. */
 export interface HubJobs {
-  /** A node event (job.started, run.started, run.finished, job.exited; others are ignored). */
-  record(e: FarmEvent): Promise<void>;
+  /**
+   * A node event (job.started, run.started, run.finished, job.exited; others are ignored). Resolves
+   * false when the event is about a job the portal has ended itself (a stale node's late word): it
+   * is then neither recorded nor published.
+   */
+  record(e: FarmEvent): Promise<boolean | void>;
   /** The node went offline: end its running job, record the run in flight as an error. */
   nodeOffline(nodeId: string, reason: string): Promise<void>;
   /** The node is back: the jobs of it the portal has ended (the welcome's ended_jobs). */
@@ -445,9 +449,23 @@ export class PortalHub implements FarmHub {
   private onNodeEvent(entry: Entry, nodeId: string, event: FarmEvent): void {
     // A node speaks for itself only.
     const e = { ...event, data: { ...event.data, node_id: nodeId } } as FarmEvent;
-    // Retried while the database is away: a run.finished or job.exited lost to a PostgreSQL restart would leave the job running here.
-    if (this.o.jobs) this.enqueue(entry, () => this.untilDatabaseBack(() => this.o.jobs!.record(e)));
-    this.publish(e);
+    const jobs = this.o.jobs;
+    if (!jobs) {
+      this.publish(e);
+      return;
+    }
+    // Recorded first, then published (in the node's order, on its chain): the late events of a job the portal
+    // ended (a node paused past the limit) go nowhere. Retried while the database is away: a run.finished or
+    // job.exited lost to a PostgreSQL restart would leave the job running here.
+    this.enqueue(entry, async () => {
+      let current = true;
+      try {
+        current = (await this.untilDatabaseBack(() => jobs.record(e))) !== false;
+      } finally {
+        if (current) this.publish(e);
+        else this.o.logger.info({ node: nodeId, type: e.type, job: (e.data as { job_uid?: string }).job_uid }, 'dropped a late event of a job the portal ended');
+      }
+    });
   }
 
   // ---- liveness ------------------------------------------------------------------------------
@@ -515,7 +533,7 @@ export class PortalHub implements FarmHub {
    * reached, until it succeeds, fails otherwise, or the hub closes. On a node's chain it holds that node's later
    * work, so its events are still recorded in the order they came.
    */
-  private async untilDatabaseBack(work: () => Promise<void>): Promise<void> {
+  private async untilDatabaseBack<T>(work: () => Promise<T>): Promise<T> {
     for (let wait = 250; ; wait = Math.min(wait * 2, 5000)) {
       try {
         return await work();
