@@ -24,6 +24,7 @@ import type { EventPayloads, EventType, FarmEvent } from '../core/events.js';
 import type { Logger } from '../core/ports.js';
 import type { FarmHub, ForwardRequest, ForwardResponse, NodeCredentials, NodeLink } from './contract.js';
 import {
+  CLOSE_REPLACED,
   CONNECT_PATH,
   MISSED_HEARTBEATS_OFFLINE,
   PROTOCOL_VERSION,
@@ -76,7 +77,7 @@ const HELLO_TIMEOUT_MS = 10_000;
 const NODE_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
 
 /** Close codes the portal uses (4000-4999 are the application's). */
-export const CLOSE_REPLACED = 4000;
+export { CLOSE_REPLACED };
 export const CLOSE_PROTOCOL = 4002;
 export const CLOSE_OFFLINE = 4003;
 
@@ -411,6 +412,7 @@ export class PortalHub implements FarmHub {
     this.grace.delete(nodeId);
     let entry = this.entries.get(nodeId);
     const wasOnline = entry?.link.online ?? false;
+    const replaced = entry?.conn;
     if (entry?.conn) {
       // A second connection of the same node replaces the first (the node restarted, or a NAT dropped the old one silently).
       const old = entry.conn;
@@ -442,7 +444,12 @@ export class PortalHub implements FarmHub {
       entry.dirty = true; // the next flush writes the state
       conn.ws.close(1011, 'the portal could not record the connection');
     });
-    this.o.logger.info({ node: nodeId, version: hello.version, ip: conn.ip }, wasOnline ? 'node reconnected (replacing its connection)' : 'node online');
+    if (replaced) {
+      this.o.logger.warn(
+        { node: nodeId, version: hello.version, ip: conn.ip, replaced_ip: replaced.ip },
+        'node connected again while its connection was open: the newer connection replaces the older (a restarted node, or two nodes with the same node id: the older one stops reconnecting)',
+      );
+    } else this.o.logger.info({ node: nodeId, version: hello.version, ip: conn.ip }, wasOnline ? 'node reconnected' : 'node online');
     if (!wasOnline) this.emit('node.online', nodeId, { online: true, reason: null });
   }
 
