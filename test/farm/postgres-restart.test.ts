@@ -54,8 +54,9 @@ describe('farm fault: PostgreSQL restarted under the portal', function () {
     const gate = (name: string) => [`def test_gate_${name}():`, `    while not os.path.exists(${JSON.stringify(path.join(gates, name))}):`, '        time.sleep(0.05)', ''];
     pack = await makeTestPack({ ...STANDARD_FILES, 'tests/gate.py': ['import os, time', '', ...gate('one'), ...gate('two')].join('\n') });
     cluster = await startPostgres();
-    // flush_secs 1: the batched flush runs (and fails) several times during the outage.
-    farm = await startTestFarm({ cluster, portal: { heartbeat_secs: 1, flush_secs: 1 } });
+    // flush_secs 1: the batched flush runs (and fails) several times during the outage. heartbeat_secs 2: the
+    // portal, both nodes and the test share one event loop here; a loaded machine must not stall it past the limit.
+    farm = await startTestFarm({ cluster, portal: { heartbeat_secs: 2, flush_secs: 1 } });
     for (const id of [A, B]) await farm.addNode(id, { pack });
     alice = await farm.tokenFor('alice');
     bob = await farm.tokenFor('bob');
