@@ -16,6 +16,7 @@ export type ErrorCode =
   | 'range_not_satisfiable' // 416
   | 'rate_limited' // 429
   | 'device_unavailable' // 503
+  | 'database_unavailable' // 503 (the farm portal: PostgreSQL cannot be reached now)
   | 'storage_full' // 507
   | 'internal'; // 500
 

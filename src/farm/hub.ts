@@ -24,6 +24,7 @@ import type { EventPayloads, EventType, FarmEvent } from '../core/events.js';
 import type { Logger } from '../core/ports.js';
 import type { FarmHub, ForwardRequest, ForwardResponse, NodeCredentials, NodeLink } from './contract.js';
 import {
+  CLOSE_REPLACED,
   CONNECT_PATH,
   MISSED_HEARTBEATS_OFFLINE,
   PROTOCOL_VERSION,
@@ -34,11 +35,16 @@ import {
   type NodeMessage,
   type PortalMessage,
 } from './protocol.js';
+import { isDatabaseUnavailable } from './db/pool.js';
 
 /** What the hub asks of the jobs table (jobs.ts's FarmJobs); each call runs on the node's chain. */
 export interface HubJobs {
-  /** A node event (job.started, run.started, run.finished, job.exited; others are ignored). */
-  record(e: FarmEvent): Promise<void>;
+  /**
+   * A node event (job.started, run.started, run.finished, job.exited; others are ignored). Resolves
+   * false when the event is about a job the portal has ended itself (a stale node's late word): it
+   * is then neither recorded nor published.
+   */
+  record(e: FarmEvent): Promise<boolean | void>;
   /** The node went offline: end its running job, record the run in flight as an error. */
   nodeOffline(nodeId: string, reason: string): Promise<void>;
   /** The node is back: the jobs of it the portal has ended (the welcome's ended_jobs). */
@@ -74,7 +80,7 @@ const HELLO_TIMEOUT_MS = 10_000;
 const NODE_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
 
 /** Close codes the portal uses (4000-4999 are the application's). */
-export const CLOSE_REPLACED = 4000;
+export { CLOSE_REPLACED };
 export const CLOSE_PROTOCOL = 4002;
 export const CLOSE_OFFLINE = 4003;
 
@@ -418,6 +424,7 @@ export class PortalHub implements FarmHub {
     this.grace.delete(nodeId);
     let entry = this.entries.get(nodeId);
     const wasOnline = entry?.link.online ?? false;
+    const replaced = entry?.conn;
     if (entry?.conn) {
       // A second connection of the same node replaces the first (the node restarted, or a NAT dropped the old one silently).
       const old = entry.conn;
@@ -449,15 +456,35 @@ export class PortalHub implements FarmHub {
       entry.dirty = true; // the next flush writes the state
       conn.ws.close(1011, 'the portal could not record the connection');
     });
-    this.o.logger.info({ node: nodeId, version: hello.version, ip: conn.ip }, wasOnline ? 'node reconnected (replacing its connection)' : 'node online');
+    if (replaced) {
+      this.o.logger.warn(
+        { node: nodeId, version: hello.version, ip: conn.ip, replaced_ip: replaced.ip },
+        'node connected again while its connection was open: the newer connection replaces the older (a restarted node, or two nodes with the same node id: the older one stops reconnecting)',
+      );
+    } else this.o.logger.info({ node: nodeId, version: hello.version, ip: conn.ip }, wasOnline ? 'node reconnected' : 'node online');
     if (!wasOnline) this.emit('node.online', nodeId, { online: true, reason: null });
   }
 
   private onNodeEvent(entry: Entry, nodeId: string, event: FarmEvent): void {
     // A node speaks for itself only.
     const e = { ...event, data: { ...event.data, node_id: nodeId } } as FarmEvent;
-    if (this.o.jobs) this.enqueue(entry, () => this.o.jobs!.record(e));
-    this.publish(e);
+    const jobs = this.o.jobs;
+    if (!jobs) {
+      this.publish(e);
+      return;
+    }
+    // Recorded first, then published (in the node's order, on its chain): the late events of a job the portal
+    // ended (a node paused past the limit) go nowhere. Retried while the database is away: a run.finished or
+    // job.exited lost to a PostgreSQL restart would leave the job running here.
+    this.enqueue(entry, async () => {
+      let current = true;
+      try {
+        current = (await this.untilDatabaseBack(() => jobs.record(e))) !== false;
+      } finally {
+        if (current) this.publish(e);
+        else this.o.logger.info({ node: nodeId, type: e.type, job: (e.data as { job_uid?: string }).job_uid }, 'dropped a late event of a job the portal ended');
+      }
+    });
   }
 
   // ---- liveness ------------------------------------------------------------------------------
@@ -518,6 +545,23 @@ export class PortalHub implements FarmHub {
       this.entries.set(nodeId, entry);
     }
     return entry;
+  }
+
+  /**
+   * Run `work`, again and again (back-off 250 ms doubling to 5 s) while it fails because the database cannot be
+   * reached, until it succeeds, fails otherwise, or the hub closes. On a node's chain it holds that node's later
+   * work, so its events are still recorded in the order they came.
+   */
+  private async untilDatabaseBack<T>(work: () => Promise<T>): Promise<T> {
+    for (let wait = 250; ; wait = Math.min(wait * 2, 5000)) {
+      try {
+        return await work();
+      } catch (e) {
+        if (!isDatabaseUnavailable(e) || this.closed) throw e;
+        this.o.logger.warn({ err: e, retry_in_ms: wait }, 'the database is away: recording a node event again in a moment');
+        await new Promise((r) => setTimeout(r, wait));
+      }
+    }
   }
 
   private enqueue(entry: Entry, work: () => Promise<void>, onError?: () => void): void {

@@ -58,34 +58,49 @@ const zeroCounts = (): ResultCounts => ({ pass: 0, fail: 0, error: 0, total: 0 }
 export class FarmJobs implements HubJobs {
   constructor(private readonly o: FarmJobsOptions) {}
 
-  async record(e: FarmEvent): Promise<void> {
+  /** Keep a node event; false when it is about a job the portal ended itself (the event is stale: dropped). */
+  async record(e: FarmEvent): Promise<boolean> {
     const nodeId = e.data.node_id;
+    const jobUid = (e.data as { job_uid?: unknown }).job_uid;
+    const changed = await this.apply(e, nodeId);
+    if (changed !== false || typeof jobUid !== 'string') return true;
+    return !(await this.endedByPortal(jobUid, nodeId));
+  }
+
+  /** Whether the portal ended this job itself (its node went offline). */
+  private async endedByPortal(jobUid: string, nodeId: string): Promise<boolean> {
+    const { rowCount } = await this.o.pool.query('SELECT 1 FROM jobs WHERE job_uid = $1 AND node_id = $2 AND end_reason IS NOT NULL', [jobUid, nodeId]);
+    return (rowCount ?? 0) > 0;
+  }
+
+  /** Apply one event; false when it changed no row (an unknown or ended job), undefined when it is not a job event. */
+  private async apply(e: FarmEvent, nodeId: string): Promise<boolean | undefined> {
     switch (e.type) {
       case 'job.started': {
         const d = e.data as JobStartedData & { node_id: string };
-        if (!d.job_uid.startsWith(`/${nodeId}/`)) return; // ids start with their node's id; anything else is not ours to keep
+        if (!d.job_uid.startsWith(`/${nodeId}/`)) return undefined; // ids start with their node's id; anything else is not ours to keep
         const job: StoredJob = { status: 'running', start_time: d.start_time, end_time: null, result_counts: zeroCounts() };
         const { node_id: _n, ...request } = d;
         // DO NOTHING: a job the portal already knows (and maybe ended) is never reopened.
-        await this.o.pool.query(
+        const r = await this.o.pool.query(
           `INSERT INTO jobs (job_uid, node_id, username, state, request, created_at, job)
            VALUES ($1, $2, $3, 'running', $4, $5, $6) ON CONFLICT (job_uid) DO NOTHING`,
           [d.job_uid, nodeId, d.username, JSON.stringify(request), d.start_time, JSON.stringify(job)],
         );
-        return;
+        return (r.rowCount ?? 0) > 0;
       }
       case 'run.started': {
         const d = e.data as RunStartedData;
-        await this.o.pool.query(`UPDATE jobs SET current_run = $2 WHERE job_uid = $1 AND node_id = $3 AND state = 'running'`, [
+        const r = await this.o.pool.query(`UPDATE jobs SET current_run = $2 WHERE job_uid = $1 AND node_id = $3 AND state = 'running'`, [
           d.job_uid,
           JSON.stringify({ result_id: d.result_id, test_case: d.test_case, start_time: d.start_time }),
           nodeId,
         ]);
-        return;
+        return (r.rowCount ?? 0) > 0;
       }
       case 'run.finished': {
         const d = e.data as EventPayloads['run.finished'];
-        await this.o.pool.query(
+        const r = await this.o.pool.query(
           `UPDATE jobs SET
              current_run = CASE WHEN current_run->>'result_id' = $2 THEN NULL ELSE current_run END,
              job = jsonb_set(jsonb_set(job, ARRAY['result_counts', $3], to_jsonb(coalesce((job->'result_counts'->>$3)::int, 0) + 1)),
@@ -93,23 +108,23 @@ export class FarmJobs implements HubJobs {
            WHERE job_uid = $1 AND node_id = $4 AND state = 'running'`,
           [d.job_uid, d.result_id, d.result, nodeId],
         );
-        return;
+        return (r.rowCount ?? 0) > 0;
       }
       case 'job.exited': {
         const d = e.data as EventPayloads['job.exited'];
         const patch = { status: 'exited', end_time: d.end_time, result_counts: d.result_counts };
         // A job still running here, or one closed by the node's own word (reconcile, below, after a portal
         // restart: its replayed job.exited brings the real end time and counts). One the portal ended
-        // (end_reason set) keeps the portal's account.
-        await this.o.pool.query(
+        // (end_reason set) keeps the portal's account, and the stale event is dropped (false).
+        const r = await this.o.pool.query(
           `UPDATE jobs SET state = 'exited', ended_at = coalesce($2::timestamptz, now()), current_run = NULL, job = coalesce(job, '{}') || $3::jsonb
            WHERE job_uid = $1 AND node_id = $4 AND (state = 'running' OR end_reason IS NULL)`,
           [d.job_uid, d.end_time, JSON.stringify(patch), nodeId],
         );
-        return;
+        return (r.rowCount ?? 0) > 0;
       }
       default:
-        return;
+        return undefined;
     }
   }
 

@@ -23,6 +23,7 @@ import type { EventHub, FarmEvent } from '../core/events.js';
 import type { Logger } from '../core/ports.js';
 import {
   BASE_URL_HEADER,
+  CLOSE_REPLACED,
   CONNECT_PATH,
   decodeChunk,
   DEFAULT_HEARTBEAT_SECS,
@@ -153,6 +154,7 @@ export class PortalLink {
   private unsubscribe: (() => void) | undefined;
   private connectedCount = 0;
   private pausedCount = 0;
+  private replacedBy: string | undefined;
 
   constructor(private readonly o: PortalLinkOptions) {
     this.backoff = { ...DEFAULT_BACKOFF, ...o.backoff };
@@ -175,6 +177,15 @@ export class PortalLink {
   /** Welcomes received since start (tests wait on a reconnection with it). */
   get connections(): number {
     return this.connectedCount;
+  }
+
+  /**
+   * Set when the portal closed this node's current connection for a newer one of the same node id: another
+   * process uses this node's id and credential. The link then stays down (it would take the id back and be
+   * taken again, forever) until the node is restarted.
+   */
+  get replaced(): string | undefined {
+    return this.replacedBy;
   }
 
   /** Times a forwarded answer was paused because the socket's queue was full (backpressure engaged). */
@@ -253,6 +264,15 @@ export class PortalLink {
     const wasLive = this.live;
     this.teardown();
     if (this.stopped) return;
+    if (code === CLOSE_REPLACED) {
+      // Only this socket is ours, so a newer connection with our id is another process: two nodes share an id.
+      this.replacedBy = reason || 'replaced by a new connection';
+      this.o.logger.error(
+        { code, reason },
+        `the portal took this node's connection for a newer one with the same node id (${this.o.nodeId}): another node uses this node's id and credential. Not reconnecting: give each node its own node_id and credential ('farmhand farm node add <node_id>'), then restart this one`,
+      );
+      return;
+    }
     const delay = backoffDelay(this.attempt++, this.backoff, this.o.random);
     const detail = { code, reason: reason || closeMeaning(code), retry_in_ms: delay };
     if (wasLive) {

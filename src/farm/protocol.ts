@@ -135,3 +135,10 @@ export function decodeChunk(frame: Buffer): { id: number; bytes: Buffer } {
 export const DELEGATE_HEADER = 'x-farmhand-portal-delegate';
 export const ON_BEHALF_HEADER = 'x-farmhand-on-behalf-of';
 export const BASE_URL_HEADER = 'x-farmhand-base-url';
+
+/**
+ * The close code of a connection replaced by a newer one of the same node id (the node restarted,
+ * or a second node uses the same id and credential). A node whose CURRENT connection is closed with
+ * it is not the newest: it stops reconnecting instead of taking the id back (docs/farm.md, "Faults").
+ */
+export const CLOSE_REPLACED = 4000;

@@ -95,7 +95,11 @@ export class StoredResults {
     if (p.job.nodeId !== nodeId) throw new FarmError('forbidden', `node ${nodeId} cannot record a result of node ${p.job.nodeId}`);
     const dir = this.dirOf(rec.result_id);
     await mkdir(dir, { recursive: true });
-    await writeFileAtomic(join(dir, RECORD_FILE), JSON.stringify(rec, null, 2) + '\n');
+    // The portal's account of a run it declared lost (its node went offline) stands: the files are
+    // kept, the late node's record does not replace it (docs/farm.md, "Faults": a paused node).
+    const kept = await this.portalsAccount(rec);
+    await writeFileAtomic(join(dir, RECORD_FILE), JSON.stringify(kept ?? rec, null, 2) + '\n');
+    if (kept) return kept;
     await this.o.index.put([rec]);
     await this.o.pool.query('DELETE FROM results_deleted WHERE result_id = $1', [rec.result_id]);
     return rec;
@@ -125,6 +129,13 @@ export class StoredResults {
   }
 
   private retention: Promise<number> | undefined;
+
+  /** The record the portal wrote itself for this result (its job ended by the portal), if there is one. */
+  private async portalsAccount(rec: ResultRecord): Promise<ResultRecord | undefined> {
+    const ended = await this.o.pool.query('SELECT 1 FROM jobs WHERE job_uid = $1 AND end_reason IS NOT NULL', [rec.job_uid]);
+    if (!ended.rowCount) return undefined;
+    return this.o.index.get(rec.result_id);
+  }
 
   /** Delete uploaded results (retention): tombstones first, then the records, then the folders. */
   async delete(ids: readonly string[]): Promise<number> {

@@ -20,6 +20,7 @@ export const STATUS: Record<ErrorCode, number> = {
   range_not_satisfiable: 416,
   rate_limited: 429,
   device_unavailable: 503,
+  database_unavailable: 503,
   storage_full: 507,
   internal: 500,
 };

@@ -274,8 +274,12 @@ describe('farm hub (portal side of the node connections)', function () {
     back.event(ev('job.started', { job_uid: uid, username: 'bob', start_time: '2026-11-24T01:02:00.000Z' }));
     back.event(ev('run.finished', { job_uid: uid, result_id: rid, test_case: 'x', result: 'pass' }));
     back.event(ev('job.exited', { job_uid: uid, end_time: '2026-11-24T09:00:00.000Z', result_counts: { pass: 1, fail: 0, error: 0, total: 1 } }));
-    await waitFor(() => events.filter((e) => e.type === 'job.exited').length === 2, WAIT);
+    // A key press after them: once it is published, the stale job events before it were handled (dropped, not published).
+    back.event({ id: 'x-key', type: 'key.pressed', time: new Date().toISOString(), data: { node_id: 'fault-1', key: 'KEY_OK', username: 'bob' } } as unknown as FarmEvent);
+    await waitFor(() => events.some((e) => e.type === 'key.pressed'), WAIT);
     await t.portal.hub.idle();
+    expect(events.filter((e) => e.type === 'job.exited').length, "the stale node's job.exited is not published").to.equal(1);
+    expect(events.filter((e) => e.type === 'run.finished').map((e) => (e.data as { result?: string }).result)).to.deep.equal(['error']);
     const still = (await t.portal.jobs.get(uid))!;
     expect(still).to.deep.include({ state: 'exited', end_reason: 'connection closed' });
     expect(still.job.result_counts.error).to.equal(1);

@@ -54,6 +54,9 @@ export async function startTestFarm(o: { portal?: Partial<PortalConfigInput>; cl
   });
   const portal = await startFarmPortal(config, log.logger);
   const db = new pg.Pool({ connectionString: connectionString(cluster), max: 2 });
+  // An idle client losing its server (a test restarts PostgreSQL) must not crash the test run.
+  db.on('error', () => undefined);
+  db.on('connect', (client) => client.on('error', () => undefined));
   const users = new PgUsers(db);
   const tokens = new PgTokens(db);
   const nodes = new Map<string, TestDaemon>();

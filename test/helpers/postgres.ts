@@ -25,6 +25,12 @@ export interface TestPostgres {
   database: string;
   /** Stop the server and remove the folder. */
   stop(): Promise<void>;
+  /** Stop the server only (`pg_ctl stop -m <mode>`), keeping its data and socket folder; `start()` brings it back. */
+  stopServer(mode?: 'fast' | 'immediate' | 'smart'): Promise<void>;
+  /** Start a server stopped by `stopServer()`, on the same data, socket folder and port. */
+  startServer(): Promise<void>;
+  /** `pg_ctl restart -m <mode>` (default fast): every connection is cut, the data stays. */
+  restart(mode?: 'fast' | 'immediate' | 'smart'): Promise<void>;
 }
 
 /** The folder of initdb/pg_ctl: PG_BIN, else the newest /usr/lib/postgresql/<ver>/bin, else PATH. */
@@ -54,7 +60,8 @@ export async function startPostgres(): Promise<TestPostgres> {
   await as(tool('initdb'), ['-D', data, '-U', user, '-A', 'trust', '--encoding=UTF8', '--locale=C', '--no-sync']);
   const port = 5432;
   const opts = `-c listen_addresses='' -k ${dir} -p ${port} -c fsync=off -c synchronous_commit=off -c full_page_writes=off`;
-  await as(tool('pg_ctl'), ['-D', data, '-l', path.join(dir, 'log'), '-o', opts, '-w', '-t', '60', 'start']);
+  const log = path.join(dir, 'log');
+  await as(tool('pg_ctl'), ['-D', data, '-l', log, '-o', opts, '-w', '-t', '60', 'start']);
   let stopped = false;
   return {
     host: dir,
@@ -66,6 +73,15 @@ export async function startPostgres(): Promise<TestPostgres> {
       stopped = true;
       await as(tool('pg_ctl'), ['-D', data, '-m', 'immediate', '-w', 'stop']).catch(() => undefined);
       await rm(dir, { recursive: true, force: true });
+    },
+    async stopServer(mode = 'fast') {
+      await as(tool('pg_ctl'), ['-D', data, '-m', mode, '-w', '-t', '60', 'stop']);
+    },
+    async startServer() {
+      await as(tool('pg_ctl'), ['-D', data, '-l', log, '-o', opts, '-w', '-t', '60', 'start']);
+    },
+    async restart(mode = 'fast') {
+      await as(tool('pg_ctl'), ['-D', data, '-l', log, '-o', opts, '-m', mode, '-w', '-t', '60', 'restart']);
     },
   };
 }

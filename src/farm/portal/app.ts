@@ -13,6 +13,7 @@ import { authenticate, guardApi } from '../../http/auth.js';
 import { jsonBody } from '../../http/body.js';
 import { errorHandler } from '../../http/errors.js';
 import { rateLimit, type RateLimitSettings } from '../../http/rateLimit.js';
+import { databaseUnavailable, isDatabaseUnavailable } from '../db/pool.js';
 
 export interface PortalAppOptions {
   logger: Logger;
@@ -34,6 +35,14 @@ export function createPortalApp(o: PortalAppOptions): Koa {
   app.proxy = false;
   app.silent = true;
   app.use(errorHandler(o.logger));
+  // PostgreSQL away (restarting, down): a 503 saying so, never a 500 (docs/farm.md, "Faults").
+  app.use(async (_ctx, next) => {
+    try {
+      await next();
+    } catch (e) {
+      throw isDatabaseUnavailable(e) ? databaseUnavailable() : e;
+    }
+  });
   app.use(foldTrailingSlash);
   for (const router of o.early ?? []) app.use(router.routes());
   app.use(authenticate(o.tokens));

@@ -8,11 +8,12 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type Router from '@koa/router';
-import pg from 'pg';
+import type pg from 'pg';
 import type { TokenVerifier } from '../../core/auth.js';
 import type { Logger } from '../../core/ports.js';
 import type { FarmReservations, FarmTokenVerifier, NodeCredentials } from '../contract.js';
 import { migrate } from '../db/migrate.js';
+import { newPool } from '../db/pool.js';
 import { PortalHub } from '../hub.js';
 import { FarmJobs } from '../jobs.js';
 import { FarmResults } from '../results.js';
@@ -50,9 +51,8 @@ const NO_NODES: NodeCredentials = { verify: () => Promise.resolve(false) };
 const isFarmTokenVerifier = (t: TokenVerifier): t is FarmTokenVerifier => typeof (t as Partial<FarmTokenVerifier>).start === 'function';
 
 export async function startPortal(cfg: PortalConfig, logger: Logger, parts: PortalParts = {}): Promise<Portal> {
-  const pool = new pg.Pool({ connectionString: cfg.database, max: cfg.database_pool_size });
-  // An idle client losing its server (PostgreSQL restarted) must not crash the process; the next query reconnects.
-  pool.on('error', (e) => logger.warn({ err: e }, 'an idle database connection failed'));
+  // A client losing its server (PostgreSQL restarted) must not crash the process; the next query reconnects.
+  const pool = newPool({ connectionString: cfg.database, max: cfg.database_pool_size, logger: logger.child({ part: 'database' }) });
   let server: Server | undefined;
   let hub: PortalHub | undefined;
   let tokens: TokenVerifier | undefined;

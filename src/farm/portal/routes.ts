@@ -16,6 +16,7 @@ import { bodyOf } from '../../http/body.js';
 import { userOf } from '../../http/auth.js';
 import { presentReservation } from '../../http/presenters.js';
 import type { FarmHub, FarmReservation, FarmReservations, ForwardRequest, NodeLink } from '../contract.js';
+import { isDatabaseUnavailable } from '../db/pool.js';
 import { presentFarmJob, type FarmJobs } from '../jobs.js';
 
 export interface PortalRouteDeps {
@@ -94,8 +95,15 @@ export function portalRouter(d: PortalRouteDeps): Router {
     if (job.status !== 'exited' || typeof job.job_uid !== 'string' || typeof total !== 'number') return;
     const until = Date.now() + SETTLE_MS;
     for (;;) {
-      const { rows } = await d.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM results WHERE job_uid = $1', [job.job_uid]);
-      if (rows[0]!.n >= total || Date.now() >= until) return;
+      // The database away: the node's answer goes out unsettled, as when an upload keeps failing.
+      const n = await d.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM results WHERE job_uid = $1', [job.job_uid]).then(
+        ({ rows }) => rows[0]!.n,
+        (e: unknown) => {
+          if (isDatabaseUnavailable(e)) return Infinity;
+          throw e;
+        },
+      );
+      if (n >= total || Date.now() >= until) return;
       await delay(SETTLE_POLL_MS);
     }
   };
