@@ -26,7 +26,7 @@ describe('virtual set-top box: frame cache', function () {
     box.transportListener({ trains: encoder.sendOnce(key), at: 0 });
     const view = viewOf(box.state());
     const whole = await renderFrame(view, view.power ? clockText(now) : '', w, h);
-    await waitFor(() => box.currentFrame()?.equals(whole) === true, `${key}: the picture of ${JSON.stringify(view)}`, 30_000);
+    await waitFor(() => box.currentFrame()?.equals(whole) === true, { what: `${key}: the picture of ${JSON.stringify(view)}`, timeoutMs: 30_000 });
   }
 
   for (const [w, h] of [[1280, 720], [333, 201]] as const) {
@@ -34,7 +34,7 @@ describe('virtual set-top box: frame cache', function () {
       let clock = new Date(2024, 0, 1, 12, 0, 0).getTime();
       const box = (stb = createVirtualStb({ width: w, height: h, fps: 25, now: () => clock }));
       const first = await renderFrame(viewOf(box.state()), clockText(clock), w, h);
-      await waitFor(() => box.currentFrame()?.equals(first) === true, 'first picture', 30_000);
+      await waitFor(() => box.currentFrame()?.equals(first) === true, { what: 'first picture', timeoutMs: 30_000 });
       // Menus, pages, the digit entry box (near the clock), the channel banner, standby and back.
       const keys = ['KEY_DOWN', 'KEY_DOWN', 'KEY_UP', 'KEY_OK', 'KEY_BACK', 'KEY_1', 'KEY_2', 'KEY_OK', 'KEY_MENU',
         'KEY_DOWN', 'KEY_DOWN', 'KEY_DOWN', 'KEY_OK', 'KEY_RIGHT', 'KEY_POWER', 'KEY_POWER', 'KEY_UP'];
@@ -44,14 +44,14 @@ describe('virtual set-top box: frame cache', function () {
       const ticked = await renderFrame(view, clockText(clock), w, h);
       // Feed ticks refresh the cache (a press would too).
       box.feed(new Writable({ write: (_chunk, _enc, done) => done() }));
-      await waitFor(() => box.currentFrame()?.equals(ticked) === true, 'the next second', 30_000);
+      await waitFor(() => box.currentFrame()?.equals(ticked) === true, { what: 'the next second', timeoutMs: 30_000 });
     });
   }
 
   it('a press back to a screen seen before makes its picture at once, without an SVG render', async () => {
     const clock = new Date(2024, 0, 1, 12, 0, 0).getTime();
     const box = (stb = createVirtualStb({ width: 640, height: 360, fps: 25, now: () => clock }));
-    await waitFor(() => box.currentFrame() !== undefined, 'first picture', 30_000);
+    await waitFor(() => box.currentFrame() !== undefined, { what: 'first picture', timeoutMs: 30_000 });
     const home = box.currentFrame()!;
     await pressAndCheck(box, 'KEY_DOWN', clock, 640, 360);
     const down = box.currentFrame()!;
