@@ -160,7 +160,11 @@ export class FrameCache {
     if (this.clockLayer?.clock !== clock) this.renderClock(view, clock);
     const body = this.body(viewKey, view);
     const layer = this.clockLayer;
-    if (!backdrop || !body || !layer) return;
+    if (!backdrop || !body || !layer) {
+      // The very first picture does not wait for three renders (ffmpeg is waiting for it): one whole render, as before.
+      if (this.frame === undefined) this.render(`whole ${viewKey} ${clock}`, view, clock, { body: true, clock: true }, (f) => this.frame === undefined && this.publish(f, `${viewKey} ${clock}`));
+      return;
+    }
     // Until the current second's clock is rendered, the body goes out with the last one rendered.
     const key = `${viewKey} ${layer.clock}`;
     if (key === this.frameKey) return;
