@@ -147,8 +147,9 @@ try {
       add(s, since(first(s)));
     }
     const ir = first('ir.send.start');
-    const render = ir && first('render.end', ir.t);
-    add('render.end', since(render));
+    // The box's new picture: `frame.ready` (FrameCache.publish), or before it existed the end of its SVG render.
+    const render = ir && (first('frame.ready', ir.t) ?? first('render.end', ir.t));
+    add('picture ready (frame.ready / render.end)', since(render));
     const fin = render && first('ffmpeg.in', render.t);
     add('ffmpeg.in (new picture written)', since(fin));
     const out = fin && first('ffmpeg.out', fin.t);

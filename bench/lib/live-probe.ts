@@ -12,6 +12,7 @@ import sharp from 'sharp';
 import { NodePolicy } from '../../src/core/nodePolicy.js';
 import { FfmpegFrameSource } from '../../src/hardware/capture/ffmpeg-frame-source.js';
 import { KeyPresser } from '../../src/hardware/ir/keys.js';
+import { FrameCache } from '../../src/hardware/virtual/frames.js';
 import { VirtualTransport } from '../../src/hardware/ir/transports/virtual.js';
 import { GitTestPack } from '../../src/runner/gitTestPack.js';
 import { LiveStream } from '../../src/web/liveStream.js';
@@ -58,6 +59,16 @@ if (file) {
       if (kind === 'render') note('render.end');
     }
   };
+
+  // A new picture of the box is ready (rendered, or put together from kept layers without a render).
+  const fc = FrameCache.prototype as unknown as Record<string, AnyFn | undefined>;
+  const publish = fc.publish;
+  if (publish) {
+    fc.publish = function (this: unknown, ...args: unknown[]) {
+      note('frame.ready');
+      return publish.apply(this, args);
+    };
+  }
 
   // New pictures into ffmpeg (the box's cache hands out one Buffer per rendered picture) and out again.
   let lastWritten: Buffer | undefined;

@@ -14,18 +14,28 @@ export function clockText(ms: number): string {
   return [d.getHours(), d.getMinutes(), d.getSeconds()].map((n) => String(n).padStart(2, '0')).join(':');
 }
 
-/** The whole SVG document of one frame. Standby is a plain black screen. */
-export function screenSvg(view: StbView, clock: string, width: number, height: number): string {
+/** The parts of a frame that can be drawn on their own: the page's body and the clock. */
+export interface Layers {
+  body: boolean;
+  clock: boolean;
+}
+
+/**
+ * The whole SVG document of one frame. Standby is a plain black screen.
+ * `layers` leaves out the page's body or the clock (the frame cache renders
+ * them apart and puts them together, frames.ts); by default both are drawn.
+ */
+export function screenSvg(view: StbView, clock: string, width: number, height: number, layers: Layers = { body: true, clock: true }): string {
   const open = `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${DESIGN_WIDTH} ${DESIGN_HEIGHT}" preserveAspectRatio="none">`;
   if (!view.power) return `${open}<rect width="${DESIGN_WIDTH}" height="${DESIGN_HEIGHT}" fill="#000000"/></svg>`;
   const background = `<rect width="${DESIGN_WIDTH}" height="${DESIGN_HEIGHT}" fill="${COLOURS.background}"/>`;
   const clockSvg = `<text x="1240" y="60" font-family="DejaVu Sans Mono" font-size="32" fill="${COLOURS.text}" text-anchor="end">${clock}</text>`;
-  return `${open}${background}${screenBody(view)}${clockSvg}</svg>`;
+  return `${open}${background}${layers.body ? screenBody(view) : ''}${layers.clock ? clockSvg : ''}</svg>`;
 }
 
 /** One raw rgb24 frame (`width * height * 3` bytes, rows top to bottom). */
-export async function renderFrame(view: StbView, clock: string, width: number, height: number): Promise<Buffer> {
-  const svg = Buffer.from(screenSvg(view, clock, width, height));
+export async function renderFrame(view: StbView, clock: string, width: number, height: number, layers?: Layers): Promise<Buffer> {
+  const svg = Buffer.from(screenSvg(view, clock, width, height, layers));
   const { data, info } = await sharp(svg).removeAlpha().raw().toBuffer({ resolveWithObject: true });
   if (info.width !== width || info.height !== height || info.channels !== 3) {
     // librsvg rounds sizes; never hand ffmpeg a frame of the wrong length.
