@@ -278,9 +278,27 @@ def fetch_result(portal, result, root, counts):
     portal.download(result["result_url"] + "/stbt.log", os.path.join(folder, "stbt.log"))
 
 
+def list_results(portal, job, wait_secs):
+    """The job's results, waiting (up to wait_secs) until the list has result_counts.total of them.
+
+    A farm portal indexes a result once its node has uploaded it; the job may be answered as
+    exited before the last upload is in (docs/farm.md, "Read your writes through the portal").
+    """
+    query = {"filter": "job:%s" % job["job_uid"], "sort": "date:asc"}
+    expected = (job.get("result_counts") or {}).get("total", 0)
+    deadline = time.time() + wait_secs
+    while True:
+        results = portal.json("GET", "/api/v2/results", query=query)[1]
+        if len(results) >= expected or time.time() >= deadline:
+            if len(results) < expected:
+                warn("warning: %d of the job's %d results are listed; going on without the others" % (len(results), expected))
+            return results
+        time.sleep(2)
+
+
 def report(portal, args, job):
     """Results of the job, their files, and the jUnit XML; the exit status by outcome."""
-    results = portal.json("GET", "/api/v2/results", query={"filter": "job:%s" % job["job_uid"], "sort": "date:asc"})[1]
+    results = list_results(portal, job, args.results_wait_secs)
     counts = {"downloaded": 0, "unchanged": 0}
     failed = 0
     for r in results:
@@ -364,6 +382,8 @@ def parser():
     common.add_argument("--node-id", default=argparse.SUPPRESS, help="node to use (default $FARMHAND_NODE_ID)")
     common.add_argument("--retry-secs", type=float, default=argparse.SUPPRESS,
                         help="how long a GET is retried while the server is unreachable or answers 502/503/504 (default 300)")
+    common.add_argument("--results-wait-secs", type=float, default=argparse.SUPPRESS,
+                        help="how long to wait for a job's results to be listed after it ends (default 120)")
     common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS)
 
     p = argparse.ArgumentParser(description="Command-line client of the v2 test-farm API.", parents=[common])
@@ -397,7 +417,7 @@ def main(argv=None):
     p = parser()
     args = p.parse_args(argv)
     for name, default in (("portal", os.environ.get("FARMHAND_PORTAL")), ("token_file", None),
-                          ("node_id", os.environ.get("FARMHAND_NODE_ID")), ("retry_secs", 300.0), ("verbose", False)):
+                          ("node_id", os.environ.get("FARMHAND_NODE_ID")), ("retry_secs", 300.0), ("results_wait_secs", 120.0), ("verbose", False)):
         if not hasattr(args, name):
             setattr(args, name, default)
     if not args.command:
