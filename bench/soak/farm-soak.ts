@@ -368,13 +368,20 @@ async function main(): Promise<void> {
     const knownSet = new Set(known.map((r) => r.job_uid));
     const lostJobs = [...started].filter((u) => !knownSet.has(u));
     if (lostJobs.length) problems.push(`jobs started but unknown to the portal: ${lostJobs.join(', ')}`);
+    // A job its node ended: the index holds exactly its result_counts.total results. A job the portal
+    // ended (its node went offline, end_reason set) keeps the portal's account, which can miss a run
+    // the node finished just before it died and uploaded on its return: at least that many, and the
+    // extra ones are listed (the node's own results are checked against the index below).
+    const undercounted: string[] = [];
     await settle('every result of every exited job in the index exactly once', async () => {
-      const { rows } = await db.query<{ job_uid: string; total: number; indexed: string; distinct_ids: string }>(
-        `SELECT j.job_uid, (j.job->'result_counts'->>'total')::int AS total, count(r.result_id) AS indexed, count(DISTINCT r.result_id) AS distinct_ids
+      const { rows } = await db.query<{ job_uid: string; total: number; indexed: string; distinct_ids: string; portal_ended: boolean }>(
+        `SELECT j.job_uid, (j.job->'result_counts'->>'total')::int AS total, count(r.result_id) AS indexed, count(DISTINCT r.result_id) AS distinct_ids,
+                j.end_reason IS NOT NULL AS portal_ended
            FROM jobs j LEFT JOIN results r ON r.job_uid = j.job_uid
-          WHERE j.state = 'exited' GROUP BY j.job_uid, j.job`,
+          WHERE j.state = 'exited' GROUP BY j.job_uid, j.job, j.end_reason`,
       );
-      const bad = rows.filter((r) => Number(r.indexed) !== r.total || Number(r.distinct_ids) !== Number(r.indexed));
+      const bad = rows.filter((r) => (r.portal_ended ? Number(r.indexed) < r.total : Number(r.indexed) !== r.total) || Number(r.distinct_ids) !== Number(r.indexed));
+      undercounted.splice(0, Infinity, ...rows.filter((r) => r.portal_ended && Number(r.indexed) > r.total).map((r) => `${r.job_uid} (portal's total ${r.total}, indexed ${r.indexed})`));
       return bad.length ? `${bad.length} jobs, e.g. ${bad.slice(0, 5).map((b) => `${b.job_uid} total ${b.total} indexed ${b.indexed}`).join('; ')}` : undefined;
     });
     await settle('every result a node holds is in the farm index', async () => {
@@ -430,6 +437,8 @@ async function main(): Promise<void> {
           `fds ${a.fds} -> ${b.fds}, pg connections ${a.pgConnections} -> ${b.pgConnections}`,
       );
     }
+    const { rows: ended } = await db.query<{ n: string }>('SELECT count(*) AS n FROM jobs WHERE end_reason IS NOT NULL');
+    console.log(`  jobs the portal ended (node offline): ${ended[0]!.n}; of them with more results indexed than the portal's result_counts: ${undercounted.length ? undercounted.join(', ') : 'none'}`);
     console.log('');
     console.log(problems.length ? `INVARIANTS FAILED (${problems.length}):` : 'invariants: every job ended; every exited job\'s results indexed exactly once; every node result indexed; no result lost; no live reservation; no 500');
     for (const p of problems) console.log(`  PROBLEM ${p}`);
