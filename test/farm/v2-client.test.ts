@@ -33,7 +33,7 @@ interface Ran {
 /** Run the client in `cwd` as a CI job does; never throws on a non-zero exit. */
 function client(cwd: string, args: string[], env: Record<string, string> = {}): Promise<Ran> {
   return new Promise((resolve) => {
-    execFile(PYTHON, [CLIENT, ...args], { cwd, env: { PATH: process.env.PATH ?? '', ...env }, timeout: 240_000 }, (err, stdout, stderr) => {
+    execFile(PYTHON, [CLIENT, ...args], { cwd, env: { PATH: process.env.PATH ?? '', ...env }, timeout: 280_000 }, (err, stdout, stderr) => {
       const code = err ? (typeof err.code === 'number' ? err.code : -1) : 0;
       resolve({ code, stdout, stderr });
     });
@@ -97,7 +97,9 @@ async function refusals(base: string[], nodeId: string, work: string): Promise<v
 }
 
 describe('the command-line v2 client (scripts/farmhand-v2-client.py)', function () {
-  this.timeout(300_000);
+  // Two client runs per test, each a whole CI job with its uploads: on a loaded 2-core machine one
+  // test took 235 s. Generous, not a speed target.
+  this.timeout(600_000);
 
   describe('against a portal with three nodes', () => {
     let farm: TestFarm;
@@ -109,7 +111,8 @@ describe('the command-line v2 client (scripts/farmhand-v2-client.py)', function 
     before(async function () {
       this.timeout(300_000);
       pack = await makeTestPack(STANDARD_FILES);
-      farm = await startTestFarm();
+      // Heartbeats every 5 s (the default): a node in this loaded test process must not miss 3 of them.
+      farm = await startTestFarm({ portal: { heartbeat_secs: 5 } });
       for (const id of NODES) await farm.addNode(id, { pack });
       token = await farm.tokenFor('ci');
       work = await mkdtemp(path.join(os.tmpdir(), 'farmhand-v2-client-'));
