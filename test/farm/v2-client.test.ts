@@ -110,10 +110,12 @@ describe('the command-line v2 client (scripts/farmhand-v2-client.py)', function 
 
     before(async function () {
       this.timeout(300_000);
-      pack = await makeTestPack(STANDARD_FILES);
+      // The example pack's vstb remote (with key codes), so a press can be sent: rack2-a has the virtual IR blaster.
+      const remote = await readFile(path.join(ROOT, 'examples/test-pack/config/remote-control/vstb.lircd.conf'), 'utf8');
+      pack = await makeTestPack({ ...STANDARD_FILES, 'config/remote-control/vstb.lircd.conf': remote });
       // Heartbeats every 5 s (the default): a node in this loaded test process must not miss 3 of them.
       farm = await startTestFarm({ portal: { heartbeat_secs: 5 } });
-      for (const id of NODES) await farm.addNode(id, { pack });
+      for (const id of NODES) await farm.addNode(id, { pack, ...(id === 'rack2-a' && { config: { ir: { uri: 'virtual:' } } }) });
       token = await farm.tokenFor('ci');
       work = await mkdtemp(path.join(os.tmpdir(), 'farmhand-v2-client-'));
       await writeFile(path.join(work, 'token'), `${token}\n`);
@@ -166,13 +168,17 @@ describe('the command-line v2 client (scripts/farmhand-v2-client.py)', function 
       await refusals(base, 'rack2-a', work);
     });
 
-    it('press: POST /api/v2/nodes/<id>/press reaches the node named (its refusal printed as any 4xx)', async () => {
-      const r = await client(work, ['press', ...base, '--node-id', 'rack2-a', 'KEY_NO_SUCH']);
-      expect(r.code, said(r)).to.equal(3);
-      expect(r.stderr).to.match(/POST \S+\/api\/v2\/nodes\/rack2-a\/press: HTTP 404: .*KEY_NO_SUCH/);
+    it('press: POST /api/v2/nodes/<id>/press reaches the node named (its refusals printed as any 4xx)', async () => {
       const ok = await client(work, ['press', ...base, '--node-id', 'rack2-a', 'KEY_OK']);
       expect(ok.code, said(ok)).to.equal(0);
       expect(ok.stdout).to.equal('Pressed KEY_OK on rack2-a\n');
+      const r = await client(work, ['press', ...base, '--node-id', 'rack2-a', 'KEY_NO_SUCH']);
+      expect(r.code, said(r)).to.equal(3);
+      expect(r.stderr, said(r)).to.match(/POST \S+\/api\/v2\/nodes\/rack2-a\/press: HTTP 404: .*KEY_NO_SUCH/);
+      // rack1-a has no IR blaster: its own answer comes back through the portal.
+      const none = await client(work, ['press', ...base, '--node-id', 'rack1-a', 'KEY_OK']);
+      expect(none.code, said(none)).to.equal(3);
+      expect(none.stderr, said(none)).to.match(/HTTP 503: no IR blaster configured \(device_unavailable\)/);
     });
   });
 
