@@ -275,7 +275,13 @@ def fetch_result(portal, result, root, counts):
             raise ApiError("GET", name, None, "md5 %s of the download differs from the listing's %s" % (got, info["md5"]))
         counts["downloaded"] += 1
     os.makedirs(folder, exist_ok=True)
-    portal.download(result["result_url"] + "/stbt.log", os.path.join(folder, "stbt.log"))
+    try:
+        portal.download(result["result_url"] + "/stbt.log", os.path.join(folder, "stbt.log"))
+    except ApiError as e:
+        # A run lost with its node (recorded by the portal as an error) has no log: say so, go on.
+        if e.status != 404:
+            raise
+        warn("warning: %s has no log: %s" % (result["result_id"], e.message))
 
 
 def list_results(portal, job, wait_secs):
