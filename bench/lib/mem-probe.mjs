@@ -11,6 +11,8 @@ import { getHeapSpaceStatistics } from 'node:v8';
 const file = process.env.FARMHAND_BENCH_MEM_FILE;
 if (file) {
   process.on('SIGUSR2', () => {
+    // With --expose-gc (the farm soak), heap figures after a full collection: live objects only.
+    globalThis.gc?.();
     const spaces = Object.fromEntries(getHeapSpaceStatistics().map((s) => [s.space_name, s.space_used_size]));
     writeFileSync(file, JSON.stringify({ ...process.memoryUsage(), spaces }));
   });

@@ -48,7 +48,7 @@ export interface HubJobs {
   /** The node went offline: end its running job, record the run in flight as an error. */
   nodeOffline(nodeId: string, reason: string): Promise<void>;
   /** The node is back: the jobs of it the portal has ended (the welcome's ended_jobs). */
-  reconcile(nodeId: string, job: Hello['job']): Promise<string[]>;
+  reconcile(nodeId: string, job: Hello['job'], snapshotJob?: unknown): Promise<string[]>;
   /** Nodes with a job the portal still has as running (for the grace period after a portal restart). */
   nodesWithRunningJobs(): Promise<string[]>;
 }
@@ -450,7 +450,7 @@ export class PortalHub implements FarmHub {
     const seen = new Date(now).toISOString();
     this.enqueue(entry, async () => {
       await this.o.pool.query(`UPDATE nodes SET online = true, offline_reason = NULL, version = $2, last_seen = $3 WHERE node_id = $1`, [nodeId, hello.version, seen]);
-      const ended = (await this.o.jobs?.reconcile(nodeId, hello.job)) ?? [];
+      const ended = (await this.o.jobs?.reconcile(nodeId, hello.job, hello.snapshot.job)) ?? [];
       if (entry.conn === conn) conn.send({ t: 'welcome', protocol: PROTOCOL_VERSION, heartbeat_secs: this.o.heartbeatSecs, ended_jobs: ended });
     }, () => {
       entry.dirty = true; // the next flush writes the state

@@ -209,16 +209,21 @@ export class FarmJobs implements HubJobs {
     if (exited.length > 0) this.o.logger.warn({ node: nodeId, jobs: exited.map((j) => j.job_uid), lost_runs: lost.length, reason }, 'jobs ended: their node went offline');
   }
 
-  async reconcile(nodeId: string, job: Hello['job']): Promise<string[]> {
-    // A job the node finished while the portal could not hear it (the portal was down): the node's word closes it.
-    // Its events, replayed after the welcome, follow; the job.exited among them corrects the end time and the
-    // counts (the run.finished before it find the row closed and count nothing).
+  async reconcile(nodeId: string, job: Hello['job'], snapshotJob?: unknown): Promise<string[]> {
+    // A job the node finished while the portal could not hear it (the portal was down): the node's word closes it,
+    // with its end time and result counts from the hello's Node object. Its events, replayed after the welcome,
+    // follow; the job.exited among them (when the node still had it) sets the same end time and counts.
     if (job?.status === 'exited') {
+      const last = snapshotJob as Partial<StoredJob> & { job_uid?: unknown } | null | undefined;
+      const same = last?.job_uid === job.job_uid;
+      const end = same && typeof last.end_time === 'string' ? last.end_time : null;
+      const counts = same && last.result_counts && typeof last.result_counts.total === 'number' ? { ...zeroCounts(), ...last.result_counts } : null;
       await this.o.pool.query(
-        `UPDATE jobs SET state = 'exited', ended_at = now(), current_run = NULL,
-           job = coalesce(job, '{}') || jsonb_build_object('status', 'exited', 'end_time', to_jsonb(now()))
+        `UPDATE jobs SET state = 'exited', ended_at = coalesce($3::timestamptz, now()), current_run = NULL,
+           job = coalesce(job, '{}') || jsonb_build_object('status', 'exited', 'end_time', coalesce(to_jsonb($5::text), to_jsonb(now())))
+                 || CASE WHEN $4::jsonb IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('result_counts', $4::jsonb) END
          WHERE job_uid = $1 AND node_id = $2 AND state = 'running'`,
-        [job.job_uid, nodeId],
+        [job.job_uid, nodeId, end, counts && JSON.stringify(counts), end],
       );
     }
     const { rows } = await this.o.pool.query<{ job_uid: string }>(

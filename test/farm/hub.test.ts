@@ -289,6 +289,29 @@ describe('farm hub (portal side of the node connections)', function () {
     expect(Number(rows[0]!.c)).to.equal(1);
   });
 
+  it('a node that finished its job while the portal was down closes it with its own end time and result counts (from its hello)', async () => {
+    const uid = '/recon-1/beef/3';
+    const cred = await t.registerNode('recon-1');
+    await db.query(`INSERT INTO jobs (job_uid, node_id, username, state, request, job) VALUES ($1, 'recon-1', 'zoe', 'running', '{}', $2)`, [
+      uid,
+      JSON.stringify({ status: 'running', start_time: '2026-11-24T03:00:00.000Z', end_time: null, result_counts: { pass: 0, fail: 0, error: 0, total: 0 } }),
+    ]);
+    const last = { job_uid: uid, status: 'exited', start_time: '2026-11-24T03:00:00.000Z', end_time: '2026-11-24T03:05:00.000Z', result_counts: { pass: 2, fail: 1, error: 0, total: 3 } };
+    const n = new SimNode({
+      portalUrl: t.portal.url,
+      nodeId: 'recon-1',
+      credential: cred,
+      job: { job_uid: uid, status: 'exited' },
+      snapshot: { node_id: 'recon-1', online: true, available: true, not_available_reason: null, job: last },
+    });
+    nodes.push(n);
+    await online(n);
+    await t.portal.hub.idle();
+    const job = (await t.portal.jobs.get(uid))!;
+    expect(job).to.deep.include({ state: 'exited', end_reason: null });
+    expect(job.job).to.deep.include({ status: 'exited', end_time: '2026-11-24T03:05:00.000Z', result_counts: last.result_counts });
+  });
+
   it('after a portal restart, a node that had a running job and does not come back within the limit gets the fault rule', async function () {
     // The limit is the node's longest reconnect wait (30 s) plus 3 heartbeats: a node alive through the portal's absence is back by then.
     this.timeout(120_000);

@@ -1,0 +1,458 @@
+/**
+ * Farm soak: a portal process and 3 real `farmhand serve` node processes over a
+ * throwaway PostgreSQL for N minutes, with CI-like clients in a loop (reserve
+ * with a lease, run_tests, await_completion, the job, its results, every
+ * artifact checked against its md5, results.xml, end the reservation) while
+ * nodes are SIGKILLed and restarted and the portal is restarted (SIGKILL and
+ * SIGTERM in turn). At the end, with everything back up and the clients
+ * stopped: every job ended, every exited job's results in the farm index
+ * exactly once, every result a node holds in the index, no live reservation,
+ * every node online. Prints the portal's RSS, open fds, heap (after a GC) and
+ * PostgreSQL connections over time. Exit 1 when an invariant fails.
+ *
+ *   node --import tsx bench/soak/farm-soak.ts [--minutes 10] [--clients 4]
+ *     [--node-kill-secs 40] [--portal-restart-secs 90] [--sample-secs 20]
+ */
+import { createHash } from 'node:crypto';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { migrate } from '../../src/farm/db/migrate.js';
+import { registerNode } from '../../src/farm/nodeCredentials.js';
+import { PgTokens, PgUsers } from '../../src/farm/users.js';
+import { testConfig } from '../../test/helpers/daemon.js';
+import { connectionString } from '../../test/helpers/farmPortal.js';
+import { startPostgres } from '../../test/helpers/postgres.js';
+import { makeTestPack, STANDARD_FILES } from '../../test/fixtures/testPack.js';
+import { PROJECT_ROOT } from '../lib/daemon.js';
+import { timedRequest, waitFor200 } from '../lib/http.js';
+import { freePort, procMemory, spawnLogged, tail, type Spawned } from '../lib/processes.js';
+
+const arg = (name: string, dflt: number) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? Number(process.argv[i + 1]) : dflt;
+};
+const MINUTES = arg('minutes', 10);
+const CLIENTS = arg('clients', 4);
+const NODE_KILL_SECS = arg('node-kill-secs', 40);
+const PORTAL_RESTART_SECS = arg('portal-restart-secs', 90);
+const SAMPLE_SECS = arg('sample-secs', 20);
+const NODES = ['soak-a', 'soak-b', 'soak-c'];
+const MEM_PROBE = fileURLToPath(new URL('../lib/mem-probe.mjs', import.meta.url));
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const now = () => new Date().toISOString().slice(11, 19);
+const log = (msg: string) => console.log(`${now()} ${msg}`);
+
+// A CI job's test cases: a quick pass, a run long enough to be killed in, a failure that writes a file.
+const SOAK_FILES = {
+  ...STANDARD_FILES,
+  'tests/soak.py': [
+    'import time',
+    '',
+    'def test_quick():',
+    '    print("quick")',
+    '',
+    'def test_slow():',
+    '    time.sleep(4)',
+    '    with open("slow.txt", "w") as f:',
+    '        f.write("slept\\n" * 1000)',
+    '',
+    'def test_fails():',
+    '    with open("why.txt", "w") as f:',
+    '        f.write("because")',
+    '    assert False, "on purpose"',
+    '',
+  ].join('\n'),
+};
+const CASES = ['tests/soak.py::test_quick', 'tests/soak.py::test_slow', 'tests/soak.py::test_fails'];
+
+interface Sample {
+  t: number;
+  generation: number;
+  rssMb: number;
+  fds: number;
+  heapMb: number;
+  pgConnections: number;
+  jobs: number;
+  results: number;
+}
+
+async function main(): Promise<void> {
+  const work = await mkdtemp(path.join(os.tmpdir(), 'farm-soak-'));
+  const cluster = await startPostgres();
+  // Named, so the connection count leaves this soak's own out.
+  const db = new pg.Pool({ connectionString: connectionString(cluster), max: 2, application_name: 'farm-soak' });
+  const pack = await makeTestPack(SOAK_FILES);
+  const procs = new Set<Spawned>();
+  const problems: string[] = [];
+  try {
+    await migrate(db);
+    await new PgUsers(db).add('ci');
+    const { token } = await new PgTokens(db).createToken('ci');
+    const auth = { Authorization: `token ${token}` };
+
+    // The portal: one fixed port, so nodes reconnect to the same URL after a restart.
+    const portalPort = await freePort();
+    const portalUrl = `http://127.0.0.1:${portalPort}`;
+    const portalConfig = path.join(work, 'portal.json');
+    writeFileSync(
+      portalConfig,
+      JSON.stringify({
+        listen: `127.0.0.1:${portalPort}`,
+        database: connectionString(cluster),
+        storage_dir: path.join(work, 'storage'),
+        heartbeat_secs: 2,
+        log_level: 'warn',
+        rate_limit: { requests_per_second: 1000, burst: 10000 },
+      }),
+    );
+    const memFile = path.join(work, 'portal.mem.json');
+    let portal: Spawned | undefined;
+    let generation = 0;
+    const startPortal = async () => {
+      const p = spawnLogged(
+        process.execPath,
+        ['--expose-gc', '--import', MEM_PROBE, '--import', 'tsx', path.join(PROJECT_ROOT, 'src/main.ts'), 'portal', '--config', portalConfig],
+        path.join(work, 'portal.log'),
+        { cwd: PROJECT_ROOT, env: { ...process.env, FARMHAND_BENCH_MEM_FILE: memFile } },
+      );
+      procs.add(p);
+      let alive = true;
+      void p.exited.then(() => (alive = false));
+      await waitFor200(`${portalUrl}/healthz`, performance.now() + 120_000, () => alive, 100).catch((e: Error) => {
+        throw new Error(`${e.message}\n${tail(path.join(work, 'portal.log'))}`);
+      });
+      portal = p;
+      generation++;
+    };
+
+    // The nodes: each its own `farmhand serve` process on a fixed port and data directory (kept across kills).
+    const nodes = new Map<string, { config: string; url: string; logFile: string; proc?: Spawned }>();
+    for (const id of NODES) {
+      const dir = path.join(work, id);
+      mkdirSync(dir);
+      const credentialFile = path.join(dir, 'credential');
+      writeFileSync(credentialFile, `${await registerNode(db, id)}\n`, { mode: 0o600 });
+      const port = await freePort();
+      const cfg = testConfig(pack.dir, path.join(dir, 'data'), {
+        node_id: id,
+        listen: `127.0.0.1:${port}`,
+        log_level: 'warn',
+        capture: { uri: 'none:' },
+        portal: { url: portalUrl, node_credential_file: credentialFile },
+        rate_limit: { requests_per_second: 1000, burst: 10000 },
+      });
+      const config = path.join(dir, 'farmhand.json');
+      writeFileSync(config, JSON.stringify(cfg));
+      nodes.set(id, { config, url: `http://127.0.0.1:${port}`, logFile: path.join(dir, 'node.log') });
+    }
+    const startNode = async (id: string) => {
+      const n = nodes.get(id)!;
+      const p = spawnLogged(process.execPath, ['--import', 'tsx', path.join(PROJECT_ROOT, 'src/main.ts'), 'serve', '--config', n.config], n.logFile, {
+        cwd: PROJECT_ROOT,
+      });
+      procs.add(p);
+      n.proc = p;
+      let alive = true;
+      void p.exited.then(() => (alive = false));
+      await waitFor200(`${n.url}/healthz`, performance.now() + 120_000, () => alive, 100).catch((e: Error) => {
+        throw new Error(`${e.message}\n${tail(n.logFile)}`);
+      });
+    };
+    const call = async (method: string, p: string, body?: unknown, timeoutMs = 65_000) => {
+      const res = await fetch(p.startsWith('http') ? p : `${portalUrl}${p}`, {
+        method,
+        headers: { ...auth, ...(body === undefined ? {} : { 'Content-Type': 'application/json' }) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      return { status: res.status, body: Buffer.from(await res.arrayBuffer()) };
+    };
+
+    const onlineNodes = async () => {
+      const r = await call('GET', '/api/v2/nodes', undefined, 10_000).catch(() => undefined);
+      if (r?.status !== 200) return [];
+      return (JSON.parse(r.body.toString('utf8')) as Array<{ node_id: string; online: boolean }>).filter((n) => n.online).map((n) => n.node_id);
+    };
+
+    await startPortal();
+    await Promise.all(NODES.map(startNode));
+    const waitAllOnline = async (what: string, ms = 120_000) => {
+      const end = Date.now() + ms;
+      while ((await onlineNodes()).length < NODES.length) {
+        if (Date.now() > end) throw new Error(`not every node online ${what}`);
+        await sleep(500);
+      }
+    };
+    await waitAllOnline('at the start');
+    log(`portal ${portalUrl} and nodes ${NODES.join(', ')} up; soak of ${MINUTES} min with ${CLIENTS} clients`);
+
+    // ---------------------------------------------------------------- clients
+    const started = new Set<string>(); // job uids run_tests answered 200 for
+    const seenResults = new Set<string>(); // result ids a client read in a results list
+    const stats = { iterations: 0, completed: 0, artifacts: 0, artifactBytes: 0, xml: 0, reserved: 0, statuses: new Map<string, number>() };
+    const count = (key: string) => stats.statuses.set(key, (stats.statuses.get(key) ?? 0) + 1);
+    const endAt = Date.now() + MINUTES * 60_000;
+    let stopping = false;
+
+    const clientLoop = async (k: number) => {
+      for (let i = 0; !stopping && Date.now() < endAt; i++) {
+        stats.iterations++;
+        const nodeId = NODES[(k + i) % NODES.length]!;
+        let reservation: number | undefined;
+        try {
+          // Every other iteration holds the node with a lease (a CI job that dies stops holding it).
+          if (i % 2 === 0) {
+            const r = await call('POST', '/api/v2/reservations', { node_ids: [nodeId], message: `soak client ${k}`, lease_secs: 60, wait_secs: 20 });
+            count(`reserve ${r.status}`);
+            if (r.status !== 200) throw new Error('not reserved');
+            reservation = (JSON.parse(r.body.toString()) as { reservations: Array<{ reservation_id: number }> }).reservations[0]!.reservation_id;
+            stats.reserved++;
+          }
+          const run = await call('POST', '/api/v2/run_tests', { node_id: nodeId, test_pack_revision: 'main', test_cases: CASES, shuffle: i % 3 === 0, tags: { 'jenkins/BUILD_ID': String(i) } });
+          count(`run_tests ${run.status}`);
+          if (run.status !== 200) throw new Error('not started');
+          const job = JSON.parse(run.body.toString()) as { job_uid: string; job_url: string };
+          started.add(job.job_uid);
+          for (;;) {
+            const w = await call('GET', `/api/v2/jobs${job.job_uid}/await_completion`);
+            count(`await_completion ${w.status}`);
+            if (w.status === 200) break;
+            if (w.status !== 202) await sleep(1000); // the portal restarting: ask again
+          }
+          const j = await call('GET', job.job_url);
+          count(`job ${j.status}`);
+          const list = await call('GET', `/api/v2/results?filter=${encodeURIComponent(`job:${job.job_uid}`)}`);
+          count(`results ${list.status}`);
+          if (list.status !== 200) throw new Error('no results list');
+          for (const r of JSON.parse(list.body.toString()) as Array<{ result_id: string; result_url: string }>) {
+            seenResults.add(r.result_id);
+            const listing = await call('GET', `${r.result_url}/artifacts/`);
+            count(`artifacts/ ${listing.status}`);
+            if (listing.status !== 200) continue;
+            for (const [name, info] of Object.entries(JSON.parse(listing.body.toString()) as Record<string, { size: number; md5: string }>)) {
+              const f = await call('GET', `${r.result_url}/artifacts/${name.split('/').map(encodeURIComponent).join('/')}`);
+              count(`artifact ${f.status}`);
+              if (f.status !== 200) continue;
+              const md5 = createHash('md5').update(f.body).digest('hex');
+              if (md5 !== info.md5 || f.body.length !== info.size) problems.push(`${r.result_id}/${name}: got ${f.body.length} bytes md5 ${md5}, listed ${info.size} ${info.md5}`);
+              stats.artifacts++;
+              stats.artifactBytes += f.body.length;
+            }
+          }
+          const xml = await call('GET', `/api/v2/results.xml?filter=${encodeURIComponent(`job:${job.job_uid}`)}&include_tz=true`);
+          count(`results.xml ${xml.status}`);
+          if (xml.status === 200) stats.xml++;
+          stats.completed++;
+        } catch (e) {
+          const msg = (e as Error).name === 'TimeoutError' ? 'timeout' : (e as Error).message;
+          if (!['not reserved', 'not started', 'no results list'].includes(msg)) count(`error ${msg.slice(0, 60)}`);
+          await sleep(1000);
+        } finally {
+          if (reservation !== undefined) {
+            const d = await call('DELETE', `/api/v2/reservations/${reservation}`).catch(() => undefined);
+            count(`unreserve ${d?.status ?? 'failed'}`);
+          }
+        }
+      }
+    };
+
+    // ---------------------------------------------------------------- faults and samples
+    const samples: Sample[] = [];
+    const t0 = Date.now();
+    const sample = async () => {
+      if (!portal) return;
+      try {
+        const pid = portal.pid;
+        writeFileSync(memFile, '');
+        process.kill(pid, 'SIGUSR2');
+        let heap: { heapUsed: number } | undefined;
+        for (let i = 0; i < 100 && !heap; i++) {
+          await sleep(20);
+          const text = readFileSync(memFile, 'utf8');
+          if (text) heap = JSON.parse(text) as { heapUsed: number };
+        }
+        const { rows } = await db.query<{ conns: string; jobs: string; results: string }>(
+          `SELECT (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND application_name <> 'farm-soak') AS conns,
+                  (SELECT count(*) FROM jobs) AS jobs, (SELECT count(*) FROM results) AS results`,
+        );
+        samples.push({
+          t: (Date.now() - t0) / 1000,
+          generation,
+          rssMb: procMemory(pid).rssMb,
+          fds: readdirSync(`/proc/${pid}/fd`).length,
+          heapMb: heap ? heap.heapUsed / 2 ** 20 : NaN,
+          pgConnections: Number(rows[0]!.conns),
+          jobs: Number(rows[0]!.jobs),
+          results: Number(rows[0]!.results),
+        });
+      } catch {
+        // the portal is being restarted: no sample this time
+      }
+    };
+    const faults = { nodeKills: 0, portalRestarts: 0 };
+    // Faults stop in the last 40 % of the run: the last portal generation shows the trend alone.
+    const faultsEnd = t0 + MINUTES * 60_000 * 0.6;
+    const nodeKiller = async () => {
+      let k = 0;
+      while (!stopping && Date.now() < faultsEnd) {
+        await sleep(NODE_KILL_SECS * 1000 * (0.5 + Math.random()));
+        if (stopping || Date.now() >= faultsEnd) break;
+        const id = NODES[k++ % NODES.length]!;
+        const n = nodes.get(id)!;
+        process.kill(-n.proc!.pid, 'SIGKILL');
+        await n.proc!.exited;
+        procs.delete(n.proc!);
+        faults.nodeKills++;
+        log(`SIGKILL node ${id}`);
+        await sleep(2000 + Math.random() * 8000);
+        await startNode(id);
+        log(`node ${id} restarted`);
+      }
+    };
+    const portalRestarter = async () => {
+      let k = 0;
+      while (!stopping && Date.now() < faultsEnd) {
+        await sleep(PORTAL_RESTART_SECS * 1000);
+        if (stopping || Date.now() >= faultsEnd) break;
+        const p = portal!;
+        portal = undefined;
+        const kill = k++ % 2 === 0;
+        if (kill) process.kill(-p.pid, 'SIGKILL');
+        await (kill ? p.exited : p.stop(30_000));
+        procs.delete(p);
+        faults.portalRestarts++;
+        log(`portal ${kill ? 'SIGKILLed' : 'stopped (SIGTERM)'}`);
+        await sleep(2000);
+        await startPortal();
+        log(`portal restarted (generation ${generation})`);
+      }
+    };
+    const sampler = async () => {
+      while (!stopping) {
+        await sample();
+        await sleep(SAMPLE_SECS * 1000);
+      }
+    };
+
+    const sampling = sampler();
+    const background = [nodeKiller(), portalRestarter()];
+    await Promise.all(Array.from({ length: CLIENTS }, (_, k) => clientLoop(k)));
+    await Promise.all(background);
+    await sample();
+    stopping = true;
+    await sampling;
+
+    // ---------------------------------------------------------------- invariants
+    log('clients stopped; waiting for every node online and every job ended');
+    await waitAllOnline('at the end');
+    const settle = async (what: string, probe: () => Promise<string | undefined>, ms = 180_000) => {
+      const end = Date.now() + ms;
+      let last: string | undefined;
+      while ((last = await probe()) !== undefined) {
+        if (Date.now() > end) {
+          problems.push(`${what}: ${last}`);
+          return;
+        }
+        await sleep(1000);
+      }
+    };
+    await settle('every job ended', async () => {
+      const { rows } = await db.query<{ job_uid: string }>("SELECT job_uid FROM jobs WHERE state <> 'exited'");
+      return rows.length ? `${rows.length} not exited: ${rows.map((r) => r.job_uid).join(', ')}` : undefined;
+    });
+    const { rows: known } = await db.query<{ job_uid: string }>('SELECT job_uid FROM jobs');
+    const knownSet = new Set(known.map((r) => r.job_uid));
+    const lostJobs = [...started].filter((u) => !knownSet.has(u));
+    if (lostJobs.length) problems.push(`jobs started but unknown to the portal: ${lostJobs.join(', ')}`);
+    // A job its node ended: the index holds exactly its result_counts.total results. A job the portal
+    // ended (its node went offline, end_reason set) keeps the portal's account, which can miss a run
+    // the node finished just before it died and uploaded on its return: at least that many, and the
+    // extra ones are listed (the node's own results are checked against the index below).
+    const undercounted: string[] = [];
+    await settle('every result of every exited job in the index exactly once', async () => {
+      const { rows } = await db.query<{ job_uid: string; total: number; indexed: string; distinct_ids: string; portal_ended: boolean }>(
+        `SELECT j.job_uid, (j.job->'result_counts'->>'total')::int AS total, count(r.result_id) AS indexed, count(DISTINCT r.result_id) AS distinct_ids,
+                j.end_reason IS NOT NULL AS portal_ended
+           FROM jobs j LEFT JOIN results r ON r.job_uid = j.job_uid
+          WHERE j.state = 'exited' GROUP BY j.job_uid, j.job, j.end_reason`,
+      );
+      const bad = rows.filter((r) => (r.portal_ended ? Number(r.indexed) < r.total : Number(r.indexed) !== r.total) || Number(r.distinct_ids) !== Number(r.indexed));
+      undercounted.splice(0, Infinity, ...rows.filter((r) => r.portal_ended && Number(r.indexed) > r.total).map((r) => `${r.job_uid} (portal's total ${r.total}, indexed ${r.indexed})`));
+      return bad.length ? `${bad.length} jobs, e.g. ${bad.slice(0, 5).map((b) => `${b.job_uid} total ${b.total} indexed ${b.indexed}`).join('; ')}` : undefined;
+    });
+    await settle('every result a node holds is in the farm index', async () => {
+      const { rows } = await db.query<{ result_id: string }>('SELECT result_id FROM results');
+      const indexed = new Set(rows.map((r) => r.result_id));
+      const missing: string[] = [];
+      for (const [id, n] of nodes) {
+        const r = await timedRequest(`${n.url}/api/v1/results?sort=date:asc`, { timeoutMs: 30_000 }).catch(() => undefined);
+        if (r?.status !== 200) return `node ${id} did not list its results`;
+        for (const x of JSON.parse(r.body.toString()) as Array<{ result_id: string }>) if (!indexed.has(x.result_id)) missing.push(x.result_id);
+      }
+      return missing.length ? `${missing.length} missing, e.g. ${missing.slice(0, 5).join(', ')}` : undefined;
+    });
+    const { rows: idx } = await db.query<{ result_id: string }>('SELECT result_id FROM results');
+    const indexedNow = new Set(idx.map((r) => r.result_id));
+    const vanished = [...seenResults].filter((id) => !indexedNow.has(id));
+    if (vanished.length) problems.push(`results a client read that are gone: ${vanished.slice(0, 5).join(', ')}`);
+    await settle('no live reservation', async () => {
+      const { rows } = await db.query<{ live: string; stale: string }>(
+        `SELECT (SELECT count(*) FROM reservations WHERE ended_at IS NULL) AS live,
+                (SELECT count(*) FROM reservation_nodes rn JOIN reservations r USING (reservation_id) WHERE rn.active AND r.ended_at IS NOT NULL) AS stale`,
+      );
+      return Number(rows[0]!.live) || Number(rows[0]!.stale) ? `${rows[0]!.live} live, ${rows[0]!.stale} ended but still holding a node` : undefined;
+    });
+    const fiveHundreds = [...stats.statuses].filter(([k]) => / 500$/.test(k));
+    if (fiveHundreds.length) problems.push(`answers of 500: ${fiveHundreds.map(([k, v]) => `${k} x${v}`).join(', ')}`);
+
+    // ---------------------------------------------------------------- report
+    const { rows: totals } = await db.query<{ jobs: string; results: string; errors: string; offline: string }>(
+      `SELECT (SELECT count(*) FROM jobs) AS jobs, (SELECT count(*) FROM results) AS results,
+              (SELECT count(*) FROM results WHERE result = 'error') AS errors,
+              (SELECT count(*) FROM results WHERE failure_reason LIKE '%went offline%') AS offline`,
+    );
+    console.log('');
+    console.log(`farm soak: ${MINUTES} min, ${CLIENTS} clients, 3 nodes; ${faults.nodeKills} node SIGKILLs, ${faults.portalRestarts} portal restarts`);
+    console.log(`  client iterations ${stats.iterations}, completed ${stats.completed}, reservations ${stats.reserved}, jobs started ${started.size}`);
+    console.log(`  artifacts downloaded and md5-checked ${stats.artifacts} (${(stats.artifactBytes / 2 ** 20).toFixed(1)} MiB), results.xml ${stats.xml}`);
+    console.log(`  farm index: ${totals[0]!.jobs} jobs, ${totals[0]!.results} results (${totals[0]!.errors} errors, ${totals[0]!.offline} of them runs lost with a killed node)`);
+    console.log(`  answers: ${[...stats.statuses].sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => `${k}: ${v}`).join('; ')}`);
+    console.log('');
+    console.log('  time s  portal gen  RSS MiB  fds  heap MiB (after GC)  pg conns  jobs  results');
+    for (const s of samples) {
+      console.log(
+        `  ${s.t.toFixed(0).padStart(6)}  ${String(s.generation).padStart(10)}  ${s.rssMb.toFixed(1).padStart(7)}  ${String(s.fds).padStart(3)}  ${s.heapMb.toFixed(1).padStart(19)}  ${String(s.pgConnections).padStart(8)}  ${String(s.jobs).padStart(4)}  ${String(s.results).padStart(7)}`,
+      );
+    }
+    const last = samples.filter((s) => s.generation === generation);
+    if (last.length >= 2) {
+      const a = last[0]!;
+      const b = last[last.length - 1]!;
+      console.log(
+        `  last portal generation (${(b.t - a.t).toFixed(0)} s, no faults): RSS ${a.rssMb.toFixed(1)} -> ${b.rssMb.toFixed(1)} MiB, heap ${a.heapMb.toFixed(1)} -> ${b.heapMb.toFixed(1)} MiB, ` +
+          `fds ${a.fds} -> ${b.fds}, pg connections ${a.pgConnections} -> ${b.pgConnections}`,
+      );
+    }
+    const { rows: ended } = await db.query<{ n: string }>('SELECT count(*) AS n FROM jobs WHERE end_reason IS NOT NULL');
+    console.log(`  jobs the portal ended (node offline): ${ended[0]!.n}; of them with more results indexed than the portal's result_counts: ${undercounted.length ? undercounted.join(', ') : 'none'}`);
+    console.log('');
+    console.log(problems.length ? `INVARIANTS FAILED (${problems.length}):` : 'invariants: every job ended; every exited job\'s results indexed exactly once; every node result indexed; no result lost; no live reservation; no 500');
+    for (const p of problems) console.log(`  PROBLEM ${p}`);
+    process.exitCode = problems.length ? 1 : 0;
+  } finally {
+    await Promise.all([...procs].map((p) => p.stop(10_000)));
+    await db.end();
+    await cluster.stop();
+    await pack.cleanup();
+    await rm(work, { recursive: true, force: true });
+  }
+}
+
+main().catch((e: unknown) => {
+  console.error(e);
+  process.exitCode = 2;
+});
