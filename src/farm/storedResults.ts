@@ -97,12 +97,32 @@ export class StoredResults {
     await mkdir(dir, { recursive: true });
     // The portal's account of a run it declared lost (its node went offline) stands: the files are
     // kept, the late node's record does not replace it (docs/farm.md, "Faults": a paused node).
-    const kept = await this.portalsAccount(rec);
+    const ended = await this.endedByPortal(rec.job_uid);
+    const kept = ended ? await this.o.index.get(rec.result_id) : undefined;
     await writeFileAtomic(join(dir, RECORD_FILE), JSON.stringify(kept ?? rec, null, 2) + '\n');
     if (kept) return kept;
     await this.o.index.put([rec]);
     await this.o.pool.query('DELETE FROM results_deleted WHERE result_id = $1', [rec.result_id]);
+    // A run the portal never heard of (its node died before its run.finished arrived) counts in the
+    // job the portal ended: the counts become the index's, which holds every run of the job once.
+    if (ended) await this.recount(rec.job_uid);
     return rec;
+  }
+
+  private async endedByPortal(jobUid: string): Promise<boolean> {
+    const ended = await this.o.pool.query('SELECT 1 FROM jobs WHERE job_uid = $1 AND end_reason IS NOT NULL', [jobUid]);
+    return (ended.rowCount ?? 0) > 0;
+  }
+
+  private async recount(jobUid: string): Promise<void> {
+    await this.o.pool.query(
+      `UPDATE jobs SET job = jsonb_set(coalesce(job, '{}'), '{result_counts}', (
+         SELECT jsonb_build_object('pass', count(*) FILTER (WHERE result = 'pass'), 'fail', count(*) FILTER (WHERE result = 'fail'),
+                                   'error', count(*) FILTER (WHERE result = 'error'), 'total', count(*))
+         FROM results WHERE job_uid = $1))
+       WHERE job_uid = $1 AND end_reason IS NOT NULL`,
+      [jobUid],
+    );
   }
 
   /**
@@ -129,13 +149,6 @@ export class StoredResults {
   }
 
   private retention: Promise<number> | undefined;
-
-  /** The record the portal wrote itself for this result (its job ended by the portal), if there is one. */
-  private async portalsAccount(rec: ResultRecord): Promise<ResultRecord | undefined> {
-    const ended = await this.o.pool.query('SELECT 1 FROM jobs WHERE job_uid = $1 AND end_reason IS NOT NULL', [rec.job_uid]);
-    if (!ended.rowCount) return undefined;
-    return this.o.index.get(rec.result_id);
-  }
 
   /** Delete uploaded results (retention): tombstones first, then the records, then the folders. */
   async delete(ids: readonly string[]): Promise<number> {

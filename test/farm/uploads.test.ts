@@ -283,6 +283,30 @@ describe('farm: result uploads from a node to the portal', function () {
     expect(await portal.index.oldest(before)).to.deep.equal(oldest.slice(3));
   });
 
+  it('a result the portal never heard of, uploaded for a job the portal ended, counts in that job (the counts are the index`s)', async () => {
+    const uid = `/${NODE}/feed/5`;
+    const lost = `${uid}/2026-11-24_05.00.00`;
+    const late = `${uid}/2026-11-24_05.01.00`;
+    await portal.pool.query(`INSERT INTO nodes (node_id) VALUES ($1) ON CONFLICT DO NOTHING`, [NODE]);
+    const counts = { pass: 0, fail: 0, error: 1, total: 1 };
+    await portal.pool.query(`INSERT INTO jobs (job_uid, node_id, username, state, job, end_reason) VALUES ($1, $2, 'alice', 'exited', $3, 'node went offline')`, [
+      uid,
+      NODE,
+      JSON.stringify({ status: 'exited', start_time: '2026-11-24T05:00:00.000Z', end_time: '2026-11-24T05:02:00.000Z', result_counts: counts }),
+    ]);
+    const model = d.daemon.services.results.query(queryAll())[0]!;
+    // The portal's account of the run in flight, then the node's record of a run whose run.finished never arrived.
+    await portal.index.put([{ ...model, result_id: lost, job_uid: uid, result: 'error', failure_reason: 'node went offline' }]);
+    const res = await rawRequest(portal.url, 'PUT', `/farm/v1/results${late}/record`, JSON.stringify({ ...model, result_id: late, job_uid: uid, result: 'pass' }), {
+      Authorization: `node ${CREDENTIAL}`,
+      'X-Farmhand-Node': NODE,
+    });
+    expect(res.status, res.text).to.equal(200);
+    const { rows } = await portal.pool.query<{ job: { result_counts: unknown } }>('SELECT job FROM jobs WHERE job_uid = $1', [uid]);
+    expect(rows[0]!.job.result_counts).to.deep.equal({ pass: 1, fail: 0, error: 1, total: 2 });
+    expect((await portal.index.query(queryJob(uid))).map((r) => r.result_id).sort()).to.deep.equal([lost, late]);
+  });
+
   it('a partial file nobody wrote to for 7 days is swept (the node is told offset 0 and sends it again); a fresh one stays', async () => {
     const ID = `/${NODE}/abcd/998/2026-11-24_01.02.03`;
     const call = (method: string, p: string, body?: string | Buffer) => rawRequest(portal.url, method, p, body, { Authorization: `node ${CREDENTIAL}`, 'X-Farmhand-Node': NODE });
