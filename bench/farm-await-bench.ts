@@ -95,7 +95,7 @@ async function main(): Promise<number> {
     let watching = true;
     const watcher = (async () => {
       while (watching && inIndex.size < jobs.length) {
-        const { rows } = await farm!.db.query<{ job_uid: string }>('SELECT DISTINCT job_uid FROM results WHERE job_uid = ANY($1)', [jobs]);
+        const { rows } = await farm.db.query<{ job_uid: string }>('SELECT DISTINCT job_uid FROM results WHERE job_uid = ANY($1)', [jobs]);
         const now = Date.now();
         for (const r of rows) if (!inIndex.has(r.job_uid)) inIndex.set(r.job_uid, now);
         await new Promise((r) => setTimeout(r, 10));
