@@ -103,12 +103,19 @@ async function main(): Promise<number> {
     })().catch((e: unknown) => console.error(`watching the index failed: ${(e as Error).message}`));
 
     const perJob = Math.ceil(opts.waiters / jobs.length);
+    let answered = 0;
+    const progress = setInterval(() => console.log(`  ${((Date.now() - startedAt) / 1000).toFixed(0)} s: ${answered} answered, results of ${inIndex.size} jobs in the index`), 10_000);
     const waiters = Array.from({ length: opts.waiters }, (_, i) => {
       const uid = jobs[Math.floor(i / perJob)]!;
-      return request(`${farm!.url}/api/v2/jobs${uid}/await_completion`, token).then((a) => ({ uid, a }));
+      return request(`${farm!.url}/api/v2/jobs${uid}/await_completion`, token).then((a) => (answered++, { uid, a }));
     });
-    const settled = await Promise.allSettled(waiters).finally(() => (watching = false));
+    const settled = await Promise.allSettled(waiters).finally(() => {
+      watching = false;
+      clearInterval(progress);
+    });
     const failed = settled.filter((s) => s.status === 'rejected');
+    const okPerJob = jobs.map((u) => settled.filter((s) => s.status === 'fulfilled' && s.value.uid === u).length);
+    if (failed.length) console.log(`answered per job: ${okPerJob.join(', ')}`);
     if (failed.length) throw new Error(`${failed.length} waiters failed, the first: ${String(failed[0]!.reason)}`);
     const answers = settled.map((s) => (s as PromiseFulfilledResult<{ uid: string; a: Answer }>).value);
     await watcher;

@@ -17,6 +17,7 @@ import { userOf } from '../../http/auth.js';
 import { presentReservation } from '../../http/presenters.js';
 import type { FarmHub, FarmReservation, FarmReservations, ForwardRequest, NodeLink } from '../contract.js';
 import { presentFarmJob, type FarmJobs } from '../jobs.js';
+import type { FarmResults } from '../results.js';
 
 export interface PortalRouteDeps {
   pool: pg.Pool;
@@ -25,6 +26,8 @@ export interface PortalRouteDeps {
   reservations?: FarmReservations;
   /** The configured public_url; else each request's own origin. */
   publicUrl?: string;
+  /** The farm's index: its puts wake the read-your-writes hold (without it the hold polls). */
+  results?: Pick<FarmResults, 'onPut'>;
 }
 
 /** Request headers passed on to the node (the rest describe the client's hop to the portal). */
@@ -35,7 +38,8 @@ const HOP_HEADERS = new Set(['connection', 'keep-alive', 'transfer-encoding', 'u
 const JOB = '/api/v2/jobs/:node/:hex/:num';
 /** How long a Job answered as exited waits for its results to reach the index (see settle). */
 const SETTLE_MS = 30_000;
-const SETTLE_POLL_MS = 100;
+/** The hold wakes when this portal's index gets a job's results; the poll is the fallback. */
+const SETTLE_POLL_MS = 1_000;
 /** A Job object is a few KiB. */
 const MAX_JOB_BYTES = 1 << 20;
 
@@ -92,11 +96,36 @@ export function portalRouter(d: PortalRouteDeps): Router {
     }
     const total = job.result_counts?.total;
     if (job.status !== 'exited' || typeof job.job_uid !== 'string' || typeof total !== 'number') return;
+    // Every waiter of one job shares one wait (1,000 waiters must not mean 1,000 polls of the index).
+    const key = `${job.job_uid}\u0000${total}`;
+    let wait = settling.get(key);
+    if (!wait) {
+      wait = waitForResults(job.job_uid, total).finally(() => settling.delete(key));
+      settling.set(key, wait);
+    }
+    await wait;
+  };
+  const settling = new Map<string, Promise<void>>();
+  const waitForResults = async (jobUid: string, total: number): Promise<void> => {
     const until = Date.now() + SETTLE_MS;
-    for (;;) {
-      const { rows } = await d.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM results WHERE job_uid = $1', [job.job_uid]);
-      if (rows[0]!.n >= total || Date.now() >= until) return;
-      await delay(SETTLE_POLL_MS);
+    let wake: (() => void) | undefined;
+    const timers = new AbortController();
+    const off = d.results?.onPut((jobs) => {
+      if (jobs.has(jobUid)) wake?.();
+    });
+    try {
+      for (;;) {
+        let woken = false;
+        const woke = new Promise<void>((resolve) => (wake = () => ((woken = true), resolve())));
+        const { rows } = await d.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM results WHERE job_uid = $1', [jobUid]);
+        const now = Date.now();
+        if (rows[0]!.n >= total || now >= until) return;
+        // A put during the count above already resolved woke: count again at once.
+        if (!woken) await Promise.race([woke, delay(Math.min(SETTLE_POLL_MS, until - now), undefined, { signal: timers.signal })]);
+      }
+    } finally {
+      off?.();
+      timers.abort();
     }
   };
 
