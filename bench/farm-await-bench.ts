@@ -107,7 +107,14 @@ async function main(): Promise<number> {
     const progress = setInterval(() => console.log(`  ${((Date.now() - startedAt) / 1000).toFixed(0)} s: ${answered} answered, results of ${inIndex.size} jobs in the index`), 10_000);
     const waiters = Array.from({ length: opts.waiters }, (_, i) => {
       const uid = jobs[Math.floor(i / perJob)]!;
-      return request(`${farm!.url}/api/v2/jobs${uid}/await_completion`, token).then((a) => (answered++, { uid, a }));
+      // As a client does: the node answers a job still running after its long poll (55 s); ask again.
+      const wait = async (): Promise<{ uid: string; a: Answer }> => {
+        for (;;) {
+          const a = await request(`${farm!.url}/api/v2/jobs${uid}/await_completion`, token);
+          if (a.status !== 200 || (JSON.parse(a.body) as { status?: string }).status === 'exited') return { uid, a };
+        }
+      };
+      return wait().then((x) => (answered++, x));
     });
     const settled = await Promise.allSettled(waiters).finally(() => {
       watching = false;
