@@ -42,7 +42,18 @@ export function globToLike(glob: string): string {
 export const escapeLike = (s: string): string => s.replace(/[\\%_]/g, (c) => '\\' + c);
 
 export class FarmResults {
+  private readonly putListeners = new Set<(jobUids: ReadonlySet<string>) => void>();
+
   constructor(private readonly pool: pg.Pool) {}
+
+  /**
+   * Called after each `put` in this process with the job uids it wrote (the portal's read-your-writes
+   * hold wakes on it instead of polling). Returns the unsubscribe.
+   */
+  onPut(fn: (jobUids: ReadonlySet<string>) => void): () => void {
+    this.putListeners.add(fn);
+    return () => this.putListeners.delete(fn);
+  }
 
   /**
    * Insert or replace records, in batches. Idempotent on result_id: uploading
@@ -50,6 +61,9 @@ export class FarmResults {
    */
   async put(records: readonly ResultRecord[]): Promise<void> {
     for (let i = 0; i < records.length; i += BATCH) await this.putBatch(records.slice(i, i + BATCH));
+    if (this.putListeners.size === 0 || records.length === 0) return;
+    const jobs = new Set(records.map((r) => r.job_uid));
+    for (const fn of [...this.putListeners]) fn(jobs);
   }
 
   private async putBatch(batch: readonly ResultRecord[]): Promise<void> {

@@ -80,7 +80,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       tokens,
       rateLimit: cfg.rate_limit,
       maxBodyBytes: cfg.api.max_body_bytes,
-      routers: [...(parts.routers?.({ pool, hub, jobs, results }) ?? []), portalRouter({ pool, hub, jobs, reservations, publicUrl: cfg.public_url })],
+      routers: [...(parts.routers?.({ pool, hub, jobs, results }) ?? []), portalRouter({ pool, hub, jobs, reservations, results, publicUrl: cfg.public_url })],
       early: parts.early?.({ pool, hub, jobs, results }) ?? [],
     });
     server = createServer(app.callback());

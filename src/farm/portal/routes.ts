@@ -18,6 +18,7 @@ import { presentReservation } from '../../http/presenters.js';
 import type { FarmHub, FarmReservation, FarmReservations, ForwardRequest, NodeLink } from '../contract.js';
 import { isDatabaseUnavailable } from '../db/pool.js';
 import { presentFarmJob, type FarmJobs } from '../jobs.js';
+import type { FarmResults } from '../results.js';
 
 export interface PortalRouteDeps {
   pool: pg.Pool;
@@ -26,6 +27,8 @@ export interface PortalRouteDeps {
   reservations?: FarmReservations;
   /** The configured public_url; else each request's own origin. */
   publicUrl?: string;
+  /** The farm's index: its puts wake the read-your-writes hold (without it the hold polls). */
+  results?: Pick<FarmResults, 'onPut'>;
 }
 
 /** Request headers passed on to the node (the rest describe the client's hop to the portal). */
@@ -36,7 +39,8 @@ const HOP_HEADERS = new Set(['connection', 'keep-alive', 'transfer-encoding', 'u
 const JOB = '/api/v2/jobs/:node/:hex/:num';
 /** How long a Job answered as exited waits for its results to reach the index (see settle). */
 const SETTLE_MS = 30_000;
-const SETTLE_POLL_MS = 100;
+/** The hold wakes when this portal's index gets a job's results; the poll is the fallback. */
+const SETTLE_POLL_MS = 1_000;
 /** A Job object is a few KiB. */
 const MAX_JOB_BYTES = 1 << 20;
 
@@ -93,18 +97,43 @@ export function portalRouter(d: PortalRouteDeps): Router {
     }
     const total = job.result_counts?.total;
     if (job.status !== 'exited' || typeof job.job_uid !== 'string' || typeof total !== 'number') return;
+    // Every waiter of one job shares one wait (1,000 waiters must not mean 1,000 polls of the index).
+    const key = `${job.job_uid}\u0000${total}`;
+    let wait = settling.get(key);
+    if (!wait) {
+      wait = waitForResults(job.job_uid, total).finally(() => settling.delete(key));
+      settling.set(key, wait);
+    }
+    await wait;
+  };
+  const settling = new Map<string, Promise<void>>();
+  const waitForResults = async (jobUid: string, total: number): Promise<void> => {
     const until = Date.now() + SETTLE_MS;
-    for (;;) {
-      // The database away: the node's answer goes out unsettled, as when an upload keeps failing.
-      const n = await d.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM results WHERE job_uid = $1', [job.job_uid]).then(
-        ({ rows }) => rows[0]!.n,
-        (e: unknown) => {
-          if (isDatabaseUnavailable(e)) return Infinity;
-          throw e;
-        },
-      );
-      if (n >= total || Date.now() >= until) return;
-      await delay(SETTLE_POLL_MS);
+    let wake: (() => void) | undefined;
+    const timers = new AbortController();
+    const off = d.results?.onPut((jobs) => {
+      if (jobs.has(jobUid)) wake?.();
+    });
+    try {
+      for (;;) {
+        let woken = false;
+        const woke = new Promise<void>((resolve) => (wake = () => ((woken = true), resolve())));
+        // The database away: the node's answer goes out unsettled, as when an upload keeps failing.
+        const n = await d.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM results WHERE job_uid = $1', [jobUid]).then(
+          ({ rows }) => rows[0]!.n,
+          (e: unknown) => {
+            if (isDatabaseUnavailable(e)) return Infinity;
+            throw e;
+          },
+        );
+        const now = Date.now();
+        if (n >= total || now >= until) return;
+        // A put during the count above already resolved woke: count again at once.
+        if (!woken) await Promise.race([woke, delay(Math.min(SETTLE_POLL_MS, until - now), undefined, { signal: timers.signal })]);
+      }
+    } finally {
+      off?.();
+      timers.abort();
     }
   };
 
