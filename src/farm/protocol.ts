@@ -128,3 +128,9 @@ export function decodeChunk(frame: Buffer): { id: number; bytes: Buffer } {
 export const DELEGATE_HEADER = 'x-farmhand-portal-delegate';
 export const ON_BEHALF_HEADER = 'x-farmhand-on-behalf-of';
 export const BASE_URL_HEADER = 'x-farmhand-base-url';
+/**
+ * The CSRF token of the portal's session of the person a forwarded page is for: the node puts it in
+ * the page (`<meta name="csrf-token">`) so the page's scripts call the portal's API with it. Believed
+ * only with the delegate secret, like the two above.
+ */
+export const CSRF_HEADER = 'x-farmhand-csrf';
