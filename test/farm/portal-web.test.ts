@@ -45,7 +45,11 @@ describe('farm portal: web pages (front door, results, sign-in, live view)', fun
   async function newPage(): Promise<Page> {
     const ctx = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
     contexts.push(ctx);
-    return ctx.newPage();
+    const page = await ctx.newPage();
+    // What the page's scripts say goes into the test's output (a failed live update says why there).
+    page.on('console', (m) => console.log(`[page ${page.url()}] ${m.type()}: ${m.text()}`));
+    page.on('pageerror', (e) => console.log(`[page ${page.url()}] error: ${e.message}`));
+    return page;
   }
 
   /** A browser signed in through the portal's form. */
@@ -53,7 +57,10 @@ describe('farm portal: web pages (front door, results, sign-in, live view)', fun
     const page = await newPage();
     await page.goto(`${farm.url}/app/sign-in?next=${encodeURIComponent(next)}`);
     await page.getByLabel('Access token').fill(token);
-    await Promise.all([page.waitForURL((u) => u.pathname === new URL(next, farm.url).pathname, WAIT), page.getByRole('button', { name: 'Sign in' }).click()]);
+    await Promise.all([
+      page.waitForURL((u) => u.pathname === new URL(next, farm.url).pathname, { ...WAIT, waitUntil: 'commit' }),
+      page.getByRole('button', { name: 'Sign in' }).click(),
+    ]);
     return page;
   }
 
@@ -148,6 +155,7 @@ describe('farm portal: web pages (front door, results, sign-in, live view)', fun
     await runJob(A, ['tests/basic.py::test_pass'], 'late');
     await page.waitForFunction(() => document.querySelectorAll('#results tbody tr').length === 1, undefined, WAIT);
     expect(await page.locator('#results tbody tr td.node').textContent()).to.equal(A);
+    await page.close();
   });
 
   it('a person signs in with a farm token: HttpOnly SameSite=Strict cookie, CSRF on state changes', async () => {
