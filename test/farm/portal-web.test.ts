@@ -112,7 +112,7 @@ describe('farm portal: web pages (front door, results, sign-in, live view)', fun
     expect(nodes.map((n) => n.node_id)).to.deep.equal([A, B]);
   });
 
-  it('the front door shows a reservation, then a node gone offline with the reason, live', async () => {
+  it('the front door shows a reservation made and ended, live (from the event stream)', async () => {
     const page = await newPage();
     await page.goto(`${farm.url}/`);
     await page.waitForSelector('#farm-front[data-live="on"]', WAIT);
