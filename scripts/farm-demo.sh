@@ -168,12 +168,13 @@ cat <<EOF
 
 The farm's portal listens on $URL: three virtual set-top boxes (${NODES[*]}) behind one v2 endpoint.
 
-Your token (user demo), shown once:
+Open $URL/ in a browser: every node, its reservation and job; the results of every node
+($URL/app/results); each node's live view and web remote ($URL/app/nodes/stb-1/live).
+Sign in at $URL/app/sign-in with this token (user demo), shown once:
 
   $TOKEN
 
-Drive the farm as CI does, in another terminal (the portal has no web pages of its own yet: a result's
-triage_url opens its node's result page through the portal):
+Drive the farm as CI does, in another terminal:
 
   TOKEN=$TOKEN
   curl -H "Authorization: token \$TOKEN" $URL/api/v2/nodes

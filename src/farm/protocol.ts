@@ -142,3 +142,10 @@ export const BASE_URL_HEADER = 'x-farmhand-base-url';
  * it is not the newest: it stops reconnecting instead of taking the id back (docs/farm.md, "Faults").
  */
 export const CLOSE_REPLACED = 4000;
+
+/**
+ * The CSRF token of the portal's session of the person a forwarded page is for: the node puts it in
+ * the page (`<meta name="csrf-token">`) so the page's scripts call the portal's API with it. Believed
+ * only with the delegate secret, like the two above.
+ */
+export const CSRF_HEADER = 'x-farmhand-csrf';

@@ -97,7 +97,9 @@ export function farmResultRouter(o: FarmResultRoutesOptions): Router {
     });
   }
 
-  r.get(`/api/v2/results${ID}/screenshot.png`, async (ctx) => {
+  // The web pages (the node's result page and results list, seen through the portal) read a result's files
+  // through v1, which is open to readers: the same answers from the portal's storage (else the node).
+  r.get([`/api/v2/results${ID}/screenshot.png`, `/api/v1/result${ID}/screenshot.png`], async (ctx) => {
     const rec = await uploaded(ctx);
     if (!rec) return;
     const file = await o.store.openArtifact(rec.result_id, 'screenshot.png');
@@ -110,7 +112,7 @@ export function farmResultRouter(o: FarmResultRoutesOptions): Router {
     if (rec) ctx.body = await o.store.artifacts(rec.result_id);
   });
 
-  r.get(`/api/v2/results${ID}/artifacts/*path`, async (ctx) => {
+  r.get([`/api/v2/results${ID}/artifacts/*path`, `/api/v1/result${ID}/artifacts/*path`], async (ctx) => {
     const rec = await uploaded(ctx);
     if (!rec) return;
     const rel = String((ctx.params).path);

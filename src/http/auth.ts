@@ -15,9 +15,9 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Context, Middleware, Next } from 'koa';
 import { parseToken, type AuthUser, type TokenVerifier } from '../core/auth.js';
-import { BASE_URL_HEADER, DELEGATE_HEADER, ON_BEHALF_HEADER } from '../farm/protocol.js';
+import { BASE_URL_HEADER, CSRF_HEADER, DELEGATE_HEADER, ON_BEHALF_HEADER } from '../farm/protocol.js';
 import { FarmError } from '../core/errors.js';
-import { clearSessionCookie, csrfMatches, SESSION_COOKIE, setSessionOf, type SessionStore } from '../web/session.js';
+import { clearSessionCookie, csrfMatches, SESSION_COOKIE, setDelegatedCsrf, setSessionOf, type SessionStore } from '../web/session.js';
 
 /** Why a request carries no user; `requireUser` turns it into an actionable message. */
 type Problem = 'missing' | 'scheme' | 'malformed' | 'invalid' | 'session';
@@ -27,6 +27,8 @@ interface AuthState {
   authProblem?: Problem;
   /** The portal's base URL, on a request the node's portal link forwarded (context.ts baseUrl). */
   delegatedBaseUrl?: string;
+  /** The request came from the node's portal link (a page seen through the portal). */
+  viaPortal?: boolean;
 }
 
 const state = (ctx: Context) => ctx.state as AuthState;
@@ -50,6 +52,9 @@ export function tokenFromHeader(header: string | undefined): { token: string } |
 /** The portal's base URL of a forwarded request; undefined on any other request. */
 export const delegatedBaseUrlOf = (ctx: Context): string | undefined => state(ctx).delegatedBaseUrl;
 
+/** Whether the node's portal link made this request (a page is then seen through the portal: its navigation is the farm's). */
+export const viaPortal = (ctx: Context): boolean => state(ctx).viaPortal === true;
+
 /**
  * A request the node's own portal link (src/farm/link.ts) makes on behalf of a portal user carries
  * the link's per-process secret in DELEGATE_HEADER. Only then are ON_BEHALF_HEADER (the user) and
@@ -60,15 +65,19 @@ export interface DelegateRule {
   secret: string;
 }
 
-/** The delegated user and base URL, when the request carries the right secret and a user name. */
-function delegated(ctx: Context, rule: DelegateRule | undefined): { login: string; baseUrl: string | undefined } | undefined {
+/**
+ * The delegated user, base URL and page CSRF token, when the request carries the right secret. An empty
+ * user name is a person who has not signed in on the portal, reading a page: no user, but the portal's
+ * base URL still applies.
+ */
+function delegated(ctx: Context, rule: DelegateRule | undefined): { login: string; baseUrl: string | undefined; csrf: string | undefined } | undefined {
   if (!rule) return undefined;
   const given = ctx.get(DELEGATE_HEADER);
   if (!given || !sameSecret(given, rule.secret)) return undefined;
   const login = ctx.get(ON_BEHALF_HEADER).trim();
-  if (!login) return undefined;
   const base = ctx.get(BASE_URL_HEADER).trim();
-  return { login, baseUrl: /^https?:\/\/[^\s/]+/i.test(base) ? base : undefined };
+  const csrf = ctx.get(CSRF_HEADER).trim();
+  return { login, baseUrl: /^https?:\/\/[^\s/]+/i.test(base) ? base : undefined, csrf: login && /^[A-Za-z0-9_-]{16,128}$/.test(csrf) ? csrf : undefined };
 }
 
 /** Constant-time comparison (of digests, so lengths do not leak either). */
@@ -100,12 +109,17 @@ export function authenticate(verifier: TokenVerifier, sessions?: SessionStore, d
     const s = state(ctx);
     s.user = undefined;
     s.delegatedBaseUrl = undefined;
+    s.viaPortal = false;
     setSessionOf(ctx, undefined);
+    setDelegatedCsrf(ctx, undefined);
     const onBehalf = delegated(ctx, delegate);
     if (onBehalf) {
       // The portal authenticated the caller; the node acts for them as for a token user.
-      s.user = { login: onBehalf.login, tokenId: `portal:${onBehalf.login}` };
+      if (onBehalf.login) s.user = { login: onBehalf.login, tokenId: `portal:${onBehalf.login}` };
+      else s.authProblem = 'missing';
       s.delegatedBaseUrl = onBehalf.baseUrl;
+      s.viaPortal = true;
+      setDelegatedCsrf(ctx, onBehalf.csrf);
       await next();
       return;
     }

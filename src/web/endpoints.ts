@@ -220,4 +220,14 @@ const LIVE: Endpoint[] = [
   },
 ];
 
-export const PORTAL_ENDPOINTS: Endpoint[] = [...STATIC, ...SIGN_IN, ...RESULTS_AND_JOBS, ...RESULT_PAGE, ...LIVE];
+// The same three under the node's id (the page reads its picture from there): the farm's portal forwards
+// `/app/nodes/<node_id>/live...` to that node, so one page works on the node and through the portal.
+const NODE_LIVE: Endpoint[] = LIVE.map((e) => ({
+  ...e,
+  path: e.path.replace('/app/live', '/app/nodes/{node_id}/live'),
+  summary: `${e.summary} (by node id)`,
+  params: { node_id: "This node's id; another id is a 404." },
+  responses: { ...e.responses, 404: error('Not this node.') },
+}));
+
+export const PORTAL_ENDPOINTS: Endpoint[] = [...STATIC, ...SIGN_IN, ...RESULTS_AND_JOBS, ...RESULT_PAGE, ...LIVE, ...NODE_LIVE];

@@ -8,7 +8,7 @@
 import type { Context } from 'koa';
 import type { ComponentChildren, VNode } from 'preact';
 import { renderToString } from 'preact-render-to-string';
-import { userOf } from '../http/auth.js';
+import { userOf, viaPortal } from '../http/auth.js';
 import { csrfTokenOf } from './session.js';
 
 /** The sections of the navigation bar; a page names the one it belongs to. */
@@ -21,6 +21,8 @@ export interface PageOptions {
   scripts?: string[];
   /** Extra Content-Security-Policy sources, e.g. `{ 'connect-src': ["'self'"] }`; the base policy is strict. */
   csp?: Record<string, string[]>;
+  /** The farm's navigation (the portal's pages, and a node's pages seen through the portal); default: a node's own. */
+  farm?: boolean;
 }
 
 interface LayoutProps extends PageOptions {
@@ -34,6 +36,12 @@ const NAV: [Section, string, string][] = [
   ['results', '/app/results', 'Results'],
   ['live', '/app/live', 'Live & remote'],
   ['api', '/app/api', 'API'],
+];
+
+/** On the farm's portal: the nodes (each node's live view is linked from there) and the farm-wide results. */
+const FARM_NAV: [Section, string, string][] = [
+  ['node', '/', 'Nodes'],
+  ['results', '/app/results', 'Results'],
 ];
 
 export function Layout(p: LayoutProps): VNode {
@@ -53,7 +61,7 @@ export function Layout(p: LayoutProps): VNode {
         <header class="top">
           <nav aria-label="Portal">
             <ul>
-              {NAV.map(([id, href, label]) => (
+              {(p.farm ? FARM_NAV : NAV).map(([id, href, label]) => (
                 <li>
                   <a href={href} aria-current={p.section === id ? 'page' : undefined}>
                     {label}
@@ -119,7 +127,7 @@ export function wantsPage(ctx: Context): boolean {
 /** Answer `ctx` with a whole page: the layout around `body`, no caching, a strict CSP. */
 export function sendPage(ctx: Context, body: ComponentChildren, o: PageOptions, status = 200): void {
   const page = (
-    <Layout {...o} login={userOf(ctx)?.login} csrf={csrfTokenOf(ctx)}>
+    <Layout {...o} farm={o.farm ?? viaPortal(ctx)} login={userOf(ctx)?.login} csrf={csrfTokenOf(ctx)}>
       {body}
     </Layout>
   );

@@ -9,7 +9,7 @@ import { frontRouter } from './pages/front.js';
 import { jobRouter } from './pages/job.js';
 import { liveRouter } from './pages/live.js';
 import { resultRouter } from './pages/result.js';
-import { resultsRouter } from './pages/results.js';
+import { nodeResults, resultsRouter } from './pages/results.js';
 import { signInRouter } from './pages/signIn.js';
 import type { SessionStore } from './session.js';
 import { staticRouter } from './static.js';
@@ -19,5 +19,5 @@ export function portalRouters(s: Services, sessions: SessionStore): Router[] {
 }
 
 function pageRouters(s: Services, sessions: SessionStore): Router[] {
-  return [signInRouter(sessions), frontRouter(s), resultsRouter(s), resultRouter(s), jobRouter(s), liveRouter(s)];
+  return [signInRouter(sessions), frontRouter(s), resultsRouter(nodeResults(s)), resultRouter(s), jobRouter(s), liveRouter(s)];
 }

@@ -91,6 +91,8 @@ export class SessionStore {
 
 interface SessionState {
   session?: Session;
+  /** A page the portal forwarded: the CSRF token of the person's session on the portal (auth.ts). */
+  delegatedCsrf?: string;
 }
 
 /** The session that authenticated this request, if any (set by `authenticate`, src/http/auth.ts). */
@@ -100,9 +102,17 @@ export const setSessionOf = (ctx: Context, s: Session | undefined): void => {
   (ctx.state as SessionState).session = s;
 };
 
-/** The CSRF token of the request's session, for the page's `<meta name="csrf-token">`; none without a session. */
+export const setDelegatedCsrf = (ctx: Context, csrf: string | undefined): void => {
+  (ctx.state as SessionState).delegatedCsrf = csrf;
+};
+
+/**
+ * The CSRF token of the request's session, for the page's `<meta name="csrf-token">`; none without a
+ * session. On a page the portal forwarded, the portal's session's token (the page's scripts call the portal).
+ */
 export function csrfTokenOf(ctx: Context): string | undefined {
-  return sessionOf(ctx)?.csrf;
+  const st = ctx.state as SessionState;
+  return st.session?.csrf ?? st.delegatedCsrf;
 }
 
 /** Set the session cookie: HttpOnly, SameSite=Strict, Path=/, Secure when the request came over https. */

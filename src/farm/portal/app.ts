@@ -1,19 +1,24 @@
 /**
  * The portal's Koa app: the node's middleware, in the node's order (errors ->
- * who is calling -> rate limit -> token required on v2 -> JSON body -> routes),
- * with the portal's routes behind it. No web pages and no session cookies yet:
- * programs call the portal with v2 tokens.
+ * who is calling -> rate limit -> token required on v2 -> body -> routes),
+ * with the portal's routes behind it. Programs call the portal with v2 tokens;
+ * people sign in once with one and carry the node's session cookie
+ * (src/web/session.ts, the same SessionStore, sign-in page and CSRF rule as a
+ * node), which the API middleware accepts where the node's does.
  */
 import Koa from 'koa';
 import type Router from '@koa/router';
 import type { TokenVerifier } from '../../core/auth.js';
 import type { Logger } from '../../core/ports.js';
 import { foldTrailingSlash } from '../../http/app.js';
-import { authenticate, guardApi } from '../../http/auth.js';
-import { jsonBody } from '../../http/body.js';
+import { authenticate, FORM_PATHS, guardApi } from '../../http/auth.js';
+import { formBody, jsonBody } from '../../http/body.js';
 import { errorHandler } from '../../http/errors.js';
 import { rateLimit, type RateLimitSettings } from '../../http/rateLimit.js';
 import { databaseUnavailable, isDatabaseUnavailable } from '../db/pool.js';
+import { signInRouter } from '../../web/pages/signIn.js';
+import { SessionStore } from '../../web/session.js';
+import { staticRouter } from '../../web/static.js';
 
 export interface PortalAppOptions {
   logger: Logger;
@@ -45,12 +50,17 @@ export function createPortalApp(o: PortalAppOptions): Koa {
   });
   app.use(foldTrailingSlash);
   for (const router of o.early ?? []) app.use(router.routes());
-  app.use(authenticate(o.tokens));
+  // People's sessions, in the portal's memory (a portal restart ends them, as a node restart does).
+  const sessions = new SessionStore(o.tokens);
+  app.use(authenticate(o.tokens, sessions));
   // Long polls are exempt, as on the node: a held request costs a promise, and clients retry them at once.
   const limit = rateLimit(o.rateLimit);
   app.use((ctx, next): Promise<unknown> => (ctx.path.toLowerCase().endsWith('/await_completion') ? next() : limit(ctx, next)));
   app.use(guardApi({ v1RequiresToken: false }));
-  app.use(jsonBody(o.maxBodyBytes));
+  const json = jsonBody(o.maxBodyBytes);
+  // The sign-in and sign-out forms post urlencoded fields, as on a node.
+  const form = formBody(Math.min(o.maxBodyBytes, 16 * 1024));
+  app.use((ctx, next) => (FORM_PATHS.has(ctx.path.toLowerCase()) ? form(ctx, next) : json(ctx, next)));
   app.use(async (ctx, next) => {
     if (ctx.path === '/healthz') {
       ctx.body = { status: 'ok' };
@@ -58,7 +68,7 @@ export function createPortalApp(o: PortalAppOptions): Koa {
     }
     await next();
   });
-  for (const router of o.routers) {
+  for (const router of [...o.routers, staticRouter(), signInRouter(sessions, { farm: true })]) {
     app.use(router.routes());
     app.use(router.allowedMethods());
   }

@@ -20,6 +20,7 @@ import { FarmResults } from '../results.js';
 import { createPortalApp } from './app.js';
 import type { PortalConfig } from './config.js';
 import { portalRouter } from './routes.js';
+import { portalWebRouters } from './web.js';
 
 /** What the portal is built from, beyond its config. */
 export interface PortalParts {
@@ -80,7 +81,11 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       tokens,
       rateLimit: cfg.rate_limit,
       maxBodyBytes: cfg.api.max_body_bytes,
-      routers: [...(parts.routers?.({ pool, hub, jobs, results }) ?? []), portalRouter({ pool, hub, jobs, reservations, results, publicUrl: cfg.public_url })],
+      routers: [
+        ...(parts.routers?.({ pool, hub, jobs, results }) ?? []),
+        portalRouter({ pool, hub, jobs, reservations, results, publicUrl: cfg.public_url }),
+        ...portalWebRouters({ pool, hub, reservations, results, publicUrl: cfg.public_url }),
+      ],
       early: parts.early?.({ pool, hub, jobs, results }) ?? [],
     });
     server = createServer(app.callback());

@@ -15,6 +15,8 @@ import { FarmError } from '../../core/errors.js';
 import { bodyOf } from '../../http/body.js';
 import { userOf } from '../../http/auth.js';
 import { presentReservation } from '../../http/presenters.js';
+import { csrfTokenOf } from '../../web/session.js';
+import { CSRF_HEADER } from '../protocol.js';
 import type { FarmHub, FarmReservation, FarmReservations, ForwardRequest, NodeLink } from '../contract.js';
 import { isDatabaseUnavailable } from '../db/pool.js';
 import { presentFarmJob, type FarmJobs } from '../jobs.js';
@@ -60,6 +62,16 @@ const NODE = '/api/v2/nodes/:node_id';
 
 export function portalBaseUrl(ctx: Context, publicUrl?: string): string {
   return (publicUrl ?? `${ctx.protocol}://${ctx.host}`).replace(/\/+$/, '');
+}
+
+/**
+ * Every registered node as a v2 Node object (`GET /api/v2/nodes`, and the portal's front door): the node's
+ * last snapshot with the portal's overlays, as `caller` sees it.
+ */
+export async function listFarmNodes(d: Pick<PortalRouteDeps, 'pool' | 'hub' | 'reservations'>, caller: string, base: string): Promise<Record<string, unknown>[]> {
+  const { rows } = await d.pool.query<NodeRow>(`SELECT node_id, version, online, offline_reason, last_seen FROM nodes ORDER BY node_id`);
+  const held = (await d.reservations?.activeAll()) ?? new Map<string, FarmReservation>();
+  return rows.map((row) => presentFarmNode(row, d.hub.link(row.node_id), held.get(row.node_id), caller, base));
 }
 
 export function portalRouter(d: PortalRouteDeps): Router {
@@ -145,7 +157,13 @@ export function portalRouter(d: PortalRouteDeps): Router {
       if (v) headers[h] = v;
     }
     if (body !== undefined) headers['content-type'] = 'application/json';
-    const req: ForwardRequest = { method: ctx.method, path: ctx.url, headers, body, user: user(ctx), baseUrl: base(ctx) };
+    // A page is rendered by the node for the person as the portal knows them: nobody when not signed in
+    // (an empty user: the node shows the page signed out), and with the portal session's CSRF token, which
+    // the page's scripts send back to the portal's API.
+    const page = /^\/(app|api\/v1)\//.test(ctx.path);
+    const csrf = page ? csrfTokenOf(ctx) : undefined;
+    if (csrf) headers[CSRF_HEADER] = csrf;
+    const req: ForwardRequest = { method: ctx.method, path: ctx.url, headers, body, user: page ? (userOf(ctx)?.login ?? '') : user(ctx), baseUrl: base(ctx) };
     const ac = new AbortController();
     const onClose = () => {
       if (!ctx.res.writableFinished) ac.abort();
@@ -183,9 +201,7 @@ export function portalRouter(d: PortalRouteDeps): Router {
   });
 
   r.get('/api/v2/nodes', async (ctx) => {
-    const { rows } = await d.pool.query<NodeRow>(`SELECT node_id, version, online, offline_reason, last_seen FROM nodes ORDER BY node_id`);
-    const held = (await d.reservations?.activeAll()) ?? new Map<string, FarmReservation>();
-    ctx.body = rows.map((row) => presentFarmNode(row, d.hub.link(row.node_id), held.get(row.node_id), user(ctx), base(ctx)));
+    ctx.body = await listFarmNodes(d, user(ctx), base(ctx));
   });
 
   // One node: its own answer, fresh, when it is connected (a client that has just started a job sees
@@ -273,6 +289,16 @@ export function portalRouter(d: PortalRouteDeps): Router {
   r.get('/app/results/:node/:hex/:num/:stamp', (ctx) => toNode(ctx, jobNode(ctx)));
   r.get('/app/results/:node/:hex/:num/:stamp/*rest', (ctx) => toNode(ctx, jobNode(ctx)));
   r.get('/app/jobs/:node/:hex/:num', (ctx) => toNode(ctx, jobNode(ctx)));
+  // What those pages read through v1 (open to readers, as on the node): a result's log, files and Job.
+  // The screenshot and artifact files come from the portal's storage once uploaded (resultRoutes.ts).
+  r.get('/api/v1/result/:node/:hex/:num/:stamp', (ctx) => toNode(ctx, jobNode(ctx)));
+  r.get('/api/v1/result/:node/:hex/:num/:stamp/*rest', (ctx) => toNode(ctx, jobNode(ctx)));
+  r.get('/api/v1/jobs/:node/:hex/:num', (ctx) => toNode(ctx, jobNode(ctx)));
+  // A node's live view and web remote, its picture (MJPEG, streamed through the hub) and frames: the
+  // node's own page; its presses go to the portal's POST /api/v2/nodes/<id>/press (reservations apply).
+  r.get('/app/nodes/:node_id/live', (ctx) => toNode(ctx, nodeParam(ctx)));
+  r.get('/app/nodes/:node_id/live/stream.mjpeg', (ctx) => toNode(ctx, nodeParam(ctx)));
+  r.get('/app/nodes/:node_id/live/frame.png', (ctx) => toNode(ctx, nodeParam(ctx)));
 
   return r;
 }

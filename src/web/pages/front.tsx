@@ -31,7 +31,7 @@ interface FrontProps {
   notices: InterruptionNotice[];
 }
 
-function When(p: { iso: string | null; none?: string }) {
+export function When(p: { iso: string | null; none?: string }) {
   if (!p.iso) return <span>{p.none ?? 'never'}</span>;
   return <time datetime={p.iso}>{p.iso.replace('T', ' ').replace(/\.\d+Z$/, 'Z').replace(/Z$/, ' UTC')}</time>;
 }

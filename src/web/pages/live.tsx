@@ -2,6 +2,10 @@
  * `/app/live`: live video of the device under test, the web remote and
  * reference images (docs/portal.md, "Live view and web remote").
  *
+ * - The page is also `/app/nodes/<node_id>/live`, and its picture and frames
+ *   are read from there (`/app/nodes/<node_id>/live/stream.mjpeg`, `.../frame.png`):
+ *   the farm's portal forwards that path to the node, so the same page works
+ *   on the node and through the portal.
  * - `/app/live/stream.mjpeg`: the picture as Motion JPEG (LiveStream), which
  *   an `<img>` shows without JavaScript; live.js reads it with fetch and
  *   draws each frame into a canvas (a frame counter, a picture to drag on).
@@ -25,22 +29,33 @@ const MAX_VIEWERS = 32;
 /** Reference image names: a file name without its `.png`. */
 const NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$/;
 
+/** The live view's path of a node, on the node and on the farm's portal alike. */
+export const liveBaseOf = (nodeId: string): string => `/app/nodes/${encodeURIComponent(nodeId)}/live`;
+
 export function liveRouter(s: Services): Router {
   const r = new Router();
   const stream = isLiveFrameSource(s.frames) ? new LiveStream(s.frames, { maxViewers: MAX_VIEWERS, logger: s.logger }) : undefined;
+  const mine = liveBaseOf(s.nodeId);
+  /** The node-scoped paths name this node; another node's id is a 404 (the portal routes by it). */
+  const paths = (tail: string): string[] => [`/app/live${tail}`, `/app/nodes/:node_id/live${tail}`];
+  const checkNode = async (ctx: Context, next: () => Promise<unknown>): Promise<void> => {
+    const id = (ctx.params as Record<string, string | undefined>).node_id;
+    if (id !== undefined && id !== s.nodeId) throw new FarmError('not_found', `this is node ${s.nodeId}, not ${id}: its live view is ${mine}`);
+    await next();
+  };
 
-  r.get('/app/live', async (ctx) => {
+  r.get(paths(''), checkNode, async (ctx) => {
     const revision = s.jobs.current()?.test_pack_sha ?? 'HEAD';
     const remotes = await loadRemotes(s.testPack, revision);
     const size = frameSize(s);
     sendPage(
       ctx,
-      <LivePage nodeId={s.nodeId} signedIn={userOf(ctx) !== undefined} remotes={remotes.remotes} chosen={remotes.chosen} problem={remotes.problem} width={size.width} height={size.height} capture={stream !== undefined} />,
+      <LivePage nodeId={s.nodeId} base={mine} signedIn={userOf(ctx) !== undefined} remotes={remotes.remotes} chosen={remotes.chosen} problem={remotes.problem} width={size.width} height={size.height} capture={stream !== undefined} />,
       { title: 'Live view', section: 'live', scripts: ['live.js'] },
     );
   });
 
-  r.get('/app/live/stream.mjpeg', (ctx) => {
+  r.get(paths('/stream.mjpeg'), checkNode, (ctx) => {
     if (!stream) throw new FarmError('device_unavailable', 'this node has no capture (capture.uri is none:): there is no picture to show');
     if (stream.full) {
       ctx.set('Retry-After', '10');
@@ -55,7 +70,7 @@ export function liveRouter(s: Services): Router {
     stream.add(ctx.res);
   });
 
-  r.get('/app/live/frame.png', async (ctx) => {
+  r.get(paths('/frame.png'), checkNode, async (ctx) => {
     const name = one(ctx, 'name');
     if (name !== undefined && !NAME.test(name)) {
       throw invalid('name: letters, digits, _ . - (up to 64, not starting with . or -); it becomes <name>.png');
@@ -100,6 +115,8 @@ function regionOf(ctx: Context, fw: number, fh: number): { x: number; y: number;
 
 interface LivePageProps {
   nodeId: string;
+  /** `/app/nodes/<id>/live`: where the picture and frames are read. */
+  base: string;
   signedIn: boolean;
   remotes: WebRemote[];
   chosen: string | null;
@@ -111,7 +128,7 @@ interface LivePageProps {
 
 function LivePage(p: LivePageProps) {
   return (
-    <div id="live" class="live" data-node-id={p.nodeId} data-width={String(p.width)} data-height={String(p.height)} data-signed-in={p.signedIn ? 'yes' : 'no'}>
+    <div id="live" class="live" data-node-id={p.nodeId} data-width={String(p.width)} data-height={String(p.height)} data-signed-in={p.signedIn ? 'yes' : 'no'} data-live-base={p.base}>
       <h1>Live view</h1>
       <div class="live-layout">
         <section class="live-video" aria-labelledby="live-video-title">
@@ -120,7 +137,7 @@ function LivePage(p: LivePageProps) {
           </h2>
           {p.capture ? (
             <div class="live-frame" id="live-frame">
-              <img id="live-img" src="/app/live/stream.mjpeg" width={p.width} height={p.height} alt="Live picture of the device under test" />
+              <img id="live-img" src={`${p.base}/stream.mjpeg`} width={p.width} height={p.height} alt="Live picture of the device under test" />
               <div id="live-rect" class="live-rect" hidden />
             </div>
           ) : (
@@ -131,7 +148,7 @@ function LivePage(p: LivePageProps) {
           </p>
           <div class="panel live-tools">
             <p>
-              <a id="live-screenshot" href="/app/live/frame.png?name=screenshot" download="screenshot.png">
+              <a id="live-screenshot" href={`${p.base}/frame.png?name=screenshot`} download="screenshot.png">
                 Save a full screenshot
               </a>{' '}
               (PNG, the exact pixels of one captured frame).
@@ -157,7 +174,7 @@ function LivePage(p: LivePageProps) {
           <h2 id="remote-title">Remote control</h2>
           {p.signedIn ? null : (
             <p class="live-signin">
-              <a href="/app/sign-in">Sign in</a> to use the remote.
+              <a href={`/app/sign-in?next=${encodeURIComponent(p.base)}`}>Sign in</a> to use the remote.
             </p>
           )}
           {p.problem ? <p class="problem">{p.problem}</p> : null}

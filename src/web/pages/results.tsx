@@ -16,9 +16,32 @@ import { DEFAULT_RESULT_LIMIT, parseResultQuery, type ResultQuery, type SortFiel
 import type { Services } from '../../http/context.js';
 import { sendPage, wantsPage } from '../layout.js';
 
+/**
+ * Where the list reads its results: the node's in-memory index (`nodeResults`), or on the farm's
+ * portal the farm-wide index in PostgreSQL (src/farm/portal/web.ts). The query is the node's
+ * (`parseResultQuery`) either way, so the grammar, its errors and the sort are one.
+ */
+export interface ResultsSource {
+  query(q: ResultQuery): ResultRecord[] | Promise<ResultRecord[]>;
+  /**
+   * One result; `waitMs`: the live rows ask just after `run.finished`, and on the portal a result reaches
+   * the index only when its node has uploaded it, so the portal waits up to that long for it.
+   */
+  get(id: string, o?: { waitMs?: number }): ResultRecord | 'deleted' | undefined | Promise<ResultRecord | 'deleted' | undefined>;
+  /** Results of many nodes: a Node column, and the page says "farm". */
+  farm?: boolean;
+}
+
+/** The node's own results: its in-memory index. */
+export const nodeResults = (s: Services): ResultsSource => ({ query: (q) => s.results.query(q), get: (id) => s.results.get(id) });
+
+/** How long the live row waits for a just-finished result to reach the list's source. */
+const ROW_WAIT_MS = 15_000;
+
 /** The list's columns, in order; `sort` names the API's sort field of those it sorts on. */
 const COLUMNS: { label: string; sort?: SortField }[] = [
   { label: 'Result', sort: 'result' },
+  { label: 'Node' },
   { label: 'Test case', sort: 'testcase' },
   { label: 'Job', sort: 'job' },
   { label: 'Category', sort: 'category' },
@@ -60,8 +83,11 @@ export function formatDuration(secs: number): string {
   return `${m} min ${Math.round(secs - m * 60)} s`;
 }
 
-/** One result as a row; also the fragment the live script inserts. */
-export function ResultRow({ r, tz }: { r: ResultRecord; tz: string }): VNode {
+/** The node id of a result: the first segment of its job uid (`/<node>/<hex>/<n>`). */
+const nodeOf = (r: ResultRecord): string => r.job_uid.split('/')[1] ?? '';
+
+/** One result as a row; also the fragment the live script inserts. `farm`: with the Node column. */
+export function ResultRow({ r, tz, farm = false }: { r: ResultRecord; tz: string; farm?: boolean }): VNode {
   return (
     <tr data-result-id={r.result_id}>
       <td>
@@ -69,6 +95,11 @@ export function ResultRow({ r, tz }: { r: ResultRecord; tz: string }): VNode {
           <span aria-hidden="true">{OUTCOME_MARK[r.result]}</span> {r.result}
         </span>
       </td>
+      {farm ? (
+        <td class="node">
+          <a href={`/#node-${nodeOf(r)}`}>{nodeOf(r)}</a>
+        </td>
+      ) : null}
       <td class="testcase">
         <a href={`/app/results${r.result_id}`}>{r.test_case}</a>
       </td>
@@ -107,6 +138,7 @@ function SortHeader({ label, field, p, current }: { label: string; field: SortFi
 }
 
 interface ListProps {
+  farm: boolean;
   p: Params;
   q?: ResultQuery;
   rows: ResultRecord[];
@@ -114,10 +146,10 @@ interface ListProps {
   problem?: { message: string; term?: string };
 }
 
-function ResultsList({ p, q, rows, more, problem }: ListProps): VNode {
+function ResultsList({ farm, p, q, rows, more, problem }: ListProps): VNode {
   return (
     <>
-      <h1>Results</h1>
+      <h1>{farm ? 'Results of every node' : 'Results'}</h1>
       <form class="results-search" method="get" action="/app/results" role="search">
         <label for="filter">Filter</label>
         <input
@@ -158,14 +190,14 @@ function ResultsList({ p, q, rows, more, problem }: ListProps): VNode {
             <caption class="visually-hidden">Results, sorted by {q?.sort.field} {q?.sort.dir === 'asc' ? 'ascending' : 'descending'}</caption>
             <thead>
               <tr>
-                {COLUMNS.map((c) =>
+                {COLUMNS.filter((c) => farm || c.label !== 'Node').map((c) =>
                   c.sort ? <SortHeader label={c.label} field={c.sort} p={p} current={q?.sort} /> : <th scope="col">{c.label}</th>,
                 )}
               </tr>
             </thead>
             <tbody>
               {rows.map((r) => (
-                <ResultRow r={r} tz={q?.tz ?? 'UTC'} />
+                <ResultRow r={r} tz={q?.tz ?? 'UTC'} farm={farm} />
               ))}
             </tbody>
           </table>
@@ -180,10 +212,11 @@ function ResultsList({ p, q, rows, more, problem }: ListProps): VNode {
   );
 }
 
-export function resultsRouter(s: Services): Router {
+export function resultsRouter(source: ResultsSource): Router {
   const r = new Router();
+  const farm = source.farm ?? false;
 
-  r.get('/app/results', (ctx) => {
+  r.get('/app/results', async (ctx) => {
     const p = paramsOf(ctx);
     const opts = { title: 'Results', section: 'results' as const, scripts: ['results.js'] };
     let q: ResultQuery;
@@ -193,20 +226,20 @@ export function resultsRouter(s: Services): Router {
     } catch (e) {
       if (!isFarmError(e) || (e.code !== 'invalid_filter' && e.code !== 'invalid_request') || !wantsPage(ctx)) throw e;
       const term = typeof e.details?.term === 'string' ? e.details.term : undefined;
-      sendPage(ctx, <ResultsList p={p} rows={[]} more={false} problem={{ message: e.message, term }} />, { ...opts, scripts: [] }, 400);
+      sendPage(ctx, <ResultsList farm={farm} p={p} rows={[]} more={false} problem={{ message: e.message, term }} />, { ...opts, scripts: [] }, 400);
       return;
     }
-    const found = s.results.query(q);
+    const found = await source.query(q);
     const rows = found.slice(0, DEFAULT_RESULT_LIMIT);
-    sendPage(ctx, <ResultsList p={p} q={q} rows={rows} more={found.length > rows.length} />, opts);
+    sendPage(ctx, <ResultsList farm={farm} p={p} q={q} rows={rows} more={found.length > rows.length} />, opts);
   });
 
   // The live script's question "does this new result belong in my list?": the row when it matches the filter, else 204.
-  r.get('/app/results/row', (ctx) => {
+  r.get('/app/results/row', async (ctx) => {
     const q = parseResultQuery({ filter: ctx.query.filter, tz: ctx.query.tz });
     const id = ctx.query.result_id;
     if (typeof id !== 'string' || id === '') throw new FarmError('invalid_request', 'result_id is required: the id of a finished result');
-    const rec = s.results.get(id);
+    const rec = await source.get(id, { waitMs: ROW_WAIT_MS });
     if (rec === 'deleted') throw new FarmError('gone', `result ${id} has been deleted (retention)`);
     if (rec === undefined) throw new FarmError('not_found', `no result ${id}`);
     if (!q.predicate(rec)) {
@@ -216,7 +249,7 @@ export function resultsRouter(s: Services): Router {
     ctx.type = 'text/html; charset=utf-8';
     ctx.set('Cache-Control', 'no-store');
     ctx.set('X-Content-Type-Options', 'nosniff');
-    ctx.body = `<table><tbody>${renderToString(<ResultRow r={rec} tz={q.tz} />)}</tbody></table>`;
+    ctx.body = `<table><tbody>${renderToString(<ResultRow r={rec} tz={q.tz} farm={farm} />)}</tbody></table>`;
   });
 
   return r;

@@ -44,7 +44,7 @@ function refuseCrossSite(ctx: Context): void {
   }
 }
 
-function SignInForm(p: { next: string; error?: string; login?: string }) {
+function SignInForm(p: { next: string; error?: string; login?: string; farm: boolean }) {
   return (
     <section class="sign-in">
       <h1>Sign in</h1>
@@ -54,7 +54,8 @@ function SignInForm(p: { next: string; error?: string; login?: string }) {
         </p>
       ) : null}
       <p>
-        Sign in with your access token: the text that <code>farmhand token create --user &lt;name&gt;</code> printed (it starts
+        Sign in with your access token: the text that{' '}
+        {p.farm ? <code>farmhand farm token create &lt;name&gt;</code> : <code>farmhand token create --user &lt;name&gt;</code>} printed (it starts
         with <code>fh_</code>). The portal keeps you signed in with a cookie until you sign out, stay away for 12 hours, or the
         token is revoked.
       </p>
@@ -81,7 +82,11 @@ function SignInForm(p: { next: string; error?: string; login?: string }) {
         </div>
         <button type="submit">Sign in</button>
       </form>
-      <p class="hint">No token? Ask the node's administrator: tokens are made on the node with the command above.</p>
+      <p class="hint">
+        {p.farm
+          ? "No token? Ask the farm's administrator: tokens are made for the portal with the command above, and work on every node of the farm."
+          : "No token? Ask the node's administrator: tokens are made on the node with the command above."}
+      </p>
     </section>
   );
 }
@@ -89,11 +94,13 @@ function SignInForm(p: { next: string; error?: string; login?: string }) {
 const BAD_TOKEN =
   "That token was not accepted: it is unknown, revoked, or not whole (tokens look like fh_<8 hex digits>_<43 characters>). Paste it again, or ask the node's administrator for a new one.";
 
-export function signInRouter(sessions: SessionStore): Router {
+/** `farm`: the farm's portal (its token command, its navigation). */
+export function signInRouter(sessions: SessionStore, o: { farm?: boolean } = {}): Router {
   const r = new Router();
+  const farm = o.farm ?? false;
 
   r.get('/app/sign-in', (ctx) => {
-    sendPage(ctx, <SignInForm next={safeNext(ctx.query.next)} login={userOf(ctx)?.login} />, { title: 'Sign in', section: 'sign-in' });
+    sendPage(ctx, <SignInForm next={safeNext(ctx.query.next)} login={userOf(ctx)?.login} farm={farm} />, { title: 'Sign in', section: 'sign-in', farm });
   });
 
   r.post('/app/sign-in', (ctx) => {
@@ -106,7 +113,7 @@ export function signInRouter(sessions: SessionStore): Router {
       const message = token ? BAD_TOKEN : 'Enter your access token.';
       // A program posting the form gets the API's JSON error; a browser gets the form again with the error.
       if (!wantsPage(ctx)) throw new FarmError(token ? 'forbidden' : 'invalid_request', message);
-      sendPage(ctx, <SignInForm next={next} error={message} />, { title: 'Sign in', section: 'sign-in' }, token ? 403 : 400);
+      sendPage(ctx, <SignInForm next={next} error={message} farm={farm} />, { title: 'Sign in', section: 'sign-in', farm }, token ? 403 : 400);
       return;
     }
     const old = sessionOf(ctx);

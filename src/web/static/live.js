@@ -1,7 +1,9 @@
 // @ts-check
 /**
  * The live view (docs/portal.md, "Live view and web remote"):
- * - reads `/app/live/stream.mjpeg` with fetch, cuts it into JPEG parts and
+ * - reads `<live>/stream.mjpeg` with fetch (`<live>` is the page's
+ *   `data-live-base`, `/app/nodes/<id>/live`: the same path on the node and
+ *   through the farm's portal), cuts it into JPEG parts and
  *   draws each into a canvas (the `<img>` of the page is the fallback
  *   without JavaScript); counts the new pictures shown per second (the
  *   daemon sends a picture only when it changed);
@@ -17,6 +19,7 @@ const nodeId = root.dataset.nodeId ?? '';
 const frameW = Number(root.dataset.width);
 const frameH = Number(root.dataset.height);
 const signedIn = root.dataset.signedIn === 'yes';
+const liveBase = root.dataset.liveBase ?? '/app/live';
 const status = /** @type {HTMLElement} */ (document.getElementById('live-status'));
 const errorBox = /** @type {HTMLElement} */ (document.getElementById('remote-error'));
 
@@ -61,7 +64,7 @@ async function play(c) {
   }, 1000);
   for (;;) {
     try {
-      const res = await fetch('/app/live/stream.mjpeg', { credentials: 'same-origin', cache: 'no-store' });
+      const res = await fetch(`${liveBase}/stream.mjpeg`, { credentials: 'same-origin', cache: 'no-store' });
       if (!res.ok || !res.body) throw new Error(`the stream answered ${res.status}`);
       status.textContent = 'Live.';
       connected = true;
@@ -302,7 +305,7 @@ function update() {
   if (!region) return;
   const name = nameInput.validity.valid ? nameInput.value : 'reference';
   const { x, y, width, height } = region;
-  download.href = `/app/live/frame.png?name=${encodeURIComponent(name)}&x=${x}&y=${y}&width=${width}&height=${height}`;
+  download.href = `${liveBase}/frame.png?name=${encodeURIComponent(name)}&x=${x}&y=${y}&width=${width}&height=${height}`;
   download.download = `${name}.png`;
   download.textContent = `Save ${name}.png`;
   regionText.textContent = `x=${x} y=${y} ${width}x${height}`;

@@ -1,0 +1,220 @@
+/**
+ * The farm's web pages on the portal, in a real Chromium, against a real
+ * portal (PostgreSQL, hub) with two real `farmhand serve` nodes: the front
+ * door lists both with their state, the results list searches both nodes'
+ * results from PostgreSQL, a person signs in with a farm token, and a node's
+ * live view through the portal shows its picture and its remote presses
+ * through the portal's API.
+ */
+import { expect } from 'chai';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import request from 'supertest';
+import { VSTB_LIRCD_CONF } from '../../src/hardware/virtual/index.js';
+import { STANDARD_FILES } from '../fixtures/testPack.js';
+import { launchBrowser } from '../helpers/browser.js';
+import { startTestFarm, type TestFarm } from '../helpers/farm.js';
+import { waitFor } from '../helpers/wait.js';
+
+const WAIT = { timeout: 30_000 };
+const A = 'stb-a';
+const B = 'stb-b';
+
+/** 32x18 averaged pixels of the canvas below its top 15% (the virtual box's clock ticks up there). */
+const signatureJs = () => {
+  const c = document.getElementById('live-canvas') as HTMLCanvasElement;
+  const small = document.createElement('canvas');
+  small.width = 32;
+  small.height = 18;
+  const top = Math.round(c.height * 0.15);
+  const ctx = small.getContext('2d', { willReadFrequently: true })!;
+  ctx.drawImage(c, 0, top, c.width, c.height - top, 0, 0, 32, 18);
+  return Array.from(ctx.getImageData(0, 0, 32, 18).data).join(',');
+};
+
+describe('farm portal: web pages (front door, results, sign-in, live view)', function () {
+  this.timeout(300_000);
+  let farm: TestFarm;
+  let browser: Browser;
+  let token: string;
+  const contexts: BrowserContext[] = [];
+  const api = () => ({
+    get: (path: string) => request(farm.url).get(path).set('Authorization', `token ${token}`),
+    post: (path: string) => request(farm.url).post(path).set('Authorization', `token ${token}`),
+  });
+
+  async function newPage(): Promise<Page> {
+    const ctx = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+    contexts.push(ctx);
+    const page = await ctx.newPage();
+    // What the page's scripts say goes into the test's output (a failed live update says why there).
+    page.on('console', (m) => console.log(`[page ${page.url()}] ${m.type()}: ${m.text()}`));
+    page.on('pageerror', (e) => console.log(`[page ${page.url()}] error: ${e.message}`));
+    return page;
+  }
+
+  /** A browser signed in through the portal's form. */
+  async function signedIn(next = '/'): Promise<Page> {
+    const page = await newPage();
+    await page.goto(`${farm.url}/app/sign-in?next=${encodeURIComponent(next)}`);
+    await page.getByLabel('Access token').fill(token);
+    await Promise.all([
+      page.waitForURL((u) => u.pathname === new URL(next, farm.url).pathname, { ...WAIT, waitUntil: 'commit' }),
+      page.getByRole('button', { name: 'Sign in' }).click(),
+    ]);
+    return page;
+  }
+
+  async function runJob(node: string, testCases: string[], category: string): Promise<void> {
+    const res = await api().post('/api/v2/run_tests').send({ node_id: node, test_pack_revision: 'main', test_cases: testCases, category });
+    expect(res.status, res.text).to.equal(200);
+    const done = await api().get(`/api/v2/jobs${res.body.job_uid as string}/await_completion?timeout=50`);
+    expect(done.body.status, done.text).to.equal('exited');
+  }
+
+  before(async () => {
+    farm = await startTestFarm();
+    await farm.addNode(A, {
+      files: { ...STANDARD_FILES, 'config/remote-control/vstb.lircd.conf': VSTB_LIRCD_CONF },
+      config: { ir: { uri: 'virtual:' }, capture: { uri: 'virtual:', width: 640, height: 360, preview_fps: 10 } },
+    });
+    await farm.addNode(B);
+    token = await farm.tokenFor('alice');
+    await runJob(A, ['tests/basic.py::test_pass', 'tests/basic.py::test_fail'], 'nightly');
+    await runJob(B, ['tests/basic.py::test_pass', 'tests/basic.py::test_fail', 'tests/basic.py::test_error'], 'smoke');
+    browser = await launchBrowser();
+  });
+  after(async () => {
+    for (const c of contexts) await c.close().catch(() => undefined);
+    await browser?.close();
+    await farm?.stop();
+  });
+
+  it('the front door lists every node with its state, job and links, without JavaScript', async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1400, height: 1000 }, javaScriptEnabled: false });
+    contexts.push(ctx);
+    const page = await ctx.newPage();
+    const res = await page.goto(`${farm.url}/`);
+    expect(res?.status()).to.equal(200);
+    const rowA = page.locator(`tr[data-node-id="${A}"]`);
+    const rowB = page.locator(`tr[data-node-id="${B}"]`);
+    expect(await rowA.locator('.node-name').textContent()).to.equal(A);
+    expect(await rowB.locator('.node-name').textContent()).to.equal(B);
+    for (const row of [rowA, rowB]) {
+      expect(await row.getAttribute('data-online')).to.equal('yes');
+      expect(await row.locator('.node-state').textContent()).to.match(/^Online, available\./);
+      expect(await row.locator('.job-status').textContent()).to.equal('exited');
+    }
+    expect(await rowB.locator('.job-counts').textContent()).to.contain('1 passed, 1 failed, 1 errors');
+    expect(await rowA.locator(`a[href="/app/nodes/${A}/live"]`).count()).to.equal(1);
+    expect(await page.locator('a[href="/app/results"]').count()).to.be.greaterThan(0);
+    // The page says what GET /api/v2/nodes says.
+    const nodes = (await api().get('/api/v2/nodes')).body as { node_id: string; online: boolean }[];
+    expect(nodes.map((n) => n.node_id)).to.deep.equal([A, B]);
+  });
+
+  it('the front door shows a reservation made and ended, live (from the event stream)', async () => {
+    const page = await newPage();
+    await page.goto(`${farm.url}/`);
+    await page.waitForSelector('#farm-front[data-live="on"]', WAIT);
+    const made = await api().post('/api/v2/reservations').send({ node_ids: [B], message: 'flashing firmware' });
+    expect(made.status, made.text).to.equal(200);
+    const rowB = page.locator(`tr[data-node-id="${B}"]`);
+    await rowB.locator('.holder', { hasText: 'alice' }).waitFor(WAIT);
+    expect(await rowB.locator('.reservation-message').textContent()).to.equal('flashing firmware');
+    const ended = await request(farm.url).delete(`/api/v2/reservations/${made.body.reservations[0].reservation_id as number}`).set('Authorization', `token ${token}`);
+    expect(ended.status, ended.text).to.equal(204);
+    await page.waitForFunction((b) => !document.querySelector(`tr[data-node-id="${b}"] .holder`), B, WAIT);
+  });
+
+  it('the results list searches every node from PostgreSQL, with the node named, as the API does', async () => {
+    const page = await newPage();
+    await page.goto(`${farm.url}/app/results`);
+    await page.getByLabel('Filter').fill('result:fail');
+    await Promise.all([page.waitForURL(/filter=result%3Afail/, WAIT), page.getByLabel('Filter').press('Enter')]);
+    const rows = await page.$$eval('#results tbody tr', (trs) => trs.map((tr) => ({ id: tr.getAttribute('data-result-id') ?? '', node: tr.querySelector('td.node')?.textContent ?? '' })));
+    const fromApi = ((await api().get('/api/v2/results').query({ filter: 'result:fail' })).body as { result_id: string }[]).map((r) => r.result_id);
+    expect(rows.map((r) => r.id)).to.deep.equal(fromApi);
+    expect(rows.map((r) => r.node).sort()).to.deep.equal([A, B]);
+    for (const r of rows) expect(r.id.startsWith(`/${r.node}/`)).to.equal(true);
+    // A filter term the grammar refuses: the error next to the box, naming it.
+    await page.goto(`${farm.url}/app/results?filter=${encodeURIComponent('result:maybe')}`);
+    expect(await page.locator('#filter-error').textContent()).to.contain('result:maybe');
+    // A row opens the result page, the node's, through the portal.
+    await page.goto(`${farm.url}/app/results?filter=${encodeURIComponent(`category:smoke result:error`)}`);
+    const link = page.locator('#results tbody tr td.testcase a');
+    expect(await link.count()).to.equal(1);
+    const res = await Promise.all([page.waitForNavigation(WAIT), link.click()]);
+    expect(res[0]?.status()).to.equal(200);
+    expect(page.url()).to.contain(`/app/results/${B}/`);
+  });
+
+  it('a new run appears in the farm-wide list without reloading', async () => {
+    const page = await newPage();
+    await page.goto(`${farm.url}/app/results?filter=${encodeURIComponent('category:late')}`);
+    await page.waitForSelector('#results[data-live="on"]', WAIT);
+    await runJob(A, ['tests/basic.py::test_pass'], 'late');
+    await page.waitForFunction(() => document.querySelectorAll('#results tbody tr').length === 1, undefined, WAIT);
+    expect(await page.locator('#results tbody tr td.node').textContent()).to.equal(A);
+    await page.close();
+  });
+
+  it('a person signs in with a farm token: HttpOnly SameSite=Strict cookie, CSRF on state changes', async () => {
+    const page = await signedIn('/');
+    expect(await page.locator('.who').textContent()).to.contain('Signed in as alice');
+    const cookie = (await page.context().cookies()).find((c) => c.name === 'farmhand_session');
+    expect(cookie?.httpOnly).to.equal(true);
+    expect(cookie?.sameSite).to.equal('Strict');
+    // The portal's API accepts the cookie for reading, and for a change only with the page's CSRF token.
+    const results = await page.evaluate(async () => (await fetch('/api/v2/user', { headers: { Accept: 'application/json' } })).json());
+    expect(results).to.deep.equal({ login: 'alice' });
+    const bare = await page.evaluate(async (b) => {
+      const r = await fetch(`/api/v2/nodes/${b}/press`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ key: 'KEY_OK' }) });
+      return { status: r.status, body: await r.json() };
+    }, B);
+    expect(bare.status).to.equal(403);
+    expect(bare.body.message).to.contain('X-CSRF-Token');
+    // A wrong token: the form again with the error beside the box.
+    const other = await newPage();
+    await other.goto(`${farm.url}/app/sign-in`);
+    await other.getByLabel('Access token').fill('fh_00000000_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA');
+    await other.getByRole('button', { name: 'Sign in' }).click();
+    expect(await other.locator('#token-error').textContent()).to.contain('not accepted');
+    // Sign out ends it.
+    await Promise.all([page.waitForURL(`${farm.url}/`, WAIT), page.getByRole('button', { name: 'Sign out' }).click()]);
+    expect(await page.locator('.who').textContent()).to.contain('Sign in');
+  });
+
+  it("a node's live view through the portal shows its picture, and its remote presses through the portal", async () => {
+    // Signed out: the picture, the remote disabled (the node renders the page for nobody).
+    const reader = await newPage();
+    await reader.goto(`${farm.url}/app/nodes/${A}/live`);
+    await reader.waitForFunction(() => Number(document.getElementById('live-canvas')?.dataset.frames ?? 0) >= 3, undefined, WAIT);
+    expect(await reader.locator('.live-signin').count()).to.equal(1);
+    const page = await signedIn(`/app/nodes/${A}/live`);
+    await page.waitForFunction(() => Number(document.getElementById('live-canvas')?.dataset.frames ?? 0) >= 3, undefined, WAIT);
+    expect(await page.locator('.live-signin').count()).to.equal(0);
+    const before = await page.evaluate(signatureJs);
+    await page.getByRole('button', { name: 'Down (KEY_DOWN)' }).click();
+    await page.waitForFunction(
+      (old) => {
+        const c = document.getElementById('live-canvas') as HTMLCanvasElement;
+        const small = document.createElement('canvas');
+        small.width = 32;
+        small.height = 18;
+        const top = Math.round(c.height * 0.15);
+        const ctx = small.getContext('2d', { willReadFrequently: true })!;
+        ctx.drawImage(c, 0, top, c.width, c.height - top, 0, 0, 32, 18);
+        return Array.from(ctx.getImageData(0, 0, 32, 18).data).join(',') !== old;
+      },
+      before,
+      WAIT,
+    );
+    expect(await page.locator('#remote-error').textContent()).to.equal('');
+    // The press went through the portal's API, so a reservation by someone else refuses it there.
+    const bobToken = await farm.tokenFor('bob');
+    const held = await request(farm.url).post('/api/v2/reservations').set('Authorization', `token ${bobToken}`).send({ node_ids: [A], message: 'mine now' });
+    expect(held.status, held.text).to.equal(200);
+    await page.getByRole('button', { name: 'Up (KEY_UP)' }).click();
+    await waitFor(async () => /reserved by bob/.test((await page.locator('#remote-error').textContent()) ?? ''), { what: 'the refusal under the remote', timeoutMs: 30_000 });
+  });
+});
