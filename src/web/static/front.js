@@ -9,25 +9,14 @@
  * is rendered twice and nothing is built from strings here).
  */
 import { api } from './api.js';
+import { PAGE_EVENTS, pageRefresher, swap } from './sections.js';
 
 const front = /** @type {HTMLElement} */ (document.getElementById('front'));
 const nodeId = front.dataset.nodeId ?? '';
 const status = document.getElementById('live-status');
 
-/** Sections replaced whole on an update; the reservation forms only when their mode changed (a half-typed message stays). */
+/** Sections replaced whole on an update. */
 const SECTIONS = ['front-notices', 'node-state', 'reservation-state', 'job', 'latest'];
-const EVENTS = [
-  'job.started',
-  'run.started',
-  'run.finished',
-  'job.exited',
-  'node.online',
-  'node.offline',
-  'reservation.made',
-  'reservation.extended',
-  'reservation.ended',
-  'reservation.interrupted',
-];
 
 function showForms() {
   for (const el of document.querySelectorAll('#reservation-controls .needs-js')) el.removeAttribute('hidden');
@@ -38,47 +27,17 @@ function say(text) {
   if (status) status.textContent = text;
 }
 
-let pending = false;
-let again = false;
-
-/** Fetch the page and swap in its sections; one fetch at a time, and one more if events came meanwhile. */
-async function refresh() {
-  if (pending) {
-    again = true;
-    return;
+/** Swap in the new sections; the reservation forms only when their mode changed (a half-typed message stays). */
+const refresh = pageRefresher((doc) => {
+  for (const id of SECTIONS) swap(doc, id);
+  const mine = document.getElementById('reservation-controls');
+  const theirs = doc.getElementById('reservation-controls');
+  if (mine && theirs && (mine.dataset.mode !== theirs.dataset.mode || mine.dataset.reservationId !== theirs.dataset.reservationId)) {
+    mine.replaceWith(document.importNode(theirs, true));
+    showForms();
   }
-  pending = true;
-  try {
-    do {
-      again = false;
-      const res = await fetch(location.pathname, { headers: { Accept: 'text/html' }, credentials: 'same-origin' });
-      if (!res.ok) throw new Error(`the page answered ${res.status}`);
-      const doc = new DOMParser().parseFromString(await res.text(), 'text/html');
-      for (const id of SECTIONS) swap(doc, id);
-      const mine = document.getElementById('reservation-controls');
-      const theirs = doc.getElementById('reservation-controls');
-      if (mine && theirs && (mine.dataset.mode !== theirs.dataset.mode || mine.dataset.reservationId !== theirs.dataset.reservationId)) {
-        mine.replaceWith(document.importNode(theirs, true));
-        showForms();
-      }
-      front.dataset.updated = String(Date.now());
-    } while (again);
-  } catch (e) {
-    say(`Could not update the page: ${e instanceof Error ? e.message : String(e)}`);
-  } finally {
-    pending = false;
-  }
-}
-
-/**
- * @param {Document} doc
- * @param {string} id
- */
-function swap(doc, id) {
-  const mine = document.getElementById(id);
-  const theirs = doc.getElementById(id);
-  if (mine && theirs) mine.replaceWith(document.importNode(theirs, true));
-}
+  front.dataset.updated = String(Date.now());
+}, say);
 
 /** @param {FormData} data @param {string} name */
 function minutes(data, name) {
@@ -127,7 +86,7 @@ front.addEventListener('submit', (ev) => {
 
 showForms();
 const events = new EventSource('/app/events');
-for (const type of EVENTS) events.addEventListener(type, () => void refresh());
+for (const type of PAGE_EVENTS) events.addEventListener(type, () => void refresh());
 events.addEventListener('open', () => {
   front.dataset.live = 'yes';
   say('');
