@@ -12,24 +12,13 @@ import request from 'supertest';
 import { VSTB_LIRCD_CONF } from '../../src/hardware/virtual/index.js';
 import { STANDARD_FILES } from '../fixtures/testPack.js';
 import { launchBrowser } from '../helpers/browser.js';
+import { framesShown, pictureChangesFrom, signature } from '../helpers/livePicture.js';
 import { startTestFarm, type TestFarm } from '../helpers/farm.js';
 import { waitFor } from '../helpers/wait.js';
 
 const WAIT = { timeout: 30_000 };
 const A = 'stb-a';
 const B = 'stb-b';
-
-/** 32x18 averaged pixels of the canvas below its top 15% (the virtual box's clock ticks up there). */
-const signatureJs = () => {
-  const c = document.getElementById('live-canvas') as HTMLCanvasElement;
-  const small = document.createElement('canvas');
-  small.width = 32;
-  small.height = 18;
-  const top = Math.round(c.height * 0.15);
-  const ctx = small.getContext('2d', { willReadFrequently: true })!;
-  ctx.drawImage(c, 0, top, c.width, c.height - top, 0, 0, 32, 18);
-  return Array.from(ctx.getImageData(0, 0, 32, 18).data).join(',');
-};
 
 describe('farm portal: web pages (front door, results, sign-in, live view)', function () {
   this.timeout(300_000);
@@ -188,27 +177,14 @@ describe('farm portal: web pages (front door, results, sign-in, live view)', fun
     // Signed out: the picture, the remote disabled (the node renders the page for nobody).
     const reader = await newPage();
     await reader.goto(`${farm.url}/app/nodes/${A}/live`);
-    await reader.waitForFunction(() => Number(document.getElementById('live-canvas')?.dataset.frames ?? 0) >= 3, undefined, WAIT);
+    await framesShown(reader, 3);
     expect(await reader.locator('.live-signin').count()).to.equal(1);
     const page = await signedIn(`/app/nodes/${A}/live`);
-    await page.waitForFunction(() => Number(document.getElementById('live-canvas')?.dataset.frames ?? 0) >= 3, undefined, WAIT);
+    await framesShown(page, 3);
     expect(await page.locator('.live-signin').count()).to.equal(0);
-    const before = await page.evaluate(signatureJs);
+    const before = await signature(page);
     await page.getByRole('button', { name: 'Down (KEY_DOWN)' }).click();
-    await page.waitForFunction(
-      (old) => {
-        const c = document.getElementById('live-canvas') as HTMLCanvasElement;
-        const small = document.createElement('canvas');
-        small.width = 32;
-        small.height = 18;
-        const top = Math.round(c.height * 0.15);
-        const ctx = small.getContext('2d', { willReadFrequently: true })!;
-        ctx.drawImage(c, 0, top, c.width, c.height - top, 0, 0, 32, 18);
-        return Array.from(ctx.getImageData(0, 0, 32, 18).data).join(',') !== old;
-      },
-      before,
-      WAIT,
-    );
+    await pictureChangesFrom(page, before);
     expect(await page.locator('#remote-error').textContent()).to.equal('');
     // The press went through the portal's API, so a reservation by someone else refuses it there.
     const bobToken = await farm.tokenFor('bob');

@@ -12,50 +12,13 @@ import { VSTB_LIRCD_CONF } from '../../src/hardware/virtual/index.js';
 import { STANDARD_FILES } from '../fixtures/testPack.js';
 import { asUser } from '../helpers/auth.js';
 import { launchBrowser } from '../helpers/browser.js';
+import { framesShown, pictureChangesFrom, signature } from '../helpers/livePicture.js';
 import { startTestDaemon, waitOnline, type TestDaemon } from '../helpers/daemon.js';
 import { expectError } from '../helpers/errors.js';
 
 const W = 640;
 const H = 360;
 const WAIT = { timeout: 30_000 };
-
-/**
- * A small signature of the picture in the canvas: 32x18 averaged pixels of
- * everything below the top 15% (the box's clock is up there and ticks).
- */
-function signature(page: Page): Promise<string> {
-  return page.evaluate(() => {
-    const c = document.getElementById('live-canvas') as HTMLCanvasElement;
-    const small = document.createElement('canvas');
-    small.width = 32;
-    small.height = 18;
-    const top = Math.round(c.height * 0.15);
-    const ctx = small.getContext('2d', { willReadFrequently: true })!;
-    ctx.drawImage(c, 0, top, c.width, c.height - top, 0, 0, 32, 18);
-    return Array.from(ctx.getImageData(0, 0, 32, 18).data).join(',');
-  });
-}
-
-async function framesShown(page: Page, atLeast: number): Promise<void> {
-  await page.waitForFunction((n) => Number(document.getElementById('live-canvas')?.dataset.frames ?? 0) >= n, atLeast, WAIT);
-}
-
-async function pictureChangesFrom(page: Page, before: string): Promise<void> {
-  await page.waitForFunction(
-    (old) => {
-      const c = document.getElementById('live-canvas') as HTMLCanvasElement;
-      const small = document.createElement('canvas');
-      small.width = 32;
-      small.height = 18;
-      const top = Math.round(c.height * 0.15);
-      const ctx = small.getContext('2d', { willReadFrequently: true })!;
-      ctx.drawImage(c, 0, top, c.width, c.height - top, 0, 0, 32, 18);
-      return Array.from(ctx.getImageData(0, 0, 32, 18).data).join(',') !== old;
-    },
-    before,
-    WAIT,
-  );
-}
 
 describe('portal: live view and web remote', function () {
   this.timeout(120_000);
