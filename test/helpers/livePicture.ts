@@ -4,6 +4,7 @@
  * box's clock ticks) and waits on it, synchronised on the page, never on time.
  */
 import type { Page } from 'playwright-core';
+import { waitFor } from './wait.js';
 
 const WAIT = { timeout: 30_000 };
 
@@ -25,20 +26,7 @@ export async function framesShown(page: Page, atLeast: number): Promise<void> {
   await page.waitForFunction((n) => Number(document.getElementById('live-canvas')?.dataset.frames ?? 0) >= n, atLeast, WAIT);
 }
 
-/** Until the picture's signature differs from `before`. */
+/** Until the picture's signature differs from `before` (polled: the page draws at its own pace). */
 export async function pictureChangesFrom(page: Page, before: string): Promise<void> {
-  await page.waitForFunction(
-    (old) => {
-      const c = document.getElementById('live-canvas') as HTMLCanvasElement;
-      const small = document.createElement('canvas');
-      small.width = 32;
-      small.height = 18;
-      const top = Math.round(c.height * 0.15);
-      const ctx = small.getContext('2d', { willReadFrequently: true })!;
-      ctx.drawImage(c, 0, top, c.width, c.height - top, 0, 0, 32, 18);
-      return Array.from(ctx.getImageData(0, 0, 32, 18).data).join(',') !== old;
-    },
-    before,
-    WAIT,
-  );
+  await waitFor(async () => (await signature(page)) !== before, { what: 'the live picture to change', timeoutMs: WAIT.timeout, maxIntervalMs: 100 });
 }
