@@ -148,7 +148,12 @@ describe('farm fault: PostgreSQL restarted under the portal', function () {
         { what: 'the portal to have the job exited', timeoutMs: 60_000 },
       );
       expect(job.result_counts).to.deep.equal({ pass: 4, fail: 0, error: 0, total: 4 });
-      const row = (await farm.portal.jobs.get(jobUid))!;
+      // The Job above is the node's own answer (forwarded); the portal's row follows when the hub's retry of the
+      // node's job.exited (back-off up to 5 s while the database was away) lands.
+      const row = await waitFor(async () => {
+        const r = await farm.portal.jobs.get(jobUid);
+        return r?.state === 'exited' ? r : undefined;
+      }, { what: 'the portal`s jobs row exited (the node`s job.exited recorded after the outage)', timeoutMs: 60_000 });
       expect(row).to.deep.include({ state: 'exited', end_reason: null });
       // Every result reached the farm index, each exactly once (the node's uploader retried).
       const results = await waitFor(
