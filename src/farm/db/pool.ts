@@ -49,7 +49,11 @@ const AWAY_MESSAGES = [
 export function isDatabaseUnavailable(e: unknown): boolean {
   if (!(e instanceof Error)) return false;
   const code = (e as { code?: unknown }).code;
-  if (typeof code === 'string' && (code.startsWith('08') || AWAY_STATES.has(code) || AWAY_ERRNOS.has(code))) return true;
+  if (typeof code === 'string' && (code.startsWith('08') || AWAY_STATES.has(code))) return true;
+  // A socket error of the database's connection, not of a file the portal reads (a missing result file is ENOENT too).
+  if (typeof code === 'string' && AWAY_ERRNOS.has(code) && (e as { syscall?: unknown }).syscall !== 'open') {
+    if (code !== 'ENOENT' || (e as { syscall?: unknown }).syscall === 'connect') return true;
+  }
   return AWAY_MESSAGES.some((m) => e.message.startsWith(m));
 }
 
