@@ -249,6 +249,10 @@ describe('farm reservations (PostgreSQL)', function () {
 
     it('extend renews the lease of every reservation the request made (lease_until = now + lease_secs)', async () => {
       const [a, b] = await res.reserve(req('alice', [N5, N6], { lease_secs: 600, duration_secs: 3600 }));
+      // The database clock must move on first: on a fast machine the extend can start within the reserve's millisecond.
+      await waitFor(async () => (await poolA.query(`SELECT now() > $1::timestamptz + interval '2 ms' AS later`, [a!.start_time])).rows[0].later === true, {
+        what: 'the database clock to pass the reservation start',
+      });
       await res.extend(a!.reservation_id, 'alice', 10);
       const all = await res.activeAll();
       const a2 = all.get(N5) as PgReservation;
