@@ -12,6 +12,11 @@ import { convertLogTz } from '../http/formats/logTz.js';
 import { stripUnsafeChars } from '../http/formats/text.js';
 import { openServed } from '../http/files.js';
 
+/** What the page's readers need of a result store: its files (the node's ResultRepository, the portal's StoredResults). */
+export interface ResultFiles {
+  openArtifact(resultId: string, relPath: string): Promise<{ path: string; size: number } | undefined>;
+}
+
 /** How many lines of the log the page shows inline; the full log is a link away. */
 export const LOG_TAIL_LINES = 500;
 /** The page reads at most this much of the end of the log, not a whole 64 MiB log. */
@@ -87,7 +92,7 @@ export function videoOffset(stamp: string, videoStart: string): number {
 }
 
 /** When the video's first frame was shown: `video.json`'s `start_time`, or undefined when absent or unreadable. */
-export async function videoStart(results: ResultRepository, resultId: string): Promise<string | undefined> {
+export async function videoStart(results: ResultFiles, resultId: string): Promise<string | undefined> {
   const file = await results.openArtifact(resultId, 'video.json');
   if (!file || file.size > 4096) return undefined;
   try {
@@ -135,7 +140,7 @@ export function matchFailures(lines: LogLine[], artifacts: ArtifactListing): Mat
 }
 
 /** Width and height of a PNG from its header, or undefined. */
-export async function pngSize(results: ResultRepository, resultId: string, name: string): Promise<{ width: number; height: number } | undefined> {
+export async function pngSize(results: ResultFiles, resultId: string, name: string): Promise<{ width: number; height: number } | undefined> {
   const file = await results.openArtifact(resultId, name);
   if (!file || file.size < 24) return undefined;
   const fh = await openServed(file.path);
@@ -190,7 +195,7 @@ export function artifactTree(listing: ArtifactListing): ArtifactNode[] {
 }
 
 /** Read the small text files of the tree into it, within the per-file and total bounds. */
-export async function inlineTexts(nodes: ArtifactNode[], results: ResultRepository, resultId: string): Promise<void> {
+export async function inlineTexts(nodes: ArtifactNode[], results: ResultFiles, resultId: string): Promise<void> {
   let budget = INLINE_TEXT_TOTAL;
   const visit = async (n: ArtifactNode): Promise<void> => {
     if (n.kind === 'folder') {
@@ -222,6 +227,11 @@ export function history(results: ResultRepository, r: ResultRecord, n = HISTORY_
   const all = results
     .query({ predicate: (x) => x.test_case === r.test_case, sort: { field: 'date', dir: 'asc' }, tz: 'UTC', limit: Number.MAX_SAFE_INTEGER })
     .map(({ result_id, result, start_time, test_pack_sha }) => ({ result_id, result, start_time, test_pack_sha }));
+  return historyOf(all, r, n);
+}
+
+/** The strip and verdict from every run of the test case, oldest first (however the store found them). */
+export function historyOf(all: History['runs'], r: ResultRecord, n = HISTORY_RUNS): History {
   const i = Math.max(0, all.findIndex((x) => x.result_id === r.result_id));
   // The last n runs; when this run is older than those, the n around it.
   const from = all.length - i > n ? Math.max(0, i - Math.floor(n / 2)) : Math.max(0, all.length - n);

@@ -66,7 +66,8 @@ describe('farm portal: web pages (front door, results, sign-in, live view)', fun
       files: { ...STANDARD_FILES, 'config/remote-control/vstb.lircd.conf': VSTB_LIRCD_CONF },
       config: { ir: { uri: 'virtual:' }, capture: { uri: 'virtual:', width: 640, height: 360, preview_fps: 10 } },
     });
-    await farm.addNode(B);
+    // B records its runs' videos: its result page is rendered from the portal's storage once B is offline.
+    await farm.addNode(B, { config: { capture: { record_video: true } } });
     token = await farm.tokenFor('alice');
     await runJob(A, ['tests/basic.py::test_pass', 'tests/basic.py::test_fail'], 'nightly');
     await runJob(B, ['tests/basic.py::test_pass', 'tests/basic.py::test_fail', 'tests/basic.py::test_error'], 'smoke');
@@ -192,5 +193,42 @@ describe('farm portal: web pages (front door, results, sign-in, live view)', fun
     expect(held.status, held.text).to.equal(200);
     await page.getByRole('button', { name: 'Up (KEY_UP)' }).click();
     await waitFor(async () => /reserved by bob/.test((await page.locator('#remote-error').textContent()) ?? ''), { what: 'the refusal under the remote', timeoutMs: 30_000 });
+  });
+
+  // Last: it stops node B.
+  it("a result page of an offline node is rendered from the portal's storage: video, log, screenshot and artifacts from storage; run again says the node is offline", async () => {
+    const [fail] = (await api().get('/api/v2/results').query({ filter: `/${B}/ result:fail` })).body as { result_id: string }[];
+    const id = fail!.result_id;
+    const listing = (await api().get(`/api/v2/results${id}/artifacts`)).body as Record<string, unknown>;
+    expect(Object.keys(listing)).to.include.members(['farmhand.log', 'screenshot.png', 'video.mp4']);
+    await farm.nodes.get(B)!.stop();
+    await waitFor(() => farm.portal.hub.link(B)?.online === false, { what: `node ${B} to be offline`, timeoutMs: 30_000 });
+    const page = await signedIn('/');
+    const res = await page.goto(`${farm.url}/app/results${id}`);
+    expect(res?.status()).to.equal(200);
+    expect(await page.locator('h1 .badge').textContent()).to.equal('fail');
+    expect(await page.locator('.test-case').first().textContent()).to.equal('tests/basic.py::test_fail');
+    // The log's lines, from storage; the full log too.
+    expect(await page.locator('#runlog li').count()).to.be.greaterThan(0);
+    const full = await page.evaluate(async (href) => {
+      const r = await fetch(href);
+      return { status: r.status, text: await r.text() };
+    }, (await page.locator('a.full-log').getAttribute('href'))!);
+    expect(full.status).to.equal(200);
+    expect(full.text).to.contain('test_fail');
+    // The screenshot shows, the video plays its metadata, each artifact downloads: all from the portal's storage.
+    await page.waitForFunction(() => ((document.querySelector('img.end-screenshot') as HTMLImageElement | null)?.naturalWidth ?? 0) > 0, undefined, WAIT);
+    await page.waitForFunction(() => ((document.querySelector('#run-video') as HTMLVideoElement | null)?.readyState ?? 0) >= 1, undefined, WAIT);
+    const hrefs = await page.$$eval('.artifacts li.file > a[download]', (as) => as.map((a) => a.getAttribute('href') ?? ''));
+    expect(hrefs.map((h) => decodeURIComponent(h.slice(h.indexOf('/artifacts/') + '/artifacts/'.length))).sort()).to.deep.equal(Object.keys(listing).sort());
+    const statuses = await page.evaluate(async (hs) => Promise.all(hs.map(async (h) => (await fetch(h)).status)), hrefs);
+    expect(statuses.every((st) => st === 200), JSON.stringify(statuses)).to.equal(true);
+    // The runs of the test case on that node (the farm's index); run again needs the node: says it is offline.
+    expect(await page.locator('.run-strip li.run.this').count()).to.equal(1);
+    expect(await page.locator('#rerun').count()).to.equal(0);
+    expect(await page.locator('.rerun.node-offline').textContent()).to.contain(`${B}`).and.to.contain('offline');
+    // The caption track of the video, from storage too.
+    const vtt = await page.evaluate(async (href) => (await fetch(href)).text(), `/app/results${id}/log.vtt`);
+    expect(vtt.startsWith('WEBVTT')).to.equal(true);
   });
 });

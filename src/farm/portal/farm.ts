@@ -22,6 +22,7 @@ import { PgTokenVerifier } from '../users.js';
 import { FarmWebhooks } from '../webhooks.js';
 import type { PortalConfig } from './config.js';
 import { startPortal, type Portal } from './portal.js';
+import { storedResultPageRouter } from './web.js';
 
 export interface FarmPortal extends Portal {
   reservations: PgReservations;
@@ -74,6 +75,7 @@ export async function startFarmPortal(cfg: PortalConfig, logger: Logger): Promis
       store = new StoredResults({ storageDir: cfg.storage_dir, index: results, pool });
       const r = reservations!;
       return [
+        storedResultPageRouter({ store, hub, pool, ...(cfg.public_url && { publicUrl: cfg.public_url }) }),
         farmResultRouter({ store, forward: forwardThroughHub(hub, cfg.public_url), ...(cfg.public_url && { publicUrl: cfg.public_url }) }),
         farmReservationRouter({ reservations: r, notices: (u, a) => r.takeNotices(u, a) }),
         stream.router(),

@@ -7,18 +7,32 @@
  * - `/app/results` and its live row: the node's results list over the farm's
  *   index in PostgreSQL (FarmResults), with a Node column.
  *
+ * - `/app/results/<result_id>` of a node that is offline: the node's result
+ *   page rendered from the portal's storage (storedResultPageRouter, mounted
+ *   before routes.ts forwards it), with the log from storage too.
+ *
  * Sign-in and the static files are mounted by the app (app.ts); the node
  * pages (result, job, live view) are forwarded by routes.ts.
  */
-import type Router from '@koa/router';
-import type { Context } from 'koa';
+import Router from '@koa/router';
+import type { Context, Next } from 'koa';
 import { setTimeout as delay } from 'node:timers/promises';
 import type pg from 'pg';
+import { FarmError } from '../../core/errors.js';
+import type { ResultRecord } from '../../core/model.js';
+import { parseTimeZone } from '../../core/query.js';
 import { userOf } from '../../http/auth.js';
+import { sendFile } from '../../http/files.js';
+import { resultIdFromParams } from '../../http/params.js';
+import { presentResultDetail } from '../../http/presenters.js';
+import { LOG_NAMES } from '../../http/resultRoutes.js';
+import { historyOf, type History } from '../../web/result-data.js';
+import { resultPageData, sendLogVtt, sendResultPage, type ResultPageSource } from '../../web/pages/result.js';
 import { farmFrontRouter, type FarmNode, type RunningTest } from '../../web/pages/farm.js';
 import { resultsRouter, type ResultsSource } from '../../web/pages/results.js';
 import type { FarmHub, FarmReservations } from '../contract.js';
 import type { FarmResults } from '../results.js';
+import type { StoredResults } from '../storedResults.js';
 import { listFarmNodes, portalBaseUrl } from './routes.js';
 
 export interface PortalWebDeps {
@@ -57,4 +71,82 @@ export function portalWebRouters(d: PortalWebDeps): Router[] {
     return { nodes, running: new Map(rows.map((r) => [r.job_uid, r.current_run!])) };
   };
   return [farmFrontRouter(load), resultsRouter(farmResultsSource(d.results))];
+}
+
+const ID = '/:node/:hex/:num/:stamp';
+
+/** The runs of a test case on one node, oldest first, from the farm's index (the node's page shows its own runs). */
+async function farmHistory(pool: pg.Pool, record: ResultRecord, nodeId: string): Promise<History> {
+  const { rows } = await pool.query<{ result_id: string; result: ResultRecord['result']; start_time: Date; test_pack_sha: string }>(
+    `SELECT result_id, result::text AS result, start_time, test_pack_sha FROM results
+     WHERE test_case = $1 AND node_id = $2 ORDER BY start_time, result_id`,
+    [record.test_case, nodeId],
+  );
+  return historyOf(
+    rows.map((r) => ({ result_id: r.result_id, result: r.result, start_time: r.start_time.toISOString(), test_pack_sha: r.test_pack_sha })),
+    record,
+  );
+}
+
+/**
+ * The result page of a node that is offline, from the portal's storage (docs/farm.md, "Web pages on the
+ * portal"): the node's page (resultPageData, ResultPage) over StoredResults. A connected node's page is
+ * the node's own, forwarded (routes.ts); so is a result not uploaded yet. The log, the result's v1 JSON,
+ * screenshot and artifacts the page links to are served from storage once uploaded (the last two by
+ * src/farm/resultRoutes.ts).
+ */
+export function storedResultPageRouter(d: { store: StoredResults; hub: Pick<FarmHub, 'link'>; pool: pg.Pool; publicUrl?: string }): Router {
+  const r = new Router();
+  /** The uploaded record, when the request is for the portal's copy; undefined passes it on (to the node). */
+  const stored = async (ctx: Context, o: { offlineOnly: boolean }): Promise<{ record: ResultRecord; nodeId: string } | undefined> => {
+    const { id, parsed } = resultIdFromParams(ctx);
+    if (!parsed) return undefined;
+    if (o.offlineOnly && d.hub.link(parsed.job.nodeId)?.online) return undefined;
+    const found = await d.store.get(id);
+    if (found === 'deleted') throw new FarmError('gone', `result ${id} has been deleted (retention); it is no longer available`);
+    return found ? { record: found, nodeId: parsed.job.nodeId } : undefined;
+  };
+  const src = (nodeId: string): ResultPageSource => ({
+    artifacts: (id) => d.store.artifacts(id),
+    openArtifact: (id, rel) => d.store.openArtifact(id, rel),
+    history: (record) => farmHistory(d.pool, record, nodeId),
+  });
+  const offlineReason = (nodeId: string): string => {
+    const link = d.hub.link(nodeId);
+    return link?.offlineReason ?? 'not connected to the portal';
+  };
+
+  r.get(`/app/results${ID}`, async (ctx: Context, next: Next) => {
+    const s = await stored(ctx, { offlineOnly: true });
+    if (!s) return next();
+    const data = await resultPageData(src(s.nodeId), s.record, {
+      tz: parseTimeZone(ctx.query.tz),
+      nodeId: s.nodeId,
+      remote: null,
+      signedIn: userOf(ctx) !== undefined,
+      offline: offlineReason(s.nodeId),
+    });
+    sendResultPage(ctx, data);
+  });
+  r.get(`/app/results${ID}/log.vtt`, async (ctx: Context, next: Next) => {
+    const s = await stored(ctx, { offlineOnly: true });
+    if (!s) return next();
+    await sendLogVtt(ctx, src(s.nodeId), s.record);
+  });
+  // The v1 reads the page links to, from storage once uploaded (as the screenshot and artifacts are).
+  r.get(`/api/v1/result${ID}`, async (ctx: Context, next: Next) => {
+    const s = await stored(ctx, { offlineOnly: false });
+    if (!s) return next();
+    ctx.body = presentResultDetail(s.record, await d.store.artifacts(s.record.result_id), portalBaseUrl(ctx, d.publicUrl), 'v1');
+  });
+  for (const name of LOG_NAMES) {
+    r.get(`/api/v1/result${ID}/${name}`, async (ctx: Context, next: Next) => {
+      const s = await stored(ctx, { offlineOnly: false });
+      if (!s) return next();
+      const file = await d.store.openArtifact(s.record.result_id, 'farmhand.log');
+      if (!file) throw new FarmError('not_found', `result ${s.record.result_id} has no log`);
+      await sendFile(ctx, file, 'farmhand.log');
+    });
+  }
+  return r;
 }

@@ -11,7 +11,7 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
 import type { VNode } from 'preact';
-import type { ResultRecord } from '../../core/model.js';
+import type { ArtifactListing, ResultRecord } from '../../core/model.js';
 import { parseTimeZone } from '../../core/query.js';
 import { userOf } from '../../http/auth.js';
 import { type Services } from '../../http/context.js';
@@ -38,51 +38,83 @@ import {
   type ArtifactNode,
 } from '../result-data.js';
 
+/**
+ * Where the page reads a finished result from: the node's own store, or the portal's storage of the
+ * results its nodes uploaded (src/farm/portal/web.ts, for a node that is offline).
+ */
+export interface ResultPageSource {
+  artifacts(resultId: string): Promise<ArtifactListing>;
+  openArtifact(resultId: string, relPath: string): Promise<{ path: string; size: number } | undefined>;
+  /** The other runs of the record's test case. */
+  history(record: ResultRecord): History | Promise<History>;
+}
+
+/** What the page shows of a finished result, read through `src`. */
+export async function resultPageData(
+  src: ResultPageSource,
+  record: ResultRecord,
+  o: { tz: string; nodeId: string; remote: string | null; signedIn: boolean; offline?: string },
+): Promise<ResultPageProps> {
+  const listing = await src.artifacts(record.result_id);
+  const log = await src.openArtifact(record.result_id, 'farmhand.log');
+  const { lines, truncated } = log ? logLines(await readTail(log.path, log.size), o.tz) : { lines: [], truncated: false };
+  const tree = artifactTree(listing);
+  await inlineTexts(tree, src, record.result_id);
+  const failures = matchFailures(lines, listing);
+  const frameSizes = await Promise.all(failures.map((f) => (f.frame ? pngSize(src, record.result_id, f.frame) : Promise.resolve(undefined))));
+  const video = ['video.mp4', 'video.webm'].find((n) => listing[n]);
+  return {
+    record,
+    tz: o.tz,
+    hasLog: log !== undefined,
+    lines,
+    truncated,
+    tree,
+    failures: failures.map((f, i) => ({ ...f, size: frameSizes[i] })),
+    video,
+    videoStart: video ? ((await videoStart(src, record.result_id)) ?? undefined) : undefined,
+    screenshot: listing['screenshot.png'] !== undefined,
+    history: await src.history(record),
+    nodeId: o.nodeId,
+    remote: o.remote,
+    signedIn: o.signedIn,
+    ...(o.offline !== undefined && { offline: o.offline }),
+  };
+}
+
+/** Answer `ctx` with the result page of `data`. */
+export function sendResultPage(ctx: Context, data: ResultPageProps): void {
+  const r = data.record;
+  sendPage(ctx, <ResultPage {...data} />, { title: `${r.result}: ${r.test_case}`, section: 'results', scripts: ['result.js'] });
+}
+
+/** The run log as a WebVTT track on the video's clock: the video shows the log line as a caption. */
+export async function sendLogVtt(ctx: Context, src: ResultPageSource, record: ResultRecord): Promise<void> {
+  const log = await src.openArtifact(record.result_id, 'farmhand.log');
+  const { lines } = log ? logLines(await readTail(log.path, log.size), 'UTC') : { lines: [] };
+  const clock = (await videoStart(src, record.result_id)) ?? record.start_time;
+  ctx.type = 'text/vtt; charset=utf-8';
+  ctx.set('Cache-Control', 'no-store');
+  ctx.set('X-Content-Type-Options', 'nosniff');
+  ctx.body = logVtt(lines, clock);
+}
+
 export function resultRouter(s: Services): Router {
   const r = new Router();
+  const src: ResultPageSource = {
+    artifacts: (id) => s.results.artifacts(id),
+    openArtifact: (id, rel) => s.results.openArtifact(id, rel),
+    history: (record) => history(s.results, record),
+  };
   r.get('/app/results/:node/:hex/:num/:stamp', async (ctx) => {
     const tz = parseTimeZone(ctx.query.tz);
     const live = runInProgress(ctx, s);
     if (live) return sendRunning(ctx, live, tz);
     const record = resultFromParams(ctx, s);
-    const listing = await s.results.artifacts(record.result_id);
-    const log = await s.results.openArtifact(record.result_id, 'farmhand.log');
-    const { lines, truncated } = log ? logLines(await readTail(log.path, log.size), tz) : { lines: [], truncated: false };
-    const tree = artifactTree(listing);
-    await inlineTexts(tree, s.results, record.result_id);
-    const failures = matchFailures(lines, listing);
-    const frameSizes = await Promise.all(failures.map((f) => (f.frame ? pngSize(s.results, record.result_id, f.frame) : Promise.resolve(undefined))));
-    const video = ['video.mp4', 'video.webm'].find((n) => listing[n]);
     const job = s.jobs.get(record.job_uid);
-    const data: ResultPageProps = {
-      record,
-      tz,
-      hasLog: log !== undefined,
-      lines,
-      truncated,
-      tree,
-      failures: failures.map((f, i) => ({ ...f, size: frameSizes[i] })),
-      video,
-      videoStart: video ? ((await videoStart(s.results, record.result_id)) ?? undefined) : undefined,
-      screenshot: listing['screenshot.png'] !== undefined,
-      history: history(s.results, record),
-      nodeId: s.nodeId,
-      remote: job?.remote_control ?? null,
-      signedIn: userOf(ctx) !== undefined,
-    };
-    sendPage(ctx, <ResultPage {...data} />, { title: `${record.result}: ${record.test_case}`, section: 'results', scripts: ['result.js'] });
+    sendResultPage(ctx, await resultPageData(src, record, { tz, nodeId: s.nodeId, remote: job?.remote_control ?? null, signedIn: userOf(ctx) !== undefined }));
   });
-  // The run log as a WebVTT track on the video's clock: the video shows the log line as a caption.
-  r.get('/app/results/:node/:hex/:num/:stamp/log.vtt', async (ctx) => {
-    const record = resultFromParams(ctx, s);
-    const log = await s.results.openArtifact(record.result_id, 'farmhand.log');
-    const { lines } = log ? logLines(await readTail(log.path, log.size), 'UTC') : { lines: [] };
-    const clock = (await videoStart(s.results, record.result_id)) ?? record.start_time;
-    ctx.type = 'text/vtt; charset=utf-8';
-    ctx.set('Cache-Control', 'no-store');
-    ctx.set('X-Content-Type-Options', 'nosniff');
-    ctx.body = logVtt(lines, clock);
-  });
+  r.get('/app/results/:node/:hex/:num/:stamp/log.vtt', (ctx) => sendLogVtt(ctx, src, resultFromParams(ctx, s)));
   return r;
 }
 
@@ -129,6 +161,11 @@ export interface ResultPageProps {
   nodeId: string;
   remote: string | null;
   signedIn: boolean;
+  /**
+   * Set when the page is the portal's, rendered from its storage because the node is offline: why the
+   * node is offline. What needs the node (run again) says so instead.
+   */
+  offline?: string;
 }
 
 export function ResultPage(p: ResultPageProps): VNode {
@@ -276,6 +313,14 @@ function Field(p: { name: string; children: preact.ComponentChildren }): VNode {
 /** "Run this test case again" at the run's revision and remote, through POST /api/v2/run_tests (result.js). */
 function Rerun(p: ResultPageProps): VNode {
   const r = p.record;
+  if (p.offline !== undefined) {
+    return (
+      <p class="rerun node-offline">
+        Running this test case again needs node <code>{p.nodeId}</code>, which is offline: {p.offline}. This page is the portal's copy of the
+        result.
+      </p>
+    );
+  }
   if (!p.signedIn) {
     return (
       <p class="rerun">
