@@ -174,6 +174,65 @@ describe('farm portal: web pages (front door, results, sign-in, live view)', fun
     expect(await page.locator('.who').textContent()).to.contain('Sign in');
   });
 
+  it('the front door reserves several nodes together (all or nothing), extends, ends and interrupts through the v2 API, errors beside the form', async () => {
+    const page = await signedIn('/');
+    await page.waitForSelector('#farm-front[data-live="on"]', WAIT);
+    const rowA = page.locator(`tr[data-node-id="${A}"]`);
+    const rowB = page.locator(`tr[data-node-id="${B}"]`);
+    const reservationOf = async (node: string) =>
+      ((await api().get(`/api/v2/nodes/${node}`)).body as { reservation: { username: string; expires: string | null } | null }).reservation;
+    // Bob holds B: ticking A and B reserves neither ("all or nothing"), and the 409 is shown beside the form.
+    const bobToken = await farm.tokenFor('bob');
+    const bobs = await request(farm.url).post('/api/v2/reservations').set('Authorization', `token ${bobToken}`).send({ node_ids: [B], message: 'bob here' });
+    expect(bobs.status, bobs.text).to.equal(200);
+    await rowB.locator('.holder', { hasText: 'bob' }).waitFor(WAIT);
+    await page.getByLabel(`Select ${A}`).check();
+    await page.getByLabel(`Select ${B}`).check();
+    await page.locator('#farm-res-message').fill('firmware on both');
+    await page.locator('#farm-res-minutes').fill('10');
+    await page.getByRole('button', { name: 'Reserve the selected nodes' }).click();
+    await waitFor(async () => ((await page.locator('#farm-res-error').textContent()) ?? '').includes(B), { what: 'the refusal beside the form', timeoutMs: 30_000 });
+    expect(await reservationOf(A)).to.equal(null);
+    // Interrupt bob's reservation from B's row.
+    await rowB.getByLabel('Interrupt with a message to bob').fill('I need B now');
+    await rowB.getByRole('button', { name: 'Interrupt' }).click();
+    await page.waitForFunction((b) => !document.querySelector(`tr[data-node-id="${b}"] .holder`), B, WAIT);
+    // The ticks survived the table's live swaps: reserve both now.
+    expect(await page.getByLabel(`Select ${A}`).isChecked()).to.equal(true);
+    expect(await page.getByLabel(`Select ${B}`).isChecked()).to.equal(true);
+    await page.getByRole('button', { name: 'Reserve the selected nodes' }).click();
+    await rowA.locator('.holder', { hasText: 'alice' }).waitFor(WAIT);
+    await rowB.locator('.holder', { hasText: 'alice' }).waitFor(WAIT);
+    expect(await page.locator('#farm-res-error').textContent()).to.equal('');
+    const a0 = await reservationOf(A);
+    expect(a0?.username).to.equal('alice');
+    expect(a0?.expires).to.be.a('string');
+    // Extend A's by 60 minutes from its row.
+    await rowA.getByLabel('Extend by minutes').fill('60');
+    await rowA.getByRole('button', { name: 'Extend' }).click();
+    await waitFor(async () => Date.parse((await reservationOf(A))?.expires ?? '') >= Date.parse(a0!.expires!) + 60 * 60_000, { what: 'the extended expiry', timeoutMs: 30_000 });
+    // End both.
+    for (const [row, node] of [[rowA, A], [rowB, B]] as const) {
+      await row.getByRole('button', { name: 'End this reservation' }).click();
+      await page.waitForFunction((n) => !document.querySelector(`tr[data-node-id="${n}"] .holder`), node, WAIT);
+      expect(await reservationOf(node)).to.equal(null);
+    }
+    // The forms' calls carry the page's CSRF token; the cookie alone is refused.
+    const bare = await page.evaluate(async (a) => {
+      const r = await fetch('/api/v2/reservations', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ node_ids: [a], message: 'x' }) });
+      return r.status;
+    }, A);
+    expect(bare).to.equal(403);
+  });
+
+  it('signed out, the front door offers no reservation forms, only a way to sign in', async () => {
+    const page = await newPage();
+    await page.goto(`${farm.url}/`);
+    expect(await page.locator('#farm-reserve').count()).to.equal(0);
+    expect(await page.locator('input[name="node_ids"]').count()).to.equal(0);
+    expect(await page.locator('#farm-reserve-signin a').getAttribute('href')).to.equal('/app/sign-in?next=%2F');
+  });
+
   it("a node's live view through the portal shows its picture, and its remote presses through the portal", async () => {
     // Signed out: the picture, the remote disabled (the node renders the page for nobody).
     const reader = await newPage();
@@ -204,6 +263,11 @@ describe('farm portal: web pages (front door, results, sign-in, live view)', fun
     await farm.nodes.get(B)!.stop();
     await waitFor(() => farm.portal.hub.link(B)?.online === false, { what: `node ${B} to be offline`, timeoutMs: 30_000 });
     const page = await signedIn('/');
+    // The front door says why once: "Offline: <reason>", not "Offline: offline: <reason>".
+    await page.goto(`${farm.url}/`);
+    const state = (await page.locator(`tr[data-node-id="${B}"] .node-state`).textContent()) ?? '';
+    expect(state).to.match(/^Offline: /);
+    expect(state.toLowerCase()).not.to.contain('offline: offline');
     const res = await page.goto(`${farm.url}/app/results${id}`);
     expect(res?.status()).to.equal(200);
     expect(await page.locator('h1 .badge').textContent()).to.equal('fail');

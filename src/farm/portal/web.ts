@@ -68,7 +68,8 @@ export function portalWebRouters(d: PortalWebDeps): Router[] {
     const { rows } = await d.pool.query<{ job_uid: string; current_run: RunningTest | null }>(
       `SELECT job_uid, current_run FROM jobs WHERE state = 'running' AND current_run IS NOT NULL`,
     );
-    return { nodes, running: new Map(rows.map((r) => [r.job_uid, r.current_run!])) };
+    const login = userOf(ctx)?.login;
+    return { nodes, running: new Map(rows.map((r) => [r.job_uid, r.current_run!])), ...(login !== undefined && { login }) };
   };
   return [farmFrontRouter(load), resultsRouter(farmResultsSource(d.results))];
 }

@@ -29,6 +29,8 @@ export interface FarmFrontData {
   nodes: FarmNode[];
   /** job_uid -> the test case running now. */
   running: Map<string, RunningTest>;
+  /** The signed-in person (the reservation forms are theirs); undefined for a reader. */
+  login?: string;
 }
 
 /** What the page reads: the nodes as the signed-in person (or nobody) sees them. */
@@ -37,13 +39,57 @@ export type LoadFarmFront = (ctx: Context) => Promise<FarmFrontData>;
 /** The farm-wide results list filtered to one node: free text on the result ids' first segment. */
 export const nodeResultsUrl = (nodeId: string): string => `/app/results?filter=${encodeURIComponent(`/${nodeId}/`)}`;
 
-function NodeRow({ n, running }: { n: FarmNode; running: Map<string, RunningTest> }): VNode {
+/** The portal's reason for an offline node starts "offline: "; after the word Offline it is said once. */
+const stateReason = (n: FarmNode): string => {
+  const reason = n.not_available_reason ?? 'unknown reason';
+  return !n.online && reason.startsWith('offline: ') ? reason.slice('offline: '.length) : reason;
+};
+
+/**
+ * A row's own reservation forms (the node's front door's, per row): extend and end for the holder,
+ * interrupt for anyone else signed in. farm.js sends them to the portal's v2 API.
+ */
+function RowReservationControls({ n, login }: { n: FarmNode; login?: string }): VNode | null {
+  const r = n.reservation;
+  if (!login || !r) return null;
+  const id = n.node_id;
+  return (
+    <div class="row-res needs-js" hidden data-reservation-id={String(r.reservation_id)}>
+      {r.reserved_by_you ? (
+        <>
+          <form class="res-form" data-action="extend">
+            <label for={`res-extend-${id}`}>Extend by minutes</label>{' '}
+            <input id={`res-extend-${id}`} name="minutes" type="number" min="1" step="1" value="30" required size={5} aria-describedby={`res-error-${id}`} />{' '}
+            <button type="submit">Extend</button>
+          </form>
+          <form class="res-form" data-action="end">
+            <button type="submit">End this reservation</button>
+          </form>
+        </>
+      ) : (
+        <form class="res-form" data-action="interrupt">
+          <label for={`res-interrupt-${id}`}>Interrupt with a message to {r.username}</label>{' '}
+          <input id={`res-interrupt-${id}`} name="message" required maxLength={10000} aria-describedby={`res-error-${id}`} />{' '}
+          <button type="submit">Interrupt</button>
+        </form>
+      )}
+      <p id={`res-error-${id}`} class="form-error" role="alert"></p>
+    </div>
+  );
+}
+
+function NodeRow({ n, running, login }: { n: FarmNode; running: Map<string, RunningTest>; login?: string }): VNode {
   const job = n.job;
   const c = job?.result_counts;
   const now = job?.status === 'running' ? running.get(job.job_uid) : undefined;
   const r = n.reservation;
   return (
     <tr id={`node-${n.node_id}`} data-node-id={n.node_id} data-online={n.online ? 'yes' : 'no'}>
+      {login ? (
+        <td class="node-select">
+          <input type="checkbox" id={`select-${n.node_id}`} name="node_ids" value={n.node_id} form="farm-reserve" aria-label={`Select ${n.friendly_name ?? n.node_id}`} />
+        </td>
+      ) : null}
       <th scope="row" class="farm-node">
         <span class="node-name">{n.friendly_name ?? n.node_id}</span>
         <br />
@@ -59,7 +105,7 @@ function NodeRow({ n, running }: { n: FarmNode; running: Map<string, RunningTest
         <span class={`node-online ${n.online ? 'online' : 'offline'}`}>
           <strong>{n.online ? 'Online' : 'Offline'}</strong>
         </span>
-        {n.available ? ', available.' : <span class="reason">: {n.not_available_reason ?? 'unknown reason'}.</span>}
+        {n.available ? ', available.' : <span class="reason">: {stateReason(n)}.</span>}
         {n.farm?.last_seen && !n.farm.connected ? (
           <>
             {' '}
@@ -82,6 +128,7 @@ function NodeRow({ n, running }: { n: FarmNode; running: Map<string, RunningTest
         ) : (
           'not reserved'
         )}
+        <RowReservationControls n={n} login={login} />
       </td>
       <td class="node-job">
         {job ? (
@@ -136,6 +183,11 @@ function FarmFront({ data }: { data: FarmFrontData }): VNode {
             <caption class="visually-hidden">The nodes of the farm</caption>
             <thead>
               <tr>
+                {data.login ? (
+                  <th scope="col">
+                    <span class="visually-hidden">Select</span>
+                  </th>
+                ) : null}
                 <th scope="col">Node</th>
                 <th scope="col">State</th>
                 <th scope="col">Reservation</th>
@@ -145,7 +197,7 @@ function FarmFront({ data }: { data: FarmFrontData }): VNode {
             </thead>
             <tbody>
               {data.nodes.map((n) => (
-                <NodeRow n={n} running={data.running} />
+                <NodeRow n={n} running={data.running} login={data.login} />
               ))}
             </tbody>
           </table>
@@ -155,8 +207,45 @@ function FarmFront({ data }: { data: FarmFrontData }): VNode {
           </p>
         )}
       </div>
+      <ReserveForm data={data} />
       <p class="live-status" id="live-status" aria-live="polite"></p>
     </div>
+  );
+}
+
+/**
+ * Reserve the nodes ticked in the table together (all or nothing: the portal's one transaction), for
+ * so many minutes or until ended, with a message. Outside the table, which farm.js swaps on events.
+ */
+function ReserveForm({ data }: { data: FarmFrontData }): VNode | null {
+  if (data.nodes.length === 0) return null;
+  if (!data.login) {
+    return (
+      <p id="farm-reserve-signin">
+        <a href="/app/sign-in?next=%2F">Sign in to reserve</a> nodes.
+      </p>
+    );
+  }
+  return (
+    <section aria-labelledby="farm-reserve-h" class="farm-reserve">
+      <h2 id="farm-reserve-h">Reserve nodes</h2>
+      <div class="needs-js" hidden>
+        <form id="farm-reserve" class="res-form" data-action="reserve">
+          <p>Tick the nodes in the table: they are reserved together, or none is.</p>
+          <div class="field">
+            <label for="farm-res-message">Message (what you are doing; everyone sees it)</label>
+            <input id="farm-res-message" name="message" required maxLength={10000} aria-describedby="farm-res-error" />
+          </div>
+          <div class="field">
+            <label for="farm-res-minutes">For how many minutes (empty: until you end it)</label>
+            <input id="farm-res-minutes" name="minutes" type="number" min="1" step="1" inputMode="numeric" aria-describedby="farm-res-error" />
+          </div>
+          <button type="submit">Reserve the selected nodes</button>
+          <p id="farm-res-error" class="form-error" role="alert"></p>
+        </form>
+      </div>
+      <noscript>Reserving from the page needs JavaScript; the v2 API works without it.</noscript>
+    </section>
   );
 }
 
