@@ -296,3 +296,75 @@ describe('farm portal: web pages (front door, results, sign-in, live view)', fun
     expect(vtt.startsWith('WEBVTT')).to.equal(true);
   });
 });
+
+describe("farm portal: the portal's own auth.v1_requires_token for reading", function () {
+  this.timeout(300_000);
+  const HTML = 'text/html,application/xhtml+xml';
+  let farm: TestFarm;
+  let browser: Browser;
+  let token: string;
+  let resultId: string;
+
+  before(async () => {
+    farm = await startTestFarm({ portal: { auth: { v1_requires_token: true } } });
+    await farm.addNode(A);
+    token = await farm.tokenFor('alice');
+    const run = await request(farm.url).post('/api/v2/run_tests').set('Authorization', `token ${token}`).send({ node_id: A, test_pack_revision: 'main', test_cases: ['tests/basic.py::test_pass'] });
+    expect(run.status, run.text).to.equal(200);
+    const done = await request(farm.url).get(`/api/v2/jobs${run.body.job_uid as string}/await_completion?timeout=50`).set('Authorization', `token ${token}`);
+    expect(done.body.status, done.text).to.equal('exited');
+    resultId = ((await request(farm.url).get('/api/v2/results').set('Authorization', `token ${token}`)).body as { result_id: string }[])[0]!.result_id;
+    browser = await launchBrowser();
+  });
+  after(async () => {
+    await browser?.close();
+    await farm?.stop();
+  });
+
+  it('without a token or session: pages send a browser to sign in, API reads and /app/events are a JSON 403; sign-in, /static and /healthz stay open', async () => {
+    const front = await request(farm.url).get('/').set('Accept', HTML);
+    expect(front.status).to.equal(303);
+    expect(front.headers.location).to.equal('/app/sign-in?next=%2F');
+    // The node's pages forwarded through the portal are the portal's to guard, before they reach the node.
+    const page = await request(farm.url).get(`/app/results${resultId}`).set('Accept', HTML);
+    expect(page.status).to.equal(303);
+    expect(page.headers.location).to.equal(`/app/sign-in?next=${encodeURIComponent(`/app/results${resultId}`)}`);
+    for (const path of ['/', '/app/results', '/app/events', `/api/v1/result${resultId}`, `/api/v1/result${resultId}/screenshot.png`, `/api/v1/result${resultId}/farmhand.log`]) {
+      const res = await request(farm.url).get(path).set('Accept', 'application/json');
+      expect(res.status, path).to.equal(403);
+      expect(res.body.error, path).to.equal('forbidden');
+    }
+    expect((await request(farm.url).get('/app/sign-in').set('Accept', HTML)).status).to.equal(200);
+    expect((await request(farm.url).get('/static/farm.js')).status).to.equal(200);
+    expect((await request(farm.url).get('/healthz')).status).to.equal(200);
+  });
+
+  it('v1: with a token, a v1 read answers (the spec: "The v1 samples send no credentials", so this is opt-in)', async () => {
+    const res = await request(farm.url).get(`/api/v1/result${resultId}`).set('Authorization', `token ${token}`);
+    expect(res.status, res.text).to.equal(200);
+    expect(res.body.result).to.equal('pass');
+    expect(res.body.test_case).to.equal('tests/basic.py::test_pass');
+    expect((await request(farm.url).get(`/api/v1/result${resultId}/farmhand.log`).set('Authorization', `token ${token}`)).status).to.equal(200);
+  });
+
+  it('a person signs in and reads the front door, the results list and a result page, live', async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+    try {
+      const page = await ctx.newPage();
+      await page.goto(`${farm.url}/app/results`);
+      expect(new URL(page.url()).pathname).to.equal('/app/sign-in');
+      await page.getByLabel('Access token').fill(token);
+      await Promise.all([page.waitForURL((u) => u.pathname === '/app/results', { ...WAIT, waitUntil: 'commit' }), page.getByRole('button', { name: 'Sign in' }).click()]);
+      await page.waitForSelector('#results[data-live="on"]', WAIT);
+      expect(await page.locator('#results tbody tr').count()).to.equal(1);
+      const res = await page.goto(`${farm.url}/app/results${resultId}`);
+      expect(res?.status()).to.equal(200);
+      expect(await page.locator('h1 .badge').textContent()).to.equal('pass');
+      await page.goto(`${farm.url}/`);
+      await page.waitForSelector('#farm-front[data-live="on"]', WAIT);
+      expect(await page.locator(`tr[data-node-id="${A}"]`).count()).to.equal(1);
+    } finally {
+      await ctx.close();
+    }
+  });
+});

@@ -25,6 +25,8 @@ export interface PortalAppOptions {
   tokens: TokenVerifier;
   rateLimit: RateLimitSettings;
   maxBodyBytes: number;
+  /** The config's `auth.v1_requires_token`: the pages, `/app/events` and v1 reads need a token or a session (default open, as on a node). */
+  v1RequiresToken?: boolean;
   /** Mounted in order after the middleware (the portal's routes first; hC, hD, hE add theirs). */
   routers: Router[];
   /**
@@ -56,7 +58,7 @@ export function createPortalApp(o: PortalAppOptions): Koa {
   // Long polls are exempt, as on the node: a held request costs a promise, and clients retry them at once.
   const limit = rateLimit(o.rateLimit);
   app.use((ctx, next): Promise<unknown> => (ctx.path.toLowerCase().endsWith('/await_completion') ? next() : limit(ctx, next)));
-  app.use(guardApi({ v1RequiresToken: false }));
+  app.use(guardApi({ v1RequiresToken: o.v1RequiresToken ?? false }));
   const json = jsonBody(o.maxBodyBytes);
   // The sign-in and sign-out forms post urlencoded fields, as on a node.
   const form = formBody(Math.min(o.maxBodyBytes, 16 * 1024));

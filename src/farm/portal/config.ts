@@ -2,7 +2,7 @@
  * The portal's configuration (`farmhand portal --config <file>`): one JSON
  * file, validated at start with every problem listed (`path: message`), as the
  * node's is (src/config/load.ts). Only `database` and `storage_dir` have no
- * default. `events`, `webhooks`, `rate_limit`, `api` and `log_level` take the
+ * default. `auth`, `events`, `webhooks`, `rate_limit`, `api` and `log_level` take the
  * node's schema, so the two processes read the same keys the same way.
  */
 import { readFileSync } from 'node:fs';
@@ -45,6 +45,8 @@ export const portalConfigSchema = z.strictObject({
       interval_secs: z.number().positive().max(86400).default(600),
     })
     .prefault({}),
+  /** The node's key: `auth.v1_requires_token` makes the portal's pages, `/app/events` and v1 reads need a token or a session. */
+  auth: node.auth,
   api: node.api,
   rate_limit: node.rate_limit,
   events: node.events,
