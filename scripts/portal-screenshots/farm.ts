@@ -1,9 +1,11 @@
 /**
- * Screenshot of the farm's front door on the portal (docs/farm.md, "Web pages
- * on the portal"): docs/images/farm-front.png, 1400x1000, headless Chromium,
- * a real portal on a throwaway PostgreSQL with three real nodes (one on the
- * virtual set-top box) and a fourth registered that never connected. Run from
- * the repository root:
+ * Screenshots of the farm's pages on the portal (docs/farm.md, "Web pages on
+ * the portal"), 1400x1000, headless Chromium, a real portal on a throwaway
+ * PostgreSQL with three real nodes (one on the virtual set-top box) and a
+ * fourth registered that never connected: docs/images/farm-front.png (the
+ * front door signed in, two nodes ticked in the reservation form) and
+ * docs/images/farm-result-offline.png (a result page of a node that went
+ * offline, from the portal's storage). Run from the repository root:
  *
  *   node --import tsx scripts/portal-screenshots/farm.ts
  */
@@ -13,6 +15,7 @@ import { VSTB_LIRCD_CONF } from '../../src/hardware/virtual/index.js';
 import { STANDARD_FILES } from '../../test/fixtures/testPack.js';
 import { launchBrowser } from '../../test/helpers/browser.js';
 import { startTestFarm } from '../../test/helpers/farm.js';
+import { waitFor } from '../../test/helpers/wait.js';
 
 const OUT = 'docs/images';
 const files = (node: string, name: string) => ({
@@ -24,7 +27,7 @@ const files = (node: string, name: string) => ({
 const farm = await startTestFarm();
 const browser = await launchBrowser();
 try {
-  await farm.addNode('stb-1', { files: files('stb-1', 'Living-room box (rack 3, shelf 2)'), config: { ir: { uri: 'virtual:' }, capture: { uri: 'virtual:', width: 1280, height: 720 } } });
+  await farm.addNode('stb-1', { files: files('stb-1', 'Living-room box (rack 3, shelf 2)'), config: { ir: { uri: 'virtual:' }, capture: { uri: 'virtual:', width: 1280, height: 720, record_video: true } } });
   await farm.addNode('stb-2', { files: files('stb-2', 'Bedroom box (rack 3, shelf 3)') });
   await farm.addNode('stb-3', { files: files('stb-3', 'Cable box, firmware 7.1') });
   await registerNode(farm.db, 'stb-4');
@@ -48,9 +51,23 @@ try {
     .locator('tr[data-node-id="stb-3"] .current-test')
     .waitFor({ timeout: 90_000 })
     .catch(() => console.warn('the running test case did not show in time; taking the screenshot anyway'));
+  // The reservation form in use: two nodes ticked, a message typed.
+  await page.getByLabel('Select Living-room box (rack 3, shelf 2)').check();
+  await page.getByLabel('Select Cable box, firmware 7.1').check();
+  await page.locator('#farm-res-message').fill('Soak test of build 43 on both boxes');
+  await page.locator('#farm-res-minutes').fill('120');
   await page.screenshot({ path: `${OUT}/farm-front.png` });
   await as(token).post(`/api/v2/jobs${running.body.job_uid as string}/stop`);
   console.log(`wrote ${OUT}/farm-front.png`);
+
+  // stb-1 goes offline: its failed run's page comes from the portal's storage.
+  const [fail] = (await as(token).get('/api/v2/results').query({ filter: '/stb-1/ result:fail' })).body as { result_id: string }[];
+  await farm.nodes.get('stb-1')!.stop();
+  await waitFor(() => farm.portal.hub.link('stb-1')?.online === false, { what: 'stb-1 to be offline', timeoutMs: 30_000 });
+  await page.goto(`${farm.url}/app/results${fail!.result_id}`);
+  await page.waitForFunction(() => (document.querySelector<HTMLVideoElement>('#run-video')?.readyState ?? 0) >= 1, undefined, { timeout: 30_000 });
+  await page.screenshot({ path: `${OUT}/farm-result-offline.png` });
+  console.log(`wrote ${OUT}/farm-result-offline.png`);
 } finally {
   await browser.close();
   await farm.stop();

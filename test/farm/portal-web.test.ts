@@ -271,6 +271,10 @@ describe('farm portal: web pages (front door, results, sign-in, live view)', fun
     const res = await page.goto(`${farm.url}/app/results${id}`);
     expect(res?.status()).to.equal(200);
     expect(await page.locator('h1 .badge').textContent()).to.equal('fail');
+    expect(await page.locator('.offline-copy').textContent()).to.contain(`Node ${B} is offline`);
+    // The farm's navigation, as on the portal's other pages.
+    expect(await page.locator('nav a[href="/app/results"]').count()).to.equal(1);
+    expect(await page.locator('nav a[href="/app/live"]').count()).to.equal(0);
     expect(await page.locator('.test-case').first().textContent()).to.equal('tests/basic.py::test_fail');
     // The log's lines, from storage; the full log too.
     expect(await page.locator('#runlog li').count()).to.be.greaterThan(0);
@@ -281,8 +285,8 @@ describe('farm portal: web pages (front door, results, sign-in, live view)', fun
     expect(full.status).to.equal(200);
     expect(full.text).to.contain('test_fail');
     // The screenshot shows, the video plays its metadata, each artifact downloads: all from the portal's storage.
-    await page.waitForFunction(() => ((document.querySelector('img.end-screenshot') as HTMLImageElement | null)?.naturalWidth ?? 0) > 0, undefined, WAIT);
-    await page.waitForFunction(() => ((document.querySelector('#run-video') as HTMLVideoElement | null)?.readyState ?? 0) >= 1, undefined, WAIT);
+    await page.waitForFunction(() => (document.querySelector<HTMLImageElement>('img.end-screenshot')?.naturalWidth ?? 0) > 0, undefined, WAIT);
+    await page.waitForFunction(() => (document.querySelector<HTMLVideoElement>('#run-video')?.readyState ?? 0) >= 1, undefined, WAIT);
     const hrefs = await page.$$eval('.artifacts li.file > a[download]', (as) => as.map((a) => a.getAttribute('href') ?? ''));
     expect(hrefs.map((h) => decodeURIComponent(h.slice(h.indexOf('/artifacts/') + '/artifacts/'.length))).sort()).to.deep.equal(Object.keys(listing).sort());
     const statuses = await page.evaluate(async (hs) => Promise.all(hs.map(async (h) => (await fetch(h)).status)), hrefs);

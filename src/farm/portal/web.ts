@@ -117,9 +117,12 @@ export function storedResultPageRouter(d: { store: StoredResults; hub: Pick<Farm
     return link?.offlineReason ?? 'not connected to the portal';
   };
 
-  r.get(`/app/results${ID}`, async (ctx: Context, next: Next) => {
+  r.get(`/app/results${ID}`, async (ctx: Context, next: Next): Promise<void> => {
     const s = await stored(ctx, { offlineOnly: true });
-    if (!s) return next();
+    if (!s) {
+      await next();
+      return;
+    }
     const data = await resultPageData(src(s.nodeId), s.record, {
       tz: parseTimeZone(ctx.query.tz),
       nodeId: s.nodeId,
@@ -127,23 +130,32 @@ export function storedResultPageRouter(d: { store: StoredResults; hub: Pick<Farm
       signedIn: userOf(ctx) !== undefined,
       offline: offlineReason(s.nodeId),
     });
-    sendResultPage(ctx, data);
+    sendResultPage(ctx, data, { farm: true });
   });
-  r.get(`/app/results${ID}/log.vtt`, async (ctx: Context, next: Next) => {
+  r.get(`/app/results${ID}/log.vtt`, async (ctx: Context, next: Next): Promise<void> => {
     const s = await stored(ctx, { offlineOnly: true });
-    if (!s) return next();
+    if (!s) {
+      await next();
+      return;
+    }
     await sendLogVtt(ctx, src(s.nodeId), s.record);
   });
   // The v1 reads the page links to, from storage once uploaded (as the screenshot and artifacts are).
-  r.get(`/api/v1/result${ID}`, async (ctx: Context, next: Next) => {
+  r.get(`/api/v1/result${ID}`, async (ctx: Context, next: Next): Promise<void> => {
     const s = await stored(ctx, { offlineOnly: false });
-    if (!s) return next();
+    if (!s) {
+      await next();
+      return;
+    }
     ctx.body = presentResultDetail(s.record, await d.store.artifacts(s.record.result_id), portalBaseUrl(ctx, d.publicUrl), 'v1');
   });
   for (const name of LOG_NAMES) {
-    r.get(`/api/v1/result${ID}/${name}`, async (ctx: Context, next: Next) => {
+    r.get(`/api/v1/result${ID}/${name}`, async (ctx: Context, next: Next): Promise<void> => {
       const s = await stored(ctx, { offlineOnly: false });
-      if (!s) return next();
+      if (!s) {
+      await next();
+      return;
+    }
       const file = await d.store.openArtifact(s.record.result_id, 'farmhand.log');
       if (!file) throw new FarmError('not_found', `result ${s.record.result_id} has no log`);
       await sendFile(ctx, file, 'farmhand.log');

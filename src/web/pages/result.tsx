@@ -83,9 +83,9 @@ export async function resultPageData(
 }
 
 /** Answer `ctx` with the result page of `data`. */
-export function sendResultPage(ctx: Context, data: ResultPageProps): void {
+export function sendResultPage(ctx: Context, data: ResultPageProps, o: { farm?: boolean } = {}): void {
   const r = data.record;
-  sendPage(ctx, <ResultPage {...data} />, { title: `${r.result}: ${r.test_case}`, section: 'results', scripts: ['result.js'] });
+  sendPage(ctx, <ResultPage {...data} />, { title: `${r.result}: ${r.test_case}`, section: 'results', scripts: ['result.js'], ...o });
 }
 
 /** The run log as a WebVTT track on the video's clock: the video shows the log line as a caption. */
@@ -184,6 +184,11 @@ export function ResultPage(p: ResultPageProps): VNode {
       <h1>
         <span class={`badge ${r.result}`}>{r.result}</span> <span class="test-case">{r.test_case}</span>
       </h1>
+      {p.offline !== undefined ? (
+        <p class="notice offline-copy">
+          Node <code>{p.nodeId}</code> is offline ({p.offline}): this page is the portal's copy of the result, from the files the node uploaded.
+        </p>
+      ) : null}
       {r.failure_reason !== null || r.traceback !== null ? (
         <section class="failure" aria-labelledby="failure-h">
           <h2 id="failure-h">Failure</h2>
@@ -316,8 +321,7 @@ function Rerun(p: ResultPageProps): VNode {
   if (p.offline !== undefined) {
     return (
       <p class="rerun node-offline">
-        Running this test case again needs node <code>{p.nodeId}</code>, which is offline: {p.offline}. This page is the portal's copy of the
-        result.
+        Running this test case again needs node <code>{p.nodeId}</code>, which is offline: {p.offline}.
       </p>
     );
   }
