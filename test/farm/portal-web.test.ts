@@ -174,14 +174,14 @@ describe('farm portal: web pages (front door, results, sign-in, live view)', fun
     expect(await page.locator('.who').textContent()).to.contain('Sign in');
   });
 
-  it('the front door reserves several nodes together (all or nothing), extends, ends and interrupts through the v2 API, errors beside the form', async () => {
+  it('the front door reserves several nodes together (the spec: "Atomic: all or none."), extends, ends and interrupts through the v2 API, errors beside the form', async () => {
     const page = await signedIn('/');
     await page.waitForSelector('#farm-front[data-live="on"]', WAIT);
     const rowA = page.locator(`tr[data-node-id="${A}"]`);
     const rowB = page.locator(`tr[data-node-id="${B}"]`);
     const reservationOf = async (node: string) =>
       ((await api().get(`/api/v2/nodes/${node}`)).body as { reservation: { username: string; expires: string | null } | null }).reservation;
-    // Bob holds B: ticking A and B reserves neither ("all or nothing"), and the 409 is shown beside the form.
+    // Bob holds B: ticking A and B reserves neither ("Atomic: all or none."), and the 409 is shown beside the form.
     const bobToken = await farm.tokenFor('bob');
     const bobs = await request(farm.url).post('/api/v2/reservations').set('Authorization', `token ${bobToken}`).send({ node_ids: [B], message: 'bob here' });
     expect(bobs.status, bobs.text).to.equal(200);
