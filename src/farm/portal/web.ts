@@ -153,9 +153,9 @@ export function storedResultPageRouter(d: { store: StoredResults; hub: Pick<Farm
     r.get(`/api/v1/result${ID}/${name}`, async (ctx: Context, next: Next): Promise<void> => {
       const s = await stored(ctx, { offlineOnly: false });
       if (!s) {
-      await next();
-      return;
-    }
+        await next();
+        return;
+      }
       const file = await d.store.openArtifact(s.record.result_id, 'farmhand.log');
       if (!file) throw new FarmError('not_found', `result ${s.record.result_id} has no log`);
       await sendFile(ctx, file, 'farmhand.log');
