@@ -8,7 +8,8 @@
  * - A result's detail, `farmhand.log`/`stbt.log`, `screenshot.png`,
  *   `artifacts` and artifact files: from the portal's storage once the node
  *   uploaded the result (StoredResults); 410 once the portal deleted it; not
- *   uploaded yet (or a run in progress): passed on to the owning node
+ *   uploaded yet, or only its record so far (its files still on the node),
+ *   or a run in progress: passed on to the owning node
  *   (`forward`), which answers as it always does (404 unknown, 410 deleted,
  *   a live log).
  */
@@ -72,7 +73,8 @@ export function farmResultRouter(o: FarmResultRoutesOptions): Router {
     if (!parsed) throw new FarmError('not_found', `no result ${id}`);
     const found = await o.store.get(id);
     if (found === 'deleted') throw new FarmError('gone', `result ${id} has been deleted (retention); it is no longer available`);
-    if (found) return found;
+    // A record uploaded before its files: the files are still the node's to serve.
+    if (found && !(await o.store.filesOnNode(id))) return found;
     await o.forward(parsed.job.nodeId, ctx);
     return undefined;
   };

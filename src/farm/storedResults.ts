@@ -13,7 +13,8 @@
  * Every path is made from a parsed result id (core/ids.ts: no segment can be
  * `..` or hold a separator) and a relative path checked by isSafeRelPath.
  */
-import { mkdir, rename, rm, rmdir, statfs } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { mkdir, rename, rm, rmdir, stat, statfs } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type pg from 'pg';
 import { FarmError } from '../core/errors.js';
@@ -26,6 +27,12 @@ import type { FarmResults } from './results.js';
 
 /** Where partial uploads wait (inside storage_dir, so the final rename is atomic). */
 export const PARTIAL_DIR = '.partial';
+/**
+ * One marker per result whose record came before its files (`PUT .../record?files=pending`): its
+ * files are still on the node, and requests for them are passed on to it until the record comes
+ * again without `files=pending` (every file uploaded).
+ */
+export const PENDING_DIR = '.pending';
 /** Folders being deleted are renamed here first. */
 const TRASH_DIR = '.trash';
 /** Results deleted per round of retention. */
@@ -52,6 +59,20 @@ export class StoredResults {
 
   async open(): Promise<void> {
     await mkdir(join(this.dir, PARTIAL_DIR), { recursive: true });
+    await mkdir(join(this.dir, PENDING_DIR), { recursive: true });
+  }
+
+  /** The marker saying a result's files are still on its node (see PENDING_DIR). */
+  private pendingMarker(resultId: string): string {
+    return join(this.dir, PENDING_DIR, createHash('sha256').update(resultId).digest('hex'));
+  }
+
+  /**
+   * True while the node has sent the result's record but not yet all its files: the files are
+   * read from the node (forwarded), not from the portal's storage.
+   */
+  async filesOnNode(resultId: string): Promise<boolean> {
+    return (await stat(this.pendingMarker(resultId)).catch(() => undefined)) !== undefined;
   }
 
   /** The folder of a result id (no I/O); `invalid_request` for anything that is not a result id. */
@@ -83,9 +104,11 @@ export class StoredResults {
   /**
    * Make an uploaded result visible: its record, checked, into its folder
    * (atomically) and into the index (idempotent on result_id: an upload made
-   * again replaces it, never duplicates).
+   * again replaces it, never duplicates). `filesPending`: the node sends the
+   * record before the files (it goes on with them), so the result is marked
+   * as having its files on the node until the record comes again without it.
    */
-  async record(raw: unknown, nodeId: string): Promise<ResultRecord> {
+  async record(raw: unknown, nodeId: string, o: { filesPending?: boolean } = {}): Promise<ResultRecord> {
     const rec = checkRecord(raw);
     if (typeof rec === 'string') throw new FarmError('invalid_request', `result record: ${rec}`);
     const p = parseResultId(rec.result_id);
@@ -95,9 +118,18 @@ export class StoredResults {
     if (p.job.nodeId !== nodeId) throw new FarmError('forbidden', `node ${nodeId} cannot record a result of node ${p.job.nodeId}`);
     const dir = this.dirOf(rec.result_id);
     await mkdir(dir, { recursive: true });
+    // The marker goes first: the index never lists a result whose missing files the storage would answer 404 for.
+    const marker = this.pendingMarker(rec.result_id);
+    if (o.filesPending) await writeFileAtomic(marker, rec.result_id + '\n');
+    const stored = await this.recordStored(rec, p.jobUid, dir);
+    if (!o.filesPending) await rm(marker, { force: true });
+    return stored;
+  }
+
+  private async recordStored(rec: ResultRecord, jobUid: string, dir: string): Promise<ResultRecord> {
     // The portal's account of a run it declared lost (its node went offline) stands: the files are
     // kept, the late node's record does not replace it (docs/farm.md, "Faults": a paused node).
-    const ended = await this.endedByPortal(rec.job_uid);
+    const ended = await this.endedByPortal(jobUid);
     const kept = ended ? await this.o.index.get(rec.result_id) : undefined;
     await writeFileAtomic(join(dir, RECORD_FILE), JSON.stringify(kept ?? rec, null, 2) + '\n');
     if (kept) return kept;
@@ -105,7 +137,7 @@ export class StoredResults {
     await this.o.pool.query('DELETE FROM results_deleted WHERE result_id = $1', [rec.result_id]);
     // A run the portal never heard of (its node died before its run.finished arrived) counts in the
     // job the portal ended: the counts become the index's, which holds every run of the job once.
-    if (ended) await this.recount(rec.job_uid);
+    if (ended) await this.recount(jobUid);
     return rec;
   }
 
@@ -161,6 +193,7 @@ export class StoredResults {
     );
     const n = await this.o.index.delete(resultIds);
     for (const p of valid) await this.removeFolder(p);
+    for (const id of resultIds) await rm(this.pendingMarker(id), { force: true });
     return n;
   }
 
