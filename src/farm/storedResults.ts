@@ -13,7 +13,6 @@
  * Every path is made from a parsed result id (core/ids.ts: no segment can be
  * `..` or hold a separator) and a relative path checked by isSafeRelPath.
  */
-import { createHash } from 'node:crypto';
 import { mkdir, rename, rm, rmdir, stat, statfs } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type pg from 'pg';
@@ -27,12 +26,7 @@ import type { FarmResults } from './results.js';
 
 /** Where partial uploads wait (inside storage_dir, so the final rename is atomic). */
 export const PARTIAL_DIR = '.partial';
-/**
- * One marker per result whose record came before its files (`PUT .../record?files=pending`): its
- * files are still on the node, and requests for them are passed on to it until the record comes
- * again without `files=pending` (every file uploaded).
- */
-export const PENDING_DIR = '.pending';
+
 /** Folders being deleted are renamed here first. */
 const TRASH_DIR = '.trash';
 /** Results deleted per round of retention. */
@@ -59,20 +53,15 @@ export class StoredResults {
 
   async open(): Promise<void> {
     await mkdir(join(this.dir, PARTIAL_DIR), { recursive: true });
-    await mkdir(join(this.dir, PENDING_DIR), { recursive: true });
-  }
-
-  /** The marker saying a result's files are still on its node (see PENDING_DIR). */
-  private pendingMarker(resultId: string): string {
-    return join(this.dir, PENDING_DIR, createHash('sha256').update(resultId).digest('hex'));
   }
 
   /**
-   * True while the node has sent the result's record but not yet all its files: the files are
-   * read from the node (forwarded), not from the portal's storage.
+   * True for a result in the index whose node has sent the record but not yet every file
+   * (`files=pending`): its folder has no `result.json` yet, which the record after the files
+   * writes. Its files are read from the node (forwarded), not from the portal's storage.
    */
   async filesOnNode(resultId: string): Promise<boolean> {
-    return (await stat(this.pendingMarker(resultId)).catch(() => undefined)) !== undefined;
+    return !(await stat(join(this.dirOf(resultId), RECORD_FILE)).catch(() => undefined))?.isFile();
   }
 
   /** The folder of a result id (no I/O); `invalid_request` for anything that is not a result id. */
@@ -102,11 +91,14 @@ export class StoredResults {
   }
 
   /**
-   * Make an uploaded result visible: its record, checked, into its folder
-   * (atomically) and into the index (idempotent on result_id: an upload made
-   * again replaces it, never duplicates). `filesPending`: the node sends the
-   * record before the files (it goes on with them), so the result is marked
-   * as having its files on the node until the record comes again without it.
+   * Make an uploaded result visible: its record, checked, into the index
+   * (idempotent on result_id: an upload made again replaces it, never
+   * duplicates) and into its folder (`result.json`, atomically). With
+   * `filesPending` (the node sends the record before the files and goes on
+   * with them) the folder is left alone: no `result.json` is what says the
+   * files are still on the node (filesOnNode), until the record comes again
+   * without it. Nothing is written to disk then, so the record reaches the
+   * index without waiting for an fsync.
    */
   async record(raw: unknown, nodeId: string, o: { filesPending?: boolean } = {}): Promise<ResultRecord> {
     const rec = checkRecord(raw);
@@ -116,22 +108,16 @@ export class StoredResults {
       throw new FarmError('invalid_request', `result record: result_id ${rec.result_id} and job_uid ${rec.job_uid} disagree`);
     }
     if (p.job.nodeId !== nodeId) throw new FarmError('forbidden', `node ${nodeId} cannot record a result of node ${p.job.nodeId}`);
-    const dir = this.dirOf(rec.result_id);
-    await mkdir(dir, { recursive: true });
-    // The marker goes first: the index never lists a result whose missing files the storage would answer 404 for.
-    const marker = this.pendingMarker(rec.result_id);
-    if (o.filesPending) await writeFileAtomic(marker, rec.result_id + '\n');
-    const stored = await this.recordStored(rec, p.jobUid, dir);
-    if (!o.filesPending) await rm(marker, { force: true });
-    return stored;
-  }
-
-  private async recordStored(rec: ResultRecord, jobUid: string, dir: string): Promise<ResultRecord> {
+    const jobUid = p.jobUid;
     // The portal's account of a run it declared lost (its node went offline) stands: the files are
     // kept, the late node's record does not replace it (docs/farm.md, "Faults": a paused node).
     const ended = await this.endedByPortal(jobUid);
     const kept = ended ? await this.o.index.get(rec.result_id) : undefined;
-    await writeFileAtomic(join(dir, RECORD_FILE), JSON.stringify(kept ?? rec, null, 2) + '\n');
+    if (!o.filesPending) {
+      const dir = this.dirOf(rec.result_id);
+      await mkdir(dir, { recursive: true });
+      await writeFileAtomic(join(dir, RECORD_FILE), JSON.stringify(kept ?? rec, null, 2) + '\n');
+    }
     if (kept) return kept;
     await this.o.index.put([rec]);
     await this.o.pool.query('DELETE FROM results_deleted WHERE result_id = $1', [rec.result_id]);
@@ -193,7 +179,6 @@ export class StoredResults {
     );
     const n = await this.o.index.delete(resultIds);
     for (const p of valid) await this.removeFolder(p);
-    for (const id of resultIds) await rm(this.pendingMarker(id), { force: true });
     return n;
   }
 

@@ -349,7 +349,7 @@ describe('farm: result uploads from a node to the portal', function () {
       expect(portal.uploads.stats.filesCompleted, 'no file completed').to.equal(completed);
       expect(uploader().delivered).to.equal(delivered);
       expect(await portal.store.filesOnNode(id)).to.equal(true);
-      expect(await readdir(portal.store.dirOf(id)), 'only the record in storage').to.deep.equal(['result.json']);
+      expect(await readdir(portal.store.dirOf(id)).catch(() => []), 'nothing of it in storage').to.deep.equal([]);
       fromNode = await filesOf(d.daemon.services.results.dirOf(id));
       expect(fromNode).to.have.property('farmhand.log');
       const forwarded = portal.hub.forwarded;
@@ -367,16 +367,18 @@ describe('farm: result uploads from a node to the portal', function () {
     expect(portal.errors).to.deep.equal([]);
   });
 
-  it('a record with files=pending is refused for any other value of files (400); its marker goes with the result`s deletion', async () => {
-    const other = d.daemon.services.results.query(queryAll())[0]!;
+  it('a record with files=<anything but pending> is refused (400); files=pending for a result already whole on the portal (a re-delivery) keeps it served from storage', async () => {
+    const whole = d.daemon.services.results.query(queryAll())[0]!;
+    expect(await portal.store.filesOnNode(whole.result_id)).to.equal(false);
     const call = (q: string) =>
-      rawRequest(portal.url, 'PUT', `/farm/v1/results${other.result_id}/record${q}`, JSON.stringify(other), { Authorization: `node ${CREDENTIAL}`, 'X-Farmhand-Node': NODE });
+      rawRequest(portal.url, 'PUT', `/farm/v1/results${whole.result_id}/record${q}`, JSON.stringify(whole), { Authorization: `node ${CREDENTIAL}`, 'X-Farmhand-Node': NODE });
     expectJsonError(await call('?files=later'), 400, 'invalid_request');
-    expect((await call('?files=pending')).status).to.equal(200);
-    expect(await portal.store.filesOnNode(other.result_id)).to.equal(true);
-    expect(await portal.store.delete([other.result_id])).to.equal(1);
-    expect(await portal.store.filesOnNode(other.result_id)).to.equal(false);
-    expect(await readdir(path.join(portal.storageDir, '.pending'))).to.deep.equal([]);
+    const res = await call('?files=pending');
+    expect(res.status, res.text).to.equal(200);
+    expect(await portal.store.filesOnNode(whole.result_id)).to.equal(false);
+    const forwarded = portal.hub.forwarded;
+    expect(await filesThroughPortal(portal.url, whole.result_id)).to.deep.equal(await filesOf(d.daemon.services.results.dirOf(whole.result_id)));
+    expect(portal.hub.forwarded).to.equal(forwarded);
   });
 });
 
