@@ -26,7 +26,6 @@ import type { FarmResults } from './results.js';
 
 /** Where partial uploads wait (inside storage_dir, so the final rename is atomic). */
 export const PARTIAL_DIR = '.partial';
-
 /** Folders being deleted are renamed here first. */
 const TRASH_DIR = '.trash';
 /** Results deleted per round of retention. */

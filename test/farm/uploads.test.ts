@@ -332,7 +332,7 @@ describe('farm: result uploads from a node to the portal', function () {
     expect((await call('GET', fresh)).json).to.deep.equal({ offset: 9, complete_size: null });
   });
 
-  it('the record reaches the farm index before any file is uploaded; meanwhile the portal reads the result`s files from the node, then from its storage', async () => {
+  it('the record reaches the farm index before any file is uploaded; meanwhile the portal reads the result`s files from the node (its record alone when the node is away), then from its storage', async () => {
     // The node was restarted above (a new port).
     as = await asUser({ ...d, url: d.daemon.url }, 'alice');
     portal.hub.nodes.set(NODE, { url: d.daemon.url, token: as.token });
@@ -355,6 +355,18 @@ describe('farm: result uploads from a node to the portal', function () {
       const forwarded = portal.hub.forwarded;
       expect(await filesThroughPortal(portal.url, id)).to.deep.equal(fromNode);
       expect(portal.hub.forwarded, 'read from the node').to.be.greaterThan(forwarded);
+      // The node not connected: the portal answers with what it holds (the record; no file yet), not 503.
+      const node = portal.hub.nodes.get(NODE)!;
+      portal.hub.nodes.delete(NODE);
+      try {
+        const detail = await fetch(`${portal.url}/api/v2/results${id}`);
+        expect(detail.status).to.equal(200);
+        expect(await detail.json()).to.include({ result_id: id, result: 'pass' });
+        expect(await (await fetch(`${portal.url}/api/v2/results${id}/artifacts`)).json()).to.deep.equal({});
+        expect((await fetch(`${portal.url}/api/v2/results${id}/artifacts/farmhand.log`)).status).to.equal(404);
+      } finally {
+        portal.hub.nodes.set(NODE, node);
+      }
     } finally {
       gate.release();
     }
