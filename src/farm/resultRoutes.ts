@@ -8,7 +8,8 @@
  * - A result's detail, `farmhand.log`/`stbt.log`, `screenshot.png`,
  *   `artifacts` and artifact files: from the portal's storage once the node
  *   uploaded the result (StoredResults); 410 once the portal deleted it; not
- *   uploaded yet (or a run in progress): passed on to the owning node
+ *   uploaded yet, or only its record so far (its files still on the node),
+ *   or a run in progress: passed on to the owning node
  *   (`forward`), which answers as it always does (404 unknown, 410 deleted,
  *   a live log).
  */
@@ -72,7 +73,19 @@ export function farmResultRouter(o: FarmResultRoutesOptions): Router {
     if (!parsed) throw new FarmError('not_found', `no result ${id}`);
     const found = await o.store.get(id);
     if (found === 'deleted') throw new FarmError('gone', `result ${id} has been deleted (retention); it is no longer available`);
-    if (found) return found;
+    if (found && !(await o.store.filesOnNode(id))) return found;
+    if (found) {
+      // A record uploaded before its files (or the portal's own account of a lost run): the node has
+      // the files. A node that is not connected leaves what the portal holds: the record, the files
+      // it received so far (a result stays readable when its node is off).
+      try {
+        await o.forward(parsed.job.nodeId, ctx);
+        return undefined;
+      } catch (e) {
+        if (e instanceof FarmError && e.code === 'device_unavailable') return found;
+        throw e;
+      }
+    }
     await o.forward(parsed.job.nodeId, ctx);
     return undefined;
   };

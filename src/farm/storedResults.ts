@@ -13,7 +13,7 @@
  * Every path is made from a parsed result id (core/ids.ts: no segment can be
  * `..` or hold a separator) and a relative path checked by isSafeRelPath.
  */
-import { mkdir, rename, rm, rmdir, statfs } from 'node:fs/promises';
+import { mkdir, rename, rm, rmdir, stat, statfs } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type pg from 'pg';
 import { FarmError } from '../core/errors.js';
@@ -54,6 +54,15 @@ export class StoredResults {
     await mkdir(join(this.dir, PARTIAL_DIR), { recursive: true });
   }
 
+  /**
+   * True for a result in the index whose node has sent the record but not yet every file
+   * (`files=pending`): its folder has no `result.json` yet, which the record after the files
+   * writes. Its files are read from the node (forwarded), not from the portal's storage.
+   */
+  async filesOnNode(resultId: string): Promise<boolean> {
+    return !(await stat(join(this.dirOf(resultId), RECORD_FILE)).catch(() => undefined))?.isFile();
+  }
+
   /** The folder of a result id (no I/O); `invalid_request` for anything that is not a result id. */
   dirOf(resultId: string): string {
     const p = parts(resultId);
@@ -81,11 +90,16 @@ export class StoredResults {
   }
 
   /**
-   * Make an uploaded result visible: its record, checked, into its folder
-   * (atomically) and into the index (idempotent on result_id: an upload made
-   * again replaces it, never duplicates).
+   * Make an uploaded result visible: its record, checked, into the index
+   * (idempotent on result_id: an upload made again replaces it, never
+   * duplicates) and into its folder (`result.json`, atomically). With
+   * `filesPending` (the node sends the record before the files and goes on
+   * with them) the folder is left alone: no `result.json` is what says the
+   * files are still on the node (filesOnNode), until the record comes again
+   * without it. Nothing is written to disk then, so the record reaches the
+   * index without waiting for an fsync.
    */
-  async record(raw: unknown, nodeId: string): Promise<ResultRecord> {
+  async record(raw: unknown, nodeId: string, o: { filesPending?: boolean } = {}): Promise<ResultRecord> {
     const rec = checkRecord(raw);
     if (typeof rec === 'string') throw new FarmError('invalid_request', `result record: ${rec}`);
     const p = parseResultId(rec.result_id);
@@ -93,19 +107,22 @@ export class StoredResults {
       throw new FarmError('invalid_request', `result record: result_id ${rec.result_id} and job_uid ${rec.job_uid} disagree`);
     }
     if (p.job.nodeId !== nodeId) throw new FarmError('forbidden', `node ${nodeId} cannot record a result of node ${p.job.nodeId}`);
-    const dir = this.dirOf(rec.result_id);
-    await mkdir(dir, { recursive: true });
+    const jobUid = p.jobUid;
     // The portal's account of a run it declared lost (its node went offline) stands: the files are
     // kept, the late node's record does not replace it (docs/farm.md, "Faults": a paused node).
-    const ended = await this.endedByPortal(rec.job_uid);
+    const ended = await this.endedByPortal(jobUid);
     const kept = ended ? await this.o.index.get(rec.result_id) : undefined;
-    await writeFileAtomic(join(dir, RECORD_FILE), JSON.stringify(kept ?? rec, null, 2) + '\n');
+    if (!o.filesPending) {
+      const dir = this.dirOf(rec.result_id);
+      await mkdir(dir, { recursive: true });
+      await writeFileAtomic(join(dir, RECORD_FILE), JSON.stringify(kept ?? rec, null, 2) + '\n');
+    }
     if (kept) return kept;
     await this.o.index.put([rec]);
     await this.o.pool.query('DELETE FROM results_deleted WHERE result_id = $1', [rec.result_id]);
     // A run the portal never heard of (its node died before its run.finished arrived) counts in the
     // job the portal ended: the counts become the index's, which holds every run of the job once.
-    if (ended) await this.recount(rec.job_uid);
+    if (ended) await this.recount(jobUid);
     return rec;
   }
 

@@ -6,6 +6,7 @@
  *   POST   /farm/v1/results/<result_id>/files/<path>  {"sha256": "<hex>"}    -> {size, sha256}
  *   DELETE /farm/v1/results/<result_id>/files/<path>            (forget a partial file)
  *   PUT    /farm/v1/results/<result_id>/record        (the ResultRecord)     -> the record
+ *   PUT    /farm/v1/results/<result_id>/record?files=pending  (the record before its files) -> the record
  *
  * Every request carries the node's credential (`Authorization: node <credential>`
  * and `X-Farmhand-Node: <node_id>`), checked by NodeCredentials; a node may
@@ -82,7 +83,10 @@ export function uploadRouter(o: UploadRouterOptions): Router {
     const { id, node } = await target(ctx, o.credentials);
     const body = await jsonOf(ctx, MAX_RECORD_BYTES);
     if ((body as { result_id?: unknown } | null)?.result_id !== id) throw new FarmError('invalid_request', `the record's result_id must be the id in the path (${id})`);
-    ctx.body = await o.store.record(body, node);
+    // `files=pending`: the record comes first, its files follow (docs/farm.md, "The upload protocol").
+    const files = ctx.query.files;
+    if (files !== undefined && files !== 'pending') throw new FarmError('invalid_request', 'files may only be "pending" (?files=pending: the files follow; without it: every file is uploaded)');
+    ctx.body = await o.store.record(body, node, { filesPending: files === 'pending' });
   });
 
   return r;

@@ -1,25 +1,34 @@
 /**
  * The node's side of result uploads (docs/farm.md, "Results: uploads and the
- * farm index"): every finished run (`run.finished`) is queued, and one async
- * loop, apart from the runs, delivers the queue to the portal one result at
- * a time - each file in chunks (1 MiB, one reused buffer: bounded memory),
- * resumed at the offset the portal holds, then checked by its sha256, then
- * the record, which makes the result visible on the portal.
+ * farm index"): every finished run (`run.finished`) is queued and delivered
+ * to the portal by two async loops, apart from the runs:
+ *
+ * - the records lane sends each result's record first, alone, in one request
+ *   (`PUT .../record?files=pending`) as soon as the run is queued: the result
+ *   is in the farm's index (and a job waiting on it answers) without waiting
+ *   for its files, which the portal reads from this node meanwhile;
+ * - the files lane then sends the files of each recorded result, one at a
+ *   time, in chunks (1 MiB, one reused buffer: bounded memory), resumed at the
+ *   offset the portal holds, checked by their sha256, and ends with the
+ *   record again without `files=pending` (the portal serves the files from
+ *   its storage from then on).
  *
  * The queue is a file in the data directory (`farm-uploads.json`, replaced
- * atomically at each change), with the files of each result already
- * delivered: a node restarted, or a portal down for an hour, still delivers
- * every result later, without sending a whole file twice. A failure retries
- * with jittered exponential back-off (1 s doubling to 60 s, times 0.5..1);
- * the failed result goes to the back of the queue so one that keeps failing
- * never holds up the others. A result deleted on the node before it was
- * delivered (retention) leaves the queue with a warning.
+ * atomically at each change), with whether each result's record was sent and
+ * the files already delivered: a node restarted, or a portal down for an
+ * hour, still delivers every result later, without sending a whole file
+ * twice. A failure retries with jittered exponential back-off (1 s doubling
+ * to 60 s, times 0.5..1), each lane on its own; the failed result goes to the
+ * back of the queue so one that keeps failing never holds up the others. A
+ * result deleted on the node before it was delivered (retention) leaves the
+ * queue with a warning.
  */
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
 import { FarmError } from '../core/errors.js';
 import type { FarmEvent } from '../core/events.js';
+import type { ResultRecord } from '../core/model.js';
 import type { Logger, ResultRepository } from '../core/ports.js';
 import { parseResultQuery } from '../core/query.js';
 import { silentLogger } from '../logger.js';
@@ -33,6 +42,8 @@ const REQUEST_TIMEOUT_MS = 60_000;
 
 export interface QueuedResult {
   result_id: string;
+  /** The record was sent ahead of the files (`?files=pending`); absent in queue files of older versions. */
+  recorded?: boolean;
   /** Relative paths of the files the portal has whole (checked). */
   done: string[];
 }
@@ -79,13 +90,16 @@ export class ResultUploader {
   private readonly random: () => number;
   private readonly base: string;
   private sub: { close(): void } | undefined;
-  private loop: Promise<void> | undefined;
+  private loops: Array<Promise<void>> = [];
   private stopping = false;
   private abort = new AbortController();
-  private wake: (() => void) | undefined;
+  /** The paused lanes' wake-ups. */
+  private readonly wakers = new Set<() => void>();
   private writes: Promise<void> = Promise.resolve();
   private readonly listeners = new Set<(resultId: string) => void>();
-  /** Results delivered since start. */
+  /** Results whose record was sent ahead of the files since start. */
+  recorded = 0;
+  /** Results delivered since start (record and every file). */
   delivered = 0;
   /** Failed attempts since start (each is retried). */
   failures = 0;
@@ -113,13 +127,16 @@ export class ResultUploader {
     });
     this.catchUp();
     if (this.queue.length > 0) this.log.info({ pending: this.queue.length }, 'results waiting to be uploaded to the portal');
-    this.loop = this.run();
+    this.loops = [
+      this.lane('record', (q) => !q.recorded, (item) => this.sendRecordFirst(item)),
+      this.lane('files', (q) => q.recorded === true, (item) => this.deliver(item)),
+    ];
   }
 
   /** Queue a result (once). */
   enqueue(resultId: string): void {
     if (this.stopping || this.queue.some((q) => q.result_id === resultId)) return;
-    this.queue.push({ result_id: resultId, done: [] });
+    this.queue.push({ result_id: resultId, recorded: false, done: [] });
     const rec = this.o.results.get(resultId);
     if (rec && rec !== 'deleted' && (this.since === undefined || rec.start_time > this.since)) this.since = rec.start_time;
     this.persist();
@@ -147,7 +164,7 @@ export class ResultUploader {
 
   /** Try now instead of at the end of the back-off (the portal is back: the link reconnected). */
   nudge(): void {
-    this.wake?.();
+    for (const wake of [...this.wakers]) wake();
   }
 
   /** Called with each delivered result id; returns the unsubscribe. */
@@ -163,27 +180,32 @@ export class ResultUploader {
     this.sub?.close();
     this.abort.abort();
     this.nudge();
-    await this.loop;
+    await Promise.all(this.loops);
     await this.writes;
   }
 
-  // -------------------------------------------------------------- the loop
+  // -------------------------------------------------------------- the lanes
 
-  private async run(): Promise<void> {
+  /**
+   * One lane: the first queued result that `wants`, one at a time, through `work`; back-off on a
+   * failure. The two lanes never hold the same result (a result is recorded, then its files go).
+   */
+  private async lane(name: string, wants: (q: QueuedResult) => boolean, work: (item: QueuedResult) => Promise<'done' | 'next'>): Promise<void> {
     let failuresInARow = 0;
     while (!this.stopping) {
-      const item = this.queue[0];
+      const item = this.queue.find(wants);
       if (!item) {
         await this.pause(undefined);
         continue;
       }
       try {
-        await this.deliver(item);
-        this.remove(item);
+        if ((await work(item)) === 'done') {
+          this.remove(item);
+          this.delivered++;
+          this.log.debug({ result: item.result_id }, 'result uploaded to the portal');
+          for (const fn of [...this.listeners]) fn(item.result_id);
+        }
         failuresInARow = 0;
-        this.delivered++;
-        this.log.debug({ result: item.result_id }, 'result uploaded to the portal');
-        for (const fn of [...this.listeners]) fn(item.result_id);
       } catch (e) {
         if (this.stopping) break;
         if (e instanceof Undeliverable) {
@@ -194,10 +216,10 @@ export class ResultUploader {
         this.failures++;
         failuresInARow++;
         const delay = this.backoff(failuresInARow);
-        this.log.warn({ result: item.result_id, err: (e as Error).message, retry_in_ms: delay }, 'uploading a result to the portal failed; will retry');
+        this.log.warn({ result: item.result_id, lane: name, err: (e as Error).message, retry_in_ms: delay }, 'uploading a result to the portal failed; will retry');
         // To the back: one result that keeps failing does not hold up the others.
-        if (this.queue.length > 1 && this.queue[0] === item) {
-          this.queue.push(this.queue.shift()!);
+        if (this.queue.length > 1 && this.queue.includes(item)) {
+          this.queue = [...this.queue.filter((q) => q !== item), item];
           this.persist();
         }
         await this.pause(delay);
@@ -217,11 +239,11 @@ export class ResultUploader {
       let timer: NodeJS.Timeout | undefined;
       const done = (): void => {
         clearTimeout(timer);
-        if (this.wake === done) this.wake = undefined;
+        this.wakers.delete(done);
         resolve();
       };
       if (ms !== undefined) timer = setTimeout(done, ms);
-      this.wake = done;
+      this.wakers.add(done);
       if (this.stopping) done();
     });
   }
@@ -240,10 +262,33 @@ export class ResultUploader {
 
   // -------------------------------------------------------------- one result
 
-  private async deliver(item: QueuedResult): Promise<void> {
-    const id = item.result_id;
+  /** The node's record of a queued result; Undeliverable once the node deleted it. */
+  private recordOf(id: string): ResultRecord {
     const rec = this.o.results.get(id);
     if (rec === undefined || rec === 'deleted') throw new Undeliverable(rec === 'deleted' ? 'deleted on the node (retention) before it was uploaded' : 'unknown on the node');
+    return rec;
+  }
+
+  private async putRecord(rec: ResultRecord, filesPending: boolean): Promise<void> {
+    const res = await this.request('PUT', `${this.resultUrl(rec.result_id)}/record${filesPending ? '?files=pending' : ''}`, JSON.stringify(rec), 'application/json');
+    if (!res.ok) throw new PortalError(res.status, await res.text(), `recording ${rec.result_id}`);
+    await res.body?.cancel();
+  }
+
+  /** The records lane: the record alone, ahead of the files; then the files lane takes the result. */
+  private async sendRecordFirst(item: QueuedResult): Promise<'next'> {
+    await this.putRecord(this.recordOf(item.result_id), true);
+    item.recorded = true;
+    this.recorded++;
+    this.persist();
+    this.nudge(); // the files lane
+    return 'next';
+  }
+
+  /** The files lane: every file not yet whole on the portal, then the record again: the files are the portal's. */
+  private async deliver(item: QueuedResult): Promise<'done'> {
+    const id = item.result_id;
+    this.recordOf(id);
     let listing;
     try {
       listing = await this.o.results.artifacts(id);
@@ -259,9 +304,9 @@ export class ResultUploader {
       item.done.push(rel);
       this.persist();
     }
-    const res = await this.request('PUT', `${this.resultUrl(id)}/record`, JSON.stringify(rec), 'application/json');
-    if (!res.ok) throw new PortalError(res.status, await res.text(), `recording ${id}`);
-    await res.body?.cancel();
+    // Read again: the record sent last is the node's latest.
+    await this.putRecord(this.recordOf(id), false);
+    return 'done';
   }
 
   private async uploadFile(id: string, rel: string, path: string): Promise<void> {
@@ -335,7 +380,7 @@ async function loadQueue(file: string, log: Logger): Promise<{ results: QueuedRe
     if (!Array.isArray(raw.results)) throw new Error('no results array');
     const results = raw.results
       .filter((r): r is QueuedResult => typeof r === 'object' && r !== null && typeof (r as QueuedResult).result_id === 'string')
-      .map((r) => ({ result_id: r.result_id, done: Array.isArray(r.done) ? r.done.filter((d) => typeof d === 'string') : [] }));
+      .map((r) => ({ result_id: r.result_id, recorded: r.recorded === true, done: Array.isArray(r.done) ? r.done.filter((d) => typeof d === 'string') : [] }));
     return { results, since: typeof raw.since === 'string' ? raw.since : undefined };
   } catch (e) {
     // Written atomically, so only a hand edit breaks it: say so and start empty rather than not start.

@@ -5,7 +5,7 @@
  */
 import { expect } from 'chai';
 import { createHash } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { expectError } from '../helpers/errors.js';
 import { startTestFarm, type TestFarm } from '../helpers/farm.js';
@@ -120,6 +120,42 @@ describe('farm: a portal and three nodes', function () {
       expect(m.id).to.match(/^\d+$/);
     } finally {
       sse.close();
+    }
+  });
+
+  it('await_completion through the portal answers exited as soon as the record is in the index, without waiting for the files (held here)', async () => {
+    const uploads = farm.portal.uploads;
+    const status = uploads.status.bind(uploads);
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let held = 0;
+    // Every file's upload starts with asking the portal's offset: hold those until the end of the test.
+    uploads.status = async (...args) => {
+      held++;
+      await gate;
+      return status(...args);
+    };
+    try {
+      const run = await as(alice).post('/api/v2/run_tests').send({ node_id: 'rack1-b', test_pack_revision: 'main', test_cases: [PASS], shuffle: false, tags: {} });
+      expect(run.status, run.text).to.equal(200);
+      const uid = run.body.job_uid as string;
+      const done = await as(alice).get(`/api/v2/jobs${uid}/await_completion`);
+      expect(done.status, done.text).to.equal(200);
+      expect(done.body).to.include({ status: 'exited' });
+      expect(done.body.result_counts).to.include({ pass: 1, total: 1 });
+      // Answered by the read-your-writes rule (the result is in the index), not by its 30 s limit; no file is uploaded yet.
+      const { rows } = await farm.db.query<{ result_id: string }>('SELECT result_id FROM results WHERE job_uid = $1', [uid]);
+      expect(rows).to.have.length(1);
+      expect(await readdir(farm.portal.store.dirOf(rows[0]!.result_id)).catch(() => []), 'no file uploaded yet').to.deep.equal([]);
+      expect(await farm.portal.store.filesOnNode(rows[0]!.result_id)).to.equal(true);
+      // Its files are read from the node meanwhile.
+      const log = await as(alice).get(`/api/v2/results${rows[0]!.result_id}/farmhand.log`);
+      expect(log.status, log.text).to.equal(200);
+      expect(log.text).to.include(PASS.split('::')[1]);
+      await waitFor(() => held > 0, 'the first file upload to be held');
+    } finally {
+      uploads.status = status;
+      release();
     }
   });
 

@@ -5,7 +5,9 @@
  * portal's copy ends (no byte sent twice); a portal down while the node runs
  * and restarts still gets every result once it is back, never twice; and the
  * upload API refuses a wrong checksum, another node's result, a path leaving
- * the result folder and a record that does not match its path.
+ * the result folder and a record that does not match its path. The record
+ * goes ahead of the files: it is in the index while every file request is
+ * held, and the portal reads the files from the node until they are uploaded.
  *
  * The node credentials are an in-test NodeCredentials (helpers/farmResultsPortal.ts).
  */
@@ -154,6 +156,8 @@ describe('farm: result uploads from a node to the portal', function () {
     expect(res.status, res.text).to.equal(200);
     const uid = res.body.job_uid as string;
     const rec = await waitFor(async () => (await portal.index.query(queryJob(uid)))[0], { what: 'the result in the farm index', timeoutMs: 120_000, maxIntervalMs: 500 });
+    // The record goes ahead of the files: wait for the files too.
+    await waitFor(() => uploader().delivered > 0, { what: 'the files uploaded', timeoutMs: 120_000 });
     expect(proxy.cuts, 'the connection was cut').to.equal(1);
     expect(uploader().failures).to.be.greaterThan(0);
     const nodeRec = d.daemon.services.results.get(rec.result_id);
@@ -213,6 +217,7 @@ describe('farm: result uploads from a node to the portal', function () {
     await writeFile(path.join(d.dataDir, UPLOAD_QUEUE_FILE), JSON.stringify({ version: 1, since: oldest.start_time, results: [] }));
     d.daemon = await startDaemon(d.config, daemonLogger().logger);
     await waitFor(async () => (await portal.index.count()) === 3, { what: 'the two results uploaded again', timeoutMs: 60_000 });
+    await waitFor(() => uploader().pending.length === 0, { what: 'their files uploaded', timeoutMs: 60_000 });
     for (const r of [newest, second]) expect(await filesOf(portal.store.dirOf(r.result_id))).to.deep.equal(await filesOf(d.daemon.services.results.dirOf(r.result_id)));
   });
 
@@ -326,7 +331,81 @@ describe('farm: result uploads from a node to the portal', function () {
     expect((await call('GET', stale)).json).to.deep.equal({ offset: 0, complete_size: null });
     expect((await call('GET', fresh)).json).to.deep.equal({ offset: 9, complete_size: null });
   });
+
+  it('the record reaches the farm index before any file is uploaded; meanwhile the portal reads the result`s files from the node (its record alone when the node is away), then from its storage', async () => {
+    // The node was restarted above (a new port).
+    as = await asUser({ ...d, url: d.daemon.url }, 'alice');
+    portal.hub.nodes.set(NODE, { url: d.daemon.url, token: as.token });
+    const delivered = uploader().delivered;
+    const completed = portal.uploads.stats.filesCompleted;
+    const gate = portal.holdFiles();
+    let id: string;
+    let fromNode: Record<string, string>;
+    try {
+      [id] = (await runJob([PASS])) as [string];
+      await waitFor(async () => (await portal.index.get(id)) !== undefined, { what: 'the record in the farm index', timeoutMs: 60_000 });
+      await waitFor(() => gate.held > 0, 'the first file request to be held');
+      expect(await portal.index.get(id)).to.deep.equal(asIndexed(d.daemon.services.results.get(id)));
+      expect(portal.uploads.stats.filesCompleted, 'no file completed').to.equal(completed);
+      expect(uploader().delivered).to.equal(delivered);
+      expect(await portal.store.filesOnNode(id)).to.equal(true);
+      expect(await readdir(portal.store.dirOf(id)).catch(() => []), 'nothing of it in storage').to.deep.equal([]);
+      fromNode = await filesOf(d.daemon.services.results.dirOf(id));
+      expect(fromNode).to.have.property('farmhand.log');
+      const forwarded = portal.hub.forwarded;
+      expect(await filesThroughPortal(portal.url, id)).to.deep.equal(fromNode);
+      expect(portal.hub.forwarded, 'read from the node').to.be.greaterThan(forwarded);
+      // The node not connected: the portal answers with what it holds (the record; no file yet), not 503.
+      const node = portal.hub.nodes.get(NODE)!;
+      portal.hub.nodes.delete(NODE);
+      try {
+        const detail = await fetch(`${portal.url}/api/v2/results${id}`);
+        expect(detail.status).to.equal(200);
+        expect(await detail.json()).to.include({ result_id: id, result: 'pass' });
+        expect(await (await fetch(`${portal.url}/api/v2/results${id}/artifacts`)).json()).to.deep.equal({});
+        expect((await fetch(`${portal.url}/api/v2/results${id}/artifacts/farmhand.log`)).status).to.equal(404);
+      } finally {
+        portal.hub.nodes.set(NODE, node);
+      }
+    } finally {
+      gate.release();
+    }
+    await waitFor(() => uploader().delivered > delivered, { what: 'the files uploaded', timeoutMs: 60_000 });
+    expect(await portal.store.filesOnNode(id)).to.equal(false);
+    expect(await filesOf(portal.store.dirOf(id))).to.deep.equal(fromNode);
+    const forwarded = portal.hub.forwarded;
+    expect(await filesThroughPortal(portal.url, id)).to.deep.equal(fromNode);
+    expect(portal.hub.forwarded, 'read from the portal`s storage').to.equal(forwarded);
+    expect(portal.errors).to.deep.equal([]);
+  });
+
+  it('a record with files=<anything but pending> is refused (400); files=pending for a result already whole on the portal (a re-delivery) keeps it served from storage', async () => {
+    const whole = d.daemon.services.results.query(queryAll())[0]!;
+    expect(await portal.store.filesOnNode(whole.result_id)).to.equal(false);
+    const call = (q: string) =>
+      rawRequest(portal.url, 'PUT', `/farm/v1/results${whole.result_id}/record${q}`, JSON.stringify(whole), { Authorization: `node ${CREDENTIAL}`, 'X-Farmhand-Node': NODE });
+    expectJsonError(await call('?files=later'), 400, 'invalid_request');
+    const res = await call('?files=pending');
+    expect(res.status, res.text).to.equal(200);
+    expect(await portal.store.filesOnNode(whole.result_id)).to.equal(false);
+    const forwarded = portal.hub.forwarded;
+    expect(await filesThroughPortal(portal.url, whole.result_id)).to.deep.equal(await filesOf(d.daemon.services.results.dirOf(whole.result_id)));
+    expect(portal.hub.forwarded).to.equal(forwarded);
+  });
 });
+
+/** sha256 of every file of a result read through the portal's v2 API (its artifact listing, then each file). */
+async function filesThroughPortal(base: string, id: string): Promise<Record<string, string>> {
+  const listing = await fetch(`${base}/api/v2/results${id}/artifacts`);
+  expect(listing.status).to.equal(200);
+  const out: Record<string, string> = {};
+  for (const rel of Object.keys((await listing.json()) as Record<string, unknown>)) {
+    const res = await fetch(`${base}/api/v2/results${id}/artifacts/${rel.split('/').map(encodeURIComponent).join('/')}`);
+    expect(res.status, rel).to.equal(200);
+    out[rel] = createHash('sha256').update(Buffer.from(await res.arrayBuffer())).digest('hex');
+  }
+  return out;
+}
 
 /** The index gives infrastructure_error back only when there is one (results.ts). */
 function asIndexed(r: unknown): unknown {

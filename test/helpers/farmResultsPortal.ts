@@ -61,6 +61,11 @@ export interface ResultsPortal {
   storageDir: string;
   /** What the portal logged as errors (an unexpected error is a 500). */
   errors: unknown[];
+  /**
+   * Hold every file request of the upload API (`/farm/v1/results/.../files/...`) until `release`;
+   * `held` counts the requests waiting. Records pass.
+   */
+  holdFiles(): { readonly held: number; release(): void };
   /** Close the HTTP server (cutting every connection); `start` opens it again on the same port. */
   pause(): Promise<void>;
   start(): Promise<void>;
@@ -83,6 +88,15 @@ export async function startResultsPortal(): Promise<ResultsPortal> {
   const errors: unknown[] = [];
   const logger: Logger = { ...silentLogger, error: (obj: unknown) => errors.push(obj), child: () => logger };
   app.use(errorHandler(logger));
+  let gate: { promise: Promise<void>; waiting: number } | undefined;
+  app.use(async (ctx, next) => {
+    const g = gate;
+    if (g && ctx.path.startsWith('/farm/v1/results/') && ctx.path.includes('/files/')) {
+      g.waiting++;
+      await g.promise;
+    }
+    await next();
+  });
   const up = uploadRouter({ uploads, store, credentials });
   const v2 = farmResultRouter({ store, forward: forwardThroughHub(hub) });
   app.use(up.routes()).use(up.allowedMethods());
@@ -118,6 +132,20 @@ export async function startResultsPortal(): Promise<ResultsPortal> {
     hub,
     storageDir,
     errors,
+    holdFiles() {
+      let release!: () => void;
+      const g = { promise: new Promise<void>((resolve) => (release = resolve)), waiting: 0 };
+      gate = g;
+      return {
+        get held() {
+          return g.waiting;
+        },
+        release() {
+          if (gate === g) gate = undefined;
+          release();
+        },
+      };
+    },
     pause,
     start,
     async close() {

@@ -28,6 +28,7 @@ export interface FarmPortal extends Portal {
   reservations: PgReservations;
   events: { log: PgEventLog; listener: OutboxListener; stream: EventStream; webhooks: FarmWebhooks };
   store: StoredResults;
+  uploads: FarmUploads;
 }
 
 /**
@@ -133,6 +134,7 @@ export async function startFarmPortal(cfg: PortalConfig, logger: Logger): Promis
     reservations: reservations!,
     events: { log: log!, listener: listener!, stream: stream!, webhooks },
     store: store!,
+    uploads: uploads!,
     // The hub first (no more events come in), then what feeds on them, the pool last (portal.stop).
     stop: () =>
       (stopping ??= (async () => {
