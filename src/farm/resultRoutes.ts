@@ -68,12 +68,14 @@ export function farmResultRouter(o: FarmResultRoutesOptions): Router {
   });
 
   /** The uploaded record, or undefined once the request was forwarded to the node. */
-  const uploaded = async (ctx: Context): Promise<ResultRecord | undefined> => {
+  const uploaded = async (ctx: Context, what: 'detail' | 'files' = 'files'): Promise<ResultRecord | undefined> => {
     const { id, parsed } = resultIdFromParams(ctx);
     if (!parsed) throw new FarmError('not_found', `no result ${id}`);
     const found = await o.store.get(id);
     if (found === 'deleted') throw new FarmError('gone', `result ${id} has been deleted (retention); it is no longer available`);
     if (found && !(await o.store.filesOnNode(id))) return found;
+    // The portal's account of a run it declared lost stands, for the detail too: not the late node's.
+    if (found && what === 'detail' && (await o.store.endedByPortal(found.job_uid))) return found;
     if (found) {
       // A record uploaded before its files (or the portal's own account of a lost run): the node has
       // the files. A node that is not connected leaves what the portal holds: the record, the files
@@ -91,7 +93,7 @@ export function farmResultRouter(o: FarmResultRoutesOptions): Router {
   };
 
   r.get(`/api/v2/results${ID}`, async (ctx) => {
-    const rec = await uploaded(ctx);
+    const rec = await uploaded(ctx, 'detail');
     if (rec) ctx.body = presentResultDetail(rec, await o.store.artifacts(rec.result_id), base(ctx), 'v2');
   });
 

@@ -126,7 +126,8 @@ export class StoredResults {
     return rec;
   }
 
-  private async endedByPortal(jobUid: string): Promise<boolean> {
+  /** Whether the portal ended this job itself (its node went offline): its account of the job's runs stands. */
+  async endedByPortal(jobUid: string): Promise<boolean> {
     const ended = await this.o.pool.query('SELECT 1 FROM jobs WHERE job_uid = $1 AND end_reason IS NOT NULL', [jobUid]);
     return (ended.rowCount ?? 0) > 0;
   }

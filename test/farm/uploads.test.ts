@@ -310,6 +310,16 @@ describe('farm: result uploads from a node to the portal', function () {
     const { rows } = await portal.pool.query<{ job: { result_counts: unknown } }>('SELECT job FROM jobs WHERE job_uid = $1', [uid]);
     expect(rows[0]!.job.result_counts).to.deep.equal({ pass: 1, fail: 0, error: 1, total: 2 });
     expect((await portal.index.query(queryJob(uid))).map((r) => r.result_id).sort()).to.deep.equal([lost, late]);
+    // The lost run's detail is the portal's account while its node is connected (not forwarded to the node,
+    // whose late version would say otherwise) though none of its files reached the portal.
+    as = await asUser({ ...d, url: d.daemon.url }, 'alice');
+    portal.hub.nodes.set(NODE, { url: d.daemon.url, token: as.token });
+    expect(await portal.store.filesOnNode(lost)).to.equal(true);
+    const forwarded = portal.hub.forwarded;
+    const detail = await fetch(`${portal.url}/api/v2/results${lost}`);
+    expect(detail.status).to.equal(200);
+    expect(await detail.json()).to.include({ result_id: lost, result: 'error', failure_reason: 'node went offline' });
+    expect(portal.hub.forwarded, 'answered by the portal').to.equal(forwarded);
   });
 
   it('a partial file nobody wrote to for 7 days is swept (the node is told offset 0 and sends it again); a fresh one stays', async () => {
