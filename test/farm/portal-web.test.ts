@@ -225,6 +225,25 @@ describe('farm portal: web pages (front door, results, sign-in, live view)', fun
     expect(bare).to.equal(403);
   });
 
+  it('signed in without JavaScript, the front door shows no tick boxes for the reserve form it cannot send', async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1400, height: 1000 }, javaScriptEnabled: false });
+    contexts.push(ctx);
+    const page = await ctx.newPage();
+    await page.goto(`${farm.url}/app/sign-in?next=%2F`);
+    await page.getByLabel('Access token').fill(token);
+    await Promise.all([page.waitForURL((u) => u.pathname === '/', { ...WAIT, waitUntil: 'commit' }), page.getByRole('button', { name: 'Sign in' }).click()]);
+    await page.locator(`tr[data-node-id="${A}"]`).waitFor(WAIT);
+    // The boxes are in the page (farm.js shows them), not shown; nor is their column's heading.
+    expect(await page.locator('input[name="node_ids"]').count()).to.equal(2);
+    for (const box of await page.locator('input[name="node_ids"]').all()) expect(await box.isVisible()).to.equal(false);
+    expect(await page.locator('th.node-select').isVisible()).to.equal(false);
+    expect(await page.locator('#farm-reserve').isVisible()).to.equal(false);
+    expect(await page.locator('.farm-reserve').textContent()).to.contain('needs JavaScript');
+    // With JavaScript, the same reader sees them.
+    const live = await signedIn('/');
+    await live.getByLabel(`Select ${A}`).waitFor({ ...WAIT, state: 'visible' });
+  });
+
   it('signed out, the front door offers no reservation forms, only a way to sign in', async () => {
     const page = await newPage();
     await page.goto(`${farm.url}/`);
