@@ -14,8 +14,9 @@
  *   nothing here.
  *
  * Each row keeps the last Job object (status, start_time, end_time,
- * result_counts), so GET /api/v2/jobs/<uid> is answered from PostgreSQL while
- * the node is offline.
+ * result_counts), so GET /api/v2/jobs/<uid> (and v1's) is answered from
+ * PostgreSQL while the node is offline; with the request and the end reason,
+ * the portal's job page of an offline node (src/farm/portal/web.ts).
  */
 import type pg from 'pg';
 import type { EventPayloads, EventType, FarmEvent, JobStartedData, RunStartedData } from '../core/events.js';
