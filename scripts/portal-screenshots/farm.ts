@@ -5,7 +5,9 @@
  * fourth registered that never connected: docs/images/farm-front.png (the
  * front door signed in, two nodes ticked in the reservation form) and
  * docs/images/farm-result-offline.png (a result page of a node that went
- * offline, from the portal's storage). Run from the repository root:
+ * offline, from the portal's storage) and docs/images/farm-job-offline.png
+ * (that node's job page, from the portal's records). Run from the
+ * repository root:
  *
  *   node --import tsx scripts/portal-screenshots/farm.ts
  */
@@ -68,6 +70,10 @@ try {
   await page.waitForFunction(() => (document.querySelector<HTMLVideoElement>('#run-video')?.readyState ?? 0) >= 1, undefined, { timeout: 30_000 });
   await page.screenshot({ path: `${OUT}/farm-result-offline.png` });
   console.log(`wrote ${OUT}/farm-result-offline.png`);
+  // Its job page, from the portal's jobs table and index.
+  await page.goto(`${farm.url}/app/jobs${job.body.job_uid as string}`);
+  await page.screenshot({ path: `${OUT}/farm-job-offline.png` });
+  console.log(`wrote ${OUT}/farm-job-offline.png`);
 } finally {
   await browser.close();
   await farm.stop();

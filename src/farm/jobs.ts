@@ -14,8 +14,9 @@
  *   nothing here.
  *
  * Each row keeps the last Job object (status, start_time, end_time,
- * result_counts), so GET /api/v2/jobs/<uid> is answered from PostgreSQL while
- * the node is offline.
+ * result_counts), so GET /api/v2/jobs/<uid> (and v1's) is answered from
+ * PostgreSQL while the node is offline; with the request and the end reason,
+ * the portal's job page of an offline node (src/farm/portal/web.ts).
  */
 import type pg from 'pg';
 import type { EventPayloads, EventType, FarmEvent, JobStartedData, RunStartedData } from '../core/events.js';
@@ -40,6 +41,10 @@ export interface FarmJobRow {
   job: StoredJob;
   /** Why the portal ended it; null when the node did. */
   end_reason: string | null;
+  /** job.started's fields (test cases, test pack, category, soak, remote, tags): the job page shows some. */
+  request: Partial<JobStartedData>;
+  /** The run in flight, null between runs and once the job ended. */
+  current_run: { result_id: string; test_case: string; start_time: string } | null;
 }
 
 export interface FarmJobsOptions {
@@ -239,17 +244,17 @@ export class FarmJobs implements HubJobs {
   }
 
   async get(jobUid: string): Promise<FarmJobRow | undefined> {
-    const { rows } = await this.o.pool.query<FarmJobRow>(`SELECT job_uid, node_id, username, state, job, end_reason FROM jobs WHERE job_uid = $1`, [jobUid]);
+    const { rows } = await this.o.pool.query<FarmJobRow>(`SELECT job_uid, node_id, username, state, job, end_reason, request, current_run FROM jobs WHERE job_uid = $1`, [jobUid]);
     return rows[0];
   }
 }
 
-/** The v2 Job object of a row, with URLs on the portal. */
-export function presentFarmJob(row: FarmJobRow, base: string) {
+/** The Job object of a row (v2, or v1 for `GET /api/v1/jobs/<uid>`: only job_url differs), with URLs on the portal. */
+export function presentFarmJob(row: Pick<FarmJobRow, 'job_uid' | 'state' | 'job'>, base: string, v: 'v1' | 'v2' = 'v2') {
   const j = row.job;
   return {
     job_uid: row.job_uid,
-    job_url: `${base}/api/v2/jobs${row.job_uid}`,
+    job_url: `${base}/api/${v}/jobs${row.job_uid}`,
     status: row.state,
     start_time: j.start_time,
     end_time: j.end_time,

@@ -96,7 +96,20 @@ describe('farm fault: a node SIGKILLed mid-job', function () {
     const ended = (await t.portal.jobs.get(job.job_uid))!;
     expect(ended).to.deep.include({ state: 'exited', end_reason: 'connection closed' });
     const offline = await call(token, `/api/v2/jobs${job.job_uid}`);
-    expect(((await offline.json()) as { status: string }).status).to.equal('exited');
+    const v2 = (await offline.json()) as { status: string; job_url: string };
+    expect(v2.status).to.equal('exited');
+    // v1's Job (the result page's Job link) from PostgreSQL too: the same object, its job_url v1's.
+    const v1 = await call(token, `/api/v1/jobs${job.job_uid}`);
+    expect(v1.status).to.equal(200);
+    expect(await v1.json()).to.deep.equal({ ...v2, job_url: v2.job_url.replace('/api/v2/jobs/', '/api/v1/jobs/') });
+    // The job page from the portal's records: why the portal ended the job, and the lost run linked.
+    const page = await fetch(`${t.portal.url}/app/jobs${job.job_uid}`, { headers: { Accept: 'text/html' } });
+    const html = await page.text();
+    expect(page.status, html).to.equal(200);
+    expect(html).to.contain(`Node <code>${NODE}</code> is offline`);
+    expect(html).to.contain('The portal ended this job: its node went offline (connection closed).');
+    expect(html).to.contain(`href="/app/results${run.result_id}"`);
+    expect(html).not.to.contain('id="stop-job"');
 
     // The node comes back (its own restart recovery closes the job and the run on its side).
     startNode();

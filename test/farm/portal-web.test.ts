@@ -53,12 +53,17 @@ describe('farm portal: web pages (front door, results, sign-in, live view)', fun
     return page;
   }
 
-  async function runJob(node: string, testCases: string[], category: string): Promise<void> {
+  async function runJob(node: string, testCases: string[], category: string): Promise<string> {
     const res = await api().post('/api/v2/run_tests').send({ node_id: node, test_pack_revision: 'main', test_cases: testCases, category });
     expect(res.status, res.text).to.equal(200);
     const done = await api().get(`/api/v2/jobs${res.body.job_uid as string}/await_completion?timeout=50`);
     expect(done.body.status, done.text).to.equal('exited');
+    return res.body.job_uid as string;
   }
+  /** B's job, and the node's own answers for it (v2 and v1 Job objects, forwarded while B is connected). */
+  let jobA: string;
+  let jobB: string;
+  const nodeAnswers: { v1?: unknown; v2?: unknown } = {};
 
   before(async () => {
     farm = await startTestFarm();
@@ -69,8 +74,14 @@ describe('farm portal: web pages (front door, results, sign-in, live view)', fun
     // B records its runs' videos: its result page is rendered from the portal's storage once B is offline.
     await farm.addNode(B, { config: { capture: { record_video: true } } });
     token = await farm.tokenFor('alice');
-    await runJob(A, ['tests/basic.py::test_pass', 'tests/basic.py::test_fail'], 'nightly');
-    await runJob(B, ['tests/basic.py::test_pass', 'tests/basic.py::test_fail', 'tests/basic.py::test_error'], 'smoke');
+    jobA = await runJob(A, ['tests/basic.py::test_pass', 'tests/basic.py::test_fail'], 'nightly');
+    jobB = await runJob(B, ['tests/basic.py::test_pass', 'tests/basic.py::test_fail', 'tests/basic.py::test_error'], 'smoke');
+    // The node's answers, compared with the portal's own once B is offline (the last test).
+    for (const v of ['v1', 'v2'] as const) {
+      const res = await api().get(`/api/${v}/jobs${jobB}`);
+      expect(res.status, res.text).to.equal(200);
+      nodeAnswers[v] = res.body;
+    }
     browser = await launchBrowser();
   });
   after(async () => {
@@ -225,6 +236,35 @@ describe('farm portal: web pages (front door, results, sign-in, live view)', fun
     expect(bare).to.equal(403);
   });
 
+  it('signed in without JavaScript, the front door shows no tick boxes for the reserve form it cannot send', async () => {
+    const ctx = await browser.newContext({ viewport: { width: 1400, height: 1000 }, javaScriptEnabled: false });
+    contexts.push(ctx);
+    const page = await ctx.newPage();
+    await page.goto(`${farm.url}/app/sign-in?next=%2F`);
+    await page.getByLabel('Access token').fill(token);
+    await Promise.all([page.waitForURL((u) => u.pathname === '/', { ...WAIT, waitUntil: 'commit' }), page.getByRole('button', { name: 'Sign in' }).click()]);
+    await page.locator(`tr[data-node-id="${A}"]`).waitFor(WAIT);
+    // The boxes are in the page (farm.js shows them), not shown; nor is their column's heading.
+    expect(await page.locator('input[name="node_ids"]').count()).to.equal(2);
+    for (const box of await page.locator('input[name="node_ids"]').all()) expect(await box.isVisible()).to.equal(false);
+    expect(await page.locator('th.node-select').isVisible()).to.equal(false);
+    expect(await page.locator('#farm-reserve').isVisible()).to.equal(false);
+    expect(await page.locator('.farm-reserve').textContent()).to.contain('needs JavaScript');
+    // With JavaScript, the same reader sees them.
+    const live = await signedIn('/');
+    await live.getByLabel(`Select ${A}`).waitFor({ ...WAIT, state: 'visible' });
+  });
+
+  it("a connected node's job page is the node's own, forwarded (live tail, Stop, job.js)", async () => {
+    const page = await signedIn('/');
+    const res = await page.goto(`${farm.url}/app/jobs${jobA}`);
+    expect(res?.status()).to.equal(200);
+    expect(await page.locator('.offline-copy').count()).to.equal(0);
+    expect(await page.locator('#running-now').count()).to.equal(1);
+    expect(await page.locator('#job-actions').count()).to.equal(1);
+    expect(await page.locator('script[src="/static/job.js"]').count()).to.equal(1);
+  });
+
   it('signed out, the front door offers no reservation forms, only a way to sign in', async () => {
     const page = await newPage();
     await page.goto(`${farm.url}/`);
@@ -254,7 +294,7 @@ describe('farm portal: web pages (front door, results, sign-in, live view)', fun
     await waitFor(async () => /reserved by bob/.test((await page.locator('#remote-error').textContent()) ?? ''), { what: 'the refusal under the remote', timeoutMs: 30_000 });
   });
 
-  // Last: it stops node B.
+  // It stops node B: the tests after it read B offline.
   it("a result page of an offline node is rendered from the portal's storage: video, log, screenshot and artifacts from storage; run again says the node is offline", async () => {
     const [fail] = (await api().get('/api/v2/results').query({ filter: `/${B}/ result:fail` })).body as { result_id: string }[];
     const id = fail!.result_id;
@@ -298,6 +338,55 @@ describe('farm portal: web pages (front door, results, sign-in, live view)', fun
     // The caption track of the video, from storage too.
     const vtt = await page.evaluate(async (href) => (await fetch(href)).text(), `/app/results${id}/log.vtt`);
     expect(vtt.startsWith('WEBVTT')).to.equal(true);
+    // The page's Job link: the v1 Job object, from the portal's jobs table (the node is not there to ask).
+    const jobLink = page.locator(`a[href="/api/v1/jobs${jobB}"]`);
+    expect(await jobLink.count()).to.equal(1);
+    const job = await page.evaluate(async (href) => {
+      const r = await fetch(href);
+      return { status: r.status, body: (await r.json()) as unknown };
+    }, (await jobLink.getAttribute('href'))!);
+    expect(job.status).to.equal(200);
+    expect(job.body).to.deep.equal(nodeAnswers.v1);
+  });
+
+  // After the result page's test: B is offline.
+  it('"GET /api/v2/jobs/{job_uid}: Returns the Job object" and v1\'s "Job object" of an offline node, from PostgreSQL: field by field the node\'s answer', async () => {
+    expect(farm.portal.hub.link(B)?.online).to.equal(false);
+    for (const v of ['v1', 'v2'] as const) {
+      const res = await api().get(`/api/${v}/jobs${jobB}`);
+      expect(res.status, res.text).to.equal(200);
+      expect(res.body, v).to.deep.equal(nodeAnswers[v]);
+      expect(Object.keys(res.body as object), v).to.deep.equal(Object.keys(nodeAnswers[v] as object));
+    }
+    expect((nodeAnswers.v1 as { job_url: string }).job_url).to.equal(`${farm.url}/api/v1/jobs${jobB}`);
+  });
+
+  it("the job page of an offline node is rendered from the portal's jobs table and index: counts, its results linked, no live tail or Stop, says the node is offline", async () => {
+    const results = (await api().get('/api/v2/results').query({ filter: `job:${jobB}`, sort: 'date:desc' })).body as { result_id: string; result: string }[];
+    expect(results).to.have.length(3);
+    const page = await signedIn('/');
+    const res = await page.goto(`${farm.url}/app/jobs${jobB}`);
+    expect(res?.status()).to.equal(200);
+    expect(await page.locator('.offline-copy').textContent()).to.contain(`Node ${B} is offline`);
+    expect(await page.locator('h1 .job-uid').textContent()).to.equal(jobB);
+    expect(await page.locator('#job-status').textContent()).to.equal('exited');
+    const counts: Record<string, string | null> = {};
+    for (const k of ['pass', 'fail', 'error', 'total']) counts[k] = await page.locator(`#count-${k}`).textContent();
+    expect(counts).to.deep.equal({ pass: '1', fail: '1', error: '1', total: '3' });
+    expect(await page.locator('.job-summary').textContent()).to.contain('category smoke').and.to.contain('by alice');
+    // No live tail, no Stop, no script following the job: they need the node.
+    expect(await page.locator('#log-tail').count()).to.equal(0);
+    expect(await page.locator('#running-now').count()).to.equal(0);
+    expect(await page.locator('#stop-job, #sign-in-to-stop, #job-actions').count()).to.equal(0);
+    expect(await page.locator('script[src="/static/job.js"]').count()).to.equal(0);
+    expect(await page.locator('nav a[href="/app/results"]').count()).to.equal(1);
+    // Its results, newest first as the API sorts them, each linking to its result page (the portal's copy).
+    const rows = page.locator('#job-results tbody tr');
+    expect(await rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-result-id')))).to.deep.equal(results.map((r) => r.result_id));
+    const fail = results.find((r) => r.result === 'fail')!;
+    await Promise.all([page.waitForURL((u) => u.pathname === `/app/results${fail.result_id}`, WAIT), page.locator(`#job-results a[href="/app/results${fail.result_id}"]`).click()]);
+    expect(await page.locator('h1 .badge').textContent()).to.equal('fail');
+    expect(await page.locator('.offline-copy').count()).to.equal(1);
   });
 });
 

@@ -20,7 +20,7 @@ import { FarmResults } from '../results.js';
 import { createPortalApp } from './app.js';
 import type { PortalConfig } from './config.js';
 import { portalRouter } from './routes.js';
-import { portalWebRouters } from './web.js';
+import { portalWebRouters, storedJobPageRouter } from './web.js';
 
 /** What the portal is built from, beyond its config. */
 export interface PortalParts {
@@ -84,6 +84,8 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       v1RequiresToken: cfg.auth.v1_requires_token,
       routers: [
         ...(parts.routers?.({ pool, hub, jobs, results }) ?? []),
+        // In front of the forwarding: an offline node's job page, from the jobs table and the index.
+        storedJobPageRouter({ hub, jobs, results }),
         portalRouter({ pool, hub, jobs, reservations, results, publicUrl: cfg.public_url }),
         ...portalWebRouters({ pool, hub, reservations, results, publicUrl: cfg.public_url }),
       ],

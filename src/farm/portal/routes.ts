@@ -239,18 +239,23 @@ export function portalRouter(d: PortalRouteDeps): Router {
     await forward(ctx, online[Math.floor(Math.random() * online.length)]!.nodeId);
   });
 
-  // A job: from its node while it is connected, else (GET only) from PostgreSQL.
-  r.get(JOB, async (ctx) => {
+  /**
+   * A job (v2, and v1 for the result page's Job link): from its node while it is connected, else from
+   * PostgreSQL, the same Job object (presentFarmJob: the node's presentJob fields, URLs on the portal).
+   */
+  const getJob = async (ctx: Context, v: 'v1' | 'v2') => {
     const nodeId = jobNode(ctx);
-    if (d.hub.link(nodeId)?.online) return toNode(ctx, nodeId, { settle: true });
-    const uid = `/${nodeId}/${ctx.params.hex}/${ctx.params.num}`;
+    if (d.hub.link(nodeId)?.online) return toNode(ctx, nodeId, { settle: v === 'v2' });
+    const { hex, num } = ctx.params as Record<string, string>;
+    const uid = `/${nodeId}/${hex}/${num}`;
     const row = await d.jobs.get(uid);
     if (!row) {
       await registered(nodeId);
       throw new FarmError('not_found', `no job ${uid} (its node ${nodeId} is offline, and the portal has no record of it)`);
     }
-    ctx.body = presentFarmJob(row, base(ctx));
-  });
+    ctx.body = presentFarmJob(row, base(ctx), v);
+  };
+  r.get(JOB, (ctx) => getJob(ctx, 'v2'));
   r.get(`${JOB}/await_completion`, async (ctx) => {
     const nodeId = jobNode(ctx);
     if (d.hub.link(nodeId)?.online) return toNode(ctx, nodeId, { settle: true });
@@ -285,15 +290,17 @@ export function portalRouter(d: PortalRouteDeps): Router {
   });
 
   // The result and job pages (triage_url, the job's page) are the owning node's pages, passed on: their
-  // links are relative, so what they call next comes back to the portal.
+  // links are relative, so what they call next comes back to the portal. While the node is offline the
+  // portal renders both itself, in front of these (web.ts: storedResultPageRouter, storedJobPageRouter).
   r.get('/app/results/:node/:hex/:num/:stamp', (ctx) => toNode(ctx, jobNode(ctx)));
   r.get('/app/results/:node/:hex/:num/:stamp/*rest', (ctx) => toNode(ctx, jobNode(ctx)));
   r.get('/app/jobs/:node/:hex/:num', (ctx) => toNode(ctx, jobNode(ctx)));
   // What those pages read through v1 (open to readers, as on the node): a result's log, files and Job.
-  // The screenshot and artifact files come from the portal's storage once uploaded (resultRoutes.ts).
+  // The screenshot and artifact files come from the portal's storage once uploaded (resultRoutes.ts);
+  // the Job from PostgreSQL while its node is offline (getJob), as v2's.
   r.get('/api/v1/result/:node/:hex/:num/:stamp', (ctx) => toNode(ctx, jobNode(ctx)));
   r.get('/api/v1/result/:node/:hex/:num/:stamp/*rest', (ctx) => toNode(ctx, jobNode(ctx)));
-  r.get('/api/v1/jobs/:node/:hex/:num', (ctx) => toNode(ctx, jobNode(ctx)));
+  r.get('/api/v1/jobs/:node/:hex/:num', (ctx) => getJob(ctx, 'v1'));
   // A node's live view and web remote, its picture (MJPEG, streamed through the hub) and frames: the
   // node's own page; its presses go to the portal's POST /api/v2/nodes/<id>/press (reservations apply).
   r.get('/app/nodes/:node_id/live', (ctx) => toNode(ctx, nodeParam(ctx)));

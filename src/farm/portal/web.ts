@@ -11,6 +11,10 @@
  *   page rendered from the portal's storage (storedResultPageRouter, mounted
  *   before routes.ts forwards it), with the log from storage too.
  *
+ * - `/app/jobs/<job_uid>` of a node that is offline: the node's job page
+ *   rendered from the jobs table and the farm's index (storedJobPageRouter,
+ *   mounted before routes.ts forwards it).
+ *
  * Sign-in and the static files are mounted by the app (app.ts); the node
  * pages (result, job, live view) are forwarded by routes.ts.
  */
@@ -20,17 +24,19 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type pg from 'pg';
 import { FarmError } from '../../core/errors.js';
 import type { ResultRecord } from '../../core/model.js';
-import { parseTimeZone } from '../../core/query.js';
+import { parseResultQuery, parseTimeZone } from '../../core/query.js';
 import { userOf } from '../../http/auth.js';
 import { sendFile } from '../../http/files.js';
 import { resultIdFromParams } from '../../http/params.js';
 import { presentResultDetail } from '../../http/presenters.js';
 import { LOG_NAMES } from '../../http/resultRoutes.js';
 import { historyOf, type History } from '../../web/result-data.js';
+import { sendJobPage } from '../../web/pages/job.js';
 import { resultPageData, sendLogVtt, sendResultPage, type ResultPageSource } from '../../web/pages/result.js';
 import { farmFrontRouter, type FarmNode, type RunningTest } from '../../web/pages/farm.js';
 import { resultsRouter, type ResultsSource } from '../../web/pages/results.js';
 import type { FarmHub, FarmReservations } from '../contract.js';
+import { presentFarmJob, type FarmJobs } from '../jobs.js';
 import type { FarmResults } from '../results.js';
 import type { StoredResults } from '../storedResults.js';
 import { listFarmNodes, portalBaseUrl } from './routes.js';
@@ -76,6 +82,9 @@ export function portalWebRouters(d: PortalWebDeps): Router[] {
 
 const ID = '/:node/:hex/:num/:stamp';
 
+/** Why a node is offline, as the hub has it. */
+const offlineReasonOf = (hub: Pick<FarmHub, 'link'>, nodeId: string): string => hub.link(nodeId)?.offlineReason ?? 'not connected to the portal';
+
 /** The runs of a test case on one node, oldest first, from the farm's index (the node's page shows its own runs). */
 async function farmHistory(pool: pg.Pool, record: ResultRecord, nodeId: string): Promise<History> {
   const { rows } = await pool.query<{ result_id: string; result: ResultRecord['result']; start_time: Date; test_pack_sha: string }>(
@@ -112,10 +121,6 @@ export function storedResultPageRouter(d: { store: StoredResults; hub: Pick<Farm
     openArtifact: (id, rel) => d.store.openArtifact(id, rel),
     history: (record) => farmHistory(d.pool, record, nodeId),
   });
-  const offlineReason = (nodeId: string): string => {
-    const link = d.hub.link(nodeId);
-    return link?.offlineReason ?? 'not connected to the portal';
-  };
 
   r.get(`/app/results${ID}`, async (ctx: Context, next: Next): Promise<void> => {
     const s = await stored(ctx, { offlineOnly: true });
@@ -128,7 +133,7 @@ export function storedResultPageRouter(d: { store: StoredResults; hub: Pick<Farm
       nodeId: s.nodeId,
       remote: null,
       signedIn: userOf(ctx) !== undefined,
-      offline: offlineReason(s.nodeId),
+      offline: offlineReasonOf(d.hub, s.nodeId),
     });
     sendResultPage(ctx, data, { farm: true });
   });
@@ -161,5 +166,44 @@ export function storedResultPageRouter(d: { store: StoredResults; hub: Pick<Farm
       await sendFile(ctx, file, 'farmhand.log');
     });
   }
+  return r;
+}
+
+/**
+ * The job page of a node that is offline (docs/farm.md, "Web pages on the portal"): the node's page
+ * (sendJobPage, src/web/pages/job.tsx) over the portal's jobs table (the Job object, the request's
+ * fields, why the portal ended it) and the farm's index (the job's results, newest first). No live
+ * tail and no Stop: the page says the node is offline. A connected node's page is the node's own,
+ * forwarded (routes.ts).
+ */
+export function storedJobPageRouter(d: { hub: Pick<FarmHub, 'link'>; jobs: Pick<FarmJobs, 'get'>; results: Pick<FarmResults, 'query'> }): Router {
+  const r = new Router();
+  r.get('/app/jobs/:node/:hex/:num', async (ctx: Context, next: Next): Promise<void> => {
+    const { node: nodeId, hex, num } = ctx.params as { node: string; hex: string; num: string };
+    // A job the portal has no record of is the node's to answer (forwarded: the hub's 503 while it is offline).
+    const row = d.hub.link(nodeId)?.online ? undefined : await d.jobs.get(`/${nodeId}/${hex}/${num}`);
+    if (!row) {
+      await next();
+      return;
+    }
+    const tz = parseTimeZone(ctx.query.tz);
+    const job = presentFarmJob(row, '', 'v2');
+    const q = row.request;
+    const record = {
+      number: Number(num),
+      username: row.username,
+      category: q.category ?? '',
+      test_pack_sha: q.test_pack_sha ?? '',
+      test_pack_branch: q.test_pack_branch ?? null,
+      soak: q.soak === 'run forever' ? ('run forever' as const) : ('run once' as const),
+      current_run: row.current_run,
+    };
+    const results = await d.results.query(parseResultQuery({ filter: `job:${row.job_uid}`, sort: 'date:desc' }));
+    sendJobPage(
+      ctx,
+      { job, record, results, log: undefined, tz, signedIn: userOf(ctx) !== undefined, offline: { nodeId, reason: offlineReasonOf(d.hub, nodeId), endReason: row.end_reason } },
+      { farm: true },
+    );
+  });
   return r;
 }

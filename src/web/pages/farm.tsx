@@ -86,7 +86,8 @@ function NodeRow({ n, running, login }: { n: FarmNode; running: Map<string, Runn
   return (
     <tr id={`node-${n.node_id}`} data-node-id={n.node_id} data-online={n.online ? 'yes' : 'no'}>
       {login ? (
-        <td class="node-select">
+        // Hidden until farm.js shows it (with the reserve form): without JavaScript there is nothing to tick for.
+        <td class="node-select needs-js" hidden>
           <input type="checkbox" id={`select-${n.node_id}`} name="node_ids" value={n.node_id} form="farm-reserve" aria-label={`Select ${n.friendly_name ?? n.node_id}`} />
         </td>
       ) : null}
@@ -184,7 +185,7 @@ function FarmFront({ data }: { data: FarmFrontData }): VNode {
             <thead>
               <tr>
                 {data.login ? (
-                  <th scope="col">
+                  <th scope="col" class="node-select needs-js" hidden>
                     <span class="visually-hidden">Select</span>
                   </th>
                 ) : null}

@@ -4,8 +4,13 @@
  * now with the tail of its log, its results, and Stop. The page is complete
  * when rendered; its client script (job.js) keeps it current from the event
  * stream and follows the running log with Range requests.
+ *
+ * The portal renders the same page for a job whose node is offline, from its
+ * jobs table and the farm's index (src/farm/portal/web.ts): `sendJobPage`
+ * with `offline` set, and no script (nothing of the job changes any more).
  */
 import Router from '@koa/router';
+import type { Context } from 'koa';
 import { constants } from 'node:fs';
 import { open } from 'node:fs/promises';
 import path from 'node:path';
@@ -46,13 +51,26 @@ async function liveLogTail(file: string): Promise<{ text: string; size: number }
   }
 }
 
-interface JobPageProps {
+/** The fields of the job's request and state the page shows besides its Job object (a JobRecord has them all). */
+export type JobPageRecord = Pick<JobRecord, 'number' | 'username' | 'category' | 'test_pack_sha' | 'test_pack_branch' | 'soak'> & {
+  current_run: { result_id: string; test_case: string; start_time: string } | null;
+};
+
+export interface JobPageProps {
+  /** The v2 Job object. */
   job: ReturnType<typeof presentJob>;
-  record: JobRecord;
+  record: JobPageRecord;
+  /** Its finished runs, newest first. */
   results: ResultRecord[];
   log: { text: string; size: number } | undefined;
   tz: string;
   signedIn: boolean;
+  /**
+   * Set when the page is the portal's, rendered from its jobs table and index because the job's node is
+   * offline: the node, why it is offline, and why the portal ended the job (null: the node ended it).
+   * No live tail, no Stop: they need the node.
+   */
+  offline?: { nodeId: string; reason: string; endReason: string | null };
 }
 
 function Count({ id, label, n, cls }: { id: string; label: string; n: number; cls?: string }): VNode {
@@ -64,8 +82,59 @@ function Count({ id, label, n, cls }: { id: string; label: string; n: number; cl
   );
 }
 
-function JobPage({ job, record, results, log, tz, signedIn }: JobPageProps): VNode {
-  const run = record.current_run;
+/** Stop, while the job runs: the button, a link to sign in, or (the portal's copy) why it cannot be done here. */
+function Actions({ running, signedIn, offline }: Pick<JobPageProps, 'signedIn' | 'offline'> & { running: boolean }): VNode | null {
+  if (offline) {
+    return running ? (
+      <p class="job-actions node-offline">
+        Stopping this job needs node <code>{offline.nodeId}</code>, which is offline.
+      </p>
+    ) : null;
+  }
+  return (
+    <div class="job-actions" id="job-actions" hidden={!running}>
+      {signedIn ? (
+        <button type="button" id="stop-job">
+          Stop
+        </button>
+      ) : (
+        <a href="/app/sign-in" id="sign-in-to-stop">
+          Sign in to stop
+        </a>
+      )}
+      <span id="stop-status" role="status" />
+    </div>
+  );
+}
+
+/** The test case running now and the tail of its log (job.js follows both). */
+function RunningNow({ run, running, log, tz }: Pick<JobPageProps, 'log' | 'tz'> & { run: JobPageRecord['current_run']; running: boolean }): VNode {
+  return (
+    <>
+      <h2>Running now</h2>
+      <p id="running-now">
+        {run ? (
+          <>
+            <a href={`/app/results${run.result_id}`} id="running-test">
+              {run.test_case}
+            </a>{' '}
+            since <time dateTime={run.start_time}>{formatTime(run.start_time, tz)}</time>
+          </>
+        ) : running ? (
+          'Between test cases.'
+        ) : (
+          'Nothing: the job has ended.'
+        )}
+      </p>
+      <pre id="log-tail" class="log-tail" aria-label="Log of the running test case" aria-live="off" tabIndex={0} hidden={!run}>
+        {log?.text ?? ''}
+      </pre>
+    </>
+  );
+}
+
+function JobPage({ job, record, results, log, tz, signedIn, offline }: JobPageProps): VNode {
+  const run = offline ? null : record.current_run;
   const c = job.result_counts;
   const running = job.status === 'running';
   return (
@@ -73,6 +142,12 @@ function JobPage({ job, record, results, log, tz, signedIn }: JobPageProps): VNo
       <h1>
         Job {record.number} <span class="job-uid">{job.job_uid}</span>
       </h1>
+      {offline ? (
+        <p class="notice offline-copy">
+          Node <code>{offline.nodeId}</code> is offline ({offline.reason}): this page is the portal's copy of the job, from its record of the job
+          and the results the node uploaded.
+        </p>
+      ) : null}
       <div class="panel job-summary">
         <p>
           State:{' '}
@@ -96,38 +171,11 @@ function JobPage({ job, record, results, log, tz, signedIn }: JobPageProps): VNo
           <Count id="error" label="Errors" n={c.error} cls="error" />
           <Count id="total" label="Total" n={c.total} />
         </dl>
-        <div class="job-actions" id="job-actions" hidden={!running}>
-          {signedIn ? (
-            <button type="button" id="stop-job">
-              Stop
-            </button>
-          ) : (
-            <a href="/app/sign-in" id="sign-in-to-stop">
-              Sign in to stop
-            </a>
-          )}
-          <span id="stop-status" role="status" />
-        </div>
+        {offline?.endReason ? <p class="end-reason">The portal ended this job: its node went offline ({offline.endReason}).</p> : null}
+        <Actions running={running} signedIn={signedIn} offline={offline} />
       </div>
 
-      <h2>Running now</h2>
-      <p id="running-now">
-        {run ? (
-          <>
-            <a href={`/app/results${run.result_id}`} id="running-test">
-              {run.test_case}
-            </a>{' '}
-            since <time dateTime={run.start_time}>{formatTime(run.start_time, tz)}</time>
-          </>
-        ) : running ? (
-          'Between test cases.'
-        ) : (
-          'Nothing: the job has ended.'
-        )}
-      </p>
-      <pre id="log-tail" class="log-tail" aria-label="Log of the running test case" aria-live="off" tabIndex={0} hidden={!run}>
-        {log?.text ?? ''}
-      </pre>
+      {offline ? null : <RunningNow run={run} running={running} log={log} tz={tz} />}
 
       <h2>Results</h2>
       <table class="results" id="job-results" data-filter={`job:${job.job_uid}`} data-tz={tz}>
@@ -151,6 +199,11 @@ function JobPage({ job, record, results, log, tz, signedIn }: JobPageProps): VNo
       ) : null}
     </section>
   );
+}
+
+/** Answer `ctx` with the job page (`o.farm`: the farm's navigation, for the portal's own copy). */
+export function sendJobPage(ctx: Context, p: JobPageProps, o: { farm?: boolean } = {}): void {
+  sendPage(ctx, <JobPage {...p} />, { title: `Job ${p.record.number}`, section: 'results', scripts: p.offline ? [] : ['job.js'], ...o });
 }
 
 export function jobRouter(s: Services): Router {
@@ -178,11 +231,7 @@ export function jobRouter(s: Services): Router {
     const results = s.results.query(parseResultQuery({ filter: `job:${record.job_uid}`, sort: 'date:desc' }));
     const run = record.current_run;
     const log = run ? await liveLogTail(path.join(s.results.dirOf(run.result_id), 'farmhand.log')) : undefined;
-    sendPage(ctx, <JobPage job={job} record={record} results={results} log={log} tz={tz} signedIn={userOf(ctx) !== undefined} />, {
-      title: `Job ${record.number}`,
-      section: 'results',
-      scripts: ['job.js'],
-    });
+    sendJobPage(ctx, { job, record, results, log, tz, signedIn: userOf(ctx) !== undefined });
   });
   return r;
 }
