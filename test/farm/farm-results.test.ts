@@ -248,5 +248,12 @@ describe('farm results index on PostgreSQL', function () {
       '10000-01-01 00:00:00+00', '0044-03-15 12:00:00+00 BC']) {
       expect(isoFromPg(t), t).to.equal(parse(t).toISOString());
     }
+    // Every fraction of 1 to 6 digits the server writes (it drops trailing zeros); microseconds by a stride.
+    const fractions = [''];
+    for (let ms = 0; ms < 1000; ms++) fractions.push(String(ms).padStart(3, '0'));
+    for (let us = 0; us < 1_000_000; us += 7) fractions.push(String(us).padStart(6, '0'));
+    const bad = fractions.map((f) => `2026-11-20 10:00:00${f && '.' + f.replace(/0+$/, '')}+00`.replace(/\.\+/, '+'))
+      .filter((t) => isoFromPg(t) !== parse(t).toISOString());
+    expect(bad.slice(0, 5)).to.deep.equal([]);
   });
 });
