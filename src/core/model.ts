@@ -64,6 +64,9 @@ export interface ResultRecord {
   infrastructure_error?: InfrastructureKind | null;
 }
 
+/** The fields of a record that the spec's Result summary (a results list's row) shows. */
+export type ResultSummaryFields = Pick<ResultRecord, 'result_id' | 'job_uid' | 'start_time' | 'end_time' | 'test_case' | 'test_pack_sha' | 'result' | 'failure_reason'>;
+
 /** Artifact listing: relative path -> size in bytes and md5 hex digest. */
 export type ArtifactListing = Record<string, { size: number; md5: string }>;
 

@@ -4,7 +4,7 @@
  * routing. Every URL and every piece of HTML of an answer is made here.
  */
 import { kindOfRecord } from '../core/infrastructure.js';
-import type { ArtifactListing, JobRecord, ResultRecord } from '../core/model.js';
+import type { ArtifactListing, JobRecord, ResultRecord, ResultSummaryFields } from '../core/model.js';
 import type { NodeState } from '../core/node.js';
 import type { ReservationRecord } from '../core/reservations.js';
 import type { ApiVersion } from './context.js';
@@ -29,7 +29,7 @@ export const resultUrl = (r: { result_id: string }, base: string, v: ApiVersion)
 
 export const triageUrl = (r: { result_id: string }, base: string) => `${base}/app/results${r.result_id}`;
 
-export function presentResultSummary(r: ResultRecord, base: string, v: ApiVersion) {
+export function presentResultSummary(r: ResultSummaryFields, base: string, v: ApiVersion) {
   return {
     result_id: r.result_id,
     result_url: resultUrl(r, base, v),

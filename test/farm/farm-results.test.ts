@@ -9,7 +9,8 @@ import pg from 'pg';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { migrate } from '../../src/farm/db/migrate.js';
 import { MIGRATIONS } from '../../src/farm/db/migrations.js';
-import { FarmResults, compileQuery, globToLike } from '../../src/farm/results.js';
+import { FarmResults, compileQuery, globToLike, isoFromPg } from '../../src/farm/results.js';
+import { presentResultSummary } from '../../src/http/presenters.js';
 import { MemoryIndex } from '../../src/storage/results/memory-index.js';
 import { parseResultQuery, type SortField } from '../../src/core/query.js';
 import type { ResultRecord } from '../../src/core/model.js';
@@ -202,5 +203,57 @@ describe('farm results index on PostgreSQL', function () {
     // And whole records come back as stored.
     const all = await results.query(parseResultQuery({ sort: 'date:asc' }, { limit: 3000 }));
     expect(all).to.deep.equal(memory.all());
+  });
+
+  it('a results list from querySummaries is byte for byte the list from whole records (nulls, unicode, quotes, times)', async () => {
+    const recs = makeRecords(400);
+    const odd = (i: number, start: string, over: Partial<ResultRecord>): ResultRecord => ({
+      ...recs[i]!, result_id: `${recs[i]!.job_uid}/odd-${i}`, start_time: start, end_time: start, ...over,
+    });
+    recs.push(
+      odd(0, '2026-11-20T10:00:00.000Z', { failure_reason: 'said "no" \\ then \'no\'\n\ttab \u0001\u001f ünïcødé 🎉 \u2028', result: 'fail' }),
+      odd(1, '2026-11-20T10:00:00.5Z', { failure_reason: null, test_case: 'tests/q"uote\\.py::test_Énergie_🎉', result: 'fail' }),
+      odd(2, '2026-11-20T10:00:00.010Z', { failure_reason: '', test_pack_sha: 'ÿ"\\', tags: { 'ключ': 'знач"ение' }, result: 'error' }),
+      odd(3, '2026-11-20T10:00:00.123456Z', { failure_reason: '{"json": [1, 2]}', result: 'fail' }), // microseconds: truncated to .123
+      odd(4, '2026-11-20T10:00:00.999999Z', { result: 'pass' }),
+      odd(5, '0050-06-01T00:00:00.001Z', { result: 'fail' }), // a two-digit year, which pg's parser fixes up
+      odd(6, '9999-12-31T23:59:59.999Z', { result: 'fail' }),
+    );
+    await results.put(recs);
+    const queries = [{}, { filter: 'result:fail' }, { filter: '-result:pass', sort: 'testcase:asc' }, { filter: 'testcase:tests/q*' },
+      { sort: 'date:asc' }, { filter: 'odd' }, { sort: 'duration:desc', limit: '3' }, { limit: '0' }];
+    const base = 'http://portal.example:8080';
+    const list = (rows: readonly Parameters<typeof presentResultSummary>[0][]): string => JSON.stringify(rows.map((r) => presentResultSummary(r, base, 'v2')));
+    // The times by string in a UTC session; through pg's parser in another zone.
+    const kolkata = new pg.Pool({ host: cluster.host, port: cluster.port, user: cluster.user, database: cluster.database, max: 1, options: '-c TimeZone=Asia/Kolkata' });
+    try {
+      for (const index of [results, new FarmResults(kolkata)]) {
+        for (const query of queries) {
+          const q = parseResultQuery(query, { limit: 2000 });
+          const want = list(await results.query(q));
+          expect(list(await index.querySummaries(q)), JSON.stringify(query)).to.equal(want);
+        }
+      }
+      const all = list(await results.querySummaries(parseResultQuery({}, { limit: 2000 })));
+      expect(all).to.include('"failure_reason":null').and.include('🎉').and.include('\\"no\\"').and.include('T10:00:00.123Z').and.include('"0050-06-01T00:00:00.001Z"');
+    } finally {
+      await kolkata.end();
+    }
+  });
+
+  it('timestamptz text becomes the ISO time pg`s parser and toISOString give', () => {
+    const parse = pg.types.getTypeParser(pg.types.builtins.TIMESTAMPTZ, 'text') as (t: string) => Date;
+    for (const t of ['2026-11-20 10:00:00+00', '2026-11-20 10:00:00.5+00', '2026-11-20 10:00:00.123456+00', '2026-11-20 10:00:00.09+00',
+      '0050-06-01 00:00:00.001+00', '2026-11-20 15:30:00.25+05:30', '2026-11-20 05:00:00-05', '1850-01-01 00:00:00+00:01:15',
+      '10000-01-01 00:00:00+00', '0044-03-15 12:00:00+00 BC']) {
+      expect(isoFromPg(t), t).to.equal(parse(t).toISOString());
+    }
+    // Every fraction of 1 to 6 digits the server writes (it drops trailing zeros); microseconds by a stride.
+    const fractions = [''];
+    for (let ms = 0; ms < 1000; ms++) fractions.push(String(ms).padStart(3, '0'));
+    for (let us = 0; us < 1_000_000; us += 7) fractions.push(String(us).padStart(6, '0'));
+    const bad = fractions.map((f) => `2026-11-20 10:00:00${f && '.' + f.replace(/0+$/, '')}+00`.replace(/\.\+/, '+'))
+      .filter((t) => isoFromPg(t) !== parse(t).toISOString());
+    expect(bad.slice(0, 5)).to.deep.equal([]);
   });
 });
