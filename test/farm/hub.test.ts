@@ -290,7 +290,7 @@ describe('farm hub (portal side of the node connections)', function () {
     expect(Number(rows[0]!.c)).to.equal(1);
   });
 
-  it('at least once: the welcome names the last node event recorded; an event recorded whose acknowledgement was lost, sent again, is stored and counted once', async () => {
+  it('at least once: the welcome names the last node event recorded; an event recorded whose acknowledgement was lost, sent again, is stored and counted once; a late event the portal drops counts as handled', async () => {
     const log = new PgEventLog({ pool: t.portal.pool, pruneIntervalMs: 0 });
     const detach = log.attach(t.portal.hub);
     try {
@@ -309,6 +309,7 @@ describe('farm hub (portal side of the node connections)', function () {
       ];
       for (const e of sent) n.event(e);
       const cursor = async () => (await db.query<{ event_id: string }>("SELECT event_id FROM node_event_cursors WHERE node_id = 'alo-1'")).rows[0]?.event_id;
+      const stored = async (id: string) => Number((await db.query<{ c: string }>("SELECT count(*) AS c FROM events_outbox WHERE node_id = 'alo-1' AND node_event_id = $1", [id])).rows[0]!.c);
       await waitFor(async () => (await cursor()) === 'mwu5x0-3', { what: 'the three events recorded', ...WAIT });
 
       // The node connects again (the new connection replaces the old; no fault rule): told the last recorded.
@@ -326,6 +327,21 @@ describe('farm hub (portal side of the node connections)', function () {
       expect(job.job.result_counts, 'the run.finished sent twice counts once').to.deep.equal({ pass: 1, fail: 0, error: 0, total: 1 });
       expect(job.state).to.equal('running');
       expect((await db.query("SELECT current_run FROM jobs WHERE job_uid = $1", [uid])).rows[0].current_run, 'the repeated run.started does not reopen the finished run').to.equal(null);
+
+      // The portal ends the job (the node lost); the node's late events of it are dropped, and count as handled.
+      back.kill();
+      await waitFor(async () => (await t.portal.jobs.get(uid))?.end_reason, { what: 'the job ended by the portal', ...WAIT });
+      const late = new SimNode({ ...n.o, job: { job_uid: uid, status: 'running' } });
+      nodes.push(late);
+      await online(late);
+      expect(late.welcome!.last_event_id).to.equal('mwu5x0-4');
+      late.event(ev(5, 'job.exited', { job_uid: uid, end_time: at, result_counts: { pass: 1, fail: 0, error: 0, total: 1 } }));
+      await waitFor(async () => (await cursor()) === 'mwu5x0-5', { what: 'the dropped late event counted as handled', ...WAIT });
+      expect(await stored('mwu5x0-5'), 'the late job.exited is not stored').to.equal(0);
+      const again = new SimNode({ ...n.o });
+      nodes.push(again);
+      await online(again);
+      expect(again.welcome!.last_event_id, 'not asked for again').to.equal('mwu5x0-5');
     } finally {
       detach();
       await log.close();
