@@ -7,6 +7,10 @@
  * SSE clients. Prints:
  *   - append throughput: `--events` (default 5,000) appends issued at once (group commit: those
  *     waiting for the outbox lock go in one INSERT), and one at a time (each awaited: a commit each);
+ *   - relayed node events: `--events` events of 10 nodes handed to the writer at once as the portal's hub
+ *     does (attach), stored with each node's cursor moved in the same transaction (at least once
+ *     delivery, docs/farm.md "The outbox"), against the same number of the hub's own events (no cursor),
+ *     each timed until the listener has read them all;
  *   - end to end latency: `--latency` (default 200) appends one at a time, each timed from the
  *     append call to its arrival at every SSE client (median, p90, max over all clients).
  * No targets: the issue sets none for events; the numbers are for comparison between runs.
@@ -16,6 +20,8 @@ import type { AddressInfo } from 'node:net';
 import Koa from 'koa';
 import pg from 'pg';
 import { migrate } from '../src/farm/db/migrate.js';
+import type { FarmEvent } from '../src/core/events.js';
+import type { EventOrigin } from '../src/farm/contract.js';
 import { OutboxListener, PgEventLog, farmStreamSource } from '../src/farm/events.js';
 import { EventStream } from '../src/http/events.js';
 import { silentLogger } from '../src/logger.js';
@@ -98,6 +104,35 @@ async function main(): Promise<void> {
     for (let i = 0; i < one; i++) await writer.append('reservation.made', 'bench-node', made(-100000 - i, 0));
     s = (performance.now() - t0) / 1000;
     console.log(`append, ${one} one at a time: ${s.toFixed(2)} s, ${Math.round(one / s)} events/s (${((s * 1000) / one).toFixed(2)} ms each)`);
+
+    // Relayed events, as the hub hands them: the node's own (moving its cursor) against the hub's own (no cursor).
+    const listeners = new Set<(e: FarmEvent, from?: EventOrigin) => void>();
+    writer.attach({ onEvent: (fn) => (listeners.add(fn), () => listeners.delete(fn)) });
+    const relay = async (from: EventOrigin, boot: string) => {
+      const before = listener.published;
+      const t = performance.now();
+      for (let i = 1; i <= EVENTS; i++) {
+        const node = `bench-${i % 10}`;
+        const e = { id: `${boot}-${i}`, type: 'key.pressed', time: '2030-01-01T10:00:00.000Z', data: { node_id: node, key: 'KEY_OK', remote: 'r', hold_ms: 0, source: 'api', username: 'bench', result_id: null } } as FarmEvent;
+        for (const fn of listeners) fn(e, from);
+      }
+      while (listener.published - before < EVENTS) await new Promise((r) => setTimeout(r, 2));
+      return (performance.now() - t) / 1000;
+    };
+    // Twice each, alternated, so neither side gets the warm-up alone.
+    let own = 0;
+    let nodes = 0;
+    for (const round of [1, 2]) {
+      own += await relay('portal', `p${round}`);
+      nodes += await relay('node', `n${round}`);
+    }
+    own /= 2;
+    nodes /= 2;
+    const { rows: cursors } = await reader.query<{ n: string }>('SELECT count(*) AS n FROM node_event_cursors');
+    console.log(
+      `relayed, ${EVENTS} at once, read back by the listener (mean of 2 alternated rounds): the hub's own ${own.toFixed(2)} s (${Math.round(EVENTS / own)} events/s); ` +
+        `the nodes' own, cursors moved ${nodes.toFixed(2)} s (${Math.round(EVENTS / nodes)} events/s), ratio ${(nodes / own).toFixed(2)}; ${cursors[0]!.n} cursors`,
+    );
 
     // End to end latency, append call -> each SSE client.
     for (let i = 1; i <= LATENCY; i++) {

@@ -3,15 +3,19 @@
  * throwaway PostgreSQL for N minutes, with CI-like clients in a loop (reserve
  * with a lease, run_tests, await_completion, the job, its results, every
  * artifact checked against its md5, results.xml, end the reservation) while
- * nodes are SIGKILLed and restarted and the portal is restarted (SIGKILL and
- * SIGTERM in turn). At the end, with everything back up and the clients
+ * nodes are SIGKILLed and restarted, the portal is restarted (SIGKILL and
+ * SIGTERM in turn), PostgreSQL is restarted (`pg_ctl restart -m fast`, and
+ * every other time stopped for a few seconds first), and a node is paused
+ * with SIGSTOP past the heartbeat limit, then continued. At the end, with everything back up and the clients
  * stopped: every job ended, every exited job's results in the farm index
  * exactly once, every result a node holds in the index, no live reservation,
- * every node online. Prints the portal's RSS, open fds, heap (after a GC) and
+ * every node online, no node event twice in the outbox, each paused node back
+ * online after its SIGCONT, no 500. Prints the portal's RSS, open fds, heap (after a GC) and
  * PostgreSQL connections over time. Exit 1 when an invariant fails.
  *
  *   node --import tsx bench/soak/farm-soak.ts [--minutes 10] [--clients 4]
- *     [--node-kill-secs 40] [--portal-restart-secs 90] [--sample-secs 20]
+ *     [--node-kill-secs 40] [--portal-restart-secs 90] [--pg-restart-secs 75]
+ *     [--node-pause-secs 60] [--sample-secs 20]
  */
 import { createHash } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -39,6 +43,8 @@ const MINUTES = arg('minutes', 10);
 const CLIENTS = arg('clients', 4);
 const NODE_KILL_SECS = arg('node-kill-secs', 40);
 const PORTAL_RESTART_SECS = arg('portal-restart-secs', 90);
+const PG_RESTART_SECS = arg('pg-restart-secs', 75);
+const NODE_PAUSE_SECS = arg('node-pause-secs', 60);
 const SAMPLE_SECS = arg('sample-secs', 20);
 const NODES = ['soak-a', 'soak-b', 'soak-c'];
 const MEM_PROBE = fileURLToPath(new URL('../lib/mem-probe.mjs', import.meta.url));
@@ -85,6 +91,8 @@ async function main(): Promise<void> {
   const cluster = await startPostgres();
   // Named, so the connection count leaves this soak's own out.
   const db = new pg.Pool({ connectionString: connectionString(cluster), max: 2, application_name: 'farm-soak' });
+  // PostgreSQL is restarted under the soak: an idle client losing its server must not end it.
+  db.on('error', () => undefined);
   const pack = await makeTestPack(SOAK_FILES);
   const procs = new Set<Spawned>();
   const problems: string[] = [];
@@ -293,7 +301,7 @@ async function main(): Promise<void> {
         // the portal is being restarted: no sample this time
       }
     };
-    const faults = { nodeKills: 0, portalRestarts: 0 };
+    const faults = { nodeKills: 0, portalRestarts: 0, pgRestarts: 0, nodePauses: 0 };
     // Faults stop in the last 40 % of the run: the last portal generation shows the trend alone.
     const faultsEnd = t0 + MINUTES * 60_000 * 0.6;
     const nodeKiller = async () => {
@@ -331,6 +339,60 @@ async function main(): Promise<void> {
         log(`portal restarted (generation ${generation})`);
       }
     };
+    // PostgreSQL restarted under the portal: every connection cut; every other time it stays down a few seconds.
+    const pgRestarter = async () => {
+      let k = 0;
+      while (!stopping && Date.now() < faultsEnd) {
+        await sleep(PG_RESTART_SECS * 1000 * (0.5 + Math.random()));
+        if (stopping || Date.now() >= faultsEnd) break;
+        const down = k++ % 2 === 1;
+        if (down) {
+          await cluster.stopServer('fast');
+          log('PostgreSQL stopped');
+          await sleep(3000 + Math.random() * 4000);
+          await cluster.startServer();
+        } else await cluster.restart('fast');
+        faults.pgRestarts++;
+        log(down ? 'PostgreSQL started again' : 'PostgreSQL restarted');
+      }
+    };
+    // A node paused (SIGSTOP) until the portal has it offline (3 heartbeats), then continued: it must come back online.
+    const isOnline = async (id: string) => (await db.query<{ online: boolean }>('SELECT online FROM nodes WHERE node_id = $1', [id]).catch(() => undefined))?.rows[0]?.online;
+    const nodePauser = async () => {
+      let k = 0;
+      while (!stopping && Date.now() < faultsEnd) {
+        await sleep(NODE_PAUSE_SECS * 1000 * (0.5 + Math.random()));
+        if (stopping || Date.now() >= faultsEnd) break;
+        const id = NODES[NODES.length - 1 - (k++ % NODES.length)]!;
+        const proc = nodes.get(id)!.proc;
+        if (!proc) continue;
+        try {
+          process.kill(-proc.pid, 'SIGSTOP');
+        } catch {
+          continue; // killed by the node killer meanwhile
+        }
+        faults.nodePauses++;
+        log(`SIGSTOP node ${id}`);
+        // Offline by the portal's heartbeat limit (the database may be restarting: then past twice the limit).
+        const limitEnd = Date.now() + 60_000;
+        while (Date.now() < limitEnd && (await isOnline(id)) !== false) await sleep(500);
+        await sleep(1000);
+        try {
+          process.kill(-proc.pid, 'SIGCONT');
+        } catch {
+          // killed meanwhile: the node killer restarts it
+        }
+        log(`SIGCONT node ${id}`);
+        const backEnd = Date.now() + 120_000;
+        while (!(await onlineNodes()).includes(id)) {
+          if (Date.now() > backEnd) {
+            problems.push(`node ${id} not online 120 s after its SIGCONT`);
+            break;
+          }
+          await sleep(500);
+        }
+      }
+    };
     const sampler = async () => {
       while (!stopping) {
         await sample();
@@ -339,7 +401,7 @@ async function main(): Promise<void> {
     };
 
     const sampling = sampler();
-    const background = [nodeKiller(), portalRestarter()];
+    const background = [nodeKiller(), portalRestarter(), pgRestarter(), nodePauser()];
     await Promise.all(Array.from({ length: CLIENTS }, (_, k) => clientLoop(k)));
     await Promise.all(background);
     await sample();
@@ -406,6 +468,23 @@ async function main(): Promise<void> {
       );
       return Number(rows[0]!.live) || Number(rows[0]!.stale) ? `${rows[0]!.live} live, ${rows[0]!.stale} ended but still holding a node` : undefined;
     });
+    // Node events are delivered at least once and stored once: no job event twice in the outbox (whoever made it:
+    // the node, its restart's recovery, or the portal's fault rule, whose later node events are dropped).
+    const { rows: twice } = await db.query<{ job_uid: string; type: string; result_id: string | null; n: string }>(
+      `SELECT data->>'job_uid' AS job_uid, type, data->>'result_id' AS result_id, count(*) AS n
+         FROM events_outbox WHERE type IN ('job.started', 'run.started', 'run.finished', 'job.exited')
+        GROUP BY 1, 2, 3 HAVING count(*) > 1`,
+    );
+    if (twice.length) problems.push(`node events twice in the outbox: ${twice.slice(0, 5).map((r) => `${r.type} ${r.result_id ?? r.job_uid} x${r.n}`).join(', ')}`);
+    // Jobs their node ended (no end_reason) and whose job.exited is in the outbox: with it, one run.finished per result.
+    const { rows: outboxJobs } = await db.query<{ job_uid: string; total: number; finished: string; exited: string; started: string }>(
+      `SELECT j.job_uid, (j.job->'result_counts'->>'total')::int AS total,
+              count(*) FILTER (WHERE o.type = 'run.finished') AS finished, count(*) FILTER (WHERE o.type = 'job.exited') AS exited,
+              count(*) FILTER (WHERE o.type = 'job.started') AS started
+         FROM jobs j JOIN events_outbox o ON o.data->>'job_uid' = j.job_uid AND o.node_id = j.node_id
+        WHERE j.state = 'exited' AND j.end_reason IS NULL GROUP BY j.job_uid, j.job`,
+    );
+    const complete = outboxJobs.filter((r) => Number(r.started) === 1 && Number(r.exited) === 1 && Number(r.finished) === r.total).length;
     const fiveHundreds = [...stats.statuses].filter(([k]) => / 500$/.test(k));
     if (fiveHundreds.length) problems.push(`answers of 500: ${fiveHundreds.map(([k, v]) => `${k} x${v}`).join(', ')}`);
 
@@ -416,7 +495,10 @@ async function main(): Promise<void> {
               (SELECT count(*) FROM results WHERE failure_reason LIKE '%went offline%') AS offline`,
     );
     console.log('');
-    console.log(`farm soak: ${MINUTES} min, ${CLIENTS} clients, 3 nodes; ${faults.nodeKills} node SIGKILLs, ${faults.portalRestarts} portal restarts`);
+    console.log(
+      `farm soak: ${MINUTES} min, ${CLIENTS} clients, 3 nodes; ${faults.nodeKills} node SIGKILLs, ${faults.portalRestarts} portal restarts, ` +
+        `${faults.pgRestarts} PostgreSQL restarts, ${faults.nodePauses} node pauses (SIGSTOP past the heartbeat limit, SIGCONT); load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`,
+    );
     console.log(`  client iterations ${stats.iterations}, completed ${stats.completed}, reservations ${stats.reserved}, jobs started ${started.size}`);
     console.log(`  artifacts downloaded and md5-checked ${stats.artifacts} (${(stats.artifactBytes / 2 ** 20).toFixed(1)} MiB), results.xml ${stats.xml}`);
     console.log(`  farm index: ${totals[0]!.jobs} jobs, ${totals[0]!.results} results (${totals[0]!.errors} errors, ${totals[0]!.offline} of them runs lost with a killed node)`);
@@ -438,9 +520,12 @@ async function main(): Promise<void> {
       );
     }
     const { rows: ended } = await db.query<{ n: string }>('SELECT count(*) AS n FROM jobs WHERE end_reason IS NOT NULL');
+    console.log(
+      `  outbox: ${complete} of ${outboxJobs.length} jobs their node ended have job.started, job.exited and one run.finished per counted run, once each; job events stored twice: ${twice.length}`,
+    );
     console.log(`  jobs the portal ended (node offline): ${ended[0]!.n}; of them with more results indexed than the portal's result_counts: ${undercounted.length ? undercounted.join(', ') : 'none'}`);
     console.log('');
-    console.log(problems.length ? `INVARIANTS FAILED (${problems.length}):` : 'invariants: every job ended; every exited job\'s results indexed exactly once; every node result indexed; no result lost; no live reservation; no 500');
+    console.log(problems.length ? `INVARIANTS FAILED (${problems.length}):` : 'invariants: every job ended; every exited job\'s results indexed exactly once; every node result indexed; no result lost; no live reservation; no job event twice in the outbox; every paused node back online; no 500');
     for (const p of problems) console.log(`  PROBLEM ${p}`);
     process.exitCode = problems.length ? 1 : 0;
   } finally {

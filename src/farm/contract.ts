@@ -73,6 +73,20 @@ export interface NodeLink {
   snapshot: Record<string, unknown> | null;
 }
 
+/** Who made an event the hub publishes: the node (relayed, with the node's own id) or the portal. */
+export type EventOrigin = 'node' | 'portal';
+
+/**
+ * Where the hub's node events are recorded (the outbox, events.ts): what the welcome tells a node, and where
+ * the events the hub drops on purpose are counted as handled.
+ */
+export interface NodeEventRecorder {
+  /** The id of the last of this node's own events recorded (or dropped on purpose); null when none. */
+  lastRecorded(nodeId: string): Promise<string | null>;
+  /** A node event the hub dropped on purpose (a late event of a job the portal ended): handled, not stored. */
+  dropped(e: FarmEvent): void;
+}
+
 export interface FarmHub {
   /** The node's link, or undefined for a node that never connected since the portal started. */
   link(nodeId: string): NodeLink | undefined;
@@ -82,8 +96,11 @@ export interface FarmHub {
    * when the node is not connected. `signal` aborts it (the client went away).
    */
   forward(nodeId: string, req: ForwardRequest, signal?: AbortSignal): Promise<ForwardResponse>;
-  /** Every event a node publishes (job.started, run.finished, ...), and node.online/node.offline from the hub itself. */
-  onEvent(listener: (e: FarmEvent) => void): () => void;
+  /**
+   * Every event a node publishes (job.started, run.finished, ...), and node.online/node.offline from the hub itself.
+   * `from` says which: 'node' for the node's own events (their id is the node's), 'portal' for the hub's.
+   */
+  onEvent(listener: (e: FarmEvent, from?: EventOrigin) => void): () => void;
 }
 
 /** A reservation as the farm keeps it (the spec's Reservation, without the presentation fields). */

@@ -8,6 +8,9 @@
  *   outbox, whichever portal they reach. A node's own id (`<boot>-<n>`) is
  *   kept in the `node_event_id` column only, so a node event relayed twice is
  *   stored once; the payload is the node's, unchanged.
+ * - Node events arrive at least once: each node's cursor (`node_event_cursors`,
+ *   the last of its own events recorded) moves in the transaction that stores
+ *   the event; the hub's welcome tells the node, which sends the rest again.
  * - Appends take a transaction-scoped advisory lock, so rows commit in `seq`
  *   order: a reader that has seen `seq` n never finds a smaller one later
  *   (bigserial alone does not promise that). Appends waiting for the lock are
@@ -25,7 +28,8 @@ import pg from 'pg';
 import type { EventType, FarmEvent, MissedReason, Subscription } from '../core/events.js';
 import type { Logger } from '../core/ports.js';
 import type { EventStreamSource } from '../http/events.js';
-import type { FarmEventLog, FarmHub } from './contract.js';
+import type { EventOrigin, FarmEventLog, FarmHub, NodeEventRecorder } from './contract.js';
+import { nodeEventOrder } from './protocol.js';
 
 /** The NOTIFY channel; the payload is the highest seq the transaction wrote. */
 export const FARM_EVENTS_CHANNEL = 'farm_events';
@@ -44,6 +48,10 @@ export interface OutboxEntry {
   time?: string | undefined;
   /** The node's own event id, for relayed events: the same node event is stored once. */
   nodeEventId?: string | undefined;
+  /** The node's own event (not the hub's): recording it moves the node's cursor (node_event_cursors) in the same transaction. */
+  fromNode?: boolean | undefined;
+  /** Store nothing, only move the node's cursor past it (an event the hub dropped on purpose). */
+  cursorOnly?: boolean | undefined;
 }
 
 export interface PgEventLogOptions {
@@ -81,6 +89,8 @@ export class PgEventLog implements FarmEventLog {
   private closed = false;
   private droppedCount = 0;
   private idle: Array<() => void> = [];
+  /** Nodes one of whose events was dropped from the queue: their cursor stays where it was, so they send it again. */
+  private readonly holed = new Set<string>();
 
   constructor(private readonly o: PgEventLogOptions) {}
 
@@ -116,11 +126,23 @@ export class PgEventLog implements FarmEventLog {
    * Relay every event of the hub (each node's events, node.online/offline) into the outbox, with the
    * node's time and id. Written in order, retried while PostgreSQL is unreachable. Returns `detach`.
    */
-  attach(hub: Pick<FarmHub, 'onEvent'>): () => void {
-    return hub.onEvent((e: FarmEvent) => {
-      const entry: OutboxEntry = { type: e.type, nodeId: e.data.node_id, data: e.data, time: e.time, nodeEventId: e.id };
-      this.enqueue(entry, true).catch((err: unknown) => this.o.logger?.error({ err, event: e.id, type: e.type }, 'farm event not written to the outbox'));
-    });
+  attach(hub: Pick<FarmHub, 'onEvent'> & { useRecorder?: (r: NodeEventRecorder) => void }): () => void {
+    hub.useRecorder?.({ lastRecorded: (nodeId) => this.lastRecorded(nodeId), dropped: (e) => this.relay(e, 'node', true) });
+    return hub.onEvent((e, from) => this.relay(e, from ?? 'portal', false));
+  }
+
+  /**
+   * The id of the last of a node's own events recorded (or dropped by the hub on purpose), from its cursor, which
+   * moves in the transaction that stores the event: what the welcome tells the node (it sends the rest again).
+   */
+  async lastRecorded(nodeId: string): Promise<string | null> {
+    const { rows } = await this.o.pool.query<{ event_id: string }>('SELECT event_id FROM node_event_cursors WHERE node_id = $1', [nodeId]);
+    return rows[0]?.event_id ?? null;
+  }
+
+  private relay(e: FarmEvent, from: EventOrigin, cursorOnly: boolean): void {
+    const entry: OutboxEntry = { type: e.type, nodeId: e.data.node_id, data: e.data, time: e.time, nodeEventId: e.id, fromNode: from === 'node', cursorOnly };
+    this.enqueue(entry, true).catch((err: unknown) => this.o.logger?.error({ err, event: e.id, type: e.type }, 'farm event not written to the outbox'));
   }
 
   /** Start the retention timer (and prune once now). */
@@ -199,6 +221,7 @@ export class PgEventLog implements FarmEventLog {
         if (i >= 0) {
           const [old] = this.queue.splice(i, 1);
           this.droppedCount++;
+          if (old!.e.fromNode && old!.e.nodeId) this.holed.add(old!.e.nodeId);
           old!.reject(new Error('dropped: the outbox could not be written for too long'));
         }
       }
@@ -242,7 +265,8 @@ export class PgEventLog implements FarmEventLog {
     const client = await this.o.pool.connect();
     try {
       await client.query('BEGIN');
-      await this.appendIn(client, entries);
+      await this.moveCursors(client, entries);
+      await this.appendIn(client, entries.filter((e) => !e.cursorOnly));
       await client.query('COMMIT');
     } catch (err) {
       await client.query('ROLLBACK').catch(() => undefined);
@@ -250,6 +274,31 @@ export class PgEventLog implements FarmEventLog {
     } finally {
       client.release();
     }
+  }
+
+  /**
+   * Move each node's cursor to the last of its own events in `entries` (never back: a node event sent again
+   * after a later one was recorded leaves it). Before appendIn, which takes the outbox's lock last.
+   */
+  private async moveCursors(client: pg.ClientBase, entries: readonly OutboxEntry[]): Promise<void> {
+    const last = new Map<string, { at: [number, number]; id: string }>();
+    for (const e of entries) {
+      if (!e.fromNode || e.nodeId === null || !e.nodeEventId || this.holed.has(e.nodeId)) continue;
+      const at = nodeEventOrder(e.nodeEventId);
+      if (!at) continue;
+      const had = last.get(e.nodeId);
+      if (!had || at[0] > had.at[0] || (at[0] === had.at[0] && at[1] > had.at[1])) last.set(e.nodeId, { at, id: e.nodeEventId });
+    }
+    if (last.size === 0) return;
+    // In node order, so two portals' transactions lock the rows in the same order.
+    const nodes = [...last.keys()].sort();
+    await client.query(
+      `INSERT INTO node_event_cursors AS c (node_id, boot, n, event_id)
+       SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[])
+       ON CONFLICT (node_id) DO UPDATE SET boot = EXCLUDED.boot, n = EXCLUDED.n, event_id = EXCLUDED.event_id, updated_at = now()
+        WHERE (c.boot, c.n) < (EXCLUDED.boot, EXCLUDED.n)`,
+      [nodes, nodes.map((n) => last.get(n)!.at[0]), nodes.map((n) => last.get(n)!.at[1]), nodes.map((n) => last.get(n)!.id)],
+    );
   }
 }
 

@@ -22,7 +22,7 @@ import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import { FarmError } from '../core/errors.js';
 import type { EventPayloads, EventType, FarmEvent } from '../core/events.js';
 import type { Logger } from '../core/ports.js';
-import type { FarmHub, ForwardRequest, ForwardResponse, NodeCredentials, NodeLink } from './contract.js';
+import type { EventOrigin, FarmHub, ForwardRequest, ForwardResponse, NodeCredentials, NodeEventRecorder, NodeLink } from './contract.js';
 import {
   CLOSE_REPLACED,
   CONNECT_PATH,
@@ -129,7 +129,8 @@ interface Entry {
 export class PortalHub implements FarmHub {
   private readonly wss: WebSocketServer;
   private readonly entries = new Map<string, Entry>();
-  private readonly listeners = new Set<(e: FarmEvent) => void>();
+  private readonly listeners = new Set<(e: FarmEvent, from: EventOrigin) => void>();
+  private recorder: NodeEventRecorder | undefined;
   private readonly now: () => number;
   private readonly maxBuffered: number;
   private readonly boot: string;
@@ -192,9 +193,18 @@ export class PortalHub implements FarmHub {
     return [...this.entries.values()].map((e) => ({ ...e.link }));
   }
 
-  onEvent(listener: (e: FarmEvent) => void): () => void {
+  onEvent(listener: (e: FarmEvent, from: EventOrigin) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
+  }
+
+  /**
+   * Where the node events are recorded (the outbox): from then on each welcome carries `last_event_id`, the
+   * last of the node's events recorded, and the node passes on its events after it (at least once; the outbox
+   * stores a node event once). Without one (a portal with no outbox) the welcome has no such field.
+   */
+  useRecorder(recorder: NodeEventRecorder): void {
+    this.recorder = recorder;
   }
 
   /** Resolves when every node's pending database work is done (tests, close). */
@@ -451,7 +461,10 @@ export class PortalHub implements FarmHub {
     this.enqueue(entry, async () => {
       await this.o.pool.query(`UPDATE nodes SET online = true, offline_reason = NULL, version = $2, last_seen = $3 WHERE node_id = $1`, [nodeId, hello.version, seen]);
       const ended = (await this.o.jobs?.reconcile(nodeId, hello.job, hello.snapshot.job)) ?? [];
-      if (entry.conn === conn) conn.send({ t: 'welcome', protocol: PROTOCOL_VERSION, heartbeat_secs: this.o.heartbeatSecs, ended_jobs: ended });
+      // Read after the node's earlier events on this chain were handled: events of them still on their way to the
+      // outbox are sent again by the node and stored once (the unique key).
+      const last = this.recorder ? { last_event_id: await this.recorder.lastRecorded(nodeId) } : {};
+      if (entry.conn === conn) conn.send({ t: 'welcome', protocol: PROTOCOL_VERSION, heartbeat_secs: this.o.heartbeatSecs, ended_jobs: ended, ...last });
     }, () => {
       entry.dirty = true; // the next flush writes the state
       conn.ws.close(1011, 'the portal could not record the connection');
@@ -470,7 +483,7 @@ export class PortalHub implements FarmHub {
     const e = { ...event, data: { ...event.data, node_id: nodeId } } as FarmEvent;
     const jobs = this.o.jobs;
     if (!jobs) {
-      this.publish(e);
+      this.publish(e, 'node');
       return;
     }
     // Recorded first, then published (in the node's order, on its chain): the late events of a job the portal
@@ -481,8 +494,12 @@ export class PortalHub implements FarmHub {
       try {
         current = (await this.untilDatabaseBack(() => jobs.record(e))) !== false;
       } finally {
-        if (current) this.publish(e);
-        else this.o.logger.info({ node: nodeId, type: e.type, job: (e.data as { job_uid?: string }).job_uid }, 'dropped a late event of a job the portal ended');
+        if (current) this.publish(e, 'node');
+        else {
+          this.o.logger.info({ node: nodeId, type: e.type, job: (e.data as { job_uid?: string }).job_uid }, 'dropped a late event of a job the portal ended');
+          // Handled all the same: the node is not asked for it again.
+          this.recorder?.dropped(e);
+        }
       }
     });
   }
@@ -645,13 +662,13 @@ export class PortalHub implements FarmHub {
   }
 
   private emit<T extends EventType>(type: T, nodeId: string, data: EventPayloads[T]): void {
-    this.publish({ id: `${this.boot}-${++this.seq}`, type, time: new Date(this.now()).toISOString(), data: { ...data, node_id: nodeId } });
+    this.publish({ id: `${this.boot}-${++this.seq}`, type, time: new Date(this.now()).toISOString(), data: { ...data, node_id: nodeId } }, 'portal');
   }
 
-  private publish(e: FarmEvent): void {
+  private publish(e: FarmEvent, from: EventOrigin): void {
     for (const fn of [...this.listeners]) {
       try {
-        fn(e);
+        fn(e, from);
       } catch (err) {
         this.o.logger.error({ err, event: e.id }, 'a hub event listener failed');
       }

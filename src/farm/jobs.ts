@@ -23,7 +23,7 @@ import type { EventPayloads, EventType, FarmEvent, JobStartedData, RunStartedDat
 import type { ResultCounts, ResultRecord } from '../core/model.js';
 import type { Logger } from '../core/ports.js';
 import type { HubJobs } from './hub.js';
-import type { Hello } from './protocol.js';
+import { nodeEventOrder, type Hello } from './protocol.js';
 
 /** The Job fields kept per row (the v2 Job object without job_uid and job_url, which are derived). */
 export interface StoredJob {
@@ -60,6 +60,12 @@ export interface FarmJobsOptions {
 
 const zeroCounts = (): ResultCounts => ({ pass: 0, fail: 0, error: 0, total: 0 });
 
+/**
+ * The row has not yet been changed by this node event or a later one (`p` holds the event's {boot, n}; null for an
+ * id of another form, which is always applied).
+ */
+const newer = (p: string) => `(${p}::bigint[] IS NULL OR last_node_event IS NULL OR last_node_event < ${p}::bigint[])`;
+
 export class FarmJobs implements HubJobs {
   constructor(private readonly o: FarmJobsOptions) {}
 
@@ -80,6 +86,9 @@ export class FarmJobs implements HubJobs {
 
   /** Apply one event; false when it changed no row (an unknown or ended job), undefined when it is not a job event. */
   private async apply(e: FarmEvent, nodeId: string): Promise<boolean | undefined> {
+    // The event's place among the node's events: a row already changed by it (or a later one) is left alone, so
+    // an event the node sends again (at least once, docs/farm.md "The outbox") counts once.
+    const at = nodeEventOrder(e.id);
     switch (e.type) {
       case 'job.started': {
         const d = e.data as JobStartedData & { node_id: string };
@@ -88,19 +97,19 @@ export class FarmJobs implements HubJobs {
         const { node_id: _n, ...request } = d;
         // DO NOTHING: a job the portal already knows (and maybe ended) is never reopened.
         const r = await this.o.pool.query(
-          `INSERT INTO jobs (job_uid, node_id, username, state, request, created_at, job)
-           VALUES ($1, $2, $3, 'running', $4, $5, $6) ON CONFLICT (job_uid) DO NOTHING`,
-          [d.job_uid, nodeId, d.username, JSON.stringify(request), d.start_time, JSON.stringify(job)],
+          `INSERT INTO jobs (job_uid, node_id, username, state, request, created_at, job, last_node_event)
+           VALUES ($1, $2, $3, 'running', $4, $5, $6, $7) ON CONFLICT (job_uid) DO NOTHING`,
+          [d.job_uid, nodeId, d.username, JSON.stringify(request), d.start_time, JSON.stringify(job), at],
         );
         return (r.rowCount ?? 0) > 0;
       }
       case 'run.started': {
         const d = e.data as RunStartedData;
-        const r = await this.o.pool.query(`UPDATE jobs SET current_run = $2 WHERE job_uid = $1 AND node_id = $3 AND state = 'running'`, [
-          d.job_uid,
-          JSON.stringify({ result_id: d.result_id, test_case: d.test_case, start_time: d.start_time }),
-          nodeId,
-        ]);
+        const r = await this.o.pool.query(
+          `UPDATE jobs SET current_run = $2, last_node_event = coalesce($4, last_node_event)
+           WHERE job_uid = $1 AND node_id = $3 AND state = 'running' AND ${newer('$4')}`,
+          [d.job_uid, JSON.stringify({ result_id: d.result_id, test_case: d.test_case, start_time: d.start_time }), nodeId, at],
+        );
         return (r.rowCount ?? 0) > 0;
       }
       case 'run.finished': {
@@ -109,9 +118,10 @@ export class FarmJobs implements HubJobs {
           `UPDATE jobs SET
              current_run = CASE WHEN current_run->>'result_id' = $2 THEN NULL ELSE current_run END,
              job = jsonb_set(jsonb_set(job, ARRAY['result_counts', $3], to_jsonb(coalesce((job->'result_counts'->>$3)::int, 0) + 1)),
-                             '{result_counts,total}', to_jsonb(coalesce((job->'result_counts'->>'total')::int, 0) + 1))
-           WHERE job_uid = $1 AND node_id = $4 AND state = 'running'`,
-          [d.job_uid, d.result_id, d.result, nodeId],
+                             '{result_counts,total}', to_jsonb(coalesce((job->'result_counts'->>'total')::int, 0) + 1)),
+             last_node_event = coalesce($5, last_node_event)
+           WHERE job_uid = $1 AND node_id = $4 AND state = 'running' AND ${newer('$5')}`,
+          [d.job_uid, d.result_id, d.result, nodeId, at],
         );
         return (r.rowCount ?? 0) > 0;
       }
@@ -122,9 +132,10 @@ export class FarmJobs implements HubJobs {
         // restart: its replayed job.exited brings the real end time and counts). One the portal ended
         // (end_reason set) keeps the portal's account, and the stale event is dropped (false).
         const r = await this.o.pool.query(
-          `UPDATE jobs SET state = 'exited', ended_at = coalesce($2::timestamptz, now()), current_run = NULL, job = coalesce(job, '{}') || $3::jsonb
-           WHERE job_uid = $1 AND node_id = $4 AND (state = 'running' OR end_reason IS NULL)`,
-          [d.job_uid, d.end_time, JSON.stringify(patch), nodeId],
+          `UPDATE jobs SET state = 'exited', ended_at = coalesce($2::timestamptz, now()), current_run = NULL, job = coalesce(job, '{}') || $3::jsonb,
+                  last_node_event = coalesce($5, last_node_event)
+           WHERE job_uid = $1 AND node_id = $4 AND (state = 'running' OR end_reason IS NULL) AND ${newer('$5')}`,
+          [d.job_uid, d.end_time, JSON.stringify(patch), nodeId, at],
         );
         return (r.rowCount ?? 0) > 0;
       }

@@ -30,6 +30,7 @@ import {
   DELEGATE_HEADER,
   encodeChunk,
   MISSED_HEARTBEATS_OFFLINE,
+  nodeEventOrder,
   ON_BEHALF_HEADER,
   PROTOCOL_VERSION,
   RECONNECT_CAP_MS,
@@ -145,8 +146,13 @@ export class PortalLink {
   /** Heartbeat ticks since the portal was last heard from (any message or pong). */
   private silentTicks = 0;
   private lastSnapshot: string | undefined;
-  /** The last event handed to a socket; the next connection resumes after it. */
+  /**
+   * The last event handed to a socket: the next connection resumes after it when the portal's welcome does
+   * not say which of the node's events it has recorded (an older portal).
+   */
   private lastEventId: string | undefined;
+  /** Events gone from the buffer before a portal recorded them (the portal was away longer than the buffer holds). */
+  private lostCount = 0;
   /** The last failure logged at warn level; repeats go to debug (a portal down for a day is one line, not thousands). */
   private lastFailure: string | undefined;
   private readonly inflight = new Map<number, Forwarded>();
@@ -186,6 +192,11 @@ export class PortalLink {
    */
   get replaced(): string | undefined {
     return this.replacedBy;
+  }
+
+  /** Events the portal never got: gone from the node's buffer (events.buffer_size) before it recorded them. */
+  get eventsLost(): number {
+    return this.lostCount;
   }
 
   /** Times a forwarded answer was paused because the socket's queue was full (backpressure engaged). */
@@ -352,7 +363,7 @@ export class PortalLink {
     this.silentTicks = 0;
     this.heartbeatTimer = setInterval(() => this.heartbeat(ws), this.heartbeatSecs * 1000);
     this.refreshTimer = setInterval(() => this.scheduleSnapshot(), this.o.snapshotRefreshMs ?? 30_000);
-    this.replayEvents(ws);
+    this.replayEvents(ws, w.last_event_id);
     for (const uid of w.ended_jobs ?? []) void this.endJob(uid);
   }
 
@@ -389,11 +400,27 @@ export class PortalLink {
     this.scheduleSnapshot();
   }
 
-  /** Events published while no portal listened, from the hub's buffer (bounded: the oldest may be gone). */
-  private replayEvents(ws: WebSocket): void {
-    // The first connection gets every event since the node started (those of start-up's recovery too).
-    const r = this.lastEventId === undefined ? { events: this.o.events.buffered(), missed: null } : this.o.events.since(this.lastEventId);
-    if (r.missed) this.o.logger.warn({ reason: r.missed.reason, last_event_id: r.missed.last_event_id }, 'events published while the portal was unreachable are gone from the buffer (events.buffer_size); passing on those kept');
+  /**
+   * Every event the portal has not recorded, from the hub's buffer (bounded: the oldest may be gone). The welcome
+   * names the last event the portal recorded (`recorded`): the node sends those after it, so an event handed to a
+   * socket in the instant the portal died is sent again (the portal stores it once). An older portal says
+   * nothing (undefined): the node resumes after the last event it handed to a socket.
+   */
+  private replayEvents(ws: WebSocket, recorded: string | null | undefined): void {
+    const from = recorded === undefined ? this.lastEventId : recorded ?? undefined;
+    // None recorded, or a first connection to an older portal: every event since the node started (start-up's recovery too).
+    const r = from === undefined ? { events: this.o.events.buffered(), missed: null } : this.o.events.since(from);
+    if (r.missed?.reason === 'restarted') {
+      // The portal's last is of an earlier run of this node: what that run sent, it sent; this run's events all go.
+      this.o.logger.debug({ last_event_id: r.missed.last_event_id }, "the portal's last recorded event is of an earlier run of this node; passing on this run's events");
+    } else if (r.missed) {
+      const lost = lostBetween(r.missed.last_event_id, r.missed.oldest_event_id);
+      if (lost !== null) this.lostCount += lost;
+      this.o.logger.warn(
+        { reason: r.missed.reason, last_event_id: r.missed.last_event_id, oldest_event_id: r.missed.oldest_event_id, lost },
+        'events published while the portal was unreachable are gone from the buffer (events.buffer_size) before the portal recorded them; passing on those kept',
+      );
+    }
     for (const e of r.events) this.sendEvent(ws, e);
     if (r.events.length) this.scheduleSnapshot();
   }
@@ -533,6 +560,14 @@ export class PortalLink {
     if (ws.readyState !== WebSocket.OPEN) return;
     ws.send(JSON.stringify(m), () => this.drained(ws));
   }
+}
+
+/** How many events lie between two ids of one run (`<boot>-<n>`): those a resume missed; null when unknown. */
+function lostBetween(last: string, oldest: string | null): number | null {
+  const a = nodeEventOrder(last);
+  const b = oldest === null ? null : nodeEventOrder(oldest);
+  if (!a || !b || a[0] !== b[0]) return null;
+  return Math.max(0, b[1] - a[1] - 1);
 }
 
 function describeError(e: unknown): string {

@@ -80,6 +80,14 @@ export interface Welcome {
    * the node stops any of them still running, and never reports them as running again.
    */
   ended_jobs: string[];
+  /**
+   * The last of this node's own events the portal has recorded in its outbox (or dropped on purpose, as the late
+   * event of a job it ended), by the node's event id (`<boot>-<n>`); null when it has recorded none. The node
+   * passes on its events after this one, from its buffer: an event sent in the instant the portal died is sent
+   * again, and the portal stores a node event once (docs/farm.md, "The outbox"). Absent from an older portal:
+   * the node then resumes after the last event it handed to the socket.
+   */
+  last_event_id?: string | null;
 }
 
 export interface RequestHead {
@@ -118,6 +126,19 @@ export interface Cancel {
 
 export type NodeMessage = Hello | Heartbeat | Snapshot | NodeEventMessage | ResponseHead | End;
 export type PortalMessage = Welcome | RequestHead | RequestEnd | Cancel;
+
+/**
+ * Where a node's own event stands among that node's events: [boot, n] of its id `<boot>-<n>` (boot is the
+ * start instant of the node's event hub in ms, base 36, so a later start is a larger boot; n counts from 1).
+ * Compared element by element. Null for an id of another form.
+ */
+export function nodeEventOrder(id: string): [number, number] | null {
+  const m = /^([0-9a-z]{1,12})-([1-9][0-9]{0,15})$/.exec(id);
+  if (!m) return null;
+  const boot = parseInt(m[1]!, 36);
+  const n = Number(m[2]);
+  return Number.isSafeInteger(boot) && Number.isSafeInteger(n) ? [boot, n] : null;
+}
 
 /** Binary frame: 4-byte big-endian id, then the bytes. */
 export function encodeChunk(id: number, bytes: Uint8Array): Buffer {

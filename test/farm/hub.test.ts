@@ -9,6 +9,7 @@ import { expect } from 'chai';
 import pg from 'pg';
 import type { FarmEvent } from '../../src/core/events.js';
 import { isFarmError } from '../../src/core/errors.js';
+import { PgEventLog } from '../../src/farm/events.js';
 import { CLOSE_REPLACED } from '../../src/farm/hub.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { connectionString, startTestPortal, type TestPortal } from '../helpers/farmPortal.js';
@@ -287,6 +288,64 @@ describe('farm hub (portal side of the node connections)', function () {
     await t.portal.results.put([{ ...result, failure_reason: 'InfrastructureError: daemon_restart: the daemon restarted during the run' }]);
     const { rows } = await db.query<{ c: string }>('SELECT count(*) AS c FROM results WHERE job_uid = $1', [uid]);
     expect(Number(rows[0]!.c)).to.equal(1);
+  });
+
+  it('at least once: the welcome names the last node event recorded; an event recorded whose acknowledgement was lost, sent again, is stored and counted once; a late event the portal drops counts as handled', async () => {
+    const log = new PgEventLog({ pool: t.portal.pool, pruneIntervalMs: 0 });
+    const detach = log.attach(t.portal.hub);
+    try {
+      const n = await node('alo-1');
+      await online(n);
+      expect(n.welcome!.last_event_id, 'nothing recorded yet').to.equal(null);
+      const uid = '/alo-1/feed/1';
+      const rid = `${uid}/2026-11-24_02.00.00`;
+      const at = '2026-11-24T02:00:00.000Z';
+      // Ids as a node's hub makes them: <boot>-<n>.
+      const ev = (n: number, type: FarmEvent['type'], data: Record<string, unknown>) => ({ id: `mwu5x0-${n}`, type, time: at, data: { node_id: 'alo-1', ...data } }) as FarmEvent;
+      const sent = [
+        ev(1, 'job.started', { job_uid: uid, username: 'ann', test_cases: ['t'], test_pack_sha: 'a'.repeat(40), test_pack_branch: null, category: 'c', soak: 'none', remote_control: null, tags: {}, start_time: at }),
+        ev(2, 'run.started', { job_uid: uid, result_id: rid, test_case: 't', start_time: at }),
+        ev(3, 'run.finished', { job_uid: uid, result_id: rid, test_case: 't', result: 'pass', failure_reason: null, infrastructure_error: null, start_time: at, end_time: at, duration: 0 }),
+      ];
+      for (const e of sent) n.event(e);
+      const cursor = async () => (await db.query<{ event_id: string }>("SELECT event_id FROM node_event_cursors WHERE node_id = 'alo-1'")).rows[0]?.event_id;
+      const stored = async (id: string) => Number((await db.query<{ c: string }>("SELECT count(*) AS c FROM events_outbox WHERE node_id = 'alo-1' AND node_event_id = $1", [id])).rows[0]!.c);
+      await waitFor(async () => (await cursor()) === 'mwu5x0-3', { what: 'the three events recorded', ...WAIT });
+
+      // The node connects again (the new connection replaces the old; no fault rule): told the last recorded.
+      const back = new SimNode({ ...n.o });
+      nodes.push(back);
+      await online(back);
+      expect(back.welcome!.last_event_id).to.equal('mwu5x0-3');
+      // A node that never got that word (its acknowledgement lost with the portal) sends them again: stored once, counted once.
+      for (const e of sent.slice(1)) back.event(e);
+      back.event(ev(4, 'key.pressed', { key: 'KEY_OK', remote: 'r', hold_ms: 0, source: 'api', username: 'ann', result_id: null }));
+      await waitFor(async () => (await cursor()) === 'mwu5x0-4', { what: 'the key press recorded after the repeats', ...WAIT });
+      const { rows } = await db.query<{ node_event_id: string }>("SELECT node_event_id FROM events_outbox WHERE node_id = 'alo-1' AND node_event_id LIKE 'mwu5x0-%' ORDER BY seq");
+      expect(rows.map((r) => r.node_event_id)).to.deep.equal(['mwu5x0-1', 'mwu5x0-2', 'mwu5x0-3', 'mwu5x0-4']);
+      const job = (await t.portal.jobs.get(uid))!;
+      expect(job.job.result_counts, 'the run.finished sent twice counts once').to.deep.equal({ pass: 1, fail: 0, error: 0, total: 1 });
+      expect(job.state).to.equal('running');
+      expect((await db.query("SELECT current_run FROM jobs WHERE job_uid = $1", [uid])).rows[0].current_run, 'the repeated run.started does not reopen the finished run').to.equal(null);
+
+      // The portal ends the job (the node lost); the node's late events of it are dropped, and count as handled.
+      back.kill();
+      await waitFor(async () => (await t.portal.jobs.get(uid))?.end_reason, { what: 'the job ended by the portal', ...WAIT });
+      const late = new SimNode({ ...n.o, job: { job_uid: uid, status: 'running' } });
+      nodes.push(late);
+      await online(late);
+      expect(late.welcome!.last_event_id).to.equal('mwu5x0-4');
+      late.event(ev(5, 'job.exited', { job_uid: uid, end_time: at, result_counts: { pass: 1, fail: 0, error: 0, total: 1 } }));
+      await waitFor(async () => (await cursor()) === 'mwu5x0-5', { what: 'the dropped late event counted as handled', ...WAIT });
+      expect(await stored('mwu5x0-5'), 'the late job.exited is not stored').to.equal(0);
+      const again = new SimNode({ ...n.o });
+      nodes.push(again);
+      await online(again);
+      expect(again.welcome!.last_event_id, 'not asked for again').to.equal('mwu5x0-5');
+    } finally {
+      detach();
+      await log.close();
+    }
   });
 
   it('a node that finished its job while the portal was down closes it with its own end time and result counts (from its hello)', async () => {

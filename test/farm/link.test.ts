@@ -112,6 +112,8 @@ class TestPortal {
   /** What the next welcome says. */
   heartbeatSecs = 0.2;
   endedJobs: string[] = [];
+  /** The welcome's last_event_id (the last node event recorded); undefined: not sent, as an older portal. */
+  lastEventId: string | null | undefined = undefined;
   /** Called at each upgrade attempt, accepted or not. */
   onUpgrade: () => void = () => undefined;
   private constructor(private readonly wss: WebSocketServer) {}
@@ -134,7 +136,13 @@ class TestPortal {
       ws.on('message', (data, isBinary) => {
         conn.receive(data as Buffer, isBinary);
         const last = conn.messages.at(-1);
-        if (!isBinary && last?.t === 'hello') conn.send({ t: 'welcome', protocol: PROTOCOL_VERSION, heartbeat_secs: portal.heartbeatSecs, ended_jobs: portal.endedJobs });
+        if (!isBinary && last?.t === 'hello') conn.send({
+            t: 'welcome',
+            protocol: PROTOCOL_VERSION,
+            heartbeat_secs: portal.heartbeatSecs,
+            ended_jobs: portal.endedJobs,
+            ...(portal.lastEventId !== undefined && { last_event_id: portal.lastEventId }),
+          });
       });
     });
     return portal;
@@ -306,6 +314,34 @@ describe('the node side of the portal connection (src/farm/link.ts)', function (
     // The new connection carries forwarded requests as the old one did.
     const a = await next.forward('GET', `/api/v2/nodes/${NODE}`);
     expect(a.status).to.equal(200);
+  });
+
+  it("sends again the events after the welcome's last_event_id (those in flight when the connection died), and all of them when it is null", async () => {
+    const hellos = () => portal.conns.filter((x) => x.of('hello').length).length;
+    const c = await portal.connection(hellos());
+    const hub = d.daemon.services.events!.hub;
+    const users = (conn: Conn) => conn.of('event').map((m) => (m.event.data as { username?: string }).username);
+    for (const u of ['resend-1', 'resend-2', 'resend-3']) hub.publish('key.pressed', { key: 'KEY_OK', remote: 'vstb', hold_ms: 0, source: 'api', username: u, result_id: null });
+    await waitFor(() => users(c).includes('resend-3'), 'the three presses on the socket');
+    const [first] = hub.buffered().slice(-3);
+    try {
+      // The portal recorded only the first; the other two were on their way when the connection died.
+      portal.lastEventId = first!.id;
+      let n = hellos();
+      c.ws.terminate();
+      const next = await portal.connection(n + 1);
+      await waitFor(() => users(next).includes('resend-3'), 'the two unrecorded presses sent again');
+      expect(users(next)).to.deep.equal(['resend-2', 'resend-3']);
+      // Nothing recorded: the whole buffer.
+      portal.lastEventId = null;
+      n = hellos();
+      next.ws.terminate();
+      const again = await portal.connection(n + 1);
+      await waitFor(() => again.of('event').length >= hub.buffered().length, 'every buffered event sent');
+      expect(again.of('event').map((m) => m.event.id)).to.deep.equal(hub.buffered().map((e) => e.id));
+    } finally {
+      portal.lastEventId = undefined;
+    }
   });
 
   it('aborts a forwarded request the portal cancels, and answers the next one', async () => {

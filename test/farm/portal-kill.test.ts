@@ -8,6 +8,9 @@
  * once, and nothing of it is marked as a node fault (the node never went away:
  * the portal did). Then a job started on the node itself while the portal is
  * down shows up on the portal, with its results, once the portal is back.
+ * And a node event in flight when the portal dies (its bytes unread in the
+ * frozen portal's socket at the SIGKILL) is in the outbox once after the
+ * restart; one recorded whose acknowledgement was lost is stored once.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
@@ -18,6 +21,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import pg from 'pg';
+import type { FarmEvent } from '../../src/core/events.js';
 import { migrate } from '../../src/farm/db/migrate.js';
 import { registerNode } from '../../src/farm/nodeCredentials.js';
 import { PgTokens, PgUsers } from '../../src/farm/users.js';
@@ -323,6 +327,78 @@ describe('farm fault: the portal SIGKILLed mid-job', function () {
     }, { what: 'the job.exited in the outbox', ...WAIT });
     expect(events.filter((e) => e.startsWith('run.finished'))).to.have.length(2);
     expect(new Set(events).size, events.join('\n')).to.equal(events.length);
+  });
+
+  // A node event in flight when the portal dies: delivered at least once, stored once (docs/farm.md, "The outbox").
+  const nodeHub = () => node!.daemon.services.events!.hub;
+  const press = (username: string) => {
+    nodeHub().publish('key.pressed', { key: 'KEY_OK', remote: 'vstb', hold_ms: 0, source: 'api', username, result_id: null });
+    return nodeHub().buffered().at(-1)!;
+  };
+  const cursor = async () => (await db.query<{ event_id: string }>('SELECT event_id FROM node_event_cursors WHERE node_id = $1', [NODE])).rows[0]?.event_id;
+  const stored = async (id: string) =>
+    Number((await db.query<{ c: string }>('SELECT count(*) AS c FROM events_outbox WHERE node_id = $1 AND node_event_id = $2', [NODE, id])).rows[0]!.c);
+  /** Bytes received and not yet read on the portal's sockets (its listening port), from /proc/net/tcp. */
+  const unread = () => {
+    const port = Number(new URL(portalUrl).port);
+    let bytes = 0;
+    for (const line of readFileSync('/proc/net/tcp', 'utf8').split('\n').slice(1)) {
+      const f = line.trim().split(/\s+/);
+      if (f.length < 5 || parseInt(f[1]!.split(':')[1]!, 16) !== port) continue;
+      bytes += parseInt(f[4]!.split(':')[1]!, 16);
+    }
+    return bytes;
+  };
+  const settled = async () => {
+    // Connected, and every event the node published so far recorded: the next one is the only one in question.
+    await waitFor(() => node!.daemon.portalLink!.connected, { what: 'the node connected', ...WAIT });
+    const last = nodeHub().buffered().at(-1)!.id;
+    await waitFor(async () => (await cursor()) === last, { what: `the portal to have recorded ${last}`, ...WAIT });
+  };
+  /** The portal frozen (SIGSTOP) with the event in its socket, unread, then SIGKILLed; a new one started. */
+  const dieWith = async (make: () => FarmEvent): Promise<FarmEvent> => {
+    const current = portals.at(-1)!;
+    process.kill(-current.pid!, 'SIGSTOP');
+    await waitFor(() => readFileSync(`/proc/${current.pid}/stat`, 'utf8').split(') ')[1]!.startsWith('T'), { what: 'the portal stopped', ...WAIT });
+    const before = unread();
+    expect(node!.daemon.portalLink!.connected, 'the link still up: the event goes to the socket').to.equal(true);
+    const e = make();
+    const size = JSON.stringify({ t: 'event', event: e }).length;
+    await waitFor(() => unread() - before >= size, { what: "the event's bytes in the stopped portal's socket", ...WAIT });
+    killGroup(current);
+    await exitOf(current);
+    expect(await stored(e.id), 'not recorded by the portal that died').to.equal(0);
+    const connections = node!.daemon.portalLink!.connections;
+    await startPortalProcess();
+    await waitFor(() => node!.daemon.portalLink!.connections > connections, { what: 'the node back on the new portal', ...WAIT });
+    return e;
+  };
+
+  it('a node event in flight: handed to the socket in the instant of a SIGKILL of the portal is in the outbox once after its restart', async () => {
+    await settled();
+    const e = await dieWith(() => press('in-flight'));
+    await waitFor(async () => (await cursor()) === e.id, { what: 'the event recorded by the new portal', ...WAIT });
+    expect(await stored(e.id)).to.equal(1);
+    expect(node!.daemon.portalLink!.eventsLost).to.equal(0);
+  });
+
+  it('a node event in flight: one recorded whose acknowledgement was lost is sent again and not recorded twice', async () => {
+    await settled();
+    const recorded = press('recorded');
+    await waitFor(async () => (await cursor()) === recorded.id, { what: 'the event recorded', ...WAIT });
+    // The portal's word that `recorded` is in the outbox is lost: its cursor back one event, so the next welcome
+    // names the one before and the node sends `recorded` again.
+    const earlier = nodeHub().buffered().at(-2)!.id;
+    await db.query('UPDATE node_event_cursors SET event_id = $2, n = n - 1 WHERE node_id = $1', [NODE, earlier]);
+    const e = await dieWith(() => press('in-flight-2'));
+    await waitFor(async () => (await cursor()) === e.id, { what: 'the events after the cursor recorded by the new portal', ...WAIT });
+    expect(await stored(recorded.id), 'the event sent again, stored once').to.equal(1);
+    expect(await stored(e.id)).to.equal(1);
+    const sent = await db.query<{ username: string }>(
+      `SELECT data->>'username' AS username FROM events_outbox WHERE node_id = $1 AND type = 'key.pressed' ORDER BY seq`,
+      [NODE],
+    );
+    expect(sent.rows.map((r) => r.username)).to.deep.equal(['in-flight', 'recorded', 'in-flight-2']);
   });
 
   it('with the node stopped, the results are read from the portal\'s storage', async () => {

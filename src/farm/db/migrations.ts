@@ -232,4 +232,24 @@ CREATE TABLE events_cursors (
 );
 `,
   },
+  {
+    id: 7,
+    name: 'node events delivered at least once: each node\'s cursor, the last node event applied to a job',
+    sql: `
+-- Per node, the last of its own events the portal has recorded in the outbox (or dropped on purpose), written in
+-- the transaction that stores the event. The welcome tells the node this id; the node sends every event after it
+-- again, and the unique key (node_id, node_event_id) of events_outbox stores each once. boot and n order the
+-- node's ids (<boot>-<n>, boot the node hub's start instant in base 36).
+CREATE TABLE node_event_cursors (
+  node_id     text COLLATE "C" PRIMARY KEY,
+  boot        bigint NOT NULL,
+  n           bigint NOT NULL,
+  event_id    text COLLATE "C" NOT NULL,
+  updated_at  timestamptz NOT NULL DEFAULT now()
+);
+-- The last node event ({boot, n}) applied to a job row: an event sent again (it was applied, but not yet in the
+-- outbox when the portal died) changes the row once, so a run.finished is counted once.
+ALTER TABLE jobs ADD COLUMN last_node_event bigint[];
+`,
+  },
 ];
