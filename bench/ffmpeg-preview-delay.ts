@@ -26,6 +26,9 @@ const FRAME = W * H * 3;
 const VARIANTS: Record<string, { before?: string[]; output: (o: OutputSpec) => OutputSpec }> = {
   base: { output: (o) => o },
   threads1: { before: ['-filter_threads', '1'], output: (o) => ({ args: ['-threads', '1', ...o.args] }) },
+  filterthreads1: { before: ['-filter_threads', '1'], output: (o) => o },
+  encthreads1: { output: (o) => ({ args: ['-threads', '1', ...o.args] }) },
+  fpsencthreads1: { output: () => { const o = previewOutput({ width: W, height: H, previewFps: FPS, constantRate: true }); return { args: ['-threads', '1', ...o.args] }; } },
   nobuffer: { before: ['-fflags', 'nobuffer', '-flags', 'low_delay'], output: (o) => o },
   fpsfilter: { output: () => previewOutput({ width: W, height: H, previewFps: FPS, constantRate: true }) },
 };
