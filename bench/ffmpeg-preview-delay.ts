@@ -25,7 +25,12 @@ const FRAME = W * H * 3;
 /** Each variant: extra global/input arguments and the preview output. */
 const VARIANTS: Record<string, { before?: string[]; output: (o: OutputSpec) => OutputSpec }> = {
   base: { output: (o) => o },
+  // The preview as it was before `-threads 1` (ffmpeg's default thread count: the frame-threaded copy kept a frame back).
+  autothreads: { output: (o) => ({ args: o.args.filter((a, i, all) => !(a === '-threads' || all[i - 1] === '-threads')) }) },
   threads1: { before: ['-filter_threads', '1'], output: (o) => ({ args: ['-threads', '1', ...o.args] }) },
+  filterthreads1: { before: ['-filter_threads', '1'], output: (o) => o },
+  encthreads1: { output: (o) => ({ args: ['-threads', '1', ...o.args] }) },
+  fpsencthreads1: { output: () => { const o = previewOutput({ width: W, height: H, previewFps: FPS, constantRate: true }); return { args: ['-threads', '1', ...o.args] }; } },
   nobuffer: { before: ['-fflags', 'nobuffer', '-flags', 'low_delay'], output: (o) => o },
   fpsfilter: { output: () => previewOutput({ width: W, height: H, previewFps: FPS, constantRate: true }) },
 };

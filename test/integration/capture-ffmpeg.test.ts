@@ -190,3 +190,37 @@ describe('capture: FfmpegFrameSource on virtual: (raw frames on stdin)', () => {
     }
   });
 });
+
+describe('capture: the preview without recording holds no frame (the live view)', () => {
+  it('a frame written into ffmpeg comes out of the preview before any further frame goes in', async () => {
+    // ffmpeg's rawvideo encoder runs frame threads by default and then keeps each frame until the next one
+    // arrives: a picture that changed after a key press would show only with the next frame (40 ms at 25 fps).
+    const plain = (v: number) => Buffer.alloc(W * H * 3, v);
+    let stdin: Writable | undefined;
+    const feed = (s: Writable) => {
+      stdin = s;
+      s.write(plain(10));
+      return () => undefined;
+    };
+    const source = new FfmpegFrameSource({ ...base, uri: 'virtual:', feed });
+    const shows = (v: number) => source.latestFrame()?.data.every((b) => b === v) === true;
+    try {
+      await source.start();
+      await waitFor(() => shows(10), 'the first frame, alone in the pipe, comes out');
+      const pid = source.pid();
+      // One frame more at a time and none after it: each must come out by itself. Several times, because
+      // whether the encoder's thread keeps a frame depends on which thread gets there first.
+      for (const v of [60, 110, 160, 210]) {
+        // A preview interval after the last one came out: a frame that comes sooner may be dropped to keep the rate.
+        const out = performance.now();
+        await waitFor(() => performance.now() - out > 1000 / base.preview_fps, 'one preview interval');
+        stdin!.write(plain(v));
+        await waitFor(() => shows(v), `frame ${v} comes out without another behind it`);
+      }
+      // Not flushed out by the watchdog ending a "stalled" ffmpeg (a restart would also feed the first frame again).
+      expect([source.pid(), source.stats().restarts]).to.deep.equal([pid, 0]);
+    } finally {
+      await source.stop();
+    }
+  });
+});

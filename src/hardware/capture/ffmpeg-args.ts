@@ -74,20 +74,29 @@ export function inputArgs(uri: string, o: InputOptions): InputSpec {
  * `constantRate` (while recording): the fps filter makes exactly
  * `previewFps` frames a second, repeating frames over gaps, because the
  * recorder's stream clock counts preview frames (stream-clock.ts). The
- * filter holds each frame until one past its slot arrives, and after a gap
- * in the input (a busy machine) it writes the repeats out before the new
- * picture. Otherwise (no recording) frames pass as they come, only dropped
- * to keep to `previewFps` (`-fps_mode vfr -r`), never held or repeated: the
- * live view's picture leaves ffmpeg as soon as it is complete
+ * filter holds each output slot until a frame past its middle arrives, and
+ * after a gap in the input (a busy machine) it writes the repeats out before
+ * the new picture. Otherwise (no recording) frames pass as they come, only
+ * dropped to keep to `previewFps` (`-fps_mode vfr -r`), never held or
+ * repeated: the live view's picture leaves ffmpeg as soon as it is complete
  * (docs/portal.md, "Live view and web remote": median 182-195 ms vs. 45-87
- * ms from the frame written to the frame read back, at 720p on a loaded box).
+ * ms from the frame written to the frame read back, at 720p on a loaded box;
+ * 5 ms since `-threads 1`).
+ *
+ * `-threads 1`: ffmpeg's rawvideo "encoder" (a copy) runs frame threads by
+ * default, and a frame-threaded encoder keeps a frame back until the next
+ * one arrives when its thread has not finished first: one preview interval
+ * more on the live view (720p, 25 fps: 43 ms from the frame written to the
+ * frame read back, 5 ms with one thread; with the fps filter 84 and 44 ms).
+ * ffmpeg gives an output's thread count to its filters too, so the scale
+ * runs in one thread: no work when the size is already right.
  */
 export function previewOutput(o: { width: number; height: number; previewFps: number; constantRate?: boolean }): OutputSpec {
   const rate = o.constantRate === false
     ? ['-vf', `scale=${o.width}:${o.height}`, '-fps_mode', 'vfr', '-r', String(o.previewFps)]
     : ['-vf', `fps=${o.previewFps},scale=${o.width}:${o.height}`];
   return {
-    args: ['-map', '0:v', ...rate, '-f', 'rawvideo', '-pix_fmt', 'rgb24', 'pipe:1'],
+    args: ['-map', '0:v', '-threads', '1', ...rate, '-f', 'rawvideo', '-pix_fmt', 'rgb24', 'pipe:1'],
   };
 }
 

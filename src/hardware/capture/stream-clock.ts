@@ -2,14 +2,18 @@
  * Maps the recording's stream time (seconds from ffmpeg's start, as the
  * segment list reports it) to Node's monotonic clock. The preview frames are
  * the ticks: preview frame n of an ffmpeg process shows stream time
- * n / preview_fps and reaches Node one preview interval later (ffmpeg's fps
- * filter holds each output slot until a frame past it arrives: measured
- * 1/preview_fps plus 0-140 ms, at 2, 5 and 10 fps), so the smallest
- * `arrival - n / preview_fps - 1 / preview_fps` over the last couple of
- * seconds is the offset. What is left of the filter's hold makes mapped
- * times a little late, never early; the recorder's end margin absorbs it.
- * A recent window rather than all history: a `virtual:` feed that runs a
- * little slower than its nominal rate makes stream time drift behind.
+ * n / preview_fps and reaches Node once ffmpeg's fps filter lets it go: the
+ * filter (rounding to the nearest slot) holds output slot n until an input
+ * frame past the slot's middle arrives, so at least half a preview interval
+ * after n / preview_fps. So the smallest
+ * `arrival - n / preview_fps - 1 / (2 preview_fps)` over the last couple of
+ * seconds is the offset: mapped times are a little late (by the input frame
+ * that passed the middle, and ffmpeg's own time), never early. Measured with
+ * the preview's `-threads 1` (ffmpeg-args.ts), a frame fed at a known time
+ * first: 2-21 ms late at 2, 5, 10 and 25 preview frames a second (25 input);
+ * the recorder's end margin absorbs it. A recent window rather than all
+ * history: a `virtual:` feed that runs a little slower than its nominal rate
+ * makes stream time drift behind.
  */
 
 export class StreamClock {
@@ -20,7 +24,7 @@ export class StreamClock {
 
   constructor(private readonly previewFps: number) {
     this.window = Math.max(4, Math.round(previewFps * 2));
-    this.holdMs = 1000 / previewFps;
+    this.holdMs = 500 / previewFps;
   }
 
   /** A new ffmpeg process: its stream time starts again at 0. */
