@@ -123,6 +123,32 @@ describe('farm: a portal and three nodes', function () {
     }
   });
 
+  it('"await_completion: Long poll. Returns at once if the job already finished": twenty waiters of one job through the portal share the long poll to its node, and each gets the whole answer', async () => {
+    const run = await as(alice).post('/api/v2/run_tests').send({ node_id: 'rack2-a', test_pack_revision: 'main', test_cases: ['tests/hang.py::test_hang'], shuffle: false, tags: {} });
+    expect(run.status, run.text).to.equal(200);
+    const uid = run.body.job_uid as string;
+    const before = { ...farm.portal.awaits.stats };
+    const answers = Promise.all(Array.from({ length: 20 }, () => as(alice).get(`/api/v2/jobs${uid}/await_completion`).then((r) => r)));
+    await waitFor(() => farm.portal.awaits.waiting() === 20, 'the twenty waiters held by the portal');
+    const stop = await as(alice).post(`/api/v2/jobs${uid}/stop`);
+    expect(stop.status, stop.text).to.equal(200);
+    const done = await answers;
+    for (const r of done) {
+      expect(r.status, r.text).to.equal(200);
+      expect(r.body).to.include({ job_uid: uid, status: 'exited' });
+      expect(r.text).to.equal(done[0]!.text);
+    }
+    // Requests in one burst share (a request more than a second after the first starts its own): far fewer forwards than waiters.
+    const forwarded = farm.portal.awaits.stats.forwarded - before.forwarded;
+    expect(forwarded).to.be.at.least(1).and.below(10);
+    expect(farm.portal.awaits.stats.joined - before.joined).to.equal(20 - forwarded);
+    // Once it has ended, a new waiter gets the answer at once, from a forward of its own.
+    const again = await as(alice).get(`/api/v2/jobs${uid}/await_completion`);
+    expect(again.status).to.equal(200);
+    expect(again.text).to.equal(done[0]!.text);
+    expect(farm.portal.awaits.stats.forwarded - before.forwarded).to.equal(forwarded + 1);
+  });
+
   it('await_completion through the portal answers exited as soon as the record is in the index, without waiting for the files (held here)', async () => {
     const uploads = farm.portal.uploads;
     const status = uploads.status.bind(uploads);

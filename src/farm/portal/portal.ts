@@ -19,7 +19,8 @@ import { FarmJobs } from '../jobs.js';
 import { FarmResults } from '../results.js';
 import { createPortalApp } from './app.js';
 import type { PortalConfig } from './config.js';
-import { portalRouter } from './routes.js';
+import { AWAIT_JOIN_MS, portalRouter } from './routes.js';
+import { SharedForwards } from './sharedForward.js';
 import { portalWebRouters, storedJobPageRouter } from './web.js';
 
 /** What the portal is built from, beyond its config. */
@@ -43,6 +44,8 @@ export interface Portal {
   hub: PortalHub;
   jobs: FarmJobs;
   results: FarmResults;
+  /** Identical await_completion long polls sharing one forward to their node. */
+  awaits: SharedForwards;
   stop(): Promise<void>;
 }
 
@@ -76,6 +79,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       jobs,
     });
     const reservations = parts.reservations?.(pool, hub);
+    const awaits = new SharedForwards({ joinMs: AWAIT_JOIN_MS });
     const app = createPortalApp({
       logger,
       tokens,
@@ -86,7 +90,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
         ...(parts.routers?.({ pool, hub, jobs, results }) ?? []),
         // In front of the forwarding: an offline node's job page, from the jobs table and the index.
         storedJobPageRouter({ hub, jobs, results }),
-        portalRouter({ pool, hub, jobs, reservations, results, publicUrl: cfg.public_url }),
+        portalRouter({ pool, hub, jobs, reservations, results, awaits, publicUrl: cfg.public_url }),
         ...portalWebRouters({ pool, hub, reservations, results, publicUrl: cfg.public_url }),
       ],
       early: parts.early?.({ pool, hub, jobs, results }) ?? [],
@@ -110,6 +114,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       hub: h,
       jobs,
       results,
+      awaits,
       stop: () =>
         (stopping ??= (async () => {
           await h.close();

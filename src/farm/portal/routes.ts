@@ -21,6 +21,7 @@ import type { FarmHub, FarmReservation, FarmReservations, ForwardRequest, NodeLi
 import { isDatabaseUnavailable } from '../db/pool.js';
 import { presentFarmJob, type FarmJobs } from '../jobs.js';
 import type { FarmResults } from '../results.js';
+import { SharedForwards } from './sharedForward.js';
 
 export interface PortalRouteDeps {
   pool: pg.Pool;
@@ -31,7 +32,12 @@ export interface PortalRouteDeps {
   publicUrl?: string;
   /** The farm's index: its puts wake the read-your-writes hold (without it the hold polls). */
   results?: Pick<FarmResults, 'onPut'>;
+  /** Where identical await_completion long polls share one forward (one is made when not given). */
+  awaits?: SharedForwards;
 }
+
+/** await_completion requests this close together share one long poll to the node (sharedForward.ts). */
+export const AWAIT_JOIN_MS = 1_000;
 
 /** Request headers passed on to the node (the rest describe the client's hop to the portal). */
 const PASSED_REQUEST_HEADERS = ['content-type', 'accept', 'range', 'if-none-match', 'if-modified-since', 'last-event-id'];
@@ -149,13 +155,18 @@ export function portalRouter(d: PortalRouteDeps): Router {
     }
   };
 
-  /** Pass the request to the node and stream its answer back (`opts.settle`: a Job answer, see settle). */
-  const forward = async (ctx: Context, nodeId: string, body?: Buffer, opts: { settle?: boolean } = {}) => {
+  const passedHeaders = (ctx: Context): Record<string, string> => {
     const headers: Record<string, string> = {};
     for (const h of PASSED_REQUEST_HEADERS) {
       const v = ctx.get(h);
       if (v) headers[h] = v;
     }
+    return headers;
+  };
+
+  /** Pass the request to the node and stream its answer back (`opts.settle`: a Job answer, see settle). */
+  const forward = async (ctx: Context, nodeId: string, body?: Buffer, opts: { settle?: boolean } = {}) => {
+    const headers = passedHeaders(ctx);
     if (body !== undefined) headers['content-type'] = 'application/json';
     // A page is rendered by the node for the person as the portal knows them: nobody when not signed in
     // (an empty user: the node shows the page signed out), and with the portal session's CSRF token, which
@@ -193,6 +204,29 @@ export function portalRouter(d: PortalRouteDeps): Router {
     if (opts.reservation) await checkReservation(ctx, nodeId, opts.reservation);
     await forward(ctx, nodeId, opts.body ? Buffer.from(JSON.stringify(bodyOf(ctx))) : undefined, { settle: opts.settle ?? false });
   };
+  /**
+   * A long poll of a job's end on a connected node: identical ones share one forward (`awaits`), each settled
+   * (read your writes) and answered with the node's whole answer.
+   */
+  const awaits = d.awaits ?? new SharedForwards({ joinMs: AWAIT_JOIN_MS });
+  const awaitOnNode = async (ctx: Context, nodeId: string) => {
+    if (!d.hub.link(nodeId)) await registered(nodeId);
+    const headers = passedHeaders(ctx);
+    const req: ForwardRequest = { method: 'GET', path: ctx.url, headers, user: user(ctx), baseUrl: base(ctx) };
+    const key = JSON.stringify([nodeId, req.path, req.user, req.baseUrl, headers]);
+    const { answer, leave } = awaits.join(key, async (signal) => {
+      const res = await d.hub.forward(nodeId, req, signal);
+      return { status: res.status, headers: res.headers, body: await readSmall(res.body, MAX_JOB_BYTES) };
+    });
+    ctx.res.once('close', () => {
+      if (!ctx.res.writableFinished) leave();
+    });
+    const a = await answer;
+    ctx.status = a.status;
+    for (const [k, v] of Object.entries(a.headers)) if (!HOP_HEADERS.has(k.toLowerCase())) ctx.set(k, v);
+    if (a.status === 200) await settle(a.body);
+    ctx.body = a.body;
+  };
   const nodeParam = (ctx: Context) => (ctx.params as Record<string, string>).node_id!;
   const jobNode = (ctx: Context) => (ctx.params as Record<string, string>).node!;
 
@@ -224,7 +258,7 @@ export function portalRouter(d: PortalRouteDeps): Router {
   r.get(`${NODE}/thumbnail.jpg`, (ctx) => toNode(ctx, nodeParam(ctx)));
   r.post(`${NODE}/press`, (ctx) => toNode(ctx, nodeParam(ctx), { reservation: 'press a key', body: true }));
   r.get(`${NODE}/job`, (ctx) => toNode(ctx, nodeParam(ctx), { settle: true }));
-  r.get(`${NODE}/job/await_completion`, (ctx) => toNode(ctx, nodeParam(ctx), { settle: true }));
+  r.get(`${NODE}/job/await_completion`, (ctx) => awaitOnNode(ctx, nodeParam(ctx)));
   r.post(`${NODE}/job/stop`, (ctx) => toNode(ctx, nodeParam(ctx), { reservation: 'stop the job', body: true, settle: true }));
 
   r.post('/api/v2/run_tests', async (ctx) => {
@@ -258,7 +292,7 @@ export function portalRouter(d: PortalRouteDeps): Router {
   r.get(JOB, (ctx) => getJob(ctx, 'v2'));
   r.get(`${JOB}/await_completion`, async (ctx) => {
     const nodeId = jobNode(ctx);
-    if (d.hub.link(nodeId)?.online) return toNode(ctx, nodeId, { settle: true });
+    if (d.hub.link(nodeId)?.online) return awaitOnNode(ctx, nodeId);
     // The node is away: an ended job is answered at once, as the node would; a running one waits for its node.
     const uid = `/${nodeId}/${ctx.params.hex}/${ctx.params.num}`;
     const row = await d.jobs.get(uid);
