@@ -10,7 +10,7 @@
  */
 
 import { api } from './api.js';
-import { PAGE_EVENTS, pageRefresher, swap } from './sections.js';
+import { PAGE_EVENTS, minutes, pageRefresher, swap } from './sections.js';
 
 const SECTIONS = ['farm-summary', 'farm-nodes'];
 const front = /** @type {HTMLElement} */ (document.getElementById('farm-front'));
@@ -56,15 +56,6 @@ const refresh = pageRefresher(
     if (statusLine) statusLine.textContent = message;
   },
 );
-
-/** @param {FormData} data @param {string} name */
-function minutes(data, name) {
-  const raw = String(data.get(name) ?? '').trim();
-  if (raw === '') return undefined;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1) throw new Error('minutes must be a whole number, 1 or more');
-  return n * 60;
-}
 
 /** @param {HTMLFormElement} form */
 async function act(form) {

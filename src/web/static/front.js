@@ -9,7 +9,7 @@
  * is rendered twice and nothing is built from strings here).
  */
 import { api } from './api.js';
-import { PAGE_EVENTS, pageRefresher, swap } from './sections.js';
+import { PAGE_EVENTS, minutes, pageRefresher, swap } from './sections.js';
 
 const front = /** @type {HTMLElement} */ (document.getElementById('front'));
 const nodeId = front.dataset.nodeId ?? '';
@@ -38,15 +38,6 @@ const refresh = pageRefresher((doc) => {
   }
   front.dataset.updated = String(Date.now());
 }, say);
-
-/** @param {FormData} data @param {string} name */
-function minutes(data, name) {
-  const raw = String(data.get(name) ?? '').trim();
-  if (raw === '') return undefined;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1) throw new Error('minutes must be a whole number, 1 or more');
-  return n * 60;
-}
 
 /** @param {string} action @param {FormData} data */
 async function act(action, data) {

@@ -62,3 +62,15 @@ export function pageRefresher(update, fail) {
     }
   };
 }
+
+/**
+ * A reservation form's "minutes" field as seconds; undefined when empty (no end).
+ * @param {FormData} data @param {string} name
+ */
+export function minutes(data, name) {
+  const raw = String(data.get(name) ?? '').trim();
+  if (raw === '') return undefined;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1) throw new Error('minutes must be a whole number, 1 or more');
+  return n * 60;
+}
