@@ -178,6 +178,13 @@ describe('farm: a portal and three nodes', function () {
       const log = await as(alice).get(`/api/v2/results${rows[0]!.result_id}/farmhand.log`);
       expect(log.status, log.text).to.equal(200);
       expect(log.text).to.include(PASS.split('::')[1]);
+      // So are v1's (the result page's links): the record and the log, from the node.
+      const v1 = await as(alice).get(`/api/v1/result${rows[0]!.result_id}`);
+      expect(v1.status, v1.text).to.equal(200);
+      expect(v1.body).to.include({ result: 'pass', test_case: PASS });
+      const v1log = await as(alice).get(`/api/v1/result${rows[0]!.result_id}/farmhand.log`);
+      expect(v1log.status, v1log.text).to.equal(200);
+      expect(v1log.text).to.include(PASS.split('::')[1]);
       await waitFor(() => held > 0, 'the first file upload to be held');
     } finally {
       uploads.status = status;

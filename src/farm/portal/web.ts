@@ -108,13 +108,19 @@ async function farmHistory(pool: pg.Pool, record: ResultRecord, nodeId: string):
 export function storedResultPageRouter(d: { store: StoredResults; hub: Pick<FarmHub, 'link'>; pool: pg.Pool; publicUrl?: string }): Router {
   const r = new Router();
   /** The uploaded record, when the request is for the portal's copy; undefined passes it on (to the node). */
-  const stored = async (ctx: Context, o: { offlineOnly: boolean }): Promise<{ record: ResultRecord; nodeId: string } | undefined> => {
+  const stored = async (ctx: Context, o: { offlineOnly: boolean; what?: 'detail' | 'files' }): Promise<{ record: ResultRecord; nodeId: string } | undefined> => {
     const { id, parsed } = resultIdFromParams(ctx);
     if (!parsed) return undefined;
     if (o.offlineOnly && d.hub.link(parsed.job.nodeId)?.online) return undefined;
     const found = await d.store.get(id);
     if (found === 'deleted') throw new FarmError('gone', `result ${id} has been deleted (retention); it is no longer available`);
-    return found ? { record: found, nodeId: parsed.job.nodeId } : undefined;
+    if (!found) return undefined;
+    // A record sent ahead of its files (docs/farm.md, "The upload protocol"): while its node is connected the
+    // node answers (it has the files), except for the detail of a run the portal declared lost (its record stands).
+    if (d.hub.link(parsed.job.nodeId)?.online && (await d.store.filesOnNode(id))) {
+      if (o.what === 'files' || !(await d.store.endedByPortal(found.job_uid))) return undefined;
+    }
+    return { record: found, nodeId: parsed.job.nodeId };
   };
   const src = (nodeId: string): ResultPageSource => ({
     artifacts: (id) => d.store.artifacts(id),
@@ -156,7 +162,7 @@ export function storedResultPageRouter(d: { store: StoredResults; hub: Pick<Farm
   });
   for (const name of LOG_NAMES) {
     r.get(`/api/v1/result${ID}/${name}`, async (ctx: Context, next: Next): Promise<void> => {
-      const s = await stored(ctx, { offlineOnly: false });
+      const s = await stored(ctx, { offlineOnly: false, what: 'files' });
       if (!s) {
         await next();
         return;
