@@ -12,6 +12,7 @@ import Router from '@koa/router';
 import type { Context } from 'koa';
 import type { VNode } from 'preact';
 import type { NodeStatus } from '../../http/presenters.js';
+import { ReserveFields } from '../components/reserve-fields.js';
 import { sendPage } from '../layout.js';
 import { jobPageUrl, When } from './front.js';
 import { liveBaseOf } from './live.js';
@@ -233,14 +234,7 @@ function ReserveForm({ data }: { data: FarmFrontData }): VNode | null {
       <div class="needs-js" hidden>
         <form id="farm-reserve" class="res-form" data-action="reserve">
           <p>Tick the nodes in the table: they are reserved together, or none is.</p>
-          <div class="field">
-            <label for="farm-res-message">Message (what you are doing; everyone sees it)</label>
-            <input id="farm-res-message" name="message" required maxLength={10000} aria-describedby="farm-res-error" />
-          </div>
-          <div class="field">
-            <label for="farm-res-minutes">For how many minutes (empty: until you end it)</label>
-            <input id="farm-res-minutes" name="minutes" type="number" min="1" step="1" inputMode="numeric" aria-describedby="farm-res-error" />
-          </div>
+          <ReserveFields prefix="farm-res-" />
           <button type="submit">Reserve the selected nodes</button>
           <p id="farm-res-error" class="form-error" role="alert"></p>
         </form>

@@ -14,6 +14,7 @@ import type { JobRecord, ResultRecord } from '../../core/model.js';
 import type { InterruptionNotice } from '../../core/reservations.js';
 import { baseUrl, callerOf, userOf, type Services } from '../../http/context.js';
 import { presentNode, type NodeStatus, type Reservation } from '../../http/presenters.js';
+import { ReserveFields } from '../components/reserve-fields.js';
 import { sendPage } from '../layout.js';
 
 /** How many results the front door lists. */
@@ -107,14 +108,7 @@ function ReservationControls({ r, login }: { r: Reservation | null; login?: stri
         <div class="needs-js" hidden>
           {mode === 'reserve' ? (
             <form class="res-form" data-action="reserve">
-              <div class="field">
-                <label for="res-message">Message (what you are doing; everyone sees it)</label>
-                <input id="res-message" name="message" required maxLength={10000} aria-describedby="res-error" />
-              </div>
-              <div class="field">
-                <label for="res-minutes">For how many minutes (empty: until you end it)</label>
-                <input id="res-minutes" name="minutes" type="number" min="1" step="1" inputMode="numeric" aria-describedby="res-error" />
-              </div>
+              <ReserveFields prefix="res-" />
               <button type="submit">Reserve</button>
               <p id="res-error" class="form-error" role="alert"></p>
             </form>
