@@ -30,6 +30,7 @@ import type { Logger } from '../core/ports.js';
 import type { EventStreamSource } from '../http/events.js';
 import type { EventOrigin, FarmEventLog, FarmHub, NodeEventRecorder } from './contract.js';
 import { nodeEventOrder } from './protocol.js';
+import { inTransaction } from './db/pool.js';
 
 /** The NOTIFY channel; the payload is the highest seq the transaction wrote. */
 export const FARM_EVENTS_CHANNEL = 'farm_events';
@@ -262,18 +263,10 @@ export class PgEventLog implements FarmEventLog {
   }
 
   private async writeBatch(entries: OutboxEntry[]): Promise<void> {
-    const client = await this.o.pool.connect();
-    try {
-      await client.query('BEGIN');
+    await inTransaction(this.o.pool, async (client) => {
       await this.moveCursors(client, entries);
       await this.appendIn(client, entries.filter((e) => !e.cursorOnly));
-      await client.query('COMMIT');
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw err;
-    } finally {
-      client.release();
-    }
+    });
   }
 
   /**

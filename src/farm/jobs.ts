@@ -24,6 +24,7 @@ import type { ResultCounts, ResultRecord } from '../core/model.js';
 import type { Logger } from '../core/ports.js';
 import type { HubJobs } from './hub.js';
 import { nodeEventOrder, type Hello } from './protocol.js';
+import { inTransaction } from './db/pool.js';
 
 /** The Job fields kept per row (the v2 Job object without job_uid and job_url, which are derived). */
 export interface StoredJob {
@@ -145,11 +146,9 @@ export class FarmJobs implements HubJobs {
   }
 
   async nodeOffline(nodeId: string, reason: string): Promise<void> {
-    const client = await this.o.pool.connect();
     const lost: ResultRecord[] = [];
     const exited: { job_uid: string; end_time: string; result_counts: ResultCounts }[] = [];
-    try {
-      await client.query('BEGIN');
+    await inTransaction(this.o.pool, async (client) => {
       const { rows } = await client.query<{
         job_uid: string;
         username: string;
@@ -193,13 +192,7 @@ export class FarmJobs implements HubJobs {
         ]);
         exited.push({ job_uid: row.job_uid, end_time: end, result_counts: counts });
       }
-      await client.query('COMMIT');
-    } catch (e) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw e;
-    } finally {
-      client.release();
-    }
+    });
     if (lost.length > 0) {
       try {
         for (const r of lost) await this.o.onRunLost(r);

@@ -12,6 +12,7 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type pg from 'pg';
 import { invalid, notFound } from '../core/errors.js';
 import type { NodeCredentials } from './contract.js';
+import { inTransaction } from './db/pool.js';
 
 /** As the node config's `node_id` (src/config/schema.ts). */
 export const NODE_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
@@ -60,22 +61,14 @@ export interface RemovedNode {
  * when no such node is registered.
  */
 export async function removeNode(pool: pg.Pool, nodeId: string): Promise<RemovedNode> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
+  return inTransaction(pool, async (client) => {
     const found = await client.query('SELECT 1 FROM nodes WHERE node_id = $1 FOR UPDATE', [nodeId]);
     if (!found.rowCount) throw notFound(`no node ${nodeId} is registered`);
     const res = await client.query<{ active: boolean }>('DELETE FROM reservation_nodes WHERE node_id = $1 RETURNING active', [nodeId]);
     const jobs = await client.query('DELETE FROM jobs WHERE node_id = $1', [nodeId]);
     await client.query('DELETE FROM nodes WHERE node_id = $1', [nodeId]);
-    await client.query('COMMIT');
     return { reservations: res.rowCount ?? 0, activeReservations: res.rows.filter((r) => r.active).length, jobs: jobs.rowCount ?? 0 };
-  } catch (e) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw e;
-  } finally {
-    client.release();
-  }
+  });
 }
 
 export interface RegisteredNode {

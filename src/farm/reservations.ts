@@ -17,6 +17,7 @@ import type { EventType, ReservationData, ReservationEndedData } from '../core/e
 import type { Logger } from '../core/ports.js';
 import { DEFAULT_LIMITS, type InterruptionNotice } from '../core/reservations.js';
 import type { FarmEventLog, FarmReservation, FarmReservations, ReserveRequest } from './contract.js';
+import { inTransaction } from './db/pool.js';
 
 /** A farm reservation with its lease deadline (the extension's second field). */
 export interface PgReservation extends FarmReservation {
@@ -484,18 +485,11 @@ export class PgReservations implements FarmReservations {
   /** Run `fn` in a transaction; a deadlock or serialisation failure is retried (it rolled back: nothing happened). */
   private async tx<T>(fn: (db: pg.PoolClient) => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
-      const db = await this.pool.connect();
       try {
-        await db.query('BEGIN');
-        const out = await fn(db);
-        await db.query('COMMIT');
-        return out;
+        return await inTransaction(this.pool, fn);
       } catch (e) {
-        await db.query('ROLLBACK').catch(() => undefined);
         if (attempt < 5 && (isPgError(e, '40P01') || isPgError(e, '40001'))) continue;
         throw e;
-      } finally {
-        db.release();
       }
     }
   }

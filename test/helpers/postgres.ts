@@ -9,7 +9,7 @@
  * it runs as that user. docs/farm.md ("The test cluster") says the same.
  */
 import { execFile } from 'node:child_process';
-import { chown, mkdtemp, readdir, rm } from 'node:fs/promises';
+import { chown, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -31,6 +31,24 @@ export interface TestPostgres {
   startServer(): Promise<void>;
   /** `pg_ctl restart -m <mode>` (default fast): every connection is cut, the data stays. */
   restart(mode?: 'fast' | 'immediate' | 'smart'): Promise<void>;
+  /** SIGSTOP the server and every process of it: sockets stay open and nothing answers (a frozen host, a silent network). */
+  freeze(): Promise<void>;
+  /** SIGCONT what `freeze()` stopped. */
+  thaw(): Promise<void>;
+}
+
+/** The postmaster's pid (the first line of postmaster.pid) and the pids of its children, from /proc. */
+async function serverPids(data: string): Promise<number[]> {
+  const postmaster = Number((await readFile(path.join(data, 'postmaster.pid'), 'utf8')).split('\n')[0]);
+  const children: number[] = [];
+  for (const name of await readdir('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    const stat = await readFile(`/proc/${name}/stat`, 'utf8').catch(() => '');
+    // The fields after the command (which may hold spaces) in parentheses: state, ppid, ...
+    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    if (ppid === postmaster) children.push(Number(name));
+  }
+  return [postmaster, ...children];
 }
 
 /** The folder of initdb/pg_ctl: PG_BIN, else the newest /usr/lib/postgresql/<ver>/bin, else PATH. */
@@ -82,6 +100,13 @@ export async function startPostgres(): Promise<TestPostgres> {
     },
     async restart(mode = 'fast') {
       await as(tool('pg_ctl'), ['-D', data, '-l', log, '-o', opts, '-m', mode, '-w', '-t', '60', 'restart']);
+    },
+    // The postmaster first, so it forks no new process while its children are being stopped.
+    async freeze() {
+      for (const pid of await serverPids(data)) process.kill(pid, 'SIGSTOP');
+    },
+    async thaw() {
+      for (const pid of (await serverPids(data)).reverse()) process.kill(pid, 'SIGCONT');
     },
   };
 }

@@ -7,32 +7,28 @@
  */
 import type pg from 'pg';
 import { MIGRATIONS, type Migration } from './migrations.js';
+import { inTransaction, NO_QUERY_TIMEOUT } from './pool.js';
 
 /** Key of the advisory lock ('farmhand' in ASCII, as a bigint). */
 const LOCK_KEY = '7377303478837800548';
 
 /** Apply every migration not yet applied; returns the ids applied now. */
 export async function migrate(pool: pg.Pool, migrations: readonly Migration[] = MIGRATIONS): Promise<number[]> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
-    await client.query('SELECT pg_advisory_xact_lock($1)', [LOCK_KEY]);
-    await client.query(`CREATE TABLE IF NOT EXISTS farm_migrations (
+  return inTransaction(pool, async (client) => {
+    // No query timeout here: a migration of a large table, or another portal's held lock, may rightly take long.
+    const q = <R extends pg.QueryResultRow>(text: string, values?: unknown[]) =>
+      client.query<R>({ text, values, query_timeout: NO_QUERY_TIMEOUT } as pg.QueryConfig);
+    await q('SELECT pg_advisory_xact_lock($1)', [LOCK_KEY]);
+    await q(`CREATE TABLE IF NOT EXISTS farm_migrations (
       id integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
-    const done = new Set((await client.query<{ id: number }>('SELECT id FROM farm_migrations')).rows.map((r) => r.id));
+    const done = new Set((await q<{ id: number }>('SELECT id FROM farm_migrations')).rows.map((r) => r.id));
     const applied: number[] = [];
     for (const m of [...migrations].sort((a, b) => a.id - b.id)) {
       if (done.has(m.id)) continue;
-      await client.query(m.sql);
-      await client.query('INSERT INTO farm_migrations (id, name) VALUES ($1, $2)', [m.id, m.name]);
+      await q(m.sql);
+      await q('INSERT INTO farm_migrations (id, name) VALUES ($1, $2)', [m.id, m.name]);
       applied.push(m.id);
     }
-    await client.query('COMMIT');
     return applied;
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw err;
-  } finally {
-    client.release();
-  }
+  });
 }

@@ -6,7 +6,11 @@
  *   itself; either with no listener would take the whole process down. Both are listened to here,
  *   once, for every client: the query in flight rejects, the pool drops the broken client, and the
  *   next query opens a new connection. A connection attempt gives up after `connectTimeoutMs`, so
- *   a request never waits on a database that does not answer.
+ *   a request never waits on a database that does not answer. A query not answered within
+ *   `queryTimeoutMs` rejects (a server frozen, a network gone quiet without a reset), and its
+ *   connection, still busy with it, is destroyed rather than handed to the next caller.
+ * - `inTransaction`: BEGIN, the work, COMMIT; on an error ROLLBACK, except on a connection that is
+ *   away or busy with a timed-out query, which is destroyed (its server rolls the transaction back).
  * - `isDatabaseUnavailable` / `databaseUnavailable`: the errors that mean "the database cannot be
  *   reached now" (the socket refused or gone, the server shutting down or starting up, a connection
  *   cut), mapped to FarmError('database_unavailable'), answered 503 with a JSON body, never a 500.
@@ -21,10 +25,23 @@ export interface PoolOptions {
   logger: Logger;
   /** A connection not made within this is a failure (default 10 s). */
   connectTimeoutMs?: number;
+  /** A query not answered within this is a failure (default 10 s); see {@link NO_QUERY_TIMEOUT}. */
+  queryTimeoutMs?: number;
 }
 
+/** A query's own `query_timeout` for work that may rightly take long (migrations): about 24 days, setTimeout's most. */
+export const NO_QUERY_TIMEOUT = 2 ** 31 - 1;
+
 export function newPool(o: PoolOptions): pg.Pool {
-  const pool = new pg.Pool({ connectionString: o.connectionString, max: o.max, connectionTimeoutMillis: o.connectTimeoutMs ?? 10_000 });
+  const pool = new pg.Pool({
+    connectionString: o.connectionString,
+    max: o.max,
+    connectionTimeoutMillis: o.connectTimeoutMs ?? 10_000,
+    // Client-side: a frozen server cannot enforce a statement_timeout. pool.query() destroys the client of a query that timed out.
+    query_timeout: o.queryTimeoutMs ?? 10_000,
+    // A connection whose peer vanished without a reset is noticed by the kernel, not only by the next query.
+    keepAlive: true,
+  });
   // An idle client losing its server (PostgreSQL restarted): logged; the pool drops it.
   pool.on('error', (e) => o.logger.warn({ err: e }, 'an idle database connection failed; the next query reconnects'));
   // A checked-out client losing its server: its query rejects (the caller handles that); the event itself only logged.
@@ -42,6 +59,8 @@ const AWAY_MESSAGES = [
   'timeout exceeded when trying to connect',
   'Client has encountered a connection error and is not queryable',
   'Client was closed and is not queryable',
+  // query_timeout (newPool): the server did not answer in time.
+  'Query read timeout',
   'Connection terminated unexpectedly',
 ];
 
@@ -59,3 +78,26 @@ export function isDatabaseUnavailable(e: unknown): boolean {
 
 export const databaseUnavailable = (): FarmError =>
   new FarmError('database_unavailable', "the farm's database (PostgreSQL) cannot be reached now; retry in a few seconds");
+
+/**
+ * Run `fn` in a transaction on one client of `pool`. On an error the transaction is rolled back,
+ * and the error rethrown. A client whose database is away, or whose query timed out (the connection
+ * is still busy with it: a ROLLBACK would queue behind it, and the next caller would inherit the
+ * open transaction), is destroyed instead; the server rolls back what it had.
+ */
+export async function inTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  let broken: Error | undefined;
+  try {
+    await client.query('BEGIN');
+    const out = await fn(client);
+    await client.query('COMMIT');
+    return out;
+  } catch (e) {
+    if (isDatabaseUnavailable(e)) broken = e as Error;
+    else await client.query('ROLLBACK').catch((r: unknown) => (broken = r instanceof Error ? r : new Error(String(r))));
+    throw e;
+  } finally {
+    client.release(broken);
+  }
+}

@@ -56,7 +56,12 @@ const isFarmTokenVerifier = (t: TokenVerifier): t is FarmTokenVerifier => typeof
 
 export async function startPortal(cfg: PortalConfig, logger: Logger, parts: PortalParts = {}): Promise<Portal> {
   // A client losing its server (PostgreSQL restarted) must not crash the process; the next query reconnects.
-  const pool = newPool({ connectionString: cfg.database, max: cfg.database_pool_size, logger: logger.child({ part: 'database' }) });
+  const pool = newPool({
+    connectionString: cfg.database,
+    max: cfg.database_pool_size,
+    queryTimeoutMs: cfg.database_query_timeout_secs * 1000,
+    logger: logger.child({ part: 'database' }),
+  });
   let server: Server | undefined;
   let hub: PortalHub | undefined;
   let tokens: TokenVerifier | undefined;
