@@ -53,6 +53,8 @@ describe('farm fault: PostgreSQL frozen under the portal (SIGSTOP: connections o
     frozen = true;
     const list = await call('GET', '/api/v2/results');
     expect([list.status, list.type, list.body.error]).to.deep.equal([503, 'application/json; charset=utf-8', 'database_unavailable']);
+    // Its query went to an open connection and timed out (a new connection would say "cannot be reached").
+    expect(list.body.message).to.contain('did not answer in time');
     const reserve = await call('POST', '/api/v2/reservations', { node_ids: [NODE], message: 'during the freeze' });
     expect([reserve.status, reserve.body.error]).to.deep.equal([503, 'database_unavailable']);
     const csv = await fetch(`${farm.url}/api/v2/results.csv`, { headers: { Authorization: `token ${alice}` } });

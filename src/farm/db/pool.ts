@@ -53,14 +53,15 @@ export function newPool(o: PoolOptions): pg.Pool {
 const AWAY_STATES = new Set(['57P01', '57P02', '57P03', '53300']);
 /** Node socket errors of a server that is away (a Unix socket missing is ENOENT). */
 const AWAY_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOENT', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNABORTED']);
+/** pg's message for a query not answered within `query_timeout` (newPool). */
+const QUERY_TIMEOUT = 'Query read timeout';
 /** pg's own messages for a connection that broke, timed out or was never made. */
 const AWAY_MESSAGES = [
   'Connection terminated',
   'timeout exceeded when trying to connect',
   'Client has encountered a connection error and is not queryable',
   'Client was closed and is not queryable',
-  // query_timeout (newPool): the server did not answer in time.
-  'Query read timeout',
+  QUERY_TIMEOUT,
   'Connection terminated unexpectedly',
 ];
 
@@ -76,8 +77,11 @@ export function isDatabaseUnavailable(e: unknown): boolean {
   return AWAY_MESSAGES.some((m) => e.message.startsWith(m));
 }
 
-export const databaseUnavailable = (): FarmError =>
-  new FarmError('database_unavailable', "the farm's database (PostgreSQL) cannot be reached now; retry in a few seconds");
+/** The 503 for an error `isDatabaseUnavailable` accepted; a query that timed out says so (the server may be hung, or the query too slow). */
+export const databaseUnavailable = (e?: unknown): FarmError =>
+  e instanceof Error && e.message.startsWith(QUERY_TIMEOUT)
+    ? new FarmError('database_unavailable', "the farm's database (PostgreSQL) did not answer in time (database_query_timeout_secs): it may be hung or overloaded; retry later, or narrow a free-text filter")
+    : new FarmError('database_unavailable', "the farm's database (PostgreSQL) cannot be reached now; retry in a few seconds");
 
 /**
  * Run `fn` in a transaction on one client of `pool`. On an error the transaction is rolled back,

@@ -47,7 +47,7 @@ export function createPortalApp(o: PortalAppOptions): Koa {
     try {
       await next();
     } catch (e) {
-      throw isDatabaseUnavailable(e) ? databaseUnavailable() : e;
+      throw isDatabaseUnavailable(e) ? databaseUnavailable(e) : e;
     }
   });
   app.use(foldTrailingSlash);
