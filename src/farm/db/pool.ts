@@ -25,7 +25,7 @@ export interface PoolOptions {
   logger: Logger;
   /** A connection not made within this is a failure (default 10 s). */
   connectTimeoutMs?: number;
-  /** A query not answered within this is a failure (default 10 s); see {@link NO_QUERY_TIMEOUT}. */
+  /** A query not answered within this is a failure (default 30 s); see {@link NO_QUERY_TIMEOUT}. */
   queryTimeoutMs?: number;
 }
 
@@ -38,7 +38,7 @@ export function newPool(o: PoolOptions): pg.Pool {
     max: o.max,
     connectionTimeoutMillis: o.connectTimeoutMs ?? 10_000,
     // Client-side: a frozen server cannot enforce a statement_timeout. pool.query() destroys the client of a query that timed out.
-    query_timeout: o.queryTimeoutMs ?? 10_000,
+    query_timeout: o.queryTimeoutMs ?? 30_000,
     // A connection whose peer vanished without a reset is noticed by the kernel, not only by the next query.
     keepAlive: true,
   });

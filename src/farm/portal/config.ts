@@ -35,7 +35,7 @@ export const portalConfigSchema = z.strictObject({
   /** Connections in the pg pool. */
   database_pool_size: z.number().int().min(1).max(1000).default(10),
   /** A database query not answered within this fails (503 database_unavailable); migrations at start are exempt. */
-  database_query_timeout_secs: z.number().positive().max(3600).default(10),
+  database_query_timeout_secs: z.number().positive().max(3600).default(30),
   /** Largest forwarded response a slow client may leave buffered on the portal before it is cut off. */
   max_buffered_response_bytes: z.number().int().min(64 * 1024).default(64 * 1024 * 1024),
   /** What the portal keeps of the uploaded results: the node's keys, the same meaning (docs/farm.md). */
