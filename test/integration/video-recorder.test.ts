@@ -19,7 +19,6 @@ import { waitFor } from '../helpers/wait.js';
 const run = promisify(execFile);
 const W = 320;
 const H = 180;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** Segments are 1 s long; a clip starts 0.15 s before begin() and ends 0.25 s after finish(). */
 const SEGMENT_SECS = 1;
 const MARGINS_SECS = 0.15 + 0.25;
@@ -100,9 +99,10 @@ describe('video: per-run clips from the continuous recording', function () {
     source = new FfmpegFrameSource(o);
     await source.start();
     await waitFor(() => source!.recorder()!.segments().length > 0, 'a closed segment');
-    // Not a wait for anything: runs begin at any moment, and right after a segment closed the start margin would
-    // always reach into the previous one.
-    await sleep(400);
+    // Runs begin at any moment, and right after a segment closed the start margin would always reach into the
+    // previous one: let the stream go on 0.4 s (4 preview frames at 10 a second), counted in its own frames.
+    const seen = source.stats().framesReceived;
+    await waitFor(() => source!.stats().framesReceived >= seen + 4, 'four preview frames after the segment closed');
   };
 
   /** Let a run that began at `from` go on until `n` whole segments closed inside it; returns when it ends. */
