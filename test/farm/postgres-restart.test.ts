@@ -183,7 +183,15 @@ describe('farm fault: PostgreSQL restarted under the portal', function () {
       const mine = (types: string[]) => (m: { event: string; data: Record<string, unknown> }) =>
         types.includes(m.event) && (m.data.data as { job_uid?: string }).job_uid === jobUid;
       const jobEvents = ['run.started', 'run.finished', 'job.exited'];
-      const { rows: outbox } = await farm.db.query<{ seq: string; type: string }>(`SELECT seq, type FROM events_outbox WHERE data->>'job_uid' = $1 ORDER BY seq`, [jobUid]);
+      // The outbox writer has its own back-off (up to 10 s) from the outage, apart from the hub's retry of the jobs
+      // row above: wait for the job's last event to be written, then compare the whole list.
+      const outbox = await waitFor(
+        async () => {
+          const { rows } = await farm.db.query<{ seq: string; type: string }>(`SELECT seq, type FROM events_outbox WHERE data->>'job_uid' = $1 ORDER BY seq`, [jobUid]);
+          return rows.some((r) => r.type === 'job.exited') ? rows : undefined;
+        },
+        { what: "the job's job.exited written to the outbox (the event log's retry after the outage)", timeoutMs: 60_000 },
+      );
       const expected = ['job.started', ...Array(4).fill(['run.started', 'run.finished']).flat(), 'job.exited'];
       expect(outbox.map((r) => r.type)).to.deep.equal(expected);
       await waitFor(() => sse.messages.filter(mine(['job.exited'])).length === 1, { what: 'job.exited on the open stream', timeoutMs: 60_000 });
