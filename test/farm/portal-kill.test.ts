@@ -254,7 +254,11 @@ describe('farm fault: the portal SIGKILLed mid-job', function () {
     // The portal's own account, kept from the node's events replayed after the restart: the same counts,
     // ended by the node (no end_reason: not a node fault).
     // (Waited for, then checked: a wrong account fails on the values, not on a timeout.)
-    await waitFor(async () => (await jobRow(uid))?.job.result_counts.total === 4, { what: 'the job counted in the jobs table', ...WAIT }).catch(() => undefined);
+    // The replayed events update the row one by one: the last run.finished counts, job.exited (the next UPDATE) ends it.
+    await waitFor(async () => {
+      const j = await jobRow(uid);
+      return j?.state === 'exited' && j.job.result_counts.total === 4;
+    }, { what: 'the job counted and exited in the jobs table', ...WAIT }).catch(() => undefined);
     const row = (await jobRow(uid))!;
     expect(row).to.deep.include({ state: 'exited', end_reason: null, current_run: null });
     expect(row.job).to.deep.include({ status: 'exited', end_time: (await nodeJob(uid)).end_time });
@@ -316,7 +320,11 @@ describe('farm fault: the portal SIGKILLed mid-job', function () {
       return j.status === 'exited' && j.result_counts.total === 2 ? j : undefined;
     }, { what: 'the job on the portal, exited with its 2 runs', ...WAIT });
     expect(onPortal.result_counts).to.deep.equal({ pass: 1, fail: 1, error: 0, total: 2 });
-    await waitFor(async () => (await jobRow(uid))?.job.result_counts.total === 2, { what: 'the job counted in the jobs table', ...WAIT }).catch(() => undefined);
+    // The replayed events update the row one by one: the last run.finished counts, job.exited (the next UPDATE) ends it.
+    await waitFor(async () => {
+      const j = await jobRow(uid);
+      return j?.state === 'exited' && j.job.result_counts.total === 2;
+    }, { what: 'the job counted and exited in the jobs table', ...WAIT }).catch(() => undefined);
     const row = (await jobRow(uid))!;
     expect(row).to.deep.include({ state: 'exited', end_reason: null, current_run: null });
     expect(row.job.result_counts).to.deep.equal({ pass: 1, fail: 1, error: 0, total: 2 });

@@ -58,7 +58,14 @@ describe('farm portal: web pages (front door, results, sign-in, live view)', fun
     expect(res.status, res.text).to.equal(200);
     const done = await api().get(`/api/v2/jobs${res.body.job_uid as string}/await_completion?timeout=50`);
     expect(done.body.status, done.text).to.equal('exited');
-    return res.body.job_uid as string;
+    const uid = res.body.job_uid as string;
+    // await_completion is the node's own answer; the front door draws from the node's snapshot, which follows
+    // 250 ms after the change (debounced). Wait for it, or a fast browser reads "busy".
+    await waitFor(() => {
+      const job = farm.portal.hub.link(node)?.snapshot?.job as { job_uid?: string; status?: string } | null | undefined;
+      return job?.job_uid === uid && job.status === 'exited';
+    }, { what: `${node}'s snapshot with ${uid} exited`, timeoutMs: 30_000 });
+    return uid;
   }
   /** B's job, and the node's own answers for it (v2 and v1 Job objects, forwarded while B is connected). */
   let jobA: string;
@@ -300,6 +307,8 @@ describe('farm portal: web pages (front door, results, sign-in, live view)', fun
     const id = fail!.result_id;
     const listing = (await api().get(`/api/v2/results${id}/artifacts`)).body as Record<string, unknown>;
     expect(Object.keys(listing)).to.include.members(['farmhand.log', 'screenshot.png', 'video.mp4']);
+    // The listing above may be B's own answer: stop B only once its uploads have reached the portal's storage.
+    await waitFor(() => farm.nodes.get(B)!.daemon.uploader!.pending.length === 0, { what: `${B}'s uploads delivered`, timeoutMs: 60_000 });
     await farm.nodes.get(B)!.stop();
     await waitFor(() => farm.portal.hub.link(B)?.online === false, { what: `node ${B} to be offline`, timeoutMs: 30_000 });
     const page = await signedIn('/');

@@ -48,6 +48,9 @@ describe('farm fault: PostgreSQL frozen under the portal (SIGSTOP: connections o
   it('answers 503 database_unavailable instead of hanging; a reservation caught by the freeze is not made; the pool recovers after', async () => {
     // The pool holds open connections: without a query timeout, the next query would be written to one and wait forever.
     for (let i = 0; i < 4; i++) expect((await call('GET', '/api/v2/results')).status).to.equal(200);
+    // Several idle connections, not one: the reservations sweeper (every second) may hold one when the request
+    // comes, and the request must still find an open one (a new connection would time out connecting instead).
+    await Promise.all([0, 1, 2].map(() => farm.portal.pool.query('SELECT pg_sleep(0.05)')));
 
     await cluster.freeze();
     frozen = true;

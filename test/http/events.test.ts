@@ -147,8 +147,10 @@ describe('push events: the event stream and webhooks', function () {
     expect(run.status, run.text).to.equal(200);
     const uid = run.body.job_uid as string;
     await stream.next((m) => m.event === 'job.exited' && (m.data.data as { job_uid: string }).job_uid === uid, 'job.exited');
-    const started = stream.messages.findIndex((m) => m.event === 'run.started' && (m.data.data as { job_uid: string }).job_uid === uid);
-    const [runStarted, pressed, finished] = stream.messages.slice(started, started + 3);
+    // node.offline/online may come between on a loaded machine (the capture stalling): only this job's events count.
+    const jobs = stream.messages.filter((m) => !m.event.startsWith('node.'));
+    const started = jobs.findIndex((m) => m.event === 'run.started' && (m.data.data as { job_uid: string }).job_uid === uid);
+    const [runStarted, pressed, finished] = jobs.slice(started, started + 3);
     expect([runStarted, pressed, finished].map((m) => m?.event)).to.deep.equal(['run.started', 'key.pressed', 'run.finished']);
     expect(finished!.data.data).to.include({ result: 'pass' });
     const resultId = (runStarted!.data.data as { result_id: string }).result_id;
@@ -162,7 +164,8 @@ describe('push events: the event stream and webhooks', function () {
     const last = stream.messages.at(-1)!.id;
     const resumed = await open('', { 'Last-Event-ID': runStarted!.id! });
     await resumed.next((m) => m.id === last, 'the replay up to the latest event');
-    expect(resumed.messages.map((m) => m.id)).to.deep.equal(after);
+    // Up to `last`: an event published since (a capture stall on a loaded machine) may follow it.
+    expect(resumed.messages.slice(0, resumed.messages.findIndex((m) => m.id === last) + 1).map((m) => m.id)).to.deep.equal(after);
     expect(after.slice(0, 2)).to.deep.equal([runFinished!.id, jobExited!.id]);
     resumed.close();
 
@@ -228,7 +231,8 @@ describe('push events: the event stream and webhooks', function () {
     expect(ev.stream.clientsDropped, `dropped after ${sent} events`).to.equal(1);
     slow.res.resume(); // read what got through: the connection then ends
     await waitFor(() => slow.ended, 'the slow client to be disconnected');
-    await stream.next((_m) => stream.messages.length - before === sent, `the reading client to get all ${sent} events`);
+    const bigOnes = () => stream.messages.slice(before).filter((m) => (m.data.data as { key?: string }).key === 'KEY_BIG').length;
+    await stream.next((_m) => bigOnes() === sent, `the reading client to get all ${sent} events`);
     expect(ev.stream.clientsConnected).to.equal(1);
   });
 

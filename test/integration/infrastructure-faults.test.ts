@@ -73,7 +73,9 @@ describe('infrastructure faults through the real paths', function () {
       pty = await startPtyPair(dir);
       fake = await startFakeIrToy(pty.b);
       pack = await makeTestPack(files);
-      d = await start(pack, dataDir, { health_check: { after_infrastructure_errors: 1, retry_secs: 1, interval_secs: 0 } }, `irtoy:${pty.a}`);
+      // retry_secs 3: the refusals below are read between the failed check and its retry; a retry in progress
+      // would answer "busy" (409) instead of device_unavailable.
+      d = await start(pack, dataDir, { health_check: { after_infrastructure_errors: 1, retry_secs: 3, interval_secs: 0 } }, `irtoy:${pty.a}`);
     });
     after(async () => {
       await d?.stop();

@@ -99,7 +99,7 @@ describe('IrToyTransport over a pty pair (fake IR Toy process)', function () {
 
   it('the device going away and coming back: the send fails, the next one after its return works', async () => {
     fake = await startFakeIrToy(pty.b);
-    const t = open({ timeoutMs: 300 });
+    const t = open({ timeoutMs: 2000 }); // each step goes through socat and a separate process: room for a loaded machine
     await t.send([necFrame(1)]);
     await fake.next();
     await fake.stop();

@@ -79,6 +79,12 @@ describe('restart after SIGKILL', function () {
 
     // Wait until the slow test is running (its job file records the child's pid).
     const pid = await runningPid(dataDir, uid, 'tests/slow.py::test_slow');
+    // The pid is saved at spawn; the test writes "started" once Python reaches its body. Wait for it, so the kill
+    // lands mid-test however fast the next daemon starts.
+    await waitFor(async () => (await readdir(path.join(dataDir, 'data', 'results'), { recursive: true })).some((f) => f.endsWith(`${path.sep}started`)), {
+      what: 'test_slow to write "started"',
+      timeoutMs: 60_000,
+    });
     first.child.kill('SIGKILL');
     await new Promise((r) => first.child.once('exit', r));
     expect(isAlive(pid), 'the test process outlives the daemon (own process group)').to.equal(true);
