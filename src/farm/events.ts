@@ -20,6 +20,9 @@
  *   connection is dedicated; when it drops, the listener reconnects with
  *   back-off and catches up from that seq, so nothing appended meanwhile is
  *   lost.
+ * - Relayed events that could not be written are retried with back-off (250 ms
+ *   doubling to 10 s), and at once when the pool opens a new connection: the
+ *   database is back, and the events need not wait out the back-off.
  * - Retention keeps the newest `keepRows` rows (and, if set, none older than
  *   `keepSecs`), deleted in batches; `events_outbox_pruned.through` records the
  *   highest seq deleted, so a resume from below it is told it missed events.
@@ -68,6 +71,9 @@ export interface PgEventLogOptions {
   pruneBatch?: number | undefined;
   /** Relayed events (attach) waiting to be written while PostgreSQL is unreachable; past it the oldest are dropped. Default 10,000. */
   maxPending?: number | undefined;
+  /** Back-off of a failed write: first wait (default 250 ms), doubling up to `retryMaxMs` (default 10 s). */
+  retryInitialMs?: number | undefined;
+  retryMaxMs?: number | undefined;
 }
 
 interface Pending {
@@ -93,7 +99,12 @@ export class PgEventLog implements FarmEventLog {
   /** Nodes one of whose events was dropped from the queue: their cursor stays where it was, so they send it again. */
   private readonly holed = new Set<string>();
 
-  constructor(private readonly o: PgEventLogOptions) {}
+  /** A new connection means the database answers again: a write waiting out its back-off goes now. */
+  private readonly onConnect = () => this.retryNow();
+
+  constructor(private readonly o: PgEventLogOptions) {
+    o.pool.on('connect', this.onConnect);
+  }
 
   /** Append one event; resolves once it is committed (and listeners are notified). */
   append(type: EventType, nodeId: string | null, data: unknown): Promise<void> {
@@ -162,6 +173,11 @@ export class PgEventLog implements FarmEventLog {
     return this.droppedCount;
   }
 
+  /** A failed write waits out its back-off (the database was unreachable). */
+  get retrying(): boolean {
+    return this.retryTimer !== undefined;
+  }
+
   /** Events waiting to be written. */
   get pending(): number {
     return this.queue.length;
@@ -170,6 +186,7 @@ export class PgEventLog implements FarmEventLog {
   /** Stop the timers; waits for the write in flight (relayed events still waiting are logged and forgotten). */
   async close(): Promise<void> {
     this.closed = true;
+    this.o.pool.off('connect', this.onConnect);
     clearInterval(this.pruneTimer);
     clearTimeout(this.retryTimer);
     if (this.flushing) await new Promise<void>((r) => this.idle.push(r));
@@ -231,6 +248,15 @@ export class PgEventLog implements FarmEventLog {
     });
   }
 
+  /** Write now what waits out a back-off (the back-off keeps growing if this write fails too). */
+  private retryNow(): void {
+    if (!this.retryTimer || this.closed) return;
+    clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
+    // While a retry is pending no flush runs (the loop stops when it sets the timer), so this starts the only one.
+    void this.flush();
+  }
+
   /** Writes everything queued in one transaction; appends made meanwhile go in the next one. */
   private async flush(): Promise<void> {
     this.flushing = true;
@@ -247,7 +273,7 @@ export class PgEventLog implements FarmEventLog {
           if (again.length === 0) continue;
           this.queue.unshift(...again);
           if (this.closed) break;
-          this.retryMs = Math.min(10_000, this.retryMs ? this.retryMs * 2 : 250);
+          this.retryMs = Math.min(this.o.retryMaxMs ?? 10_000, this.retryMs ? this.retryMs * 2 : (this.o.retryInitialMs ?? 250));
           this.o.logger?.warn({ err, events: this.queue.length, retry_in_ms: this.retryMs }, 'farm events not written to the outbox; retrying');
           this.retryTimer = setTimeout(() => {
             this.retryTimer = undefined;

@@ -374,3 +374,48 @@ async function receiver(failures: number) {
     },
   };
 }
+
+describe('farm events: the outbox writer after a database outage', function () {
+  this.timeout(120_000);
+  let own: TestPostgres;
+  let pool: pg.Pool;
+  let log: PgEventLog | undefined;
+
+  before(async () => {
+    own = await startPostgres();
+    pool = new pg.Pool({ host: own.host, port: own.port, user: own.user, database: own.database, max: 2 });
+    pool.on('error', () => undefined); // idle connections cut by the stop below
+    await migrate(pool);
+  });
+  after(async () => {
+    await log?.close();
+    await pool?.end();
+    await own?.stop();
+  });
+
+  it('a relayed event held by the outage is written once the pool connects again, without waiting out its back-off', async () => {
+    // An hour's back-off: only the new connection can bring the write forward.
+    log = new PgEventLog({ pool, logger: silentLogger, pruneIntervalMs: 0, retryInitialMs: 3_600_000, retryMaxMs: 3_600_000 });
+    const hub = new HubStandIn();
+    const detach = log.attach(hub);
+    try {
+      await own.stopServer('fast');
+      hub.emit({ id: 'mwre-1', type: 'node.online', time: '2030-01-01T10:00:00.000Z', data: { node_id: 'n7', online: true, reason: null } });
+      await waitFor(() => log!.retrying, 'the write to fail and wait out its back-off');
+      await own.startServer();
+      expect(log.pending, 'still held after the server is back').to.equal(1);
+      await pool.query('SELECT 1'); // a new connection: the database answers again
+      const rows = await waitFor(
+        async () => {
+          const r = await pool.query<{ type: string; node_id: string }>("SELECT type, node_id FROM events_outbox WHERE node_event_id = 'mwre-1'");
+          return r.rows.length ? r.rows : undefined;
+        },
+        { what: 'the held event in the outbox', timeoutMs: 30_000 },
+      );
+      expect(rows).to.deep.equal([{ type: 'node.online', node_id: 'n7' }]);
+      expect([log.pending, log.retrying]).to.deep.equal([0, false]);
+    } finally {
+      detach();
+    }
+  });
+});
