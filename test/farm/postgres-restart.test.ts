@@ -183,8 +183,8 @@ describe('farm fault: PostgreSQL restarted under the portal', function () {
       const mine = (types: string[]) => (m: { event: string; data: Record<string, unknown> }) =>
         types.includes(m.event) && (m.data.data as { job_uid?: string }).job_uid === jobUid;
       const jobEvents = ['run.started', 'run.finished', 'job.exited'];
-      // The outbox writer has its own back-off (up to 10 s) from the outage, apart from the hub's retry of the jobs
-      // row above: wait for the job's last event to be written, then compare the whole list.
+      // The outbox writer retries on its own (its back-off, or the pool's next connection), apart from the hub's
+      // retry that wrote the jobs row above: wait for the job's last event to be written, then compare the list.
       const outbox = await waitFor(
         async () => {
           const { rows } = await farm.db.query<{ seq: string; type: string }>(`SELECT seq, type FROM events_outbox WHERE data->>'job_uid' = $1 ORDER BY seq`, [jobUid]);
