@@ -7,14 +7,13 @@
 import { expect } from 'chai';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { copyFile, mkdtemp, readFile, rm } from 'node:fs/promises';
-import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { IrToyTransport } from '../../src/hardware/ir/transports/irtoy.js';
 import { LircdTransport } from '../../src/hardware/ir/transports/lircd.js';
 import { startFakeIrToy, startPtyPair, stopChild } from '../fixtures/fakeIrToy.js';
+import { waitForLircdSocket } from '../helpers/lircd.js';
 import { rejection } from '../helpers/rejections.js';
-import { waitFor } from '../helpers/wait.js';
 
 const REMOTE_FILE = '/usr/share/lirc/remotes/leadtek/lircd.conf.RM-0010';
 const REMOTE = 'RM-0010'; // NEC: header 9000 4500, one 563 1687, zero 563 562, ptrail 563, pre_data 0xC03F
@@ -41,20 +40,6 @@ function parseFileDriver(text: string): number[] {
     });
 }
 
-/** Until lircd accepts connections on its socket. */
-async function waitForSocket(path: string, child: ChildProcess): Promise<void> {
-  await waitFor(async () => {
-    if (child.exitCode !== null) throw new Error(`lircd exited with ${child.exitCode}`);
-    return new Promise<boolean>((resolve) => {
-      const s = createConnection(path, () => {
-        s.destroy();
-        resolve(true);
-      });
-      s.on('error', () => resolve(false));
-    });
-  }, 'lircd to accept connections on its socket');
-}
-
 /** `lircd --nodaemon --driver=<driver> --device=<device> ...` in `dir`; resolves once it listens. */
 async function startLircd(dir: string, driver: string, device: string): Promise<{ socket: string; child: ChildProcess }> {
   const socket = join(dir, 'lircd.sock');
@@ -65,7 +50,7 @@ async function startLircd(dir: string, driver: string, device: string): Promise<
       `--logfile=${join(dir, 'lircd.log')}`, join(dir, 'remote.conf')],
     { stdio: 'ignore' },
   );
-  await waitForSocket(socket, child);
+  await waitForLircdSocket(socket, child);
   return { socket, child };
 }
 

@@ -3,14 +3,12 @@
 // path that honours min_repeat, which irsimsend cannot show.
 import { expect } from 'chai';
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { LircEncoder, formatIrsimsend, parseLircConfig } from '../../src/hardware/ir/lirc/index.js';
-import { waitFor } from '../helpers/wait.js';
+import { waitForLircdSocket } from '../helpers/lircd.js';
 
 const run = promisify(execFile);
 
@@ -75,19 +73,7 @@ describe('LircEncoder.sendOnce vs lircd --driver=file + irsend SEND_ONCE', funct
     await writeFile(join(dir, 'remotes.conf'), REMOTES);
     lircd = spawn('lircd', ['--nodaemon', '-H', 'file', '-d', join(dir, 'out'), '-o', join(dir, 'sock'),
       '-P', join(dir, 'pid'), '-L', join(dir, 'log'), '-O', '/dev/null', join(dir, 'remotes.conf')], { stdio: 'ignore' });
-    // Connected to, not only present: the file appears at bind(), before lircd listens.
-    await waitFor(
-      () =>
-        new Promise<boolean>((resolve) => {
-          if (!existsSync(join(dir, 'sock'))) return resolve(false);
-          const c = createConnection(join(dir, 'sock'), () => {
-            c.destroy();
-            resolve(true);
-          });
-          c.on('error', () => resolve(false));
-        }),
-      'lircd (Debian package "lirc") to accept connections on its socket',
-    );
+    await waitForLircdSocket(join(dir, 'sock'), lircd);
   });
 
   after(async () => {
