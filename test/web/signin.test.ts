@@ -100,7 +100,7 @@ describe('portal: sign-in, sessions and CSRF', function () {
     const s = await signIn(d, alice.token);
     const login = await d.http.post('/app/sign-in').set('Origin', 'http://evil.example').type('form').send({ token: alice.token });
     expect(login.status).to.equal(403);
-    expect(login.body.error).to.equal('forbidden');
+    expect(login.body.error).to.equal('cross_site_request');
     const fetchSite = await d.http.post('/app/sign-in').set('Sec-Fetch-Site', 'cross-site').type('form').send({ token: alice.token });
     expect(fetchSite.status).to.equal(403);
     const out = await d.http.post('/app/sign-out').set('Cookie', s.cookie).set('Origin', 'http://evil.example').type('form').send({ csrf: s.csrf });
