@@ -144,7 +144,12 @@ export const configSchema = z.strictObject({
       endpoints: z
         .array(
           z.strictObject({
-            url: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }),
+            url: z
+              .url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' })
+              .refine(
+                (u) => { const p = new URL(u); return p.username === '' && p.password === ''; },
+                "must not carry a user name or password (user:password@): fetch never sends them, so nothing would be delivered. Take them out of the URL; a receiver authenticates farmhand's deliveries by their webhook-signature header, made with this endpoint's secret (docs/events.md, \"Verifying a request\")",
+              ),
             secret: webhookSecret,
             /** Only these event types (e.g. ["run.finished"]); default all. */
             types: z.array(z.enum(EVENT_TYPES as [string, ...string[]])).min(1).optional(),
