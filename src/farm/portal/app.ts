@@ -14,6 +14,7 @@ import { foldTrailingSlash } from '../../http/app.js';
 import { authenticate, FORM_PATHS, guardApi } from '../../http/auth.js';
 import { formBody, jsonBody } from '../../http/body.js';
 import { refuseCrossSiteRequests } from '../../http/crossSite.js';
+import { rememberCredential } from '../../http/heldCredential.js';
 import { errorHandler } from '../../http/errors.js';
 import { rateLimit, type RateLimitSettings } from '../../http/rateLimit.js';
 import { databaseUnavailable, isDatabaseUnavailable } from '../db/pool.js';
@@ -59,6 +60,7 @@ export function createPortalApp(o: PortalAppOptions): Koa {
   const sessions = new SessionStore(o.tokens);
   app.use(authenticate(o.tokens, sessions));
   app.use(refuseCrossSiteRequests({ publicUrl: o.publicUrl }));
+  app.use(rememberCredential(o.tokens, sessions));
   // Long polls are exempt, as on the node: a held request costs a promise, and clients retry them at once.
   const limit = rateLimit(o.rateLimit);
   app.use((ctx, next): Promise<unknown> => (ctx.path.toLowerCase().endsWith('/await_completion') ? next() : limit(ctx, next)));
