@@ -93,7 +93,16 @@ describe('web: requests from other sites, and where sign-in leads', function () 
       // The form as anything else could post it (a bookmark, an old page, a proxy that keeps the query): the raw next.
       await page.locator('input[name="next"]').evaluate((el, v) => ((el as HTMLInputElement).value = v), next);
       await page.getByLabel('Access token').fill(alice.token);
-      await Promise.all([page.waitForURL((u) => !u.pathname.startsWith('/app/sign-in'), WAIT), page.getByRole('button', { name: 'Sign in' }).click()]);
+      // Before the fix Chromium did not land on evil.example only because the page's CSP (form-action 'self')
+      // refuses a form's redirect to another site: the sign-in was aborted and the person left stranded.
+      const [landed] = await Promise.all([
+        page.waitForURL((u) => !u.pathname.startsWith('/app/sign-in'), WAIT).then(
+          () => 'landed',
+          (e: Error) => e.message.split('\n')[0],
+        ),
+        page.getByRole('button', { name: 'Sign in' }).click(),
+      ]);
+      expect(landed, `${next}: signing in comes back to a page`).to.equal('landed');
       await page.waitForLoadState('load');
       expect(new URL(page.url()).origin, `${next} led to ${page.url()}`).to.equal(own);
       expect(new URL(page.url()).pathname, next).to.equal('/');
