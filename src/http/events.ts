@@ -39,6 +39,8 @@ export interface EventStreamOptions {
   maxBacklogBytes: number;
   /** Streams one caller may hold (default {@link DEFAULT_MAX_PER_CALLER}). */
   maxPerCaller?: number;
+  /** Streams callers not signed in may hold together (default half of `maxClients`, at least 1). */
+  maxAnonymous?: number;
   /** How often open streams' credentials are checked again (default {@link DEFAULT_REVALIDATE_MS}). */
   revalidateMs?: number;
   logger?: Logger;
@@ -103,7 +105,7 @@ export class EventStream {
 
   /** Streams that callers not signed in may hold together: half, the rest kept for people who are signed in. */
   get maxAnonymous(): number {
-    return Math.max(1, Math.floor(this.o.maxClients / 2));
+    return this.o.maxAnonymous ?? Math.max(1, Math.floor(this.o.maxClients / 2));
   }
 
   /** End every stream whose token was revoked or whose session ended. */
