@@ -289,6 +289,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
   undo.push(() => health.stop());
   const stream = new EventStream(hub, {
     maxClients: cfg.events.max_clients,
+    maxPerCaller: cfg.events.max_clients_per_caller,
     heartbeatMs: cfg.events.heartbeat_secs * 1000,
     maxBacklogBytes: cfg.events.max_client_backlog_bytes,
     logger: logger.child({ module: 'event-stream' }),

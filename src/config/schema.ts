@@ -130,6 +130,8 @@ export const configSchema = z.strictObject({
       buffer_size: z.number().int().min(1).max(1_000_000).default(1000),
       /** Most stream clients at once; one more gets a 503. */
       max_clients: z.number().int().min(1).max(10_000).default(64),
+      /** Most streams one caller (a token, or an address when not signed in) holds at once. */
+      max_clients_per_caller: z.number().int().min(1).max(10_000).default(8),
       /** A comment line this often keeps proxies from closing a quiet stream. */
       heartbeat_secs: z.number().positive().max(3600).default(15),
       /** A client that leaves this much unread is cut off (it reconnects and resumes). */
@@ -144,7 +146,12 @@ export const configSchema = z.strictObject({
       endpoints: z
         .array(
           z.strictObject({
-            url: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }),
+            url: z
+              .url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' })
+              .refine(
+                (u) => { const p = new URL(u); return p.username === '' && p.password === ''; },
+                "must not carry a user name or password (user:password@): fetch never sends them, so nothing would be delivered. Take them out of the URL; a receiver authenticates farmhand's deliveries by their webhook-signature header, made with this endpoint's secret (docs/events.md, \"Verifying a request\")",
+              ),
             secret: webhookSecret,
             /** Only these event types (e.g. ["run.finished"]); default all. */
             types: z.array(z.enum(EVENT_TYPES as [string, ...string[]])).min(1).optional(),

@@ -7,6 +7,8 @@ import type { Context, Middleware, Next } from 'koa';
 import type { TokenVerifier } from '../core/auth.js';
 import { authenticate, FORM_PATHS, guardApi, type DelegateRule } from './auth.js';
 import { formBody, jsonBody } from './body.js';
+import { refuseCrossSiteRequests } from './crossSite.js';
+import { rememberCredential } from './heldCredential.js';
 import { rateLimit, type RateLimitSettings } from './rateLimit.js';
 import type { Services } from './context.js';
 import { errorHandler } from './errors.js';
@@ -46,6 +48,8 @@ export function createApp(s: Services, opts: AppOptions): Koa {
   // People's sign-in sessions (src/web/session.ts): in memory, so a restart ends them.
   const sessions = new SessionStore(opts.tokens);
   app.use(authenticate(opts.tokens, sessions, opts.delegate));
+  app.use(refuseCrossSiteRequests({ publicUrl: s.publicUrl }));
+  app.use(rememberCredential(opts.tokens, sessions));
   // Long polls are exempt: a held request costs one promise listener, and clients retry them at once.
   const limit = rateLimit(opts.rateLimit);
   app.use((ctx, next): Promise<unknown> => (ctx.path.toLowerCase().endsWith('/await_completion') ? next() : limit(ctx, next)));
