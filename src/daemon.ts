@@ -463,7 +463,8 @@ async function setUpTestUser(cfg: FarmConfig, logger: Logger, undo: Array<() => 
   const restore = () => process.umask(old);
   onUmask(restore);
   undo.push(restore);
-  await prepareDataDir(cfg.data_dir, user);
+  const open = await prepareDataDir(cfg.data_dir, user);
+  if (open.length) logger.warn({ files: open }, `files in the data directory that ${name} may read and the daemon may not change (not its own): give them to the daemon's user or remove them`);
   await killTestUserProcesses(user, cfg.runner.python).catch((e: unknown) => {
     throw bad(`cannot run ${cfg.runner.python} as ${name} through setpriv: ${(e as Error).message}`);
   });

@@ -78,15 +78,25 @@ async function share(dir: string, gid: number, mode: number): Promise<void> {
   await chmod(dir, mode);
 }
 
-/** Every entry directly in `dir`, except `keep`: nothing for others (o-rwx). */
-async function closeToOthers(dir: string, keep: readonly string[]): Promise<void> {
+/**
+ * Every entry directly in `dir`, except `keep`: nothing for others (o-rwx).
+ * Returns the ones the daemon may not change (another user's, root's).
+ */
+async function closeToOthers(dir: string, keep: readonly string[]): Promise<string[]> {
+  const refused: string[] = [];
   for (const name of await readdir(dir)) {
     if (keep.includes(name)) continue;
     const p = path.join(dir, name);
     const st = await lstat(p).catch(() => undefined);
     if (!st || st.isSymbolicLink() || (st.mode & 0o007) === 0) continue;
-    await chmod(p, st.mode & 0o7770);
+    try {
+      await chmod(p, st.mode & 0o7770);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EPERM') throw e;
+      refused.push(p);
+    }
   }
+  return refused;
 }
 
 /** Group `gid`, readable (not writable) by it, recursively; symlinks left as they are. */
@@ -105,20 +115,22 @@ async function readableByGroup(root: string, gid: number): Promise<void> {
 
 /**
  * At start: the data directory as described above. `results` and `checkouts`
- * are created here if missing.
+ * are created here if missing. Returns the entries left open to others that
+ * the daemon may not change (not its own): the caller warns.
  */
-export async function prepareDataDir(dataDir: string, user: TestUser): Promise<void> {
+export async function prepareDataDir(dataDir: string, user: TestUser): Promise<string[]> {
   const results = path.join(dataDir, 'results');
   const checkouts = path.join(dataDir, 'checkouts');
   const { mkdir } = await import('node:fs/promises');
   await mkdir(results, { recursive: true });
   await mkdir(checkouts, { recursive: true });
   await share(dataDir, user.gid, 0o710);
-  await closeToOthers(dataDir, ['results', 'checkouts']);
+  const refused = await closeToOthers(dataDir, ['results', 'checkouts']);
   await share(results, user.gid, 0o710);
-  await closeToOthers(results, []);
+  refused.push(...(await closeToOthers(results, [])));
   await readableByGroup(checkouts, user.gid);
   await chmod(checkouts, 0o2750);
+  return refused;
 }
 
 /** Before a run: its job folders passable, its result folder and work folder writable, by the test group. */

@@ -17,7 +17,7 @@ import request from 'supertest';
 import { startDaemon, type Daemon } from '../../src/daemon.js';
 import { TokenStore, tokensFile } from '../../src/storage/tokens.js';
 import { makeTestPack, type TestPackRepo } from '../fixtures/testPack.js';
-import { necRemote } from '../fixtures/remotes.js';
+import { expectConfined, packFiles } from '../fixtures/testUserPack.js';
 import { testConfig, type TestConfig } from '../helpers/daemon.js';
 import { capturingLogger } from '../helpers/logger.js';
 import { isAlive } from '../helpers/processes.js';
@@ -26,83 +26,6 @@ import { waitFor } from '../helpers/wait.js';
 
 const TEST_USER = 'farmhand-test';
 const CREDENTIAL = 'fhn_secret-credential-of-the-node-5d1c';
-
-const py = (...lines: string[]) => `${lines.join('\n')}\n`;
-
-/** The test pack; `drop` is a folder every user may write (where the hung test leaves its pids). */
-function packFiles(credentialFile: string, drop: string) {
-  return {
-    'config/stbt.conf': '[test_pack]\ndefault_remote_control = box\n',
-    'config/remote-control/box.lircd.conf': necRemote('box', 0x7a85, { KEY_OK: 0x08f7 }),
-    'tests/hostile.py': py(
-      'import errno, json, os, signal, subprocess, sys, time',
-      'import farmhand',
-      '',
-      `CREDENTIAL = ${JSON.stringify(credentialFile)}`,
-      `DROP = ${JSON.stringify(drop)}`,
-      '',
-      'def _try(fn):',
-      '    try:',
-      '        fn()',
-      '        return "ok"',
-      '    except OSError as e:',
-      '        return errno.errorcode.get(e.errno, str(e.errno))',
-      '',
-      'def _read(p):',
-      '    with open(p, "rb") as f:',
-      '        f.read()',
-      '',
-      'def test_reach():',
-      '    # The run folder is <data>/results/<hex>/<n>/<stamp>.',
-      '    data = os.path.abspath(os.path.join(os.getcwd(), "..", "..", "..", ".."))',
-      '    daemon = os.getppid()',
-      '    reach = {',
-      '        "uid": os.getuid(), "euid": os.geteuid(), "resuid": list(os.getresuid()),',
-      '        "credential": _try(lambda: _read(CREDENTIAL)),',
-      '        "tokens": _try(lambda: _read(os.path.join(data, "tokens.json"))),',
-      '        "state": _try(lambda: _read(os.path.join(data, "state.json"))),',
-      '        "list_data_dir": _try(lambda: os.listdir(data)),',
-      '        "list_results": _try(lambda: os.listdir(os.path.join(data, "results"))),',
-      '        "results_index": _try(lambda: _read(os.path.join(data, "results", "index.jsonl"))),',
-      '        "jobs": _try(lambda: os.listdir(os.path.join(data, "jobs"))),',
-      '        "test_pack_git": _try(lambda: os.listdir(os.path.join(data, "test-pack.git"))),',
-      '        "write_checkout": _try(lambda: open(os.path.join(os.environ["FARMHAND_TEST_PACK_DIR"], "tests", "x.py"), "w").close()),',
-      '        "daemon_environ": _try(lambda: _read("/proc/%d/environ" % daemon)),',
-      '        "daemon_mem": _try(lambda: _read("/proc/%d/mem" % daemon)),',
-      '        "signal_daemon": _try(lambda: os.kill(daemon, 0)),',
-      '        "setuid_root": _try(lambda: os.setuid(0)),',
-      '        "setuid_daemon": _try(lambda: os.setresuid(os.stat("/proc/%d" % daemon).st_uid, -1, -1)),',
-      '        "read_own_checkout": _try(lambda: _read(os.path.join(os.environ["FARMHAND_TEST_PACK_DIR"], "tests", "hostile.py"))),',
-      '        "status_caps": [l for l in open("/proc/self/status").read().splitlines() if l.startswith(("CapEff", "CapPrm", "CapAmb", "NoNewPrivs"))],',
-      '    }',
-      '    with open("reach.json", "w") as f:',
-      '        json.dump(reach, f)',
-      '    farmhand.press("KEY_OK")',
-      '    os.makedirs("shots")',
-      '    farmhand.save_frame(farmhand.get_frame(), "shots/frame.png")',
-      '    # What a hostile test leaves: a folder and a file nobody else may read.',
-      '    os.makedirs("private/deeper")',
-      '    with open("private/deeper/secret.txt", "w") as f:',
-      '        f.write("mine")',
-      '    os.chmod("private/deeper/secret.txt", 0)',
-      '    os.chmod("private/deeper", 0)',
-      '    os.chmod("private", 0)',
-      '    print("reached", flush=True)',
-      '',
-      'def test_hang():',
-      '    child = subprocess.Popen(["sleep", "600"])',
-      '    # One that leaves the group, clears its environment and works outside the run folder.',
-      '    escaped = subprocess.Popen(["sleep", "601"], start_new_session=True, env={}, cwd="/")',
-      '    with open(os.path.join(DROP, "pids.json.tmp"), "w") as f:',
-      '        json.dump({"leader": os.getpid(), "child": child.pid, "escaped": escaped.pid}, f)',
-      '    os.replace(os.path.join(DROP, "pids.json.tmp"), os.path.join(DROP, "pids.json"))',
-      '    time.sleep(600)',
-      '',
-      'def test_pass():',
-      '    print("fine")',
-    ),
-  };
-}
 
 interface Run {
   result_id: string;
@@ -172,13 +95,7 @@ describe('tests run as another user (runner.run_tests_as)', function () {
     first = run;
     expect(run.result, run.failure_reason ?? '').to.equal('pass');
     const reach = JSON.parse((await http().get(`/api/v1/result${run.result_id}/artifacts/reach.json`)).text) as Record<string, unknown>;
-    expect(reach.resuid).to.deep.equal([user.uid, user.uid, user.uid]);
-    for (const k of ['credential', 'tokens', 'state', 'list_data_dir', 'list_results', 'results_index', 'jobs', 'test_pack_git', 'write_checkout', 'daemon_environ', 'daemon_mem']) {
-      expect(reach[k], k).to.equal('EACCES');
-    }
-    for (const k of ['signal_daemon', 'setuid_root', 'setuid_daemon']) expect(reach[k], k).to.equal('EPERM');
-    expect(reach.read_own_checkout).to.equal('ok');
-    expect(reach.status_caps).to.deep.equal(['CapPrm:\t0000000000000000', 'CapEff:\t0000000000000000', 'CapAmb:\t0000000000000000', 'NoNewPrivs:\t1']);
+    expectConfined(reach, user.uid);
     // The run as it always was: logs with the press, the screenshot, the test's artifacts.
     const log = (await http().get(`/api/v1/result${run.result_id}/farmhand.log`)).text;
     expect(log).to.match(/press KEY_OK remote=box transport=virtual:/);
@@ -256,6 +173,8 @@ describe('tests run as another user (runner.run_tests_as)', function () {
   });
 
   it('without run_tests_as, a node of a farm warns at start that its tests can read its credential', async () => {
+    await daemon?.stop();
+    daemon = undefined;
     const log = capturingLogger();
     daemon = await startDaemon({ ...config(), runner: { ...config().runner, run_tests_as: undefined } }, log);
     const warning = log.entries.find((e) => e.level === 'warn' && e.msg.includes('run_tests_as'));
