@@ -18,7 +18,7 @@ import { exitStatusOf } from './exec.js';
 import { decideOutcome, readReport, STOPPED_REASON, timeoutReason, type ProcessEnd } from './outcome.js';
 import { groupAlive, killEscapedProcesses, processStartTicks, terminateGroup } from './processGroup.js';
 import { RunLogs } from './runLogs.js';
-import { asTestUser, prepareRun, reclaimResultDir, sweepAfterRun, type TestUser } from './testUser.js';
+import { asTestUser, giveToTest, prepareRun, reclaimResultDir, sweepAfterRun, type TestUser } from './testUser.js';
 
 export interface ProcessTestRunnerOptions {
   /** The interpreter; default `/usr/bin/python3`. */
@@ -66,7 +66,7 @@ export class ProcessTestRunner implements TestRunner {
       'farmhand-version.log': this.o.version,
     };
     try {
-      if (this.o.testUser) await prepareRun(spec.resultDir, work, this.o.testUser);
+      if (this.o.testUser) await prepareRun({ resultDir: spec.resultDir, work, checkoutDir: spec.checkoutDir }, this.o.testUser);
       await this.writeFiles(spec.resultDir, identity);
       logs.tool(`Running ${spec.testCase} at ${spec.testPackSha}${this.o.testUser ? ` as user ${this.o.testUser.name}` : ''}`);
       const started = process.hrtime.bigint();
@@ -161,6 +161,7 @@ export class ProcessTestRunner implements TestRunner {
   ): Promise<{ child: ChildProcess; pid: number; exit: Promise<number | null>; closed: Promise<boolean> } | { spawnError: Error }> {
     const configFile = path.join(work, 'config.json');
     await writeFile(configFile, JSON.stringify(spec.config));
+    if (this.o.testUser) await giveToTest(configFile, this.o.testUser);
     const argv = [this.python, '-m', 'farmhand.run', spec.testCase];
     const { cmd, args } = this.o.testUser ? asTestUser(this.o.testUser, argv) : { cmd: argv[0]!, args: argv.slice(1) };
     const child = spawn(cmd, args, {

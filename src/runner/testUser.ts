@@ -7,13 +7,15 @@
  *
  * Files: everything a test needs is group-owned by the test user's primary
  * group (the daemon's user must be a member of it) and reachable by no one
- * else:
+ * else. No setgid folders (the shipped unit's RestrictSUIDSGID= forbids setting
+ * the bit, and none is needed: what the test makes has its primary group, what
+ * the daemon makes for it is given that group one by one):
  * - `<data_dir>` and `<data_dir>/results` (and a run's job folders): 0710, group
  *   = test group: the test may pass through to its own folder, not list them;
  *   every other entry of theirs is made unreadable to others at start, and the
  *   daemon's umask becomes 027 so what it writes later stays so;
- * - `<data_dir>/checkouts`: 2750, group = test group (files readable, not writable);
- * - a running run's result folder and its work folder (report, config): 2770;
+ * - `<data_dir>/checkouts` and the run's checkout: group = test group, readable, not writable;
+ * - a running run's result folder and its work folder (report; config.json 0640): 0770;
  * - the control socket's folder 0710 and the socket 0660, group = test group.
  * After the run every process of the test user is killed (the user must be
  * dedicated to this daemon), its files in those folders are given to the
@@ -74,7 +76,6 @@ async function share(dir: string, gid: number, mode: number): Promise<void> {
   const st = await lstat(dir);
   if (!st.isDirectory()) throw new Error(`${dir} is not a folder`);
   if (st.gid !== gid) await chown(dir, -1, gid);
-  // chown may clear the setgid bit: the mode goes after it.
   await chmod(dir, mode);
 }
 
@@ -99,8 +100,8 @@ async function closeToOthers(dir: string, keep: readonly string[]): Promise<stri
   return refused;
 }
 
-/** Group `gid`, readable (not writable) by it, recursively; symlinks left as they are. */
-async function readableByGroup(root: string, gid: number): Promise<void> {
+/** Group `gid`, readable (not writable) by it, recursively (or `root` alone); symlinks left as they are. */
+async function readableByGroup(root: string, gid: number, recursive = true): Promise<void> {
   const stack = [root];
   while (stack.length) {
     const p = stack.pop()!;
@@ -108,8 +109,9 @@ async function readableByGroup(root: string, gid: number): Promise<void> {
     if (!st || st.isSymbolicLink()) continue;
     if (st.gid !== gid) await chown(p, -1, gid);
     const dir = st.isDirectory();
-    await chmod(p, ((st.mode & 0o7770) | 0o040 | (dir ? 0o2010 : st.mode & 0o100 ? 0o010 : 0)) & ~0o020);
-    if (dir) for (const n of await readdir(p)) stack.push(path.join(p, n));
+    const want = ((st.mode & 0o1777) | 0o040 | (dir || st.mode & 0o100 ? 0o010 : 0)) & ~0o020;
+    if (want !== (st.mode & 0o7777) || st.gid !== gid) await chmod(p, want);
+    if (dir && recursive) for (const n of await readdir(p)) stack.push(path.join(p, n));
   }
 }
 
@@ -129,17 +131,28 @@ export async function prepareDataDir(dataDir: string, user: TestUser): Promise<s
   await share(results, user.gid, 0o710);
   refused.push(...(await closeToOthers(results, [])));
   await readableByGroup(checkouts, user.gid);
-  await chmod(checkouts, 0o2750);
   return refused;
 }
 
-/** Before a run: its job folders passable, its result folder and work folder writable, by the test group. */
-export async function prepareRun(resultDir: string, work: string, user: TestUser): Promise<void> {
-  const job = path.dirname(resultDir);
+/**
+ * Before a run: its job folders passable, its result folder and work folder
+ * writable, its checkout readable, by the test group. The checkout's files are only looked at when
+ * already right (a new checkout's are given to the group once).
+ */
+export async function prepareRun(run: { resultDir: string; work: string; checkoutDir: string }, user: TestUser): Promise<void> {
+  const job = path.dirname(run.resultDir);
   await share(path.dirname(job), user.gid, 0o710);
   await share(job, user.gid, 0o710);
-  await share(resultDir, user.gid, 0o2770);
-  await share(work, user.gid, 0o2770);
+  await share(run.resultDir, user.gid, 0o770);
+  await share(run.work, user.gid, 0o770);
+  await readableByGroup(path.dirname(run.checkoutDir), user.gid, false);
+  await readableByGroup(run.checkoutDir, user.gid);
+}
+
+/** A file the daemon writes for the test (config.json): readable by the test group, not writable. */
+export async function giveToTest(file: string, user: TestUser): Promise<void> {
+  await chown(file, -1, user.gid);
+  await chmod(file, 0o640);
 }
 
 /** After a run (and its files): the result folder is the daemon's alone again; the test group keeps no way in. */
@@ -153,7 +166,7 @@ export async function reclaimResultDir(resultDir: string): Promise<void> {
  * Run as the test user: kill every process of that user (kill(-1), which the
  * kernel does in one step, so a fork loop cannot outrun it) until none is
  * left, then give each of its files under `roots` to its group with group
- * read/write (folders: setgid, group search) and nothing for others, so the
+ * read/write (folders: group search too) and nothing for others, so the
  * daemon can read, rewrite and delete them. Symlinks are not followed.
  */
 const SWEEP_PY = String.raw`
@@ -195,7 +208,7 @@ while stack:
         try:
             if st.st_gid != gid: os.chown(p, -1, gid, follow_symlinks=False)
             m = stat.S_IMODE(st.st_mode)
-            want = ((m | 0o2770) if d else ((m | 0o660 | (0o010 if m & 0o100 else 0)) & ~0o6000)) & ~0o007
+            want = ((m | 0o770) if d else (m | 0o660 | (0o010 if m & 0o100 else 0))) & ~0o6007
             if want != m or st.st_gid != gid: os.chmod(p, want); fixed += 1
         except OSError as e: errors.append("%s: %s" % (p, e.strerror))
     if d:

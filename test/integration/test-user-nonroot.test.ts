@@ -48,7 +48,7 @@ describe('tests run as another user, by a daemon that is not root (the shipped u
   const api = async (method: string, p: string, body?: unknown) => {
     const res = await fetch(url + p, { method, ...(body !== undefined && { body: JSON.stringify(body), headers: { 'Content-Type': 'application/json' } }) });
     const text = await res.text();
-    return { status: res.status, text, json: () => JSON.parse(text) as any };
+    return { status: res.status, text, json: () => JSON.parse(text) };
   };
   const runOne = async (testCase: string): Promise<Run> => {
     const res = await api('POST', '/api/v1/run_tests', { test_pack_revision: 'main', test_cases: [testCase] });

@@ -117,7 +117,7 @@ describe('tests run as another user (runner.run_tests_as)', function () {
       const st = await lstat(path.join(dir, p));
       expect(st.uid, p).to.equal(user.uid);
       expect(st.gid, p).to.equal(user.gid);
-      expect(st.mode & 0o7777, p).to.equal(0o2770);
+      expect(st.mode & 0o7777, p).to.equal(0o770);
     }
     const secret = await lstat(path.join(dir, 'private/deeper/secret.txt'));
     expect(secret.mode & 0o777).to.equal(0o660);
