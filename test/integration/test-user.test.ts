@@ -91,6 +91,13 @@ describe('tests run as another user (runner.run_tests_as)', function () {
 
   let first: Run;
   it('the test cannot read the credential, tokens.json, state.json or the data directory, nor get any uid back; its run works', async () => {
+    // A token made while the daemon runs, as `farmhand token create` does it with an admin's umask: tokens.json stays closed.
+    const daemons = process.umask(0o022);
+    try {
+      await new TokenStore(tokensFile(dataDir)).create('bob');
+    } finally {
+      process.umask(daemons);
+    }
     const { run } = await runOne('tests/hostile.py::test_reach');
     first = run;
     expect(run.result, run.failure_reason ?? '').to.equal('pass');
