@@ -10,10 +10,13 @@
  * else. No setgid folders (the shipped unit's RestrictSUIDSGID= forbids setting
  * the bit, and none is needed: what the test makes has its primary group, what
  * the daemon makes for it is given that group one by one):
- * - `<data_dir>` and `<data_dir>/results` (and a run's job folders): 0710, group
- *   = test group: the test may pass through to its own folder, not list them;
- *   every other entry of theirs is made unreadable to others at start, and the
- *   daemon's umask becomes 027 so what it writes later stays so;
+ * - `<data_dir>`: 0711, its group left alone (systemd's StateDirectory= would
+ *   otherwise chown the whole tree back at every start): anyone may pass
+ *   through, no one list it; every other entry in it is closed to others at
+ *   start, and the daemon's umask becomes 027 so what it writes later stays so;
+ * - `<data_dir>/results` and a run's job folders: 0710, group = test group: the
+ *   test may pass through to its own folder, not list them; the entries of
+ *   `results` itself (index.jsonl, ...) are closed to others at start too;
  * - `<data_dir>/checkouts` and the run's checkout: group = test group, readable, not writable;
  * - a running run's result folder and its work folder (report; config.json 0640): 0770;
  * - the control socket's folder 0710 and the socket 0660, group = test group.
@@ -126,7 +129,7 @@ export async function prepareDataDir(dataDir: string, user: TestUser): Promise<s
   const { mkdir } = await import('node:fs/promises');
   await mkdir(results, { recursive: true });
   await mkdir(checkouts, { recursive: true });
-  await share(dataDir, user.gid, 0o710);
+  await chmod(dataDir, 0o711);
   const refused = await closeToOthers(dataDir, ['results', 'checkouts']);
   await share(results, user.gid, 0o710);
   refused.push(...(await closeToOthers(results, [])));
