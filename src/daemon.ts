@@ -38,7 +38,7 @@ import { checkTestPackSource, GitTestPack, TestPackConfigError } from './runner/
 import { parseIniConfig } from './runner/iniConfig.js';
 import { endStaleTestProcess } from './runner/processGroup.js';
 import { ProcessTestRunner } from './runner/testRunner.js';
-import { killTestUserProcesses, prepareDataDir, probeTestUser, resolveTestUser, type TestUser } from './runner/testUser.js';
+import { killTestUserProcesses, prepareDataDir, probeTestUser, reclaimResultDir, resolveTestUser, sweepAfterRun, unsweptRunDirs, type TestUser } from './runner/testUser.js';
 import { lockDataDir, LockHeldError } from './storage/dataDirLock.js';
 import { FileJobRepository } from './storage/jobStore.js';
 import { FileResultRepository } from './storage/results/index.js';
@@ -253,6 +253,8 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
   runningResult = () => jobs.current()?.current_run?.result_id ?? null;
   // A test process of the run the crash interrupted may still be alive: end it.
   await Promise.all((await jobs.recover()).map((pid) => endStaleTestProcess(pid, cfg.runner.kill_grace_secs * 1000)));
+  // Its folder, when it ran as another user: the test's files given back, the folder taken back (as after every run).
+  if (testUser) await reclaimInterruptedRuns(path.join(dataDir, 'results'), testUser, cfg.runner.python, logger);
 
   const reservations = new ReservationService({
     store: new StateReservationStore(state),
@@ -432,6 +434,19 @@ async function waitForFirstFrame(frames: FrameSource, readiness: ReadinessChecks
     clearTimeout(timer);
   }
   logger.warn({ wait_secs: secs, reason: readiness.capture().detail }, `no frame within ${secs} s of start (capture.first_frame_wait_secs): starting anyway, offline`);
+}
+
+/** Run folders a crash left shared with the test user: swept and taken back, as the runner does after a run. */
+async function reclaimInterruptedRuns(resultsDir: string, user: TestUser, python: string, logger: Logger): Promise<void> {
+  const dirs = await unsweptRunDirs(resultsDir, user.gid);
+  if (dirs.length === 0) return;
+  try {
+    const r = await sweepAfterRun(user, python, dirs);
+    for (const d of dirs) await reclaimResultDir(d);
+    logger.warn({ folders: dirs.length, errors: r.errors }, `took back ${dirs.length} run folder(s) a crash left shared with ${user.name}`);
+  } catch (err) {
+    logger.error({ err, folders: dirs }, `could not take back the run folders a crash left shared with ${user.name}`);
+  }
 }
 
 /** Capability numbers (linux/capability.h) a daemon that is not root needs to run tests as another user. */

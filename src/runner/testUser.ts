@@ -242,6 +242,25 @@ export async function sweepAfterRun(user: TestUser, python: string, roots: reado
   return { fixed: parsed.fixed ?? 0, errors: parsed.errors ?? [] };
 }
 
+/**
+ * Run folders still shared with the test group (0770, group `gid`): a run the
+ * daemon did not end itself (it crashed or was killed mid-run), whose files the
+ * test may have made unreadable. Looks at every run folder once (at start).
+ */
+export async function unsweptRunDirs(resultsDir: string, gid: number): Promise<string[]> {
+  const found: string[] = [];
+  const dirs = async (p: string) => (await readdir(p, { withFileTypes: true }).catch(() => [])).filter((e) => e.isDirectory() && !e.name.startsWith('.')).map((e) => path.join(p, e.name));
+  for (const hex of await dirs(resultsDir)) {
+    for (const job of await dirs(hex)) {
+      for (const run of await dirs(job)) {
+        const st = await lstat(run).catch(() => undefined);
+        if (st && st.gid === gid && (st.mode & 0o070) === 0o070) found.push(run);
+      }
+    }
+  }
+  return found;
+}
+
 /** Kill every process of the test user (one a crashed daemon left behind, say). */
 export async function killTestUserProcesses(user: TestUser, python: string): Promise<void> {
   await sweepAfterRun(user, python, []);

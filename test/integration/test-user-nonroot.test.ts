@@ -44,6 +44,24 @@ describe('tests run as another user, by a daemon that is not root (the shipped u
   let child: ChildProcess | undefined;
   let url: string;
   let output = '';
+  let configFile: string;
+
+  /** `farmhand serve` as the node's user, with only the unit's capabilities; resolves once it listens. */
+  const startNode = async () => {
+    output = '';
+    const caps = '+kill,+setgid,+setuid';
+    child = spawn(
+      '/usr/bin/setpriv',
+      [`--reuid=${node.uid}`, `--regid=${node.gid}`, '--init-groups', `--inh-caps=-all,${caps}`, `--ambient-caps=${caps}`, `--bounding-set=-all,${caps}`, '--no-new-privs', '--', process.execPath, '--import', 'tsx', MAIN, 'serve', '--config', configFile],
+      // HOME as the unit's (the data directory); a PATH without root's own folders; run from the project (tsx is found there).
+      { cwd: path.dirname(path.dirname(MAIN)), env: { ...process.env, HOME: dataDir, PATH: '/usr/local/bin:/usr/bin:/bin' }, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    child.stdout!.on('data', (b: Buffer) => (output += b.toString()));
+    child.stderr!.on('data', (b: Buffer) => (output += b.toString()));
+    const exited = new Promise<never>((_, reject) => child!.once('exit', (code) => reject(new Error(`the daemon exited (${code}): ${output}`))));
+    url = await Promise.race([waitFor(() => /listening on (http:\/\/\S+)/.exec(output)?.[1], { what: 'the daemon to listen', timeoutMs: 60_000 }), exited]);
+    exited.catch(() => undefined);
+  };
 
   const api = async (method: string, p: string, body?: unknown) => {
     const res = await fetch(url + p, { method, ...(body !== undefined && { body: JSON.stringify(body), headers: { 'Content-Type': 'application/json' } }) });
@@ -92,20 +110,9 @@ describe('tests run as another user, by a daemon that is not root (the shipped u
       runner: { run_tests_as: TEST_USER, kill_grace_secs: 1, stop_response_secs: 10 },
       log_level: 'warn',
     };
-    const configFile = path.join(root, 'farmhand.json');
+    configFile = path.join(root, 'farmhand.json');
     await writeFile(configFile, JSON.stringify(config), { mode: 0o644 });
-    const caps = '+kill,+setgid,+setuid';
-    child = spawn(
-      '/usr/bin/setpriv',
-      [`--reuid=${node.uid}`, `--regid=${node.gid}`, '--init-groups', `--inh-caps=-all,${caps}`, `--ambient-caps=${caps}`, `--bounding-set=-all,${caps}`, '--no-new-privs', '--', process.execPath, '--import', 'tsx', MAIN, 'serve', '--config', configFile],
-      // HOME as the unit's (the data directory); a PATH without root's own folders; run from the project (tsx is found there).
-      { cwd: path.dirname(path.dirname(MAIN)), env: { ...process.env, HOME: dataDir, PATH: '/usr/local/bin:/usr/bin:/bin' }, stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    child.stdout!.on('data', (b: Buffer) => (output += b.toString()));
-    child.stderr!.on('data', (b: Buffer) => (output += b.toString()));
-    const exited = new Promise<never>((_, reject) => child!.once('exit', (code) => reject(new Error(`the daemon exited (${code}): ${output}`))));
-    url = await Promise.race([waitFor(() => /listening on (http:\/\/\S+)/.exec(output)?.[1], { what: 'the daemon to listen', timeoutMs: 60_000 }), exited]);
-    await waitFor(async () => (await api('GET', '/api/v1/node')).json().available !== undefined, { what: 'the node to answer', timeoutMs: 30_000 }).catch(() => undefined);
+    await startNode();
   });
   after(async () => {
     if (child && child.exitCode === null && child.signalCode === null) {
@@ -160,6 +167,26 @@ describe('tests run as another user, by a daemon that is not root (the shipped u
     expect(run.result, run.failure_reason ?? '').to.equal('pass');
     expect((await api('GET', `/api/v1/result${first.result_id}/`)).status).to.equal(410);
     expect(await lstat(dir).catch((e: NodeJS.ErrnoException) => e.code)).to.equal('ENOENT');
-    expect(output, 'nothing logged at warn or above but the credential warning').to.not.match(/"level":(50|60)/);
+    expect(output, 'nothing logged at error or above').to.not.match(/"level":(50|60)/);
+  });
+
+  it('after a crash mid-run, the next start ends the test user\'s processes and takes the run folder back', async () => {
+    const res = await api('POST', '/api/v1/run_tests', { test_pack_revision: 'main', test_cases: ['tests/hostile.py::test_hide_then_hang'] });
+    expect(res.status, res.text).to.equal(200);
+    const job = res.json().job_uid as string;
+    const pids = await waitFor(async () => JSON.parse(await readFile(path.join(drop, 'hidden.json'), 'utf8')) as Record<string, number>, { what: 'the hung test', timeoutMs: 60_000 });
+    const gone = new Promise((r) => child!.once('exit', r));
+    child!.kill('SIGKILL');
+    await gone;
+    for (const pid of Object.values(pids)) expect(isAlive(pid), `pid ${pid} after the crash`).to.equal(true);
+    await startNode();
+    for (const [what, pid] of Object.entries(pids)) expect(isAlive(pid), `${what} (pid ${pid}) after the restart`).to.equal(false);
+    const [run] = (await api('GET', `/api/v1/jobs${job}/results`)).json() as Run[];
+    expect(run!.result).to.equal('error');
+    const dir = path.join(dataDir, 'results', run!.result_id.split('/').slice(2).join('/'));
+    expect((await lstat(dir)).mode & 0o7777, 'the run folder').to.equal(0o750);
+    for (const p of ['private', 'private/deeper']) expect((await lstat(path.join(dir, p))).mode & 0o7777, p).to.equal(0o770);
+    const listing = await api('GET', `/api/v1/result${run!.result_id}/artifacts/`);
+    expect(listing.status, listing.text).to.equal(200);
   });
 });
