@@ -83,6 +83,8 @@ export class ProcessTestRunner implements TestRunner {
     } catch (e) {
       // The result folder could not be written (disk full, folder gone): the node's error, not a crash of the job.
       const kind = (e as NodeJS.ErrnoException).code === 'ENOSPC' ? 'disk_full' : 'runner_timeout';
+      // Whatever of the test may have started: ended, and its files given back (never throws).
+      if (this.o.testUser) await this.sweep(this.o.testUser, spec.resultDir, work, logs);
       outcome = { result: 'error', failure_reason: infrastructureReason(kind, `could not run the test: ${(e as Error).message}`), traceback: null, exit_status: null };
       this.o.logger?.error({ err: e, dir: spec.resultDir }, 'test run failed to start or to write its files');
     }

@@ -49,6 +49,7 @@ export async function resolveTestUser(name: string): Promise<TestUser | string> 
   if (!Number.isInteger(uid) || !Number.isInteger(gid)) return `the user database gives ${name} no numeric uid/gid`;
   if (uid === 0 || gid === 0) return `${name} is root (uid or gid 0): tests must run as an unprivileged user`;
   if (uid === process.getuid?.()) return `${name} is the daemon's own user: tests must run as another user`;
+  if (gid === process.getgid?.()) return `${name}'s group (gid ${gid}) is the daemon's own group: give ${name} a group of its own (useradd --system makes one)`;
   return { name, uid, gid };
 }
 
