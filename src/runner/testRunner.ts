@@ -72,7 +72,6 @@ export class ProcessTestRunner implements TestRunner {
       const started = process.hrtime.bigint();
       const end: ProcessEnd = signal.aborted ? { exitStatus: null, endedBy: 'stop' } : await this.execute(spec, signal, logs, work);
       seconds = Number(process.hrtime.bigint() - started) / 1e9;
-      if (this.o.testUser) await this.sweep(this.o.testUser, spec.resultDir, work, logs);
       logs.endOfOutput();
       outcome = decideOutcome(end, await readReport(path.join(work, 'report.json')), spec.timeoutSecs, this.python);
       const faults = spec.faults?.() ?? [];
@@ -141,6 +140,8 @@ export class ProcessTestRunner implements TestRunner {
         const shown = escaped.length > 20 ? `${escaped.slice(0, 20).join(', ')} ...` : escaped.join(', ');
         logs.tool(`Killed ${escaped.length} process(es) the test had detached from its process group (pids ${shown})`);
       }
+      // As another user: every process of that user (also one the search above cannot see), then its files given back.
+      if (this.o.testUser) await this.sweep(this.o.testUser, spec.resultDir, work, logs);
     }
     const timeout = new Promise<boolean>((resolve) => setTimeout(() => resolve(false), PIPE_CLOSE_MS).unref());
     if (!(await Promise.race([closed, timeout]))) {
