@@ -48,6 +48,16 @@ export const configSchema = z.strictObject({
       stop_response_secs: z.number().positive().default(20),
       /** Cap on what one run may write to stdout+stderr; the rest is dropped and the logs say so. */
       max_output_bytes: z.number().int().positive().default(64 * 1024 * 1024),
+      /**
+       * Run test scripts as this user (a dedicated one, e.g. `farmhand-test`), not as the daemon's:
+       * they cannot read the portal credential, tokens.json or the data directory. Needs setpriv and,
+       * for a daemon that is not root, CAP_SETUID, CAP_SETGID and CAP_KILL and membership of the
+       * user's group (docs/configuration.md, "Running tests as another user"). Unset: the daemon's user.
+       */
+      run_tests_as: z
+        .string()
+        .regex(/^[a-z_][a-z0-9_-]{0,31}$/, 'a user name: lower-case letters, digits, "_" and "-", e.g. farmhand-test')
+        .optional(),
     })
     .prefault({}),
   capture: z

@@ -20,7 +20,7 @@
  * pipelines garbage or stops reading only stalls itself. Nothing a client
  * sends can throw out of here.
  */
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { chmod, chown, mkdtemp, rm } from 'node:fs/promises';
 import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -57,6 +57,12 @@ export interface ControlServerOptions {
   logger?: Logger;
   /** Where the per-run socket folders go; default os.tmpdir(). */
   tmpDir?: string;
+  /**
+   * Tests run as another user (`runner.run_tests_as`): the socket's folder and
+   * the socket are given to this group (the test user's), so that user can
+   * connect, and no one else but the daemon.
+   */
+  group?: number;
 }
 
 interface RunInfo {
@@ -125,7 +131,15 @@ class ControlChannel implements RunControlChannel {
       });
     });
     this.server.on('error', (err) => this.log?.error({ err }, 'control socket error'));
-    await chmod(this.socketPath, 0o600);
+    if (this.o.group === undefined) {
+      await chmod(this.socketPath, 0o600);
+      return;
+    }
+    // Connecting needs search on the folder and write on the socket; listing the folder is not needed.
+    await chown(this.socketPath, -1, this.o.group);
+    await chmod(this.socketPath, 0o660);
+    await chown(this.dir, -1, this.o.group);
+    await chmod(this.dir, 0o710);
   }
 
   onEvent(listener: ((text: string) => void) | undefined): void {

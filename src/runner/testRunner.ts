@@ -18,6 +18,7 @@ import { exitStatusOf } from './exec.js';
 import { decideOutcome, readReport, STOPPED_REASON, timeoutReason, type ProcessEnd } from './outcome.js';
 import { groupAlive, killEscapedProcesses, processStartTicks, terminateGroup } from './processGroup.js';
 import { RunLogs } from './runLogs.js';
+import { asTestUser, giveToTest, prepareRun, reclaimResultDir, sweepAfterRun, type TestUser } from './testUser.js';
 
 export interface ProcessTestRunnerOptions {
   /** The interpreter; default `/usr/bin/python3`. */
@@ -33,6 +34,8 @@ export interface ProcessTestRunnerOptions {
   logger?: Logger;
   /** Where the per-run config and report files go (never the result folder); default os.tmpdir(). */
   tmpDir?: string;
+  /** Run tests as this user (`runner.run_tests_as`, src/runner/testUser.ts); default the daemon's own. */
+  testUser?: TestUser;
 }
 
 /** The longest delay setTimeout accepts (about 24.8 days). */
@@ -63,8 +66,9 @@ export class ProcessTestRunner implements TestRunner {
       'farmhand-version.log': this.o.version,
     };
     try {
+      if (this.o.testUser) await prepareRun({ resultDir: spec.resultDir, work, checkoutDir: spec.checkoutDir }, this.o.testUser);
       await this.writeFiles(spec.resultDir, identity);
-      logs.tool(`Running ${spec.testCase} at ${spec.testPackSha}`);
+      logs.tool(`Running ${spec.testCase} at ${spec.testPackSha}${this.o.testUser ? ` as user ${this.o.testUser.name}` : ''}`);
       const started = process.hrtime.bigint();
       const end: ProcessEnd = signal.aborted ? { exitStatus: null, endedBy: 'stop' } : await this.execute(spec, signal, logs, work);
       seconds = Number(process.hrtime.bigint() - started) / 1e9;
@@ -78,6 +82,8 @@ export class ProcessTestRunner implements TestRunner {
     } catch (e) {
       // The result folder could not be written (disk full, folder gone): the node's error, not a crash of the job.
       const kind = (e as NodeJS.ErrnoException).code === 'ENOSPC' ? 'disk_full' : 'runner_timeout';
+      // Whatever of the test may have started: ended, and its files given back (never throws).
+      if (this.o.testUser) await this.sweep(this.o.testUser, spec.resultDir, work, logs);
       outcome = { result: 'error', failure_reason: infrastructureReason(kind, `could not run the test: ${(e as Error).message}`), traceback: null, exit_status: null };
       this.o.logger?.error({ err: e, dir: spec.resultDir }, 'test run failed to start or to write its files');
     }
@@ -89,8 +95,26 @@ export class ProcessTestRunner implements TestRunner {
       'exit-status': outcome.exit_status === null ? '' : String(outcome.exit_status),
       'failure-reason': outcome.result === 'pass' ? '' : (outcome.failure_reason ?? ''),
     }).catch((e: unknown) => this.o.logger?.error({ err: e, dir: spec.resultDir }, 'could not write the run metadata'));
-    await rm(work, { recursive: true, force: true });
+    if (this.o.testUser) {
+      await reclaimResultDir(spec.resultDir).catch((e: unknown) => this.o.logger?.error({ err: e, dir: spec.resultDir }, "could not take the result folder back from the test's user"));
+    }
+    await rm(work, { recursive: true, force: true }).catch((e: unknown) => this.o.logger?.error({ err: e, dir: work }, 'could not remove the run\'s work folder'));
     return outcome;
+  }
+
+  /**
+   * After a run as another user: every process of that user killed, its files
+   * in the result and work folders given to the daemon's reach (testUser.ts).
+   * A failure is logged in the run's log; the run's result stands.
+   */
+  private async sweep(user: TestUser, resultDir: string, work: string, logs: RunLogs): Promise<void> {
+    try {
+      const r = await sweepAfterRun(user, this.python, [resultDir, work]);
+      for (const e of r.errors) logs.tool(`Could not give a file of the test to the daemon: ${e}`);
+    } catch (e) {
+      logs.tool(`Could not end the processes of user ${user.name} or take back its files: ${(e as Error).message}`);
+      this.o.logger?.error({ err: e, dir: resultDir }, 'after-run sweep of the test user failed');
+    }
   }
 
   /** Spawn the child, pump its output into the logs, and wait until its process group is gone. */
@@ -116,6 +140,8 @@ export class ProcessTestRunner implements TestRunner {
         const shown = escaped.length > 20 ? `${escaped.slice(0, 20).join(', ')} ...` : escaped.join(', ');
         logs.tool(`Killed ${escaped.length} process(es) the test had detached from its process group (pids ${shown})`);
       }
+      // As another user: every process of that user (also one the search above cannot see), then its files given back.
+      if (this.o.testUser) await this.sweep(this.o.testUser, spec.resultDir, work, logs);
     }
     const timeout = new Promise<boolean>((resolve) => setTimeout(() => resolve(false), PIPE_CLOSE_MS).unref());
     if (!(await Promise.race([closed, timeout]))) {
@@ -138,7 +164,10 @@ export class ProcessTestRunner implements TestRunner {
   ): Promise<{ child: ChildProcess; pid: number; exit: Promise<number | null>; closed: Promise<boolean> } | { spawnError: Error }> {
     const configFile = path.join(work, 'config.json');
     await writeFile(configFile, JSON.stringify(spec.config));
-    const child = spawn(this.python, ['-m', 'farmhand.run', spec.testCase], {
+    if (this.o.testUser) await giveToTest(configFile, this.o.testUser);
+    const argv = [this.python, '-m', 'farmhand.run', spec.testCase];
+    const { cmd, args } = this.o.testUser ? asTestUser(this.o.testUser, argv) : { cmd: argv[0]!, args: argv.slice(1) };
+    const child = spawn(cmd, args, {
       cwd: spec.resultDir,
       env: this.env(spec, configFile, path.join(work, 'report.json')),
       detached: true, // setsid: the child leads a new process group that we can signal as a whole
@@ -197,6 +226,8 @@ export class ProcessTestRunner implements TestRunner {
       FARMHAND_CONFIG: configFile,
       // Unique per run: it also marks every descendant, so ones that leave the process group are found.
       FARMHAND_REPORT: reportFile,
+      // Another user's: a home of its own for the run (the daemon's is not writable to it), its own name.
+      ...(this.o.testUser && { HOME: path.dirname(reportFile), USER: this.o.testUser.name, LOGNAME: this.o.testUser.name }),
     };
   }
 
