@@ -13,6 +13,7 @@ import { classifyOutcome, infrastructureReason } from '../core/infrastructure.js
 import type { RunOutcome } from '../core/model.js';
 import type { Logger, TestRunner, TestRunSpec } from '../core/ports.js';
 import { writeFileAtomic } from '../storage/atomic.js';
+import { HeldRunDir } from '../storage/runDir.js';
 import { projectRoot } from '../version.js';
 import { exitStatusOf } from './exec.js';
 import { decideOutcome, readReport, STOPPED_REASON, timeoutReason, type ProcessEnd } from './outcome.js';
@@ -55,6 +56,7 @@ export class ProcessTestRunner implements TestRunner {
     spec.control?.onEvent?.((text) => logs.event(text));
     let outcome: RunOutcome;
     let seconds = 0;
+    let held: HeldRunDir | undefined;
     // Written before the run (readers of a run in progress want them) and again when it is sealed (the test may have replaced them).
     const identity = {
       'test-name': spec.testCase,
@@ -63,6 +65,8 @@ export class ProcessTestRunner implements TestRunner {
       'farmhand-version.log': this.o.version,
     };
     try {
+      // Before the test starts: the folder as it is now is the run's, whatever the test does to the name.
+      held = await HeldRunDir.hold(spec.resultDir);
       await this.writeFiles(spec.resultDir, identity);
       logs.tool(`Running ${spec.testCase} at ${spec.testPackSha}`);
       const started = process.hrtime.bigint();
@@ -80,6 +84,16 @@ export class ProcessTestRunner implements TestRunner {
       const kind = (e as NodeJS.ErrnoException).code === 'ENOSPC' ? 'disk_full' : 'runner_timeout';
       outcome = { result: 'error', failure_reason: infrastructureReason(kind, `could not run the test: ${(e as Error).message}`), traceback: null, exit_status: null };
       this.o.logger?.error({ err: e, dir: spec.resultDir }, 'test run failed to start or to write its files');
+    }
+    // Every process of the test is gone: before anything more is written into the folder by name (here and by
+    // the job: screenshot, video, result.json), the name must lead to the run's own folder (src/storage/runDir.ts).
+    const putRight = await held?.reclaim().catch((e: unknown) => {
+      this.o.logger?.error({ err: e, dir: spec.resultDir }, 'the result folder was replaced and could not be put back');
+      return `The result folder was replaced and could not be put back: ${(e as Error).message}`;
+    });
+    if (putRight) {
+      logs.tool(putRight);
+      this.o.logger?.warn({ dir: spec.resultDir, what: putRight }, 'the test replaced its result folder');
     }
     spec.control?.onEvent?.(undefined);
     await logs.close().catch((e: unknown) => this.o.logger?.error({ err: e, dir: spec.resultDir }, 'could not write the run logs'));

@@ -15,6 +15,7 @@ import { authenticate, FORM_PATHS, guardApi } from '../../http/auth.js';
 import { formBody, jsonBody } from '../../http/body.js';
 import { errorHandler } from '../../http/errors.js';
 import { rateLimit, type RateLimitSettings } from '../../http/rateLimit.js';
+import { securityHeaders } from '../../http/securityHeaders.js';
 import { databaseUnavailable, isDatabaseUnavailable } from '../db/pool.js';
 import { signInRouter } from '../../web/pages/signIn.js';
 import { SessionStore } from '../../web/session.js';
@@ -41,6 +42,7 @@ export function createPortalApp(o: PortalAppOptions): Koa {
   const app = new Koa();
   app.proxy = false;
   app.silent = true;
+  app.use(securityHeaders);
   app.use(errorHandler(o.logger));
   // PostgreSQL away (restarting, down): a 503 saying so, never a 500 (docs/farm.md, "Faults").
   app.use(async (_ctx, next) => {

@@ -91,7 +91,7 @@ export class FileResultRepository implements ResultRepository {
     this.dir = resolve(opts.dir);
     this.log = (opts.logger ?? silentLogger).child({ module: 'results' });
     this.file = new IndexFile(join(this.dir, 'index.jsonl'));
-    this.reader = new ArtifactReader(opts.md5CacheEntries);
+    this.reader = new ArtifactReader(opts.md5CacheEntries, this.dir);
     this.compactAfter = opts.compactAfter ?? 10_000;
     this.diskFree = opts.diskFree ?? statfsFree;
   }
