@@ -7,9 +7,12 @@
  *
  * - `X-Content-Type-Options: nosniff`: a browser takes each answer as the type
  *   it is sent with, never guesses HTML or script from the bytes.
- * - `Referrer-Policy: no-referrer`: a link out of a page (a job's git URL, a
+ * - `Referrer-Policy: same-origin`: a link out of a page (a job's git URL, a
  *   link in a test's report) does not tell another site which result, job or
- *   node a person was looking at. Nothing of farmhand reads `Referer`.
+ *   node a person was looking at; farmhand's own requests keep it. Not
+ *   `no-referrer`: under it Chromium sends `Origin: null` with a form's POST,
+ *   and the sign-in form (and every check of a request's `Origin`) would take
+ *   the person's own sign-in for another site's.
  * - `X-Frame-Options: DENY` beside CSP `frame-ancestors 'none'`: no page of
  *   farmhand is shown inside another site's frame (clickjacking), for
  *   browsers that do not read CSP level 2 too. farmhand frames none of its own.
@@ -36,7 +39,7 @@ export const ARTIFACT_CSP =
 /** Every answer's, before a route replaces the CSP with its own; also the answers before the app starts (src/daemon.ts). */
 export const SECURITY_HEADERS: Readonly<Record<string, string>> = {
   'X-Content-Type-Options': 'nosniff',
-  'Referrer-Policy': 'no-referrer',
+  'Referrer-Policy': 'same-origin',
   'X-Frame-Options': 'DENY',
   'Content-Security-Policy': DEFAULT_CSP,
 };
