@@ -77,7 +77,7 @@ export class HeldRunDir {
 
   private async restore(): Promise<string> {
     if ((await realpath(this.home).catch(() => undefined)) !== this.realHome) {
-      throw new Error(`the results folder ${this.home} no longer resolves to ${this.realHome}; nothing is written into ${this.dir}`);
+      throw new Error(`the results folder ${this.home} no longer resolves to ${this.realHome}; ${this.dir} cannot be put right`);
     }
     const parts = path.relative(this.realHome, this.real).split(path.sep);
     const found: string[] = [];
