@@ -5,10 +5,13 @@
  * daemon, real python test scripts, over HTTP.
  */
 import { expect } from 'chai';
+import { existsSync } from 'node:fs';
 import { link, mkdir, mkdtemp, readdir, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { asUser } from '../helpers/auth.js';
+import { waitForRunOutput } from '../helpers/runs.js';
+import { waitFor } from '../helpers/wait.js';
 import { startTestDaemon, waitForJob, type TestDaemon } from '../helpers/daemon.js';
 
 const CANARY = 'CANARY-5e1f0c-linked-never-serve-me';
@@ -65,6 +68,28 @@ describe('security: symlinked and hard-linked result files', function () {
             '    os.rename(here, here + ".moved")',
             '    os.symlink(OUTSIDE, here)',
             '    print("swapped")',
+            '',
+          ].join('\n'),
+        ),
+        'tests/livelog.py': py(
+          [
+            'import time',
+            'SIG = os.path.join(OUTSIDE + "-signals")',
+            '',
+            'def wait_for(name):',
+            '    while not os.path.exists(os.path.join(SIG, name)):',
+            '        time.sleep(0.05)',
+            '',
+            'def test_live_log_link():',
+            '    os.link(os.path.join(OUTSIDE, "canary.txt"), "tmp-link")',
+            '    os.rename("tmp-link", "farmhand.log")',
+            '    print("linked", flush=True)',
+            '    wait_for("swap")',
+            '    here = os.getcwd()',
+            '    os.rename(here, here + ".moved")',
+            '    os.symlink(OUTSIDE + "-other", here)',
+            '    open(os.path.join(SIG, "swapped"), "w").close()',
+            '    wait_for("done")',
             '',
           ].join('\n'),
         ),
@@ -137,6 +162,39 @@ describe('security: symlinked and hard-linked result files', function () {
       await rename(`${job}.away`, job);
       await rm(fake, { recursive: true, force: true });
     }
+  });
+
+  it('the live log of a run in progress is served neither through a hard link nor from a swapped folder', async () => {
+    const [signals, other] = [`${outside}-signals`, `${outside}-other`];
+    await mkdir(signals);
+    await mkdir(other);
+    await writeFile(path.join(other, 'farmhand.log'), CANARY);
+    const res = await d.http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: ['tests/livelog.py::test_live_log_link'] });
+    expect(res.status, res.text).to.equal(200);
+    const uid = res.body.job_uid as string;
+    const readLive = async (id: string, what: string) => {
+      for (const p of [`/api/v1/result${id}/farmhand.log`, `/api/v1/result${id}/stbt.log`, `/api/v2/results${id}/stbt.log`]) {
+        const r = await fetch(d.url + p, { headers: { Authorization: `token ${user.token}` } });
+        const body = await r.text();
+        expect(body.includes(CANARY), `canary served by ${p} (${what})`).to.equal(false);
+        expect(r.status, `${p} (${what})`).to.equal(404);
+      }
+    };
+    try {
+      // The test put a hard link to the canary under its log's name.
+      const id = await waitForRunOutput(d, uid, 'linked');
+      await readLive(id, 'a hard link');
+      // Then it swaps its folder for a link to a folder whose farmhand.log is the canary.
+      await writeFile(path.join(signals, 'swap'), '');
+      await waitFor(() => existsSync(path.join(signals, 'swapped')), 'the test to swap its folder');
+      await readLive(id, 'a swapped folder');
+    } finally {
+      await writeFile(path.join(signals, 'done'), '');
+    }
+    await waitForJob(d, uid);
+    expect(await readdir(other), 'nothing written into the swapped-in folder').to.deep.equal(['farmhand.log']);
+    await rm(signals, { recursive: true });
+    await rm(other, { recursive: true });
   });
 
   it('a hard link to an outside file is neither listed nor served (404, not 500), while the test`s own files are', async () => {
