@@ -6,7 +6,7 @@
  * process group is gone and every file is written.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, realpath, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { classifyOutcome, infrastructureReason } from '../core/infrastructure.js';
@@ -70,7 +70,7 @@ export class ProcessTestRunner implements TestRunner {
       await this.writeFiles(spec.resultDir, identity);
       logs.tool(`Running ${spec.testCase} at ${spec.testPackSha}`);
       const started = process.hrtime.bigint();
-      const end: ProcessEnd = signal.aborted ? { exitStatus: null, endedBy: 'stop' } : await this.execute(spec, signal, logs, work);
+      const end: ProcessEnd = signal.aborted ? { exitStatus: null, endedBy: 'stop' } : await this.execute(spec, signal, logs, work, held.realPath);
       seconds = Number(process.hrtime.bigint() - started) / 1e9;
       logs.endOfOutput();
       outcome = decideOutcome(end, await readReport(path.join(work, 'report.json')), spec.timeoutSecs, this.python);
@@ -108,7 +108,8 @@ export class ProcessTestRunner implements TestRunner {
   }
 
   /** Spawn the child, pump its output into the logs, and wait until its process group is gone. */
-  private async execute(spec: TestRunSpec, signal: AbortSignal, logs: RunLogs, work: string): Promise<ProcessEnd> {
+  /** @param cwdRoot the real path of the result folder, taken before the test started (not after: the test may have made it a symlink to anywhere). */
+  private async execute(spec: TestRunSpec, signal: AbortSignal, logs: RunLogs, work: string, cwdRoot: string): Promise<ProcessEnd> {
     const started = await this.start(spec, work, logs);
     if ('spawnError' in started) return { exitStatus: null, endedBy: null, spawnError: started.spawnError };
     const { child, pid, exit, closed } = started;
@@ -124,7 +125,6 @@ export class ProcessTestRunner implements TestRunner {
       end = await this.supervise(exit, pid, spec, signal, logs);
     } finally {
       // Whatever ended the run: nothing of it may write into the result folder once the result is sealed.
-      const cwdRoot = await realpath(spec.resultDir).catch(() => undefined);
       const escaped = await killEscapedProcesses(`FARMHAND_REPORT=${path.join(work, 'report.json')}`, { cwdRoot, since });
       if (escaped.length) {
         const shown = escaped.length > 20 ? `${escaped.slice(0, 20).join(', ')} ...` : escaped.join(', ');

@@ -28,8 +28,8 @@ export class HeldRunDir {
   private constructor(
     /** The folder's path as farmhand names it. */
     readonly dir: string,
-    /** Its real path when held. */
-    private readonly real: string,
+    /** Its real path when held (before the test started). */
+    readonly realPath: string,
     /** The real path of the store's root (`dir` less `depth` components). */
     private readonly realHome: string,
     private readonly home: string,
@@ -55,8 +55,8 @@ export class HeldRunDir {
   /** Whether `dir` leads, through real folders only, to the held folder. */
   async intact(): Promise<boolean> {
     const real = await realpath(this.dir).catch(() => undefined);
-    if (real !== this.real) return false;
-    const st = await lstat(this.real).catch(() => undefined);
+    if (real !== this.realPath) return false;
+    const st = await lstat(this.realPath).catch(() => undefined);
     return !!st && st.isDirectory() && st.dev === this.dev && st.ino === this.ino;
   }
 
@@ -79,7 +79,7 @@ export class HeldRunDir {
     if ((await realpath(this.home).catch(() => undefined)) !== this.realHome) {
       throw new Error(`the results folder ${this.home} no longer resolves to ${this.realHome}; ${this.dir} cannot be put right`);
     }
-    const parts = path.relative(this.realHome, this.real).split(path.sep);
+    const parts = path.relative(this.realHome, this.realPath).split(path.sep);
     const found: string[] = [];
     const asides: string[] = [];
     let parent = this.realHome;

@@ -5,8 +5,9 @@
  * daemon, real python test scripts, over HTTP.
  */
 import { expect } from 'chai';
+import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { link, mkdir, mkdtemp, readdir, rename, rm, symlink, writeFile } from 'node:fs/promises';
+import { link, mkdir, readFile, readlink, mkdtemp, readdir, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { asUser } from '../helpers/auth.js';
@@ -90,6 +91,21 @@ describe('security: symlinked and hard-linked result files', function () {
             '    os.symlink(OUTSIDE + "-other", here)',
             '    open(os.path.join(SIG, "swapped"), "w").close()',
             '    wait_for("done")',
+            '',
+          ].join('\n'),
+        ),
+        'tests/bystander.py': py(
+          [
+            'import time',
+            'SIG = OUTSIDE + "-signals"',
+            '',
+            'def test_swap_to_bystander():',
+            '    print("started", flush=True)',
+            '    while not os.path.exists(os.path.join(SIG, "go")):',
+            '        time.sleep(0.05)',
+            '    here = os.getcwd()',
+            '    os.rename(here, here + ".moved")',
+            '    os.symlink(OUTSIDE + "-bystander", here)',
             '',
           ].join('\n'),
         ),
@@ -195,6 +211,29 @@ describe('security: symlinked and hard-linked result files', function () {
     expect(await readdir(other), 'nothing written into the swapped-in folder').to.deep.equal(['farmhand.log']);
     await rm(signals, { recursive: true });
     await rm(other, { recursive: true });
+  });
+
+  it('a swapped folder does not turn the search for escaped processes on a bystander working in the target', async () => {
+    const [signals, target] = [`${outside}-signals`, `${outside}-bystander`];
+    await mkdir(signals);
+    await mkdir(target);
+    const res = await d.http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: ['tests/bystander.py::test_swap_to_bystander'] });
+    expect(res.status, res.text).to.equal(200);
+    const uid = res.body.job_uid as string;
+    await waitForRunOutput(d, uid, 'started');
+    // Started after the run began, working in the folder the test will link its result folder to: not the test's.
+    const bystander = spawn('sleep', ['600'], { cwd: target, stdio: 'ignore' });
+    try {
+      await waitFor(async () => (await readlink(`/proc/${bystander.pid}/cwd`).catch(() => '')) === target, 'the bystander to be in its folder');
+      await writeFile(path.join(signals, 'go'), '');
+      await waitForJob(d, uid);
+      const state = (await readFile(`/proc/${bystander.pid}/stat`, 'utf8').catch(() => '')).replace(/^.*\) /s, '')[0];
+      expect(state, 'the bystander\'s state (Z or gone: killed by the daemon)').to.be.oneOf(['S', 'R', 'D']);
+    } finally {
+      bystander.kill('SIGKILL');
+      await rm(signals, { recursive: true });
+      await rm(target, { recursive: true });
+    }
   });
 
   it('a hard link to an outside file is neither listed nor served (404, not 500), while the test`s own files are', async () => {
