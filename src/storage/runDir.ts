@@ -118,3 +118,34 @@ export class HeldRunDir {
     await mkdir(p);
   }
 }
+
+/**
+ * Without a held folder (a run cut short by a crash, a folder retention
+ * deletes): make `rel` below the store's root `home` a chain of real folders,
+ * as `HeldRunDir.reclaim` does, a folder made again empty where a symlink, a
+ * file or nothing stood. Undefined when it already was; else what was put
+ * right. Rejects when the root itself no longer resolves to `realHome`.
+ */
+export async function makeRealFolders(home: string, realHome: string, rel: string): Promise<string | undefined> {
+  if ((await realpath(home).catch(() => undefined)) !== realHome) throw new Error(`the results folder ${home} no longer resolves to ${realHome}`);
+  const found: string[] = [];
+  const asides: string[] = [];
+  let parent = realHome;
+  for (const name of rel.split('/')) {
+    const p = path.join(parent, name);
+    const st = await lstat(p).catch(() => undefined);
+    if (!st?.isDirectory()) {
+      if (st) {
+        found.push(`${path.relative(realHome, p)} was ${st.isSymbolicLink() ? 'a symlink' : 'not a folder'}`);
+        const aside = path.join(parent, `.replaced-${name}-${randomBytes(4).toString('hex')}`);
+        await rename(p, aside);
+        asides.push(aside);
+      }
+      await mkdir(p);
+    }
+    parent = p;
+  }
+  for (const aside of asides) await rm(aside, { recursive: true, force: true });
+  return found.length ? found.join('; ') : undefined;
+}
+

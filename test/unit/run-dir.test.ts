@@ -4,10 +4,11 @@
  * is written, followed or deleted, whatever took its name or a name above it.
  */
 import { expect } from 'chai';
-import { mkdir, mkdtemp, readdir, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises';
+import { link, mkdir, mkdtemp, readdir, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { HeldRunDir } from '../../src/storage/runDir.js';
+import { FileResultRepository } from '../../src/storage/results/index.js';
 
 describe('HeldRunDir: a replaced result folder is put back', () => {
   let tmp: string;
@@ -86,6 +87,64 @@ describe('HeldRunDir: a replaced result folder is put back', () => {
     let err: Error | undefined;
     await held.reclaim().catch((e: Error) => (err = e));
     expect(err?.message).to.match(/no longer resolves/);
+    await outsideUntouched();
+  });
+});
+
+describe('the results store never writes or deletes through a folder a test swapped for a symlink', () => {
+  let tmp: string;
+  let outside: string;
+  let store: FileResultRepository;
+  const id = '/farmhand-test/ab12/1/2026-11-20_10.00.00';
+  const folder = (root: string) => path.join(root, 'ab12', '1', '2026-11-20_10.00.00');
+
+  beforeEach(async () => {
+    tmp = await mkdtemp(path.join(os.tmpdir(), 'farmhand-store-'));
+    outside = path.join(tmp, 'outside');
+    await mkdir(path.join(outside, '1', '2026-11-20_10.00.00'), { recursive: true });
+    await writeFile(path.join(outside, '1', '2026-11-20_10.00.00', 'keep.txt'), 'outside');
+    store = new FileResultRepository({ dir: path.join(tmp, 'results'), retention: { max_results: 0, min_free_mb: 0 } });
+    await store.open();
+  });
+  afterEach(async () => {
+    await store.close();
+    await rm(tmp, { recursive: true, force: true });
+  });
+
+  const outsideUntouched = async () => {
+    expect(await readdir(path.join(outside, '1', '2026-11-20_10.00.00'))).to.deep.equal(['keep.txt']);
+  };
+
+  it('sealing a run a crash cut short, whose job folder the test had made a symlink to outside', async () => {
+    await store.createRunDir(id);
+    const job = path.dirname(folder(path.join(tmp, 'results')));
+    await rm(job, { recursive: true });
+    await symlink(path.join(outside, '1'), job); // hex/1 -> outside/1, which has a look-alike run folder
+    const written = await store.sealInterrupted(id, { test_case: 'tests/t.py::test_a', test_pack_sha: 'a'.repeat(40), duration: 1, failure_reason: 'DaemonRestarted: x' });
+    expect(written).to.include('farmhand.log');
+    await outsideUntouched();
+    expect(await readdir(folder(path.join(tmp, 'results')))).to.include('farmhand.log');
+  });
+
+  it('a hard-linked log of an interrupted run is not appended to', async () => {
+    await store.createRunDir(id);
+    const canary = path.join(outside, 'canary.log');
+    await writeFile(canary, 'outside\n');
+    await link(canary, path.join(folder(path.join(tmp, 'results')), 'farmhand.log'));
+    await store.sealInterrupted(id, { test_case: 'tests/t.py::test_a', test_pack_sha: 'a'.repeat(40), duration: 1, failure_reason: 'DaemonRestarted: x' });
+    expect(await readFile(canary, 'utf8')).to.equal('outside\n');
+  });
+
+  it('retention deleting a result whose job folder is a symlink to outside deletes nothing there', async () => {
+    await store.createRunDir(id);
+    await store.add({
+      result_id: id, job_uid: '/farmhand-test/ab12/1', test_case: 't', test_pack_sha: 'a'.repeat(40), test_pack_branch: null, category: 'default', username: 'ci', tags: {},
+      start_time: '2026-11-20T10:00:00.000Z', end_time: '2026-11-20T10:00:01.000Z', duration: 1, result: 'pass', failure_reason: null, traceback: null,
+    });
+    const job = path.dirname(folder(path.join(tmp, 'results')));
+    await rm(job, { recursive: true });
+    await symlink(path.join(outside, '1'), job);
+    expect(await store.enforceRetention()).to.deep.equal([id]);
     await outsideUntouched();
   });
 });
