@@ -47,6 +47,7 @@ import { StateNodeUsageStore, StateReservationStore, StateStore } from './storag
 import { FileTokenVerifier, tokensFile } from './storage/tokens.js';
 import { describeReadiness, ReadinessChecks, statfsFreeBytes, type Readiness } from './service/readiness.js';
 import { projectRoot, version } from './version.js';
+import { SECURITY_HEADERS } from './http/securityHeaders.js';
 
 export interface Daemon {
   /** `http://host:port` the server listens on. */
@@ -536,7 +537,7 @@ function answerStarting(req: IncomingMessage, res: ServerResponse): void {
         ? [503, { error: 'not_ready', message, ready: false, failed: ['startup'], checks: { startup: { ok: false, detail: 'starting up' } } }]
         : [503, { error: 'device_unavailable', message }];
   const text = JSON.stringify(body);
-  res.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(text), 'Cache-Control': 'no-store', ...(status === 503 && { 'Retry-After': '1' }) });
+  res.writeHead(status, { ...SECURITY_HEADERS, 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(text), 'Cache-Control': 'no-store', ...(status === 503 && { 'Retry-After': '1' }) });
   res.end(req.method === 'HEAD' ? undefined : text);
 }
 

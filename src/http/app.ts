@@ -10,6 +10,7 @@ import { formBody, jsonBody } from './body.js';
 import { refuseCrossSiteRequests } from './crossSite.js';
 import { rememberCredential } from './heldCredential.js';
 import { rateLimit, type RateLimitSettings } from './rateLimit.js';
+import { securityHeaders } from './securityHeaders.js';
 import type { Services } from './context.js';
 import { errorHandler } from './errors.js';
 import { openApiRouter } from './openapi/routes.js';
@@ -36,13 +37,14 @@ export interface AppOptions {
   delegate?: DelegateRule;
 }
 
-/** Order: (observe) -> errors -> paths -> who is calling -> rate limit -> auth required? -> body -> routes (outline's middleware order). */
+/** Order: (observe) -> security headers -> errors -> paths -> who is calling -> rate limit -> auth required? -> body -> routes (outline's middleware order). */
 export function createApp(s: Services, opts: AppOptions): Koa {
   const app = new Koa();
   app.proxy = false;
   // Koa's own error event would print a second time what errorHandler already logged.
   app.silent = true;
   if (opts.observe) app.use(opts.observe);
+  app.use(securityHeaders);
   app.use(errorHandler(s.logger));
   app.use(foldTrailingSlash);
   // People's sign-in sessions (src/web/session.ts): in memory, so a restart ends them.

@@ -6,13 +6,14 @@
  * process group is gone and every file is written.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, realpath, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { classifyOutcome, infrastructureReason } from '../core/infrastructure.js';
 import type { RunOutcome } from '../core/model.js';
 import type { Logger, TestRunner, TestRunSpec } from '../core/ports.js';
 import { writeFileAtomic } from '../storage/atomic.js';
+import { HeldRunDir } from '../storage/runDir.js';
 import { projectRoot } from '../version.js';
 import { exitStatusOf } from './exec.js';
 import { decideOutcome, readReport, STOPPED_REASON, timeoutReason, type ProcessEnd } from './outcome.js';
@@ -58,6 +59,7 @@ export class ProcessTestRunner implements TestRunner {
     spec.control?.onEvent?.((text) => logs.event(text));
     let outcome: RunOutcome;
     let seconds = 0;
+    let held: HeldRunDir | undefined;
     // Written before the run (readers of a run in progress want them) and again when it is sealed (the test may have replaced them).
     const identity = {
       'test-name': spec.testCase,
@@ -66,11 +68,13 @@ export class ProcessTestRunner implements TestRunner {
       'farmhand-version.log': this.o.version,
     };
     try {
+      // Before the test starts: the folder as it is now is the run's, whatever the test does to the name.
+      held = await HeldRunDir.hold(spec.resultDir);
       if (this.o.testUser) await prepareRun({ resultDir: spec.resultDir, work, checkoutDir: spec.checkoutDir }, this.o.testUser);
       await this.writeFiles(spec.resultDir, identity);
       logs.tool(`Running ${spec.testCase} at ${spec.testPackSha}${this.o.testUser ? ` as user ${this.o.testUser.name}` : ''}`);
       const started = process.hrtime.bigint();
-      const end: ProcessEnd = signal.aborted ? { exitStatus: null, endedBy: 'stop' } : await this.execute(spec, signal, logs, work);
+      const end: ProcessEnd = signal.aborted ? { exitStatus: null, endedBy: 'stop' } : await this.execute(spec, signal, logs, work, held.realPath);
       seconds = Number(process.hrtime.bigint() - started) / 1e9;
       logs.endOfOutput();
       outcome = decideOutcome(end, await readReport(path.join(work, 'report.json')), spec.timeoutSecs, this.python);
@@ -86,6 +90,16 @@ export class ProcessTestRunner implements TestRunner {
       if (this.o.testUser) await this.sweep(this.o.testUser, spec.resultDir, work, logs);
       outcome = { result: 'error', failure_reason: infrastructureReason(kind, `could not run the test: ${(e as Error).message}`), traceback: null, exit_status: null };
       this.o.logger?.error({ err: e, dir: spec.resultDir }, 'test run failed to start or to write its files');
+    }
+    // Every process of the test is gone: before anything more is written into the folder by name (here and by
+    // the job: screenshot, video, result.json), the name must lead to the run's own folder (src/storage/runDir.ts).
+    const putRight = await held?.reclaim().catch((e: unknown) => {
+      this.o.logger?.error({ err: e, dir: spec.resultDir }, 'the result folder was replaced and could not be put back');
+      return `The result folder was replaced and could not be put back: ${(e as Error).message}`;
+    });
+    if (putRight) {
+      logs.tool(putRight);
+      this.o.logger?.warn({ dir: spec.resultDir, what: putRight }, 'the test replaced its result folder');
     }
     spec.control?.onEvent?.(undefined);
     await logs.close().catch((e: unknown) => this.o.logger?.error({ err: e, dir: spec.resultDir }, 'could not write the run logs'));
@@ -118,7 +132,8 @@ export class ProcessTestRunner implements TestRunner {
   }
 
   /** Spawn the child, pump its output into the logs, and wait until its process group is gone. */
-  private async execute(spec: TestRunSpec, signal: AbortSignal, logs: RunLogs, work: string): Promise<ProcessEnd> {
+  /** @param cwdRoot the real path of the result folder, taken before the test started (not after: the test may have made it a symlink to anywhere). */
+  private async execute(spec: TestRunSpec, signal: AbortSignal, logs: RunLogs, work: string, cwdRoot: string): Promise<ProcessEnd> {
     const started = await this.start(spec, work, logs);
     if ('spawnError' in started) return { exitStatus: null, endedBy: null, spawnError: started.spawnError };
     const { child, pid, exit, closed } = started;
@@ -134,7 +149,6 @@ export class ProcessTestRunner implements TestRunner {
       end = await this.supervise(exit, pid, spec, signal, logs);
     } finally {
       // Whatever ended the run: nothing of it may write into the result folder once the result is sealed.
-      const cwdRoot = await realpath(spec.resultDir).catch(() => undefined);
       const escaped = await killEscapedProcesses(`FARMHAND_REPORT=${path.join(work, 'report.json')}`, { cwdRoot, since });
       if (escaped.length) {
         const shown = escaped.length > 20 ? `${escaped.slice(0, 20).join(', ')} ...` : escaped.join(', ');

@@ -17,6 +17,7 @@ import { refuseCrossSiteRequests } from '../../http/crossSite.js';
 import { rememberCredential } from '../../http/heldCredential.js';
 import { errorHandler } from '../../http/errors.js';
 import { rateLimit, type RateLimitSettings } from '../../http/rateLimit.js';
+import { securityHeaders } from '../../http/securityHeaders.js';
 import { databaseUnavailable, isDatabaseUnavailable } from '../db/pool.js';
 import { signInRouter } from '../../web/pages/signIn.js';
 import { SessionStore } from '../../web/session.js';
@@ -45,6 +46,7 @@ export function createPortalApp(o: PortalAppOptions): Koa {
   const app = new Koa();
   app.proxy = false;
   app.silent = true;
+  app.use(securityHeaders);
   app.use(errorHandler(o.logger));
   // PostgreSQL away (restarting, down): a 503 saying so, never a 500 (docs/farm.md, "Faults").
   app.use(async (_ctx, next) => {
