@@ -193,6 +193,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     maxOutputBytes: cfg.runner.max_output_bytes,
     version,
     logger: logger.child({ module: 'runner' }),
+    nodeId: cfg.node_id,
   });
 
   // The virtual set-top box is both the picture (capture virtual:) and what the IR reaches (ir virtual:).
@@ -218,7 +219,12 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     press: announcePresses(keys.press.bind(keys), hub, () => ({ source: 'script', username: null, result_id: runningResult() })),
     transportUri: keys.transportUri,
   };
-  const control = new ControlServer({ keys: scriptKeys, logger, latestFrame: () => frames.latestFrame?.() });
+  const control = new ControlServer({
+    keys: scriptKeys,
+    logger,
+    latestFrame: () => frames.latestFrame?.(),
+    ...(frames instanceof FfmpegFrameSource && { onFrames: (listener: () => void) => frames.onFrames(listener) }),
+  });
   undo.push(() => control.close());
   const noCapture = cfg.capture.uri === 'none:';
   const online = () => (noCapture ? { online: true, reason: null } : frames.health());

@@ -33,6 +33,8 @@ export interface ProcessTestRunnerOptions {
   logger?: Logger;
   /** Where the per-run config and report files go (never the result folder); default os.tmpdir(). */
   tmpDir?: string;
+  /** The node's id, as FARMHAND_NODE_ID: `stbt.get_config` reads `config/test-farm/<node_id>.conf` over the pack's stbt.conf. */
+  nodeId?: string;
 }
 
 /** The longest delay setTimeout accepts (about 24.8 days). */
@@ -194,6 +196,7 @@ export class ProcessTestRunner implements TestRunner {
       // No __pycache__ in the shared checkout or in farmhand's install folder.
       PYTHONDONTWRITEBYTECODE: '1',
       FARMHAND_TEST_PACK_DIR: spec.checkoutDir,
+      ...(this.o.nodeId !== undefined && { FARMHAND_NODE_ID: this.o.nodeId }),
       FARMHAND_CONFIG: configFile,
       // Unique per run: it also marks every descendant, so ones that leave the process group are found.
       FARMHAND_REPORT: reportFile,
