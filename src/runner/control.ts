@@ -44,6 +44,8 @@ export const MAX_REQUEST_BYTES = 64 * 1024;
 const MAX_CONNECTIONS = 16;
 /** sockaddr_un.sun_path holds 108 bytes with the final NUL. */
 const MAX_SOCKET_PATH = 107;
+/** Releases remembered for presses that have not arrived yet. */
+const MAX_EARLY_RELEASES = 64;
 /** Longest wait of one `next_frame` request (the client asks again). */
 const MAX_NEXT_FRAME_WAIT_MS = 60_000;
 /** How often `next_frame` looks for a frame when the source cannot say when one arrives. */
@@ -121,6 +123,8 @@ class ControlChannel implements RunControlChannel {
   private readonly seen: InfrastructureFault[] = [];
   /** Holds that a `release` may end early, by the client's `hold_id`. */
   private readonly holds = new Map<string, AbortController>();
+  /** Releases that came before their press (the client sends both at once from two connections). */
+  private readonly releasedEarly = new Set<string>();
 
   constructor(
     private readonly o: ControlServerOptions,
@@ -248,8 +252,9 @@ class ControlChannel implements RunControlChannel {
 
   private async press(id: number | string | null, r: Record<string, unknown>): Promise<Answer> {
     if (typeof r.key !== 'string') throw new FarmError('invalid_request', 'press needs "key": a key name such as "KEY_OK"');
-    const hold = r.hold_ms ?? 0;
-    if (typeof hold !== 'number') throw new FarmError('invalid_request', '"hold_ms" must be a number of milliseconds');
+    const holdMs = r.hold_ms ?? 0;
+    if (typeof holdMs !== 'number') throw new FarmError('invalid_request', '"hold_ms" must be a number of milliseconds');
+    let hold: number = holdMs;
     if (this.run.remote === null) {
       throw new FarmError('invalid_request', 'this run has no remote control: the test pack has no config/remote-control/*.lircd.conf');
     }
@@ -259,6 +264,7 @@ class ControlChannel implements RunControlChannel {
       throw new FarmError('invalid_request', '"hold_id" must be a string of 1 to 100 characters');
     }
     if (holdId !== undefined && this.holds.has(holdId)) throw new FarmError('invalid_request', `hold_id ${JSON.stringify(holdId)} is already held`);
+    if (holdId !== undefined && this.releasedEarly.delete(holdId)) hold = 0; // released before it began: a plain press
     const held = holdId === undefined ? undefined : new AbortController();
     const signal = held ? AbortSignal.any([this.abort.signal, held.signal]) : this.abort.signal;
     if (held) this.holds.set(holdId as string, held);
@@ -286,7 +292,9 @@ class ControlChannel implements RunControlChannel {
   /** End a hold started with `hold_id` (pressing() in Python); releasing one that has ended is not an error. */
   private release(id: number | string | null, r: Record<string, unknown>): Answer {
     if (typeof r.hold_id !== 'string') throw new FarmError('invalid_request', 'release needs "hold_id": the one given to press');
-    this.holds.get(r.hold_id)?.abort(new FarmError('invalid_request', 'released'));
+    const held = this.holds.get(r.hold_id);
+    if (held) held.abort(new FarmError('invalid_request', 'released'));
+    else if (this.releasedEarly.size < MAX_EARLY_RELEASES) this.releasedEarly.add(r.hold_id);
     return { header: { id, ok: true } };
   }
 

@@ -3,8 +3,10 @@ of src/runner/control.ts), for the stbt tests that need presses and frames
 without a whole daemon: the Python side runs its real code path
 (farmhand.control over a Unix socket).
 
-Frames are made by a thread at ``fps``: frame n is filled with the value
-``n % 256`` in all three channels, so a test can tell which frame it got.
+Frames are made by a thread at ``fps`` (the header's ``seq`` counts them):
+a dark blue picture (RGB 0, 0, 128) with a white 8x8 square at
+``x = 4 + 10 * screen``, ``y = 4``; ``KEY_RIGHT`` moves it one step
+(``screen += 1``), ``KEY_LEFT`` back.
 """
 
 import json
@@ -26,6 +28,7 @@ class FakeDaemon:
         self.at = None
         self.cond = threading.Condition()
         self.holds = {}
+        self.screen = 0
         self.stopped = threading.Event()
         self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.server.bind(self.path)
@@ -65,8 +68,21 @@ class FakeDaemon:
                 return
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
+    def picture(self, screen):
+        """The rgb24 bytes of ``screen``."""
+        w, h = self.width, self.height
+        rows = []
+        x0 = 4 + 10 * screen
+        for y in range(h):
+            row = bytearray(b"\x00\x00\x80" * w)
+            if 4 <= y < 12:
+                for x in range(max(0, x0), min(w, x0 + 8)):
+                    row[3 * x:3 * x + 3] = b"\xff\xff\xff"
+            rows.append(bytes(row))
+        return b"".join(rows)
+
     def _frame(self, rid, seq, at):
-        body = bytes([seq % 256]) * (self.width * self.height * 3)
+        body = self.picture(self.screen)
         header = {"id": rid, "ok": True, "width": self.width, "height": self.height,
                   "format": "rgb24", "bytes": len(body), "seq": seq, "at": at}
         return (json.dumps(header) + "\n").encode() + body
@@ -80,9 +96,9 @@ class FakeDaemon:
                 if op == "press":
                     out = self._press(req)
                 elif op == "release":
-                    ev = self.holds.get(req["hold_id"])
-                    if ev:
-                        ev.set()
+                    with self.cond:
+                        ev = self.holds.setdefault(req["hold_id"], threading.Event())
+                    ev.set()
                     out = {"ok": True}
                 elif op == "log":
                     self.logs.append((time.time(), req["text"]))
@@ -117,12 +133,51 @@ class FakeDaemon:
         if req["key"] == "KEY_MISSING":
             return {"ok": False, "error": "not_found", "message": "no key KEY_MISSING"}
         start = time.time()
+        if req["key"] == "KEY_RIGHT":
+            self.screen += 1
+        elif req["key"] == "KEY_LEFT":
+            self.screen -= 1
         hold = req.get("hold_ms", 0) / 1000.0
         released = False
         if "hold_id" in req:
-            ev = self.holds[req["hold_id"]] = threading.Event()
+            with self.cond:
+                ev = self.holds.setdefault(req["hold_id"], threading.Event())
             released = ev.wait(hold)
         elif hold:
             time.sleep(hold)
         self.presses.append((req["key"], req.get("hold_ms", 0), start, time.time(), released))
         return {"ok": True}
+
+
+class WithDaemon:
+    """A unittest mixin: ``self.daemon`` serves this process's control socket for one test."""
+
+    FPS = 25.0
+    CAPTURE = True
+
+    def setUp(self):  # pylint: disable=invalid-name
+        from farmhand import control  # pylint: disable=import-outside-toplevel
+        from stbt_core import _config, _remote  # pylint: disable=import-outside-toplevel
+
+        self.daemon = FakeDaemon(fps=self.FPS, frames=self.CAPTURE)
+        self._saved_env = {k: os.environ.get(k) for k in ("FARMHAND_CONTROL_SOCKET",)}
+        os.environ["FARMHAND_CONTROL_SOCKET"] = self.daemon.path
+        control._conn = None  # pylint: disable=protected-access
+        _remote._last = None  # pylint: disable=protected-access
+        _config._reset()  # pylint: disable=protected-access
+        if self.CAPTURE:
+            with self.daemon.cond:  # the first frame, so get_frame has one
+                while self.daemon.seq == 0:
+                    self.daemon.cond.wait()
+
+    def tearDown(self):  # pylint: disable=invalid-name
+        from farmhand import control  # pylint: disable=import-outside-toplevel
+        if control._conn is not None:  # pylint: disable=protected-access
+            control._conn.close()  # pylint: disable=protected-access
+        control._conn = None  # pylint: disable=protected-access
+        self.daemon.close()
+        for k, v in self._saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
