@@ -238,19 +238,25 @@ class _Template:
                 if m is not None:
                     m = cv2.pyrDown(m)
             tf = t.astype(np.float32)
+            if m is not None:
+                # below full size the mask is made binary again (half-covered pixels count)
+                m = (m >= 0.5).astype(np.float32)
+                if not m.any():
+                    break
             entry = {"t": t, "tf": tf, "m": m}
             if m is not None:
                 m3 = cv2.merge([m, m, m])
                 entry["m3"] = m3
-                entry["wt"] = tf * m3                      # template weighted by the mask
-                entry["wtt"] = float((entry["wt"] * tf).sum())  # sum of w * T^2
-                entry["n"] = float(m.sum()) * 3            # weighted count of compared values
+                entry["wt"] = t * m3.astype(np.uint8)      # the template with its transparent pixels zeroed
+                entry["wtt"] = float((tf * tf * m3).sum())  # sum of T^2 over the opaque pixels
+                entry["n"] = float(m.sum()) * 3            # number of compared values
             else:
                 entry["n"] = float(t.shape[0] * t.shape[1] * 3)
             self.levels.append(entry)
         self.height, self.width = bgr.shape[:2]
 
 
+_ONES_1X3 = None
 # The template at the pyramid's top level keeps at least this many pixels per side.
 _MIN_TOP_SIZE = 8
 _FULL_SCALE = 255.0
@@ -258,14 +264,17 @@ _FULL_SCALE = 255.0
 
 def _scores(img, lv, method):
     """Score map (float32) of the template level ``lv`` at every place in ``img``."""
+    global _ONES_1X3  # pylint: disable=global-statement
     cv2, np = _cv2(), _np()
+    if _ONES_1X3 is None:
+        _ONES_1X3 = np.ones((1, 3), np.float32)
     if method is MatchMethod.SQDIFF:
         if lv["m"] is None:
             ssd = cv2.matchTemplate(img, lv["t"], cv2.TM_SQDIFF)
         else:
+            cross = cv2.matchTemplate(img, lv["wt"], cv2.TM_CCORR)
             f = img.astype(np.float32)
-            cross = cv2.matchTemplate(f, lv["wt"], cv2.TM_CCORR)
-            sq = cv2.transform(f * f, np.ones((1, 3), np.float32))
+            sq = cv2.transform(f * f, _ONES_1X3)
             energy = cv2.matchTemplate(sq, lv["m"], cv2.TM_CCORR)
             ssd = energy - 2 * cross + lv["wtt"]
         np.maximum(ssd, 0, out=ssd)
@@ -299,14 +308,17 @@ _TOP_LEVEL_SLACK = {MatchMethod.SQDIFF: 0.08, MatchMethod.SQDIFF_NORMED: 0.15,
                     MatchMethod.CCORR_NORMED: 0.1, MatchMethod.CCOEFF_NORMED: 0.3}
 # match() refines at most this many of the top level's best places.
 _MAX_BEST_CANDIDATES = 6
+# match() follows at most this many places below the top level.
+_MAX_KEPT_PER_LEVEL = 2
 # match_all() looks at most at this many places.
 _MAX_ALL_CANDIDATES = 200
 
 
-def _candidates(scores, min_score, limit):
-    """The local maxima of ``scores`` at or above ``min_score``, best first."""
+def _candidates(scores, min_score, limit, spread=(3, 3)):
+    """The local maxima of ``scores`` at or above ``min_score`` (each the
+    highest within ``spread`` (width, height) around it), best first."""
     cv2, np = _cv2(), _np()
-    peaks = cv2.dilate(scores, np.ones((3, 3), np.uint8))
+    peaks = cv2.dilate(scores, np.ones((spread[1], spread[0]), np.uint8))
     ys, xs = np.nonzero((scores >= peaks) & (scores >= min_score))
     if len(xs) == 0:
         return []
@@ -315,27 +327,29 @@ def _candidates(scores, min_score, limit):
     return [(int(xs[i]), int(ys[i])) for i in order]
 
 
-def _refine(pyr, tpl, method, level, x, y):
-    """Follow a place found at ``level`` down to full resolution; returns
-    ``(x, y, score)`` at level 0."""
+def _refine_one(pyr, tpl, method, level, x, y):
+    """A place found at ``level + 1`` looked for again at ``level``, within
+    two pixels of where it lands; returns ``(x, y, score)`` at ``level``."""
     np = _np()
-    score = None
-    while level > 0:
-        level -= 1
-        lv = tpl.levels[level]
-        img = pyr[level]
-        th, tw = lv["t"].shape[:2]
-        max_x, max_y = img.shape[1] - tw, img.shape[0] - th
-        x0, x1 = max(0, 2 * x - 2), min(max_x, 2 * x + 2)
-        y0, y1 = max(0, 2 * y - 2), min(max_y, 2 * y + 2)
-        s = _scores(img[y0:y1 + th, x0:x1 + tw], lv, method)
-        iy, ix = np.unravel_index(int(np.argmax(s)), s.shape)
-        x, y, score = x0 + int(ix), y0 + int(iy), float(s[iy, ix])
-    return x, y, score
+    lv = tpl.levels[level]
+    img = pyr[level]
+    th, tw = lv["t"].shape[:2]
+    max_x, max_y = img.shape[1] - tw, img.shape[0] - th
+    x0, x1 = max(0, 2 * x - 2), min(max_x, 2 * x + 2)
+    y0, y1 = max(0, 2 * y - 2), min(max_y, 2 * y + 2)
+    s = _scores(img[y0:y1 + th, x0:x1 + tw], lv, method)
+    iy, ix = np.unravel_index(int(np.argmax(s)), s.shape)
+    return x0 + int(ix), y0 + int(iy), float(s[iy, ix])
 
 
 def _first_pass(img, tpl, params, best_only):
-    """Places (x, y, score at full resolution) in ``img``, best first."""
+    """Places (x, y, score at full resolution) in ``img``, best first.
+
+    The places scoring well at the pyramid's top level are followed down one
+    level at a time; at each level the ones that fell too far behind are
+    dropped (for ``match``, those more than the slack below the best
+    of that level, and all but the best few; for ``match_all``, those too far
+    below the threshold)."""
     np = _np()
     levels = len(tpl.levels)
     # the searched area must hold the template at every level used
@@ -348,27 +362,38 @@ def _first_pass(img, tpl, params, best_only):
     th, tw = lv["t"].shape[:2]
     if pyr[top].shape[0] < th or pyr[top].shape[1] < tw:
         return []
-    s = _scores(pyr[top], lv, params.match_method)
+    method = params.match_method
+    s = _scores(pyr[top], lv, method)
+    slack = _TOP_LEVEL_SLACK[method]
     if top == 0:
         if best_only:
             iy, ix = np.unravel_index(int(np.argmax(s)), s.shape)
             return [(int(ix), int(iy), float(s[iy, ix]))]
         return [(x, y, float(s[y, x])) for x, y in
                 _candidates(s, params.match_threshold, _MAX_ALL_CANDIDATES)]
-    slack = _TOP_LEVEL_SLACK[params.match_method]
     if best_only:
-        best = float(s.max())
-        cands = _candidates(s, best - slack, _MAX_BEST_CANDIDATES)
+        # one place per half template: a best match has no close rival worth following
+        spread = (max(3, tw // 2 | 1), max(3, th // 2 | 1))
+        cands = _candidates(s, float(s.max()) - slack, _MAX_BEST_CANDIDATES, spread)
     else:
         cands = _candidates(s, params.match_threshold - slack, _MAX_ALL_CANDIDATES)
-    out, seen = [], set()
-    for x, y in cands:
-        r = _refine(pyr, tpl, params.match_method, top, x, y)
-        if (r[0], r[1]) not in seen:
-            seen.add((r[0], r[1]))
-            out.append(r)
-    out.sort(key=lambda r: -r[2])
-    return out
+    places = [(x, y, None) for x, y in cands]
+    for level in range(top - 1, -1, -1):
+        refined, seen = [], set()
+        for x, y, _ in places:
+            r = _refine_one(pyr, tpl, method, level, x, y)
+            if (r[0], r[1]) not in seen:
+                seen.add((r[0], r[1]))
+                refined.append(r)
+        refined.sort(key=lambda r: -r[2])
+        if level:
+            if best_only:
+                # the best and whatever is close behind it (half the slack) go on
+                refined = [r for r in refined if r[2] >= refined[0][2] - slack / 2][:_MAX_KEPT_PER_LEVEL]
+            else:
+                refined = [r for r in refined if r[2] >= params.match_threshold - slack]
+        places = refined
+    return places
 
 
 # ---------------------------------------------------------------------------
