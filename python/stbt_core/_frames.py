@@ -147,7 +147,10 @@ def get_frame():
 def frames(timeout_secs=None):
     """Yield each new frame, in order, until ``timeout_secs`` have passed
     (for ever when None). A loop slower than the capture skips the frames it
-    was too slow for (it always gets the newest)."""
+    was too slow for (it always gets the newest). Frames come at the
+    capture's ``preview_fps`` (docs/migrating-from-stb-tester.md)."""
+    import cv2  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+    # (imported before the clock starts: a first import can take longer than a short timeout)
     deadline = None if timeout_secs is None else _time.monotonic() + float(timeout_secs)
     seq = None
     while True:
