@@ -229,7 +229,7 @@ class _Template:
     def __init__(self, bgr, mask, levels):
         cv2, np = _cv2(), _np()
         self.levels = []
-        t, m = bgr, mask
+        t, m = bgr.copy(), mask  # a copy: the caller may change its array later
         for level in range(levels):
             if level:
                 if min(t.shape[0], t.shape[1]) < 2 * _MIN_TOP_SIZE:
@@ -247,6 +247,7 @@ class _Template:
             if m is not None:
                 m3 = cv2.merge([m, m, m])
                 entry["m3"] = m3
+                entry["m8"] = m.astype(np.uint8)
                 entry["wt"] = t * m3.astype(np.uint8)      # the template with its transparent pixels zeroed
                 entry["wtt"] = float((tf * tf * m3).sum())  # sum of T^2 over the opaque pixels
                 entry["n"] = float(m.sum()) * 3            # number of compared values
@@ -337,9 +338,27 @@ def _refine_one(pyr, tpl, method, level, x, y):
     max_x, max_y = img.shape[1] - tw, img.shape[0] - th
     x0, x1 = max(0, 2 * x - 2), min(max_x, 2 * x + 2)
     y0, y1 = max(0, 2 * y - 2), min(max_y, 2 * y + 2)
+    if method is MatchMethod.SQDIFF:
+        # 25 places at most: a direct sum per place is cheaper than a correlation
+        return _sqdiff_best(img, lv, x0, x1, y0, y1)
     s = _scores(img[y0:y1 + th, x0:x1 + tw], lv, method)
     iy, ix = np.unravel_index(int(np.argmax(s)), s.shape)
     return x0 + int(ix), y0 + int(iy), float(s[iy, ix])
+
+
+def _sqdiff_best(img, lv, x0, x1, y0, y1):
+    """The best SQDIFF place (and its score) with x0 <= x <= x1, y0 <= y <= y1."""
+    cv2 = _cv2()
+    t, m8 = lv["t"], lv.get("m8")
+    th, tw = t.shape[:2]
+    best = None
+    for y in range(y0, y1 + 1):
+        for x in range(x0, x1 + 1):
+            ssd = cv2.norm(img[y:y + th, x:x + tw], t, cv2.NORM_L2SQR, mask=m8)
+            if best is None or ssd < best[2]:
+                best = (x, y, ssd)
+    x, y, ssd = best
+    return x, y, 1.0 - (max(ssd, 0.0) / (lv["n"] * _FULL_SCALE * _FULL_SCALE)) ** 0.5
 
 
 def _first_pass(img, tpl, params, best_only):
@@ -442,7 +461,24 @@ class _Prepared:
     def __init__(self, image, match_parameters):
         self.params = match_parameters if match_parameters is not None else MatchParameters()
         self.image, self.bgr, self.mask = _load_template(image)
-        self.tpl = _Template(self.bgr, self.mask, self.params.pyramid_levels)
+        self.tpl = _prepared_template(self.bgr, self.mask, self.params.pyramid_levels)
+
+
+# Templates prepared lately, by their pixels (a page object matches the same
+# few templates over and over): at most this many are kept.
+_TEMPLATE_CACHE_SIZE = 16
+_template_cache = {}
+
+
+def _prepared_template(bgr, mask, levels):
+    key = (levels, bgr.shape, hash(bgr.tobytes()), None if mask is None else hash(mask.tobytes()))
+    tpl = _template_cache.pop(key, None)
+    if tpl is None:
+        tpl = _Template(bgr, mask, levels)
+        if len(_template_cache) >= _TEMPLATE_CACHE_SIZE:
+            del _template_cache[next(iter(_template_cache))]
+    _template_cache[key] = tpl  # most recently used last
+    return tpl
 
 
 def _search(prep, frame, region, best_only):
