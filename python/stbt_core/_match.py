@@ -16,7 +16,7 @@ from stbt_core._errors import UITestFailure
 from stbt_core._types import Position, Region
 
 __all__ = ["ConfirmMethod", "MatchMethod", "MatchParameters", "MatchResult", "MatchTimeout",
-           "match", "match_all", "wait_for_match"]
+           "detect_match", "match", "match_all", "wait_for_match"]
 
 
 def _cv2():
@@ -578,6 +578,16 @@ def wait_for_match(image, timeout_secs=10, consecutive_matches=1, match_paramete
             in_a_row, last_place = 0, None
     _log("wait_for_match %s: no match within %g s" % (_image_name(prep.image), timeout_secs))
     raise MatchTimeout(last_frame, _image_name(prep.image), timeout_secs)
+
+
+def detect_match(image, timeout_secs=10, match_parameters=None, region=Region.ALL, frames=None):
+    """The legacy form (removed from stb-tester in v30, still in old packs):
+    a generator of one ``MatchResult`` per new frame, matched or not, until
+    ``timeout_secs``. ``for m in detect_match(...): if m: break`` is
+    ``wait_for_match`` without the exception."""
+    prep = _Prepared(image, match_parameters)
+    for frame in _frames_for(frames, timeout_secs):
+        yield next(_search(prep, frame, region, True))
 
 
 def _frames_for(frames, timeout_secs):

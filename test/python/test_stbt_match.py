@@ -346,6 +346,13 @@ class WaitForMatch(Base):
         self.assertEqual(e.timeout_secs, 0.21)
         self.assertIn("0.21", str(e))
 
+    def test_detect_match_legacy_generator(self):
+        other = screen(["Home", "Search", "Music", "Series", "Sport", "Kids"])
+        fs = self.frames([other, self.menu, other])
+        results = list(stbt.detect_match(self.movies, frames=iter(fs)))
+        self.assertEqual([bool(r) for r in results], [False, True, False])
+        self.assertTrue(all(r.frame is f for r, f in zip(results, fs)))
+
 
 if __name__ == "__main__":
     unittest.main()
