@@ -198,6 +198,8 @@ def _load_template(image):
     else:
         raise ValueError("the image to match must be height x width x 3 (BGR) or 4 (BGRA), not %r"
                          % (array.shape,))
+    if bgr.shape[0] == 0 or bgr.shape[1] == 0:
+        raise ValueError("the image to match is empty (%dx%d)" % (bgr.shape[1], bgr.shape[0]))
     if mask is not None and not mask.any():
         raise ValueError("the image to match is transparent everywhere")
     return image, bgr, mask
@@ -437,7 +439,9 @@ def _confirm(window, tpl_bgr, mask, params):
     limit = params.confirm_threshold * _FULL_SCALE
     differs = (diff > limit).astype(np.uint8)
     if params.erode_passes:
-        differs = cv2.erode(differs, np.ones((3, 3), np.uint8), iterations=params.erode_passes,
+        # more passes than half the template's smaller side erase everything anyway: stop there
+        passes = min(params.erode_passes, (min(differs.shape) + 1) // 2)
+        differs = cv2.erode(differs, np.ones((3, 3), np.uint8), iterations=passes,
                             borderType=cv2.BORDER_CONSTANT, borderValue=0)
     return cv2.countNonZero(differs) == 0
 

@@ -296,6 +296,23 @@ class Parameters(Base):
         _config._reset()  # pylint: disable=protected-access
         self.assertTrue(stbt.match(self.movies, frame=jpeg(self.menu, 70)))
 
+    def test_hostile_values_stay_bounded(self):
+        # a pack's stbt.conf asking for a billion erosions or pyramid levels: same answers, no hang
+        params = stbt.MatchParameters(erode_passes=10 ** 9)
+        self.assertTrue(stbt.match(self.movies, frame=self.menu, match_parameters=params))
+        os.makedirs(os.path.join(self.dir, "config"))
+        with open(os.path.join(self.dir, "config", "stbt.conf"), "w", encoding="utf-8") as f:
+            f.write("[match]\npyramid_levels = 1000000\n")
+        _config._reset()  # pylint: disable=protected-access
+        m = stbt.match(self.movies, frame=self.menu)
+        self.assertEqual(m.position, (BUTTON_X[2], BUTTON_Y))
+        with self.assertRaises(ValueError):
+            stbt.match(np.zeros((0, 5, 3), np.uint8), frame=self.menu)
+        with self.assertRaises(ValueError):
+            stbt.match(np.zeros((5, 5, 4), np.uint8), frame=self.menu)  # transparent everywhere
+        with self.assertRaises(ValueError):
+            stbt.MatchParameters(erode_passes=-1)
+
     def test_string_names_as_in_stbt_conf(self):
         p = stbt.MatchParameters(match_method="sqdiff-normed", confirm_method="normed-absdiff")
         self.assertEqual(p.match_method, stbt.MatchMethod.SQDIFF_NORMED)
