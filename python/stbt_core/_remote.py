@@ -20,6 +20,8 @@ __all__ = ["Keypress", "MultiPress", "last_keypress", "press", "press_until_matc
 MAX_HOLD_SECS = 60
 # How long before a paced press the frame before it is fetched (a frame takes a few ms to arrive).
 _FRAME_LEAD_SECS = 0.05
+# The last part of a pacing wait is spent spinning, for a gap that is exact to the millisecond.
+_SPIN_SECS = 0.002
 
 try:
     from stbt_core._types import Region as _Region
@@ -87,9 +89,12 @@ def _paced(delay):
         time.sleep(due - time.time() - _FRAME_LEAD_SECS)
     frame = _frame_or_none()
     if due is not None:
-        rest = due - time.time()
+        # Sleep to just short of the moment, then spin: a sleep alone can wake late by a few ms.
+        rest = due - time.time() - _SPIN_SECS
         if rest > 0:
             time.sleep(rest)
+        while time.time() < due:
+            pass
     return frame
 
 
