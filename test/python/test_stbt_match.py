@@ -169,6 +169,34 @@ class TransparentTemplates(Base):
             self.assertEqual(m.position, (BUTTON_X[5], BUTTON_Y), method)
 
 
+class AgreesWithAFullSearch(Base):
+    """Random crops (random size and place, some with a transparent hole)
+    of a noisy screen: the pyramid's answer is the full-resolution search's
+    best place, or a near tie of it (within 0.005: the flat insides of six
+    equal buttons differ only by noise)."""
+
+    def test_random_crops(self):
+        rng = np.random.default_rng(20261126)
+        screen_ = self.menu.copy()
+        logo(screen_, 300, 600)
+        for i in range(14):
+            w, h = int(rng.integers(24, 300)), int(rng.integers(24, 200))
+            x, y = int(rng.integers(0, 1280 - w)), int(rng.integers(0, 720 - h))
+            t = crop(screen_, x, y, w, h)
+            holes = [] if i % 2 == 0 else [(int(rng.integers(0, w // 2)), int(rng.integers(0, h // 2)), w // 2, h // 2)]
+            ta = with_alpha(t, holes)
+            frame = noisy(screen_, 3, seed=i)
+            m = stbt.match(ta, frame=frame)
+            opaque = (ta[:, :, 3] == 255).astype(np.float32)
+            full = cv2.matchTemplate(frame.astype(np.float32), t.astype(np.float32), cv2.TM_SQDIFF,
+                                     mask=cv2.merge([opaque] * 3))
+            _, _, (bx, by), _ = cv2.minMaxLoc(full)
+            best = first_pass_score(frame, ta, bx, by)
+            self.assertAlmostEqual(m.first_pass_result, first_pass_score(frame, ta, *m.position), places=3)
+            if m.position != (bx, by):
+                self.assertGreater(m.first_pass_result, best - 0.005, (i, w, h, x, y, m, (bx, by), best))
+
+
 class NearMisses(Base):
     """A big template (1200x500) with one glyph changed: the change is under
     1.5 % of the RMS budget, so the first pass accepts it; the confirm pass
