@@ -284,7 +284,7 @@ class ControlChannel implements RunControlChannel {
       }
       throw e;
     } finally {
-      if (holdId !== undefined) this.holds.delete(holdId as string);
+      if (holdId !== undefined) this.holds.delete(holdId);
     }
     return { header: { id, ok: true } };
   }
@@ -313,7 +313,7 @@ class ControlChannel implements RunControlChannel {
     }
     const newer = (): ControlFrame | undefined => {
       const f = this.o.latestFrame();
-      return f && (f.seq === undefined || f.seq > (floor as number)) ? f : undefined;
+      return f && (f.seq === undefined || f.seq > (floor)) ? f : undefined;
     };
     let f = newer();
     if (!f && timeoutMs > 0) {

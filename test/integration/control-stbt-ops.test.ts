@@ -155,7 +155,7 @@ describe('ControlServer: next_frame and release (the stbt API)', () => {
 
   it('release ends a press held with hold_id: the press answers ok, and the log shows the release', async () => {
     const lines: string[] = [];
-    channel.onEvent((t) => lines.push(t));
+    channel.onEvent!((t) => lines.push(t));
     const holder = await client();
     const other = await client();
     holder.send({ id: 1, op: 'press', key: 'KEY_UP', hold_ms: 60_000, hold_id: 'h1' });
