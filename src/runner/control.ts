@@ -44,6 +44,10 @@ export const MAX_REQUEST_BYTES = 64 * 1024;
 const MAX_CONNECTIONS = 16;
 /** sockaddr_un.sun_path holds 108 bytes with the final NUL. */
 const MAX_SOCKET_PATH = 107;
+/** Frames kept for a `next_frame` reader that falls behind: 8 frames, 320 ms at 25 fps (22 MB at 720p). */
+const KEPT_FRAMES = 8;
+/** Frames stop being kept this long after the last `next_frame` answer. */
+const KEEP_IDLE_MS = 2000;
 /** Releases remembered for presses that have not arrived yet. */
 const MAX_EARLY_RELEASES = 64;
 /** Longest wait of one `next_frame` request (the client asks again). */
@@ -123,6 +127,10 @@ class ControlChannel implements RunControlChannel {
   private readonly seen: InfrastructureFault[] = [];
   /** Holds that a `release` may end early, by the client's `hold_id`. */
   private readonly holds = new Map<string, AbortController>();
+  /** Frames kept for `next_frame` readers, oldest first (see keepFrames). */
+  private kept: ControlFrame[] = [];
+  private stopKeeping: (() => void) | undefined;
+  private lastNextFrame = 0;
   /** Releases that came before their press (the client sends both at once from two connections). */
   private readonly releasedEarly = new Set<string>();
 
@@ -171,6 +179,7 @@ class ControlChannel implements RunControlChannel {
   close(): Promise<void> {
     this.closing ??= (async () => {
       this.abort.abort(new FarmError('device_unavailable', 'the test run has ended'));
+      this.stopKeeping?.();
       for (const s of this.sockets) s.destroy();
       await new Promise<void>((resolve) => this.server.close(() => resolve()));
       await rm(this.dir, { recursive: true, force: true });
@@ -311,7 +320,11 @@ class ControlChannel implements RunControlChannel {
       if (!now) throw new FarmError('device_unavailable', 'capture is offline: no frame to give');
       floor = now.seq ?? -1;
     }
+    this.keepFrames();
     const newer = (): ControlFrame | undefined => {
+      // The oldest kept frame after the floor first: a client that fell behind for a moment catches up.
+      const kept = this.kept.find((k) => k.seq !== undefined && k.seq > (floor));
+      if (kept) return kept;
       const f = this.o.latestFrame();
       return f && (f.seq === undefined || f.seq > (floor)) ? f : undefined;
     };
@@ -341,7 +354,39 @@ class ControlChannel implements RunControlChannel {
     }
     if (this.abort.signal.aborted) throw new FarmError('device_unavailable', 'the test run has ended');
     if (!f) return { header: { id, ok: true, none: true } };
+    // What the client has now is no longer needed.
+    const given = f.seq;
+    if (given !== undefined) this.kept = this.kept.filter((k) => k.seq !== undefined && k.seq > given);
+    this.lastNextFrame = performance.now();
     return this.frameAnswer(id, f);
+  }
+
+  /**
+   * While a client reads frames one after another (`next_frame`), keep copies of the last
+   * KEPT_FRAMES frames, so a client that is late for a moment (a busy machine, a slow check) gets
+   * the frames in between instead of skipping to the newest. Stops KEEP_IDLE_MS after the last
+   * `next_frame` answer; only with a source that says when frames arrive.
+   */
+  private keepFrames(): void {
+    this.lastNextFrame = performance.now();
+    if (this.stopKeeping || !this.o.onFrames || this.abort.signal.aborted) return;
+    const unsubscribe = this.o.onFrames(() => {
+      const f = this.o.latestFrame();
+      const last = this.kept[this.kept.length - 1];
+      if (!f || f.seq === undefined || (last?.seq !== undefined && f.seq <= last.seq)) return;
+      this.kept.push(f);
+      if (this.kept.length > KEPT_FRAMES) this.kept.shift();
+    });
+    const idle = setInterval(() => {
+      if (performance.now() - this.lastNextFrame > KEEP_IDLE_MS) this.stopKeeping?.();
+    }, KEEP_IDLE_MS / 2);
+    idle.unref();
+    this.stopKeeping = () => {
+      unsubscribe();
+      clearInterval(idle);
+      this.kept = [];
+      this.stopKeeping = undefined;
+    };
   }
 
   private logLine(id: number | string | null, r: Record<string, unknown>): Answer {

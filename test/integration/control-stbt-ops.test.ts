@@ -109,13 +109,13 @@ describe('ControlServer: next_frame and release (the stbt API)', () => {
   it('next_frame without after_seq answers with the next frame captured, not the one already there', async () => {
     const c = await client();
     c.send({ id: 1, op: 'next_frame', timeout_ms: 60_000 });
-    await waitFor(() => listeners.size === 1);
+    await waitFor(() => listeners.size === 2);
     expect(c.buffered).to.equal(0);
     publish(6);
     const { header, body } = await c.frame();
     expect(header).to.deep.include({ id: 1, ok: true, seq: 6, width: 4, height: 2, format: 'rgb24', bytes: 24, at: 1_790_000_000_240 });
     expect(body.equals(Buffer.alloc(24, 6))).to.equal(true);
-    expect(listeners.size).to.equal(0);
+    expect(listeners.size).to.equal(1); // only the keeper, until the reader has been idle for 2 s
   });
 
   it('next_frame with after_seq below the latest answers at once; at the latest it waits for the next', async () => {
@@ -123,9 +123,29 @@ describe('ControlServer: next_frame and release (the stbt API)', () => {
     c.send({ id: 1, op: 'next_frame', after_seq: 4 });
     expect((await c.frame()).header).to.deep.include({ id: 1, seq: 5 });
     c.send({ id: 2, op: 'next_frame', after_seq: 5 });
-    await waitFor(() => listeners.size === 1);
+    await waitFor(() => listeners.size === 2);
     publish(6);
     expect((await c.frame()).header).to.deep.include({ id: 2, seq: 6 });
+  });
+
+  it('a reader that falls behind gets the frames in between, up to the last 8, not only the newest', async () => {
+    const c = await client();
+    c.send({ id: 1, op: 'next_frame', timeout_ms: 60_000 });
+    await waitFor(() => listeners.size === 2); // the keeper and the waiting request
+    publish(6);
+    expect((await c.frame()).header).to.deep.include({ id: 1, seq: 6 });
+    // The client is busy while frames 7 to 9 arrive.
+    publish(7);
+    publish(8);
+    publish(9);
+    for (const seq of [7, 8, 9]) {
+      c.send({ id: seq, op: 'next_frame', after_seq: seq - 1 });
+      expect((await c.frame()).header).to.deep.include({ id: seq, seq });
+    }
+    // Far behind: the oldest kept frame comes next, 8 frames back from the newest.
+    for (let seq = 10; seq <= 30; seq++) publish(seq);
+    c.send({ id: 10, op: 'next_frame', after_seq: 9 });
+    expect((await c.frame()).header).to.deep.include({ id: 10, seq: 23 });
   });
 
   it('next_frame answers {"none":true} when no frame came within timeout_ms', async () => {
@@ -133,7 +153,7 @@ describe('ControlServer: next_frame and release (the stbt API)', () => {
     expect(await c.ask({ id: 1, op: 'next_frame', after_seq: 5, timeout_ms: 0 })).to.deep.equal({ id: 1, ok: true, none: true });
     c.send({ id: 2, op: 'next_frame', after_seq: 5, timeout_ms: 20 });
     expect(await c.line()).to.deep.equal({ id: 2, ok: true, none: true });
-    expect(listeners.size).to.equal(0);
+    expect(listeners.size).to.equal(1);
   });
 
   it('next_frame without onFrames finds the new frame by looking again', async () => {
