@@ -218,7 +218,26 @@ def run_test(test_case, root):
         text = _user_traceback(e)
         sys.stderr.write(text)
         result = "fail" if _is_failure(e) else "error"
-        return {"result": result, "failure_reason": failure_reason(e), "traceback": text}
+        return {"result": result, "failure_reason": failure_reason(e) + _test_line(e, root), "traceback": text}
+
+
+def _test_line(exc, root):
+    """`` (at tests/x.py line N)``, the test pack's innermost line, when the
+    exception was raised outside the test pack (inside stbt, farmhand or a
+    library: a ``MatchTimeout`` from ``wait_for_match``); else nothing (the
+    raising line is the test's own, and the reason stays as before)."""
+    if isinstance(exc, TestTerminated):
+        return ""
+    root = os.path.realpath(root)
+    tb = exc.__traceback__
+    last = None
+    while tb is not None:
+        last = tb
+        tb = tb.tb_next
+    if last is None or os.path.realpath(last.tb_frame.f_code.co_filename).startswith(root + os.sep):
+        return ""
+    where = _where(exc, root)
+    return " (at %s)" % where if where else ""
 
 
 # The test's own process: only it writes the report. A child the test forked

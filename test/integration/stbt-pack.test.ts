@@ -109,7 +109,7 @@ describe('a test pack in stb-tester style, through the daemon', function () {
     for (const [name, expected] of Object.entries(EXPECTED)) {
       expect(byName[name]?.result, `${name}: ${byName[name]?.failure_reason}`).to.equal(expected);
     }
-    expect(byName['tests/menu/test_menu.py::test_wrong_item_fails']!.failure_reason).to.match(/^MatchTimeout: /);
+    expect(byName['tests/menu/test_menu.py::test_wrong_item_fails']!.failure_reason).to.match(/^MatchTimeout: .* \(at tests\/menu\/test_menu\.py line 45\)$/);
     expect(byName['tests/misc/test_misc.py::test_failure_on_purpose']!.failure_reason).to.equal('AssertionError: the greeting differs');
     expect(byName['tests/misc/test_misc.py::test_precondition_error']!.failure_reason).to.match(/^PreconditionError: /);
 

@@ -78,6 +78,15 @@ class Outcomes(unittest.TestCase):
         self.assertEqual(report["failure_reason"].split(":")[0], reason, report)
         self.assertIn('tests/outcomes.py", line %d, in %s' % (line, name), report["traceback"])
 
+    def test_reason_names_the_tests_line_when_stbt_raised(self):
+        report, _ = self.run_case("test_match_timeout")
+        self.assertTrue(report["failure_reason"].startswith("MatchTimeout: "), report)
+        self.assertTrue(report["failure_reason"].endswith(" (at tests/outcomes.py line 17)"), report)
+        report, _ = self.run_case("test_other")  # raised on the test's own line: the reason as before
+        self.assertEqual(report["failure_reason"], "KeyError: 'x'")
+        report, _ = self.run_case("test_assert")
+        self.assertEqual(report["failure_reason"], "AssertionError: one is not two")
+
     def test_failures(self):
         self.check("test_assert", "fail", "AssertionError", 5)
         self.check("test_failure", "fail", "UITestFailure", 9)
