@@ -15,6 +15,7 @@ import { promisify } from 'node:util';
 import sharp from 'sharp';
 import { HOME_ITEMS, initialState, renderFrame, viewOf, VSTB_LIRCD_CONF, VSTB_REMOTE_FILE } from '../../src/hardware/virtual/index.js';
 import type { TestPackRepo } from '../fixtures/testPack.js';
+import { asUser } from '../helpers/auth.js';
 import { startTestDaemon, waitForJob, waitOnline, type TestDaemon } from '../helpers/daemon.js';
 
 const exec = promisify(execFile);
@@ -129,5 +130,18 @@ describe('a test pack in stb-tester style, through the daemon', function () {
     // save_frame writes into the result folder: an artifact of the run.
     const listing = (await d.http.get(`/api/v1/result${byName['tests/misc/test_misc.py::test_screenshot_saved']!.result_id}/artifacts/`)).body as Record<string, unknown>;
     expect(listing).to.have.property('corner.png');
+  });
+
+  it('runs the same way through v2, with tags reaching stbt.get_config("result.tags", ...)', async () => {
+    const as = await asUser(d, 'alice');
+    const cases = ['tests/misc/test_misc.py::test_config_and_root', 'tests/misc/test_misc.py::test_precondition_error', 'tests/menu/test_menu.py::test_focus_moves_down'];
+    const res = await as.post('/api/v2/run_tests').send({ node_id: 'farmhand-test', test_pack_revision: 'main', test_cases: cases, shuffle: false, tags: { 'jenkins/BUILD_ID': '42' } });
+    expect(res.status, res.text).to.equal(200);
+    await waitForJob(d, res.body.job_uid, 300_000);
+    const rows = (await as.get('/api/v2/results').query({ filter: `job:${res.body.job_uid}` })).body as Array<Record<string, string>>;
+    const byName = Object.fromEntries(rows.map((r) => [r.test_case, r]));
+    for (const name of cases) expect(byName[name]?.result, `${name}: ${byName[name]?.failure_reason}`).to.equal(EXPECTED[name]);
+    const build = await as.get(`/api/v2/results${byName[cases[0]!]!.result_id}/artifacts/build.txt`);
+    expect(build.text).to.equal('42');
   });
 });
