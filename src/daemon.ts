@@ -205,6 +205,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     version,
     logger: logger.child({ module: 'runner' }),
     ...(testUser && { testUser }),
+    nodeId: cfg.node_id,
   });
 
   // The virtual set-top box is both the picture (capture virtual:) and what the IR reaches (ir virtual:).
@@ -230,7 +231,13 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     press: announcePresses(keys.press.bind(keys), hub, () => ({ source: 'script', username: null, result_id: runningResult() })),
     transportUri: keys.transportUri,
   };
-  const control = new ControlServer({ keys: scriptKeys, logger, latestFrame: () => frames.latestFrame?.(), ...(testUser && { group: testUser.gid }) });
+  const control = new ControlServer({
+    keys: scriptKeys,
+    logger,
+    latestFrame: () => frames.latestFrame?.(),
+    ...(testUser && { group: testUser.gid }),
+    ...(frames instanceof FfmpegFrameSource && { onFrames: (listener: () => void) => frames.onFrames(listener) }),
+  });
   undo.push(() => control.close());
   const noCapture = cfg.capture.uri === 'none:';
   const online = () => (noCapture ? { online: true, reason: null } : frames.health());

@@ -37,6 +37,8 @@ export interface ProcessTestRunnerOptions {
   tmpDir?: string;
   /** Run tests as this user (`runner.run_tests_as`, src/runner/testUser.ts); default the daemon's own. */
   testUser?: TestUser;
+  /** The node's id, as FARMHAND_NODE_ID: `stbt.get_config` reads `config/test-farm/<node_id>.conf` over the pack's stbt.conf. */
+  nodeId?: string;
 }
 
 /** The longest delay setTimeout accepts (about 24.8 days). */
@@ -237,6 +239,7 @@ export class ProcessTestRunner implements TestRunner {
       // No __pycache__ in the shared checkout or in farmhand's install folder.
       PYTHONDONTWRITEBYTECODE: '1',
       FARMHAND_TEST_PACK_DIR: spec.checkoutDir,
+      ...(this.o.nodeId !== undefined && { FARMHAND_NODE_ID: this.o.nodeId }),
       FARMHAND_CONFIG: configFile,
       // Unique per run: it also marks every descendant, so ones that leave the process group are found.
       FARMHAND_REPORT: reportFile,
