@@ -273,7 +273,8 @@ async function main(): Promise<void> {
   await phase('queries', () => benchQueries(d));
   await benchMemory(d);
   await phase('run_tests jobs', () => benchRunTests(d, sha));
-  await phase('downloads (nginx and farmhand alternating)', () => benchDownload(d, root, artifactDir, artifactUrlPath));
+  if (opts.downloads > 0) await phase('downloads (nginx and farmhand alternating)', () => benchDownload(d, root, artifactDir, artifactUrlPath));
+  else log('downloads: skipped (--downloads 0)');
   const m = procMemory(d.pid);
   log(`daemon memory at the end: VmRSS ${m.rssMb.toFixed(1)} MiB, peak VmHWM ${m.hwmMb.toFixed(1)} MiB`);
   const code = await d.stop();
