@@ -281,6 +281,17 @@ describe('FileResultRepository', () => {
     expect(s.size).to.equal(0);
   });
 
+  it('open() keeps a record as add() would: fields a record does not have are dropped, strings shared, the record frozen', async () => {
+    await mkdir(dir, { recursive: true });
+    const extra = { ...makeRecord(0), from_the_future: 'x' };
+    await writeFile(join(dir, 'index.jsonl'), [JSON.stringify(extra), JSON.stringify(makeRecord(1)), JSON.stringify(makeRecord(2))].join('\n') + '\n');
+    const s = await store();
+    const got = s.get(makeRecord(0).result_id) as ResultRecord;
+    expect(got).to.deep.equal(makeRecord(0));
+    expect(s.get(makeRecord(1).result_id)).to.deep.equal(makeRecord(1));
+    expect(Object.isFrozen(s.get(makeRecord(2).result_id))).to.equal(true);
+  });
+
   it('concurrent adds are written one at a time and all survive a restart', async () => {
     const s = await store();
     await Promise.all([...Array(25).keys()].map((i) => s.add(makeRecord(i))));

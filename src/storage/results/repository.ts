@@ -38,7 +38,7 @@ import { ArtifactReader, isStoreTemp, RECORD_FILE } from './artifacts.js';
 import { writeFileAtomic } from '../atomic.js';
 import { readRegular } from '../safeFile.js';
 import { DeletedIds } from './deleted-ids.js';
-import { isHexDir, isNumberDir, isStampDir, parseResultId, type ResultIdParts } from '../../core/ids.js';
+import { isCanonicalResultId, isHexDir, isNumberDir, isStampDir, parseResultId, type ResultIdParts } from '../../core/ids.js';
 import { appendExisting, interruptedFiles, writeMissing, type InterruptedRun } from './interrupted.js';
 import { IndexFile } from './index-file.js';
 import { MemoryIndex } from './memory-index.js';
@@ -373,15 +373,14 @@ export class FileResultRepository implements ResultRepository {
       return;
     }
     const rec = checkRecord(raw);
-    const rp = typeof rec === 'string' ? undefined : parseResultId(rec.result_id);
-    if (typeof rec === 'string' || !rp || idOf(rp) !== rec.result_id) {
+    if (typeof rec === 'string' || !isCanonicalResultId(rec.result_id)) {
       this.log.warn({ line: line.slice(0, 200), why: rec }, 'results index: skipped a bad record');
       this.deadLines++;
       this.badLines++;
       return;
     }
-    if (this.index.get(rec.result_id)) this.deadLines++;
-    this.index.loadSet(rec);
+    // The record was parsed here for the index alone: kept as it is (no copy), its strings interned.
+    if (this.index.loadOwned(rec)) this.deadLines++;
   }
 
   private async loadDeleted(): Promise<void> {
@@ -413,7 +412,10 @@ export class FileResultRepository implements ResultRepository {
     let orphans = 0;
     const scan = await scanFolders(this.dir, async (rec) => {
       const p = parseResultId(rec.result_id)!;
-      if (!this.deleted.has(p.jobUid, p.seconds)) return this.index.loadSet(rec);
+      if (!this.deleted.has(p.jobUid, p.seconds)) {
+        this.index.loadSet(rec);
+        return;
+      }
       // Retention wrote the tombstone but a crash kept it from removing the folder.
       orphans++;
       await rm(join(this.dir, p.relDir), { recursive: true, force: true });
