@@ -36,7 +36,12 @@ import { formatSummary, summarize, Targets } from './lib/stats.js';
 const NODE = 'farmhand-bench';
 const TRIVIAL_TEST = 'tests/trivial.py::test_pass';
 const ARTIFACT = 'artifact.bin';
-const TIME_LIMIT_MS = 5 * 60_000;
+function arg0(name: string, dflt: number): number {
+  const i = process.argv.indexOf(name);
+  return i >= 0 ? Number(process.argv[i + 1]) : dflt;
+}
+/** 5 min, and 3 min more per 100,000 results past the first (a million results takes long to generate). */
+const TIME_LIMIT_MS = (5 + 3 * Math.max(0, arg0('--count', 100_000) / 100_000 - 1)) * 60_000;
 const PROBE = `/api/v1/results?filter=${encodeURIComponent('testcase:tests/none.py::test_none')}`;
 
 function arg(name: string, dflt: number): number {

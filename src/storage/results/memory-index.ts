@@ -60,7 +60,7 @@ export class MemoryIndex {
     const old = this.byId.get(r.result_id);
     if (old) this.count(old, -1);
     // A line with fields the record does not have (a newer version's, a hand edit) is copied without them, as put() does.
-    const rec = onlyRecordKeys(r) ? this.internInPlace(r as Mutable<ResultRecord>) : this.intern(r);
+    const rec = onlyRecordKeys(r) ? this.internInPlace(r) : this.intern(r);
     this.byId.set(rec.result_id, rec);
     this.count(rec, 1);
     return old !== undefined;
@@ -183,7 +183,7 @@ export class MemoryIndex {
     return tags;
   }
 
-  private internInPlace(r: Mutable<ResultRecord>): ResultRecord {
+  private internInPlace(r: ResultRecord): ResultRecord {
     r.job_uid = this.str(r.job_uid);
     r.test_case = this.str(r.test_case);
     r.test_pack_sha = this.str(r.test_pack_sha);
@@ -226,7 +226,6 @@ function infrastructureField(r: ResultRecord): Pick<ResultRecord, 'infrastructur
   return kind === null && r.infrastructure_error === undefined ? {} : { infrastructure_error: kind };
 }
 
-type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
 const RECORD_KEYS = new Set<string>([
   'result_id', 'job_uid', 'test_case', 'test_pack_sha', 'test_pack_branch', 'category', 'username', 'tags',
