@@ -91,6 +91,8 @@ export class FileResultRepository implements ResultRepository {
   private closing = false;
   /** Run folders (`<hex>/<n>/<stamp>`) this process made or wrote: the sweep never takes them for a crash's. */
   private readonly made = new Set<string>();
+  /** The sweep has run: `made` is no longer kept. */
+  private swept = false;
 
   constructor(private readonly opts: FileResultRepositoryOptions) {
     this.dir = resolve(opts.dir);
@@ -133,7 +135,7 @@ export class FileResultRepository implements ResultRepository {
 
   async createRunDir(resultId: string): Promise<string> {
     const rel = this.parts(resultId, 'invalid_request').relDir;
-    this.made.add(rel);
+    this.noteMade(rel);
     const dir = join(this.dir, rel);
     // Through the write chain, so retention never removes an empty job folder under a mkdir.
     await this.serial(() => mkdir(dir, { recursive: true }));
@@ -147,7 +149,7 @@ export class FileResultRepository implements ResultRepository {
     if (checked.result_id !== idOf(p) || checked.job_uid !== p.jobUid) {
       throw new FarmError('invalid_request', `result record: result_id ${checked.result_id} and job_uid ${checked.job_uid} disagree`);
     }
-    this.made.add(p.relDir);
+    this.noteMade(p.relDir);
     await this.serial(async () => {
       const dir = join(this.dir, p.relDir);
       try {
@@ -214,7 +216,7 @@ export class FileResultRepository implements ResultRepository {
 
   async sealInterrupted(resultId: string, run: InterruptedRun): Promise<string[]> {
     const rel = this.parts(resultId, 'invalid_request').relDir;
-    this.made.add(rel);
+    this.noteMade(rel);
     const dir = join(this.dir, rel);
     return this.serial(async () => {
       await mkdir(dir, { recursive: true });
@@ -300,9 +302,19 @@ export class FileResultRepository implements ResultRepository {
       }
     })();
     this.sweeping = run.catch(() => undefined);
-    await run;
+    try {
+      await run;
+    } finally {
+      // Needed only while a sweep may come: a long-running daemon does not keep a name per run.
+      this.swept = true;
+      this.made.clear();
+    }
     if (report.orphans + report.unrecorded + report.reindexed + report.temps > 0) this.log.warn({ ...report }, 'results: tidied what a crash left half-done');
     return report;
+  }
+
+  private noteMade(rel: string): void {
+    if (!this.swept) this.made.add(rel);
   }
 
   /** One folder of the sweep, in the write chain (nothing else writes meanwhile). */
