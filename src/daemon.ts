@@ -89,7 +89,9 @@ export class StartupError extends Error {
  * for the first frame, so a client that calls as soon as the daemon is up
  * (or systemd says READY) finds the node online; past the bound it starts
  * anyway, offline, and logs why. Any failure stops what had started and
- * throws a StartupError.
+ * throws a StartupError. What must look at every result folder (what a
+ * crash left half-done) and the temporaries a crash left run after that, in
+ * the background (`Daemon.swept`): start-up time does not grow with the history.
  */
 export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daemon> {
   const undo: Array<() => unknown> = [];
