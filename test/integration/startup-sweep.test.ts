@@ -8,7 +8,7 @@
 import { expect } from 'chai';
 import { spawn } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
-import { mkdir, mkdtemp, rm, utimes, writeFile } from 'node:fs/promises';
+import { chown, lutimes, mkdir, mkdtemp, rm, symlink, utimes, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { runTempPrefixes, sweepTemps } from '../../src/storage/sweep.js';
@@ -105,7 +105,7 @@ describe('the sweep after start: what a crash left outside the result folders', 
     expect(readdirSync(tmp).filter((n) => n.startsWith(run) || n.startsWith(control))).to.deep.equal([]);
   });
 
-  it('sweepTemps: a folder or temporary changed since the start is in use and stays', async () => {
+  it('sweepTemps: a folder or temporary changed since the start is in use and stays; another user\'s folder and a symlink under the tag stay, and nothing is followed through the link', async () => {
     const dead = await deadPid();
     const { run } = runTempPrefixes(root);
     const before = Date.now() - 60_000;
@@ -113,9 +113,19 @@ describe('the sweep after start: what a crash left outside the result folders', 
     await plantOld(path.join(root, `${run}old123/`));
     // Made after `before`: a live run's folder and a write in progress of this daemon's.
     await mkdir(path.join(root, `${run}new456`));
+    // Another user's folder under the tag (in a shared /tmp): never ours to delete. A symlink under the tag: not followed.
+    await plantOld(path.join(root, `${run}other7/`));
+    if (process.getuid?.() === 0) await chown(path.join(root, `${run}other7`), 65534, 65534);
+    await mkdir(path.join(root, 'outside'));
+    await writeFile(path.join(root, 'outside', 'precious'), 'x');
+    await symlink(path.join(root, 'outside'), path.join(root, `${run}link89`));
+    await lutimes(path.join(root, `${run}link89`), new Date(0), new Date(0));
     await writeFile(path.join(root, `.y.json.${dead}.0123abcd.tmp`), 'now');
     const report = await sweepTemps({ dirs: [root], tmpDir: root, prefixes: [run], before });
-    expect(report).to.deep.equal({ atomicTemps: 1, tempFolders: 1 });
-    expect(readdirSync(root).sort()).to.deep.equal([`${run}new456`, `.y.json.${dead}.0123abcd.tmp`].sort());
+    expect(report).to.deep.equal({ atomicTemps: 1, tempFolders: process.getuid?.() === 0 ? 1 : 2 });
+    const left = [`${run}new456`, `.y.json.${dead}.0123abcd.tmp`, `${run}link89`, 'outside'];
+    if (process.getuid?.() === 0) left.push(`${run}other7`);
+    expect(readdirSync(root).sort()).to.deep.equal(left.sort());
+    expect(readdirSync(path.join(root, 'outside'))).to.deep.equal(['precious']);
   });
 });
