@@ -7,7 +7,7 @@
  */
 import { expect } from 'chai';
 import { spawn } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { chown, lutimes, mkdir, mkdtemp, rm, symlink, utimes, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -103,6 +103,17 @@ describe('the sweep after start: what a crash left outside the result folders', 
     );
     expect(job.result_counts.pass).to.equal(1);
     expect(readdirSync(tmp).filter((n) => n.startsWith(run) || n.startsWith(control))).to.deep.equal([]);
+  });
+
+  it('a node without capture, live view, virtual box or IR Toy never loads sharp (libvips) nor serialport\'s native binding (issue 23: memory)', async () => {
+    const config = path.join(root, 'farmhand.json');
+    await writeFile(config, JSON.stringify({ node_id: 'sweep-node', listen: '127.0.0.1:0', data_dir: path.join(root, 'data'), test_pack: { url: pack.dir }, capture: { uri: 'none:' }, log_level: 'info' }));
+    cli = await startCli(config);
+    await cli.swept;
+    expect((await fetch(`${cli.url}/api/v1/results`)).status).to.equal(200);
+    const maps = readFileSync(`/proc/${cli.child.pid}/maps`, 'utf8');
+    const native = [...new Set(maps.split('\n').map((l) => l.split(/\s+/)[5] ?? '').filter((f) => /sharp|libvips|serialport/.test(f)))];
+    expect(native).to.deep.equal([]);
   });
 
   it('sweepTemps: a folder or temporary changed since the start is in use and stays; another user\'s folder and a symlink under the tag stay, and nothing is followed through the link', async () => {
