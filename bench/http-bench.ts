@@ -36,7 +36,12 @@ import { formatSummary, summarize, Targets } from './lib/stats.js';
 const NODE = 'farmhand-bench';
 const TRIVIAL_TEST = 'tests/trivial.py::test_pass';
 const ARTIFACT = 'artifact.bin';
-const TIME_LIMIT_MS = 5 * 60_000;
+function arg0(name: string, dflt: number): number {
+  const i = process.argv.indexOf(name);
+  return i >= 0 ? Number(process.argv[i + 1]) : dflt;
+}
+/** 5 min, and 3 min more per 100,000 results past the first (a million results takes long to generate). */
+const TIME_LIMIT_MS = (5 + 3 * Math.max(0, arg0('--count', 100_000) / 100_000 - 1)) * 60_000;
 const PROBE = `/api/v1/results?filter=${encodeURIComponent('testcase:tests/none.py::test_none')}`;
 
 function arg(name: string, dflt: number): number {
@@ -127,7 +132,9 @@ async function benchStartup(configFile: string, root: string, builtMain: string 
   }
   const s = summarize(times);
   const each = times.map((t) => (t / 1000).toFixed(2)).join(' s, ');
-  targets.check(`start-up with ${opts.count} results`, s.median / 1000, '<=', 3, 's', `spawn -> first 200: ${each} s (the first also mirrors the test pack)`);
+  // Issue 23: built, 1 s with 100,000 results and 3 s with 1,000,000 (tsx adds its loader's start: 1 s more).
+  const limit = (opts.count > 100_000 ? 3 : 1) + (builtMain ? 0 : 1);
+  targets.check(`start-up with ${opts.count} results`, s.median / 1000, '<=', limit, 's', `spawn -> first 200: ${each} s (the first also mirrors the test pack)`);
   return live.daemon!;
 }
 
@@ -173,7 +180,8 @@ async function benchMemory(d: BenchDaemon): Promise<void> {
   const m = procMemory(d.pid);
   const h = await d.heap();
   const how = opts.built ? 'node dist/main.js' : 'under tsx, whose loader thread adds ~25 MiB; --built measures node dist/main.js';
-  targets.check('daemon resident memory after the queries', Math.round(m.rssMb), '<=', 200, 'MB',
+  // Issue 23: 150 MB built; tsx's loader thread adds ~25 MiB.
+  targets.check('daemon resident memory after the queries', Math.round(m.rssMb), '<=', opts.built ? 150 : 175, 'MB',
     `VmRSS ${m.rssMb.toFixed(1)} MiB (peak VmHWM ${m.hwmMb.toFixed(1)} MiB; ${how})`);
   const big = h.spaces.large_object_space ?? 0;
   log(`      heap used ${mib(h.heapUsed)} MiB (old space ${mib(h.spaces.old_space ?? 0)}, large objects ${mib(big)}), heap total ${mib(h.heapTotal)} MiB, external ${mib(h.external)} MiB`);
@@ -273,7 +281,8 @@ async function main(): Promise<void> {
   await phase('queries', () => benchQueries(d));
   await benchMemory(d);
   await phase('run_tests jobs', () => benchRunTests(d, sha));
-  await phase('downloads (nginx and farmhand alternating)', () => benchDownload(d, root, artifactDir, artifactUrlPath));
+  if (opts.downloads > 0) await phase('downloads (nginx and farmhand alternating)', () => benchDownload(d, root, artifactDir, artifactUrlPath));
+  else log('downloads: skipped (--downloads 0)');
   const m = procMemory(d.pid);
   log(`daemon memory at the end: VmRSS ${m.rssMb.toFixed(1)} MiB, peak VmHWM ${m.hwmMb.toFixed(1)} MiB`);
   const code = await d.stop();

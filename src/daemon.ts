@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import type { IncomingMessage, RequestListener, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { networkInterfaces } from 'node:os';
+import { networkInterfaces, tmpdir } from 'node:os';
 import path from 'node:path';
 import { EX_CONFIG } from './config/load.js';
 import type { FarmConfig } from './config/schema.js';
@@ -17,7 +17,7 @@ import { HEALTH_CHECK_CATEGORY, HEALTH_CHECK_USER, HealthCheckService, healthChe
 import { JobService } from './core/jobs.js';
 import { NodeService } from './core/node.js';
 import { NodePolicy } from './core/nodePolicy.js';
-import type { FrameSource, Logger } from './core/ports.js';
+import type { FrameSource, Logger, TidyReport } from './core/ports.js';
 import { parseResultQuery } from './core/query.js';
 import { announcePresses } from './core/remoteControl.js';
 import { ReservationService, systemClock } from './core/reservations.js';
@@ -44,6 +44,7 @@ import { FileJobRepository } from './storage/jobStore.js';
 import { FileResultRepository } from './storage/results/index.js';
 import { ResultUploader, UPLOAD_QUEUE_FILE } from './farm/uploader.js';
 import { StateNodeUsageStore, StateReservationStore, StateStore } from './storage/state.js';
+import { runTempPrefixes, sweepTemps, type TempSweepReport } from './storage/sweep.js';
 import { FileTokenVerifier, tokensFile } from './storage/tokens.js';
 import { describeReadiness, ReadinessChecks, statfsFreeBytes, type Readiness } from './service/readiness.js';
 import { projectRoot, version } from './version.js';
@@ -62,6 +63,8 @@ export interface Daemon {
   uploader?: ResultUploader;
   /** The connection to the farm portal; undefined when no `portal` is configured. */
   portalLink?: PortalLink;
+  /** The background sweep after start (what a crash left); its report, or undefined if it failed. */
+  swept: Promise<SweepReport | undefined>;
   stop(): Promise<void>;
 }
 
@@ -88,7 +91,9 @@ export class StartupError extends Error {
  * for the first frame, so a client that calls as soon as the daemon is up
  * (or systemd says READY) finds the node online; past the bound it starts
  * anyway, offline, and logs why. Any failure stops what had started and
- * throws a StartupError.
+ * throws a StartupError. What must look at every result folder (what a
+ * crash left half-done) and the temporaries a crash left run after that, in
+ * the background (`Daemon.swept`): start-up time does not grow with the history.
  */
 export async function startDaemon(cfg: FarmConfig, logger: Logger): Promise<Daemon> {
   const undo: Array<() => unknown> = [];
@@ -197,7 +202,10 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
   // An unreachable URL is not fatal: open() logs it and keeps retrying in the background.
   await testPack.open();
 
+  // Named with the data directory's tag, so the sweep after start finds what a crash left of this node's runs.
+  const tempPrefixes = runTempPrefixes(dataDir);
   const runner = new ProcessTestRunner({
+    tmpPrefix: tempPrefixes.run,
     python: cfg.runner.python,
     pythonPath: path.join(projectRoot, 'python'),
     killGraceSecs: cfg.runner.kill_grace_secs,
@@ -236,6 +244,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     logger,
     latestFrame: () => frames.latestFrame?.(),
     ...(testUser && { group: testUser.gid }),
+    tmpPrefix: tempPrefixes.control,
     ...(frames instanceof FfmpegFrameSource && { onFrames: (listener: () => void) => frames.onFrames(listener) }),
   });
   undo.push(() => control.close());
@@ -260,6 +269,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
   });
   runningResult = () => jobs.current()?.current_run?.result_id ?? null;
   // A test process of the run the crash interrupted may still be alive: end it.
+  const inFlight = jobsRepo.running().flatMap((j) => (j.current_run ? [j.current_run.result_id] : []));
   await Promise.all((await jobs.recover()).map((pid) => endStaleTestProcess(pid, cfg.runner.kill_grace_secs * 1000)));
   // Its folder, when it ran as another user: the test's files given back, the folder taken back (as after every run).
   if (testUser) await reclaimInterruptedRuns(path.join(dataDir, 'results'), testUser, cfg.runner.python, logger);
@@ -353,6 +363,9 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
   const url = `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${addr.port}`;
   logger.info({ url, node_id: cfg.node_id, data_dir: dataDir, readiness: describeReadiness(await readiness.check()) }, 'farmhand is listening');
   checks.start();
+  // What must look at every result folder (and the temporaries a crash left) runs now, in the background:
+  // start-up does not grow with the history, and requests and runs go on meanwhile (docs/operations.md).
+  const swept = sweepAfterStart({ results, dataDir, nodeId: cfg.node_id, keep: inFlight, prefixes: [tempPrefixes.run, tempPrefixes.control], logger });
 
   // Last: the portal sees the node only once it answers requests.
   let portalLink: PortalLink | undefined;
@@ -418,13 +431,47 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
       stb?.stop();
       await ir.close();
       testPack.close();
-      await results.close();
+      await results.close(); // stops the sweep
+      await swept;
       webhooks.close();
       await lock.release();
       restoreUmask?.();
       step('done');
     })());
-  return { url, server, services, readiness: () => readiness.check(), healthCheck: checks, uploader, ...(portalLink && { portalLink }), stop };
+  return { url, server, services, readiness: () => readiness.check(), healthCheck: checks, uploader, ...(portalLink && { portalLink }), swept, stop };
+}
+
+/** What the sweep after start found and removed. */
+export type SweepReport = TidyReport & TempSweepReport;
+
+/**
+ * The background pass after start: every result folder (results.sweep), the
+ * atomic temporaries of the data directory and the per-run temporary folders
+ * a crash left, all older than this process. Never rejects; logs what it
+ * did (`start-up sweep done`, info) once done.
+ */
+async function sweepAfterStart(o: {
+  results: FileResultRepository;
+  dataDir: string;
+  nodeId: string;
+  keep: string[];
+  prefixes: string[];
+  logger: Logger;
+}): Promise<SweepReport | undefined> {
+  // The process's start: anything older is a previous daemon's (this one holds the data directory's lock).
+  const before = Math.floor(performance.timeOrigin);
+  const t0 = Date.now();
+  try {
+    const folders = await o.results.sweep({ nodeId: o.nodeId, keep: o.keep, before });
+    const temps = await sweepTemps({ dirs: [o.dataDir, path.join(o.dataDir, 'jobs'), path.join(o.dataDir, 'results')], tmpDir: tmpdir(), prefixes: o.prefixes, before });
+    const report = { ...folders, ...temps };
+    if (temps.atomicTemps + temps.tempFolders > 0) o.logger.warn({ ...temps }, 'deleted the temporary files and folders a crash left');
+    o.logger.info({ ...report, ms: Date.now() - t0 }, 'start-up sweep done');
+    return report;
+  } catch (e) {
+    o.logger.error({ err: e }, 'start-up sweep failed (what a crash left stays until the next start)');
+    return undefined;
+  }
 }
 
 /**

@@ -47,14 +47,16 @@ export async function writeDaemonConfig(workDir: string, packDir: string, dataDi
 
 /**
  * Compile src/ with tsconfig.build.json into `<appDir>/dist`, beside links to
- * the repository's package.json, node_modules and python/ (the daemon finds
+ * the repository's package.json, node_modules, python/ and src/ (the daemon finds
  * them relative to dist/). The repository's own dist/ is left alone. Type
  * errors elsewhere in a tree being edited do not stop the emit; a missing
- * main.js does. Returns the path of main.js.
+ * main.js does. Then package.json's `postbuild` runs in `<appDir>` (a link
+ * to src/ is there for it), as after `npm run build`: it copies the web
+ * pages' static files into dist/. Returns the path of main.js.
  */
 export async function buildInto(appDir: string): Promise<string> {
   mkdirSync(appDir, { recursive: true });
-  for (const name of ['package.json', 'node_modules', 'python']) symlinkSync(join(PROJECT_ROOT, name), join(appDir, name));
+  for (const name of ['package.json', 'node_modules', 'python', 'src']) symlinkSync(join(PROJECT_ROOT, name), join(appDir, name));
   const tsc = join(PROJECT_ROOT, 'node_modules/typescript/bin/tsc');
   const outDir = join(appDir, 'dist');
   await promisify(execFile)(process.execPath, [tsc, '-p', join(PROJECT_ROOT, 'tsconfig.build.json'), '--outDir', outDir], { maxBuffer: 16 << 20 }).catch(
@@ -65,6 +67,9 @@ export async function buildInto(appDir: string): Promise<string> {
   );
   const main = join(outDir, 'main.js');
   if (!existsSync(main)) throw new Error(`the build wrote no ${main}`);
+  // Then package.json's own postbuild, as `npm run build` runs it (it copies the files dist/ needs beside the code).
+  const postbuild = (JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8')) as { scripts?: Record<string, string> }).scripts?.postbuild;
+  if (postbuild) await promisify(execFile)('/bin/sh', ['-c', postbuild], { cwd: appDir });
   return main;
 }
 

@@ -75,7 +75,9 @@ export class Targets {
     this.out(`\n${this.checks.length - this.missed.length} of ${this.checks.length} targets met:`);
     for (const c of this.checks) {
       const v = Number.isInteger(c.value) ? String(c.value) : c.value.toFixed(2);
-      this.out(`  ${c.pass ? 'PASS' : 'MISS'}  ${c.label.padEnd(52)} ${v.padStart(8)} ${c.op} ${c.limit} ${c.unit}`);
+      // The ratio to the target: under 1 is inside a '<=' target, over 1 inside a '>=' one (machines differ; ratios compare).
+      const ratio = c.limit === 0 ? '' : `  (${(c.value / c.limit).toFixed(2)}x the target)`;
+      this.out(`  ${c.pass ? 'PASS' : 'MISS'}  ${c.label.padEnd(52)} ${v.padStart(8)} ${c.op} ${c.limit} ${c.unit}${ratio}`);
     }
   }
 }

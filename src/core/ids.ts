@@ -71,6 +71,37 @@ export function parseResultId(id: unknown): ResultIdParts | undefined {
   return { job, jobUid: formatJobUid(job), stamp, relDir: `${job.hex}/${job.number}/${stamp}`, seconds };
 }
 
+/** The job part of the last id {@link isCanonicalResultId} accepted, and the last date of a stamp it accepted. */
+const lastCanonical = { job: '', date: '' };
+const TIME = /^_([01]\d|2[0-3])\.([0-5]\d)\.([0-5]\d)$/;
+
+/**
+ * Whether `id` is a result id in the form the daemon writes it (leading
+ * slash, every segment well formed: `formatJobUid(parseResultId(id).job)/stamp`
+ * gives it back). Checks what `parseResultId` does, but remembers the last job
+ * and date it accepted: loading the results index asks this 100,000 times,
+ * mostly for runs of one job on one day in a row.
+ */
+export function isCanonicalResultId(id: string): boolean {
+  if (id.length > MAX_ID_LENGTH || id.charCodeAt(0) !== 0x2f) return false;
+  const cut = id.lastIndexOf('/');
+  if (cut <= 0) return false;
+  const job = id.slice(0, cut);
+  if (job !== lastCanonical.job) {
+    const p = parseJobUid(job);
+    if (!p || formatJobUid(p) !== job) return false;
+    lastCanonical.job = job;
+  }
+  const stamp = id.slice(cut + 1);
+  const date = stamp.slice(0, 10);
+  if (date !== lastCanonical.date || stamp.length !== 19) {
+    if (stampSeconds(stamp) === undefined) return false;
+    lastCanonical.date = date;
+    return true;
+  }
+  return TIME.test(stamp.slice(10));
+}
+
 /** `YYYY-MM-DD_hh.mm.ss` (UTC) as seconds since the epoch; undefined when not a real time. */
 export function stampSeconds(stamp: string): number | undefined {
   const m = STAMP.exec(stamp);

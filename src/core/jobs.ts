@@ -68,8 +68,8 @@ export class JobService {
   async recover(): Promise<number[]> {
     const pids: number[] = [];
     const running = this.d.jobs.running();
-    // First what else a crash left half-done in the results (nothing runs yet, so no folder is in use); a run
-    // killed between writing its result.json and its index line is indexed again here, so it is not taken for in flight.
+    // First: a run killed between writing its result.json and its index line is indexed again, so it is not
+    // taken for in flight. (The rest a crash leaves in the results is swept in the background after start.)
     const inFlight = running.flatMap((j) => (j.current_run ? [j.current_run.result_id] : []));
     await this.d.results.tidy({ nodeId: this.d.nodeId, keep: inFlight });
     for (const job of running) {

@@ -57,16 +57,17 @@ export interface ResultRepository {
    */
   freeRunSpace(resultId: string, what: 'artifacts' | 'logs'): Promise<{ files: number; bytes: number }>;
   /**
-   * After a crash, before runs start: remove what half-done writes left -
-   * folders retention tombstoned, folders of runs never recorded (except
-   * `keep`), temporary files - and index a recorded run whose index line was lost.
+   * After a crash, before runs start: index again a run of `keep` (the runs
+   * in flight) whose record was written but whose index line was lost. The
+   * rest a crash leaves (folders retention tombstoned, folders of runs never
+   * recorded, temporary files) is swept in the background after start.
    */
   tidy(opts: { nodeId: string; keep: readonly string[] }): Promise<TidyReport>;
   /** Flush and close the index. */
   close(): Promise<void>;
 }
 
-/** What ResultRepository.tidy found and fixed. */
+/** What ResultRepository.tidy (or the background sweep after start) found and fixed. */
 export interface TidyReport {
   /** Folders of deleted results still on disk. */
   orphans: number;

@@ -85,6 +85,8 @@ export interface ControlServerOptions {
    * connect, and no one else but the daemon.
    */
   group?: number;
+  /** The name of each run's folder there, before mkdtemp's 6 characters; default `farmhand-ctl-` (the daemon adds its data directory's tag: storage/sweep.ts). */
+  tmpPrefix?: string;
 }
 
 interface RunInfo {
@@ -102,7 +104,7 @@ export class ControlServer implements RunControl {
 
   /** Listen on a new socket for one run; `close()` the channel when the run ends. */
   async open(run: RunInfo): Promise<RunControlChannel> {
-    const dir = await mkdtemp(path.join(this.o.tmpDir ?? tmpdir(), 'farmhand-ctl-'));
+    const dir = await mkdtemp(path.join(this.o.tmpDir ?? tmpdir(), this.o.tmpPrefix ?? 'farmhand-ctl-'));
     const socketPath = path.join(dir, 'control.sock');
     const channel = new ControlChannel(this.o, run, dir, socketPath, () => this.channels.delete(channel));
     try {

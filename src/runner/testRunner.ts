@@ -39,6 +39,8 @@ export interface ProcessTestRunnerOptions {
   testUser?: TestUser;
   /** The node's id, as FARMHAND_NODE_ID: `stbt.get_config` reads `config/test-farm/<node_id>.conf` over the pack's stbt.conf. */
   nodeId?: string;
+  /** The name of each run's folder there, before mkdtemp's 6 characters; default `farmhand-run-` (the daemon adds its data directory's tag: storage/sweep.ts). */
+  tmpPrefix?: string;
 }
 
 /** The longest delay setTimeout accepts (about 24.8 days). */
@@ -56,7 +58,7 @@ export class ProcessTestRunner implements TestRunner {
   }
 
   async run(spec: TestRunSpec, signal: AbortSignal): Promise<RunOutcome> {
-    const work = await mkdtemp(path.join(this.o.tmpDir ?? tmpdir(), 'farmhand-run-'));
+    const work = await mkdtemp(path.join(this.o.tmpDir ?? tmpdir(), this.o.tmpPrefix ?? 'farmhand-run-'));
     const logs = new RunLogs(spec.resultDir, this.o.maxOutputBytes);
     spec.control?.onEvent?.((text) => logs.event(text));
     let outcome: RunOutcome;

@@ -16,7 +16,7 @@
  * beyond one frame.
  */
 import type { ServerResponse } from 'node:http';
-import sharp from 'sharp';
+import { loadSharp } from '../hardware/sharp.js';
 import type { Logger } from '../core/ports.js';
 import type { RawFrame } from '../hardware/capture/index.js';
 
@@ -149,6 +149,7 @@ export class LiveStream {
         this.stats.unchanged++;
         return undefined;
       }
+      const sharp = await loadSharp();
       const jpeg = await sharp(f.data, { raw: { width: f.width, height: f.height, channels: 3 } })
         .jpeg({ ...LIVE_JPEG, quality: this.o.quality ?? LIVE_JPEG.quality })
         .toBuffer();

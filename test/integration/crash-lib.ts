@@ -77,21 +77,35 @@ export interface CrashReport {
 export interface Cli {
   child: ChildProcess;
   url: string;
+  /**
+   * Resolves once the daemon logs `start-up sweep done` (the background look at every result folder
+   * and at the temporaries a crash left); only with `log_level` info or lower. Never rejects.
+   */
+  swept: Promise<void>;
 }
 
-/** Start `farmhand serve --config <file>` as a child; resolves once it listens. */
-export function startCli(configFile: string): Promise<Cli> {
-  const child = spawn(process.execPath, ['--import', 'tsx', MAIN, 'serve', '--config', configFile], { stdio: ['ignore', 'pipe', 'pipe'] });
+/** Start `farmhand serve --config <file>` as a child (`env`: its environment); resolves once it listens. */
+export function startCli(configFile: string, env: NodeJS.ProcessEnv = process.env): Promise<Cli> {
+  const child = spawn(process.execPath, ['--import', 'tsx', MAIN, 'serve', '--config', configFile], { stdio: ['ignore', 'pipe', 'pipe'], env });
+  let sweptNow: () => void;
+  const swept = new Promise<void>((r) => (sweptNow = r));
   return new Promise((resolve, reject) => {
     let out = '';
+    let listening = false;
     const timer = setTimeout(() => reject(new Error(`daemon did not start: ${out}`)), 30_000);
     child.stdout.on('data', (b: Buffer) => {
+      // Only the part not yet seen and the line it may end, so a chatty daemon costs no quadratic search.
+      const from = Math.max(0, out.lastIndexOf('\n') + 1);
       out += b.toString();
-      const m = /listening on (http:\/\/\S+)/.exec(out);
-      if (m) {
+      const fresh = out.slice(from);
+      if (fresh.includes('"msg":"start-up sweep done"')) sweptNow();
+      const m = /listening on (http:\/\/\S+)/.exec(fresh);
+      if (m && !listening) {
+        listening = true;
         clearTimeout(timer);
-        resolve({ child, url: m[1]! });
+        resolve({ child, url: m[1]!, swept });
       }
+      if (listening) out = out.slice(out.lastIndexOf('\n') + 1);
     });
     child.stderr.on('data', (b: Buffer) => (out += b.toString()));
     child.once('exit', (code) => reject(new Error(`daemon exited (${code}): ${out}`)));
@@ -140,7 +154,7 @@ export async function runCrashCycles(kills: number, log: (line: string) => void 
   const root = await mkdtemp(path.join(os.tmpdir(), 'farmhand-crash-'));
   const dataDir = path.join(root, 'data');
   const configFile = path.join(root, 'farmhand.json');
-  const cfg = { node_id: NODE_ID, listen: '127.0.0.1:0', data_dir: dataDir, test_pack: { url: pack.dir }, capture: { uri: 'none:' }, log_level: 'warn', runner: { kill_grace_secs: 1 }, retention: { min_free_mb: 0, max_results: MAX_RESULTS } };
+  const cfg = { node_id: NODE_ID, listen: '127.0.0.1:0', data_dir: dataDir, test_pack: { url: pack.dir }, capture: { uri: 'none:' }, log_level: 'info', runner: { kill_grace_secs: 1 }, retention: { min_free_mb: 0, max_results: MAX_RESULTS } };
   await writeFile(configFile, JSON.stringify(cfg));
   const report: CrashReport = { kills: 0, inFlightKills: 0, reclaimKills: 0, completedRuns: 0, resultsChecked: 0, orphans: 0, missingFiles: 0, bytesReclaimed: 0, problems: [] };
   const seen = new Map<string, string>(); // result_id -> outcome, of every completed run so far
@@ -167,7 +181,11 @@ export async function runCrashCycles(kills: number, log: (line: string) => void 
       const inFlight = currentRun(jobFile)?.result_id;
       const before = folderSizes(dataDir);
       cli = await startCli(configFile);
+      // At once, while the background sweep may still run: nothing listed is lost or lacks a file.
       const problems = await checkAfterRestart(cli.url, token, dataDir, reservationId, inFlight, seen, report);
+      // Once the sweep is done: still nothing lost, and no folder on disk that is not a listed result.
+      await cli.swept;
+      problems.push(...(await checkAfterSweep(cli.url, token, dataDir, seen, report)));
       // The trash is emptied in the background after start: wait for it, then count what the restart reclaimed.
       await waitFor(() => !existsSync(path.join(dataDir, 'results', '.trash')) || readdirSync(path.join(dataDir, 'results', '.trash')).length === 0, {
         what: 'the trash to be emptied',
@@ -358,8 +376,28 @@ async function checkAfterRestart(
       report.completedRuns++;
     }
   }
-  // Every run folder on disk is a listed result: nothing half-created or half-deleted stays behind.
-  const listedDirs = new Set([...listed.keys()].map((id) => id.split('/').slice(2).join('/')));
+  return problems;
+}
+
+/**
+ * After the sweep that follows a start: every result seen so far (and not deleted by retention) is
+ * still listed with all its files, and every run folder on disk is a listed result (nothing
+ * half-created or half-deleted stays behind).
+ */
+async function checkAfterSweep(url: string, token: string, dataDir: string, seen: Map<string, string>, report: CrashReport): Promise<string[]> {
+  const problems: string[] = [];
+  const list = await api(url, token, 'GET', '/api/v2/results');
+  const listed = new Set((list.body as Array<{ result_id: string }>).map((r) => r.result_id));
+  const deleted = tombstones(dataDir);
+  for (const id of seen.keys()) {
+    if (deleted.has(id)) continue;
+    if (!listed.has(id)) problems.push(`result ${id} lost during the sweep after start`);
+    const [, , hex, num, stamp] = id.split('/');
+    const missing = RUN_FILES.filter((f) => !existsSync(path.join(dataDir, 'results', hex!, num!, stamp!, f)));
+    report.missingFiles += missing.length;
+    if (missing.length) problems.push(`after the sweep, result ${id} lacks ${missing.join(', ')}`);
+  }
+  const listedDirs = new Set([...listed].map((id) => id.split('/').slice(2).join('/')));
   for (const dir of folderSizes(dataDir).keys()) {
     if (dir.startsWith('.trash/') || listedDirs.has(dir)) continue;
     report.orphans++;

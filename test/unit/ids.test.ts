@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { formatJobUid, formatResultId, parseJobUid, parseResultId, runStamp, secondsStamp, stampSeconds } from '../../src/core/ids.js';
+import { formatJobUid, formatResultId, isCanonicalResultId, parseJobUid, parseResultId, runStamp, secondsStamp, stampSeconds } from '../../src/core/ids.js';
 
 describe('identifiers', () => {
   it('job_uid is /<node_id>/<hex>/<number> and "always starts with /" (COMPAT)', () => {
@@ -39,5 +39,39 @@ describe('identifiers', () => {
     }
     expect(parseResultId(`/n/beef/1/2026-01-01_00.00.00${'/x'.repeat(200)}`)).to.equal(undefined);
     expect(parseJobUid(42)).to.equal(undefined);
+  });
+
+  it('isCanonicalResultId (the index load\'s check, which remembers the last job and date) agrees with parseResultId on every id, in any order', () => {
+    const ids = [
+      '/n/beef/1/2026-01-01_00.00.00',
+      '/n/beef/1/2026-01-01_23.59.59',
+      '/n/beef/1/2026-01-01_24.00.00',
+      '/n/beef/1/2026-01-01_12.60.00',
+      '/n/beef/1/2026-01-01_12.00.60',
+      '/n/beef/1/2026-01-01_1.00.000',
+      '/n/beef/1/2026-01-01_12:00:00',
+      '/n/beef/1/2026-01-01_12.00.00x',
+      '/n/beef/01/2026-01-01_00.00.00',
+      'n/beef/1/2026-01-01_00.00.00',
+      '/n/beef/1/2026-02-30_00.00.00',
+      '/n/beef/1/2026-02-28_00.00.00',
+      '/n/BEEF/1/2026-02-28_00.00.00',
+      '/n/beef/2/2026-02-28_00.00.01',
+      '/n/beef/2026-02-28_00.00.01',
+      '/2026-02-28_00.00.01',
+      '/n/beef/1/2/2026-02-28_00.00.01',
+      '//beef/1/2026-02-28_00.00.01',
+    ];
+    const expected = (id: string) => {
+      const p = parseResultId(id);
+      return p !== undefined && `${p.jobUid}/${p.stamp}` === id;
+    };
+    // Each id after each other one, so every cached job and date meets every next id.
+    for (const a of ids) {
+      for (const b of ids) {
+        expect(isCanonicalResultId(a), a).to.equal(expected(a));
+        expect(isCanonicalResultId(b), `${b} after ${a}`).to.equal(expected(b));
+      }
+    }
   });
 });

@@ -1,6 +1,6 @@
 // FileResultRepository against a real temporary folder: index, restart, rebuild, torn lines, retention.
 import { expect } from 'chai';
-import { appendFile, mkdir, mkdtemp, readdir, readFile, rm, stat, unlink, writeFile } from 'node:fs/promises';
+import { appendFile, mkdir, mkdtemp, readdir, readFile, rm, stat, unlink, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FarmError } from '../../src/core/errors.js';
@@ -281,6 +281,17 @@ describe('FileResultRepository', () => {
     expect(s.size).to.equal(0);
   });
 
+  it('open() keeps a record as add() would: fields a record does not have are dropped, strings shared, the record frozen', async () => {
+    await mkdir(dir, { recursive: true });
+    const extra = { ...makeRecord(0), from_the_future: 'x' };
+    await writeFile(join(dir, 'index.jsonl'), [JSON.stringify(extra), JSON.stringify(makeRecord(1)), JSON.stringify(makeRecord(2))].join('\n') + '\n');
+    const s = await store();
+    const got = s.get(makeRecord(0).result_id) as ResultRecord;
+    expect(got).to.deep.equal(makeRecord(0));
+    expect(s.get(makeRecord(1).result_id)).to.deep.equal(makeRecord(1));
+    expect(Object.isFrozen(s.get(makeRecord(2).result_id))).to.equal(true);
+  });
+
   it('concurrent adds are written one at a time and all survive a restart', async () => {
     const s = await store();
     await Promise.all([...Array(25).keys()].map((i) => s.add(makeRecord(i))));
@@ -291,39 +302,58 @@ describe('FileResultRepository', () => {
   describe('what a crash leaves half-done', () => {
     const folder = (i: number) => join(dir, 'ab12', String(Math.floor(i / 4) + 1), makeRecord(i).result_id.split('/').pop()!);
 
-    it('temporary files (hidden, ending .tmp) are never listed nor served; tidy deletes them from listed results', async () => {
+    const anHourAgo = () => new Date(Date.now() - 3600_000);
+
+    it('temporary files (hidden, ending .tmp) are never listed nor served; the sweep after start deletes the old ones from listed results', async () => {
       const s = await filled(1);
       const id = makeRecord(0).result_id;
       await writeFile(join(folder(0), 'shot.png'), 'png');
-      await writeFile(join(folder(0), '.video.mp4.a1b2c3.tmp'), 'half a video');
-      await writeFile(join(folder(0), '.result.json.123.abcd0123.tmp'), '{"half');
+      for (const t of ['.video.mp4.a1b2c3.tmp', '.result.json.123.abcd0123.tmp']) {
+        await writeFile(join(folder(0), t), 'half');
+        await utimes(join(folder(0), t), anHourAgo(), anHourAgo());
+      }
       expect(Object.keys(await s.artifacts(id))).to.deep.equal(['shot.png']);
       expect(await s.openArtifact(id, '.video.mp4.a1b2c3.tmp')).to.equal(undefined);
-      const report = await s.tidy({ nodeId: NODE, keep: [] });
+      await s.close();
+      const t = await store();
+      const before = Date.now() - 60_000;
+      // One written since `before` (the daemon's start) is in use: it stays.
+      await writeFile(join(folder(0), '.thumbnail.jpg.99.0123abcd.tmp'), 'being written');
+      const report = await t.sweep({ nodeId: NODE, before });
       expect(report.temps).to.equal(2);
       await expectMissing(join(folder(0), '.video.mp4.a1b2c3.tmp'));
-      expect(await readFile(join(folder(0), 'shot.png'), 'utf8')).to.equal('png');
+      expect(await readdir(folder(0))).to.include('.thumbnail.jpg.99.0123abcd.tmp').and.include('shot.png');
     });
 
-    it('tidy: a tombstoned folder and a never-recorded folder go, the run in flight stays, a result.json without its index line is listed again', async () => {
+    it('tidy (before runs start) indexes only the in-flight runs; the sweep after start does the rest: a tombstoned folder and a never-recorded folder go, the run in flight stays, a result.json without its index line is listed again', async () => {
       const s = await filled(3);
       await s.close();
       // Retention tombstoned run 0 but was killed before removing its folder.
       await appendFile(join(dir, 'index.jsonl'), JSON.stringify({ deleted: makeRecord(0).result_id }) + '\n');
-      // Run 3: killed between result.json and its index line. Run 4: killed at folder creation. Run 5: in flight.
-      await mkdir(folder(3), { recursive: true });
-      await writeFile(join(folder(3), 'result.json'), JSON.stringify(makeRecord(3)));
+      // Runs 3 and 6: killed between result.json and its index line (6 still named in flight by its job).
+      // Run 4: killed at folder creation. Run 5: in flight.
+      for (const i of [3, 6]) {
+        await mkdir(folder(i), { recursive: true });
+        await writeFile(join(folder(i), 'result.json'), JSON.stringify(makeRecord(i)));
+      }
       await mkdir(folder(4), { recursive: true });
       await mkdir(folder(5), { recursive: true });
       const t = await store();
-      const report = await t.tidy({ nodeId: NODE, keep: [makeRecord(5).result_id] });
+      const keep = [makeRecord(5).result_id, makeRecord(6).result_id];
+      expect(await t.tidy({ nodeId: NODE, keep })).to.deep.equal({ orphans: 0, unrecorded: 0, reindexed: 1, temps: 0 });
+      // Start-up reads only the in-flight folders: the rest is still there for the sweep.
+      expect(all(t)).to.deep.equal([1, 2, 6].map((i) => makeRecord(i).result_id));
+      for (const i of [0, 3, 4]) expect((await stat(folder(i))).isDirectory()).to.equal(true);
+      // A run this process starts meanwhile (its folder made, not yet recorded) is not a crash's leftover.
+      await t.createRunDir(makeRecord(7).result_id);
+      const report = await t.sweep({ nodeId: NODE, keep, before: Date.now() });
       expect(report).to.deep.equal({ orphans: 1, unrecorded: 1, reindexed: 1, temps: 0 });
       await expectMissing(folder(0));
       await expectMissing(folder(4));
-      expect((await stat(folder(5))).isDirectory()).to.equal(true);
-      expect(all(t)).to.deep.equal([1, 2, 3].map((i) => makeRecord(i).result_id));
+      for (const i of [5, 7]) expect((await stat(folder(i))).isDirectory()).to.equal(true);
+      expect(all(t)).to.deep.equal([1, 2, 3, 6].map((i) => makeRecord(i).result_id));
       await t.close();
-      expect(all(await store())).to.deep.equal([1, 2, 3].map((i) => makeRecord(i).result_id));
+      expect(all(await store())).to.deep.equal([1, 2, 3, 6].map((i) => makeRecord(i).result_id));
     });
 
     it('retention moves a folder into results/.trash before deleting it; a trash left by a crash is emptied at open', async () => {

@@ -4,7 +4,7 @@
  * design space is scaled to the frame (stretched when the aspect ratio
  * differs), so any configured capture size works.
  */
-import sharp from 'sharp';
+import { loadSharp } from '../sharp.js';
 import { COLOURS, DESIGN_HEIGHT, DESIGN_WIDTH, screenBody } from './screens.js';
 import type { StbView } from './state.js';
 
@@ -36,6 +36,7 @@ export function screenSvg(view: StbView, clock: string, width: number, height: n
 /** One raw rgb24 frame (`width * height * 3` bytes, rows top to bottom). */
 export async function renderFrame(view: StbView, clock: string, width: number, height: number, layers?: Layers): Promise<Buffer> {
   const svg = Buffer.from(screenSvg(view, clock, width, height, layers));
+  const sharp = await loadSharp();
   const { data, info } = await sharp(svg).removeAlpha().raw().toBuffer({ resolveWithObject: true });
   if (info.width !== width || info.height !== height || info.channels !== 3) {
     // librsvg rounds sizes; never hand ffmpeg a frame of the wrong length.

@@ -17,6 +17,7 @@ export class MemoryIndex {
   private readonly stats = new Map<string, { sum: number; count: number }>();
   private strings = new Map<string, string>();
   private tagSets = new Map<string, Readonly<Record<string, string>>>();
+  private lastTags: Readonly<Record<string, string>> | undefined;
 
   get size(): number {
     return this.sorted.length;
@@ -41,12 +42,28 @@ export class MemoryIndex {
    * then `loadEnd` sorts once. Records are interned as they arrive, so the
    * parsed copies die young and only one copy of each record is ever kept.
    */
-  loadSet(r: ResultRecord): void {
+  loadSet(r: ResultRecord): boolean {
     const old = this.byId.get(r.result_id);
     if (old) this.count(old, -1);
     const rec = this.intern(r);
     this.byId.set(rec.result_id, rec);
     this.count(rec, 1);
+    return old !== undefined;
+  }
+
+  /**
+   * `loadSet` of a record parsed for the index alone (nobody else holds it):
+   * its strings are interned in place and it is frozen and kept as it is, so
+   * loading makes no second copy of each record. Returns whether it replaced one.
+   */
+  loadOwned(r: ResultRecord): boolean {
+    const old = this.byId.get(r.result_id);
+    if (old) this.count(old, -1);
+    // A line with fields the record does not have (a newer version's, a hand edit) is copied without them, as put() does.
+    const rec = onlyRecordKeys(r) ? this.internInPlace(r) : this.intern(r);
+    this.byId.set(rec.result_id, rec);
+    this.count(rec, 1);
+    return old !== undefined;
   }
 
   /** Loading: drop a record (its tombstone came); true when it was there. */
@@ -112,6 +129,7 @@ export class MemoryIndex {
   repool(): void {
     this.strings = new Map();
     this.tagSets = new Map();
+    this.lastTags = undefined;
     for (const r of this.sorted) this.intern(r);
   }
 
@@ -154,10 +172,34 @@ export class MemoryIndex {
     return s;
   }
 
-  private intern(r: ResultRecord): ResultRecord {
-    const tagKey = JSON.stringify(r.tags);
+  /** The interned, frozen copy of a tag set. The last one is checked first: a job's runs share theirs and come together. */
+  private tagSet(t: Readonly<Record<string, string>>): Readonly<Record<string, string>> {
+    const last = this.lastTags;
+    if (last && sameTags(last, t)) return last;
+    const tagKey = JSON.stringify(t);
     let tags = this.tagSets.get(tagKey);
-    if (!tags) this.tagSets.set(tagKey, (tags = Object.freeze({ ...r.tags })));
+    if (!tags) this.tagSets.set(tagKey, (tags = Object.freeze({ ...t })));
+    this.lastTags = tags;
+    return tags;
+  }
+
+  private internInPlace(r: ResultRecord): ResultRecord {
+    r.job_uid = this.str(r.job_uid);
+    r.test_case = this.str(r.test_case);
+    r.test_pack_sha = this.str(r.test_pack_sha);
+    r.test_pack_branch = this.str(r.test_pack_branch);
+    r.category = this.str(r.category);
+    r.username = this.str(r.username);
+    r.tags = this.tagSet(r.tags);
+    r.failure_reason = this.str(r.failure_reason);
+    r.traceback = this.str(r.traceback);
+    const kind = kindOfRecord(r);
+    if (kind !== null || r.infrastructure_error !== undefined) r.infrastructure_error = kind;
+    return Object.freeze(r);
+  }
+
+  private intern(r: ResultRecord): ResultRecord {
+    const tags = this.tagSet(r.tags);
     return Object.freeze({
       result_id: r.result_id,
       job_uid: this.str(r.job_uid),
@@ -182,6 +224,26 @@ export class MemoryIndex {
 function infrastructureField(r: ResultRecord): Pick<ResultRecord, 'infrastructure_error'> {
   const kind = kindOfRecord(r);
   return kind === null && r.infrastructure_error === undefined ? {} : { infrastructure_error: kind };
+}
+
+
+const RECORD_KEYS = new Set<string>([
+  'result_id', 'job_uid', 'test_case', 'test_pack_sha', 'test_pack_branch', 'category', 'username', 'tags',
+  'start_time', 'end_time', 'duration', 'result', 'failure_reason', 'traceback', 'infrastructure_error',
+] satisfies Array<keyof ResultRecord>);
+
+function onlyRecordKeys(r: object): boolean {
+  for (const k in r) if (!RECORD_KEYS.has(k)) return false;
+  return true;
+}
+
+function sameTags(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>): boolean {
+  let n = 0;
+  for (const k in b) {
+    if (a[k] !== b[k] || !Object.hasOwn(a, k)) return false;
+    n++;
+  }
+  return n === Object.keys(a).length;
 }
 
 function isSorted(a: ResultRecord[]): boolean {

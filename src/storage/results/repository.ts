@@ -28,7 +28,7 @@
  * chain; reads are synchronous on the in-memory index.
  */
 import { randomBytes } from 'node:crypto';
-import { copyFile, mkdir, readdir, readFile, realpath, rename, rm, rmdir, stat, statfs } from 'node:fs/promises';
+import { copyFile, lstat, mkdir, readdir, readFile, realpath, rename, rm, rmdir, stat, statfs } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { FarmError } from '../../core/errors.js';
 import type { ArtifactListing, ResultRecord } from '../../core/model.js';
@@ -39,7 +39,7 @@ import { writeFileAtomic } from '../atomic.js';
 import { makeRealFolders } from '../runDir.js';
 import { readRegular } from '../safeFile.js';
 import { DeletedIds } from './deleted-ids.js';
-import { isHexDir, isNumberDir, isStampDir, parseResultId, type ResultIdParts } from '../../core/ids.js';
+import { isCanonicalResultId, isHexDir, isNumberDir, isStampDir, parseResultId, type ResultIdParts } from '../../core/ids.js';
 import { appendExisting, interruptedFiles, writeMissing, type InterruptedRun } from './interrupted.js';
 import { IndexFile } from './index-file.js';
 import { MemoryIndex } from './memory-index.js';
@@ -87,6 +87,13 @@ export class FileResultRepository implements ResultRepository {
   private writes: Promise<unknown> = Promise.resolve();
   /** Emptying the trash in the background (start-up does not wait for it). */
   private emptying: Promise<void> = Promise.resolve();
+  /** The background sweep, if one runs (close waits for it to stop). */
+  private sweeping: Promise<unknown> = Promise.resolve();
+  private closing = false;
+  /** Run folders (`<hex>/<n>/<stamp>`) this process made or wrote: the sweep never takes them for a crash's. */
+  private readonly made = new Set<string>();
+  /** The sweep has run: `made` is no longer kept. */
+  private swept = false;
 
   constructor(private readonly opts: FileResultRepositoryOptions) {
     this.dir = resolve(opts.dir);
@@ -128,7 +135,9 @@ export class FileResultRepository implements ResultRepository {
   }
 
   async createRunDir(resultId: string): Promise<string> {
-    const dir = join(this.dir, this.parts(resultId, 'invalid_request').relDir);
+    const rel = this.parts(resultId, 'invalid_request').relDir;
+    this.noteMade(rel);
+    const dir = join(this.dir, rel);
     // Through the write chain, so retention never removes an empty job folder under a mkdir.
     await this.serial(() => mkdir(dir, { recursive: true }));
     return dir;
@@ -141,6 +150,7 @@ export class FileResultRepository implements ResultRepository {
     if (checked.result_id !== idOf(p) || checked.job_uid !== p.jobUid) {
       throw new FarmError('invalid_request', `result record: result_id ${checked.result_id} and job_uid ${checked.job_uid} disagree`);
     }
+    this.noteMade(p.relDir);
     await this.serial(async () => {
       const dir = join(this.dir, p.relDir);
       try {
@@ -207,6 +217,7 @@ export class FileResultRepository implements ResultRepository {
 
   async sealInterrupted(resultId: string, run: InterruptedRun): Promise<string[]> {
     const relDir = this.parts(resultId, 'invalid_request').relDir;
+    this.noteMade(relDir);
     const dir = join(this.dir, relDir);
     return this.serial(async () => {
       // The test may have swapped its folder (or one above it) for a symlink before the crash: never written through.
@@ -245,50 +256,100 @@ export class FileResultRepository implements ResultRepository {
   }
 
   /**
-   * After a crash, before any run starts: every run folder on disk is a
-   * listed result, the run in flight (`keep`, left for the caller to close), or goes. A folder retention
-   * tombstoned but did not remove, and a folder of a run that was never
-   * recorded (a kill at its creation), move to the trash; a `result.json`
-   * whose index line was lost is indexed again; temporary files a write cut
-   * short are deleted. Then the trash is emptied in the background.
+   * After a crash, before any run starts: the runs in flight (`keep`, left
+   * for the caller to close) whose `result.json` was written but whose index
+   * line was lost (a kill between the two) are indexed again, so the caller
+   * does not take them for unfinished. Only those folders are read: start-up
+   * does not wait for a look at every folder (that is `sweep`, afterwards).
    */
   tidy(opts: { nodeId: string; keep: readonly string[] }): Promise<TidyReport> {
     return this.serial(async () => {
       const report: TidyReport = { orphans: 0, unrecorded: 0, reindexed: 0, temps: 0 };
-      const keep = new Set(opts.keep.map((id) => parseResultId(id)?.relDir));
-      for (const hex of await subdirs(this.dir, isHexDir)) {
-        for (const num of await subdirs(join(this.dir, hex), isNumberDir)) {
-          for (const stamp of await subdirs(join(this.dir, hex, num), isStampDir)) {
-            const rel = `${hex}/${num}/${stamp}`;
-            const p = parseResultId(`/${opts.nodeId}/${rel}`);
-            if (!p) continue;
-            if (this.index.get(idOf(p))) {
-              report.temps += await this.removeTemps(rel);
-            } else if (this.deleted.has(p.jobUid, p.seconds)) {
-              report.orphans++;
-              await this.removeFolder(rel);
-            } else {
-              const rec = await readRecord(join(this.dir, rel, RECORD_FILE));
-              if (rec && rec.result_id === idOf(p)) {
-                // Killed between writing result.json and its index line: the run is complete, list it.
-                await this.file.append([recordLine(rec)]);
-                this.index.put(rec);
-                report.reindexed++;
-                report.temps += await this.removeTemps(rel);
-              } else if (!keep.has(rel)) {
-                report.unrecorded++;
-                await this.removeFolder(rel);
-              }
-            }
-          }
-        }
+      for (const id of opts.keep) {
+        const p = parseResultId(id);
+        if (!p || this.index.get(idOf(p))) continue;
+        if (await this.reindexFromFolder(p)) report.reindexed++;
       }
-      if (report.orphans + report.unrecorded + report.reindexed + report.temps > 0) this.log.warn({ ...report }, 'results: tidied what a crash left half-done');
+      if (report.reindexed > 0) this.log.warn({ ...report }, 'results: indexed again the runs a crash left recorded but not listed');
       return report;
     });
   }
 
+  /**
+   * The look at every run folder a crash may have left half-done, made in
+   * the background once the daemon answers (requests and runs go on
+   * meanwhile). Every run folder on disk ends up a listed result, the run in
+   * flight (`keep`), or gone: a folder retention tombstoned but did not
+   * remove, and a folder of a run that was never recorded (a kill at its
+   * creation), move to the trash; a `result.json` whose index line was lost
+   * is indexed again; temporary files a write cut short (older than
+   * `before`, ms since the epoch: the daemon's start) are deleted. Folders
+   * this process made (its own runs, since open) are never touched; each
+   * step goes through the write chain and looks again at the index there,
+   * so it cannot race an add or retention. Stops early at close().
+   */
+  async sweep(opts: { nodeId: string; keep?: readonly string[]; before: number }): Promise<TidyReport> {
+    const report: TidyReport = { orphans: 0, unrecorded: 0, reindexed: 0, temps: 0 };
+    const keep = new Set((opts.keep ?? []).map((id) => parseResultId(id)?.relDir));
+    const run = (async () => {
+      for (const hex of await subdirs(this.dir, isHexDir)) {
+        for (const num of await subdirs(join(this.dir, hex), isNumberDir)) {
+          for (const stamp of await subdirs(join(this.dir, hex, num), isStampDir)) {
+            if (this.closing) return;
+            const rel = `${hex}/${num}/${stamp}`;
+            const p = parseResultId(`/${opts.nodeId}/${rel}`);
+            if (!p || keep.has(rel) || this.made.has(rel)) continue;
+            await this.serial(() => this.sweepFolder(p, rel, opts.before, report));
+          }
+        }
+      }
+    })();
+    this.sweeping = run.catch(() => undefined);
+    try {
+      await run;
+    } finally {
+      // Needed only while a sweep may come: a long-running daemon does not keep a name per run.
+      this.swept = true;
+      this.made.clear();
+    }
+    if (report.orphans + report.unrecorded + report.reindexed + report.temps > 0) this.log.warn({ ...report }, 'results: tidied what a crash left half-done');
+    return report;
+  }
+
+  private noteMade(rel: string): void {
+    if (!this.swept) this.made.add(rel);
+  }
+
+  /** One folder of the sweep, in the write chain (nothing else writes meanwhile). */
+  private async sweepFolder(p: ResultIdParts, rel: string, before: number, report: TidyReport): Promise<void> {
+    if (this.closing || this.made.has(rel)) return;
+    if (this.index.get(idOf(p))) {
+      report.temps += await this.removeTemps(rel, before);
+    } else if (this.deleted.has(p.jobUid, p.seconds)) {
+      report.orphans++;
+      await this.removeFolder(rel);
+    } else if (await this.reindexFromFolder(p)) {
+      // Killed between writing result.json and its index line: the run is complete, list it.
+      report.reindexed++;
+      report.temps += await this.removeTemps(rel, before);
+    } else {
+      report.unrecorded++;
+      await this.removeFolder(rel);
+    }
+  }
+
+  /** Index a run from its folder's `result.json` when it is whole and names that folder; false when not. */
+  private async reindexFromFolder(p: ResultIdParts): Promise<boolean> {
+    const rec = await readRecord(join(this.dir, p.relDir, RECORD_FILE));
+    if (!rec || rec.result_id !== idOf(p)) return false;
+    await this.file.append([recordLine(rec)]);
+    this.index.put(rec);
+    return true;
+  }
+
   async close(): Promise<void> {
+    this.closing = true;
+    await this.sweeping;
     await this.writes.catch(() => undefined);
     await this.emptying;
     await this.file.close();
@@ -327,15 +388,14 @@ export class FileResultRepository implements ResultRepository {
       return;
     }
     const rec = checkRecord(raw);
-    const rp = typeof rec === 'string' ? undefined : parseResultId(rec.result_id);
-    if (typeof rec === 'string' || !rp || idOf(rp) !== rec.result_id) {
+    if (typeof rec === 'string' || !isCanonicalResultId(rec.result_id)) {
       this.log.warn({ line: line.slice(0, 200), why: rec }, 'results index: skipped a bad record');
       this.deadLines++;
       this.badLines++;
       return;
     }
-    if (this.index.get(rec.result_id)) this.deadLines++;
-    this.index.loadSet(rec);
+    // The record was parsed here for the index alone: kept as it is (no copy), its strings interned.
+    if (this.index.loadOwned(rec)) this.deadLines++;
   }
 
   private async loadDeleted(): Promise<void> {
@@ -367,7 +427,10 @@ export class FileResultRepository implements ResultRepository {
     let orphans = 0;
     const scan = await scanFolders(this.dir, async (rec) => {
       const p = parseResultId(rec.result_id)!;
-      if (!this.deleted.has(p.jobUid, p.seconds)) return this.index.loadSet(rec);
+      if (!this.deleted.has(p.jobUid, p.seconds)) {
+        this.index.loadSet(rec);
+        return;
+      }
       // Retention wrote the tombstone but a crash kept it from removing the folder.
       orphans++;
       await rm(join(this.dir, p.relDir), { recursive: true, force: true });
@@ -423,12 +486,17 @@ export class FileResultRepository implements ResultRepository {
     }
   }
 
-  /** Delete the store's temporary files a crash left in a run folder; returns how many. */
-  private async removeTemps(relDir: string): Promise<number> {
+  /** Delete the store's temporary files a crash left in a run folder (last changed before `before`); returns how many. */
+  private async removeTemps(relDir: string, before: number): Promise<number> {
     const names = await readdir(join(this.dir, relDir)).catch(() => [] as string[]);
-    const temps = names.filter(isStoreTemp);
-    for (const t of temps) await rm(join(this.dir, relDir, t), { force: true });
-    return temps.length;
+    let n = 0;
+    for (const t of names.filter(isStoreTemp)) {
+      const st = await lstat(join(this.dir, relDir, t)).catch(() => undefined);
+      if (!st || !st.isFile() || st.mtimeMs >= before) continue;
+      await rm(join(this.dir, relDir, t), { force: true });
+      n++;
+    }
+    return n;
   }
 
   /** Empty the trash a crash during retention left, in the background: start-up does not wait for it. */

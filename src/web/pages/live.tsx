@@ -16,7 +16,7 @@
  */
 import Router from '@koa/router';
 import type { Context } from 'koa';
-import sharp from 'sharp';
+import { loadSharp } from '../../hardware/sharp.js';
 import { FarmError, invalid } from '../../core/errors.js';
 import type { Services } from '../../http/context.js';
 import { userOf } from '../../http/auth.js';
@@ -78,6 +78,7 @@ export function liveRouter(s: Services): Router {
     const frame = s.frames.latestFrame?.();
     if (!frame) throw new FarmError('device_unavailable', `capture is offline: ${s.frames.health().reason ?? 'no frame yet'}`);
     const region = regionOf(ctx, frame.width, frame.height);
+    const sharp = await loadSharp();
     let img = sharp(frame.data, { raw: { width: frame.width, height: frame.height, channels: 3 } });
     if (region) img = img.extract({ left: region.x, top: region.y, width: region.width, height: region.height });
     const png = await img.png({ compressionLevel: 1 }).toBuffer();

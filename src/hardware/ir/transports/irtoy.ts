@@ -10,7 +10,6 @@
  * within the timeout, an `F` (underrun) or a wrong byte count - drops the
  * connection, so the next send starts from a fresh open and reset.
  */
-import { SerialPort } from 'serialport';
 import { FarmError } from '../../../core/errors.js';
 import type { Logger } from '../../../core/ports.js';
 import { silentLogger } from '../../../logger.js';
@@ -65,7 +64,7 @@ export class IrToyTransport implements IrTransport {
   constructor(
     readonly path: string,
     opts: IrToyOptions = {},
-    private readonly Port: PortClass = SerialPort,
+    private readonly Port?: PortClass,
   ) {
     this.uri = `irtoy:${path}`;
     this.timeoutMs = opts.timeoutMs ?? 1000;
@@ -118,7 +117,9 @@ export class IrToyTransport implements IrTransport {
   }
 
   private async open(): Promise<PortLike> {
-    const port = new this.Port({ path: this.path, baudRate: this.baudRate, autoOpen: false });
+    // serialport is loaded on first use: ~16 MiB of resident memory a node without an IR Toy never needs.
+    const Port = this.Port ?? (await import('serialport')).SerialPort;
+    const port = new Port({ path: this.path, baudRate: this.baudRate, autoOpen: false });
     await new Promise<void>((resolve, reject) =>
       port.open((err) => (err ? reject(this.unavailable(`cannot be opened: ${err.message}`)) : resolve())),
     );
