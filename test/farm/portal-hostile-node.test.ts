@@ -10,10 +10,12 @@ import { expect } from 'chai';
 import type { Browser, BrowserContext } from 'playwright-core';
 import request from 'supertest';
 import { registerNode } from '../../src/farm/nodeCredentials.js';
+import type { FarmEvent } from '../../src/core/events.js';
 import type { RequestHead } from '../../src/farm/protocol.js';
 import { launchBrowser } from '../helpers/browser.js';
 import { startTestFarm, type TestFarm } from '../helpers/farm.js';
 import { SimNode, type SimReply, type SimRequest } from '../helpers/farmNodes.js';
+import { SseClient } from '../helpers/sse.js';
 import { waitFor } from '../helpers/wait.js';
 
 const EVIL = 'evil';
@@ -166,5 +168,56 @@ describe('farm portal: a hostile node`s pages and headers', function () {
     // The session is still hers.
     const who = await ctx.request.get(`${farm.url}/app/session`);
     expect(((await who.json()) as { login: string }).login).to.equal('alice');
+  });
+
+  describe('ids that are not the node`s own', () => {
+    const OTHER_JOB = `/${VICTIM}/beef/1`;
+    const OTHER_RESULT = `${OTHER_JOB}/2026-11-26_02.00.00`;
+    const OWN_JOB = `/${EVIL}/abcd/9`;
+    const at = '2026-11-26T02:00:00.000Z';
+    let n = 0;
+    /** An event as a node's hub makes it (id `<boot>-<n>`). */
+    const ev = (type: FarmEvent['type'], data: Record<string, unknown>) => ({ id: `mx0evl-${++n}`, type, time: at, data: { node_id: EVIL, ...data } }) as FarmEvent;
+    const finished = (job_uid: string, result_id: string) => ({ job_uid, result_id, test_case: 't', result: 'pass', failure_reason: null, infrastructure_error: null, start_time: at, end_time: at, duration: 0 });
+
+    it('events naming another node`s job or result are neither stored in the outbox nor sent on /api/v2/events; the node`s own are', async () => {
+      const sse = await SseClient.open(`${farm.url}/api/v2/events`, { Authorization: `token ${token}` });
+      try {
+        expect(sse.res.statusCode).to.equal(200);
+        const foreign = [
+          ev('run.started', { job_uid: OTHER_JOB, result_id: OTHER_RESULT, test_case: 't', start_time: at }),
+          ev('run.finished', finished(OTHER_JOB, OTHER_RESULT)),
+          ev('job.exited', { job_uid: OTHER_JOB, end_time: at, result_counts: { pass: 1, fail: 0, error: 0, total: 1 } }),
+          ev('key.pressed', { key: 'KEY_OK', remote: 'r', hold_ms: 0, source: 'script', username: null, result_id: OTHER_RESULT }),
+          // Its own job, another node's result; an id that is no id at all.
+          ev('run.finished', finished(OWN_JOB, OTHER_RESULT)),
+          ev('run.started', { job_uid: OWN_JOB, result_id: `/${EVIL}/abcd/8/2026-11-26_02.00.00`, test_case: 't', start_time: at }),
+          ev('job.exited', { job_uid: 'not an id', end_time: at, result_counts: { pass: 0, fail: 0, error: 0, total: 0 } }),
+        ];
+        const own = [
+          ev('job.started', { job_uid: OWN_JOB, username: 'alice', test_cases: ['t'], test_pack_sha: 'a'.repeat(40), test_pack_branch: null, category: 'c', soak: 'none', remote_control: null, tags: {}, start_time: at }),
+          ev('key.pressed', { key: 'KEY_OK', remote: 'r', hold_ms: 0, source: 'api', username: 'alice', result_id: null }),
+        ];
+        for (const e of [...foreign, ...own]) evil.event(e);
+        // The node's events are handled in its order: once its last is on the stream, every earlier one was decided.
+        const dataOf = (m: { data: Record<string, unknown> }) => m.data.data as Record<string, unknown>;
+        await sse.next((m) => m.event === 'key.pressed' && dataOf(m).node_id === EVIL && dataOf(m).username === 'alice', 'the hostile node`s own last event on the stream');
+        const mine = sse.messages.filter((m) => dataOf(m).node_id === EVIL && m.event !== 'node.online').map((m) => m.event);
+        expect(mine, 'what the stream carried of the node').to.deep.equal(['job.started', 'key.pressed']);
+        expect(JSON.stringify(sse.messages)).not.to.contain(`/${VICTIM}/`);
+        const { rows } = await farm.db.query<{ type: string; data: Record<string, unknown> }>(`SELECT type, data FROM events_outbox WHERE node_id = $1 AND node_event_id LIKE 'mx0evl-%' ORDER BY seq`, [EVIL]);
+        expect(rows.map((r) => r.type)).to.deep.equal(['job.started', 'key.pressed']);
+        expect(JSON.stringify(rows)).not.to.contain(`/${VICTIM}/`);
+        expect(farm.portal.hub.stats.foreignEventsRefused).to.equal(foreign.length);
+        // Handled all the same: the node's cursor is past them, it is not asked for them again.
+        const cursor = await farm.db.query<{ event_id: string }>('SELECT event_id FROM node_event_cursors WHERE node_id = $1', [EVIL]);
+        expect(cursor.rows[0]?.event_id).to.equal(own[own.length - 1]!.id);
+        // The job of its own is kept; nothing of the other's.
+        expect((await farm.portal.jobs.get(OWN_JOB))?.job.result_counts.total).to.equal(0);
+        expect(await farm.portal.jobs.get(OTHER_JOB)).to.equal(undefined);
+      } finally {
+        sse.close();
+      }
+    });
   });
 });
