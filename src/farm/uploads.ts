@@ -174,7 +174,7 @@ export class FarmUploads {
       const fh = await open(f.partial, constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND | constants.O_NOFOLLOW, 0o644);
       let written = 0;
       /** Past the quota: the chunk is refused whole, the rest of it read and dropped (the client reads the answer). */
-      let refused: unknown;
+      let refused: Error | undefined;
       let dropped = 0;
       try {
         for await (const chunk of body) {
@@ -196,7 +196,7 @@ export class FarmUploads {
               await fh.truncate(have);
               dropped = written + buf.length;
               written = 0;
-              refused = e;
+              refused = e instanceof Error ? e : new Error(String(e));
               continue;
             }
           }
