@@ -117,15 +117,16 @@ export class FarmUploads {
   }
 
   /**
-   * Room for `more` bytes in `file` (which holds `have`) under the node's quota. When there is none, the node's
-   * other partial files untouched for PARTIAL_STALE_MS are released first; then 507 if there is still none.
+   * Room for `more` bytes in `file` (which holds `have`) under the node's quota, taken at once (the file counts as
+   * `have + more` until its operation records its real size), so chunks of many files at once cannot pass the quota
+   * together. When there is none, the node's other partial files untouched for PARTIAL_STALE_MS are released first;
+   * then 507 if there is still none.
    */
   private async makeRoom(nodeId: string, file: string, have: number, more: number, relPath: string): Promise<void> {
-    const quota = this.maxPartialBytesPerNode;
-    const others = async () => (await this.partialBytes(nodeId)) - ((await this.partialsByNode()).get(nodeId)?.get(file) ?? 0);
-    if ((await others()) + have + more <= quota) return;
+    const byNode = await this.partialsByNode();
+    if (this.take(byNode, nodeId, file, have + more)) return;
     const now = Date.now();
-    for (const other of [...((await this.partialsByNode()).get(nodeId)?.keys() ?? [])]) {
+    for (const other of [...(byNode.get(nodeId)?.keys() ?? [])]) {
       if (other === file || this.locks.has(other)) continue;
       const st = await stat(other).catch(() => undefined);
       if (st && now - st.mtimeMs < PARTIAL_STALE_MS) continue;
@@ -133,8 +134,9 @@ export class FarmUploads {
       await this.track(nodeId, other, undefined);
       if (st) this.stats.stalePartialsReleased++;
     }
-    const used = (await others()) + have;
-    if (used + more <= quota) return;
+    if (this.take(byNode, nodeId, file, have + more)) return;
+    const quota = this.maxPartialBytesPerNode;
+    const used = (await this.partialBytes(nodeId)) - (byNode.get(nodeId)?.get(file) ?? 0) + have;
     this.stats.quotaRefusals++;
     throw new FarmError(
       'storage_full',
@@ -142,6 +144,17 @@ export class FarmUploads {
         '(max_partial_upload_bytes_per_node in the portal\'s config). Complete or DELETE partial files first; the portal releases those untouched for an hour when the quota is reached',
       { used, quota },
     );
+  }
+
+  /** Count `file` as `size` bytes when the node's partial files then stay within the quota (no await: check and take at once). */
+  private take(byNode: Map<string, Map<string, number>>, nodeId: string, file: string, size: number): boolean {
+    const files = byNode.get(nodeId) ?? new Map<string, number>();
+    let others = 0;
+    for (const [f, n] of files) if (f !== file) others += n;
+    if (others + size > this.maxPartialBytesPerNode) return false;
+    files.set(file, Math.max(files.get(file) ?? 0, size));
+    byNode.set(nodeId, files);
+    return true;
   }
 
   async status(resultId: string, relPath: string): Promise<UploadStatus> {

@@ -2,7 +2,7 @@
  * The quota of one node's unfinished uploads on the portal (docs/farm.md, "What a node can do to the portal"):
  * the upload API on a real HTTP server and PostgreSQL, with a quota of 1 MiB per node. A chunk that would take a
  * node's partial files past it is refused whole (507 JSON, nothing of it kept), other nodes are not held to it,
- * completing or discarding a file makes room, a partial file untouched for an hour is released to make room,
+ * completing or discarding a file makes room, chunks of many files at once cannot pass it together, a partial file untouched for an hour is released to make room,
  * and the count survives a restart of the portal (its files are named by node).
  */
 import { expect } from 'chai';
@@ -89,6 +89,19 @@ describe('farm: the quota of a node`s partial uploads', function () {
     // And a discarded one.
     expect((await call(B, 'DELETE', fileOf(B, 'x.bin'))).status).to.equal(204);
     expect(await portal.uploads.partialBytes(B)).to.equal(0);
+  });
+
+  it('chunks of many files sent at once cannot pass the quota together', async () => {
+    const C = 'quota-c';
+    portal.credentials.map.set(C, `cred-${C}`);
+    const answers = await Promise.all(Array.from({ length: 8 }, (_, i) => call(C, 'PUT', `${fileOf(C, `f${i}.bin`)}?offset=0`, Buffer.alloc(300 * KiB, i))));
+    const ok = answers.filter((a) => a.status === 200).length;
+    expect(answers.every((a) => a.status === 200 || (a.status === 507 && a.json.error === 'storage_full')), answers.map((a) => a.text).join('\n')).to.equal(true);
+    // 3 x 300 KiB fit under 1 MiB, a fourth does not.
+    expect(ok, 'chunks accepted').to.equal(3);
+    expect(await portal.uploads.partialBytes(C)).to.equal(ok * 300 * KiB);
+    for (let i = 0; i < 8; i++) await call(C, 'DELETE', fileOf(C, `f${i}.bin`));
+    expect(await portal.uploads.partialBytes(C)).to.equal(0);
   });
 
   it('a chunk sent without a length is held to the quota as it arrives', async () => {
