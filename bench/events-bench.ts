@@ -35,7 +35,8 @@ const until = async (cond: () => boolean, limitMs: number) => {
 
 async function main(): Promise<void> {
   const hub = new EventHub({ nodeId: 'bench', bufferSize: EVENTS });
-  const stream = new EventStream(hub, { maxClients: CLIENTS + 1, heartbeatMs: 15_000, maxBacklogBytes: 64 << 20 });
+  // Every client is anonymous and from one address: the shares per caller are lifted for the bench.
+  const stream = new EventStream(hub, { maxClients: CLIENTS + 1, maxPerCaller: CLIENTS + 1, maxAnonymous: CLIENTS + 1, heartbeatMs: 15_000, maxBacklogBytes: 64 << 20 });
   const app = new Koa();
   app.use(stream.router().routes());
   const server = http.createServer(app.callback());

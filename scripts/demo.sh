@@ -33,6 +33,8 @@ Or drive it as CI does, in another terminal:
   curl -o screenshot.png $URL/api/v1/device/screenshot.png
 
 The second test fails on purpose: see its failure_reason, screenshot and video.
+tests/stbt_menus.py::test_open_guide_with_stbt is the same kind of test written against stb-tester's
+stbt API (import stbt): test packs written for stb-tester run as they are.
 
 For operators: curl $URL/readyz (is it ready, and if not why), curl $URL/metrics (Prometheus),
 the API contract at $URL/api/openapi.json and, readable, $URL/app/api.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs farmhand as a service on an appliance (Debian 12, run as root):
-# the `farmhand` user (in the video and dialout groups), the project under
+# the `farmhand` user (in the video, dialout and farmhand-test groups), the
+# `farmhand-test` user test scripts run as (runner.run_tests_as), the project under
 # /opt/farmhand, the `farmhand` command (/usr/local/bin/farmhand ->
 # /opt/farmhand/dist/main.js), /etc/farmhand/farmhand.json (kept if present),
 # the systemd unit, then enables and starts it.
@@ -27,7 +28,10 @@ if [ -z "$ROOT" ]; then
   [ "$(id -u)" -eq 0 ] || { echo "install-appliance: run as root" >&2; exit 77; }
   scripts/setup.sh
   id farmhand >/dev/null 2>&1 || useradd --system --home-dir /var/lib/farmhand --no-create-home --shell /usr/sbin/nologin farmhand
-  usermod -a -G video,dialout farmhand
+  # Test scripts run as farmhand-test (runner.run_tests_as): they cannot read the node's credential
+  # or the data directory. farmhand shares each run's folders with it through its group.
+  id farmhand-test >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin farmhand-test
+  usermod -a -G video,dialout,farmhand-test farmhand
 fi
 
 install -d "$ROOT/opt/farmhand" "$ROOT/etc/farmhand" "$ROOT/etc/systemd/system"
@@ -51,7 +55,8 @@ if [ ! -f "$CONFIG" ]; then
   "data_dir": "/var/lib/farmhand",
   "test_pack": { "url": "$TEST_PACK" },
   "capture": { "uri": "v4l2:/dev/video0", "width": 1280, "height": 720, "fps": 25 },
-  "ir": { "uri": "irtoy:/dev/ttyACM0" }
+  "ir": { "uri": "irtoy:/dev/ttyACM0" },
+  "runner": { "run_tests_as": "farmhand-test" }
 }
 JSON
   chmod 0640 "$CONFIG"

@@ -38,6 +38,7 @@ import { checkTestPackSource, GitTestPack, TestPackConfigError } from './runner/
 import { parseIniConfig } from './runner/iniConfig.js';
 import { endStaleTestProcess } from './runner/processGroup.js';
 import { ProcessTestRunner } from './runner/testRunner.js';
+import { killTestUserProcesses, prepareDataDir, probeTestUser, reclaimResultDir, resolveTestUser, sweepAfterRun, unsweptRunDirs, type TestUser } from './runner/testUser.js';
 import { lockDataDir, LockHeldError } from './storage/dataDirLock.js';
 import { FileJobRepository } from './storage/jobStore.js';
 import { FileResultRepository } from './storage/results/index.js';
@@ -46,6 +47,7 @@ import { StateNodeUsageStore, StateReservationStore, StateStore } from './storag
 import { FileTokenVerifier, tokensFile } from './storage/tokens.js';
 import { describeReadiness, ReadinessChecks, statfsFreeBytes, type Readiness } from './service/readiness.js';
 import { projectRoot, version } from './version.js';
+import { SECURITY_HEADERS } from './http/securityHeaders.js';
 
 export interface Daemon {
   /** `http://host:port` the server listens on. */
@@ -112,6 +114,15 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
   const lock = await lockDataDir(dataDir);
   undo.push(() => lock.release());
   await checkTestPackSource(cfg.test_pack.url);
+  // Before anything writes into the data directory: what is written from here on is the daemon's alone.
+  let restoreUmask: (() => void) | undefined;
+  const testUser = cfg.runner.run_tests_as ? await setUpTestUser(cfg, logger, undo, (f) => (restoreUmask = f)) : undefined;
+  if (cfg.portal && !testUser) {
+    logger.warn(
+      { node_credential_file: cfg.portal.node_credential_file },
+      "tests run as the daemon's own user, so any test can read the node's portal credential and act as the node: set runner.run_tests_as (docs/configuration.md, \"Running tests as another user\")",
+    );
+  }
 
   // The port next, so a port in use fails before capture or recovery start; until the
   // services exist every request gets a 503.
@@ -193,6 +204,8 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     maxOutputBytes: cfg.runner.max_output_bytes,
     version,
     logger: logger.child({ module: 'runner' }),
+    ...(testUser && { testUser }),
+    nodeId: cfg.node_id,
   });
 
   // The virtual set-top box is both the picture (capture virtual:) and what the IR reaches (ir virtual:).
@@ -218,7 +231,13 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     press: announcePresses(keys.press.bind(keys), hub, () => ({ source: 'script', username: null, result_id: runningResult() })),
     transportUri: keys.transportUri,
   };
-  const control = new ControlServer({ keys: scriptKeys, logger, latestFrame: () => frames.latestFrame?.() });
+  const control = new ControlServer({
+    keys: scriptKeys,
+    logger,
+    latestFrame: () => frames.latestFrame?.(),
+    ...(testUser && { group: testUser.gid }),
+    ...(frames instanceof FfmpegFrameSource && { onFrames: (listener: () => void) => frames.onFrames(listener) }),
+  });
   undo.push(() => control.close());
   const noCapture = cfg.capture.uri === 'none:';
   const online = () => (noCapture ? { online: true, reason: null } : frames.health());
@@ -242,6 +261,8 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
   runningResult = () => jobs.current()?.current_run?.result_id ?? null;
   // A test process of the run the crash interrupted may still be alive: end it.
   await Promise.all((await jobs.recover()).map((pid) => endStaleTestProcess(pid, cfg.runner.kill_grace_secs * 1000)));
+  // Its folder, when it ran as another user: the test's files given back, the folder taken back (as after every run).
+  if (testUser) await reclaimInterruptedRuns(path.join(dataDir, 'results'), testUser, cfg.runner.python, logger);
 
   const reservations = new ReservationService({
     store: new StateReservationStore(state),
@@ -289,6 +310,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
   undo.push(() => health.stop());
   const stream = new EventStream(hub, {
     maxClients: cfg.events.max_clients,
+    maxPerCaller: cfg.events.max_clients_per_caller,
     heartbeatMs: cfg.events.heartbeat_secs * 1000,
     maxBacklogBytes: cfg.events.max_client_backlog_bytes,
     logger: logger.child({ module: 'event-stream' }),
@@ -399,6 +421,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
       await results.close();
       webhooks.close();
       await lock.release();
+      restoreUmask?.();
       step('done');
     })());
   return { url, server, services, readiness: () => readiness.check(), healthCheck: checks, uploader, ...(portalLink && { portalLink }), stop };
@@ -420,6 +443,61 @@ async function waitForFirstFrame(frames: FrameSource, readiness: ReadinessChecks
     clearTimeout(timer);
   }
   logger.warn({ wait_secs: secs, reason: readiness.capture().detail }, `no frame within ${secs} s of start (capture.first_frame_wait_secs): starting anyway, offline`);
+}
+
+/** Run folders a crash left shared with the test user: swept and taken back, as the runner does after a run. */
+async function reclaimInterruptedRuns(resultsDir: string, user: TestUser, python: string, logger: Logger): Promise<void> {
+  const dirs = await unsweptRunDirs(resultsDir, user.gid);
+  if (dirs.length === 0) return;
+  try {
+    const r = await sweepAfterRun(user, python, dirs);
+    for (const d of dirs) await reclaimResultDir(d);
+    logger.warn({ folders: dirs.length, errors: r.errors }, `took back ${dirs.length} run folder(s) a crash left shared with ${user.name}`);
+  } catch (err) {
+    logger.error({ err, folders: dirs }, `could not take back the run folders a crash left shared with ${user.name}`);
+  }
+}
+
+/** Capability numbers (linux/capability.h) a daemon that is not root needs to run tests as another user. */
+const NEEDED_CAPS = { CAP_KILL: 5, CAP_SETGID: 6, CAP_SETUID: 7 } as const;
+
+/**
+ * `runner.run_tests_as` (src/runner/testUser.ts): the user exists and is not
+ * the daemon's; a daemon that is not root holds the capabilities setpriv needs
+ * (ambient, so they reach it) and is in the user's group; the daemon's umask
+ * becomes 027; the data directory is laid out for the test user; processes
+ * a crash left of that user are killed; and, as that user, the portal
+ * credential, tokens.json and state.json are unreadable and the farmhand
+ * package importable. Anything else is a StartupError (EX_CONFIG).
+ */
+async function setUpTestUser(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>, onUmask: (restore: () => void) => void): Promise<TestUser> {
+  const name = cfg.runner.run_tests_as!;
+  const bad = (why: string) => new StartupError(`runner.run_tests_as: ${why}`, EX_CONFIG);
+  const user = await resolveTestUser(name);
+  if (typeof user === 'string') throw bad(user);
+  if (process.getuid?.() !== 0) {
+    const status = await readFile('/proc/self/status', 'utf8').catch(() => '');
+    const ambient = BigInt(`0x${/^CapAmb:\s*([0-9a-f]+)/m.exec(status)?.[1] ?? '0'}`);
+    const missing = Object.entries(NEEDED_CAPS).filter(([, bit]) => (ambient & (1n << BigInt(bit))) === 0n).map(([n]) => n);
+    if (missing.length) throw bad(`the daemon is not root and lacks ${missing.join(', ')} as ambient capabilities (systemd: AmbientCapabilities=CAP_SETUID CAP_SETGID CAP_KILL)`);
+    if (!process.getgroups?.().includes(user.gid)) throw bad(`the daemon's user must be in ${name}'s group (gid ${user.gid}) to share the run folders with it (systemd: SupplementaryGroups=${name})`);
+  }
+  // The daemon's umask, put back when it stops (tests start several daemons in one process).
+  const old = process.umask(0o027);
+  const restore = () => process.umask(old);
+  onUmask(restore);
+  undo.push(restore);
+  const open = await prepareDataDir(cfg.data_dir, user);
+  if (open.length) logger.warn({ files: open }, `files in the data directory that ${name} may read and the daemon may not change (not its own): give them to the daemon's user or remove them`);
+  await killTestUserProcesses(user, cfg.runner.python).catch((e: unknown) => {
+    throw bad(`cannot run ${cfg.runner.python} as ${name} through setpriv: ${(e as Error).message}`);
+  });
+  const secrets = [...(cfg.portal ? [cfg.portal.node_credential_file] : []), tokensFile(cfg.data_dir), path.join(cfg.data_dir, 'state.json')];
+  const probe = await probeTestUser(user, cfg.runner.python, path.join(projectRoot, 'python'), secrets);
+  if (probe.pythonError) throw bad(`${name} cannot run ${cfg.runner.python} with farmhand's Python package (${path.join(projectRoot, 'python')}): ${probe.pythonError}`);
+  if (probe.readable.length) throw bad(`${name} can read ${probe.readable.join(', ')}: make it readable by the daemon's user only (e.g. chmod 0600, or 0640 with a group ${name} is not in)`);
+  logger.info({ user: name, uid: user.uid, gid: user.gid }, 'tests run as another user');
+  return user;
 }
 
 /** The node credential `farmhand farm node add` printed, from `portal.node_credential_file`. */
@@ -466,7 +544,7 @@ function answerStarting(req: IncomingMessage, res: ServerResponse): void {
         ? [503, { error: 'not_ready', message, ready: false, failed: ['startup'], checks: { startup: { ok: false, detail: 'starting up' } } }]
         : [503, { error: 'device_unavailable', message }];
   const text = JSON.stringify(body);
-  res.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(text), 'Cache-Control': 'no-store', ...(status === 503 && { 'Retry-After': '1' }) });
+  res.writeHead(status, { ...SECURITY_HEADERS, 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(text), 'Cache-Control': 'no-store', ...(status === 503 && { 'Retry-After': '1' }) });
   res.end(req.method === 'HEAD' ? undefined : text);
 }
 

@@ -48,6 +48,16 @@ export const configSchema = z.strictObject({
       stop_response_secs: z.number().positive().default(20),
       /** Cap on what one run may write to stdout+stderr; the rest is dropped and the logs say so. */
       max_output_bytes: z.number().int().positive().default(64 * 1024 * 1024),
+      /**
+       * Run test scripts as this user (a dedicated one, e.g. `farmhand-test`), not as the daemon's:
+       * they cannot read the portal credential, tokens.json or the data directory. Needs setpriv and,
+       * for a daemon that is not root, CAP_SETUID, CAP_SETGID and CAP_KILL and membership of the
+       * user's group (docs/configuration.md, "Running tests as another user"). Unset: the daemon's user.
+       */
+      run_tests_as: z
+        .string()
+        .regex(/^[a-z_][a-z0-9_-]{0,31}$/, 'a user name: lower-case letters, digits, "_" and "-", e.g. farmhand-test')
+        .optional(),
     })
     .prefault({}),
   capture: z
@@ -130,6 +140,8 @@ export const configSchema = z.strictObject({
       buffer_size: z.number().int().min(1).max(1_000_000).default(1000),
       /** Most stream clients at once; one more gets a 503. */
       max_clients: z.number().int().min(1).max(10_000).default(64),
+      /** Most streams one caller (a token, or an address when not signed in) holds at once. */
+      max_clients_per_caller: z.number().int().min(1).max(10_000).default(8),
       /** A comment line this often keeps proxies from closing a quiet stream. */
       heartbeat_secs: z.number().positive().max(3600).default(15),
       /** A client that leaves this much unread is cut off (it reconnects and resumes). */
@@ -144,7 +156,12 @@ export const configSchema = z.strictObject({
       endpoints: z
         .array(
           z.strictObject({
-            url: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }),
+            url: z
+              .url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' })
+              .refine(
+                (u) => { const p = new URL(u); return p.username === '' && p.password === ''; },
+                "must not carry a user name or password (user:password@): fetch never sends them, so nothing would be delivered. Take them out of the URL; a receiver authenticates farmhand's deliveries by their webhook-signature header, made with this endpoint's secret (docs/events.md, \"Verifying a request\")",
+              ),
             secret: webhookSecret,
             /** Only these event types (e.g. ["run.finished"]); default all. */
             types: z.array(z.enum(EVENT_TYPES as [string, ...string[]])).min(1).optional(),

@@ -38,12 +38,13 @@ async function freeBytes(dir: string): Promise<number> {
 
 export class StoredResults {
   readonly dir: string;
-  private readonly reader = new ArtifactReader();
+  private readonly reader: ArtifactReader;
 
   constructor(
     private readonly o: { storageDir: string; index: FarmResults; pool: pg.Pool },
   ) {
     this.dir = resolve(o.storageDir);
+    this.reader = new ArtifactReader(undefined, this.dir);
   }
 
   get index(): FarmResults {

@@ -7,7 +7,10 @@ import type { Context, Middleware, Next } from 'koa';
 import type { TokenVerifier } from '../core/auth.js';
 import { authenticate, FORM_PATHS, guardApi, type DelegateRule } from './auth.js';
 import { formBody, jsonBody } from './body.js';
+import { refuseCrossSiteRequests } from './crossSite.js';
+import { rememberCredential } from './heldCredential.js';
 import { rateLimit, type RateLimitSettings } from './rateLimit.js';
+import { securityHeaders } from './securityHeaders.js';
 import type { Services } from './context.js';
 import { errorHandler } from './errors.js';
 import { openApiRouter } from './openapi/routes.js';
@@ -34,18 +37,21 @@ export interface AppOptions {
   delegate?: DelegateRule;
 }
 
-/** Order: (observe) -> errors -> paths -> who is calling -> rate limit -> auth required? -> body -> routes (outline's middleware order). */
+/** Order: (observe) -> security headers -> errors -> paths -> who is calling -> rate limit -> auth required? -> body -> routes (outline's middleware order). */
 export function createApp(s: Services, opts: AppOptions): Koa {
   const app = new Koa();
   app.proxy = false;
   // Koa's own error event would print a second time what errorHandler already logged.
   app.silent = true;
   if (opts.observe) app.use(opts.observe);
+  app.use(securityHeaders);
   app.use(errorHandler(s.logger));
   app.use(foldTrailingSlash);
   // People's sign-in sessions (src/web/session.ts): in memory, so a restart ends them.
   const sessions = new SessionStore(opts.tokens);
   app.use(authenticate(opts.tokens, sessions, opts.delegate));
+  app.use(refuseCrossSiteRequests({ publicUrl: s.publicUrl }));
+  app.use(rememberCredential(opts.tokens, sessions));
   // Long polls are exempt: a held request costs one promise listener, and clients retry them at once.
   const limit = rateLimit(opts.rateLimit);
   app.use((ctx, next): Promise<unknown> => (ctx.path.toLowerCase().endsWith('/await_completion') ? next() : limit(ctx, next)));

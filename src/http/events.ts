@@ -12,6 +12,12 @@
  * reconnects and resumes from the buffer); the hub never waits for it.
  * `close()` ends every stream, so the daemon's shutdown is not held.
  *
+ * Who may hold streams (docs/events.md, "Who gets a stream"): each caller (a token, or a session
+ * counted against its token; anyone not signed in by their address) holds at most `maxPerCaller`;
+ * callers not signed in hold at most half of `maxClients` together, so the other half is kept for
+ * people who are. A stream whose token is revoked, or whose session ends, is closed: at once when
+ * a session ends here (sign-out), else at the next check, every `revalidateMs`.
+ *
  * The events come from a source: the node's EventHub, or the farm's outbox
  * (src/farm/events.ts), whose resume point is read from PostgreSQL.
  */
@@ -20,11 +26,23 @@ import type { ServerResponse } from 'node:http';
 import { FarmError, invalid } from '../core/errors.js';
 import { EventHub, isEventId, type FarmEvent, type Resume, type Subscription } from '../core/events.js';
 import type { Logger } from '../core/ports.js';
+import { heldCredentialOf, type HeldCredential } from './heldCredential.js';
+
+/** Streams one caller may hold at once (events.max_clients_per_caller). */
+export const DEFAULT_MAX_PER_CALLER = 8;
+/** How often the credentials of open streams are checked again. */
+export const DEFAULT_REVALIDATE_MS = 1000;
 
 export interface EventStreamOptions {
   maxClients: number;
   heartbeatMs: number;
   maxBacklogBytes: number;
+  /** Streams one caller may hold (default {@link DEFAULT_MAX_PER_CALLER}). */
+  maxPerCaller?: number;
+  /** Streams callers not signed in may hold together (default half of `maxClients`, at least 1). */
+  maxAnonymous?: number;
+  /** How often open streams' credentials are checked again (default {@link DEFAULT_REVALIDATE_MS}). */
+  revalidateMs?: number;
   logger?: Logger;
 }
 
@@ -58,7 +76,10 @@ const hubSource = (hub: EventHub): EventStreamSource => ({
 
 interface Client {
   res: ServerResponse;
+  cred: HeldCredential;
   end(): void;
+  /** Its credential ended: say so in a comment line, then end. */
+  revoke(): void;
 }
 
 export class EventStream {
@@ -66,6 +87,10 @@ export class EventStream {
   private rejectedCount = 0;
   private droppedCount = 0;
   private closed = false;
+  /** Open streams per caller key, and of callers not signed in. */
+  private readonly perKey = new Map<string, number>();
+  private anonymous = 0;
+  private readonly revalidator: NodeJS.Timeout;
 
   private readonly source: EventStreamSource;
 
@@ -74,6 +99,27 @@ export class EventStream {
     private readonly o: EventStreamOptions,
   ) {
     this.source = source instanceof EventHub ? hubSource(source) : source;
+    this.revalidator = setInterval(() => this.revalidate(), o.revalidateMs ?? DEFAULT_REVALIDATE_MS);
+    this.revalidator.unref();
+  }
+
+  /** Streams that callers not signed in may hold together: half, the rest kept for people who are signed in. */
+  get maxAnonymous(): number {
+    return this.o.maxAnonymous ?? Math.max(1, Math.floor(this.o.maxClients / 2));
+  }
+
+  /** End every stream whose token was revoked or whose session ended. */
+  revalidate(): void {
+    for (const c of [...this.clients]) {
+      let ok = false;
+      try {
+        ok = c.cred.valid();
+      } catch {
+        // A verifier that cannot answer: keep the stream; the next check asks again.
+        ok = true;
+      }
+      if (!ok) c.revoke();
+    }
   }
 
   /** Stream clients connected now. */
@@ -102,7 +148,8 @@ export class EventStream {
       if (lastId !== undefined && !this.source.isEventId(lastId)) {
         throw invalid(`last_event_id / Last-Event-ID: ${JSON.stringify(lastId.slice(0, 40))} is not an event id; send the id: of the last event received (e.g. "${this.source.exampleId()}"), or none`);
       }
-      this.admit(ctx);
+      const cred = heldCredentialOf(ctx);
+      this.admit(ctx, cred);
       if (ctx.method === 'HEAD') {
         // The router answers HEAD with the GET route: the headers alone, no stream held open.
         ctx.status = 200;
@@ -116,7 +163,7 @@ export class EventStream {
       try {
         const got = this.source.since(lastId);
         resume = got instanceof Promise ? await got : got;
-        if (got instanceof Promise) this.admit(ctx); // again: the limit or a shutdown may have come meanwhile
+        if (got instanceof Promise) this.admit(ctx, cred); // again: the limit or a shutdown may have come meanwhile
       } catch (err) {
         feed.sub.close();
         if (err instanceof FarmError) throw err;
@@ -125,28 +172,40 @@ export class EventStream {
       }
       ctx.status = 200;
       ctx.respond = false;
-      this.open(ctx.res, resume, feed);
+      this.open(ctx.res, resume, feed, cred);
     });
     return r;
   }
 
-  /** Throws the 503s: shutting down, or `maxClients` connected. */
-  private admit(ctx: { set(k: string, v: string): void }): void {
+  /** Throws the 503s: shutting down, `maxClients` connected, this caller's share or the share of callers not signed in used up. */
+  private admit(ctx: { set(k: string, v: string): void }, cred: HeldCredential): void {
     if (this.closed) throw new FarmError('device_unavailable', 'farmhand is shutting down; reconnect in a few seconds');
-    if (this.clients.size >= this.o.maxClients) {
+    const refuse = (message: string) => {
       this.rejectedCount++;
       ctx.set('Retry-After', '10');
-      throw new FarmError('device_unavailable', `too many event-stream clients (${this.o.maxClients}); close one, or raise events.max_clients in the config`);
+      return new FarmError('device_unavailable', message);
+    };
+    if (this.clients.size >= this.o.maxClients) {
+      throw refuse(`too many event-stream clients (${this.o.maxClients}); close one, or raise events.max_clients in the config`);
+    }
+    const mine = this.perKey.get(cred.key) ?? 0;
+    const perCaller = this.o.maxPerCaller ?? DEFAULT_MAX_PER_CALLER;
+    if (mine >= perCaller) {
+      throw refuse(`this caller already holds ${mine} event streams, the most one may (events.max_clients_per_caller); close one (one stream carries every event)`);
+    }
+    if (!cred.authenticated && this.anonymous >= this.maxAnonymous) {
+      throw refuse(`the event streams open to callers that are not signed in (${this.maxAnonymous}) are in use; sign in (or send 'Authorization: token <token>') to use the ones kept for signed-in people, or retry later`);
     }
   }
 
   /** End every stream (the daemon is stopping); later requests get a 503. */
   close(): void {
     this.closed = true;
+    clearInterval(this.revalidator);
     for (const c of [...this.clients]) c.end();
   }
 
-  private open(res: ServerResponse, resume: StreamResume, feed: Feed): void {
+  private open(res: ServerResponse, resume: StreamResume, feed: Feed, cred: HeldCredential): void {
     res.socket?.setTimeout(0);
     res.socket?.setNoDelay(true);
     res.writeHead(200, {
@@ -170,21 +229,39 @@ export class EventStream {
         res.destroy();
       }
     };
+    let unwatch = (): void => undefined;
     const cleanup = () => {
       if (done) return;
       done = true;
       clearInterval(heartbeat);
       sub.close();
-      this.clients.delete(client);
+      unwatch();
+      if (this.clients.delete(client)) {
+        const n = (this.perKey.get(cred.key) ?? 1) - 1;
+        if (n > 0) this.perKey.set(cred.key, n);
+        else this.perKey.delete(cred.key);
+        if (!cred.authenticated) this.anonymous--;
+      }
     };
     const client: Client = {
       res,
+      cred,
       end: () => {
         cleanup();
         res.end();
       },
+      revoke: () => {
+        if (done) return;
+        this.o.logger?.info({ caller: cred.key }, 'event stream closed: its token was revoked or its session ended');
+        if (!res.destroyed) res.write(': the credential of this stream was revoked or its session ended; reconnect with a valid one\n\n');
+        client.end();
+      },
     };
     this.clients.add(client);
+    this.perKey.set(cred.key, (this.perKey.get(cred.key) ?? 0) + 1);
+    if (!cred.authenticated) this.anonymous++;
+    unwatch = cred.onEnd(() => client.revoke());
+    if (done) unwatch();
     write(': farmhand event stream\nretry: 2000\n\n');
     if (resume.missed) {
       const m = resume.missed;

@@ -12,6 +12,7 @@ import { lookup } from 'mime-types';
 import parseRange from 'range-parser';
 import { FarmError } from '../core/errors.js';
 import { openRegular } from '../storage/safeFile.js';
+import { ARTIFACT_CSP } from './securityHeaders.js';
 
 /** Content types for the files test runs leave behind that mime-types does not know as text. */
 const EXTRA_TYPES: Record<string, string> = {
@@ -29,7 +30,18 @@ export function contentTypeFor(name: string): string {
   return t.startsWith('text/') ? `${t}; charset=utf-8` : t;
 }
 
+/**
+ * Serve a file a test run left (or the run's own log and screenshot) with its
+ * type, in the artifact sandbox: a browser that opens it as a page (an HTML
+ * report, an SVG) shows it with an opaque origin and runs none of its script,
+ * whatever the file holds (src/http/securityHeaders.ts `ARTIFACT_CSP`). Every
+ * type gets it, not only the active ones (HTML, SVG, XML, XHTML, script): a
+ * list of active types misses the next one, and an image, a video or text
+ * shows the same under it.
+ */
 export async function sendFile(ctx: Context, file: { path: string; size: number; mtime: Date }, name: string): Promise<void> {
+  ctx.set('Content-Security-Policy', ARTIFACT_CSP);
+  ctx.set('X-Content-Type-Options', 'nosniff');
   ctx.set('Accept-Ranges', 'bytes');
   ctx.set('Last-Modified', file.mtime.toUTCString());
   ctx.type = contentTypeFor(name);
@@ -66,7 +78,7 @@ export async function sendFile(ctx: Context, file: { path: string; size: number;
  */
 export async function openServed(path: string): Promise<FileHandle> {
   return openRegular(path).catch((e: NodeJS.ErrnoException) => {
-    if (e.code === 'ENOENT' || e.code === 'ENOTREG' || e.code === 'ELOOP') throw new FarmError('not_found', 'the file is gone or is no longer a regular file');
+    if (e.code === 'ENOENT' || e.code === 'ENOTREG' || e.code === 'ELOOP' || e.code === 'EMLINK') throw new FarmError('not_found', 'the file is gone or is no longer a regular file');
     throw e;
   });
 }

@@ -6,7 +6,7 @@
  */
 import type Router from '@koa/router';
 import { constants } from 'node:fs';
-import { open, type FileHandle } from 'node:fs/promises';
+import { open, realpath, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import type { Transform } from 'node:stream';
 import parseRange from 'range-parser';
@@ -41,9 +41,16 @@ export function runInProgress(ctx: Context, s: Services): { result_id: string; t
  * The log of the run in progress, as much as is written now. The test writes
  * in the same folder and could have put anything there under the log's name:
  * opened without following links and without blocking, and served only when
- * it is a regular file.
+ * it is a regular file with one name, in the run's own folder (not one the
+ * test put a symlink in place of: `<results>/<hex>/<num>/<stamp>` must be its
+ * real path, as for a finished result's files).
  */
 async function sendLiveLog(ctx: Context, dir: string, transform: Transform | undefined): Promise<void> {
+  const home = path.resolve(dir, '../../..');
+  const [realDir, realHome] = await Promise.all([realpath(dir).catch(() => undefined), realpath(home).catch(() => undefined)]);
+  if (realDir === undefined || realHome === undefined || realDir !== path.join(realHome, path.relative(home, dir))) {
+    throw new FarmError('not_found', 'the run in progress has no readable log');
+  }
   let fh: FileHandle | undefined;
   try {
     fh = await open(path.join(dir, 'farmhand.log'), constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
@@ -52,7 +59,7 @@ async function sendLiveLog(ctx: Context, dir: string, transform: Transform | und
     if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw new FarmError('not_found', 'the run in progress has no readable log');
   }
   const st = await fh?.stat().catch(() => undefined);
-  if (fh && !st?.isFile()) {
+  if (fh && (!st?.isFile() || st.nlink > 1)) {
     await fh.close();
     throw new FarmError('not_found', 'the run in progress has no readable log');
   }

@@ -15,6 +15,9 @@
  * - Every attempt is signed anew (its own `webhook-timestamp`) with the same
  *   `webhook-id`, the event id, which receivers use to drop duplicates.
  * - `close()` aborts what is in flight and forgets what waits (logged).
+ * - No URL is logged with its credentials or query (a query may carry a receiver's key): the endpoint is
+ *   named without them, and a failed attempt's error text (undici's messages quote the whole URL) passes
+ *   through {@link redactUrls}. The config refuses `user:password@` in a URL (src/config/schema.ts).
  */
 import { Webhook } from 'standardwebhooks';
 import type { EventHub, FarmEvent, Subscription } from '../core/events.js';
@@ -127,8 +130,7 @@ class Endpoint {
   ) {
     this.signer = new Webhook(cfg.secret);
     this.types = cfg.types ? new Set(cfg.types) : undefined;
-    const u = new URL(cfg.url);
-    this.shownUrl = `${u.protocol}//${u.host}${u.pathname}`;
+    this.shownUrl = shownUrl(cfg.url);
     this.log = o.logger.child({ webhook: this.shownUrl });
   }
 
@@ -237,7 +239,23 @@ class Endpoint {
 
 function describe(err: unknown): string {
   const e = err as { message?: string; cause?: { code?: string; message?: string } };
-  return e.cause?.code ?? e.cause?.message ?? e.message ?? String(err);
+  return redactUrls(e.cause?.code ?? e.cause?.message ?? e.message ?? String(err));
+}
+
+/** A URL as logs show it: scheme, host and path; never user, password, query or fragment. */
+export function shownUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.protocol}//${u.host}${u.pathname}`;
+  } catch {
+    return '[a URL that does not parse]';
+  }
+}
+
+/** Every URL inside a text (an error message that quotes one) shown as {@link shownUrl} does. */
+export function redactUrls(text: string): string {
+  // A URL's last character is not punctuation that ends the sentence around it.
+  return text.replace(/[a-z][a-z0-9+.-]*:\/\/[^\s"'<>]*[^\s"'<>.,;:!?)\]]/gi, shownUrl);
 }
 
 /** Resolves after `ms`, or at once when `signal` aborts; the timer never keeps the process alive. */

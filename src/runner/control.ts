@@ -13,6 +13,13 @@
  *                                 followed by exactly N raw bytes
  *   {"id":3,"op":"log","text":"match images/ok.png: ..."}  -> {"id":3,"ok":true}
  *                                 a line for the run's log (matches, from Python)
+ *   {"id":4,"op":"next_frame","after_seq":41,"timeout_ms":10000}
+ *                              -> like get_frame, for the first frame whose seq is above
+ *                                 after_seq (at once when there is one; without after_seq, the
+ *                                 next frame captured), or {"id":4,"ok":true,"none":true}
+ *                                 when none came within timeout_ms (at most 60000)
+ *   {"id":5,"op":"press","key":"KEY_UP","hold_ms":60000,"hold_id":"h1"}, then from another
+ *   connection {"id":1,"op":"release","hold_id":"h1"} -> the hold ends early and both answer ok
  *   failures                   -> {"id":..,"ok":false,"error":"<code>","message":"..."}
  *
  * A connection is read only while no request of it is being answered, and an
@@ -20,7 +27,7 @@
  * pipelines garbage or stops reading only stalls itself. Nothing a client
  * sends can throw out of here.
  */
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { chmod, chown, mkdtemp, rm } from 'node:fs/promises';
 import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -37,6 +44,16 @@ export const MAX_REQUEST_BYTES = 64 * 1024;
 const MAX_CONNECTIONS = 16;
 /** sockaddr_un.sun_path holds 108 bytes with the final NUL. */
 const MAX_SOCKET_PATH = 107;
+/** Frames kept for a `next_frame` reader that falls behind: 8 frames, 320 ms at 25 fps (22 MB at 720p). */
+const KEPT_FRAMES = 8;
+/** Frames stop being kept this long after the last `next_frame` answer. */
+const KEEP_IDLE_MS = 2000;
+/** Releases remembered for presses that have not arrived yet. */
+const MAX_EARLY_RELEASES = 64;
+/** Longest wait of one `next_frame` request (the client asks again). */
+const MAX_NEXT_FRAME_WAIT_MS = 60_000;
+/** How often `next_frame` looks for a frame when the source cannot say when one arrives. */
+const NEXT_FRAME_POLL_MS = 5;
 
 /** A raw frame: rgb24, `width * height * 3` bytes, row by row (capture's RawFrame fits). */
 export interface ControlFrame {
@@ -54,9 +71,20 @@ export interface ControlServerOptions {
   keys: { press(key: string, opts: PressOptions): Promise<void>; readonly transportUri?: string };
   /** A frame the caller may keep, or undefined when capture is offline (FfmpegFrameSource.latestFrame). */
   latestFrame: () => ControlFrame | undefined;
+  /**
+   * Calls `listener` whenever new frames were captured; returns the function that stops the calls
+   * (FfmpegFrameSource.onFrames). Lets `next_frame` answer as a frame arrives; without it, it polls.
+   */
+  onFrames?: (listener: () => void) => () => void;
   logger?: Logger;
   /** Where the per-run socket folders go; default os.tmpdir(). */
   tmpDir?: string;
+  /**
+   * Tests run as another user (`runner.run_tests_as`): the socket's folder and
+   * the socket are given to this group (the test user's), so that user can
+   * connect, and no one else but the daemon.
+   */
+  group?: number;
 }
 
 interface RunInfo {
@@ -103,6 +131,14 @@ class ControlChannel implements RunControlChannel {
   private closing: Promise<void> | undefined;
   private listener: ((text: string) => void) | undefined;
   private readonly seen: InfrastructureFault[] = [];
+  /** Holds that a `release` may end early, by the client's `hold_id`. */
+  private readonly holds = new Map<string, AbortController>();
+  /** Frames kept for `next_frame` readers, oldest first (see keepFrames). */
+  private kept: ControlFrame[] = [];
+  private stopKeeping: (() => void) | undefined;
+  private lastNextFrame = 0;
+  /** Releases that came before their press (the client sends both at once from two connections). */
+  private readonly releasedEarly = new Set<string>();
 
   constructor(
     private readonly o: ControlServerOptions,
@@ -125,7 +161,15 @@ class ControlChannel implements RunControlChannel {
       });
     });
     this.server.on('error', (err) => this.log?.error({ err }, 'control socket error'));
-    await chmod(this.socketPath, 0o600);
+    if (this.o.group === undefined) {
+      await chmod(this.socketPath, 0o600);
+      return;
+    }
+    // Connecting needs search on the folder and write on the socket; listing the folder is not needed.
+    await chown(this.socketPath, -1, this.o.group);
+    await chmod(this.socketPath, 0o660);
+    await chown(this.dir, -1, this.o.group);
+    await chmod(this.dir, 0o710);
   }
 
   onEvent(listener: ((text: string) => void) | undefined): void {
@@ -149,6 +193,7 @@ class ControlChannel implements RunControlChannel {
   close(): Promise<void> {
     this.closing ??= (async () => {
       this.abort.abort(new FarmError('device_unavailable', 'the test run has ended'));
+      this.stopKeeping?.();
       for (const s of this.sockets) s.destroy();
       await new Promise<void>((resolve) => this.server.close(() => resolve()));
       await rm(this.dir, { recursive: true, force: true });
@@ -219,7 +264,9 @@ class ControlChannel implements RunControlChannel {
       if (r.op === 'press') return await this.press(id, r);
       if (r.op === 'get_frame') return this.frame(id);
       if (r.op === 'log') return this.logLine(id, r);
-      throw new FarmError('invalid_request', `unknown op ${JSON.stringify(r.op)}; use "press", "get_frame" or "log"`);
+      if (r.op === 'next_frame') return await this.nextFrame(id, r);
+      if (r.op === 'release') return this.release(id, r);
+      throw new FarmError('invalid_request', `unknown op ${JSON.stringify(r.op)}; use "press", "get_frame", "next_frame", "release" or "log"`);
     } catch (e) {
       if (!isFarmError(e)) this.log?.error({ err: e }, 'control request failed');
       return failure(id, e);
@@ -228,25 +275,132 @@ class ControlChannel implements RunControlChannel {
 
   private async press(id: number | string | null, r: Record<string, unknown>): Promise<Answer> {
     if (typeof r.key !== 'string') throw new FarmError('invalid_request', 'press needs "key": a key name such as "KEY_OK"');
-    const hold = r.hold_ms ?? 0;
-    if (typeof hold !== 'number') throw new FarmError('invalid_request', '"hold_ms" must be a number of milliseconds');
+    const holdMs = r.hold_ms ?? 0;
+    if (typeof holdMs !== 'number') throw new FarmError('invalid_request', '"hold_ms" must be a number of milliseconds');
+    let hold: number = holdMs;
     if (this.run.remote === null) {
       throw new FarmError('invalid_request', 'this run has no remote control: the test pack has no config/remote-control/*.lircd.conf');
     }
     // Logged as it starts, so the line's time is when the IR goes out (to read the video against the log).
-    const what = `press ${r.key}${hold > 0 ? ` (hold ${hold} ms)` : ''} remote=${this.run.remote} transport=${this.o.keys.transportUri ?? 'unknown'}`;
+    const holdId = r.hold_id;
+    if (holdId !== undefined && (typeof holdId !== 'string' || holdId === '' || holdId.length > 100)) {
+      throw new FarmError('invalid_request', '"hold_id" must be a string of 1 to 100 characters');
+    }
+    if (holdId !== undefined && this.holds.has(holdId)) throw new FarmError('invalid_request', `hold_id ${JSON.stringify(holdId)} is already held`);
+    if (holdId !== undefined && this.releasedEarly.delete(holdId)) hold = 0; // released before it began: a plain press
+    const held = holdId === undefined ? undefined : new AbortController();
+    const signal = held ? AbortSignal.any([this.abort.signal, held.signal]) : this.abort.signal;
+    if (held) this.holds.set(holdId as string, held);
+    const what = `press ${r.key}${hold > 0 ? ` (hold ${holdId === undefined ? `${hold} ms` : 'until released'})` : ''} remote=${this.run.remote} transport=${this.o.keys.transportUri ?? 'unknown'}`;
     this.event(what);
     try {
-      await this.o.keys.press(r.key, { remote: this.run.remote, testPackSha: this.run.testPackSha, holdMs: hold, signal: this.abort.signal });
+      await this.o.keys.press(r.key, { remote: this.run.remote, testPackSha: this.run.testPackSha, holdMs: hold, signal });
     } catch (e) {
+      if (held?.signal.aborted && !this.abort.signal.aborted) {
+        this.event(`release ${r.key}`);
+        return { header: { id, ok: true, released: true } };
+      }
       this.event(`${what}: failed: ${isFarmError(e) ? `${e.code}: ${e.message}` : 'internal error'}`);
       // The transport could not send (blaster unplugged or silent): the node's fault, unless the run is ending anyway.
       if (isFarmError(e) && e.code === 'device_unavailable' && !this.abort.signal.aborted) {
         this.seen.push({ kind: 'ir_transport', detail: `IR transport failed during a key press (${r.key}): ${e.message}` });
       }
       throw e;
+    } finally {
+      if (holdId !== undefined) this.holds.delete(holdId);
     }
     return { header: { id, ok: true } };
+  }
+
+  /** End a hold started with `hold_id` (pressing() in Python); releasing one that has ended is not an error. */
+  private release(id: number | string | null, r: Record<string, unknown>): Answer {
+    if (typeof r.hold_id !== 'string') throw new FarmError('invalid_request', 'release needs "hold_id": the one given to press');
+    const held = this.holds.get(r.hold_id);
+    if (held) held.abort(new FarmError('invalid_request', 'released'));
+    else if (this.releasedEarly.size < MAX_EARLY_RELEASES) this.releasedEarly.add(r.hold_id);
+    return { header: { id, ok: true } };
+  }
+
+  /** The first frame newer than `after_seq`, waiting up to `timeout_ms` for it. */
+  private async nextFrame(id: number | string | null, r: Record<string, unknown>): Promise<Answer> {
+    const after = r.after_seq;
+    if (after !== undefined && (typeof after !== 'number' || !Number.isFinite(after))) throw new FarmError('invalid_request', '"after_seq" must be a number: the seq of the last frame you have');
+    const t = r.timeout_ms ?? 10_000;
+    if (typeof t !== 'number' || !(t >= 0)) throw new FarmError('invalid_request', '"timeout_ms" must be a number of milliseconds');
+    const timeoutMs = Math.min(t, MAX_NEXT_FRAME_WAIT_MS);
+    let floor = after;
+    if (floor === undefined) {
+      const now = this.o.latestFrame();
+      if (!now) throw new FarmError('device_unavailable', 'capture is offline: no frame to give');
+      floor = now.seq ?? -1;
+    }
+    this.keepFrames();
+    const newer = (): ControlFrame | undefined => {
+      // The oldest kept frame after the floor first: a client that fell behind for a moment catches up.
+      const kept = this.kept.find((k) => k.seq !== undefined && k.seq > (floor));
+      if (kept) return kept;
+      const f = this.o.latestFrame();
+      return f && (f.seq === undefined || f.seq > (floor)) ? f : undefined;
+    };
+    let f = newer();
+    if (!f && timeoutMs > 0) {
+      f = await new Promise<ControlFrame | undefined>((resolve) => {
+        let stop = (): void => undefined;
+        const finish = (frame: ControlFrame | undefined) => {
+          clearTimeout(timer);
+          stop();
+          this.abort.signal.removeEventListener('abort', onAbort);
+          resolve(frame);
+        };
+        const check = () => {
+          const frame = newer();
+          if (frame) finish(frame);
+        };
+        const onAbort = () => finish(undefined);
+        const timer = setTimeout(() => finish(undefined), timeoutMs);
+        this.abort.signal.addEventListener('abort', onAbort, { once: true });
+        if (this.o.onFrames) stop = this.o.onFrames(check);
+        else {
+          const poll = setInterval(check, NEXT_FRAME_POLL_MS);
+          stop = () => clearInterval(poll);
+        }
+      });
+    }
+    if (this.abort.signal.aborted) throw new FarmError('device_unavailable', 'the test run has ended');
+    if (!f) return { header: { id, ok: true, none: true } };
+    // What the client has now is no longer needed.
+    const given = f.seq;
+    if (given !== undefined) this.kept = this.kept.filter((k) => k.seq !== undefined && k.seq > given);
+    this.lastNextFrame = performance.now();
+    return this.frameAnswer(id, f);
+  }
+
+  /**
+   * While a client reads frames one after another (`next_frame`), keep copies of the last
+   * KEPT_FRAMES frames, so a client that is late for a moment (a busy machine, a slow check) gets
+   * the frames in between instead of skipping to the newest. Stops KEEP_IDLE_MS after the last
+   * `next_frame` answer; only with a source that says when frames arrive.
+   */
+  private keepFrames(): void {
+    this.lastNextFrame = performance.now();
+    if (this.stopKeeping || !this.o.onFrames || this.abort.signal.aborted) return;
+    const unsubscribe = this.o.onFrames(() => {
+      const f = this.o.latestFrame();
+      const last = this.kept[this.kept.length - 1];
+      if (!f || f.seq === undefined || (last?.seq !== undefined && f.seq <= last.seq)) return;
+      this.kept.push(f);
+      if (this.kept.length > KEPT_FRAMES) this.kept.shift();
+    });
+    const idle = setInterval(() => {
+      if (performance.now() - this.lastNextFrame > KEEP_IDLE_MS) this.stopKeeping?.();
+    }, KEEP_IDLE_MS / 2);
+    idle.unref();
+    this.stopKeeping = () => {
+      unsubscribe();
+      clearInterval(idle);
+      this.kept = [];
+      this.stopKeeping = undefined;
+    };
   }
 
   private logLine(id: number | string | null, r: Record<string, unknown>): Answer {
@@ -258,6 +412,10 @@ class ControlChannel implements RunControlChannel {
   private frame(id: number | string | null): Answer {
     const f = this.o.latestFrame();
     if (!f) throw new FarmError('device_unavailable', 'capture is offline: no frame to give');
+    return this.frameAnswer(id, f);
+  }
+
+  private frameAnswer(id: number | string | null, f: ControlFrame): Answer {
     const bytes = f.width * f.height * 3;
     if (f.data.length !== bytes) throw new Error(`frame of ${f.width}x${f.height} has ${f.data.length} bytes, not ${bytes}`);
     const extra = { ...(f.seq !== undefined && { seq: f.seq }), ...(f.at !== undefined && { at: f.at }) };

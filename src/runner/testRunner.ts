@@ -6,18 +6,20 @@
  * process group is gone and every file is written.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, realpath, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { classifyOutcome, infrastructureReason } from '../core/infrastructure.js';
 import type { RunOutcome } from '../core/model.js';
 import type { Logger, TestRunner, TestRunSpec } from '../core/ports.js';
 import { writeFileAtomic } from '../storage/atomic.js';
+import { HeldRunDir } from '../storage/runDir.js';
 import { projectRoot } from '../version.js';
 import { exitStatusOf } from './exec.js';
 import { decideOutcome, readReport, STOPPED_REASON, timeoutReason, type ProcessEnd } from './outcome.js';
 import { groupAlive, killEscapedProcesses, processStartTicks, terminateGroup } from './processGroup.js';
 import { RunLogs } from './runLogs.js';
+import { asTestUser, giveToTest, prepareRun, reclaimResultDir, sweepAfterRun, type TestUser } from './testUser.js';
 
 export interface ProcessTestRunnerOptions {
   /** The interpreter; default `/usr/bin/python3`. */
@@ -33,6 +35,10 @@ export interface ProcessTestRunnerOptions {
   logger?: Logger;
   /** Where the per-run config and report files go (never the result folder); default os.tmpdir(). */
   tmpDir?: string;
+  /** Run tests as this user (`runner.run_tests_as`, src/runner/testUser.ts); default the daemon's own. */
+  testUser?: TestUser;
+  /** The node's id, as FARMHAND_NODE_ID: `stbt.get_config` reads `config/test-farm/<node_id>.conf` over the pack's stbt.conf. */
+  nodeId?: string;
 }
 
 /** The longest delay setTimeout accepts (about 24.8 days). */
@@ -55,6 +61,7 @@ export class ProcessTestRunner implements TestRunner {
     spec.control?.onEvent?.((text) => logs.event(text));
     let outcome: RunOutcome;
     let seconds = 0;
+    let held: HeldRunDir | undefined;
     // Written before the run (readers of a run in progress want them) and again when it is sealed (the test may have replaced them).
     const identity = {
       'test-name': spec.testCase,
@@ -63,10 +70,13 @@ export class ProcessTestRunner implements TestRunner {
       'farmhand-version.log': this.o.version,
     };
     try {
+      // Before the test starts: the folder as it is now is the run's, whatever the test does to the name.
+      held = await HeldRunDir.hold(spec.resultDir);
+      if (this.o.testUser) await prepareRun({ resultDir: spec.resultDir, work, checkoutDir: spec.checkoutDir }, this.o.testUser);
       await this.writeFiles(spec.resultDir, identity);
-      logs.tool(`Running ${spec.testCase} at ${spec.testPackSha}`);
+      logs.tool(`Running ${spec.testCase} at ${spec.testPackSha}${this.o.testUser ? ` as user ${this.o.testUser.name}` : ''}`);
       const started = process.hrtime.bigint();
-      const end: ProcessEnd = signal.aborted ? { exitStatus: null, endedBy: 'stop' } : await this.execute(spec, signal, logs, work);
+      const end: ProcessEnd = signal.aborted ? { exitStatus: null, endedBy: 'stop' } : await this.execute(spec, signal, logs, work, held.realPath);
       seconds = Number(process.hrtime.bigint() - started) / 1e9;
       logs.endOfOutput();
       outcome = decideOutcome(end, await readReport(path.join(work, 'report.json')), spec.timeoutSecs, this.python);
@@ -78,8 +88,20 @@ export class ProcessTestRunner implements TestRunner {
     } catch (e) {
       // The result folder could not be written (disk full, folder gone): the node's error, not a crash of the job.
       const kind = (e as NodeJS.ErrnoException).code === 'ENOSPC' ? 'disk_full' : 'runner_timeout';
+      // Whatever of the test may have started: ended, and its files given back (never throws).
+      if (this.o.testUser) await this.sweep(this.o.testUser, spec.resultDir, work, logs);
       outcome = { result: 'error', failure_reason: infrastructureReason(kind, `could not run the test: ${(e as Error).message}`), traceback: null, exit_status: null };
       this.o.logger?.error({ err: e, dir: spec.resultDir }, 'test run failed to start or to write its files');
+    }
+    // Every process of the test is gone: before anything more is written into the folder by name (here and by
+    // the job: screenshot, video, result.json), the name must lead to the run's own folder (src/storage/runDir.ts).
+    const putRight = await held?.reclaim().catch((e: unknown) => {
+      this.o.logger?.error({ err: e, dir: spec.resultDir }, 'the result folder was replaced and could not be put back');
+      return `The result folder was replaced and could not be put back: ${(e as Error).message}`;
+    });
+    if (putRight) {
+      logs.tool(putRight);
+      this.o.logger?.warn({ dir: spec.resultDir, what: putRight }, 'the test replaced its result folder');
     }
     spec.control?.onEvent?.(undefined);
     await logs.close().catch((e: unknown) => this.o.logger?.error({ err: e, dir: spec.resultDir }, 'could not write the run logs'));
@@ -89,12 +111,31 @@ export class ProcessTestRunner implements TestRunner {
       'exit-status': outcome.exit_status === null ? '' : String(outcome.exit_status),
       'failure-reason': outcome.result === 'pass' ? '' : (outcome.failure_reason ?? ''),
     }).catch((e: unknown) => this.o.logger?.error({ err: e, dir: spec.resultDir }, 'could not write the run metadata'));
-    await rm(work, { recursive: true, force: true });
+    if (this.o.testUser) {
+      await reclaimResultDir(spec.resultDir).catch((e: unknown) => this.o.logger?.error({ err: e, dir: spec.resultDir }, "could not take the result folder back from the test's user"));
+    }
+    await rm(work, { recursive: true, force: true }).catch((e: unknown) => this.o.logger?.error({ err: e, dir: work }, 'could not remove the run\'s work folder'));
     return outcome;
   }
 
+  /**
+   * After a run as another user: every process of that user killed, its files
+   * in the result and work folders given to the daemon's reach (testUser.ts).
+   * A failure is logged in the run's log; the run's result stands.
+   */
+  private async sweep(user: TestUser, resultDir: string, work: string, logs: RunLogs): Promise<void> {
+    try {
+      const r = await sweepAfterRun(user, this.python, [resultDir, work]);
+      for (const e of r.errors) logs.tool(`Could not give a file of the test to the daemon: ${e}`);
+    } catch (e) {
+      logs.tool(`Could not end the processes of user ${user.name} or take back its files: ${(e as Error).message}`);
+      this.o.logger?.error({ err: e, dir: resultDir }, 'after-run sweep of the test user failed');
+    }
+  }
+
   /** Spawn the child, pump its output into the logs, and wait until its process group is gone. */
-  private async execute(spec: TestRunSpec, signal: AbortSignal, logs: RunLogs, work: string): Promise<ProcessEnd> {
+  /** @param cwdRoot the real path of the result folder, taken before the test started (not after: the test may have made it a symlink to anywhere). */
+  private async execute(spec: TestRunSpec, signal: AbortSignal, logs: RunLogs, work: string, cwdRoot: string): Promise<ProcessEnd> {
     const started = await this.start(spec, work, logs);
     if ('spawnError' in started) return { exitStatus: null, endedBy: null, spawnError: started.spawnError };
     const { child, pid, exit, closed } = started;
@@ -110,12 +151,13 @@ export class ProcessTestRunner implements TestRunner {
       end = await this.supervise(exit, pid, spec, signal, logs);
     } finally {
       // Whatever ended the run: nothing of it may write into the result folder once the result is sealed.
-      const cwdRoot = await realpath(spec.resultDir).catch(() => undefined);
       const escaped = await killEscapedProcesses(`FARMHAND_REPORT=${path.join(work, 'report.json')}`, { cwdRoot, since });
       if (escaped.length) {
         const shown = escaped.length > 20 ? `${escaped.slice(0, 20).join(', ')} ...` : escaped.join(', ');
         logs.tool(`Killed ${escaped.length} process(es) the test had detached from its process group (pids ${shown})`);
       }
+      // As another user: every process of that user (also one the search above cannot see), then its files given back.
+      if (this.o.testUser) await this.sweep(this.o.testUser, spec.resultDir, work, logs);
     }
     const timeout = new Promise<boolean>((resolve) => setTimeout(() => resolve(false), PIPE_CLOSE_MS).unref());
     if (!(await Promise.race([closed, timeout]))) {
@@ -138,7 +180,10 @@ export class ProcessTestRunner implements TestRunner {
   ): Promise<{ child: ChildProcess; pid: number; exit: Promise<number | null>; closed: Promise<boolean> } | { spawnError: Error }> {
     const configFile = path.join(work, 'config.json');
     await writeFile(configFile, JSON.stringify(spec.config));
-    const child = spawn(this.python, ['-m', 'farmhand.run', spec.testCase], {
+    if (this.o.testUser) await giveToTest(configFile, this.o.testUser);
+    const argv = [this.python, '-m', 'farmhand.run', spec.testCase];
+    const { cmd, args } = this.o.testUser ? asTestUser(this.o.testUser, argv) : { cmd: argv[0]!, args: argv.slice(1) };
+    const child = spawn(cmd, args, {
       cwd: spec.resultDir,
       env: this.env(spec, configFile, path.join(work, 'report.json')),
       detached: true, // setsid: the child leads a new process group that we can signal as a whole
@@ -194,9 +239,12 @@ export class ProcessTestRunner implements TestRunner {
       // No __pycache__ in the shared checkout or in farmhand's install folder.
       PYTHONDONTWRITEBYTECODE: '1',
       FARMHAND_TEST_PACK_DIR: spec.checkoutDir,
+      ...(this.o.nodeId !== undefined && { FARMHAND_NODE_ID: this.o.nodeId }),
       FARMHAND_CONFIG: configFile,
       // Unique per run: it also marks every descendant, so ones that leave the process group are found.
       FARMHAND_REPORT: reportFile,
+      // Another user's: a home of its own for the run (the daemon's is not writable to it), its own name.
+      ...(this.o.testUser && { HOME: path.dirname(reportFile), USER: this.o.testUser.name, LOGNAME: this.o.testUser.name }),
     };
   }
 

@@ -5,17 +5,24 @@
  * the new, never half.
  */
 import { randomBytes } from 'node:crypto';
-import { open, rename, rm } from 'node:fs/promises';
+import { lstat, open, rename, rm } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 
 const tempName = (file: string) => join(dirname(file), `.${basename(file)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
 
-/** Replace `file` with `data` (or chunks written in order) atomically and durably. */
-export async function writeFileAtomic(file: string, data: string | Uint8Array | Iterable<string | Uint8Array>): Promise<void> {
+/**
+ * Replace `file` with `data` (or chunks written in order) atomically and durably.
+ * `keepMode`: the new file gets the permission bits of the file it replaces
+ * (one an operator or the daemon closed to others stays closed, whatever the
+ * umask of the process writing it, e.g. `farmhand token create`).
+ */
+export async function writeFileAtomic(file: string, data: string | Uint8Array | Iterable<string | Uint8Array>, opts: { keepMode?: boolean } = {}): Promise<void> {
   const tmp = tempName(file);
+  const old = opts.keepMode ? await lstat(file).catch(() => undefined) : undefined;
   // 'wx': a fresh file, never something that already had the name (a FIFO would block the open).
   const fh = await open(tmp, 'wx', 0o644);
   try {
+    if (old?.isFile()) await fh.chmod(old.mode & 0o777);
     const chunks = typeof data === 'string' || data instanceof Uint8Array ? [data] : data;
     for (const c of chunks) await (typeof c === 'string' ? fh.write(c) : fh.write(c));
     await fh.sync();

@@ -25,11 +25,30 @@ export class NotRegularFileError extends Error {
   }
 }
 
-/** Open a regular file for reading; rejects (ELOOP, ENOTREG ...) for anything else. */
-export async function openRegular(file: string): Promise<FileHandle> {
+/**
+ * What a caller sees when the file has more than one name (a hard link): a test
+ * can give any file its user can read a second name in its result folder (the
+ * node's credential, another result's files, a token store), and serving that
+ * name would serve the file. A file farmhand or a test writes there has one name.
+ */
+export class LinkedFileError extends Error {
+  readonly code = 'EMLINK';
+  constructor(file: string, links: number) {
+    super(`${file} has ${links} names (a hard link); only a file with one name is served`);
+  }
+}
+
+/**
+ * Open a regular file for reading; rejects (ELOOP, ENOTREG ...) for anything
+ * else, and (EMLINK) for a file with more than one name unless `anyLinks`
+ * (files farmhand reads for itself, not to hand out: a report, a record).
+ */
+export async function openRegular(file: string, o: { anyLinks?: boolean } = {}): Promise<FileHandle> {
   const fh = await open(file, READ_FLAGS);
   try {
-    if (!(await fh.stat()).isFile()) throw new NotRegularFileError(file);
+    const st = await fh.stat();
+    if (!st.isFile()) throw new NotRegularFileError(file);
+    if (!o.anyLinks && st.nlink > 1) throw new LinkedFileError(file, st.nlink);
   } catch (e) {
     await fh.close();
     throw e;
@@ -39,7 +58,7 @@ export async function openRegular(file: string): Promise<FileHandle> {
 
 /** The text of a regular file of at most `maxBytes`; rejects for anything else or anything larger. */
 export async function readRegular(file: string, maxBytes: number): Promise<string> {
-  const fh = await openRegular(file);
+  const fh = await openRegular(file, { anyLinks: true });
   try {
     const { size } = await fh.stat();
     if (size > maxBytes) throw Object.assign(new Error(`${file} is larger than ${maxBytes} bytes`), { code: 'EFBIG' });

@@ -112,7 +112,7 @@ export class TokenStore {
       while (tokens.some((t) => t.id === id));
       const secret = randomBytes(32).toString('base64url');
       const entry: StoredToken = { id, user, created: this.now().toISOString(), hash: hashSecret(secret).toString('hex') };
-      await writeFileAtomic(this.file, serialize([...tokens, entry]));
+      await writeFileAtomic(this.file, serialize([...tokens, entry]), { keepMode: true });
       return { token: formatToken(id, secret), entry };
     });
   }
@@ -122,7 +122,7 @@ export class TokenStore {
     return this.locked(async () => {
       const tokens = await this.list();
       const found = tokens.find((t) => t.id === id);
-      if (found) await writeFileAtomic(this.file, serialize(tokens.filter((t) => t !== found)));
+      if (found) await writeFileAtomic(this.file, serialize(tokens.filter((t) => t !== found)), { keepMode: true });
       return found;
     });
   }

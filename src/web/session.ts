@@ -21,6 +21,12 @@ export const SESSION_IDLE_MS = 12 * 3600 * 1000;
 export const SESSION_MAX_MS = 7 * 24 * 3600 * 1000;
 /** More than this many live sessions: the least recently used one is dropped (memory stays bounded). */
 export const SESSION_LIMIT = 10_000;
+/**
+ * More than this many live sessions of one user: that user's least recently used session is dropped,
+ * so one person signing in over and over (a script, a leaked token) ends only their own sessions,
+ * never another person's (the global {@link SESSION_LIMIT} is never reached by one user).
+ */
+export const SESSIONS_PER_USER = 20;
 
 export interface Session {
   id: string;
@@ -46,6 +52,9 @@ export function csrfMatches(session: Session, given: unknown): boolean {
 export class SessionStore {
   /** Insertion order is kept as last-use order (a touched session is re-inserted), so the first is the least recently used. */
   private readonly sessions = new Map<string, Session>();
+  /** Live sessions per user name, for {@link SESSIONS_PER_USER}. */
+  private readonly perUser = new Map<string, number>();
+  private readonly endListeners: ((s: Session) => void)[] = [];
 
   constructor(
     private readonly verifier: TokenVerifier,
@@ -59,7 +68,17 @@ export class SessionStore {
     const t = this.now();
     const s: Session = { id: newSecret(), login: found.user, tokenId: found.tokenId, csrf: newSecret(), token, created: t, lastSeen: t };
     this.sessions.set(s.id, s);
-    while (this.sessions.size > SESSION_LIMIT) this.sessions.delete(this.sessions.keys().next().value as string);
+    this.perUser.set(s.login, (this.perUser.get(s.login) ?? 0) + 1);
+    if (this.perUser.get(s.login)! > SESSIONS_PER_USER) {
+      // Map order is last-use order: the first of this user's is their least recently used.
+      for (const other of this.sessions.values()) {
+        if (other.login === s.login) {
+          this.drop(other.id);
+          break;
+        }
+      }
+    }
+    while (this.sessions.size > SESSION_LIMIT) this.drop(this.sessions.keys().next().value as string);
     return s;
   }
 
@@ -71,7 +90,7 @@ export class SessionStore {
     const t = this.now();
     const found = this.verifier.verify(s.token);
     if (t - s.lastSeen > SESSION_IDLE_MS || t - s.created > SESSION_MAX_MS || !found || found.tokenId !== s.tokenId) {
-      this.sessions.delete(id);
+      this.drop(id);
       return undefined;
     }
     s.lastSeen = t;
@@ -81,7 +100,33 @@ export class SessionStore {
   }
 
   end(id: string): void {
+    this.drop(id);
+  }
+
+  /**
+   * Whether this session is still live, without recording a use: for a held connection (an event
+   * stream) that must end when its session does (signed out, dropped, expired, its token revoked).
+   */
+  isLive(s: Session): boolean {
+    if (this.sessions.get(s.id) !== s) return false;
+    const t = this.now();
+    const found = this.verifier.verify(s.token);
+    return t - s.lastSeen <= SESSION_IDLE_MS && t - s.created <= SESSION_MAX_MS && found?.tokenId === s.tokenId;
+  }
+
+  /** Called with every session that ends here (signed out, dropped by a cap, found expired or revoked). */
+  onEnd(fn: (s: Session) => void): void {
+    this.endListeners.push(fn);
+  }
+
+  private drop(id: string): void {
+    const s = this.sessions.get(id);
+    if (!s) return;
     this.sessions.delete(id);
+    const n = (this.perUser.get(s.login) ?? 1) - 1;
+    if (n > 0) this.perUser.set(s.login, n);
+    else this.perUser.delete(s.login);
+    for (const fn of this.endListeners) fn(s);
   }
 
   get size(): number {

@@ -126,4 +126,19 @@ describe('the example test pack on the virtual set-top box', function () {
     expectError(await as.post('/api/v2/nodes/farmhand-test/press').send({}), 400, 'invalid_request');
     expectError(await as.post('/api/v2/nodes/farmhand-test/press').send({ key: 'KEY_OK', remote_control: 'nope' }), 400, 'invalid_request');
   });
+
+  it('runs the test written against stbt (tests/stbt_menus.py): it passes, and its log shows its stbt calls', async () => {
+    const name = 'tests/stbt_menus.py::test_open_guide_with_stbt';
+    const names = (await d.http.get('/api/v1/test_pack/main/test_case_names')).body as string[];
+    expect(names).to.include(name);
+    const res = await d.http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: [name] });
+    expect(res.status, res.text).to.equal(200);
+    await waitForJob(d, res.body.job_uid, 150_000);
+    const [r] = (await d.http.get(`/api/v1/jobs${res.body.job_uid}/results`)).body as Array<Record<string, string>>;
+    expect(r!.result, r!.failure_reason).to.equal('pass');
+    const runLog = (await d.http.get(`/api/v1/result${r!.result_id}/farmhand.log`)).text;
+    expect(runLog).to.match(/^\S+ press KEY_OK remote=vstb transport=virtual:$/m);
+    expect(runLog).to.match(/^\S+ wait_for_match \S*title-guide\.png matched/m);
+    expect(runLog).to.match(/^\S+ draw_text: the guide is open: its title is at Region\(/m);
+  });
 });

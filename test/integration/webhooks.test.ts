@@ -12,7 +12,12 @@ import { Webhook } from 'standardwebhooks';
 import { configSchema } from '../../src/config/schema.js';
 import { EventHub } from '../../src/core/events.js';
 import { silentLogger } from '../../src/logger.js';
-import { WebhookDispatcher, type WebhookSettings } from '../../src/notify/webhooks.js';
+import { redactUrls, WebhookDispatcher, type WebhookSettings } from '../../src/notify/webhooks.js';
+import { loadConfig } from '../../src/config/load.js';
+import { capturingLogger } from '../helpers/logger.js';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { waitFor } from '../helpers/wait.js';
 
 const SECRET = `whsec_${randomBytes(32).toString('base64')}`;
@@ -122,5 +127,49 @@ describe('webhook delivery', function () {
     expect(parse({ url: 'ftp://ci.example/hook', secret: SECRET }).success, 'not http').to.equal(false);
     expect(parse({ url: 'https://ci.example/hook', secret: SECRET, types: ['run.finished'] }).success).to.equal(true);
     expect(parse({ url: 'https://ci.example/hook', secret: SECRET, types: ['run.done'] }).success, 'unknown type').to.equal(false);
+  });
+
+  it('a URL with user:password@ is refused at config load, with what to do instead', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'farmhand-webhook-cfg-'));
+    const file = path.join(dir, 'config.json');
+    await writeFile(file, JSON.stringify({ test_pack: { url: '/x' }, webhooks: { endpoints: [{ url: 'https://ci:hunter2secret@ci.example/hook', secret: SECRET }] } }));
+    let problems: string[] = [];
+    try {
+      loadConfig(file);
+    } catch (e) {
+      problems = (e as { problems: string[] }).problems;
+    }
+    expect(problems).to.have.length(1);
+    expect(problems[0]).to.match(/^webhooks\.endpoints\.0\.url: must not carry a user name or password/);
+    expect(problems[0]).to.contain('webhook-signature');
+    expect(problems[0], 'the password is not echoed').to.not.contain('hunter2secret');
+    const parse = (url: string) => configSchema.safeParse({ test_pack: { url: '/x' }, webhooks: { endpoints: [{ url, secret: SECRET }] } }).success;
+    expect(parse('https://user@ci.example/hook'), 'a user name alone').to.equal(false);
+    expect(parse('https://ci.example/hook?key=abc'), 'a query is fine').to.equal(true);
+  });
+
+  it("a failed attempt's log never carries the URL's password or query, whatever the error quotes", async () => {
+    const log = capturingLogger();
+    const hub = new EventHub({ nodeId: 'node-1' });
+    // Past the config (which refuses it): the dispatcher given such a URL directly, as a programming error would.
+    const settings: WebhookSettings = {
+      endpoints: [{ url: 'http://ci:hunter2secret@127.0.0.1:9/hook?key=querysecret', secret: SECRET }],
+      max_attempts: 2,
+      backoff_initial_ms: 1,
+      backoff_max_ms: 2,
+      timeout_secs: 10,
+      queue_size: 10,
+    };
+    const w = new WebhookDispatcher({ settings, userAgent: 'farmhand/test', logger: log });
+    w.attach(hub);
+    cleanups.push(() => w.close());
+    hub.publish('key.pressed', press('KEY_1'));
+    await waitFor(() => w.deliveries().abandoned === 1, 'the event to be abandoned');
+    const failed = log.entries.filter((e) => e.msg === 'webhook attempt failed' || e.msg === 'webhook abandoned: every attempt failed');
+    expect(failed).to.have.length(2);
+    expect(String(failed[0]!.obj.error)).to.contain('http://127.0.0.1:9/hook');
+    expect(log.text()).to.not.contain('hunter2secret');
+    expect(log.text()).to.not.contain('querysecret');
+    expect(redactUrls('fetch failed for https://u:p@h.example:8443/a/b?t=1#x, then ws://x/y?z')).to.equal('fetch failed for https://h.example:8443/a/b, then ws://x/y');
   });
 });

@@ -32,6 +32,15 @@ describe('systemd unit and installer', function () {
     }
   });
 
+  it('gives the daemon only what running tests as farmhand-test needs: three capabilities and that group', async () => {
+    const unit = await readFile('systemd/farmhand.service', 'utf8');
+    const setting = (key: string) => unit.split('\n').filter((l) => l.startsWith(`${key}=`));
+    expect(setting('CapabilityBoundingSet')).to.deep.equal(['CapabilityBoundingSet=CAP_SETUID CAP_SETGID CAP_KILL']);
+    expect(setting('AmbientCapabilities')).to.deep.equal(['AmbientCapabilities=CAP_SETUID CAP_SETGID CAP_KILL']);
+    expect(setting('SupplementaryGroups')).to.deep.equal(['SupplementaryGroups=video dialout farmhand-test']);
+    for (const line of ['NoNewPrivileges=yes', 'RestrictSUIDSGID=yes', 'UMask=0027', 'StateDirectoryMode=0711']) expect(unit).to.include(line);
+  });
+
   it('systemd-analyze verify passes on systemd/farmhand-portal.service; it waits for PostgreSQL and keeps the hardening', async () => {
     const { stderr } = await run('systemd-analyze', ['verify', path.resolve('systemd/farmhand-portal.service')]).catch((e: { stderr: string; code: number }) => {
       throw new Error(`systemd-analyze verify failed (${e.code}): ${e.stderr}`);
@@ -52,5 +61,9 @@ describe('systemd unit and installer', function () {
     const cfg = loadConfig(path.join(root, 'etc/farmhand/farmhand.json'));
     expect(cfg.test_pack.url).to.equal('https://git.example.invalid/tests.git');
     expect(cfg.capture.uri).to.equal('v4l2:/dev/video0');
+    expect(cfg.runner.run_tests_as).to.equal('farmhand-test');
+    const installer = await readFile('scripts/install-appliance.sh', 'utf8');
+    expect(installer).to.include('useradd --system --no-create-home --shell /usr/sbin/nologin farmhand-test');
+    expect(installer).to.match(/usermod -a -G [a-z,]*farmhand-test farmhand/);
   });
 });

@@ -2,7 +2,7 @@
 // idle and absolute expiry, revocation, ids and CSRF tokens, the size bound.
 import { expect } from 'chai';
 import type { TokenVerifier } from '../../src/core/auth.js';
-import { csrfMatches, SESSION_IDLE_MS, SESSION_LIMIT, SESSION_MAX_MS, SessionStore } from '../../src/web/session.js';
+import { csrfMatches, SESSION_IDLE_MS, SESSION_LIMIT, SESSION_MAX_MS, SESSIONS_PER_USER, SessionStore } from '../../src/web/session.js';
 
 function fakeVerifier() {
   const valid = new Map<string, string>();
@@ -64,14 +64,36 @@ describe('web session store', () => {
 
   it('keeps at most SESSION_LIMIT sessions, dropping the least recently used', () => {
     const { valid, verifier } = fakeVerifier();
-    valid.set(TOKEN, 'alice');
+    // One user per token: the per-user cap is not what is tested here.
+    const token = (i: number) => `fh_${i.toString(16).padStart(8, '0')}_${'x'.repeat(43)}`;
+    for (let i = 0; i <= SESSION_LIMIT; i++) valid.set(token(i), `user${i}`);
     const store = new SessionStore(verifier, () => 0);
-    const first = store.create(TOKEN)!;
-    const second = store.create(TOKEN)!;
+    const first = store.create(token(0))!;
+    const second = store.create(token(1))!;
     store.get(first.id);
-    for (let i = 0; i < SESSION_LIMIT - 1; i++) store.create(TOKEN);
+    for (let i = 2; i <= SESSION_LIMIT; i++) store.create(token(i));
     expect(store.size).to.equal(SESSION_LIMIT);
     expect(store.get(first.id), 'used recently').to.equal(first);
     expect(store.get(second.id), 'least recently used').to.equal(undefined);
+  });
+
+  it("one user's sign-ins past SESSIONS_PER_USER drop only that user's least recently used sessions, never another user's", () => {
+    const { valid, verifier } = fakeVerifier();
+    const BOB = 'fh_0b0b0b0b_' + 'y'.repeat(43);
+    valid.set(TOKEN, 'alice');
+    valid.set(BOB, 'bob');
+    const store = new SessionStore(verifier, () => 0);
+    const bob = store.create(BOB)!;
+    const ended: string[] = [];
+    store.onEnd((s) => ended.push(s.login));
+    const aliceFirst = store.create(TOKEN)!;
+    const aliceSecond = store.create(TOKEN)!;
+    // As many sign-ins as it took to evict everyone before: 10,001.
+    for (let i = 0; i < SESSION_LIMIT + 1; i++) store.create(TOKEN);
+    expect(store.size).to.equal(SESSIONS_PER_USER + 1);
+    expect(store.get(bob.id), "bob's session survives").to.equal(bob);
+    expect(store.get(aliceFirst.id), "alice's oldest is gone").to.equal(undefined);
+    expect(store.get(aliceSecond.id)).to.equal(undefined);
+    expect(ended.every((l) => l === 'alice') && ended.length === SESSION_LIMIT + 3 - SESSIONS_PER_USER, 'every drop was one of alice\'s, and reported').to.equal(true);
   });
 });

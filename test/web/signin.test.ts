@@ -7,6 +7,7 @@ import { expectError } from '../helpers/errors.js';
 import { TokenStore, tokensFile } from '../../src/storage/tokens.js';
 import { asUser } from '../helpers/auth.js';
 import { SseClient } from '../helpers/sse.js';
+import { SESSIONS_PER_USER } from '../../src/web/session.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 
 const HTML = 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8';
@@ -100,7 +101,7 @@ describe('portal: sign-in, sessions and CSRF', function () {
     const s = await signIn(d, alice.token);
     const login = await d.http.post('/app/sign-in').set('Origin', 'http://evil.example').type('form').send({ token: alice.token });
     expect(login.status).to.equal(403);
-    expect(login.body.error).to.equal('forbidden');
+    expect(login.body.error).to.equal('cross_site_request');
     const fetchSite = await d.http.post('/app/sign-in').set('Sec-Fetch-Site', 'cross-site').type('form').send({ token: alice.token });
     expect(fetchSite.status).to.equal(403);
     const out = await d.http.post('/app/sign-out').set('Cookie', s.cookie).set('Origin', 'http://evil.example').type('form').send({ csrf: s.csrf });
@@ -135,6 +136,18 @@ describe('portal: sign-in, sessions and CSRF', function () {
     expect(after.body.message).to.contain('sign in again');
     const cleared = ([] as string[]).concat(after.headers['set-cookie'] ?? []);
     expect(cleared.some((c) => /^farmhand_session=;/.test(c)), 'the cookie is cleared').to.equal(true);
+  });
+
+  it("one user's sign-ins past SESSIONS_PER_USER end that user's oldest session, never another user's", async () => {
+    const frank = await asUser(d, 'frank');
+    const grace = await asUser(d, 'grace');
+    const theirs = await signIn(d, grace.token);
+    const first = await signIn(d, frank.token);
+    for (let i = 0; i < SESSIONS_PER_USER; i++) await signIn(d, frank.token);
+    expect((await d.http.get('/api/v2/user').set('Cookie', first.cookie)).status, "frank's oldest session is gone").to.equal(403);
+    const still = await d.http.get('/api/v2/user').set('Cookie', theirs.cookie);
+    expect(still.status, "grace's session still works").to.equal(200);
+    expect(still.body.login).to.equal('grace');
   });
 
   it('sign-out needs the CSRF token, then ends the session', async () => {

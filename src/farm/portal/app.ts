@@ -13,8 +13,11 @@ import type { Logger } from '../../core/ports.js';
 import { foldTrailingSlash } from '../../http/app.js';
 import { authenticate, FORM_PATHS, guardApi } from '../../http/auth.js';
 import { formBody, jsonBody } from '../../http/body.js';
+import { refuseCrossSiteRequests } from '../../http/crossSite.js';
+import { rememberCredential } from '../../http/heldCredential.js';
 import { errorHandler } from '../../http/errors.js';
 import { rateLimit, type RateLimitSettings } from '../../http/rateLimit.js';
+import { securityHeaders } from '../../http/securityHeaders.js';
 import { databaseUnavailable, isDatabaseUnavailable } from '../db/pool.js';
 import { signInRouter } from '../../web/pages/signIn.js';
 import { SessionStore } from '../../web/session.js';
@@ -25,6 +28,8 @@ export interface PortalAppOptions {
   tokens: TokenVerifier;
   rateLimit: RateLimitSettings;
   maxBodyBytes: number;
+  /** The config's `public_url`: an `Origin` of it is the portal's own (src/http/crossSite.ts). */
+  publicUrl?: string;
   /** The config's `auth.v1_requires_token`: the pages, `/app/events` and v1 reads need a token or a session (default open, as on a node). */
   v1RequiresToken?: boolean;
   /** Mounted in order after the middleware (the portal's routes first; hC, hD, hE add theirs). */
@@ -41,6 +46,7 @@ export function createPortalApp(o: PortalAppOptions): Koa {
   const app = new Koa();
   app.proxy = false;
   app.silent = true;
+  app.use(securityHeaders);
   app.use(errorHandler(o.logger));
   // PostgreSQL away (restarting, down): a 503 saying so, never a 500 (docs/farm.md, "Faults").
   app.use(async (_ctx, next) => {
@@ -55,6 +61,8 @@ export function createPortalApp(o: PortalAppOptions): Koa {
   // People's sessions, in the portal's memory (a portal restart ends them, as a node restart does).
   const sessions = new SessionStore(o.tokens);
   app.use(authenticate(o.tokens, sessions));
+  app.use(refuseCrossSiteRequests({ publicUrl: o.publicUrl }));
+  app.use(rememberCredential(o.tokens, sessions));
   // Long polls are exempt, as on the node: a held request costs a promise, and clients retry them at once.
   const limit = rateLimit(o.rateLimit);
   app.use((ctx, next): Promise<unknown> => (ctx.path.toLowerCase().endsWith('/await_completion') ? next() : limit(ctx, next)));

@@ -69,6 +69,7 @@ export async function startFarmPortal(cfg: PortalConfig, logger: Logger): Promis
       listener = new OutboxListener({ pool, logger: partsLogger('outbox') });
       stream = new EventStream(farmStreamSource(listener), {
         maxClients: cfg.events.max_clients,
+        maxPerCaller: cfg.events.max_clients_per_caller,
         heartbeatMs: cfg.events.heartbeat_secs * 1000,
         maxBacklogBytes: cfg.events.max_client_backlog_bytes,
         logger: partsLogger('event-stream'),

@@ -90,6 +90,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       tokens,
       rateLimit: cfg.rate_limit,
       maxBodyBytes: cfg.api.max_body_bytes,
+      publicUrl: cfg.public_url,
       v1RequiresToken: cfg.auth.v1_requires_token,
       routers: [
         ...(parts.routers?.({ pool, hub, jobs, results }) ?? []),

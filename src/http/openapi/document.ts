@@ -53,6 +53,10 @@ export function commonAnswers(e: Endpoint): Record<number, Answer> {
   if (e.params) out[400] ??= ERROR('A path parameter is malformed.');
   if (e.auth === 'token') out[403] = ERROR('Missing or invalid access token.');
   if (e.auth === 'v1') out[403] = ERROR('Missing or invalid access token (only with `auth.v1_requires_token`).');
+  if (['post', 'put', 'patch', 'delete'].includes(e.method)) {
+    const own = 'A browser sent it for another web site (`cross_site_request`: Sec-Fetch-Site cross-site or same-site, or a foreign Origin; src/http/crossSite.ts).';
+    out[403] = ERROR(out[403] ? `${out[403].description} Or: ${own}` : own);
+  }
   if (e.rateLimited !== false) out[429] = ERROR('Rate limited; retry after the Retry-After seconds.');
   out[431] = ERROR('The request line or headers are too large (`headers_too_large`, answered before routing).');
   out[500] = ERROR('Internal error; the daemon log has the details.');

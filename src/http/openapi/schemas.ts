@@ -18,9 +18,10 @@ const count = () => z.number().int().min(0);
 
 /**
  * Codes of the error body: the domain's (core/errors.ts), the two the router answers for methods, and
- * the two the HTTP server answers before routing (daemon.ts answerClientError).
+ * the two the HTTP server answers before routing (daemon.ts answerClientError), and the refusal of a
+ * request another web site made a browser send (src/http/crossSite.ts).
  */
-export const ERROR_CODES = ['method_not_allowed', 'not_implemented', 'headers_too_large', 'request_timeout', ...Object.keys(STATUS)] as [string, ...string[]];
+export const ERROR_CODES = ['method_not_allowed', 'not_implemented', 'headers_too_large', 'request_timeout', 'cross_site_request', ...Object.keys(STATUS)] as [string, ...string[]];
 
 export const ErrorBody = z
   .object({

@@ -10,13 +10,21 @@
  * folders are never entered. `result.json` (the store's own metadata) and
  * the store's temporary files are neither listed nor served.
  *
+ * The folder itself must be where the store put it: with `home` (the store's
+ * root), a result folder whose real path is not `<real home>/<its path>` (a
+ * test replaced it, or a folder above it, with a symlink to elsewhere) has
+ * nothing listed or served. A file with more than one name (a hard link, which
+ * could be any file the test's user can read) is neither listed nor served:
+ * checked on the path for the listing and again on the opened descriptor
+ * (`openRegular`) when it is read.
+ *
  * md5 is streamed and cached in memory by (realpath, size, mtimeMs) in a
  * small LRU, so a 200 MB video is hashed once, not on every listing.
  */
 import { createHash } from 'node:crypto';
 import type { Dirent } from 'node:fs';
 import { readdir, realpath, stat } from 'node:fs/promises';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import type { ArtifactListing } from '../../core/model.js';
 import { openRegular } from '../safeFile.js';
 
@@ -37,11 +45,25 @@ export class ArtifactReader {
   private readonly cache = new Map<string, CacheEntry>();
   private readonly hashing = new Map<string, Promise<string>>();
 
-  constructor(private readonly cacheSize = 4096) {}
+  /** @param home the store's root: `list` and `open` take only folders under it that resolve to where they are named. */
+  constructor(
+    private readonly cacheSize = 4096,
+    private readonly home?: string,
+  ) {}
+
+  /** The real path of a result folder, or undefined when it is missing or (with `home`) not where it is named. */
+  private async rootOf(dir: string): Promise<string | undefined> {
+    const root = await realpathOrUndefined(dir);
+    if (root === undefined || this.home === undefined) return root;
+    const home = await realpathOrUndefined(this.home);
+    const rel = relative(this.home, dir);
+    if (home === undefined || rel === '' || rel.startsWith('..')) return undefined;
+    return root === join(home, rel) ? root : undefined;
+  }
 
   /** Every regular file under `dir`, recursively, keyed by relative path with `/`. Missing folder: `{}`. */
   async list(dir: string): Promise<ArtifactListing> {
-    const root = await realpathOrUndefined(dir);
+    const root = await this.rootOf(dir);
     if (root === undefined) return {};
     const found: Array<[string, { size: number; md5: string }]> = [];
     await this.walk(root, root, '', found);
@@ -52,12 +74,12 @@ export class ArtifactReader {
   /** A file of `dir` by relative path; undefined when absent or not allowed. */
   async open(dir: string, relPath: string): Promise<{ path: string; size: number; mtime: Date } | undefined> {
     if (!isSafeRelPath(relPath) || relPath === RECORD_FILE) return undefined;
-    const root = await realpathOrUndefined(dir);
+    const root = await this.rootOf(dir);
     if (root === undefined) return undefined;
     const real = await realpathOrUndefined(join(root, relPath));
     if (real === undefined || !allowed(root, real)) return undefined;
     const st = await stat(real).catch(() => undefined);
-    if (!st?.isFile()) return undefined;
+    if (!st?.isFile() || st.nlink > 1) return undefined;
     return { path: real, size: st.size, mtime: st.mtime };
   }
 
@@ -86,7 +108,7 @@ export class ArtifactReader {
   /** Size and md5 of a regular file; undefined when it is not one (or vanished). */
   private async describe(path: string): Promise<{ size: number; md5: string } | undefined> {
     const st = await stat(path).catch(() => undefined);
-    if (!st?.isFile()) return undefined;
+    if (!st?.isFile() || st.nlink > 1) return undefined;
     const hit = this.cache.get(path);
     if (hit && hit.size === st.size && hit.mtimeMs === st.mtimeMs) {
       this.cache.delete(path); // refresh its place in the LRU order

@@ -28,7 +28,7 @@
  * chain; reads are synchronous on the in-memory index.
  */
 import { randomBytes } from 'node:crypto';
-import { copyFile, mkdir, readdir, readFile, rename, rm, rmdir, stat, statfs } from 'node:fs/promises';
+import { copyFile, mkdir, readdir, readFile, realpath, rename, rm, rmdir, stat, statfs } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { FarmError } from '../../core/errors.js';
 import type { ArtifactListing, ResultRecord } from '../../core/model.js';
@@ -36,6 +36,7 @@ import type { Logger, ResultRepository, TidyReport } from '../../core/ports.js';
 import type { ResultQuery } from '../../core/query.js';
 import { ArtifactReader, isStoreTemp, RECORD_FILE } from './artifacts.js';
 import { writeFileAtomic } from '../atomic.js';
+import { makeRealFolders } from '../runDir.js';
 import { readRegular } from '../safeFile.js';
 import { DeletedIds } from './deleted-ids.js';
 import { isHexDir, isNumberDir, isStampDir, parseResultId, type ResultIdParts } from '../../core/ids.js';
@@ -91,7 +92,7 @@ export class FileResultRepository implements ResultRepository {
     this.dir = resolve(opts.dir);
     this.log = (opts.logger ?? silentLogger).child({ module: 'results' });
     this.file = new IndexFile(join(this.dir, 'index.jsonl'));
-    this.reader = new ArtifactReader(opts.md5CacheEntries);
+    this.reader = new ArtifactReader(opts.md5CacheEntries, this.dir);
     this.compactAfter = opts.compactAfter ?? 10_000;
     this.diskFree = opts.diskFree ?? statfsFree;
   }
@@ -205,9 +206,12 @@ export class FileResultRepository implements ResultRepository {
   }
 
   async sealInterrupted(resultId: string, run: InterruptedRun): Promise<string[]> {
-    const dir = join(this.dir, this.parts(resultId, 'invalid_request').relDir);
+    const relDir = this.parts(resultId, 'invalid_request').relDir;
+    const dir = join(this.dir, relDir);
     return this.serial(async () => {
-      await mkdir(dir, { recursive: true });
+      // The test may have swapped its folder (or one above it) for a symlink before the crash: never written through.
+      const fixed = await makeRealFolders(this.dir, await realpath(this.dir), relDir);
+      if (fixed) this.log.warn({ result: resultId, fixed }, 'the interrupted run had replaced its result folder: made a real one again');
       const files = interruptedFiles(run);
       const written = await writeMissing(dir, files);
       // A run that had its logs gets the note at their end, and the reason it is recorded with (by rename: safe from a FIFO).
@@ -401,6 +405,9 @@ export class FileResultRepository implements ResultRepository {
     const trash = join(this.dir, TRASH);
     const doomed = join(trash, `${hex}-${num}-${stamp}-${randomBytes(4).toString('hex')}`);
     await mkdir(trash, { recursive: true });
+    // A test may have made a folder above it a symlink: renamed by that path, a folder outside would be deleted.
+    const fixed = await makeRealFolders(this.dir, await realpath(this.dir), `${hex}/${num}`);
+    if (fixed) this.log.warn({ folder: relDir, fixed }, 'retention: a folder above the result was not a real folder; made a real one again');
     try {
       await rename(join(this.dir, relDir), doomed);
     } catch (e) {

@@ -16,8 +16,10 @@ import { sendPage, wantsPage } from '../layout.js';
 import { clearSessionCookie, csrfMatches, sessionOf, setSessionCookie, setSessionOf, type SessionStore } from '../session.js';
 
 /**
- * Where to go after signing in: a path of this site only (`/...`, never
- * `//host` or `/\host`, which browsers read as another site); else `/`.
+ * Where to go after signing in: a path of this site only, else `/`. The check is made on the URL as a
+ * browser resolves it (`new URL(next, origin)`: dot segments and `%2e%2e` resolved), and again on what is
+ * answered: a result whose path begins `//` (`/..//evil.example` resolves to `//evil.example`) would be read
+ * by the browser as another site, so it is refused too.
  */
 export function safeNext(raw: unknown): string {
   if (typeof raw !== 'string' || !raw.startsWith('/') || raw.startsWith('//') || raw.startsWith('/\\') || hasControlOrBackslash(raw)) return '/';
@@ -25,7 +27,10 @@ export function safeNext(raw: unknown): string {
     const base = 'http://farmhand.invalid';
     const u = new URL(raw, base);
     if (u.origin !== base) return '/';
-    return `${u.pathname}${u.search}${u.hash}`;
+    const out = `${u.pathname}${u.search}${u.hash}`;
+    // The answer itself, read again as the browser will read the Location header: same origin, a single leading `/`.
+    if (!out.startsWith('/') || out.startsWith('//') || hasControlOrBackslash(out) || new URL(out, base).origin !== base) return '/';
+    return out;
   } catch {
     return '/';
   }

@@ -1,0 +1,146 @@
+"""``get_config``: the test pack's stbt.conf, layered as stb-tester reads it.
+
+Layers, the later one winning key by key:
+
+1. the built-in defaults below (``[press] interpress_delay_secs = 0.3`` ...);
+2. ``.stbt.conf`` at the test pack's root;
+3. ``config/stbt.conf``;
+4. the configuration the daemon handed to the run (``FARMHAND_CONFIG``: the
+   first of ``config/farmhand.conf``, ``config/stbt.conf``, ``.stbt.conf``);
+5. the node's own ``config/test-farm/<node_id>.conf`` (``FARMHAND_NODE_ID``);
+6. the section ``result.tags``: the job's tags.
+
+Files are read from the checkout the test runs in (``FARMHAND_TEST_PACK_DIR``),
+with Python's ``configparser`` (no interpolation, keys lower-cased), once per
+process.
+"""
+
+import configparser
+import enum
+import json
+import os
+
+from stbt_core._errors import ConfigurationError
+
+__all__ = ["get_config"]
+
+# stb-tester's documented built-in values (see docs/migrating-from-stb-tester.md).
+BUILTIN = {
+    "global": {},
+    "press": {"interpress_delay_secs": "0.3"},
+    "press_until_match": {"interval_secs": "3", "max_presses": "10"},
+    "match": {
+        "match_method": "sqdiff",
+        "match_threshold": "0.98",
+        "confirm_method": "normed-absdiff",
+        "confirm_threshold": "0.70",
+        "erode_passes": "1",
+        "pyramid_levels": "3",
+    },
+    "is_screen_black": {"threshold": "20"},
+    "motion": {"threshold": "25", "consecutive_frames": "10/20", "noise_threshold": "0.84"},
+    "ocr": {"lang": "eng", "upsample": "True", "text_color_threshold": "25", "engine": "TESSERACT"},
+}
+
+
+class _NotGiven:
+    def __repr__(self):
+        return "<no default>"
+
+
+_NOT_GIVEN = _NotGiven()
+_BOOLEANS = {"1": True, "yes": True, "true": True, "on": True,
+             "0": False, "no": False, "false": False, "off": False}
+_layers = None
+
+
+def _read_ini(path):
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
+    try:
+        with open(path, encoding="utf-8") as f:
+            parser.read_file(f, source=path)
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError, configparser.Error) as e:
+        raise ConfigurationError("could not read %s: %s" % (path, e)) from e
+    return {s: dict(parser.items(s)) for s in parser.sections()}
+
+
+def _read_run_config():
+    path = os.environ.get("FARMHAND_CONFIG", "")
+    if not path:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ConfigurationError("could not read the run's configuration %s: %s" % (path, e)) from e
+    return value if isinstance(value, dict) else {}
+
+
+def test_pack_root():
+    """The root of the test pack's checkout: ``FARMHAND_TEST_PACK_DIR``, else the working directory."""
+    return os.path.abspath(os.environ.get("FARMHAND_TEST_PACK_DIR") or os.getcwd())
+
+
+def _load():
+    global _layers  # pylint: disable=global-statement
+    if _layers is None:
+        root = test_pack_root()
+        run = _read_run_config()
+        tags = run.pop("result.tags", None)
+        layers = [BUILTIN, _read_ini(os.path.join(root, ".stbt.conf")),
+                  _read_ini(os.path.join(root, "config", "stbt.conf")), run]
+        node = os.environ.get("FARMHAND_NODE_ID", "")
+        if node and "/" not in node and node not in (".", ".."):
+            layers.append(_read_ini(os.path.join(root, "config", "test-farm", node + ".conf")))
+        if isinstance(tags, dict):
+            layers.append({"result.tags": tags})
+        merged = {}
+        for layer in layers:
+            for section, values in layer.items():
+                if isinstance(values, dict):
+                    merged.setdefault(section, {}).update({str(k).lower(): str(v) for k, v in values.items()})
+        _layers = merged
+    return _layers
+
+
+def _reset():
+    """Forget what was read (tests change the files and the environment)."""
+    global _layers  # pylint: disable=global-statement
+    _layers = None
+
+
+def get_config(section, key, default=_NOT_GIVEN, type_=str):
+    """The value of ``key`` in ``section`` converted with ``type_``; ``default``
+    (returned as it is) when the key is missing, else ``ConfigurationError``."""
+    values = _load().get(section, {})
+    k = key.lower()
+    if k not in values:
+        if default is _NOT_GIVEN:
+            raise ConfigurationError("no configuration value %s.%s" % (section, key))
+        return default
+    raw = values[k]
+    try:
+        return _convert(raw, type_)
+    except (ValueError, KeyError, TypeError) as e:
+        raise ConfigurationError(
+            "configuration value %s.%s = %r is not a valid %s"
+            % (section, key, raw, getattr(type_, "__name__", type_))) from e
+
+
+def _convert(raw, type_):
+    if type_ is bool:
+        return _BOOLEANS[raw.strip().lower()]
+    if isinstance(type_, type) and issubclass(type_, enum.Enum):
+        for candidate in (raw, raw.strip()):
+            try:
+                return type_(candidate)
+            except ValueError:
+                pass
+        name = raw.strip()
+        for n in (name, name.upper(), name.upper().replace("-", "_")):
+            if n in type_.__members__:
+                return type_[n]
+        raise ValueError(raw)
+    return type_(raw)

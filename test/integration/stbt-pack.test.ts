@@ -1,0 +1,147 @@
+/**
+ * A test pack written in stb-tester's style (test/fixtures/stbt-pack: page
+ * objects, packages with relative imports, `import stbt` and
+ * `import stbt_core`, transparent templates, stbt.conf sections and the
+ * node's own config) runs unchanged through the daemon on the virtual
+ * set-top box: capture through ffmpeg, presses through the IR path. Each
+ * result is asserted, and the run log shows the stbt calls.
+ */
+import { expect } from 'chai';
+import { execFile } from 'node:child_process';
+import { cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import sharp from 'sharp';
+import { HOME_ITEMS, initialState, renderFrame, viewOf, VSTB_LIRCD_CONF, VSTB_REMOTE_FILE } from '../../src/hardware/virtual/index.js';
+import type { TestPackRepo } from '../fixtures/testPack.js';
+import { asUser } from '../helpers/auth.js';
+import { startTestDaemon, waitForJob, waitOnline, type TestDaemon } from '../helpers/daemon.js';
+
+const exec = promisify(execFile);
+const W = 1280;
+const H = 720;
+/** The template of a focused menu item: its box plus a transparent 16-pixel margin (as tests/pages/menu.py's item_region). */
+const templateRegion = (i: number) => ({ x: 72, y: 132 + i * 96, width: 332, height: 96 });
+const MARGIN = 16;
+
+/** `focused-<label>.png` for every menu item, rendered by the virtual box; the margin transparent and magenta. */
+async function renderTemplates(dir: string): Promise<void> {
+  await mkdir(dir, { recursive: true });
+  for (let i = 0; i < HOME_ITEMS.length; i++) {
+    const frame = await renderFrame(viewOf({ ...initialState(), homeFocus: i }), '12:00:00', W, H);
+    const r = templateRegion(i);
+    const rgba = Buffer.alloc(r.width * r.height * 4);
+    for (let y = 0; y < r.height; y++) {
+      for (let x = 0; x < r.width; x++) {
+        const o = (y * r.width + x) * 4;
+        const inside = x >= MARGIN && x < r.width - MARGIN && y >= MARGIN && y < r.height - MARGIN;
+        if (inside) {
+          frame.copy(rgba, o, ((r.y + y) * W + r.x + x) * 3, ((r.y + y) * W + r.x + x) * 3 + 3);
+          rgba[o + 3] = 255;
+        } else {
+          rgba.set([255, 0, 255, 0], o); // magenta where matching must not look
+        }
+      }
+    }
+    const name = `focused-${HOME_ITEMS[i]!.label.toLowerCase().replace(/ /g, '-')}.png`;
+    await writeFile(path.join(dir, name), await sharp(rgba, { raw: { width: r.width, height: r.height, channels: 4 } }).png().toBuffer());
+  }
+}
+
+async function stbtPack(): Promise<TestPackRepo> {
+  const root = await mkdtemp(path.join(os.tmpdir(), 'farmhand-stbt-pack-'));
+  const dir = path.join(root, 'pack');
+  await cp(path.resolve('test/fixtures/stbt-pack'), dir, { recursive: true });
+  await mkdir(path.join(dir, 'config', 'remote-control'), { recursive: true });
+  await writeFile(path.join(dir, VSTB_REMOTE_FILE), VSTB_LIRCD_CONF);
+  await renderTemplates(path.join(dir, 'tests', 'pages', 'images'));
+  const git = (...args: string[]) => exec('git', ['-C', dir, '-c', 'user.name=t', '-c', 'user.email=t@example.invalid', ...args]);
+  await git('init', '-q', '-b', 'main');
+  await git('add', '-A');
+  await git('commit', '-qm', 'stbt-style pack');
+  const sha = (await git('rev-parse', 'HEAD')).stdout.trim();
+  return {
+    dir,
+    sha,
+    cleanup: () => rm(root, { recursive: true, force: true }),
+    commit: () => Promise.reject(new Error('not used')),
+    snapshot: () => Promise.reject(new Error('not used')),
+    tag: () => Promise.reject(new Error('not used')),
+    git: async (...args: string[]) => (await git(...args)).stdout,
+  };
+}
+
+const EXPECTED: Record<string, 'pass' | 'fail' | 'error'> = {
+  'tests/menu/test_menu.py::test_focus_moves_down': 'pass',
+  'tests/menu/test_menu.py::test_press_until_match': 'pass',
+  'tests/menu/test_menu.py::test_keypress_and_pacing': 'pass',
+  'tests/menu/test_menu.py::test_frames_are_new_and_in_order': 'pass',
+  'tests/menu/test_menu.py::test_wrong_item_fails': 'fail',
+  'tests/misc/test_misc.py::test_config_and_root': 'pass',
+  'tests/misc/test_misc.py::test_screenshot_saved': 'pass',
+  'tests/misc/test_misc.py::test_failure_on_purpose': 'fail',
+  'tests/misc/test_misc.py::test_precondition_error': 'error',
+};
+
+describe('a test pack in stb-tester style, through the daemon', function () {
+  this.timeout(400_000);
+  let d: TestDaemon;
+  let pack: TestPackRepo;
+
+  before(async () => {
+    pack = await stbtPack();
+    d = await startTestDaemon({ pack, config: { capture: { uri: 'virtual:', width: W, height: H, fps: 25, preview_fps: 5 }, ir: { uri: 'virtual:' } } });
+    await waitOnline(d);
+  });
+  after(async () => {
+    await d?.stop();
+    await pack?.cleanup();
+  });
+
+  it('finds the test cases in packages as before, and each one ends as stb-tester would report it', async () => {
+    const names = (await d.http.get('/api/v1/test_pack/main/test_case_names')).body as string[];
+    expect(names).to.deep.equal(Object.keys(EXPECTED).sort());
+    const res = await d.http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: Object.keys(EXPECTED) });
+    expect(res.status, res.text).to.equal(200);
+    await waitForJob(d, res.body.job_uid, 380_000);
+    const results = (await d.http.get(`/api/v1/jobs${res.body.job_uid}/results`)).body as Array<Record<string, string>>;
+    const byName = Object.fromEntries(results.map((r) => [r.test_case, r]));
+    for (const [name, expected] of Object.entries(EXPECTED)) {
+      expect(byName[name]?.result, `${name}: ${byName[name]?.failure_reason}`).to.equal(expected);
+    }
+    expect(byName['tests/menu/test_menu.py::test_wrong_item_fails']!.failure_reason).to.match(/^MatchTimeout: .* \(at tests\/menu\/test_menu\.py line 45\)$/);
+    expect(byName['tests/misc/test_misc.py::test_failure_on_purpose']!.failure_reason).to.equal('AssertionError: the greeting differs');
+    expect(byName['tests/misc/test_misc.py::test_precondition_error']!.failure_reason).to.match(/^PreconditionError: /);
+
+    // The run log shows the stbt calls at their times: presses, matches, draw_text and debug.
+    const log = (id: string) => d.http.get(`/api/v1/result${byName[id]!.result_id}/farmhand.log`).then((r) => r.text);
+    const down = await log('tests/menu/test_menu.py::test_focus_moves_down');
+    expect(down).to.match(/^\S+ press KEY_MENU remote=vstb transport=virtual:$/m);
+    expect(down).to.match(/^\S+ draw_text: moving down to Guide/m);
+    expect(down.indexOf('draw_text: moving down to Guide')).to.be.lessThan(down.lastIndexOf('press KEY_DOWN'));
+    expect(down).to.match(/^\S+ match \S*focused-guide\.png/m);
+    expect(await log('tests/menu/test_menu.py::test_keypress_and_pacing')).to.match(/^\S+ debug: press gap 0\.\d{3} s$/m);
+    const wrong = await log('tests/menu/test_menu.py::test_wrong_item_fails');
+    expect(wrong).to.match(/^\S+ wait_for_match \S*focused-settings\.png: no match within 2 s$/m);
+    // The traceback names the test's own line.
+    const tb = (await d.http.get(`/api/v1/result${byName['tests/menu/test_menu.py::test_wrong_item_fails']!.result_id}/artifacts/stderr.log`)).text;
+    expect(tb).to.include('tests/menu/test_menu.py", line 45, in test_wrong_item_fails');
+    // save_frame writes into the result folder: an artifact of the run.
+    const listing = (await d.http.get(`/api/v1/result${byName['tests/misc/test_misc.py::test_screenshot_saved']!.result_id}/artifacts/`)).body as Record<string, unknown>;
+    expect(listing).to.have.property('corner.png');
+  });
+
+  it('runs the same way through v2, with tags reaching stbt.get_config("result.tags", ...)', async () => {
+    const as = await asUser(d, 'alice');
+    const cases = ['tests/misc/test_misc.py::test_config_and_root', 'tests/misc/test_misc.py::test_precondition_error', 'tests/menu/test_menu.py::test_focus_moves_down'];
+    const res = await as.post('/api/v2/run_tests').send({ node_id: 'farmhand-test', test_pack_revision: 'main', test_cases: cases, shuffle: false, tags: { 'jenkins/BUILD_ID': '42' } });
+    expect(res.status, res.text).to.equal(200);
+    await waitForJob(d, res.body.job_uid, 300_000);
+    const rows = (await as.get('/api/v2/results').query({ filter: `job:${res.body.job_uid}` })).body as Array<Record<string, string>>;
+    const byName = Object.fromEntries(rows.map((r) => [r.test_case, r]));
+    for (const name of cases) expect(byName[name]?.result, `${name}: ${byName[name]?.failure_reason}`).to.equal(EXPECTED[name]);
+    const build = await as.get(`/api/v2/results${byName[cases[0]!]!.result_id}/artifacts/build.txt`);
+    expect(build.text).to.equal('42');
+  });
+});

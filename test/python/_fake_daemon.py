@@ -1,0 +1,183 @@
+"""A stand-in for the daemon's side of the run's control socket (the protocol
+of src/runner/control.ts), for the stbt tests that need presses and frames
+without a whole daemon: the Python side runs its real code path
+(farmhand.control over a Unix socket).
+
+Frames are made by a thread at ``fps`` (the header's ``seq`` counts them):
+a dark blue picture (RGB 0, 0, 128) with a white 8x8 square at
+``x = 4 + 10 * screen``, ``y = 4``; ``KEY_RIGHT`` moves it one step
+(``screen += 1``), ``KEY_LEFT`` back.
+"""
+
+import json
+import os
+import socket
+import tempfile
+import threading
+import time
+
+
+class FakeDaemon:
+    def __init__(self, width=64, height=36, fps=25.0, frames=True):
+        self.width, self.height, self.fps = width, height, fps
+        self.dir = tempfile.mkdtemp(prefix="stbt-fake-")
+        self.path = os.path.join(self.dir, "control.sock")
+        self.presses = []  # (key, hold_ms, start, end, released)
+        self.logs = []  # (time, text)
+        self.seq = 0
+        self.at = None
+        self.cond = threading.Condition()
+        self.holds = {}
+        self.screen = 0
+        self.stopped = threading.Event()
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(self.path)
+        self.server.listen(8)
+        threading.Thread(target=self._accept, daemon=True).start()
+        if frames:
+            threading.Thread(target=self._capture, daemon=True).start()
+
+    def env(self):
+        return {"FARMHAND_CONTROL_SOCKET": self.path}
+
+    def close(self):
+        self.stopped.set()
+        self.server.close()
+        with self.cond:
+            self.cond.notify_all()
+
+    def publish(self):
+        with self.cond:
+            self.seq += 1
+            self.at = time.time() * 1000.0
+            self.cond.notify_all()
+
+    def _capture(self):
+        period = 1.0 / self.fps
+        due = time.monotonic()
+        while not self.stopped.is_set():
+            self.publish()
+            due += period
+            time.sleep(max(0.0, due - time.monotonic()))
+
+    def _accept(self):
+        while not self.stopped.is_set():
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def picture(self, screen):
+        """The rgb24 bytes of ``screen``."""
+        w, h = self.width, self.height
+        rows = []
+        x0 = 4 + 10 * screen
+        for y in range(h):
+            row = bytearray(b"\x00\x00\x80" * w)
+            if 4 <= y < 12:
+                for x in range(max(0, x0), min(w, x0 + 8)):
+                    row[3 * x:3 * x + 3] = b"\xff\xff\xff"
+            rows.append(bytes(row))
+        return b"".join(rows)
+
+    def _frame(self, rid, seq, at):
+        body = self.picture(self.screen)
+        header = {"id": rid, "ok": True, "width": self.width, "height": self.height,
+                  "format": "rgb24", "bytes": len(body), "seq": seq, "at": at}
+        return (json.dumps(header) + "\n").encode() + body
+
+    def _serve(self, conn):
+        reader = conn.makefile("rb")
+        try:
+            for line in reader:
+                req = json.loads(line)
+                rid, op = req.get("id"), req.get("op")
+                if op == "press":
+                    out = self._press(req)
+                elif op == "release":
+                    with self.cond:
+                        ev = self.holds.setdefault(req["hold_id"], threading.Event())
+                    ev.set()
+                    out = {"ok": True}
+                elif op == "log":
+                    self.logs.append((time.time(), req["text"]))
+                    out = {"ok": True}
+                elif op in ("get_frame", "next_frame"):
+                    with self.cond:
+                        if self.seq == 0 and op == "get_frame":
+                            out = {"ok": False, "error": "device_unavailable", "message": "capture is offline"}
+                        else:
+                            floor = req.get("after_seq", self.seq if op == "next_frame" else -1)
+                            deadline = time.monotonic() + req.get("timeout_ms", 10000) / 1000.0
+                            while self.seq <= floor and not self.stopped.is_set():
+                                left = deadline - time.monotonic()
+                                if left <= 0:
+                                    break
+                                self.cond.wait(left)
+                            seq, at = self.seq, self.at
+                            out = None if seq > floor else {"ok": True, "none": True}
+                    if out is None:
+                        conn.sendall(self._frame(rid, seq, at))
+                        continue
+                else:
+                    out = {"ok": False, "error": "invalid_request", "message": "unknown op"}
+                out["id"] = rid
+                conn.sendall((json.dumps(out) + "\n").encode())
+        except (OSError, ValueError):
+            pass
+        finally:
+            conn.close()
+
+    def _press(self, req):
+        if req["key"] == "KEY_MISSING":
+            return {"ok": False, "error": "not_found", "message": "no key KEY_MISSING"}
+        start = time.time()
+        if req["key"] == "KEY_RIGHT":
+            self.screen += 1
+        elif req["key"] == "KEY_LEFT":
+            self.screen -= 1
+        hold = req.get("hold_ms", 0) / 1000.0
+        released = False
+        if "hold_id" in req:
+            with self.cond:
+                ev = self.holds.setdefault(req["hold_id"], threading.Event())
+            released = ev.wait(hold)
+        elif hold:
+            time.sleep(hold)
+        self.presses.append((req["key"], req.get("hold_ms", 0), start, time.time(), released))
+        return {"ok": True}
+
+
+class WithDaemon:
+    """A unittest mixin: ``self.daemon`` serves this process's control socket for one test."""
+
+    FPS = 25.0
+    CAPTURE = True
+
+    def setUp(self):  # pylint: disable=invalid-name
+        from farmhand import control  # pylint: disable=import-outside-toplevel
+        from stbt_core import _config, _remote  # pylint: disable=import-outside-toplevel
+
+        self.daemon = FakeDaemon(fps=self.FPS, frames=self.CAPTURE)
+        self._saved_env = {k: os.environ.get(k) for k in ("FARMHAND_CONTROL_SOCKET",)}
+        os.environ["FARMHAND_CONTROL_SOCKET"] = self.daemon.path
+        control._conn = None  # pylint: disable=protected-access
+        _remote._last = None  # pylint: disable=protected-access
+        _config._reset()  # pylint: disable=protected-access
+        if self.CAPTURE:
+            with self.daemon.cond:  # the first frame, so get_frame has one
+                while self.daemon.seq == 0:
+                    self.daemon.cond.wait()
+
+    def tearDown(self):  # pylint: disable=invalid-name
+        from farmhand import control  # pylint: disable=import-outside-toplevel
+        if control._conn is not None:  # pylint: disable=protected-access
+            control._conn.close()  # pylint: disable=protected-access
+        control._conn = None  # pylint: disable=protected-access
+        self.daemon.close()
+        for k, v in self._saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

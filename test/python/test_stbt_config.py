@@ -1,0 +1,104 @@
+"""get_config of the stbt API: built-in defaults, .stbt.conf, config/stbt.conf,
+the run's configuration and the node's config/test-farm/<node_id>.conf, in
+that order, plus result.tags; types and errors."""
+
+import enum
+import json
+import os
+import shutil
+import tempfile
+import unittest
+
+import stbt
+from stbt_core import _config
+
+FILES = {
+    ".stbt.conf": "[global]\nwho = dot\nonly_dot = 1\n[match]\nmatch_threshold = 0.5\n",
+    "config/stbt.conf": "[global]\nwho = config\nonly_config = yes\nCamel = Case\n[match]\nmatch_threshold = 0.9\n"
+                        "[custom]\nmode = fast\nratio = 2.5\ncount = x\n",
+    "config/test-farm/node-7.conf": "[global]\nwho = node\n",
+    "config/test-farm/other.conf": "[global]\nwho = other\n",
+}
+
+
+class Mode(enum.Enum):
+    FAST = "fast"
+    SLOW = "slow"
+
+
+class GetConfig(unittest.TestCase):
+    def setUp(self):
+        self.root = tempfile.mkdtemp(prefix="stbt-config-")
+        for name, text in FILES.items():
+            path = os.path.join(self.root, name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
+                f.write(text)
+        self.saved = {k: os.environ.get(k) for k in ("FARMHAND_TEST_PACK_DIR", "FARMHAND_NODE_ID", "FARMHAND_CONFIG")}
+        os.environ["FARMHAND_TEST_PACK_DIR"] = self.root
+        os.environ.pop("FARMHAND_NODE_ID", None)
+        os.environ.pop("FARMHAND_CONFIG", None)
+        _config._reset()  # pylint: disable=protected-access
+
+    def tearDown(self):
+        shutil.rmtree(self.root, True)
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        _config._reset()  # pylint: disable=protected-access
+
+    def test_layers(self):
+        self.assertEqual(stbt.get_config("global", "who"), "config")  # config/stbt.conf over .stbt.conf
+        self.assertEqual(stbt.get_config("global", "only_dot"), "1")
+        self.assertEqual(stbt.get_config("global", "only_config", type_=bool), True)
+        self.assertEqual(stbt.get_config("match", "match_threshold", type_=float), 0.9)
+        self.assertEqual(stbt.get_config("press", "interpress_delay_secs", type_=float), 0.3)  # built in
+        self.assertEqual(stbt.get_config("global", "camel"), "Case")  # keys are case-insensitive
+
+    def test_node_config_is_over_the_pack(self):
+        os.environ["FARMHAND_NODE_ID"] = "node-7"
+        _config._reset()  # pylint: disable=protected-access
+        self.assertEqual(stbt.get_config("global", "who"), "node")
+        self.assertEqual(stbt.get_config("global", "only_config"), "yes")
+
+    def test_node_id_cannot_reach_outside_test_farm(self):
+        os.environ["FARMHAND_NODE_ID"] = "../stbt"
+        _config._reset()  # pylint: disable=protected-access
+        self.assertEqual(stbt.get_config("global", "who"), "config")
+
+    def test_run_config_and_tags(self):
+        path = os.path.join(self.root, "run.json")
+        with open(path, "w") as f:
+            json.dump({"global": {"who": "farmhand.conf"}, "result.tags": {"jenkins/BUILD_ID": "42"}}, f)
+        os.environ["FARMHAND_CONFIG"] = path
+        os.environ["FARMHAND_NODE_ID"] = "node-7"
+        _config._reset()  # pylint: disable=protected-access
+        self.assertEqual(stbt.get_config("global", "who"), "node")
+        self.assertEqual(stbt.get_config("result.tags", "jenkins/BUILD_ID", type_=int), 42)
+        os.environ.pop("FARMHAND_NODE_ID")
+        _config._reset()  # pylint: disable=protected-access
+        self.assertEqual(stbt.get_config("global", "who"), "farmhand.conf")
+
+    def test_types_defaults_and_errors(self):
+        self.assertIs(stbt.get_config("custom", "mode", type_=Mode), Mode.FAST)
+        self.assertEqual(stbt.get_config("custom", "ratio", type_=float), 2.5)
+        self.assertEqual(stbt.get_config("custom", "missing", default=None), None)
+        self.assertEqual(stbt.get_config("nosection", "missing", default=3), 3)
+        with self.assertRaises(stbt.ConfigurationError):
+            stbt.get_config("custom", "missing")
+        with self.assertRaises(stbt.ConfigurationError):
+            stbt.get_config("custom", "count", type_=int)
+        self.assertTrue(issubclass(stbt.ConfigurationError, stbt.UITestError))
+
+    def test_a_broken_file_is_a_configuration_error(self):
+        with open(os.path.join(self.root, "config", "stbt.conf"), "w") as f:
+            f.write("no section here\n")
+        _config._reset()  # pylint: disable=protected-access
+        with self.assertRaises(stbt.ConfigurationError):
+            stbt.get_config("global", "who")
+
+
+if __name__ == "__main__":
+    unittest.main()
