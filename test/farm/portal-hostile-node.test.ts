@@ -10,6 +10,7 @@ import { expect } from 'chai';
 import type { Browser, BrowserContext } from 'playwright-core';
 import request from 'supertest';
 import { registerNode } from '../../src/farm/nodeCredentials.js';
+import { ARTIFACT_CSP, DEFAULT_CSP } from '../../src/http/securityHeaders.js';
 import type { FarmEvent } from '../../src/core/events.js';
 import type { RequestHead } from '../../src/farm/protocol.js';
 import { launchBrowser } from '../helpers/browser.js';
@@ -133,7 +134,10 @@ describe('farm portal: a hostile node`s pages and headers', function () {
     expect(csp).not.to.contain('unsafe-inline');
     expect(csp).to.match(/(^|; )script-src http:\/\/127\.0\.0\.1:\d+\/static\/result\.js /);
     expect(csp).not.to.match(/script-src[^;]*'self'/);
-    expect(String(script.headers['content-security-policy'])).to.match(/^sandbox; default-src 'none'/);
+    expect(script.headers['content-security-policy'], 'a file of the node: the artifact sandbox').to.equal(ARTIFACT_CSP);
+    const json = await request(farm.url).get(`/api/v1/result${RESULT}/nothing-here`).set('Cookie', s.cookie);
+    expect(json.status).to.equal(404);
+    expect(json.headers['content-security-policy'], 'JSON of the node: the answers` default').to.equal(DEFAULT_CSP);
     // The portal's own scripts on the page get the token from the portal instead.
     const mine = await request(farm.url).get('/app/session').set('Cookie', s.cookie).set('Accept', 'application/json');
     expect(mine.body).to.deep.equal({ login: 'alice', csrf: s.csrf });

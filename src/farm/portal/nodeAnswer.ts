@@ -9,13 +9,15 @@
  * - every answer gets the portal's own Content-Security-Policy and `nosniff`: a node's HTML page (the result,
  *   job and live pages) the portal's page policy, in which scripts and styles are only the portal's own files
  *   under /static/ (not `'self'`: a node serves paths of the portal's origin too, and a script it serves there
- *   must not run); anything else a sandbox where nothing runs;
+ *   must not run); anything else a sandbox where nothing runs (src/http/securityHeaders.ts: the answers'
+ *   default, or the artifact sandbox);
  * - a page request tells the node neither who is reading nor her session's CSRF token, only whether she is
  *   signed in (pageUser): the page's scripts are the portal's, and fetch the token from the portal
  *   (GET /app/session).
  */
 import type { Context } from 'koa';
 import { userOf } from '../../http/auth.js';
+import { ARTIFACT_CSP, DEFAULT_CSP } from '../../http/securityHeaders.js';
 import { SIGNED_IN_HEADER } from '../protocol.js';
 
 /** Headers of a node's answer that describe its content; the only ones the portal passes on. */
@@ -37,8 +39,13 @@ const CONTENT_HEADERS = new Set([
 /** The portal's scripts a node's page may load (result, job and live pages, and what they import). */
 const PAGE_SCRIPTS = ['result.js', 'job.js', 'live.js', 'api.js'];
 
-/** The sandbox for anything of a node's that is not one of its pages: nothing runs, an HTML report still reads. */
-export const NODE_CONTENT_CSP = "sandbox; default-src 'none'; img-src 'self' data:; media-src 'self'; style-src 'unsafe-inline'";
+/**
+ * The policy of anything of a node's that is not one of its pages: the answers' default (JSON, an event stream) or
+ * the artifact sandbox (a result's files, anything else: an HTML report still reads), both with nothing run.
+ */
+export function nodeContentCsp(contentType: string): string {
+  return /^\s*(application\/json|text\/event-stream)\b/i.test(contentType) ? DEFAULT_CSP : ARTIFACT_CSP;
+}
 
 /** Request paths whose answer is a node's web page (forwarded by routes.ts). */
 const PAGE_PATH = /^\/app\/(results|jobs|nodes)\//i;
@@ -113,7 +120,8 @@ export function setNodeAnswerHeaders(ctx: Context, status: number, headers: Reco
     // A page that reloads itself (a running result's page); no redirect.
     else if (name === 'refresh' && /^\s*[0-9]{1,5}\s*$/.test(v)) ctx.set('Refresh', v.trim());
   }
-  const html = /^\s*text\/html\b/i.test(ctx.response.get('Content-Type'));
-  ctx.set('Content-Security-Policy', html && PAGE_PATH.test(ctx.path) ? nodePageCsp(ctx, publicUrl) : NODE_CONTENT_CSP);
+  const type = ctx.response.get('Content-Type');
+  const html = /^\s*text\/html\b/i.test(type);
+  ctx.set('Content-Security-Policy', html && PAGE_PATH.test(ctx.path) ? nodePageCsp(ctx, publicUrl) : nodeContentCsp(type));
   ctx.set('X-Content-Type-Options', 'nosniff');
 }
