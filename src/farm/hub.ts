@@ -21,6 +21,7 @@ import type pg from 'pg';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import { FarmError } from '../core/errors.js';
 import type { EventPayloads, EventType, FarmEvent } from '../core/events.js';
+import { parseJobUid, parseResultId } from '../core/ids.js';
 import type { Logger } from '../core/ports.js';
 import type { EventOrigin, FarmHub, ForwardRequest, ForwardResponse, NodeCredentials, NodeEventRecorder, NodeLink } from './contract.js';
 import {
@@ -36,6 +37,25 @@ import {
   type PortalMessage,
 } from './protocol.js';
 import { isDatabaseUnavailable } from './db/pool.js';
+
+/**
+ * The job and result ids of a node's event that are not the node's own (docs/farm.md, "What a node can do to the
+ * portal"): every job_uid and result_id starts with its node's id (src/core/ids.ts), and a run's result_id with its
+ * job_uid. Empty when the event names only the node's own (a key press of no run names result_id null).
+ */
+export function foreignIds(data: Record<string, unknown>, nodeId: string): string[] {
+  const out: string[] = [];
+  const show = (key: string, v: unknown) => `${key} ${JSON.stringify(v)?.slice(0, 200) ?? String(v)}`;
+  if ('job_uid' in data && parseJobUid(data.job_uid)?.nodeId !== nodeId) out.push(show('job_uid', data.job_uid));
+  if ('result_id' in data && data.result_id !== null) {
+    const r = parseResultId(data.result_id);
+    if (r?.job.nodeId !== nodeId) out.push(show('result_id', data.result_id));
+    else if (typeof data.job_uid === 'string' && parseJobUid(data.job_uid) && `/${data.job_uid.replace(/^\//, '')}` !== r.jobUid) {
+      out.push(`${show('result_id', data.result_id)} (not a run of ${show('job_uid', data.job_uid)})`);
+    }
+  }
+  return out;
+}
 
 /** What the hub asks of the jobs table (jobs.ts's FarmJobs); each call runs on the node's chain. */
 export interface HubJobs {
@@ -129,6 +149,8 @@ interface Entry {
 export class PortalHub implements FarmHub {
   private readonly wss: WebSocketServer;
   private readonly entries = new Map<string, Entry>();
+  /** Node events refused because they name another node's job or result (foreignIds). */
+  readonly stats = { foreignEventsRefused: 0 };
   private readonly listeners = new Set<(e: FarmEvent, from: EventOrigin) => void>();
   private recorder: NodeEventRecorder | undefined;
   private readonly now: () => number;
@@ -479,8 +501,19 @@ export class PortalHub implements FarmHub {
   }
 
   private onNodeEvent(entry: Entry, nodeId: string, event: FarmEvent): void {
-    // A node speaks for itself only.
+    // A node speaks for itself only: its node_id, and only its own jobs and results.
     const e = { ...event, data: { ...event.data, node_id: nodeId } } as FarmEvent;
+    const foreign = foreignIds(e.data as unknown as Record<string, unknown>, nodeId);
+    if (foreign.length > 0) {
+      this.stats.foreignEventsRefused++;
+      this.o.logger.warn({ node: nodeId, type: e.type, ids: foreign }, "refused a node's event naming a job or result that is not the node's own (dropped: not stored, not sent)");
+      // Handled all the same, in the node's order: the node is not asked for it again.
+      this.enqueue(entry, () => {
+        this.recorder?.dropped(e);
+        return Promise.resolve();
+      });
+      return;
+    }
     const jobs = this.o.jobs;
     if (!jobs) {
       this.publish(e, 'node');

@@ -165,8 +165,9 @@ export const BASE_URL_HEADER = 'x-farmhand-base-url';
 export const CLOSE_REPLACED = 4000;
 
 /**
- * The CSRF token of the portal's session of the person a forwarded page is for: the node puts it in
- * the page (`<meta name="csrf-token">`) so the page's scripts call the portal's API with it. Believed
- * only with the delegate secret, like the two above.
+ * On a page the portal forwards (`/app/...`, `/api/v1/...` reads), whether the person reading it is signed in on
+ * the portal (`1`): the node renders the page's controls for a signed-in person, but is told neither who she is
+ * nor her session's CSRF token (docs/farm.md, "What a node can do to the portal"); the portal's own scripts fetch
+ * the token from the portal. Believed only with the delegate secret, like the three above.
  */
-export const CSRF_HEADER = 'x-farmhand-csrf';
+export const SIGNED_IN_HEADER = 'x-farmhand-signed-in';

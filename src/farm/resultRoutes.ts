@@ -18,7 +18,6 @@ import type { Context } from 'koa';
 import { FarmError } from '../core/errors.js';
 import type { ResultRecord } from '../core/model.js';
 import { parseResultQuery, parseTimeZone } from '../core/query.js';
-import { userOf } from '../http/context.js';
 import { openServed, sendFile } from '../http/files.js';
 import { resultsCsv } from '../http/formats/csv.js';
 import { junitQueryOptions, resultsJunitXml } from '../http/formats/junit.js';
@@ -27,6 +26,7 @@ import { resultIdFromParams } from '../http/params.js';
 import { presentResultDetail, presentResultSummary } from '../http/presenters.js';
 import { LOG_NAMES } from '../http/resultRoutes.js';
 import type { FarmHub } from './contract.js';
+import { forwardedUser, pageHeaders, setNodeAnswerHeaders } from './portal/nodeAnswer.js';
 import type { StoredResults } from './storedResults.js';
 
 /** Pass the request in `ctx` to the node that owns it and answer with the node's response. */
@@ -140,8 +140,6 @@ export function farmResultRouter(o: FarmResultRoutesOptions): Router {
   return r;
 }
 
-/** Response headers of the node not passed on (hop-by-hop; Koa sets its own framing). */
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection', 'te', 'trailer']);
 const PASSED_REQUEST_HEADERS = ['accept', 'range', 'if-none-match', 'if-modified-since', 'content-type', 'last-event-id'];
 
 /** `forward` for farmResultRouter through the hub's connection to the node (FarmHub.forward), as the caller. */
@@ -154,10 +152,12 @@ export function forwardThroughHub(hub: Pick<FarmHub, 'forward'>, publicUrl?: str
     ctx.req.once('close', onClose);
     const baseUrl = (publicUrl ?? `${ctx.protocol}://${ctx.host}`).replace(/\/+$/, '');
     try {
-      const res = await hub.forward(nodeId, { method: ctx.method, path: ctx.url, headers, user: userOf(ctx) ?? 'anonymous', baseUrl }, abort.signal);
-      ctx.status = res.status;
-      for (const [k, v] of Object.entries(res.headers)) if (!HOP_BY_HOP.has(k.toLowerCase())) ctx.set(k, v);
+      // The node's answer as any other a node gives through the portal: its content headers, the portal's CSP (nodeAnswer.ts).
+      const res = await hub.forward(nodeId, { method: ctx.method, path: ctx.url, headers: pageHeaders(ctx, headers), user: forwardedUser(ctx), baseUrl }, abort.signal);
+      const length = res.headers['content-length'];
+      setNodeAnswerHeaders(ctx, res.status, res.headers, publicUrl);
       ctx.body = res.body;
+      if (length) ctx.set('Content-Length', length);
     } finally {
       ctx.req.off('close', onClose);
     }

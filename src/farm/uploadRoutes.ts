@@ -55,7 +55,7 @@ export function uploadRouter(o: UploadRouterOptions): Router {
       throw new FarmError('payload_too_large', `a chunk holds at most ${o.uploads.maxChunkBytes} bytes`);
     }
     try {
-      ctx.body = await o.uploads.append(id, rel, offset, ctx.req);
+      ctx.body = await o.uploads.append(id, rel, offset, ctx.req, Number.isSafeInteger(declared) && declared > 0 ? declared : 0);
     } catch (e) {
       if (e instanceof FarmError && e.code === 'conflict' && typeof e.details?.offset === 'number') {
         // The node learns where to resume from the answer itself.

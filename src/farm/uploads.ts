@@ -13,6 +13,13 @@
  *
  * One operation at a time per file (an in-memory lock): two requests for the
  * same file (a retry racing its first attempt) cannot interleave their bytes.
+ *
+ * Each node's partial files together hold at most `maxPartialBytesPerNode`
+ * (the portal's `max_partial_upload_bytes_per_node`): a chunk that would pass it
+ * is refused whole (507 `storage_full`, nothing of it kept), after the node's
+ * partial files untouched for PARTIAL_STALE_MS (uploads it gave up) are
+ * released. The partial files are named `<node_id>.<hash>.part`, so the count
+ * survives a restart of the portal (one scan of `.partial/` at the first use).
  */
 import { createHash } from 'node:crypto';
 import { constants } from 'node:fs';
@@ -28,6 +35,12 @@ import { PARTIAL_DIR, type StoredResults } from './storedResults.js';
 export const DEFAULT_MAX_CHUNK_BYTES = 8 << 20;
 /** A partial file untouched this long belongs to an upload that was given up (docs/farm.md, "Storage layout"). */
 export const PARTIAL_MAX_AGE_MS = 7 * 24 * 3600_000;
+/** The default quota of one node's partial files (docs/farm.md, "What a node can do to the portal"). */
+export const DEFAULT_MAX_PARTIAL_BYTES_PER_NODE = 2 * 1024 ** 3;
+/** A node's partial file untouched this long is released when the node reaches its quota (an upload it gave up). */
+export const PARTIAL_STALE_MS = 3600_000;
+/** `<node_id>.<sha256 hex>.part` */
+const PARTIAL_NAME = /^(.+)\.([0-9a-f]{64})\.part$/;
 const SHA256 = /^[0-9a-f]{64}$/;
 
 export interface UploadStatus {
@@ -42,18 +55,106 @@ export interface UploadStats {
   bytesReceived: number;
   filesCompleted: number;
   checksumMismatches: number;
+  /** Chunks refused because their node's partial files would pass its quota. */
+  quotaRefusals: number;
+  /** Partial files released (deleted) to make room under a node's quota. */
+  stalePartialsReleased: number;
 }
 
 export class FarmUploads {
   private readonly locks = new Map<string, Promise<unknown>>();
-  readonly stats: UploadStats = { bytesReceived: 0, filesCompleted: 0, checksumMismatches: 0 };
+  readonly stats: UploadStats = { bytesReceived: 0, filesCompleted: 0, checksumMismatches: 0, quotaRefusals: 0, stalePartialsReleased: 0 };
   readonly maxChunkBytes: number;
+  readonly maxPartialBytesPerNode: number;
+  /** Each node's partial files and their sizes (loaded by one scan at the first use, then kept up to date). */
+  private partials: Map<string, Map<string, number>> | undefined;
+  private loading: Promise<Map<string, Map<string, number>>> | undefined;
 
   constructor(
     private readonly store: StoredResults,
-    opts: { maxChunkBytes?: number } = {},
+    opts: { maxChunkBytes?: number; maxPartialBytesPerNode?: number } = {},
   ) {
     this.maxChunkBytes = opts.maxChunkBytes ?? DEFAULT_MAX_CHUNK_BYTES;
+    this.maxPartialBytesPerNode = opts.maxPartialBytesPerNode ?? DEFAULT_MAX_PARTIAL_BYTES_PER_NODE;
+  }
+
+  /** Bytes of a node's partial files (uploads not completed). */
+  async partialBytes(nodeId: string): Promise<number> {
+    let n = 0;
+    for (const size of (await this.partialsByNode()).get(nodeId)?.values() ?? []) n += size;
+    return n;
+  }
+
+  private partialsByNode(): Promise<Map<string, Map<string, number>>> {
+    if (this.partials) return Promise.resolve(this.partials);
+    this.loading ??= (async () => {
+      const dir = join(this.store.dir, PARTIAL_DIR);
+      const byNode = new Map<string, Map<string, number>>();
+      for (const name of await readdir(dir).catch(() => [] as string[])) {
+        const m = PARTIAL_NAME.exec(name);
+        if (!m) continue; // not a partial file, or one named before the quota (swept when stale)
+        const st = await stat(join(dir, name)).catch(() => undefined);
+        if (!st?.isFile()) continue;
+        const files = byNode.get(m[1]!) ?? new Map<string, number>();
+        // A size recorded meanwhile by an operation is newer than the scan's.
+        if (!files.has(join(dir, name))) files.set(join(dir, name), st.size);
+        byNode.set(m[1]!, files);
+      }
+      this.partials = byNode;
+      return byNode;
+    })();
+    return this.loading;
+  }
+
+  /** Record a partial file's size (undefined: it is gone). */
+  private async track(nodeId: string, file: string, size: number | undefined): Promise<void> {
+    const byNode = await this.partialsByNode();
+    const files = byNode.get(nodeId) ?? new Map<string, number>();
+    if (size === undefined) files.delete(file);
+    else files.set(file, size);
+    if (files.size > 0) byNode.set(nodeId, files);
+    else byNode.delete(nodeId);
+  }
+
+  /**
+   * Room for `more` bytes in `file` (which holds `have`) under the node's quota, taken at once (the file counts as
+   * `have + more` until its operation records its real size), so chunks of many files at once cannot pass the quota
+   * together. When there is none, the node's other partial files untouched for PARTIAL_STALE_MS are released first;
+   * then 507 if there is still none.
+   */
+  private async makeRoom(nodeId: string, file: string, have: number, more: number, relPath: string): Promise<void> {
+    const byNode = await this.partialsByNode();
+    if (this.take(byNode, nodeId, file, have + more)) return;
+    const now = Date.now();
+    for (const other of [...(byNode.get(nodeId)?.keys() ?? [])]) {
+      if (other === file || this.locks.has(other)) continue;
+      const st = await stat(other).catch(() => undefined);
+      if (st && now - st.mtimeMs < PARTIAL_STALE_MS) continue;
+      await rm(other, { force: true });
+      await this.track(nodeId, other, undefined);
+      if (st) this.stats.stalePartialsReleased++;
+    }
+    if (this.take(byNode, nodeId, file, have + more)) return;
+    const quota = this.maxPartialBytesPerNode;
+    const used = (await this.partialBytes(nodeId)) - (byNode.get(nodeId)?.get(file) ?? 0) + have;
+    this.stats.quotaRefusals++;
+    throw new FarmError(
+      'storage_full',
+      `node ${nodeId} has ${used} bytes of unfinished uploads on the portal and ${relPath} would add ${more}: the quota is ${quota} bytes per node ` +
+        '(max_partial_upload_bytes_per_node in the portal\'s config). Complete or DELETE partial files first; the portal releases those untouched for an hour when the quota is reached',
+      { used, quota },
+    );
+  }
+
+  /** Count `file` as `size` bytes when the node's partial files then stay within the quota (no await: check and take at once). */
+  private take(byNode: Map<string, Map<string, number>>, nodeId: string, file: string, size: number): boolean {
+    const files = byNode.get(nodeId) ?? new Map<string, number>();
+    let others = 0;
+    for (const [f, n] of files) if (f !== file) others += n;
+    if (others + size > this.maxPartialBytesPerNode) return false;
+    files.set(file, Math.max(files.get(file) ?? 0, size));
+    byNode.set(nodeId, files);
+    return true;
   }
 
   async status(resultId: string, relPath: string): Promise<UploadStatus> {
@@ -69,7 +170,7 @@ export class FarmUploads {
    * the current offset otherwise). The bytes that arrived are kept even when
    * the connection is cut mid-chunk: the node resumes after them.
    */
-  append(resultId: string, relPath: string, offset: number, body: Readable): Promise<UploadStatus> {
+  append(resultId: string, relPath: string, offset: number, body: Readable, declaredBytes = 0): Promise<UploadStatus> {
     const f = this.files(resultId, relPath);
     return this.locked(f.partial, async () => {
       const have = await sizeOf(f.partial);
@@ -77,19 +178,46 @@ export class FarmUploads {
         body.resume(); // drain what the client sends; the answer tells it where to start
         throw new FarmError('conflict', `the portal holds ${have} bytes of ${relPath}: send the chunk at offset ${have}`, { offset: have });
       }
+      try {
+        await this.makeRoom(f.node, f.partial, have, declaredBytes, relPath);
+      } catch (e) {
+        body.resume();
+        throw e;
+      }
       const fh = await open(f.partial, constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND | constants.O_NOFOLLOW, 0o644);
       let written = 0;
+      /** Past the quota: the chunk is refused whole, the rest of it read and dropped (the client reads the answer). */
+      let refused: Error | undefined;
+      let dropped = 0;
       try {
         for await (const chunk of body) {
           const buf = chunk as Buffer;
+          if (refused !== undefined) {
+            dropped += buf.length;
+            if (dropped > this.maxChunkBytes) throw refused;
+            continue;
+          }
           if (written + buf.length > this.maxChunkBytes) {
             await fh.truncate(have + written); // keep only the whole bytes counted so far
             throw new FarmError('payload_too_large', `a chunk holds at most ${this.maxChunkBytes} bytes`);
+          }
+          // A chunk longer than it said (or of no stated length) is held to the quota as it arrives: refused whole.
+          if (written + buf.length > declaredBytes) {
+            try {
+              await this.makeRoom(f.node, f.partial, have, written + buf.length, relPath);
+            } catch (e) {
+              await fh.truncate(have);
+              dropped = written + buf.length;
+              written = 0;
+              refused = e instanceof Error ? e : new Error(String(e));
+              continue;
+            }
           }
           await fh.write(buf);
           written += buf.length;
           this.stats.bytesReceived += buf.length;
         }
+        if (refused !== undefined) throw refused;
       } catch (e) {
         if (e instanceof FarmError) throw e;
         await fh.truncate(have + written).catch(() => undefined);
@@ -102,6 +230,7 @@ export class FarmUploads {
         throw e;
       } finally {
         await fh.close();
+        await this.track(f.node, f.partial, await sizeOf(f.partial));
       }
       return { offset: have + written, complete_size: null };
     });
@@ -126,11 +255,13 @@ export class FarmUploads {
       if (got !== sha256) {
         this.stats.checksumMismatches++;
         await rm(source, { force: true });
+        await this.track(f.node, source, undefined);
         throw new FarmError('invalid_request', `checksum mismatch for ${relPath}: the portal received bytes whose sha256 is ${got}, not ${sha256}; the partial file was discarded, upload it again from offset 0`, { reason: 'checksum_mismatch' });
       }
       try {
         await mkdir(dirname(f.final), { recursive: true });
         await rename(source, f.final);
+        await this.track(f.node, source, undefined);
       } catch (e) {
         const code = (e as NodeJS.ErrnoException).code;
         if (code === 'ENOTDIR' || code === 'EISDIR' || code === 'EEXIST' || code === 'ENOTEMPTY') {
@@ -147,7 +278,10 @@ export class FarmUploads {
   /** Forget a partial file (the node's copy changed, or it starts again). */
   discard(resultId: string, relPath: string): Promise<void> {
     const f = this.files(resultId, relPath);
-    return this.locked(f.partial, () => rm(f.partial, { force: true }));
+    return this.locked(f.partial, async () => {
+      await rm(f.partial, { force: true });
+      await this.track(f.node, f.partial, undefined);
+    });
   }
 
   /**
@@ -168,6 +302,8 @@ export class FarmUploads {
         const st = await stat(file).catch(() => undefined);
         if (!st?.isFile() || now - st.mtimeMs < maxAgeMs) return;
         await rm(file, { force: true });
+        const node = PARTIAL_NAME.exec(name)?.[1];
+        if (node !== undefined) await this.track(node, file, undefined);
         removed++;
       });
     }
@@ -175,14 +311,16 @@ export class FarmUploads {
   }
 
   /** The partial and final paths of a file; refuses any path that could leave the result's folder. */
-  private files(resultId: string, relPath: string): { partial: string; final: string } {
-    if (!parseResultId(resultId)) throw new FarmError('invalid_request', `"${resultId.slice(0, 200)}" is not a result id`);
+  private files(resultId: string, relPath: string): { partial: string; final: string; node: string } {
+    const parsed = parseResultId(resultId);
+    if (!parsed) throw new FarmError('invalid_request', `"${resultId.slice(0, 200)}" is not a result id`);
     if (!isSafeRelPath(relPath) || relPath.length > 1024 || relPath.split('/').some((s) => s.startsWith('.') && s.endsWith('.tmp'))) {
       throw new FarmError('invalid_request', `${JSON.stringify(relPath.slice(0, 200))} is not a relative path inside the result folder (no "..", ".", empty segment, leading "/", backslash or NUL)`);
     }
     if (relPath === RECORD_FILE) throw new FarmError('invalid_request', `${RECORD_FILE} is written by the portal from PUT .../record`);
     const key = createHash('sha256').update(`${resultId}\0${relPath}`).digest('hex');
-    return { partial: join(this.store.dir, PARTIAL_DIR, `${key}.part`), final: join(this.store.dirOf(resultId), relPath) };
+    const node = parsed.job.nodeId;
+    return { partial: join(this.store.dir, PARTIAL_DIR, `${node}.${key}.part`), final: join(this.store.dirOf(resultId), relPath), node };
   }
 
   private locked<T>(key: string, fn: () => Promise<T>): Promise<T> {

@@ -15,9 +15,9 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Context, Middleware, Next } from 'koa';
 import { parseToken, type AuthUser, type TokenVerifier } from '../core/auth.js';
-import { BASE_URL_HEADER, CSRF_HEADER, DELEGATE_HEADER, ON_BEHALF_HEADER } from '../farm/protocol.js';
+import { BASE_URL_HEADER, DELEGATE_HEADER, ON_BEHALF_HEADER, SIGNED_IN_HEADER } from '../farm/protocol.js';
 import { FarmError } from '../core/errors.js';
-import { clearSessionCookie, csrfMatches, SESSION_COOKIE, setDelegatedCsrf, setSessionOf, type SessionStore } from '../web/session.js';
+import { clearSessionCookie, csrfMatches, SESSION_COOKIE, setSessionOf, type SessionStore } from '../web/session.js';
 
 /** Why a request carries no user; `requireUser` turns it into an actionable message. */
 type Problem = 'missing' | 'scheme' | 'malformed' | 'invalid' | 'session';
@@ -29,6 +29,8 @@ interface AuthState {
   delegatedBaseUrl?: string;
   /** The request came from the node's portal link (a page seen through the portal). */
   viaPortal?: boolean;
+  /** A page the portal forwarded for a person signed in on the portal (who she is, the node is not told). */
+  portalSignedIn?: boolean;
 }
 
 const state = (ctx: Context) => ctx.state as AuthState;
@@ -49,6 +51,12 @@ export function tokenFromHeader(header: string | undefined): { token: string } |
   return { token: m[2]! };
 }
 
+/**
+ * Whether the person reading the page is signed in: a user of this request, or, on a page the portal
+ * forwarded, a person the portal says is signed in there (SIGNED_IN_HEADER: the portal names nobody).
+ */
+export const signedIn = (ctx: Context): boolean => state(ctx).user !== undefined || state(ctx).portalSignedIn === true;
+
 /** The portal's base URL of a forwarded request; undefined on any other request. */
 export const delegatedBaseUrlOf = (ctx: Context): string | undefined => state(ctx).delegatedBaseUrl;
 
@@ -66,18 +74,18 @@ export interface DelegateRule {
 }
 
 /**
- * The delegated user, base URL and page CSRF token, when the request carries the right secret. An empty
- * user name is a person who has not signed in on the portal, reading a page: no user, but the portal's
- * base URL still applies.
+ * The delegated user and base URL, when the request carries the right secret. An empty user name is a
+ * page read through the portal: no user (the portal tells a node nobody's name, session or CSRF token for
+ * a page), but the portal's base URL still applies, and SIGNED_IN_HEADER says whether the reader is
+ * signed in on the portal.
  */
-function delegated(ctx: Context, rule: DelegateRule | undefined): { login: string; baseUrl: string | undefined; csrf: string | undefined } | undefined {
+function delegated(ctx: Context, rule: DelegateRule | undefined): { login: string; baseUrl: string | undefined; signedIn: boolean } | undefined {
   if (!rule) return undefined;
   const given = ctx.get(DELEGATE_HEADER);
   if (!given || !sameSecret(given, rule.secret)) return undefined;
   const login = ctx.get(ON_BEHALF_HEADER).trim();
   const base = ctx.get(BASE_URL_HEADER).trim();
-  const csrf = ctx.get(CSRF_HEADER).trim();
-  return { login, baseUrl: /^https?:\/\/[^\s/]+/i.test(base) ? base : undefined, csrf: login && /^[A-Za-z0-9_-]{16,128}$/.test(csrf) ? csrf : undefined };
+  return { login, baseUrl: /^https?:\/\/[^\s/]+/i.test(base) ? base : undefined, signedIn: login !== '' || ctx.get(SIGNED_IN_HEADER).trim() === '1' };
 }
 
 /** Constant-time comparison (of digests, so lengths do not leak either). */
@@ -110,8 +118,8 @@ export function authenticate(verifier: TokenVerifier, sessions?: SessionStore, d
     s.user = undefined;
     s.delegatedBaseUrl = undefined;
     s.viaPortal = false;
+    s.portalSignedIn = false;
     setSessionOf(ctx, undefined);
-    setDelegatedCsrf(ctx, undefined);
     const onBehalf = delegated(ctx, delegate);
     if (onBehalf) {
       // The portal authenticated the caller; the node acts for them as for a token user.
@@ -119,7 +127,7 @@ export function authenticate(verifier: TokenVerifier, sessions?: SessionStore, d
       else s.authProblem = 'missing';
       s.delegatedBaseUrl = onBehalf.baseUrl;
       s.viaPortal = true;
-      setDelegatedCsrf(ctx, onBehalf.csrf);
+      s.portalSignedIn = onBehalf.signedIn;
       await next();
       return;
     }
@@ -192,6 +200,11 @@ export function guardApi(opts: GuardOptions): Middleware {
   const check = requireUser();
   return async function guardApiPaths(ctx: Context, next: Next): Promise<void> {
     if (!needsToken(ctx.path, opts)) {
+      await next();
+      return;
+    }
+    // A page read the portal forwarded for a person signed in there: the portal checked her, and names nobody to the node.
+    if (state(ctx).portalSignedIn && SAFE_METHODS.has(ctx.method) && !/^\/api\/v2(\/|$)/.test(normalise(ctx.path))) {
       await next();
       return;
     }

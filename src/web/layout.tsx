@@ -8,7 +8,7 @@
 import type { Context } from 'koa';
 import type { ComponentChildren, VNode } from 'preact';
 import { renderToString } from 'preact-render-to-string';
-import { userOf, viaPortal } from '../http/auth.js';
+import { signedIn, userOf, viaPortal } from '../http/auth.js';
 import { csrfTokenOf } from './session.js';
 
 /** The sections of the navigation bar; a page names the one it belongs to. */
@@ -28,6 +28,11 @@ export interface PageOptions {
 interface LayoutProps extends PageOptions {
   login?: string;
   csrf?: string;
+  /**
+   * A page the portal forwards, read by a person signed in on the portal: the node is told neither who she is nor
+   * her CSRF token, so the page carries a place for both, filled by the portal's own script (api.js, GET /app/session).
+   */
+  portalSession?: boolean;
   children: ComponentChildren;
 }
 
@@ -71,7 +76,15 @@ export function Layout(p: LayoutProps): VNode {
             </ul>
           </nav>
           <div class="who">
-            {p.login ? (
+            {p.portalSession && !p.login ? (
+              <form method="post" action="/app/sign-out" data-portal-session="">
+                <span>
+                  Signed in as <strong data-portal-login=""></strong>
+                </span>{' '}
+                <input type="hidden" name="csrf" value="" />
+                <button type="submit">Sign out</button>
+              </form>
+            ) : p.login ? (
               <form method="post" action="/app/sign-out">
                 <span>
                   Signed in as <strong>{p.login}</strong>
@@ -127,7 +140,7 @@ export function wantsPage(ctx: Context): boolean {
 /** Answer `ctx` with a whole page: the layout around `body`, no caching, a strict CSP. */
 export function sendPage(ctx: Context, body: ComponentChildren, o: PageOptions, status = 200): void {
   const page = (
-    <Layout {...o} farm={o.farm ?? viaPortal(ctx)} login={userOf(ctx)?.login} csrf={csrfTokenOf(ctx)}>
+    <Layout {...o} farm={o.farm ?? viaPortal(ctx)} login={userOf(ctx)?.login} csrf={csrfTokenOf(ctx)} portalSession={viaPortal(ctx) && signedIn(ctx)}>
       {body}
     </Layout>
   );

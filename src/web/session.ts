@@ -136,8 +136,6 @@ export class SessionStore {
 
 interface SessionState {
   session?: Session;
-  /** A page the portal forwarded: the CSRF token of the person's session on the portal (auth.ts). */
-  delegatedCsrf?: string;
 }
 
 /** The session that authenticated this request, if any (set by `authenticate`, src/http/auth.ts). */
@@ -147,17 +145,13 @@ export const setSessionOf = (ctx: Context, s: Session | undefined): void => {
   (ctx.state as SessionState).session = s;
 };
 
-export const setDelegatedCsrf = (ctx: Context, csrf: string | undefined): void => {
-  (ctx.state as SessionState).delegatedCsrf = csrf;
-};
-
 /**
  * The CSRF token of the request's session, for the page's `<meta name="csrf-token">`; none without a
- * session. On a page the portal forwarded, the portal's session's token (the page's scripts call the portal).
+ * session. A page the portal forwarded has none either: the portal never gives a node a person's token
+ * (the page's scripts fetch it from the portal, GET /app/session: src/web/static/api.js).
  */
 export function csrfTokenOf(ctx: Context): string | undefined {
-  const st = ctx.state as SessionState;
-  return st.session?.csrf ?? st.delegatedCsrf;
+  return (ctx.state as SessionState).session?.csrf;
 }
 
 /** Set the session cookie: HttpOnly, SameSite=Strict, Path=/, Secure when the request came over https. */

@@ -272,6 +272,18 @@ describe('farm portal: web pages (front door, results, sign-in, live view)', fun
     expect(await page.locator('script[src="/static/job.js"]').count()).to.equal(1);
   });
 
+  it("a connected node's page names the person from the portal (the node is told nobody), and its sign-out signs out of the portal", async () => {
+    const page = await signedIn('/');
+    await page.goto(`${farm.url}/app/jobs${jobA}`);
+    // No token in the page the node rendered; its "Signed in as" is filled by the portal's script from /app/session.
+    expect(await page.locator('meta[name="csrf-token"]').count()).to.equal(0);
+    await waitFor(async () => (await page.locator('[data-portal-login]').textContent()) === 'alice', { what: 'the name from the portal', timeoutMs: 30_000 });
+    expect(await page.locator('form[data-portal-session] input[name="csrf"]').inputValue(), 'the token is not kept in the page').to.equal('');
+    await Promise.all([page.waitForURL((u) => u.pathname !== `/app/jobs${jobA}`, { ...WAIT, waitUntil: 'commit' }), page.getByRole('button', { name: 'Sign out' }).click()]);
+    const session = await page.context().request.get(`${farm.url}/app/session`);
+    expect(await session.json()).to.deep.equal({ login: null, csrf: null });
+  });
+
   it('signed out, the front door offers no reservation forms, only a way to sign in', async () => {
     const page = await newPage();
     await page.goto(`${farm.url}/`);

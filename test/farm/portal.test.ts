@@ -122,9 +122,12 @@ describe('farm portal (HTTP)', function () {
 
   it('forwards node-scoped calls with the caller and the portal URL; 404 for an unknown node, 503 for an offline one', async () => {
     const png = Buffer.from([0x89, 0x50, 0x4e, 0x47, 1, 2, 3]);
+    const seen: { user?: string; base?: string; path?: string } = {};
     const n = await node('fw-1', {
       onRequest: (req, reply) => {
-        reply.head(200, { 'content-type': 'image/png', 'content-length': String(png.length), 'x-user': req.head.user, 'x-base': req.head.base_url, 'x-path': req.head.path });
+        Object.assign(seen, { user: req.head.user, base: req.head.base_url, path: req.head.path });
+        // A header of the node's own is not passed on (only the content's: docs/farm.md, "What a node can do to the portal").
+        reply.head(200, { 'content-type': 'image/png', 'content-length': String(png.length), 'x-node-header': 'mine' });
         reply.chunk(png);
         reply.end();
       },
@@ -132,9 +135,9 @@ describe('farm portal (HTTP)', function () {
     const r = await call(alice, '/api/v2/nodes/fw-1/screenshot.png?x=1');
     expect(r.status).to.equal(200);
     expect(r.headers.get('content-type')).to.equal('image/png');
-    expect(r.headers.get('x-user')).to.equal('alice');
-    expect(r.headers.get('x-base')).to.equal(t.portal.url);
-    expect(r.headers.get('x-path')).to.equal('/api/v2/nodes/fw-1/screenshot.png?x=1');
+    expect(r.headers.get('content-length')).to.equal(String(png.length));
+    expect(r.headers.get('x-node-header')).to.equal(null);
+    expect(seen).to.deep.equal({ user: 'alice', base: t.portal.url, path: '/api/v2/nodes/fw-1/screenshot.png?x=1' });
     expect(Buffer.from(await r.arrayBuffer())).to.deep.equal(png);
 
     const unknown = await call(alice, '/api/v2/nodes/ghost/thumbnail.jpg');

@@ -269,6 +269,9 @@ describe('farm: result uploads from a node to the portal', function () {
       const other = d.daemon.services.results.query(queryAll())[0]!;
       expectJsonError(await call('PUT', `/farm/v1/results${ID}/record`, JSON.stringify(other)), 400, 'invalid_request');
       expectJsonError(await call('PUT', `/farm/v1/results${ID}/record`, JSON.stringify({ ...other, result_id: ID })), 400, 'invalid_request');
+      // A record under its own path that names another node's result or job (docs/farm.md, "What a node can do to the portal").
+      expectJsonError(await call('PUT', `/farm/v1/results${ID}/record`, JSON.stringify({ ...other, result_id: '/node-b/abcd/1/2026-11-24_01.02.03', job_uid: '/node-b/abcd/1' })), 400, 'invalid_request');
+      expectJsonError(await call('PUT', `/farm/v1/results${ID}/record`, JSON.stringify({ ...other, result_id: ID, job_uid: '/node-b/abcd/999' })), 400, 'invalid_request');
       expectJsonError(await call('PUT', `/farm/v1/results${ID}/files/big.bin?offset=0`, Buffer.alloc(portal.uploads.maxChunkBytes + 1)), 413, 'payload_too_large');
       expect(await portal.index.get(ID)).to.equal(undefined);
     });

@@ -72,7 +72,7 @@ export interface ResultsPortal {
   close(): Promise<void>;
 }
 
-export async function startResultsPortal(): Promise<ResultsPortal> {
+export async function startResultsPortal(o: { maxPartialBytesPerNode?: number } = {}): Promise<ResultsPortal> {
   const cluster: TestPostgres = await startPostgres();
   const pool = new pg.Pool({ host: cluster.host, port: cluster.port, user: cluster.user, database: cluster.database, max: 4 });
   await migrate(pool);
@@ -80,7 +80,7 @@ export async function startResultsPortal(): Promise<ResultsPortal> {
   const index = new FarmResults(pool);
   const store = new StoredResults({ storageDir, index, pool });
   await store.open();
-  const uploads = new FarmUploads(store);
+  const uploads = new FarmUploads(store, o);
   const credentials = new MapCredentials();
   const hub = new HttpForwarder();
   const app = new Koa();

@@ -36,6 +36,11 @@ export const portalConfigSchema = z.strictObject({
   database_pool_size: z.number().int().min(1).max(1000).default(10),
   /** A database query not answered within this fails (503 database_unavailable); migrations at start are exempt. */
   database_query_timeout_secs: z.number().positive().max(3600).default(30),
+  /**
+   * What one node's unfinished uploads (partial files) may hold on the portal's storage together; a chunk past it is
+   * refused (507). At least the largest file a node uploads (docs/farm.md, "What a node can do to the portal").
+   */
+  max_partial_upload_bytes_per_node: z.number().int().min(1024 * 1024).default(2 * 1024 ** 3),
   /** Largest forwarded response a slow client may leave buffered on the portal before it is cut off. */
   max_buffered_response_bytes: z.number().int().min(64 * 1024).default(64 * 1024 * 1024),
   /** What the portal keeps of the uploaded results: the node's keys, the same meaning (docs/farm.md). */

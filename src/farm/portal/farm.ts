@@ -83,7 +83,7 @@ export async function startFarmPortal(cfg: PortalConfig, logger: Logger): Promis
         stream.router(),
       ];
     },
-    early: ({ pool }) => [uploadRouter({ uploads: (uploads = new FarmUploads(store!)), store: store!, credentials: new PgNodeCredentials(pool) })],
+    early: ({ pool }) => [uploadRouter({ uploads: (uploads = new FarmUploads(store!, { maxPartialBytesPerNode: cfg.max_partial_upload_bytes_per_node })), store: store!, credentials: new PgNodeCredentials(pool) })],
   });
   const webhooks = new FarmWebhooks({
     pool: portal.pool,

@@ -16,11 +16,11 @@ import { bodyOf } from '../../http/body.js';
 import { userOf } from '../../http/auth.js';
 import { presentReservation } from '../../http/presenters.js';
 import { csrfTokenOf } from '../../web/session.js';
-import { CSRF_HEADER } from '../protocol.js';
 import type { FarmHub, FarmReservation, FarmReservations, ForwardRequest, NodeLink } from '../contract.js';
 import { isDatabaseUnavailable } from '../db/pool.js';
 import { presentFarmJob, type FarmJobs } from '../jobs.js';
 import type { FarmResults } from '../results.js';
+import { forwardedUser, pageHeaders, setNodeAnswerHeaders } from './nodeAnswer.js';
 import { SharedForwards } from './sharedForward.js';
 
 export interface PortalRouteDeps {
@@ -39,10 +39,11 @@ export interface PortalRouteDeps {
 /** await_completion requests this close together share one long poll to the node (sharedForward.ts). */
 export const AWAIT_JOIN_MS = 1_000;
 
-/** Request headers passed on to the node (the rest describe the client's hop to the portal). */
+/**
+ * Request headers passed on to the node (the rest describe the client's hop to the portal, or the person: never
+ * her cookie, token or CSRF token). Its answer's headers: nodeAnswer.ts.
+ */
 const PASSED_REQUEST_HEADERS = ['content-type', 'accept', 'range', 'if-none-match', 'if-modified-since', 'last-event-id'];
-/** Response headers that describe the node's hop, not the content. */
-const HOP_HEADERS = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection', 'te', 'trailer']);
 
 const JOB = '/api/v2/jobs/:node/:hex/:num';
 /** How long a Job answered as exited waits for its results to reach the index (see settle). */
@@ -161,28 +162,23 @@ export function portalRouter(d: PortalRouteDeps): Router {
       const v = ctx.get(h);
       if (v) headers[h] = v;
     }
-    return headers;
+    return pageHeaders(ctx, headers);
   };
 
   /** Pass the request to the node and stream its answer back (`opts.settle`: a Job answer, see settle). */
   const forward = async (ctx: Context, nodeId: string, body?: Buffer, opts: { settle?: boolean } = {}) => {
     const headers = passedHeaders(ctx);
     if (body !== undefined) headers['content-type'] = 'application/json';
-    // A page is rendered by the node for the person as the portal knows them: nobody when not signed in
-    // (an empty user: the node shows the page signed out), and with the portal session's CSRF token, which
-    // the page's scripts send back to the portal's API.
-    const page = /^\/(app|api\/v1)\//.test(ctx.path);
-    const csrf = page ? csrfTokenOf(ctx) : undefined;
-    if (csrf) headers[CSRF_HEADER] = csrf;
-    const req: ForwardRequest = { method: ctx.method, path: ctx.url, headers, body, user: page ? (userOf(ctx)?.login ?? '') : user(ctx), baseUrl: base(ctx) };
+    // A page is rendered by the node for nobody it is told of: the node learns only whether the reader is signed
+    // in on the portal (pageHeaders), never who, her session or its CSRF token (nodeAnswer.ts).
+    const req: ForwardRequest = { method: ctx.method, path: ctx.url, headers, body, user: forwardedUser(ctx), baseUrl: base(ctx) };
     const ac = new AbortController();
     const onClose = () => {
       if (!ctx.res.writableFinished) ac.abort();
     };
     ctx.res.once('close', onClose);
     const res = await d.hub.forward(nodeId, req, ac.signal);
-    ctx.status = res.status;
-    for (const [k, v] of Object.entries(res.headers)) if (!HOP_HEADERS.has(k.toLowerCase())) ctx.set(k, v);
+    setNodeAnswerHeaders(ctx, res.status, res.headers, d.publicUrl);
     if (res.status === 204 || res.status === 304 || ctx.method === 'HEAD') {
       res.body.resume();
       return;
@@ -212,7 +208,7 @@ export function portalRouter(d: PortalRouteDeps): Router {
   const awaitOnNode = async (ctx: Context, nodeId: string) => {
     if (!d.hub.link(nodeId)) await registered(nodeId);
     const headers = passedHeaders(ctx);
-    const req: ForwardRequest = { method: 'GET', path: ctx.url, headers, user: user(ctx), baseUrl: base(ctx) };
+    const req: ForwardRequest = { method: 'GET', path: ctx.url, headers, user: forwardedUser(ctx), baseUrl: base(ctx) };
     const key = JSON.stringify([nodeId, req.path, req.user, req.baseUrl, headers]);
     const { answer, leave } = awaits.join(key, async (signal) => {
       const res = await d.hub.forward(nodeId, req, signal);
@@ -222,8 +218,7 @@ export function portalRouter(d: PortalRouteDeps): Router {
       if (!ctx.res.writableFinished) leave();
     });
     const a = await answer;
-    ctx.status = a.status;
-    for (const [k, v] of Object.entries(a.headers)) if (!HOP_HEADERS.has(k.toLowerCase())) ctx.set(k, v);
+    setNodeAnswerHeaders(ctx, a.status, a.headers, d.publicUrl);
     if (a.status === 200) await settle(a.body);
     ctx.body = a.body;
   };
@@ -232,6 +227,13 @@ export function portalRouter(d: PortalRouteDeps): Router {
 
   r.get('/api/v2/user', (ctx) => {
     ctx.body = { login: user(ctx) };
+  });
+
+  // The person reading a node's page through the portal, for the portal's own scripts on it (api.js): the node is
+  // told neither (nodeAnswer.ts). Same origin only (no CORS), never cached.
+  r.get('/app/session', (ctx) => {
+    ctx.set('Cache-Control', 'no-store');
+    ctx.body = { login: userOf(ctx)?.login ?? null, csrf: csrfTokenOf(ctx) ?? null };
   });
 
   r.get('/api/v2/nodes', async (ctx) => {

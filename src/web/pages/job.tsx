@@ -18,7 +18,7 @@ import type { VNode } from 'preact';
 import { isFarmError } from '../../core/errors.js';
 import type { JobRecord, ResultRecord } from '../../core/model.js';
 import { parseResultQuery, parseTimeZone } from '../../core/query.js';
-import { userOf } from '../../http/auth.js';
+import { signedIn } from '../../http/auth.js';
 import type { Services } from '../../http/context.js';
 import { jobFromParams } from '../../http/params.js';
 import { presentJob } from '../../http/presenters.js';
@@ -231,7 +231,7 @@ export function jobRouter(s: Services): Router {
     const results = s.results.query(parseResultQuery({ filter: `job:${record.job_uid}`, sort: 'date:desc' }));
     const run = record.current_run;
     const log = run ? await liveLogTail(path.join(s.results.dirOf(run.result_id), 'farmhand.log')) : undefined;
-    sendJobPage(ctx, { job, record, results, log, tz, signedIn: userOf(ctx) !== undefined });
+    sendJobPage(ctx, { job, record, results, log, tz, signedIn: signedIn(ctx) });
   });
   return r;
 }

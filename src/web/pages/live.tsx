@@ -19,7 +19,7 @@ import type { Context } from 'koa';
 import { loadSharp } from '../../hardware/sharp.js';
 import { FarmError, invalid } from '../../core/errors.js';
 import type { Services } from '../../http/context.js';
-import { userOf } from '../../http/auth.js';
+import { signedIn } from '../../http/auth.js';
 import { sendPage } from '../layout.js';
 import { isLiveFrameSource, LiveStream } from '../liveStream.js';
 import { arrange, loadRemotes, type WebRemote } from '../liveRemote.js';
@@ -50,7 +50,7 @@ export function liveRouter(s: Services): Router {
     const size = frameSize(s);
     sendPage(
       ctx,
-      <LivePage nodeId={s.nodeId} base={mine} signedIn={userOf(ctx) !== undefined} remotes={remotes.remotes} chosen={remotes.chosen} problem={remotes.problem} width={size.width} height={size.height} capture={stream !== undefined} />,
+      <LivePage nodeId={s.nodeId} base={mine} signedIn={signedIn(ctx)} remotes={remotes.remotes} chosen={remotes.chosen} problem={remotes.problem} width={size.width} height={size.height} capture={stream !== undefined} />,
       { title: 'Live view', section: 'live', scripts: ['live.js'] },
     );
   });

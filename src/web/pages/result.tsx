@@ -13,7 +13,7 @@ import type { Context } from 'koa';
 import type { VNode } from 'preact';
 import type { ArtifactListing, ResultRecord } from '../../core/model.js';
 import { parseTimeZone } from '../../core/query.js';
-import { userOf } from '../../http/auth.js';
+import { signedIn } from '../../http/auth.js';
 import { type Services } from '../../http/context.js';
 import { seconds } from '../../http/formats/csv.js';
 import { instant, ZoneFormatter } from '../../http/formats/zone.js';
@@ -112,7 +112,7 @@ export function resultRouter(s: Services): Router {
     if (live) return sendRunning(ctx, live, tz);
     const record = resultFromParams(ctx, s);
     const job = s.jobs.get(record.job_uid);
-    sendResultPage(ctx, await resultPageData(src, record, { tz, nodeId: s.nodeId, remote: job?.remote_control ?? null, signedIn: userOf(ctx) !== undefined }));
+    sendResultPage(ctx, await resultPageData(src, record, { tz, nodeId: s.nodeId, remote: job?.remote_control ?? null, signedIn: signedIn(ctx) }));
   });
   r.get('/app/results/:node/:hex/:num/:stamp/log.vtt', (ctx) => sendLogVtt(ctx, src, resultFromParams(ctx, s)));
   return r;
