@@ -42,11 +42,15 @@ class Transition:
     ``press_time``, ``animation_start_time`` and ``end_time`` (seconds since
     the epoch; None when not known). Truthy when complete."""
 
-    __slots__ = ("key", "frame", "status", "press_time", "animation_start_time", "end_time")
+    __slots__ = ("key", "frame", "status", "press_time", "animation_start_time", "end_time",
+                 "_start_frame", "_end_frame")
 
-    def __init__(self, key, frame, status, press_time, animation_start_time, end_time):
+    def __init__(self, key, frame, status, press_time, animation_start_time, end_time,
+                 _start_frame=None, _end_frame=None):
         self.key, self.frame, self.status = key, frame, status
         self.press_time, self.animation_start_time, self.end_time = press_time, animation_start_time, end_time
+        # The frames those times are of (farmhand's; its timing tests read the virtual box's frame numbers).
+        self._start_frame, self._end_frame = _start_frame, _end_frame
 
     @property
     def duration(self):
@@ -117,6 +121,7 @@ def _run(key, initial_frame, start_time, frames, mask, region, timeout_secs, sta
     previous = reference
     animation_start = None
     end = None  # time of the first frame of the current still period
+    start_frame = end_frame = None
     last = initial_frame
     since = getattr(initial_frame, "time", None)
     for frame in frames:
@@ -131,21 +136,26 @@ def _run(key, initial_frame, start_time, frames, mask, region, timeout_secs, sta
         if animation_start is None:
             if d.diff(reference, current, m):
                 animation_start = end = t
+                start_frame = end_frame = frame
             elif t - start_time >= timeout_secs:
                 return Transition(key, frame, TransitionStatus.START_TIMEOUT, press_time, None, None)
             previous = current
             continue
         if d.diff(previous, current, m):
             end = t
+            end_frame = frame
         previous = current
         if t - end >= stable_secs:
-            return Transition(key, frame, TransitionStatus.COMPLETE, press_time, animation_start, end)
+            return Transition(key, frame, TransitionStatus.COMPLETE, press_time, animation_start, end,
+                              start_frame, end_frame)
         if t - start_time >= timeout_secs + stable_secs:
-            return Transition(key, frame, TransitionStatus.STABLE_TIMEOUT, press_time, animation_start, end)
+            return Transition(key, frame, TransitionStatus.STABLE_TIMEOUT, press_time, animation_start, end,
+                              start_frame, end_frame)
     # The frames ran out (a given list, or the daemon's clock ran out first).
     if animation_start is None:
         return Transition(key, last, TransitionStatus.START_TIMEOUT, press_time, None, None)
-    return Transition(key, last, TransitionStatus.STABLE_TIMEOUT, press_time, animation_start, end)
+    return Transition(key, last, TransitionStatus.STABLE_TIMEOUT, press_time, animation_start, end,
+                      start_frame, end_frame)
 
 
 def wait_for_transition_to_end(initial_frame=None, mask=Region.ALL, region=Region.ALL, timeout_secs=10,
