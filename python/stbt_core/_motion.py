@@ -138,11 +138,10 @@ class Differ:
             changed = cv2.bitwise_and(changed, array)
         if self.erode:
             changed = cv2.erode(changed, _KERNEL())
-        points = cv2.findNonZero(changed)
         region = None
         motion = False
-        if points is not None:
-            x, y, w, h = cv2.boundingRect(points)
+        x, y, w, h = cv2.boundingRect(changed)  # of the non-zero pixels of a binary image
+        if w > 0 and h > 0:
             region = Region(x + box.x, y + box.y, width=w, height=h)
             motion = self.min_size is None or (w >= self.min_size[0] and h >= self.min_size[1])
             if not motion:
@@ -151,6 +150,13 @@ class Differ:
 
 
 _kernel = []
+_quarters = []
+
+
+def _QUARTERS():  # pylint: disable=invalid-name
+    if not _quarters:
+        _quarters.append(_np().full((1, 3), 0.25, _np().float32))
+    return _quarters[0]
 
 
 def _KERNEL():  # pylint: disable=invalid-name
@@ -171,13 +177,13 @@ class BGRDiff(Differ):
         d = cv2.absdiff(a, b)
         if d.ndim == 2:
             return cv2.threshold(d, self.threshold, 255, cv2.THRESH_BINARY)[1]
-        d = d[:, :, :3].astype(np.uint16)
-        d *= d  # each at most 255^2 = 65025: fits
-        d >>= 2  # a quarter each, so the sum of three fits in 16 bits too
-        squared = d[:, :, 0] + d[:, :, 1]
-        squared += d[:, :, 2]
-        out = squared > (self.threshold * self.threshold) / 4.0
-        return out.view(np.uint8) * np.uint8(255)
+        if d.shape[2] != 3:
+            d = np.ascontiguousarray(d[:, :, :3])
+        # Squares in 16 bits (255^2 = 65025 fits), summed at a quarter each so the sum of three
+        # fits too (OpenCV saturates instead of wrapping, and a quarter loses under 1 unit each).
+        squared = cv2.multiply(d, d, dtype=cv2.CV_16U)
+        total = cv2.transform(squared, _QUARTERS())
+        return cv2.compare(total, (self.threshold * self.threshold) / 4.0, cv2.CMP_GT)
 
 
 class GrayscaleDiff(Differ):
