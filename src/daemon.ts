@@ -24,7 +24,7 @@ import { ReservationService, systemClock } from './core/reservations.js';
 import { createCapture, FfmpegFrameSource } from './hardware/capture/index.js';
 import { KeyPresser } from './hardware/ir/keys.js';
 import { createIrTransport } from './hardware/ir/transports/index.js';
-import { createVirtualStb } from './hardware/virtual/index.js';
+import { createVirtualStb, type VirtualStb } from './hardware/virtual/index.js';
 import { PortalLink } from './farm/link.js';
 import { createApp } from './http/app.js';
 import { EventStream } from './http/events.js';
@@ -65,6 +65,8 @@ export interface Daemon {
   portalLink?: PortalLink;
   /** The background sweep after start (what a crash left); its report, or undefined if it failed. */
   swept: Promise<SweepReport | undefined>;
+  /** The virtual set-top box, when capture or IR is `virtual:` (tests read its state and record). */
+  virtualStb?: VirtualStb;
   stop(): Promise<void>;
 }
 
@@ -219,10 +221,10 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
   // The virtual set-top box is both the picture (capture virtual:) and what the IR reaches (ir virtual:).
   const stb =
     cfg.capture.uri === 'virtual:' || cfg.ir.uri === 'virtual:'
-      ? createVirtualStb({ width: cfg.capture.width, height: cfg.capture.height, fps: cfg.capture.fps, logger: logger.child({ module: 'virtual-stb' }) })
+      ? createVirtualStb({ width: cfg.capture.width, height: cfg.capture.height, fps: cfg.capture.fps, animations: cfg.capture.virtual_animations, logger: logger.child({ module: 'virtual-stb' }) })
       : undefined;
   undo.push(() => stb?.stop());
-  const { record_video: recordVideo, first_frame_wait_secs: firstFrameWaitSecs, ...captureCfg } = cfg.capture;
+  const { record_video: recordVideo, first_frame_wait_secs: firstFrameWaitSecs, virtual_animations: _animations, ...captureCfg } = cfg.capture;
   const { frames, video } = createCapture(captureCfg, logger.child({ module: 'capture' }), {
     ...(stb && { feed: stb.feed }),
     ...(recordVideo && { recording: { dir: path.join(dataDir, 'recording') } }),
@@ -438,7 +440,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
       restoreUmask?.();
       step('done');
     })());
-  return { url, server, services, readiness: () => readiness.check(), healthCheck: checks, uploader, ...(portalLink && { portalLink }), swept, stop };
+  return { url, server, services, readiness: () => readiness.check(), healthCheck: checks, uploader, ...(portalLink && { portalLink }), ...(stb && { virtualStb: stb }), swept, stop };
 }
 
 /** What the sweep after start found and removed. */

@@ -80,6 +80,11 @@ export const configSchema = z.strictObject({
        * says why (docs/operations.md, "Start-up and readiness"). 0: no wait.
        */
       first_frame_wait_secs: z.number().nonnegative().max(600).default(15),
+      /**
+       * With `uri: virtual:`: the box animates (channel-change black, menu slide, spinner), numbers
+       * every frame in its top band and records when its picture really changed (for timing tests).
+       */
+      virtual_animations: z.boolean().default(false),
     })
     .prefault({}),
   retention: z

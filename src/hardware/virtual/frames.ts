@@ -249,8 +249,10 @@ export class FrameCache {
  * (`-use_wallclock_as_timestamps`) and its rate limit (`-r`, the fps filter,
  * the recording's constant rate) moves or drops a frame that comes early, so
  * the rate stays the same; the picture is only never held back by a tick.
+ * `decorate`, when given, makes the bytes written from the cache's frame
+ * (the animations and frame numbers of animations.ts).
  */
-export function feedFrames(stdin: Writable, fps: number, cache: FrameCache, beforeFrame: () => void): () => void {
+export function feedFrames(stdin: Writable, fps: number, cache: FrameCache, beforeFrame: () => void, decorate?: (frame: Buffer) => Buffer): () => void {
   const interval = 1000 / fps;
   let due = performance.now();
   let lastWrite = -Infinity;
@@ -262,7 +264,7 @@ export function feedFrames(stdin: Writable, fps: number, cache: FrameCache, befo
   const write = (): void => {
     const frame = cache.current();
     if (frame && stdin.writable && !stdin.writableNeedDrain) {
-      stdin.write(frame);
+      stdin.write(decorate ? decorate(frame) : frame);
       cache.stats.written++;
       lastWrite = performance.now();
       lastFrame = frame;

@@ -12,6 +12,7 @@ import type { FrameFeed } from '../capture/index.js';
 import { silentLogger } from '../../logger.js';
 import type { LircRemote } from '../ir/lirc/index.js';
 import type { VirtualIrListener } from '../ir/transports/virtual.js';
+import { Animator, animationFor, type Truth } from './animations.js';
 import { FrameCache, feedFrames, type FrameStats } from './frames.js';
 import { KeyReceiver, RemoteDecoder, vstbRemote } from './remote.js';
 import { clockText } from './render.js';
@@ -22,6 +23,7 @@ export type { DecodedTrain } from './remote.js';
 export { clockText, renderFrame, screenSvg } from './render.js';
 export * from './state.js';
 export type { FrameStats } from './frames.js';
+export * from './animations.js';
 
 export interface VirtualStbOptions {
   /** Frame size and rate: the `capture` section's `width`, `height`, `fps`. */
@@ -33,6 +35,8 @@ export interface VirtualStbOptions {
   now?: () => number;
   /** The remote the box obeys; default vstb (VSTB_LIRCD_CONF). */
   remote?: LircRemote;
+  /** Animations, frame numbers and the record of picture changes (animations.ts); default off. */
+  animations?: boolean;
 }
 
 export interface VirtualStb {
@@ -45,6 +49,8 @@ export interface VirtualStb {
   /** The frame being fed now; undefined until the first render finished. */
   currentFrame(): Buffer | undefined;
   stats(): FrameStats;
+  /** With `animations`: the frames whose picture changed and the keys obeyed; undefined without. */
+  truth(): Truth | undefined;
   /** Stop feeding every attached stdin and rendering; later key presses change nothing on screen. */
   stop(): void;
 }
@@ -63,17 +69,20 @@ export function createVirtualStb(o: VirtualStbOptions): VirtualStb {
     return { view, clock: view.power ? clockText(t) : '' };
   }, log);
   const detachers = new Set<() => void>();
+  const animator = o.animations ? new Animator(o.width, o.height, now) : undefined;
 
   const transportListener: VirtualIrListener = (event) => {
     const key = receiver.receive(event.trains, event.key);
     if (key === undefined) return;
-    state = pressKey(state, key, now());
+    const before = current();
+    state = pressKey(before, key, now());
+    animator?.keyObeyed(key, animationFor(before, state, key));
     log.debug({ key, page: state.page }, 'virtual set-top box: key');
     cache.refresh();
   };
 
   const feed: FrameFeed = (stdin: Writable) => {
-    const stopFeeding = feedFrames(stdin, o.fps, cache, () => cache.refresh());
+    const stopFeeding = feedFrames(stdin, o.fps, cache, () => cache.refresh(), animator && ((f) => animator.frame(f)));
     const detach = (): void => {
       stopFeeding();
       detachers.delete(detach);
@@ -89,6 +98,7 @@ export function createVirtualStb(o: VirtualStbOptions): VirtualStb {
     state: current,
     currentFrame: () => cache.current(),
     stats: () => ({ ...cache.stats }),
+    truth: () => animator?.truth(),
     stop: () => {
       for (const d of [...detachers]) d();
       cache.stop();

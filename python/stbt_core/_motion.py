@@ -1,0 +1,321 @@
+"""Motion of the stbt API: ``detect_motion``, ``wait_for_motion``,
+``MotionResult``, ``MotionTimeout`` and the frame differs ``Differ``,
+``BGRDiff`` and ``GrayscaleDiff``.
+
+farmhand's own code, written from stb-tester's public manual. How it works:
+
+- A differ compares two frames inside a mask and says which pixels changed.
+  ``BGRDiff`` calls a pixel changed when its colour moved further than
+  ``threshold`` (the Euclidean distance of the two BGR colours, 0-441);
+  ``GrayscaleDiff`` when its brightness moved by more than
+  ``(1 - threshold) * 255`` (``threshold`` is a similarity, 0-1). With
+  ``erode`` the changed pixels are eroded by a 3x3 square first, so lone
+  noisy pixels and one-pixel edges do not count. With ``min_size``
+  (``(width, height)``) motion is only reported when the bounding box of the
+  changed pixels is at least that big.
+- ``detect_motion`` compares each frame with the *reference*: the first
+  frame, then the last frame in which motion was seen, so a slow fade that
+  changes each pixel a little per frame still adds up to motion.
+"""
+
+import time as _time
+
+from stbt_core._config import get_config
+from stbt_core._errors import UITestFailure
+from stbt_core._mask import load_mask
+from stbt_core._types import Region
+
+__all__ = ["BGRDiff", "Differ", "GrayscaleDiff", "MotionResult", "MotionTimeout",
+           "detect_motion", "wait_for_motion"]
+
+
+def _np():
+    import numpy  # pylint: disable=import-outside-toplevel
+    return numpy
+
+
+def _cv2():
+    import cv2  # pylint: disable=import-outside-toplevel
+    return cv2
+
+
+class MotionResult:
+    """One frame's answer: ``time`` (the frame's time), ``motion`` (bool),
+    ``region`` (the bounding box of the change, None without motion) and
+    ``frame``. Truthy when there was motion."""
+
+    __slots__ = ("time", "motion", "region", "frame")
+
+    def __init__(self, time, motion, region, frame):
+        self.time, self.motion, self.region, self.frame = time, bool(motion), region, frame
+
+    def __bool__(self):
+        return self.motion
+
+    def __repr__(self):
+        return "MotionResult(time=%s, motion=%r, region=%r, frame=%s)" % (
+            "None" if self.time is None else "%.3f" % self.time, self.motion, self.region,
+            "None" if self.frame is None else "<%s>" % "x".join(
+                str(n) for n in getattr(self.frame, "shape", ())[1::-1]))
+
+
+class MotionTimeout(UITestFailure):
+    """``wait_for_motion`` saw no motion in time: ``screenshot`` (the last
+    frame), ``mask`` and ``timeout_secs``."""
+
+    def __init__(self, screenshot, mask, timeout_secs):
+        super().__init__()
+        self.screenshot, self.mask, self.timeout_secs = screenshot, mask, timeout_secs
+
+    def __str__(self):
+        return "Didn't find motion%s within %g seconds." % (
+            "" if self.mask is None else " within %r" % (self.mask,), self.timeout_secs)
+
+
+MotionTimeout.__module__ = "stbt_core"
+
+
+# ---------------------------------------------------------------- differs
+
+class Differ:
+    """A frame-difference algorithm. Subclasses define ``preprocess(frame)``
+    (what is compared, computed once per frame) and ``_changed(a, b)``
+    (a uint8 0/255 image of the changed pixels of two preprocessed, cropped
+    images); ``diff`` does the rest. Parameters are attributes set in
+    ``__init__``; ``replace(**changes)`` returns a copy with some changed."""
+
+    _PARAMETERS = ("min_size", "threshold", "erode")
+
+    def __init__(self, min_size=None, threshold=25, erode=True):
+        if min_size is not None:
+            min_size = (int(min_size[0]), int(min_size[1]))
+        self.min_size, self.threshold, self.erode = min_size, threshold, bool(erode)
+        self._mask_cache = {}
+
+    def replace(self, **changes):
+        values = {k: getattr(self, k) for k in self._PARAMETERS}
+        for k, v in changes.items():
+            if k not in values:
+                raise TypeError("%s has no parameter %r" % (type(self).__name__, k))
+            if v is not None:
+                values[k] = v
+        return type(self)(**values)
+
+    def __repr__(self):
+        return "%s(%s)" % (type(self).__name__, ", ".join(
+            "%s=%r" % (k, getattr(self, k)) for k in self._PARAMETERS))
+
+    def preprocess_mask(self, mask, frame_region):
+        """``(array, box)`` for a frame of ``frame_region``: ``box`` the
+        bounding box of the mask (None: nothing to look at), ``array`` the
+        mask inside it (uint8 0/255) or None when it is all of the box."""
+        key = (id(mask), int(frame_region.width), int(frame_region.height))
+        hit = self._mask_cache.get(key)
+        if hit is None or hit[0] is not mask:
+            hit = (mask, load_mask(mask).to_array(Region(0, 0, key[1], key[2])))
+            self._mask_cache = {key: hit}  # one mask at a time is the normal case
+        return hit[1]
+
+    def preprocess(self, frame):
+        return frame
+
+    def _changed(self, a, b):
+        raise NotImplementedError
+
+    def diff(self, a, b, mask=None):
+        """``MotionResult`` of ``b`` against ``a`` (frames, or what
+        ``preprocess`` made of them) inside ``mask`` (a Mask, Region ...;
+        None: the whole frame). ``time`` and ``frame`` are ``b``'s."""
+        np, cv2 = _np(), _cv2()
+        frame = b
+        height, width = a.shape[:2]
+        array, box = self.preprocess_mask(mask, Region(0, 0, width, height))
+        if box is None:
+            return MotionResult(getattr(frame, "time", None), False, None, frame)
+        sl = box.to_slice()
+        changed = self._changed(np.asarray(a)[sl], np.asarray(b)[sl])
+        if array is not None:
+            changed = cv2.bitwise_and(changed, array)
+        if self.erode:
+            changed = cv2.erode(changed, _KERNEL())
+        region = None
+        motion = False
+        x, y, w, h = cv2.boundingRect(changed)  # of the non-zero pixels of a binary image
+        if w > 0 and h > 0:
+            region = Region(x + box.x, y + box.y, width=w, height=h)
+            motion = self.min_size is None or (w >= self.min_size[0] and h >= self.min_size[1])
+            if not motion:
+                region = None
+        return MotionResult(getattr(frame, "time", None), motion, region, frame)
+
+
+_kernel = []
+_quarters = []
+
+
+def _QUARTERS():  # pylint: disable=invalid-name
+    if not _quarters:
+        _quarters.append(_np().full((1, 3), 0.25, _np().float32))
+    return _quarters[0]
+
+
+def _KERNEL():  # pylint: disable=invalid-name
+    if not _kernel:
+        _kernel.append(_np().ones((3, 3), _np().uint8))
+    return _kernel[0]
+
+
+class BGRDiff(Differ):
+    """A pixel changed when its colour moved more than ``threshold`` (the
+    Euclidean distance between the two BGR colours; default 25)."""
+
+    def __init__(self, min_size=None, threshold=25, erode=True):
+        super().__init__(min_size, float(threshold), erode)
+
+    def _changed(self, a, b):
+        np, cv2 = _np(), _cv2()
+        d = cv2.absdiff(a, b)
+        if d.ndim == 2:
+            return cv2.threshold(d, self.threshold, 255, cv2.THRESH_BINARY)[1]
+        if d.shape[2] != 3:
+            d = np.ascontiguousarray(d[:, :, :3])
+        # Squares in 16 bits (255^2 = 65025 fits), summed at a quarter each so the sum of three
+        # fits too (OpenCV saturates instead of wrapping, and a quarter loses under 1 unit each).
+        squared = cv2.multiply(d, d, dtype=cv2.CV_16U)
+        total = cv2.transform(squared, _QUARTERS())
+        return cv2.compare(total, (self.threshold * self.threshold) / 4.0, cv2.CMP_GT)
+
+
+class GrayscaleDiff(Differ):
+    """A pixel changed when its brightness moved by more than
+    ``(1 - threshold) * 255``; ``threshold`` (default 0.84) is a similarity
+    from 0 to 1 (stb-tester's older ``noise_threshold``)."""
+
+    def __init__(self, min_size=None, threshold=0.84, erode=True):
+        threshold = float(threshold)
+        if not 0 <= threshold <= 1:
+            raise ValueError("GrayscaleDiff's threshold is a similarity from 0 to 1, not %r" % threshold)
+        super().__init__(min_size, threshold, erode)
+
+    def preprocess(self, frame):
+        a = _np().asarray(frame)
+        if a.ndim == 2:
+            return a
+        return _cv2().cvtColor(a[:, :, :3], _cv2().COLOR_BGR2GRAY)
+
+    def _changed(self, a, b):
+        cv2 = _cv2()
+        a, b = self.preprocess(a), self.preprocess(b)
+        d = cv2.absdiff(a, b)
+        return cv2.threshold(d, (1 - self.threshold) * 255, 255, cv2.THRESH_BINARY)[1]
+
+
+# ---------------------------------------------------------------- detect_motion / wait_for_motion
+
+def _combined_mask(mask, region):
+    m = load_mask(mask)
+    if region is not None and region != Region.ALL:
+        m = m - ~load_mask(region)  # only where both are
+    return m
+
+
+def _differ_for(differ, threshold, noise_threshold, min_size=None):
+    if differ is not None:
+        if threshold is not None or noise_threshold is not None or min_size is not None:
+            return differ.replace(threshold=threshold if threshold is not None else noise_threshold,
+                                  min_size=min_size)
+        return differ
+    if noise_threshold is not None and threshold is None:
+        return GrayscaleDiff(min_size=min_size, threshold=noise_threshold)
+    if threshold is None:
+        threshold = get_config("motion", "threshold", type_=float)
+    return BGRDiff(min_size=min_size, threshold=threshold)
+
+
+def _timed_frames(frames, timeout_secs):
+    """The frames, until ``timeout_secs`` have passed since the first one
+    (by the frames' own clock; None: no end). Without ``frames``, the live
+    frames from the daemon (which also stop on the wall clock)."""
+    if frames is None:
+        from stbt_core._frames import frames as live  # pylint: disable=import-outside-toplevel
+        frames = live(timeout_secs)
+    first = None
+    for frame in frames:
+        t = getattr(frame, "time", None)
+        if t is not None and timeout_secs is not None:
+            if first is None:
+                first = t
+            elif t - first > timeout_secs:
+                return
+        yield frame
+
+
+def _log(message):
+    try:
+        from farmhand import control  # pylint: disable=import-outside-toplevel
+        control.log_event(message)
+    except Exception:  # pylint: disable=broad-except
+        pass
+
+
+def detect_motion(timeout_secs=10, threshold=None, mask=Region.ALL, region=Region.ALL, frames=None,
+                  *, differ=None, noise_threshold=None):
+    """Yield a ``MotionResult`` for each frame after the first: whether it
+    differs from the last frame in which motion was seen (at first, the
+    first frame). Stops after ``timeout_secs`` (None: never)."""
+    m = _combined_mask(mask, region)
+    d = _differ_for(differ, threshold, noise_threshold)
+    reference = None
+    for frame in _timed_frames(frames, timeout_secs):
+        current = d.preprocess(frame)
+        if reference is None:
+            reference = current
+            continue
+        result = d.diff(reference, current, m)
+        if result.frame is not frame:
+            result.frame = frame
+            result.time = getattr(frame, "time", None)
+        if result:
+            reference = current
+        yield result
+
+
+def _parse_consecutive(value):
+    if value is None:
+        value = get_config("motion", "consecutive_frames")
+    text = str(value).strip()
+    try:
+        if "/" in text:
+            n, m = (int(p) for p in text.split("/", 1))
+        else:
+            n = m = int(text)
+    except ValueError:
+        raise ValueError("consecutive_frames is 'N/M' (N frames with motion out of M) or N, not %r"
+                         % (value,)) from None
+    if not 1 <= n <= m:
+        raise ValueError("consecutive_frames %r: need 1 <= N <= M" % (value,))
+    return n, m
+
+
+def wait_for_motion(timeout_secs=10, consecutive_frames=None, threshold=None, mask=Region.ALL,
+                    region=Region.ALL, frames=None, *, differ=None, noise_threshold=None):
+    """Wait until N of M consecutive frames (``consecutive_frames``
+    ``"N/M"``; default ``[motion] consecutive_frames``, ``"10/20"``) show
+    motion. Returns the ``MotionResult`` of the first frame with motion in
+    that window; raises ``MotionTimeout`` after ``timeout_secs``."""
+    n, m = _parse_consecutive(consecutive_frames)
+    window = []
+    last = None
+    for result in detect_motion(timeout_secs, threshold, mask, region, frames,
+                                differ=differ, noise_threshold=noise_threshold):
+        last = result
+        window.append(result)
+        if len(window) > m:
+            window.pop(0)
+        if sum(1 for r in window if r) >= n:
+            first = next(r for r in window if r)
+            _log("wait_for_motion: motion at %s in %r" % (first.time, first.region))
+            return first
+    screenshot = last.frame if last is not None else None
+    _log("wait_for_motion: no motion within %s s" % timeout_secs)
+    raise MotionTimeout(screenshot, None if mask is Region.ALL else mask, timeout_secs)

@@ -1,0 +1,210 @@
+"""Transitions of the stbt API: ``press_and_wait``,
+``wait_for_transition_to_end``, ``Transition`` and ``TransitionStatus``.
+
+farmhand's own code, written from stb-tester's public manual. How the times
+are found, all on the frames' own clock (``Frame.time``, the moment of
+capture):
+
+- ``press_time``: when the press finished going out (``Keypress.end_time``).
+- ``animation_start_time``: the time of the first frame, after the press,
+  that differs from the frame before the press.
+- ``end_time``: the time of the first frame of the final still period: the
+  frame after which nothing changed any more (each frame is compared with
+  the one before it) for ``stable_secs``.
+- ``timeout_secs`` counts from the press (or from ``initial_frame``): the
+  screen must start changing within it (else ``START_TIMEOUT``) and come to
+  rest within it; the ``stable_secs`` that prove the rest may run past it
+  (else ``STABLE_TIMEOUT``).
+"""
+
+import enum
+
+from stbt_core._motion import _combined_mask, _differ_for, _log
+from stbt_core._types import Region
+
+__all__ = ["Transition", "TransitionStatus", "press_and_wait", "wait_for_transition_to_end"]
+
+
+class TransitionStatus(enum.Enum):
+    """Why a transition ended."""
+    START_TIMEOUT = 0  # the screen never started changing
+    STABLE_TIMEOUT = 1  # it started changing but never stayed still for stable_secs
+    COMPLETE = 2  # it changed, then stayed still for stable_secs
+
+
+TransitionStatus.__module__ = "stbt_core"
+
+
+class Transition:
+    """What ``press_and_wait`` and ``wait_for_transition_to_end`` saw:
+    ``key`` (None for ``wait_for_transition_to_end``), ``frame`` (the last
+    frame looked at: the still picture when complete), ``status``,
+    ``press_time``, ``animation_start_time`` and ``end_time`` (seconds since
+    the epoch; None when not known). Truthy when complete."""
+
+    __slots__ = ("key", "frame", "status", "press_time", "animation_start_time", "end_time",
+                 "_start_frame", "_end_frame")
+
+    def __init__(self, key, frame, status, press_time, animation_start_time, end_time,
+                 _start_frame=None, _end_frame=None):
+        self.key, self.frame, self.status = key, frame, status
+        self.press_time, self.animation_start_time, self.end_time = press_time, animation_start_time, end_time
+        # The frames those times are of (farmhand's; its timing tests read the virtual box's frame numbers).
+        self._start_frame, self._end_frame = _start_frame, _end_frame
+
+    @property
+    def duration(self):
+        """From the press to the end of the animation (None when unknown)."""
+        if self.end_time is None or self.press_time is None:
+            return None
+        return self.end_time - self.press_time
+
+    @property
+    def animation_duration(self):
+        """From the first change on screen to the end of the animation."""
+        if self.end_time is None or self.animation_start_time is None:
+            return None
+        return self.end_time - self.animation_start_time
+
+    @property
+    def started(self):
+        return self.status != TransitionStatus.START_TIMEOUT
+
+    @property
+    def complete(self):
+        return self.status == TransitionStatus.COMPLETE
+
+    @property
+    def stable(self):
+        """The picture was still at the end (only a complete transition)."""
+        return self.status == TransitionStatus.COMPLETE
+
+    def __bool__(self):
+        return self.complete
+
+    def __repr__(self):
+        def t(v):
+            return "None" if v is None else "%.3f" % v
+        return ("Transition(key=%r, status=%s, press_time=%s, animation_start_time=%s, end_time=%s, "
+                "duration=%s, animation_duration=%s)" % (
+                    self.key, self.status, t(self.press_time), t(self.animation_start_time),
+                    t(self.end_time), t(self.duration), t(self.animation_duration)))
+
+
+def _frames_after(seq, timeout_secs):
+    """The daemon's frames from the one after ``seq`` on (so a change that
+    came while the press was answered is not missed)."""
+    from stbt_core import _frames  # pylint: disable=import-outside-toplevel
+    import time as _time  # pylint: disable=import-outside-toplevel
+    from farmhand import control  # pylint: disable=import-outside-toplevel
+    deadline = _time.monotonic() + float(timeout_secs)
+    while True:
+        wait = deadline - _time.monotonic()
+        if wait <= 0:
+            return
+        fields = {"timeout_ms": int(min(wait, 10.0) * 1000)}
+        if seq is not None:
+            fields["after_seq"] = seq
+        frame = _frames._receive(  # pylint: disable=protected-access
+            "next_frame", timeout=control.DEFAULT_TIMEOUT_SECS + fields["timeout_ms"] / 1000.0, **fields)
+        if frame is None:
+            continue
+        seq = frame._seq  # pylint: disable=protected-access
+        yield frame
+
+
+def _run(key, initial_frame, start_time, frames, mask, region, timeout_secs, stable_secs, min_size,
+         threshold, differ, press_time):
+    m = _combined_mask(mask, region)
+    d = _differ_for(differ, threshold, None, min_size)
+    reference = d.preprocess(initial_frame) if initial_frame is not None else None
+    previous = reference
+    animation_start = None
+    end = None  # time of the first frame of the current still period
+    start_frame = end_frame = None
+    last = initial_frame
+    since = getattr(initial_frame, "time", None)
+    for frame in frames:
+        t = frame.time
+        if since is not None and t is not None and t <= since:
+            continue  # not after the reference frame (a given list may start earlier)
+        last = frame
+        current = d.preprocess(frame)
+        if reference is None:  # no frame before: the first one is the reference
+            reference = previous = current
+            continue
+        if animation_start is None:
+            if d.diff(reference, current, m):
+                animation_start = end = t
+                start_frame = end_frame = frame
+            elif t - start_time >= timeout_secs:
+                return Transition(key, frame, TransitionStatus.START_TIMEOUT, press_time, None, None)
+            previous = current
+            continue
+        if d.diff(previous, current, m):
+            end = t
+            end_frame = frame
+        previous = current
+        if t - end >= stable_secs:
+            return Transition(key, frame, TransitionStatus.COMPLETE, press_time, animation_start, end,
+                              start_frame, end_frame)
+        if t - start_time >= timeout_secs + stable_secs:
+            return Transition(key, frame, TransitionStatus.STABLE_TIMEOUT, press_time, animation_start, end,
+                              start_frame, end_frame)
+    # The frames ran out (a given list, or the daemon's clock ran out first).
+    if animation_start is None:
+        return Transition(key, last, TransitionStatus.START_TIMEOUT, press_time, None, None)
+    return Transition(key, last, TransitionStatus.STABLE_TIMEOUT, press_time, animation_start, end,
+                      start_frame, end_frame)
+
+
+def wait_for_transition_to_end(initial_frame=None, mask=Region.ALL, region=Region.ALL, timeout_secs=10,
+                               stable_secs=1, min_size=None, frames=None, *, threshold=None, differ=None):
+    """Wait for the screen to change from ``initial_frame`` (default: the
+    first frame looked at) and then to stay still for ``stable_secs``.
+    Returns a ``Transition`` (``key`` and ``press_time`` None)."""
+    stable_secs, timeout_secs = float(stable_secs), float(timeout_secs)
+    if frames is None:
+        seq = getattr(initial_frame, "_seq", None)
+        frames = _frames_after(seq, timeout_secs + stable_secs + 1)
+    frames = iter(frames)
+    start_time = getattr(initial_frame, "time", None)
+    if start_time is None:
+        first = next(frames, None)
+        if first is None:
+            return Transition(None, initial_frame, TransitionStatus.START_TIMEOUT, None, None, None)
+        start_time = first.time
+        frames = _chain(first, frames)
+    result = _run(None, initial_frame, start_time, frames, mask, region, timeout_secs, stable_secs,
+                  min_size, threshold, differ, None)
+    _log("wait_for_transition_to_end: %r" % (result,))
+    return result
+
+
+def _chain(first, rest):
+    yield first
+    yield from rest
+
+
+def press_and_wait(key, mask=Region.ALL, region=Region.ALL, timeout_secs=10, stable_secs=1, min_size=None,
+                   retries=0, frames=None, _dut=None, *, threshold=None, differ=None):
+    """Press ``key``, wait for the screen to start changing and then to stay
+    still for ``stable_secs``. Returns a ``Transition``; with ``retries`` the
+    key is pressed again (up to that many more times) while the screen did
+    not start changing."""
+    from stbt_core._remote import press  # pylint: disable=import-outside-toplevel
+    press_fn = press if _dut is None else _dut.press
+    stable_secs, timeout_secs = float(stable_secs), float(timeout_secs)
+    for attempt in range(int(retries) + 1):
+        keypress = press_fn(key)
+        initial = getattr(keypress, "frame_before", None)
+        press_time = keypress.end_time
+        source = frames
+        if source is None:
+            source = _frames_after(getattr(initial, "_seq", None), timeout_secs + stable_secs + 1)
+        result = _run(getattr(keypress, "key", key), initial, press_time, iter(source), mask, region,
+                      timeout_secs, stable_secs, min_size, threshold, differ, press_time)
+        _log("press_and_wait(%r): %r" % (key, result))
+        if result.started or attempt == int(retries):
+            return result
+    return result  # pragma: no cover  (the loop always returns)
