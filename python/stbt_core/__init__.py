@@ -28,7 +28,8 @@ __all__ = [
 ]
 
 # The other modules of this package; each one's public names (its __all__) join this module's.
-_MODULES = ("_types", "_mask", "_match", "_frameobject", "_grid", "_precondition", "_wait", "_black")
+_MODULES = ("_types", "_mask", "_match", "_frameobject", "_grid", "_precondition", "_wait", "_black",
+            "_ocr")
 
 
 def _import_all():
