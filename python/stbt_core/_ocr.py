@@ -34,6 +34,8 @@ TESSERACT = "tesseract"
 UPSAMPLE_FACTOR = 3
 DEFAULT_TIMEOUT_SECS = 30.0
 _CACHE_SIZE = 64
+# text_color: colour distance (0 to 441 in BGR) at which a pixel is white.
+TEXT_COLOR_RAMP = 200.0
 
 
 def _cv2():
@@ -345,8 +347,8 @@ def _enum_value(cls, value):
 
 def _prepare(frame, region, params):
     """``(frame, clipped region or None, grey picture for tesseract)``: the
-    region cropped, upsampled 3x, and with ``text_color`` binarised to black
-    text on white."""
+    region cropped, with ``text_color`` turned into dark text on white, and
+    upsampled 3x."""
     np, cv2 = _np(), _cv2()
     if frame is None:
         from stbt_core._frames import get_frame  # pylint: disable=import-outside-toplevel
@@ -363,17 +365,21 @@ def _prepare(frame, region, params):
     crop = a[clipped.y:clipped.bottom, clipped.x:clipped.right]
     if crop.ndim == 3 and crop.shape[2] == 4:
         crop = crop[:, :, :3]
-    if params.upsample:
-        crop = cv2.resize(crop, None, fx=UPSAMPLE_FACTOR, fy=UPSAMPLE_FACTOR, interpolation=cv2.INTER_CUBIC)
     if params.text_color is not None:
+        # Distance from the text colour, at the frame's own resolution: within the threshold is black
+        # (text); beyond it grey rising to white at a distance of TEXT_COLOR_RAMP, so the anti-aliased
+        # edges of thin glyphs stay as grey instead of being cut off; other colours end up white.
         bgr = crop if crop.ndim == 3 else cv2.cvtColor(crop, cv2.COLOR_GRAY2BGR)
         diff = bgr.astype(np.float32) - np.array(params.text_color, np.float32)
         dist = np.sqrt((diff * diff).sum(axis=2))
-        grey = np.where(dist <= params.text_color_threshold, 0, 255).astype(np.uint8)
+        scale = 255.0 / max(1.0, TEXT_COLOR_RAMP - params.text_color_threshold)
+        grey = np.clip((dist - params.text_color_threshold) * scale, 0, 255).astype(np.uint8)
     elif crop.ndim == 3:
         grey = cv2.cvtColor(crop, cv2.COLOR_BGR2GRAY)
     else:
         grey = crop
+    if params.upsample:
+        grey = cv2.resize(grey, None, fx=UPSAMPLE_FACTOR, fy=UPSAMPLE_FACTOR, interpolation=cv2.INTER_CUBIC)
     return frame, clipped, np.ascontiguousarray(grey)
 
 

@@ -125,6 +125,12 @@ class Ocr(OcrTestCase):
         self.assertEqual(stbt.ocr(frame, region, text_color="#ffffff"), "Delete")
         self.assertEqual(stbt.ocr(frame, region, text_color=stbt.Color(255, 255, 255)), "Delete")
 
+    def test_text_color_keeps_the_edges_of_small_text(self):
+        # 14 px: few pixels of a stroke have the exact colour; the anti-aliased edges must not be cut off.
+        frame = render([("Channel 104: Evening News", (100, 100), 14, WHITE)])
+        region = stbt.Region(88, 88, width=240, height=32)
+        self.assertEqual(stbt.ocr(frame, region, text_color=WHITE), "Channel 104: Evening News")
+
     def test_text_color_on_a_coloured_background_dark_on_light(self):
         frame = render([("Favourites", (100, 100), 24, (40, 40, 40)), ("Guide", (300, 100), 24, (0, 0, 200))],
                        background=(200, 230, 240))
