@@ -307,8 +307,14 @@ class _Params:
         if text_color_threshold is None:
             text_color_threshold = get_config("ocr", "text_color_threshold", type_=float)
         self.text_color_threshold = float(text_color_threshold)
-        requested = OcrEngine(_enum_value(OcrEngine, engine if engine is not None
-                                          else get_config("ocr", "engine", type_=OcrEngine)))
+        if engine is None:
+            raw = get_config("ocr", "engine")
+            try:
+                engine = OcrEngine(int(raw)) if raw.strip().isdigit() else OcrEngine[raw.strip().upper()]
+            except (KeyError, ValueError) as e:
+                raise ConfigurationError("[ocr] engine = %r is not one of %s" % (
+                    raw, ", ".join(OcrEngine.__members__))) from e
+        requested = OcrEngine(_enum_value(OcrEngine, engine))
         self.requested_engine = requested
         # Debian's language data holds the LSTM models only: the legacy engine cannot load it.
         self.engine = OcrEngine.LSTM if requested in (OcrEngine.TESSERACT, OcrEngine.TESSERACT_AND_LSTM) \

@@ -346,6 +346,22 @@ class PackDefaults(OcrTestCase):
         self.assertEqual(int(seen[1][1].max()), 0)
 
 
+class PackEngineNumber(OcrTestCase):
+    CONF = "[ocr]\nengine = 0\n"
+
+    def test_engine_by_number(self):
+        self.assertEqual(stbt.ocr(render(MENU), LINE1), "Channel 104: Evening News")
+
+
+class PackEngineWrong(OcrTestCase):
+    CONF = "[ocr]\nengine = cuneiform\n"
+
+    def test_a_wrong_engine_is_a_configuration_error(self):
+        with self.assertRaises(stbt.ConfigurationError) as cm:
+            stbt.ocr(render(MENU), LINE1)
+        self.assertIn("cuneiform", str(cm.exception))
+
+
 class Timeout(OcrTestCase):
     CONF = "[ocr]\ntimeout_secs = 0.001\n"
 
@@ -372,12 +388,17 @@ class Log(WithDaemon, OcrTestCase):
         stbt.ocr(frame, LINE1)
         stbt.match_text("Recordings", frame)
         stbt.match_text("Morning", frame, region=LINE1)
+        stbt.ocr(frame)  # three lines of text on the screen: still one line in the log
         lines = [t for _, t in self.daemon.logs]
         self.assertTrue(any(t.startswith("ocr in Region(x=90, y=90, right=510, bottom=135)")
                             and "'Channel 104: Evening News'" in t for t in lines), lines)
         self.assertTrue(any(t.startswith("match_text 'Recordings'") and "found at Region(" in t
                             for t in lines), lines)
         self.assertTrue(any(t.startswith("match_text 'Morning'") and t.endswith("not found") for t in lines), lines)
+        whole = [t for t in lines if t.startswith("ocr in Region(x=0, y=0, right=1280, bottom=720)")]
+        self.assertEqual(len(whole), 1, lines)
+        self.assertIn("Recordings", whole[0])
+        self.assertNotIn("\n", whole[0])
 
 
 if __name__ == "__main__":
