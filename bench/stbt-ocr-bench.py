@@ -36,6 +36,8 @@ sys.path[:0] = [os.path.join(ROOT, "python")]
 os.environ["FARMHAND_TEST_PACK_DIR"] = tempfile.mkdtemp(prefix="stbt-ocr-bench-")  # built-in defaults
 os.environ.pop("FARMHAND_CONFIG", None)
 os.environ.pop("FARMHAND_CONTROL_SOCKET", None)
+# One OpenMP thread, as _ocr gives each tesseract child: the in-process comparison on equal terms.
+os.environ.setdefault("OMP_THREAD_LIMIT", "1")
 
 import cv2  # noqa: E402  pylint: disable=wrong-import-position
 import numpy  # noqa: E402  pylint: disable=wrong-import-position
