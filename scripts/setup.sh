@@ -13,7 +13,9 @@ cd "$(dirname "$0")/.."
 # (prometheus, for promtool only: its server is disabled when setup installs it), the farm's database and
 # its throwaway test clusters (postgresql: initdb, pg_ctl; see docs/farm.md), and the web portal's browser
 # tests (chromium, driven by playwright-core: Playwright's own browser download is not used).
-PACKAGES=(ffmpeg git python3 python3-numpy python3-opencv fonts-dejavu-core socat lirc lirc-compat-remotes libxml2-utils systemd prometheus postgresql chromium)
+# tesseract-ocr and tesseract-ocr-eng: the stbt API's ocr and match_text (python/stbt_core/_ocr.py); a pack
+# that reads another language needs its tesseract-ocr-<lang> package too.
+PACKAGES=(ffmpeg git python3 python3-numpy python3-opencv fonts-dejavu-core tesseract-ocr tesseract-ocr-eng socat lirc lirc-compat-remotes libxml2-utils systemd prometheus postgresql chromium)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -29,7 +29,7 @@ __all__ = [
 
 # The other modules of this package; each one's public names (its __all__) join this module's.
 _MODULES = ("_types", "_mask", "_match", "_frameobject", "_grid", "_precondition", "_wait", "_black",
-            "_motion", "_transition", "_keyboard")
+            "_motion", "_transition", "_keyboard", "_ocr")
 
 
 def _import_all():

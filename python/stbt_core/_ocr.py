@@ -1,0 +1,546 @@
+"""Reading text off the screen: ``ocr``, ``match_text``, ``TextMatchResult``,
+``OcrMode``, ``OcrEngine``, ``ocr_eq``, ``apply_ocr_corrections``,
+``set_global_ocr_corrections``.
+
+farmhand's own implementation of the behaviour stb-tester documents, on
+Debian's tesseract 5 (package ``tesseract-ocr``). tesseract runs as a child
+process (never through a shell) with a timeout; the picture goes to it on
+its standard input as PNG. Why the command and not the in-process
+``python3-tesserocr``, which engine is the default and what the legacy
+engine value does: docs/migrating-from-stb-tester.md, section OCR.
+
+Every read is logged in the run's log like ``match`` is. Identical reads
+(same pixels, same parameters) are answered from a small cache.
+"""
+
+import collections
+import enum
+import hashlib
+import os
+import re
+import subprocess
+import tempfile
+import threading
+import unicodedata
+
+from stbt_core._config import get_config
+from stbt_core._errors import ConfigurationError, UITestError
+from stbt_core._types import Region
+
+__all__ = ["OcrEngine", "OcrMode", "TextMatchResult", "apply_ocr_corrections", "match_text", "ocr",
+           "ocr_eq", "set_global_ocr_corrections"]
+
+TESSERACT = "tesseract"
+UPSAMPLE_FACTOR = 3
+DEFAULT_TIMEOUT_SECS = 30.0
+_CACHE_SIZE = 64
+# text_color: colour distance (0 to 441 in BGR) at which a pixel is white.
+TEXT_COLOR_RAMP = 200.0
+
+
+def _cv2():
+    import cv2  # pylint: disable=import-outside-toplevel
+    return cv2
+
+
+def _np():
+    import numpy  # pylint: disable=import-outside-toplevel
+    return numpy
+
+
+class OcrMode(enum.IntEnum):
+    """tesseract's page segmentation mode (its ``--psm``): how the region's
+    layout is analysed before reading."""
+    ORIENTATION_AND_SCRIPT_DETECTION_ONLY = 0
+    PAGE_SEGMENTATION_WITH_OSD = 1
+    PAGE_SEGMENTATION_WITHOUT_OSD_OR_OCR = 2
+    PAGE_SEGMENTATION_WITHOUT_OSD = 3
+    SINGLE_COLUMN_OF_TEXT_OF_VARIABLE_SIZES = 4
+    SINGLE_UNIFORM_BLOCK_OF_VERTICALLY_ALIGNED_TEXT = 5
+    SINGLE_UNIFORM_BLOCK_OF_TEXT = 6
+    SINGLE_LINE = 7
+    SINGLE_WORD = 8
+    SINGLE_WORD_IN_A_CIRCLE = 9
+    SINGLE_CHARACTER = 10
+    SPARSE_TEXT = 11
+    SPARSE_TEXT_WITH_OSD = 12
+    RAW_LINE = 13
+
+    def __str__(self):
+        return self.name
+
+
+class OcrEngine(enum.IntEnum):
+    """tesseract's engine (its ``--oem``). Debian ships only the LSTM models,
+    so ``TESSERACT`` (the legacy engine) and ``TESSERACT_AND_LSTM`` read with
+    LSTM: see docs/migrating-from-stb-tester.md."""
+    TESSERACT = 0
+    LSTM = 1
+    TESSERACT_AND_LSTM = 2
+    DEFAULT = 3
+
+    def __str__(self):
+        return self.name
+
+
+class TextMatchResult:
+    """What ``match_text`` found. True (in ``if`` / ``assert``) when the text
+    was found; ``region`` is where (frame coordinates), or ``None``; ``text``
+    the text searched for; ``frame`` the frame read, ``time`` its capture
+    time."""
+
+    def __init__(self, time, match, region, frame, text):  # pylint: disable=redefined-outer-name
+        self.time = time
+        self.match = bool(match)
+        self.region = region
+        self.frame = frame
+        self.text = text
+
+    def __bool__(self):
+        return self.match
+
+    def __repr__(self):
+        shape = getattr(self.frame, "shape", None)
+        frame = "None" if shape is None else "%dx%d" % (shape[1], shape[0])
+        return "TextMatchResult(time=%s, match=%r, region=%r, frame=<%s>, text=%r)" % (
+            "None" if self.time is None else "%.3f" % self.time, self.match, self.region, frame, self.text)
+
+
+for _cls in (OcrMode, OcrEngine, TextMatchResult):
+    _cls.__module__ = "stbt_core"
+del _cls
+
+
+# ---------------------------------------------------------------------------
+# Corrections
+# ---------------------------------------------------------------------------
+
+_global_corrections = None
+
+
+def set_global_ocr_corrections(corrections):
+    """Corrections applied by every later ``ocr`` call (after the call's own
+    ``corrections``) and by ``apply_ocr_corrections``. ``None`` or ``{}``
+    removes them."""
+    global _global_corrections  # pylint: disable=global-statement
+    _check_corrections(corrections)
+    _global_corrections = dict(corrections) if corrections else None
+
+
+def _check_corrections(corrections):
+    if corrections is None:
+        return
+    if not isinstance(corrections, dict):
+        raise TypeError("corrections must be a dict of {text or re.compile(...): replacement}, not %r"
+                        % (type(corrections).__name__,))
+    for k, v in corrections.items():
+        if not isinstance(k, (str, re.Pattern)):
+            raise TypeError("a correction's key must be a str or a compiled regex, not %r" % (k,))
+        if not isinstance(v, str):
+            raise TypeError("a correction's replacement must be a str, not %r" % (v,))
+
+
+def _apply(text, corrections):
+    if not corrections:
+        return text
+    _check_corrections(corrections)
+    # Plain strings first (whole words only), in the dict's order; then the regexes, in order.
+    for k, v in corrections.items():
+        if isinstance(k, str) and k:
+            text = re.sub(r"(?<!\w)" + re.escape(k) + r"(?!\w)", lambda _m, v=v: v, text)
+    for k, v in corrections.items():
+        if isinstance(k, re.Pattern):
+            text = k.sub(v, text)
+    return text
+
+
+def apply_ocr_corrections(text, corrections=None):
+    """``text`` with ``corrections`` applied as ``ocr(corrections=)`` does:
+    a plain-string key replaces whole words only (``"he saw"`` does not touch
+    ``"the saw"``); a compiled regex replaces wherever it matches. Plain
+    strings go first, then regexes, each in the dict's order. The global
+    corrections (``set_global_ocr_corrections``) are applied after
+    ``corrections``."""
+    text = _apply(text, corrections)
+    return _apply(text, _global_corrections)
+
+
+# ---------------------------------------------------------------------------
+# ocr_eq
+# ---------------------------------------------------------------------------
+
+def _normalize(text):
+    """``text`` reduced to what OCR reads reliably: Unicode compatibility
+    forms folded, each character of ``ocr_eq.replacements`` replaced by its
+    representative, spaces and punctuation dropped."""
+    text = unicodedata.normalize("NFKC", str(text))
+    table = ocr_eq.replacements
+    out = []
+    for ch in text:
+        ch = table.get(ch, ch)
+        out.extend(c for c in ch if c.isalnum())
+    return "".join(out)
+
+
+def ocr_eq(a, b):
+    """True when ``a`` and ``b`` are the same text as far as OCR can tell:
+    characters OCR confuses (0/O/o, 1/l/I/|, 5/S, 8/B, 2/Z, ...) count as
+    equal, and spaces and punctuation are ignored. ``ocr_eq.replacements``
+    (a dict, editable) maps each confusable character to its class's
+    representative; ``ocr_eq.normalize(text)`` is the reduced form
+    compared."""
+    return _normalize(a) == _normalize(b)
+
+
+ocr_eq.replacements = {
+    "o": "O", "0": "O", "Q": "O", "D": "O",
+    "1": "I", "l": "I", "|": "I", "i": "I",
+    "5": "S", "s": "S", "$": "S",
+    "8": "B",
+    "2": "Z", "z": "Z",
+    "6": "G",
+    "c": "C", "v": "V", "w": "W", "x": "X", "u": "U", "p": "P", "k": "K",
+}
+ocr_eq.normalize = _normalize
+
+
+# ---------------------------------------------------------------------------
+# Running tesseract
+# ---------------------------------------------------------------------------
+
+_LANG_RE = re.compile(r"^[A-Za-z0-9_]+(\+[A-Za-z0-9_]+)*$")
+_CONFIG_KEY_RE = re.compile(r"^[A-Za-z0-9_]+$")
+_langs_lock = threading.Lock()
+_langs = None
+_cache = collections.OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def _installed_langs():
+    """The languages tesseract can load (``tesseract --list-langs``, once per process)."""
+    global _langs  # pylint: disable=global-statement
+    with _langs_lock:
+        if _langs is None:
+            out = _run([TESSERACT, "--list-langs"], None, _timeout())
+            _langs = frozenset(line.strip() for line in out.decode("utf-8", "replace").splitlines()[1:]
+                               if line.strip())
+        return _langs
+
+
+def _debian_package(lang):
+    return "tesseract-ocr-" + lang.lower().replace("_", "-")
+
+
+def _check_lang(lang):
+    if not isinstance(lang, str) or not _LANG_RE.match(lang):
+        raise ConfigurationError("OCR language %r is not a tesseract language name such as 'eng' or 'eng+deu'"
+                                 % (lang,))
+    installed = _installed_langs()
+    missing = [part for part in lang.split("+") if part not in installed]
+    if missing:
+        raise ConfigurationError(
+            "OCR language %s not installed on this node (installed: %s): install the Debian package%s %s"
+            % (", ".join(repr(m) for m in missing) + (" is" if len(missing) == 1 else " are"),
+               ", ".join(sorted(installed)) or "none", "" if len(missing) == 1 else "s",
+               " ".join(_debian_package(m) for m in missing)))
+
+
+def _timeout():
+    return get_config("ocr", "timeout_secs", DEFAULT_TIMEOUT_SECS, type_=float)
+
+
+def _run(argv, stdin, timeout):
+    env = dict(os.environ)
+    # One thread per tesseract: OpenMP's threads only compete with each other on a shared, loaded machine.
+    env.setdefault("OMP_THREAD_LIMIT", "1")
+    try:
+        p = subprocess.run(argv, input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=timeout, env=env, check=False, shell=False)
+    except FileNotFoundError as e:
+        raise ConfigurationError("tesseract is not installed on this node: install the Debian packages "
+                                 "tesseract-ocr and tesseract-ocr-eng (scripts/setup.sh does)") from e
+    except subprocess.TimeoutExpired as e:
+        raise UITestError("tesseract did not finish within %g s (the [ocr] timeout_secs of stbt.conf)"
+                          % timeout) from e
+    if p.returncode != 0:
+        err = p.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise UITestError("tesseract failed (exit status %s): %s" % (p.returncode, " / ".join(err[-3:])))
+    return p.stdout
+
+
+def _words_data(value, name):
+    """The bytes of a --user-words / --user-patterns file: a list is one
+    entry a line; a string is a filename (relative ones found as
+    ``find_file`` does)."""
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or hasattr(value, "__fspath__"):
+        path = os.fspath(value)
+        if isinstance(path, bytes):
+            path = os.fsdecode(path)
+        if not os.path.isabs(path):
+            from stbt_core._frames import find_file  # pylint: disable=import-outside-toplevel
+            path = find_file(path) or path
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except OSError as e:
+            raise IOError("could not read %s: %s" % (path, e)) from e
+    lines = [str(w) for w in value]
+    if any("\n" in w or "\r" in w for w in lines):
+        raise ValueError("%s must not contain line breaks" % name)
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+class _Params:
+    """The parameters of one read, with the [ocr] defaults filled in."""
+
+    def __init__(self, mode, lang, tesseract_config, user_words, user_patterns, upsample, text_color,
+                 text_color_threshold, engine, char_whitelist):
+        self.mode = OcrMode(_enum_value(OcrMode, mode))
+        self.lang = lang if lang is not None else get_config("ocr", "lang")
+        self.upsample = bool(upsample if upsample is not None else get_config("ocr", "upsample", type_=bool))
+        if text_color is not None:
+            from stbt_core._frames import Color  # pylint: disable=import-outside-toplevel
+            text_color = tuple(Color(text_color))[:3]
+        self.text_color = text_color
+        if text_color_threshold is None:
+            text_color_threshold = get_config("ocr", "text_color_threshold", type_=float)
+        self.text_color_threshold = float(text_color_threshold)
+        if engine is None:
+            raw = get_config("ocr", "engine")
+            try:
+                engine = OcrEngine(int(raw)) if raw.strip().isdigit() else OcrEngine[raw.strip().upper()]
+            except (KeyError, ValueError) as e:
+                raise ConfigurationError("[ocr] engine = %r is not one of %s" % (
+                    raw, ", ".join(OcrEngine.__members__))) from e
+        requested = OcrEngine(_enum_value(OcrEngine, engine))
+        self.requested_engine = requested
+        # Debian's language data holds the LSTM models only: the legacy engine cannot load it.
+        self.engine = OcrEngine.LSTM if requested in (OcrEngine.TESSERACT, OcrEngine.TESSERACT_AND_LSTM) \
+            else requested
+        config = dict(tesseract_config or {})
+        if char_whitelist is not None:
+            config["tessedit_char_whitelist"] = str(char_whitelist)
+        for k, v in config.items():
+            if not _CONFIG_KEY_RE.match(str(k)):
+                raise ValueError("tesseract_config key %r is not a tesseract variable name" % (k,))
+            if "\n" in str(v) or "\r" in str(v):
+                raise ValueError("tesseract_config value of %s must not contain line breaks" % (k,))
+        self.config = {str(k): (str(int(v)) if isinstance(v, bool) else str(v)) for k, v in config.items()}
+        self.user_words = user_words
+        self.user_patterns = user_patterns
+
+    def describe(self):
+        parts = ["mode=%s" % self.mode.name, "lang=%s" % self.lang, "engine=%s" % self.engine.name]
+        if self.requested_engine != self.engine:
+            parts[-1] += " (asked %s)" % self.requested_engine.name
+        if not self.upsample:
+            parts.append("upsample=False")
+        if self.text_color is not None:
+            parts.append("text_color=#%02x%02x%02x/%g" % (self.text_color[2], self.text_color[1],
+                                                        self.text_color[0], self.text_color_threshold))
+        if self.config:
+            parts.append("config=%s" % ",".join("%s=%s" % kv for kv in sorted(self.config.items())))
+        return " ".join(parts)
+
+
+def _enum_value(cls, value):
+    if isinstance(value, str) and value.strip().upper() in cls.__members__:
+        return cls[value.strip().upper()]
+    return value
+
+
+def _prepare(frame, region, params):
+    """``(frame, clipped region or None, grey picture for tesseract)``: the
+    region cropped, with ``text_color`` turned into dark text on white, and
+    upsampled 3x."""
+    np, cv2 = _np(), _cv2()
+    if frame is None:
+        from stbt_core._frames import get_frame  # pylint: disable=import-outside-toplevel
+        frame = get_frame()
+    a = np.asarray(frame)
+    if a.dtype != np.uint8 or a.ndim not in (2, 3):
+        raise TypeError("the frame to read must be an 8-bit picture, not %s %r" % (a.dtype, a.shape))
+    h, w = a.shape[:2]
+    if region is None:
+        region = Region.ALL
+    clipped = Region.intersect(_fourtuple(region), Region(0, 0, width=w, height=h))
+    if clipped is None or clipped.width == 0 or clipped.height == 0:
+        return frame, None, None
+    crop = a[clipped.y:clipped.bottom, clipped.x:clipped.right]
+    if crop.ndim == 3 and crop.shape[2] == 4:
+        crop = crop[:, :, :3]
+    if params.text_color is not None:
+        # Distance from the text colour, at the frame's own resolution: within the threshold is black
+        # (text); beyond it grey rising to white at a distance of TEXT_COLOR_RAMP, so the anti-aliased
+        # edges of thin glyphs stay as grey instead of being cut off; other colours end up white.
+        bgr = crop if crop.ndim == 3 else cv2.cvtColor(crop, cv2.COLOR_GRAY2BGR)
+        diff = bgr.astype(np.float32) - np.array(params.text_color, np.float32)
+        dist = np.sqrt((diff * diff).sum(axis=2))
+        scale = 255.0 / max(1.0, TEXT_COLOR_RAMP - params.text_color_threshold)
+        grey = np.clip((dist - params.text_color_threshold) * scale, 0, 255).astype(np.uint8)
+    elif crop.ndim == 3:
+        grey = cv2.cvtColor(crop, cv2.COLOR_BGR2GRAY)
+    else:
+        grey = crop
+    if params.upsample:
+        grey = cv2.resize(grey, None, fx=UPSAMPLE_FACTOR, fy=UPSAMPLE_FACTOR, interpolation=cv2.INTER_CUBIC)
+    return frame, clipped, np.ascontiguousarray(grey)
+
+
+def _fourtuple(region):
+    """A Region from a Region (or any ``(x, y, right, bottom)`` sequence)."""
+    if isinstance(region, Region):
+        return region
+    x, y, right, bottom = region
+    return Region(x, y, right=right, bottom=bottom)
+
+
+def _tesseract(grey, params, tsv):
+    """tesseract's output for ``grey`` (text, or TSV word boxes), from the cache when it was read before."""
+    _check_lang(params.lang)
+    words = _words_data(params.user_words, "tesseract_user_words")
+    patterns = _words_data(params.user_patterns, "tesseract_user_patterns")
+    digest = hashlib.blake2b(grey.tobytes(), digest_size=20)
+    digest.update(repr(grey.shape).encode())
+    key = (digest.hexdigest(), tsv, params.mode, params.lang, params.engine, tuple(sorted(params.config.items())),
+           words, patterns)
+    with _cache_lock:
+        if key in _cache:
+            _cache.move_to_end(key)
+            return _cache[key]
+    cv2 = _cv2()
+    ok, png = cv2.imencode(".png", grey, [cv2.IMWRITE_PNG_COMPRESSION, 1])
+    if not ok:
+        raise UITestError("could not encode the picture for tesseract")
+    argv = [TESSERACT, "stdin", "stdout", "--psm", str(int(params.mode)), "--oem", str(int(params.engine)),
+            "-l", params.lang]
+    config = dict(params.config)
+    if tsv:
+        config["tessedit_create_tsv"] = "1"
+    # The word lists go through files of a private folder, removed when tesseract is done.
+    with tempfile.TemporaryDirectory(prefix="stbt-ocr-") as tmpdir:
+        for option, data, name in (("--user-words", words, "user-words"),
+                                   ("--user-patterns", patterns, "user-patterns")):
+            if data is not None:
+                path = os.path.join(tmpdir, name)
+                with open(path, "wb") as f:
+                    f.write(data)
+                argv += [option, path]
+        for k, v in sorted(config.items()):
+            argv += ["-c", "%s=%s" % (k, v)]
+        out = _run(argv, png.tobytes(), _timeout()).decode("utf-8", "replace")
+    with _cache_lock:
+        _cache[key] = out
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return out
+
+
+def _log(text):
+    try:
+        from farmhand import control  # pylint: disable=import-outside-toplevel
+        control.log_event(text)
+    except Exception:  # pylint: disable=broad-except
+        pass
+
+
+def _short(text, n=120):
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[:n - 1] + "…"
+
+
+# ---------------------------------------------------------------------------
+# ocr and match_text
+# ---------------------------------------------------------------------------
+
+def ocr(frame=None, region=Region.ALL, mode=OcrMode.PAGE_SEGMENTATION_WITHOUT_OSD, lang=None,
+        tesseract_config=None, tesseract_user_words=None, tesseract_user_patterns=None, upsample=None,
+        text_color=None, text_color_threshold=None, engine=None, char_whitelist=None, corrections=None):
+    """The text in ``region`` of ``frame`` (default: ``get_frame()``), read
+    by tesseract. See docs/test-scripts.md (OCR) for every parameter; the
+    ones left ``None`` come from the ``[ocr]`` section of stbt.conf."""
+    params = _Params(mode, lang, tesseract_config, tesseract_user_words, tesseract_user_patterns, upsample,
+                     text_color, text_color_threshold, engine, char_whitelist)
+    _check_corrections(corrections)
+    frame, clipped, grey = _prepare(frame, region, params)
+    if grey is None:
+        text = ""
+    else:
+        text = _tesseract(grey, params, False).strip()
+    text = apply_ocr_corrections(text, corrections)
+    _log("ocr in %r (%s): %r" % (clipped if clipped is not None else region, params.describe(), _short(text)))
+    return text
+
+
+_Word = collections.namedtuple("_Word", "text left top right bottom conf")
+
+
+def _parse_tsv(out):
+    words = []
+    for line in out.splitlines()[1:]:
+        cols = line.split("\t")
+        if len(cols) < 12 or cols[0] != "5":
+            continue
+        text = "\t".join(cols[11:]).strip()
+        if not text:
+            continue
+        try:
+            left, top, width, height = (int(c) for c in cols[6:10])
+            conf = float(cols[10])
+        except ValueError:
+            continue
+        words.append(_Word(text, left, top, left + width, top + height, conf))
+    return words
+
+
+_PUNCT_EDGES = re.compile(r"^\W+|\W+$")
+
+
+def _word_key(word, case_sensitive):
+    w = unicodedata.normalize("NFKC", word)
+    stripped = _PUNCT_EDGES.sub("", w)
+    w = stripped or w
+    return w if case_sensitive else w.casefold()
+
+
+def match_text(text, frame=None, region=Region.ALL, mode=OcrMode.PAGE_SEGMENTATION_WITHOUT_OSD, lang=None,
+               tesseract_config=None, case_sensitive=False, upsample=None, text_color=None,
+               text_color_threshold=None, engine=None, char_whitelist=None):
+    """Where ``text`` (one or more words) is in ``region`` of ``frame``:
+    a ``TextMatchResult``, true when tesseract read those words one after the
+    other. Its ``region`` is the words' bounding box in frame coordinates.
+    Case is ignored unless ``case_sensitive``; punctuation at a word's ends
+    is ignored. The searched words are added to tesseract's dictionary for
+    this read."""
+    if not isinstance(text, str):
+        raise TypeError("match_text's text must be a str, not %r" % (type(text).__name__,))
+    wanted = [_word_key(w, case_sensitive) for w in text.split()]
+    if not wanted:
+        raise ValueError("match_text needs some text to look for")
+    params = _Params(mode, lang, tesseract_config, text.split(), None, upsample, text_color,
+                     text_color_threshold, engine, char_whitelist)
+    frame, clipped, grey = _prepare(frame, region, params)
+    found = None
+    if grey is not None:
+        words = _parse_tsv(_tesseract(grey, params, True))
+        keys = [_word_key(w.text, case_sensitive) for w in words]
+        for i in range(len(words) - len(wanted) + 1):
+            if keys[i:i + len(wanted)] == wanted:
+                found = words[i:i + len(wanted)]
+                break
+    result_region = None
+    if found:
+        scale = UPSAMPLE_FACTOR if params.upsample else 1
+        left = min(w.left for w in found) // scale
+        top = min(w.top for w in found) // scale
+        right = -(-max(w.right for w in found) // scale)
+        bottom = -(-max(w.bottom for w in found) // scale)
+        result_region = Region(clipped.x + left, clipped.y + top, right=clipped.x + right,
+                               bottom=clipped.y + bottom)
+    result = TextMatchResult(getattr(frame, "time", None), found is not None, result_region, frame, text)
+    _log("match_text %r in %r (%s): %s" % (
+        text, clipped if clipped is not None else region, params.describe(),
+        "found at %r" % (result_region,) if found else "not found"))
+    return result

@@ -1,0 +1,405 @@
+"""OCR of the stbt API (ocr, match_text, ocr_eq, corrections, the [ocr]
+section of stbt.conf) on the real tesseract of the node (Debian's
+tesseract-ocr, tesseract-ocr-eng).
+
+Every picture is rendered here with OpenCV's FreeType text in DejaVu Sans
+(fonts-dejavu-core), the virtual set-top box's font, on a 1280x720 frame.
+"""
+
+import os
+import re
+import shutil
+import tempfile
+import unittest
+
+import cv2
+import numpy
+
+import stbt
+from stbt_core import _config, _ocr
+from _fake_daemon import WithDaemon
+
+FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
+WHITE = (255, 255, 255)
+BACKGROUND = (60, 30, 20)  # dark blue (BGR)
+_ft = None
+
+
+def render(items, background=BACKGROUND):
+    """A 1280x720 BGR frame with each ``(text, (x, y) of its top left, pixel height, BGR colour)``."""
+    global _ft  # pylint: disable=global-statement
+    if _ft is None:
+        _ft = cv2.freetype.createFreeType2()
+        _ft.loadFontData(FONT, 0)
+    frame = numpy.zeros((720, 1280, 3), numpy.uint8)
+    frame[:] = background
+    for text, (x, y), size, color in items:
+        _ft.putText(frame, text, (x, y), size, color, -1, cv2.LINE_AA, False)
+    return stbt.Frame(frame, time=1234.5)
+
+
+def ink_box(frame, region, background=BACKGROUND):
+    """The bounding Region of the pixels in ``region`` that differ from the background."""
+    sub = numpy.asarray(frame)[region.y:region.bottom, region.x:region.right].astype(int)
+    ys, xs = numpy.nonzero(numpy.abs(sub - numpy.array(background)).sum(axis=2) > 60)
+    return stbt.Region(region.x + xs.min(), region.y + ys.min(), right=region.x + xs.max() + 1,
+                       bottom=region.y + ys.max() + 1)
+
+
+MENU = [
+    ("Channel 104: Evening News", (100, 100), 28, WHITE),
+    ("Recordings", (100, 200), 28, WHITE),
+    ("Settings and Help", (700, 400), 28, WHITE),
+]
+LINE1 = stbt.Region(90, 90, width=420, height=45)
+
+
+class OcrTestCase(unittest.TestCase):
+    """Fresh configuration (a pack root of its own) and an empty cache for each test."""
+
+    CONF = None
+
+    def setUp(self):
+        self.root = tempfile.mkdtemp(prefix="stbt-ocr-")
+        if self.CONF:
+            os.makedirs(os.path.join(self.root, "config"))
+            with open(os.path.join(self.root, "config", "stbt.conf"), "w") as f:
+                f.write(self.CONF)
+        self.saved = {k: os.environ.get(k) for k in ("FARMHAND_TEST_PACK_DIR", "FARMHAND_NODE_ID", "FARMHAND_CONFIG")}
+        os.environ["FARMHAND_TEST_PACK_DIR"] = self.root
+        os.environ.pop("FARMHAND_NODE_ID", None)
+        os.environ.pop("FARMHAND_CONFIG", None)
+        _config._reset()  # pylint: disable=protected-access
+        _ocr._cache.clear()  # pylint: disable=protected-access
+        stbt.set_global_ocr_corrections(None)
+
+    def tearDown(self):
+        shutil.rmtree(self.root, True)
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        _config._reset()  # pylint: disable=protected-access
+        stbt.set_global_ocr_corrections(None)
+
+
+class Ocr(OcrTestCase):
+    def test_reads_the_text_of_a_region_only(self):
+        frame = render(MENU)
+        self.assertEqual(stbt.ocr(frame, region=LINE1), "Channel 104: Evening News")
+        self.assertEqual(stbt.ocr(frame, region=stbt.Region(690, 390, width=330, height=45)), "Settings and Help")
+        whole = stbt.ocr(frame)
+        for line in ("Channel 104: Evening News", "Recordings", "Settings and Help"):
+            self.assertIn(line, whole)
+
+    def test_a_region_outside_the_frame_reads_nothing(self):
+        self.assertEqual(stbt.ocr(render(MENU), region=stbt.Region(1300, 0, width=50, height=50)), "")
+
+    def test_single_word_mode(self):
+        # tesseract's default page analysis finds no text block in a lone short word; SINGLE_WORD reads it.
+        frame = render([("OK", (100, 100), 28, WHITE)])
+        region = stbt.Region(90, 90, width=60, height=40)
+        self.assertEqual(stbt.ocr(frame, region), "")
+        self.assertEqual(stbt.ocr(frame, region, mode=stbt.OcrMode.SINGLE_WORD), "OK")
+
+    def test_single_line_mode(self):
+        frame = render([("4", (100, 100), 28, WHITE)])  # a channel number
+        region = stbt.Region(90, 90, width=40, height=40)
+        self.assertEqual(stbt.ocr(frame, region), "")
+        self.assertEqual(stbt.ocr(frame, region, mode=stbt.OcrMode.SINGLE_LINE), "4")
+        self.assertEqual(int(stbt.OcrMode.SINGLE_LINE), 7)
+        self.assertEqual(int(stbt.OcrMode.SPARSE_TEXT), 11)
+
+    def test_char_whitelist(self):
+        frame = render([("AB12 CD34", (100, 100), 28, WHITE)])
+        region = stbt.Region(80, 80, width=400, height=50)
+        self.assertEqual(stbt.ocr(frame, region), "AB12 CD34")
+        self.assertEqual(stbt.ocr(frame, region, char_whitelist="0123456789 "), "12 34")
+
+    def test_text_color_keeps_only_text_of_that_colour(self):
+        frame = render([("Record", (100, 100), 28, (0, 200, 255)), ("Delete", (300, 100), 28, WHITE)])
+        region = stbt.Region(80, 80, width=400, height=50)
+        self.assertEqual(stbt.ocr(frame, region), "Record Delete")
+        self.assertEqual(stbt.ocr(frame, region, text_color=(0, 200, 255)), "Record")
+        self.assertEqual(stbt.ocr(frame, region, text_color="#ffffff"), "Delete")
+        self.assertEqual(stbt.ocr(frame, region, text_color=stbt.Color(255, 255, 255)), "Delete")
+
+    def test_text_color_keeps_the_edges_of_small_text(self):
+        # 14 px: few pixels of a stroke have the exact colour; the anti-aliased edges must not be cut off.
+        frame = render([("Channel 104: Evening News", (100, 100), 14, WHITE)])
+        region = stbt.Region(88, 88, width=240, height=32)
+        self.assertEqual(stbt.ocr(frame, region, text_color=WHITE), "Channel 104: Evening News")
+
+    def test_text_color_on_a_coloured_background_dark_on_light(self):
+        frame = render([("Favourites", (100, 100), 24, (40, 40, 40)), ("Guide", (300, 100), 24, (0, 0, 200))],
+                       background=(200, 230, 240))
+        region = stbt.Region(80, 80, width=400, height=50)
+        self.assertEqual(stbt.ocr(frame, region, text_color=(40, 40, 40)), "Favourites")
+
+    def test_upsample_and_the_regions_it_reports(self):
+        # match_text's region is in frame coordinates whether or not the picture was upsampled 3x.
+        frame = render(MENU)
+        truth = ink_box(frame, stbt.Region(90, 190, width=200, height=45))
+        for upsample in (True, False):
+            result = stbt.match_text("Recordings", frame, upsample=upsample)
+            self.assertTrue(result, upsample)
+            for got, want in zip(result.region, truth):
+                self.assertLessEqual(abs(got - want), 3, (upsample, result.region, truth))
+
+    def test_upsample_false_reaches_tesseract_at_the_frames_size(self):
+        seen = []
+        real = _ocr._run  # pylint: disable=protected-access
+
+        def spy(argv, stdin, timeout):
+            if stdin:
+                seen.append(cv2.imdecode(numpy.frombuffer(stdin, numpy.uint8), cv2.IMREAD_UNCHANGED).shape)
+            return real(argv, stdin, timeout)
+        _ocr._run = spy  # pylint: disable=protected-access
+        try:
+            stbt.ocr(render(MENU), LINE1, upsample=False)
+            stbt.ocr(render(MENU), LINE1)
+        finally:
+            _ocr._run = real  # pylint: disable=protected-access
+        self.assertEqual(seen, [(45, 420), (135, 1260)])
+
+    def test_the_legacy_engine_value_reads_with_lstm(self):
+        frame = render(MENU)
+        for engine in (stbt.OcrEngine.TESSERACT, stbt.OcrEngine.TESSERACT_AND_LSTM, stbt.OcrEngine.LSTM,
+                       stbt.OcrEngine.DEFAULT, "TESSERACT"):
+            self.assertEqual(stbt.ocr(frame, LINE1, engine=engine), "Channel 104: Evening News", engine)
+
+    def test_user_words_and_patterns(self):
+        frame = render(MENU)
+        words = os.path.join(self.root, "words.txt")
+        with open(words, "w") as f:
+            f.write("Evening\nNews\n")
+        self.assertEqual(stbt.ocr(frame, LINE1, tesseract_user_words=words,
+                                  tesseract_user_patterns=[r"\d\d\d:"]), "Channel 104: Evening News")
+        self.assertEqual(stbt.ocr(frame, LINE1, tesseract_user_words=["Evening"]), "Channel 104: Evening News")
+        with self.assertRaises(IOError):
+            stbt.ocr(frame, LINE1, tesseract_user_words=os.path.join(self.root, "missing.txt"))
+
+    def test_tesseract_config(self):
+        frame = render([("AB12 CD34", (100, 100), 28, WHITE)])
+        region = stbt.Region(80, 80, width=400, height=50)
+        text = stbt.ocr(frame, region, tesseract_config={"tessedit_char_blacklist": "ABCD"})
+        self.assertIn("34", text)
+        for letter in "ABCD":
+            self.assertNotIn(letter, text)
+        with self.assertRaises(ValueError):
+            stbt.ocr(frame, region, tesseract_config={"a b": "1"})
+
+    def test_an_identical_read_does_not_run_tesseract_again(self):
+        calls = []
+        real = _ocr._run  # pylint: disable=protected-access
+
+        def spy(argv, stdin, timeout):
+            calls.append(argv)
+            return real(argv, stdin, timeout)
+        _ocr._run = spy  # pylint: disable=protected-access
+        try:
+            frame = render(MENU)
+            first = stbt.ocr(frame, LINE1)
+            n = len(calls)
+            self.assertEqual(stbt.ocr(render(MENU), LINE1), first)  # same pixels, a new array
+            self.assertEqual(len(calls), n)
+            stbt.ocr(frame, LINE1, mode=stbt.OcrMode.SINGLE_LINE)  # other parameters: read again
+            self.assertEqual(len(calls), n + 1)
+        finally:
+            _ocr._run = real  # pylint: disable=protected-access
+
+
+class Corrections(OcrTestCase):
+    def test_dict_and_regex_corrections_in_ocr(self):
+        frame = render(MENU)
+        self.assertEqual(stbt.ocr(frame, LINE1, corrections={"Evening": "Late", re.compile(r"[0-9]"): "#"}),
+                         "Channel ###: Late News")
+
+    def test_plain_strings_replace_whole_words_only(self):
+        self.assertEqual(stbt.apply_ocr_corrections("the saw, he saw", {"he saw": "HE SAW"}), "the saw, HE SAW")
+        self.assertEqual(stbt.apply_ocr_corrections("Settings", {"Set": "Get"}), "Settings")
+        self.assertEqual(stbt.apply_ocr_corrections("Settings", {re.compile("Set"): "Get"}), "Gettings")
+
+    def test_plain_strings_go_before_regexes(self):
+        self.assertEqual(stbt.apply_ocr_corrections("0K", {re.compile("K"): "X", "0K": "OK"}), "OX")
+
+    def test_global_corrections_come_after_the_calls_own(self):
+        stbt.set_global_ocr_corrections({"News": "Weather", "Late": "Early"})
+        frame = render(MENU)
+        self.assertEqual(stbt.ocr(frame, LINE1), "Channel 104: Evening Weather")
+        self.assertEqual(stbt.ocr(frame, LINE1, corrections={"Evening": "Late"}), "Channel 104: Early Weather")
+        self.assertEqual(stbt.apply_ocr_corrections("Late News"), "Early Weather")
+        stbt.set_global_ocr_corrections(None)
+        self.assertEqual(stbt.ocr(frame, LINE1), "Channel 104: Evening News")
+
+    def test_bad_corrections_are_a_type_error(self):
+        with self.assertRaises(TypeError):
+            stbt.apply_ocr_corrections("x", {1: "y"})
+        with self.assertRaises(TypeError):
+            stbt.set_global_ocr_corrections(["x"])
+
+
+class MatchText(OcrTestCase):
+    def test_found_with_its_region(self):
+        frame = render(MENU)
+        result = stbt.match_text("Settings and Help", frame)
+        self.assertTrue(result)
+        self.assertEqual(result.text, "Settings and Help")
+        self.assertIs(result.frame, frame)
+        self.assertEqual(result.time, 1234.5)
+        truth = ink_box(frame, stbt.Region(690, 390, width=330, height=45))
+        for got, want in zip(result.region, truth):
+            self.assertLessEqual(abs(got - want), 3, (result.region, truth))
+
+    def test_not_found(self):
+        frame = render(MENU)
+        result = stbt.match_text("Morning News", frame)
+        self.assertFalse(result)
+        self.assertIsNone(result.region)
+        self.assertIn("match=False", repr(result))
+
+    def test_region_limits_the_search(self):
+        frame = render(MENU)
+        self.assertTrue(stbt.match_text("Recordings", frame, region=stbt.Region(0, 180, width=640, height=80)))
+        self.assertFalse(stbt.match_text("Recordings", frame, region=stbt.Region(640, 0, width=640, height=720)))
+        self.assertTrue(stbt.match_text("Evening News", frame, region=LINE1))
+        self.assertFalse(stbt.match_text("Evening News", frame, region=stbt.Region(1300, 0, width=5, height=5)))
+
+    def test_case_sensitive(self):
+        frame = render(MENU)
+        self.assertTrue(stbt.match_text("EVENING news", frame, region=LINE1))
+        self.assertFalse(stbt.match_text("EVENING news", frame, region=LINE1, case_sensitive=True))
+        self.assertTrue(stbt.match_text("Evening News", frame, region=LINE1, case_sensitive=True))
+
+    def test_words_must_follow_each_other(self):
+        frame = render(MENU)
+        self.assertFalse(stbt.match_text("Evening 104", frame, region=LINE1))
+        self.assertTrue(stbt.match_text("104 Evening", frame, region=LINE1))  # the colon is punctuation
+
+
+class OcrEq(unittest.TestCase):
+    def test_confusions_spaces_and_punctuation(self):
+        self.assertTrue(stbt.ocr_eq("Channel 104", "Channe1 lO4"))
+        self.assertTrue(stbt.ocr_eq("SETTINGS", "5ETT1NG5"))
+        self.assertTrue(stbt.ocr_eq("Play / Pause", "Play Pause."))
+        self.assertFalse(stbt.ocr_eq("Channel 104", "Channel 105"))
+        self.assertFalse(stbt.ocr_eq("Recordings", "Reminders"))
+
+    def test_replacements_and_normalize_are_public(self):
+        self.assertEqual(stbt.ocr_eq.normalize("l0 O"), stbt.ocr_eq.normalize("IOO"))
+        self.assertFalse(stbt.ocr_eq("A", "4"))
+        stbt.ocr_eq.replacements["4"] = "A"
+        try:
+            self.assertTrue(stbt.ocr_eq("A", "4"))
+        finally:
+            del stbt.ocr_eq.replacements["4"]
+
+
+class MissingLanguage(OcrTestCase):
+    def test_the_error_names_the_debian_package(self):
+        with self.assertRaises(stbt.ConfigurationError) as cm:
+            stbt.ocr(render(MENU), LINE1, lang="chi_sim")
+        self.assertIn("'chi_sim'", str(cm.exception))
+        self.assertIn("tesseract-ocr-chi-sim", str(cm.exception))
+        with self.assertRaises(stbt.ConfigurationError) as cm:
+            stbt.match_text("News", render(MENU), lang="eng+fra")
+        self.assertIn("tesseract-ocr-fra", str(cm.exception))
+
+    def test_a_language_name_that_is_not_one(self):
+        with self.assertRaises(stbt.ConfigurationError):
+            stbt.ocr(render(MENU), LINE1, lang="../eng")
+
+
+class PackLanguage(OcrTestCase):
+    CONF = "[ocr]\nlang = deu\n"
+
+    def test_the_packs_lang_is_checked(self):
+        with self.assertRaises(stbt.ConfigurationError) as cm:
+            stbt.ocr(render(MENU), LINE1)
+        self.assertIn("tesseract-ocr-deu", str(cm.exception))
+        self.assertEqual(stbt.ocr(render(MENU), LINE1, lang="eng"), "Channel 104: Evening News")
+
+
+class PackDefaults(OcrTestCase):
+    CONF = "[ocr]\nupsample = false\ntext_color_threshold = 400\nengine = TESSERACT\n"
+
+    def test_ocr_section_gives_the_defaults(self):
+        seen = []
+        real = _ocr._run  # pylint: disable=protected-access
+
+        def spy(argv, stdin, timeout):
+            if stdin:
+                seen.append((argv, cv2.imdecode(numpy.frombuffer(stdin, numpy.uint8), cv2.IMREAD_UNCHANGED)))
+            return real(argv, stdin, timeout)
+        _ocr._run = spy  # pylint: disable=protected-access
+        try:
+            stbt.ocr(render(MENU), LINE1)
+            stbt.ocr(render(MENU), LINE1, text_color=WHITE)
+        finally:
+            _ocr._run = real  # pylint: disable=protected-access
+        argv, picture = seen[0]
+        self.assertEqual(picture.shape, (45, 420))  # upsample = false
+        self.assertEqual(argv[argv.index("--oem") + 1], "1")  # the legacy engine reads with LSTM
+        self.assertEqual(argv[argv.index("-l") + 1], "eng")  # built-in lang
+        # threshold 400 (more than any BGR distance): every pixel counts as text colour, all black.
+        self.assertEqual(int(seen[1][1].max()), 0)
+
+
+class PackEngineNumber(OcrTestCase):
+    CONF = "[ocr]\nengine = 0\n"
+
+    def test_engine_by_number(self):
+        self.assertEqual(stbt.ocr(render(MENU), LINE1), "Channel 104: Evening News")
+
+
+class PackEngineWrong(OcrTestCase):
+    CONF = "[ocr]\nengine = cuneiform\n"
+
+    def test_a_wrong_engine_is_a_configuration_error(self):
+        with self.assertRaises(stbt.ConfigurationError) as cm:
+            stbt.ocr(render(MENU), LINE1)
+        self.assertIn("cuneiform", str(cm.exception))
+
+
+class Timeout(OcrTestCase):
+    CONF = "[ocr]\ntimeout_secs = 0.001\n"
+
+    def test_a_tesseract_that_takes_too_long_is_stopped(self):
+        _ocr._installed_langs()  # pylint: disable=protected-access
+        with self.assertRaises(stbt.UITestError) as cm:
+            stbt.ocr(render(MENU))
+        self.assertIn("did not finish within 0.001 s", str(cm.exception))
+
+
+class Log(WithDaemon, OcrTestCase):
+    CAPTURE = False
+
+    def setUp(self):
+        OcrTestCase.setUp(self)
+        WithDaemon.setUp(self)
+
+    def tearDown(self):
+        WithDaemon.tearDown(self)
+        OcrTestCase.tearDown(self)
+
+    def test_reads_appear_in_the_runs_log(self):
+        frame = render(MENU)
+        stbt.ocr(frame, LINE1)
+        stbt.match_text("Recordings", frame)
+        stbt.match_text("Morning", frame, region=LINE1)
+        stbt.ocr(frame)  # three lines of text on the screen: still one line in the log
+        lines = [t for _, t in self.daemon.logs]
+        self.assertTrue(any(t.startswith("ocr in Region(x=90, y=90, right=510, bottom=135)")
+                            and "'Channel 104: Evening News'" in t for t in lines), lines)
+        self.assertTrue(any(t.startswith("match_text 'Recordings'") and "found at Region(" in t
+                            for t in lines), lines)
+        self.assertTrue(any(t.startswith("match_text 'Morning'") and t.endswith("not found") for t in lines), lines)
+        whole = [t for t in lines if t.startswith("ocr in Region(x=0, y=0, right=1280, bottom=720)")]
+        self.assertEqual(len(whole), 1, lines)
+        self.assertIn("Recordings", whole[0])
+        self.assertNotIn("\n", whole[0])
+
+
+if __name__ == "__main__":
+    unittest.main()
