@@ -16,6 +16,8 @@ import tempfile
 import threading
 import time
 
+KEPT_FRAMES = 256
+
 
 class FakeDaemon:
     def __init__(self, width=64, height=36, fps=25.0, frames=True):
@@ -25,6 +27,9 @@ class FakeDaemon:
         self.presses = []  # (key, hold_ms, start, end, released)
         self.logs = []  # (time, text)
         self.seq = 0
+        # seq -> capture time of the last frames: a loaded machine must not make the test's reader skip one
+        # (the daemon keeps 8; the stand-in keeps more, since the test checks frames(), not that bound).
+        self.kept = {}
         self.at = None
         self.cond = threading.Condition()
         self.holds = {}
@@ -50,6 +55,8 @@ class FakeDaemon:
         with self.cond:
             self.seq += 1
             self.at = time.time() * 1000.0
+            self.kept[self.seq] = self.at
+            self.kept.pop(self.seq - KEPT_FRAMES, None)
             self.cond.notify_all()
 
     def _capture(self):
@@ -116,6 +123,9 @@ class FakeDaemon:
                                     break
                                 self.cond.wait(left)
                             seq, at = self.seq, self.at
+                            # As the daemon does for a reader that fell behind: the frame after after_seq, while kept.
+                            if op == "next_frame" and "after_seq" in req and floor + 1 in self.kept:
+                                seq, at = floor + 1, self.kept[floor + 1]
                             out = None if seq > floor else {"ok": True, "none": True}
                     if out is None:
                         conn.sendall(self._frame(rid, seq, at))
