@@ -294,7 +294,12 @@ class ControlChannel implements RunControlChannel {
     const what = `press ${r.key}${hold > 0 ? ` (hold ${holdId === undefined ? `${hold} ms` : 'until released'})` : ''} remote=${this.run.remote} transport=${this.o.keys.transportUri ?? 'unknown'}`;
     this.event(what);
     try {
-      await this.o.keys.press(r.key, { remote: this.run.remote, testPackSha: this.run.testPackSha, holdMs: hold, signal });
+      await this.o.keys.press(r.key, { remote: this.run.remote, testPackSha: this.run.testPackSha, holdMs: hold, signal, ...(held && { untilReleased: true }) });
+      // A transport that holds for real resolves once the key is up again.
+      if (held?.signal.aborted && !this.abort.signal.aborted) {
+        this.event(`release ${r.key}`);
+        return { header: { id, ok: true, released: true } };
+      }
     } catch (e) {
       if (held?.signal.aborted && !this.abort.signal.aborted) {
         this.event(`release ${r.key}`);

@@ -42,6 +42,8 @@ export interface VirtualStb {
   transportListener: VirtualIrListener;
   /** The box's state now (for tests and diagnostics). */
   state(): StbState;
+  /** The key held down now (stbt's `pressing`), if any. */
+  heldKey(): string | undefined;
   /** The frame being fed now; undefined until the first render finished. */
   currentFrame(): Buffer | undefined;
   stats(): FrameStats;
@@ -64,9 +66,17 @@ export function createVirtualStb(o: VirtualStbOptions): VirtualStb {
   }, log);
   const detachers = new Set<() => void>();
 
+  let held: string | undefined;
+
   const transportListener: VirtualIrListener = (event) => {
+    if (event.hold === 'up') {
+      log.debug({ key: held }, 'virtual set-top box: key up');
+      held = undefined;
+      return;
+    }
     const key = receiver.receive(event.trains, event.key);
     if (key === undefined) return;
+    if (event.hold === 'down') held = key;
     state = pressKey(state, key, now());
     log.debug({ key, page: state.page }, 'virtual set-top box: key');
     cache.refresh();
@@ -87,6 +97,7 @@ export function createVirtualStb(o: VirtualStbOptions): VirtualStb {
     feed,
     transportListener,
     state: current,
+    heldKey: () => held,
     currentFrame: () => cache.current(),
     stats: () => ({ ...cache.stats }),
     stop: () => {
