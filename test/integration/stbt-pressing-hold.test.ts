@@ -74,6 +74,8 @@ describe('stbt.pressing: a real hold (lircd SEND_START/SEND_STOP, virtual key do
   let server: ControlServer | undefined;
   let channel: RunControlChannel | undefined;
   let script: Script | undefined;
+  /** Every press the control socket asked for, to wait until each has ended. */
+  let pending: Promise<unknown>[] = [];
 
   const testPack = {
     readFile: async (_sha: string, file: string) => (file === VSTB_REMOTE_FILE ? VSTB_LIRCD_CONF : undefined),
@@ -82,7 +84,15 @@ describe('stbt.pressing: a real hold (lircd SEND_START/SEND_STOP, virtual key do
   } as unknown as ConstructorParameters<typeof KeyPresser>[0]['testPack'];
 
   const start = async (transport: IrTransport): Promise<{ script: Script; flag: string }> => {
-    server = new ControlServer({ keys: new KeyPresser({ testPack, transport }), latestFrame: () => undefined, tmpDir: dir });
+    const presser = new KeyPresser({ testPack, transport });
+    const keys = {
+      press: (key: string, opts: Parameters<KeyPresser['press']>[1]) => {
+        const p = presser.press(key, opts);
+        pending.push(p.catch(() => undefined));
+        return p;
+      },
+    };
+    server = new ControlServer({ keys, latestFrame: () => undefined, tmpDir: dir });
     channel = await server.open({ resultDir: dir, testPackSha: 'a'.repeat(40), remote: 'vstb' });
     const flag = path.join(dir, 'leave-the-block');
     script = new Script(channel.env, flag);
@@ -91,6 +101,7 @@ describe('stbt.pressing: a real hold (lircd SEND_START/SEND_STOP, virtual key do
 
   beforeEach(async () => {
     dir = await mkdtemp(path.join(tmpdir(), 'farmhand-pressing-'));
+    pending = [];
   });
   afterEach(async () => {
     if (script && script.child.exitCode === null) script.child.kill('SIGKILL');
@@ -136,6 +147,21 @@ describe('stbt.pressing: a real hold (lircd SEND_START/SEND_STOP, virtual key do
       // After the release was acknowledged, lircd sent the next key and nothing else: no repeat of the held key.
       const after = (await sent()).slice(atRelease.length);
       expect(after).to.equal(formatIrsimsend(new LircEncoder(vstbRemote()).sendOnce('KEY_OK')));
+    });
+
+    it('a run that ends while the key is held stops lircd repeating (SEND_STOP)', async () => {
+      const out = path.join(dir, 'out');
+      const { script: s } = await start(new LircdTransport(path.join(dir, 'sock')));
+      await s.line('in-block');
+      await waitFor(async () => (await readFile(out, 'utf8').catch(() => '')).includes('space 2250'), 'lircd to repeat the held key');
+      // The run ends (a timeout or a stop) with the script still inside its block.
+      s.child.kill('SIGKILL');
+      await channel!.close();
+      await Promise.all(pending);
+      const atEnd = await readFile(out, 'utf8');
+      // lircd is not repeating any more: it takes the next key at once (it refuses any send while repeating).
+      await new LircdTransport(path.join(dir, 'sock')).sendKey('vstb', 'KEY_OK');
+      expect((await readFile(out, 'utf8')).slice(atEnd.length)).to.equal(formatIrsimsend(new LircEncoder(vstbRemote()).sendOnce('KEY_OK')));
     });
   });
 
