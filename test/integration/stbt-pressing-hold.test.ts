@@ -3,8 +3,9 @@
 // transmits) and the virtual set-top box (key down, key up). The script runs
 // in a real python3 against the real control socket, KeyPresser and
 // transport; what is observed is the receiving side: lircd's output and the
-// box's held key. No timing: the script stays in its block until the test has
-// seen the key held, and prints a line once the release is acknowledged.
+// box's held key. No timing: the script prints a line as its block starts
+// (the key must be down by then), stays in the block until the test has seen
+// the key repeat, and prints a line once the release is acknowledged.
 import { expect } from 'chai';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -135,10 +136,11 @@ describe('stbt.pressing: a real hold (lircd SEND_START/SEND_STOP, virtual key do
       const count = (text: string) => text.split(repeatFrame).length - 1;
       const { script: s, flag } = await start(new LircdTransport(path.join(dir, 'sock')));
       await s.line('in-block');
-      // Held: lircd keeps sending the key's repeat frames while the script is inside its block.
+      // The block started once lircd had the key down: its first frame is out already.
       const press = formatIrsimsend(new LircEncoder(vstbRemote()).sendOnce('KEY_UP'));
+      expect((await sent()).startsWith(press), await sent()).to.equal(true);
+      // Held: lircd keeps sending the key's repeat frames while the script is inside its block.
       await waitFor(async () => count(await sent()) >= 3, 'lircd to send 3 repeats of the held key');
-      expect((await sent()).startsWith(press)).to.equal(true);
       await writeFile(flag, '');
       await s.line('released True');
       const atRelease = await sent();
@@ -176,7 +178,8 @@ describe('stbt.pressing: a real hold (lircd SEND_START/SEND_STOP, virtual key do
       try {
         const { script: s, flag } = await start(transport);
         await s.line('in-block');
-        await waitFor(() => box.heldKey() === 'KEY_UP', 'the box to see KEY_UP held');
+        // The block started once the box had the key down.
+        expect(box.heldKey()).to.equal('KEY_UP');
         expect(seen).to.deep.equal(['down KEY_UP held=KEY_UP']);
         await writeFile(flag, '');
         await s.line('released True');
