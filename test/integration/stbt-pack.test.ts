@@ -91,6 +91,7 @@ async function stbtPack(): Promise<TestPackRepo> {
 
 const EXPECTED: Record<string, 'pass' | 'fail' | 'error'> = {
   'tests/menu/test_menu.py::test_focus_moves_down': 'pass',
+  'tests/menu/test_menu.py::test_pressing_holds_a_key': 'pass',
   'tests/menu/test_menu.py::test_press_until_match': 'pass',
   'tests/menu/test_menu.py::test_keypress_and_pacing': 'pass',
   'tests/menu/test_menu.py::test_frames_are_new_and_in_order': 'pass',
@@ -139,6 +140,13 @@ describe('a test pack in stb-tester style, through the daemon', function () {
     expect(down.indexOf('draw_text: moving down to Guide')).to.be.lessThan(down.lastIndexOf('press KEY_DOWN'));
     expect(down).to.match(/^\S+ match \S*focused-guide\.png/m);
     expect(await log('tests/menu/test_menu.py::test_keypress_and_pacing')).to.match(/^\S+ debug: press gap 0\.\d{3} s$/m);
+    // pressing(): the key went down before the focus moved, and up when the block ended.
+    const held = await log('tests/menu/test_menu.py::test_pressing_holds_a_key');
+    const keyDown = held.search(/^\S+ press KEY_DOWN \(hold until released\) remote=vstb transport=virtual:$/m);
+    const keyUp = held.search(/^\S+ release KEY_DOWN$/m);
+    expect(keyDown, held).to.be.greaterThan(-1);
+    expect(keyUp, held).to.be.greaterThan(keyDown);
+    expect(held.slice(keyDown, keyUp)).to.match(/match \S*focused-guide\.png matched/);
     const wrong = await log('tests/menu/test_menu.py::test_wrong_item_fails');
     expect(wrong).to.match(/^\S+ wait_for_match \S*focused-settings\.png: no match within 2 s$/m);
     // The traceback names the test's own line.
