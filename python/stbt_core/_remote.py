@@ -122,8 +122,10 @@ def press(key, interpress_delay_secs=None, hold_secs=None):
 
 @contextlib.contextmanager
 def pressing(key, interpress_delay_secs=None):
-    """Hold ``key`` down while the ``with`` block runs (at most 60 s);
-    yields its ``Keypress`` (``end_time`` is set when the key is released)."""
+    """Hold ``key`` down while the ``with`` block runs (at most 60 s): the
+    block starts once the key is down, and the ``with`` statement ends once it
+    is up again. Yields its ``Keypress`` (``end_time`` is set when the key is
+    released)."""
     global _last  # pylint: disable=global-statement
     name = _key_name(key)
     delay = _delay(interpress_delay_secs)
@@ -149,6 +151,13 @@ def pressing(key, interpress_delay_secs=None):
         _last = keypress
         thread = threading.Thread(target=hold, name="stbt-pressing", daemon=True)
         thread.start()
+        try:
+            # The block starts once the key is down (or the hold has already ended).
+            control.request("held", hold_id=hold_id)
+        except BaseException:
+            control.request("release", hold_id=hold_id)
+            answered.wait(control.DEFAULT_TIMEOUT_SECS)
+            raise
     try:
         yield keypress
     finally:

@@ -42,12 +42,16 @@ export function observeIrTransport(t: IrTransport, metrics: FarmMetrics): IrTran
     metrics.recordPress(t.uri, true, (performance.now() - start) / 1000);
   };
   const sendKey = t.sendKey?.bind(t);
+  const holdKey = t.holdKey?.bind(t);
+  const holdTrains = t.holdTrains?.bind(t);
   return {
     get uri() {
       return t.uri;
     },
     send: (trains, opts) => timed(() => t.send(trains, opts)),
     ...(sendKey && { sendKey: (remote: string, key: string, opts?: Parameters<typeof sendKey>[2]) => timed(() => sendKey(remote, key, opts)) }),
+    ...(holdKey && { holdKey: (remote: string, key: string, opts: Parameters<typeof holdKey>[2]) => timed(() => holdKey(remote, key, opts)) }),
+    ...(holdTrains && { holdTrains: (trains: Parameters<typeof holdTrains>[0], opts: Parameters<typeof holdTrains>[1]) => timed(() => holdTrains(trains, opts)) }),
     close: () => t.close(),
   };
 }

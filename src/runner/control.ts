@@ -19,7 +19,9 @@
  *                                 next frame captured), or {"id":4,"ok":true,"none":true}
  *                                 when none came within timeout_ms (at most 60000)
  *   {"id":5,"op":"press","key":"KEY_UP","hold_ms":60000,"hold_id":"h1"}, then from another
- *   connection {"id":1,"op":"release","hold_id":"h1"} -> the hold ends early and both answer ok
+ *   connection {"id":1,"op":"held","hold_id":"h1"} -> {"id":1,"ok":true,"down":true} once the
+ *   key is down (down false: the hold ended first, or did not start within timeout_ms), and
+ *   {"id":2,"op":"release","hold_id":"h1"} -> the hold ends early and both answer ok
  *   failures                   -> {"id":..,"ok":false,"error":"<code>","message":"..."}
  *
  * A connection is read only while no request of it is being answered, and an
@@ -50,6 +52,10 @@ const KEPT_FRAMES = 8;
 const KEEP_IDLE_MS = 2000;
 /** Releases remembered for presses that have not arrived yet. */
 const MAX_EARLY_RELEASES = 64;
+/** Holds whose key-down a `held` may still ask about. */
+const MAX_DOWN_WATCHES = 64;
+/** Longest wait of one `held` request, by default and at most. */
+const HELD_WAIT_MS = 10_000;
 /** Longest wait of one `next_frame` request (the client asks again). */
 const MAX_NEXT_FRAME_WAIT_MS = 60_000;
 /** How often `next_frame` looks for a frame when the source cannot say when one arrives. */
@@ -141,6 +147,8 @@ class ControlChannel implements RunControlChannel {
   private lastNextFrame = 0;
   /** Releases that came before their press (the client sends both at once from two connections). */
   private readonly releasedEarly = new Set<string>();
+  /** By hold_id: settles when that hold's key is down (true) or the hold ended without it (false). */
+  private readonly downs = new Map<string, { promise: Promise<boolean>; settle: (down: boolean) => void }>();
 
   constructor(
     private readonly o: ControlServerOptions,
@@ -268,7 +276,8 @@ class ControlChannel implements RunControlChannel {
       if (r.op === 'log') return this.logLine(id, r);
       if (r.op === 'next_frame') return await this.nextFrame(id, r);
       if (r.op === 'release') return this.release(id, r);
-      throw new FarmError('invalid_request', `unknown op ${JSON.stringify(r.op)}; use "press", "get_frame", "next_frame", "release" or "log"`);
+      if (r.op === 'held') return await this.held(id, r);
+      throw new FarmError('invalid_request', `unknown op ${JSON.stringify(r.op)}; use "press", "get_frame", "next_frame", "held", "release" or "log"`);
     } catch (e) {
       if (!isFarmError(e)) this.log?.error({ err: e }, 'control request failed');
       return failure(id, e);
@@ -293,10 +302,23 @@ class ControlChannel implements RunControlChannel {
     const held = holdId === undefined ? undefined : new AbortController();
     const signal = held ? AbortSignal.any([this.abort.signal, held.signal]) : this.abort.signal;
     if (held) this.holds.set(holdId as string, held);
+    const down = holdId === undefined ? undefined : this.downOf(holdId);
     const what = `press ${r.key}${hold > 0 ? ` (hold ${holdId === undefined ? `${hold} ms` : 'until released'})` : ''} remote=${this.run.remote} transport=${this.o.keys.transportUri ?? 'unknown'}`;
     this.event(what);
     try {
-      await this.o.keys.press(r.key, { remote: this.run.remote, testPackSha: this.run.testPackSha, holdMs: hold, signal });
+      await this.o.keys.press(r.key, {
+        remote: this.run.remote,
+        testPackSha: this.run.testPackSha,
+        holdMs: hold,
+        signal,
+        ...(held && { untilReleased: true }),
+        ...(down && { onDown: () => down.settle(true) }),
+      });
+      // A transport that holds for real resolves once the key is up again.
+      if (held?.signal.aborted && !this.abort.signal.aborted) {
+        this.event(`release ${r.key}`);
+        return { header: { id, ok: true, released: true } };
+      }
     } catch (e) {
       if (held?.signal.aborted && !this.abort.signal.aborted) {
         this.event(`release ${r.key}`);
@@ -310,8 +332,48 @@ class ControlChannel implements RunControlChannel {
       throw e;
     } finally {
       if (holdId !== undefined) this.holds.delete(holdId);
+      down?.settle(false); // no-op once the key was down
     }
     return { header: { id, ok: true } };
+  }
+
+  /** The key-down watch of a hold, made by its press or by a `held` that came first. */
+  private downOf(holdId: string): { promise: Promise<boolean>; settle: (down: boolean) => void } {
+    let d = this.downs.get(holdId);
+    if (!d) {
+      let settle!: (down: boolean) => void;
+      const promise = new Promise<boolean>((resolve) => (settle = resolve));
+      d = { promise, settle };
+      // A client that never asks `held` leaves its watches behind: the oldest go first.
+      if (this.downs.size >= MAX_DOWN_WATCHES) this.downs.delete(this.downs.keys().next().value!);
+      this.downs.set(holdId, d);
+    }
+    return d;
+  }
+
+  /** Answer once the hold's key is down (`pressing()` starts its block then), or when it ended without. */
+  private async held(id: number | string | null, r: Record<string, unknown>): Promise<Answer> {
+    if (typeof r.hold_id !== 'string' || r.hold_id === '' || r.hold_id.length > 100) {
+      throw new FarmError('invalid_request', 'held needs "hold_id": the one given to press');
+    }
+    const t = r.timeout_ms ?? HELD_WAIT_MS;
+    if (typeof t !== 'number' || !(t >= 0)) throw new FarmError('invalid_request', '"timeout_ms" must be a number of milliseconds');
+    const d = this.downOf(r.hold_id);
+    let timer: NodeJS.Timeout | undefined;
+    let onEnd: (() => void) | undefined;
+    const down = await Promise.race([
+      d.promise,
+      new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(false), Math.min(t, HELD_WAIT_MS));
+        onEnd = () => resolve(false);
+        this.abort.signal.addEventListener('abort', onEnd, { once: true });
+      }),
+    ]).finally(() => {
+      clearTimeout(timer);
+      if (onEnd) this.abort.signal.removeEventListener('abort', onEnd);
+    });
+    this.downs.delete(r.hold_id);
+    return { header: { id, ok: true, down } };
   }
 
   /** End a hold started with `hold_id` (pressing() in Python); releasing one that has ended is not an error. */

@@ -194,4 +194,34 @@ describe('ControlServer: next_frame and release (the stbt API)', () => {
     expect(await c.ask({ id: 3, op: 'release' })).to.deep.include({ id: 3, ok: false, error: 'invalid_request' });
     expect(await c.ask({ id: 4, op: 'press', key: 'KEY_UP', hold_id: 7 })).to.deep.include({ id: 4, ok: false, error: 'invalid_request' });
   });
+
+  it('held answers once the hold\'s key is down (pressing() starts its block then), even when asked before the press arrives', async () => {
+    const holder = await client();
+    const asker = await client();
+    const other = await client();
+    asker.send({ id: 1, op: 'held', hold_id: 'h2' }); // before its press: waits for it
+    holder.send({ id: 1, op: 'press', key: 'KEY_UP', hold_ms: 60_000, hold_id: 'h2' });
+    await waitFor(() => presses.length === 1);
+    expect(presses[0]!.opts.untilReleased).to.equal(true);
+    // The key is not down yet: a round trip on another connection, and still no answer to held.
+    expect(await other.ask({ id: 1, op: 'log', text: 'x' })).to.deep.equal({ id: 1, ok: true });
+    expect(asker.buffered).to.equal(0);
+    presses[0]!.opts.onDown!();
+    expect(await asker.line()).to.deep.equal({ id: 1, ok: true, down: true });
+    expect(await other.ask({ id: 2, op: 'release', hold_id: 'h2' })).to.deep.equal({ id: 2, ok: true });
+    expect(await holder.line()).to.deep.equal({ id: 1, ok: true, released: true });
+  });
+
+  it('held answers down false when the hold ended without the key going down, or never came within timeout_ms', async () => {
+    const holder = await client();
+    const asker = await client();
+    holder.send({ id: 1, op: 'press', key: 'KEY_UP', hold_ms: 60_000, hold_id: 'h3' });
+    await waitFor(() => presses.length === 1);
+    asker.send({ id: 1, op: 'held', hold_id: 'h3' });
+    expect(await (await client()).ask({ id: 1, op: 'release', hold_id: 'h3' })).to.deep.equal({ id: 1, ok: true });
+    expect(await holder.line()).to.deep.equal({ id: 1, ok: true, released: true });
+    expect(await asker.line()).to.deep.equal({ id: 1, ok: true, down: false });
+    expect(await asker.ask({ id: 2, op: 'held', hold_id: 'never', timeout_ms: 0 })).to.deep.equal({ id: 2, ok: true, down: false });
+    expect(await asker.ask({ id: 3, op: 'held' })).to.deep.include({ id: 3, ok: false, error: 'invalid_request' });
+  });
 });

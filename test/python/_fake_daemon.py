@@ -107,6 +107,8 @@ class FakeDaemon:
                         ev = self.holds.setdefault(req["hold_id"], threading.Event())
                     ev.set()
                     out = {"ok": True}
+                elif op == "held":
+                    out = {"ok": True, "down": True}
                 elif op == "log":
                     self.logs.append((time.time(), req["text"]))
                     out = {"ok": True}

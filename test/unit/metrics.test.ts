@@ -99,6 +99,29 @@ describe('metrics (in-process)', () => {
     expect(value(text, 'farmhand_key_press_duration_seconds_count{transport="lircd"}')).to.equal(1);
   });
 
+  it('passes a transport\'s holds through (holdKey, holdTrains) and counts each as a press; a transport without them gets none', async () => {
+    const m = new FarmMetrics({ version: '1', nodeId: 'n1', sources, irTransport: 'lircd:/run/lirc/lircd' });
+    const held: string[] = [];
+    const t: IrTransport = {
+      uri: 'lircd:/run/lirc/lircd',
+      send: async () => undefined,
+      holdKey: async (remote, key, o) => {
+        held.push(`${remote} ${key} ${o.maxMs}`);
+      },
+      holdTrains: async (trains, o) => {
+        held.push(`${trains.length} ${o.key?.key}`);
+      },
+      close: async () => undefined,
+    };
+    const observed = observeIrTransport(t, m);
+    await observed.holdKey!('tv', 'KEY_UP', { maxMs: 60_000 });
+    await observed.holdTrains!([], { maxMs: 1, key: { remote: 'tv', key: 'KEY_OK' } });
+    expect(held).to.deep.equal(['tv KEY_UP 60000', '0 KEY_OK']);
+    expect(value(await m.scrape(), 'farmhand_key_presses_total{transport="lircd",outcome="ok"}')).to.equal(2);
+    const plain = observeIrTransport({ uri: 'irtoy:/dev/ttyACM0', send: async () => undefined, close: async () => undefined }, m);
+    expect('holdKey' in plain || 'holdTrains' in plain).to.equal(false);
+  });
+
   it('with the event-stream and webhook sources wired, exports them too, and promtool accepts it all', async () => {
     const m = new FarmMetrics({
       version: '1',

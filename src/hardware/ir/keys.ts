@@ -37,6 +37,16 @@ export interface PressOptions {
   holdMs?: number;
   /** Aborting stops a press still waiting or being sent (rejects with the signal's reason). */
   signal?: AbortSignal;
+  /**
+   * Hold the key from now until `signal` aborts (at most `holdMs`): stbt's
+   * `pressing`. On transports that can hold a key for real (lircd, virtual)
+   * the press then resolves once the key is up; on the others (the IR Toy)
+   * it is the `holdMs` press that the abort cuts short at its next
+   * transmission boundary.
+   */
+  untilReleased?: boolean;
+  /** Called once the key is down (a held key), or as the press starts being sent. */
+  onDown?: () => void;
 }
 
 export interface KeyPresserOptions {
@@ -94,7 +104,15 @@ export class KeyPresser {
     const repeats = holdMs > 0 ? repeatsFor(remote, code.name, holdMs) : 0;
     opts.signal?.throwIfAborted();
     const t = this.o.transport;
+    if (opts.untilReleased && holdMs > 0 && (t.holdKey || t.holdTrains)) {
+      this.o.logger?.debug({ remote: opts.remote, key: code.name }, 'key held until released');
+      const hold = { maxMs: holdMs, ...(opts.signal && { signal: opts.signal }), ...(opts.onDown && { onDown: opts.onDown }) };
+      if (t.holdKey) await t.holdKey(remote.name, code.name, hold);
+      else await t.holdTrains!(encoder.sendOnce(code.name, 0), { ...hold, key: { remote: opts.remote, key: code.name } });
+      return;
+    }
     this.o.logger?.debug({ remote: opts.remote, key: code.name, repeats }, 'key press');
+    opts.onDown?.();
     if (t.sendKey) {
       // lircd refuses more than 600 repeats (its repeat_max); only remotes with frames under 100 ms get there.
       const capped = Math.min(repeats, LIRCD_MAX_REPEATS);

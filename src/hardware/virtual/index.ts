@@ -46,6 +46,8 @@ export interface VirtualStb {
   transportListener: VirtualIrListener;
   /** The box's state now (for tests and diagnostics). */
   state(): StbState;
+  /** The key held down now (stbt's `pressing`), if any. */
+  heldKey(): string | undefined;
   /** The frame being fed now; undefined until the first render finished. */
   currentFrame(): Buffer | undefined;
   stats(): FrameStats;
@@ -71,9 +73,17 @@ export function createVirtualStb(o: VirtualStbOptions): VirtualStb {
   const detachers = new Set<() => void>();
   const animator = o.animations ? new Animator(o.width, o.height, now) : undefined;
 
+  let held: string | undefined;
+
   const transportListener: VirtualIrListener = (event) => {
+    if (event.hold === 'up') {
+      log.debug({ key: held }, 'virtual set-top box: key up');
+      held = undefined;
+      return;
+    }
     const key = receiver.receive(event.trains, event.key);
     if (key === undefined) return;
+    if (event.hold === 'down') held = key;
     const before = current();
     state = pressKey(before, key, now());
     animator?.keyObeyed(key, animationFor(before, state, key));
@@ -96,6 +106,7 @@ export function createVirtualStb(o: VirtualStbOptions): VirtualStb {
     feed,
     transportListener,
     state: current,
+    heldKey: () => held,
     currentFrame: () => cache.current(),
     stats: () => ({ ...cache.stats }),
     truth: () => animator?.truth(),

@@ -35,6 +35,11 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return abortable(done, signal).finally(() => clearTimeout(timer));
 }
 
+/** Resolve once `signal` aborts or `ms` have passed, whichever comes first (never rejects). */
+export function heldUntil(ms: number, signal?: AbortSignal): Promise<void> {
+  return sleep(ms, signal).catch(() => undefined);
+}
+
 /**
  * Runs tasks one at a time, in call order. A task whose signal aborts while
  * it waits for its turn rejects at once and never runs; the tasks after it

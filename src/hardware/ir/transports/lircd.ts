@@ -2,7 +2,10 @@
  * `lircd:/run/lirc/lircd`: a running lircd, over its unix socket. lircd
  * encodes keys itself from the remotes it has loaded, so this transport sends
  * by remote and key name (`SEND_ONCE remote key [repeats]`), one connection
- * per command as `irsend` does, which survives lircd restarts. lircd has no
+ * per command as `irsend` does, which survives lircd restarts. A key held
+ * until released (stbt's `pressing`) is `SEND_START remote key`, then
+ * `SEND_STOP remote key` on release: lircd repeats the key in between, so the
+ * repeats end when the hold does. lircd has no
  * command for raw pulse trains, so `send(trains)` is refused.
  *
  * Reply format: `BEGIN`, the command echoed, `SUCCESS` or `ERROR`, optionally
@@ -14,8 +17,8 @@ import { createConnection } from 'node:net';
 import { FarmError } from '../../../core/errors.js';
 import type { Logger } from '../../../core/ports.js';
 import { silentLogger } from '../../../logger.js';
-import { SerialQueue, abortable } from './async.js';
-import type { IrTrain, IrTransport, SendKeyOptions, SendOptions } from './types.js';
+import { SerialQueue, abortable, heldUntil } from './async.js';
+import type { HoldOptions, IrTrain, IrTransport, SendKeyOptions, SendOptions } from './types.js';
 
 /** lircd's reply to one command. */
 export interface LircdReply {
@@ -129,6 +132,27 @@ export class LircdTransport implements IrTransport {
     }
     const command = `SEND_ONCE ${remote} ${key}${repeats > 0 ? ` ${repeats}` : ''}`;
     await this.command(command, opts.signal);
+  }
+
+  /**
+   * Hold a key: `SEND_START`, wait for the release (or `maxMs`), `SEND_STOP`.
+   * The stop is sent even when the release comes while the start is being
+   * answered, so lircd is never left repeating. lircd itself also stops after
+   * its repeat_max (600) repeats: 65 s for an NEC remote, less for remotes
+   * with shorter frames.
+   */
+  async holdKey(remote: string, key: string, opts: HoldOptions): Promise<void> {
+    if (!NAME.test(remote) || !NAME.test(key)) {
+      throw new FarmError('invalid_request', 'remote and key names must be single words without spaces');
+    }
+    opts.signal?.throwIfAborted();
+    await this.command(`SEND_START ${remote} ${key}`);
+    try {
+      opts.onDown?.();
+      await heldUntil(opts.maxMs, opts.signal);
+    } finally {
+      await this.command(`SEND_STOP ${remote} ${key}`);
+    }
   }
 
   /**

@@ -29,6 +29,16 @@ export interface SendKeyOptions {
   signal?: AbortSignal;
 }
 
+/** A key held until released: `holdKey` / `holdTrains`. */
+export interface HoldOptions {
+  /** The hold ends by itself after this long (the press API's cap). */
+  maxMs: number;
+  /** Aborting releases the key; the hold then resolves (it does not reject) once the key is up. */
+  signal?: AbortSignal;
+  /** Called once the key is down (the device has started sending it). */
+  onDown?: () => void;
+}
+
 /**
  * A way to send infrared. Sends are serialised: a second `send` waits for the
  * first, so frames never interleave. Every failure the device or its absence
@@ -45,6 +55,18 @@ export interface IrTransport {
    * remote and key name. Callers prefer it over `send` when it exists.
    */
   sendKey?(remote: string, key: string, opts?: SendKeyOptions): Promise<void>;
+  /**
+   * Present on transports that can hold a key down for as long as the caller
+   * wants, by name (lircd: `SEND_START`, then `SEND_STOP` on release).
+   * Resolves once the key is up again.
+   */
+  holdKey?(remote: string, key: string, opts: HoldOptions): Promise<void>;
+  /**
+   * Present on transports that can hold a key down for as long as the caller
+   * wants, from the trains of one press (the virtual set-top box: key down,
+   * then key up on release). Resolves once the key is up again.
+   */
+  holdTrains?(trains: readonly IrTrain[], opts: HoldOptions & { key?: KeyLabel }): Promise<void>;
   /** Finish the send in progress, release the device; later sends fail with `device_unavailable`. */
   close(): Promise<void>;
 }

@@ -8,8 +8,9 @@
 import { FarmError } from '../../../core/errors.js';
 import type { Logger } from '../../../core/ports.js';
 import { silentLogger } from '../../../logger.js';
+import { heldUntil } from './async.js';
 import { checkTrains } from './trains.js';
-import type { IrTrain, IrTransport, KeyLabel, SendOptions } from './types.js';
+import type { HoldOptions, IrTrain, IrTransport, KeyLabel, SendOptions } from './types.js';
 
 /** One send, as the virtual device sees it. */
 export interface VirtualIrEvent {
@@ -18,6 +19,11 @@ export interface VirtualIrEvent {
   key?: KeyLabel;
   /** `performance.now()` when it was sent. */
   at: number;
+  /**
+   * A key held until released (`holdTrains`): `down` carries the press's
+   * trains, `up` (no trains) says the key was let go.
+   */
+  hold?: 'down' | 'up';
 }
 
 export type VirtualIrListener = (event: VirtualIrEvent) => void;
@@ -43,7 +49,29 @@ export class VirtualTransport implements IrTransport {
     opts.signal?.throwIfAborted();
     if (this.closed) throw new FarmError('device_unavailable', 'the virtual IR transport is closed');
     checkTrains(trains);
-    const event: VirtualIrEvent = { trains, at: performance.now(), ...(opts.key ? { key: opts.key } : {}) };
+    this.emit({ trains, at: performance.now(), ...(opts.key ? { key: opts.key } : {}) });
+  }
+
+  /**
+   * Hold a key: a `down` event with the press's trains, then, on release (or
+   * after `maxMs`), an `up` event. No repeat frames are sent in between: the
+   * box sees one key down, then one key up.
+   */
+  async holdTrains(trains: readonly IrTrain[], opts: HoldOptions & { key?: KeyLabel }): Promise<void> {
+    opts.signal?.throwIfAborted();
+    if (this.closed) throw new FarmError('device_unavailable', 'the virtual IR transport is closed');
+    checkTrains(trains);
+    const key = opts.key ? { key: opts.key } : {};
+    this.emit({ trains, at: performance.now(), hold: 'down', ...key });
+    try {
+      opts.onDown?.();
+      await heldUntil(opts.maxMs, opts.signal);
+    } finally {
+      this.emit({ trains: [], at: performance.now(), hold: 'up', ...key });
+    }
+  }
+
+  private emit(event: VirtualIrEvent): void {
     for (const l of this.listeners) {
       try {
         l(event);
