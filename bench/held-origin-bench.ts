@@ -31,7 +31,7 @@ try {
   await waitOnline(d);
   const { token } = await asUser(d, 'alice');
   const auth = { Authorization: `token ${token}` };
-  const node = d.config.node_id as string;
+  const node = d.config.node_id;
   const kinds: Record<string, () => Promise<Response>> = {
     'front door': () => fetch(`${d.url}/`, { headers: auth }),
     'live view': () => fetch(`${d.url}/app/live`, { headers: auth }),

@@ -10,7 +10,7 @@
  *   per endpoint group, folds endpoints and schemas, and is short on a phone.
  */
 import { expect } from 'chai';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
+import type { Browser, BrowserContext } from 'playwright-core';
 import { VSTB_LIRCD_CONF } from '../../src/hardware/virtual/index.js';
 import { ENDPOINTS } from '../../src/http/openapi/registry.js';
 import { STANDARD_FILES } from '../fixtures/testPack.js';
@@ -156,7 +156,7 @@ describe('web pages in Chromium: favicon, API reference, no console error on any
     const target = (await schemaLink.getAttribute('href')) as string;
     await page.locator('main .api-op', { has: page.locator('a[href^="#schema-"]') }).first().locator('summary').click();
     await schemaLink.click();
-    await page.waitForFunction((sel) => (document.querySelector(sel) as HTMLDetailsElement | null)?.open === true, target);
+    await page.waitForFunction((sel) => document.querySelector<HTMLDetailsElement>(sel)?.open === true, target);
     expect(errors).to.deep.equal([]);
     await ctx.close();
   });
