@@ -186,11 +186,13 @@ export class GitTestPack implements TestPack {
       // A stale mirror must not run yesterday's branch; offline, the local ref still answers.
       await this.fetch().catch((e: unknown) => this.o.logger?.warn({ err: e }, 'could not refresh the test pack; using the mirrored refs'));
     }
-    const known = this.lookup(rev);
-    if (known) return known;
-    const found = await this.resolveInMirror(rev);
-    this.commits.add(found.sha);
-    // Its files are read now, off this answer, so the pages and presses that follow find them in memory.
+    let found = this.lookup(rev);
+    if (!found) {
+      found = await this.resolveInMirror(rev);
+      this.commits.add(found.sha);
+    }
+    // A run's commit: its files are read now, off this answer (each once: they are kept per commit),
+    // so the presses and the live view during its job find them in memory.
     if (opts.fresh) void this.warm(found.sha);
     return { ...found };
   }
