@@ -198,6 +198,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     dir: path.join(dataDir, 'test-pack.git'),
     worktreesDir: path.join(dataDir, 'checkouts'),
     refreshAfterSecs: cfg.test_pack.refresh_secs,
+    pollSecs: cfg.test_pack.poll_secs,
     logger: logger.child({ module: 'test-pack' }),
   });
   undo.push(() => testPack.close());

@@ -35,6 +35,8 @@ export const configSchema = z.strictObject({
     url: z.string().min(1),
     /** A branch, tag or HEAD is fetched again before use when the last fetch is older than this. */
     refresh_secs: z.number().nonnegative().default(10),
+    /** The mirror is fetched in the background this often (and on the push hook); 0: only when told. */
+    poll_secs: z.number().nonnegative().default(60),
   }),
   runner: z
     .strictObject({

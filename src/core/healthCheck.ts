@@ -235,7 +235,8 @@ export async function healthCheckTestCase(
   nodeConfigPath: string,
   parseIni: (text: string) => IniConfig,
 ): Promise<string | undefined> {
-  const { sha } = await testPack.resolve('HEAD');
+  // Not on a request's path (it runs between jobs, as a run): a push is seen as run_tests sees it.
+  const { sha } = await testPack.resolve('HEAD', { fresh: true });
   const nodeText = await testPack.readFile(sha, nodeConfigPath);
   const own = nodeText === undefined ? undefined : parseIni(nodeText).test_pack?.health_check;
   const name = own ?? (await testPack.config(sha)).test_pack?.health_check;

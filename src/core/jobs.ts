@@ -135,7 +135,7 @@ export class JobService {
     }
     this.starting = true;
     try {
-      const rev = await this.d.testPack.resolve(req.test_pack_revision);
+      const rev = await this.d.testPack.resolve(req.test_pack_revision, { fresh: true });
       const known = new Set(await this.d.testPack.testCaseNames(rev.sha));
       const missing = req.test_cases.filter((t) => !known.has(t));
       if (missing.length) {

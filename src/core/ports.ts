@@ -113,8 +113,12 @@ export interface Revision {
 export type IniConfig = Record<string, Record<string, string>>;
 
 export interface TestPack {
-  /** SHA (full/short), branch, tag, HEAD or any ref. Fetches once before `not_found`. */
-  resolve(revision: string): Promise<Revision>;
+  /**
+   * SHA (full/short), branch, tag, HEAD or any ref. Fetches once before `not_found`.
+   * `fresh`: fetch first when the mirror is stale (run_tests, test-case listings);
+   * without it, refs as last fetched (what pages and presses use: no fetch on their path).
+   */
+  resolve(revision: string, opts?: { fresh?: boolean }): Promise<Revision>;
   /** `tests/**\/*.py::test_*`, sorted. */
   testCaseNames(sha: string): Promise<string[]>;
   /** A cached checkout of the commit; returns its absolute path. */

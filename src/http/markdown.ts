@@ -30,3 +30,6 @@ const markdown = new Marked({
 
 /** A reservation message as HTML (`message_html`). */
 export const renderMarkdown = (message: string): string => markdown.parse(message, { async: false });
+
+/** One line of Markdown (a summary) as inline HTML, under the same rules (raw HTML shown as text). */
+export const renderMarkdownInline = (text: string): string => markdown.parseInline(text, { async: false });

@@ -40,6 +40,24 @@ export interface GitTestPackOptions {
    * when it is already mirrored.
    */
   refreshAfterSecs?: number;
+  /**
+   * The mirror is fetched in the background this often (besides `fetch()`
+   * when told, e.g. by the push hook), so pages and presses read refs and
+   * files already in memory; default 60 s; 0: no timer.
+   */
+  pollSecs?: number;
+}
+
+/** How a revision is resolved. */
+export interface ResolveOptions {
+  /**
+   * Fetch first when the mirror is older than `refreshAfterSecs` (a branch
+   * pushed a moment ago runs its new commit): for run_tests and the test-case
+   * listings, which pay for the fetch in their own answer. Without it the
+   * revision is read from the refs as last fetched (in memory), and git runs
+   * only for what is not there (a SHA not seen yet, `main~2`).
+   */
+  fresh?: boolean;
 }
 
 /** Config files in order of preference; the first that exists wins. */
@@ -47,6 +65,16 @@ export const CONFIG_FILES = ['config/farmhand.conf', 'config/stbt.conf', '.stbt.
 
 const FETCH_REFSPEC = '+refs/*:refs/*';
 const CACHE_SIZE = 64;
+/** Files kept per (commit, path) by readFile (remote files, node config); texts over the cap are not kept. */
+const FILE_CACHE_SIZE = 256;
+const FILE_CACHE_MAX_BYTES = 256 * 1024;
+
+/** The mirror's refs as last fetched: full ref name -> commit, and the branch HEAD names. */
+interface RefSnapshot {
+  refs: Map<string, string>;
+  head: string | undefined;
+  headBranch: string | null;
+}
 const MAX_RETRY_MS = 5 * 60_000;
 /** How many branch names a not-found message lists. */
 const BRANCHES_SHOWN = 20;
@@ -92,14 +120,12 @@ export class GitTestPack implements TestPack {
    */
   private readonly remotes = new Map<string, Promise<string[]>>();
   private readonly configs = new Map<string, Promise<IniConfig>>();
-  /**
-   * Moving revisions (HEAD, branches, tags) as last resolved. The mirror's
-   * refs change only through fetch(), so an entry holds until a fetch starts
-   * or ends (`refsGeneration` moves on both; a resolve that overlapped a
-   * fetch is not stored). A stale mirror is still fetched first, as before.
-   */
-  private readonly resolved = new Map<string, Revision>();
-  private refsGeneration = 0;
+  private readonly files = new Map<string, Promise<string | undefined>>();
+  /** Refs as last fetched, read after each fetch (off any request); undefined until the first read. */
+  private snapshot: RefSnapshot | undefined;
+  /** Full SHAs known to be commits of the mirror (a commit never leaves it but by a forced push and gc). */
+  private readonly commits = new Set<string>();
+  private pollTimer: NodeJS.Timeout | undefined;
   /** Why the origin cannot be fetched now; undefined while it can. */
   private unreachable: string | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
@@ -126,6 +152,19 @@ export class GitTestPack implements TestPack {
     }
     await this.checkouts.open();
     await this.fetch().catch(() => undefined); // fetch() reports and schedules the retries
+    // Offline at start: what the mirror already holds is still read from memory.
+    if (!this.snapshot) await this.loadSnapshot().catch((e: unknown) => this.o.logger?.warn({ err: e }, 'could not read the test-pack refs'));
+    this.startPolling();
+  }
+
+  /** A fetch every `pollSecs`, off any request; a fetch already running is shared (single flight). */
+  private startPolling(): void {
+    const secs = this.o.pollSecs ?? 60;
+    if (secs <= 0 || this.closed) return;
+    this.pollTimer = setInterval(() => {
+      if (!this.closed && this.fetching === undefined) this.fetch().catch(() => undefined);
+    }, secs * 1000);
+    this.pollTimer.unref();
   }
 
   /** Why the test pack cannot be fetched now ("unreachable, retrying: <git's reason>"); undefined when it can. */
@@ -137,24 +176,74 @@ export class GitTestPack implements TestPack {
   close(): void {
     this.closed = true;
     clearTimeout(this.retryTimer);
+    clearInterval(this.pollTimer);
   }
 
-  async resolve(revision: string): Promise<Revision> {
+  async resolve(revision: string, opts: ResolveOptions = {}): Promise<Revision> {
     const rev = checkRevision(revision);
     const isSha = /^[0-9a-f]{7,40}$/i.test(rev);
-    if (!isSha && Date.now() - this.lastFetch > (this.o.refreshAfterSecs ?? 10) * 1000) {
+    if (opts.fresh && !isSha && Date.now() - this.lastFetch > (this.o.refreshAfterSecs ?? 10) * 1000) {
       // A stale mirror must not run yesterday's branch; offline, the local ref still answers.
       await this.fetch().catch((e: unknown) => this.o.logger?.warn({ err: e }, 'could not refresh the test pack; using the mirrored refs'));
     }
-    const known = this.resolved.get(rev);
-    if (known && this.fetching === undefined) return { ...known };
-    const generation = this.refsGeneration;
-    const found = await this.resolveInMirror(rev);
-    if (generation === this.refsGeneration && this.fetching === undefined) {
-      if (this.resolved.size >= CACHE_SIZE) this.resolved.delete(this.resolved.keys().next().value as string);
-      this.resolved.set(rev, found);
+    let found = this.lookup(rev);
+    if (!found) {
+      found = await this.resolveInMirror(rev);
+      this.commits.add(found.sha);
     }
+    // A run's commit: its files are read now, off this answer (each once: they are kept per commit),
+    // so the presses and the live view during its job find them in memory.
+    if (opts.fresh) void this.warm(found.sha);
     return { ...found };
+  }
+
+  /**
+   * A revision from memory, no git: a full SHA already seen, or a ref name as
+   * git would find it (`<rev>`, `refs/<rev>`, `refs/tags/<rev>`,
+   * `refs/heads/<rev>`, `refs/remotes/<rev>`, in that order).
+   */
+  private lookup(rev: string): Revision | undefined {
+    if (/^[0-9a-f]{40}$/.test(rev)) return this.commits.has(rev) ? { sha: rev, branch: null } : undefined;
+    const snap = this.snapshot;
+    if (!snap) return undefined;
+    if (rev === 'HEAD') return snap.head ? { sha: snap.head, branch: snap.headBranch } : undefined;
+    for (const full of [rev, `refs/${rev}`, `refs/tags/${rev}`, `refs/heads/${rev}`, `refs/remotes/${rev}`]) {
+      const sha = snap.refs.get(full);
+      if (sha) return { sha, branch: full.startsWith('refs/heads/') ? full.slice('refs/heads/'.length) : null };
+    }
+    return undefined;
+  }
+
+  /** Read the refs (one `for-each-ref`, peeled), then swap them in at once. */
+  private async loadSnapshot(): Promise<void> {
+    const out = await this.repo.text(['for-each-ref', '--format=%(objecttype) %(objectname) %(*objecttype) %(*objectname) %(refname)']);
+    const refs = new Map<string, string>();
+    for (const line of out.split('\n')) {
+      const m = /^(\w+) ([0-9a-f]+) (\w*) ([0-9a-f]*) (refs\/\S+)$/.exec(line);
+      if (!m) continue;
+      const sha = m[1] === 'commit' ? m[2] : m[3] === 'commit' ? m[4] : undefined;
+      if (sha) refs.set(m[5] as string, sha);
+    }
+    const sym = await this.repo.exec(['symbolic-ref', '--quiet', 'HEAD']);
+    const headRef = sym.code === 0 ? sym.stdout.toString('utf8').trim() : '';
+    const head = headRef ? refs.get(headRef) : await this.revParse('HEAD');
+    const headBranch = headRef.startsWith('refs/heads/') ? headRef.slice('refs/heads/'.length) : null;
+    for (const sha of refs.values()) this.commits.add(sha);
+    if (head) {
+      this.commits.add(head);
+      await this.warm(head);
+    }
+    this.snapshot = { refs, head, headBranch };
+  }
+
+  /** Read what pages and presses ask of a commit (remotes, their files, configuration) into memory. */
+  private async warm(sha: string): Promise<void> {
+    try {
+      const names = await this.remoteControls(sha);
+      await Promise.all([this.config(sha), ...names.map((n) => this.readFile(sha, `config/remote-control/${n}.lircd.conf`))]);
+    } catch (e) {
+      this.o.logger?.debug({ err: e, sha }, 'could not read the test pack ahead');
+    }
   }
 
   private async resolveInMirror(rev: string): Promise<Revision> {
@@ -223,16 +312,25 @@ export class GitTestPack implements TestPack {
   async readFile(sha: string, file: string): Promise<string | undefined> {
     checkSha(sha);
     checkRepoPath(file);
-    await this.requireCommit(sha);
-    const [blob] = await this.repo.readBlobs([`${sha}:${file}`]);
-    return blob?.toString('utf8');
+    const key = `${sha}:${file}`;
+    const kept = this.files.get(key);
+    if (kept) return kept;
+    const read = (async () => {
+      await this.requireCommit(sha);
+      const [blob] = await this.repo.readBlobs([key]);
+      return blob?.toString('utf8');
+    })();
+    this.files.set(key, read);
+    if (this.files.size > FILE_CACHE_SIZE) this.files.delete(this.files.keys().next().value as string);
+    // Failures and big files are not kept (a commit's files never change, so what is kept stays true).
+    read.then((t) => t !== undefined && t.length > FILE_CACHE_MAX_BYTES && this.files.delete(key), () => this.files.delete(key));
+    return read;
   }
 
   /** Fetch every ref from the origin. Concurrent callers share one fetch. */
   fetch(): Promise<void> {
-    if (this.fetching === undefined) this.refsMoved();
     this.fetching ??= this.doFetch()
-      .finally(() => this.refsMoved())
+      .then(() => this.loadSnapshot())
       .then(
         () => {
           this.lastFetch = Date.now();
@@ -245,12 +343,6 @@ export class GitTestPack implements TestPack {
       )
       .finally(() => (this.fetching = undefined));
     return this.fetching;
-  }
-
-  /** The mirror's refs may change (a fetch starts or ended): forget what moving revisions resolved to. */
-  private refsMoved(): void {
-    this.refsGeneration++;
-    this.resolved.clear();
   }
 
   // ------------------------------------------------------------ reachability

@@ -3,7 +3,8 @@
  * person, the CSRF token the client scripts send back), rendered on the server
  * with Preact. Preact escapes every text and attribute value: no page builds
  * HTML by hand (a string only becomes markup through `dangerouslySetInnerHTML`,
- * which the portal uses for nothing from a request or a run).
+ * which the portal uses only for the API reference, built from the daemon's own
+ * endpoint registry, never for anything from a request or a run).
  */
 import type { Context } from 'koa';
 import type { ComponentChildren, VNode } from 'preact';
@@ -57,6 +58,7 @@ export function Layout(p: LayoutProps): VNode {
         <meta name="viewport" content="width=device-width, initial-scale=1" />
         {p.csrf ? <meta name="csrf-token" content={p.csrf} /> : null}
         <title>{`${p.title} - farmhand`}</title>
+        <link rel="icon" href="/favicon.ico" type="image/svg+xml" />
         <link rel="stylesheet" href="/static/portal.css" />
       </head>
       <body>

@@ -31,6 +31,15 @@ function load(): Map<string, { body: Buffer; type: string }> {
 export function staticRouter(): Router {
   const files = load();
   const r = new Router();
+  // Our own icon (an SVG), where browsers look for it unasked; cached for a day.
+  const icon = files.get('favicon.svg');
+  r.get('/favicon.ico', (ctx) => {
+    if (!icon) throw new FarmError('not_found', 'no icon');
+    ctx.type = icon.type;
+    ctx.set('Cache-Control', 'public, max-age=86400');
+    ctx.set('X-Content-Type-Options', 'nosniff');
+    ctx.body = icon.body;
+  });
   r.get('/static/:file', (ctx) => {
     const f = files.get(ctx.params.file ?? '');
     if (!f) throw new FarmError('not_found', `no static file ${ctx.params.file}; the portal's files are: ${[...files.keys()].join(', ')}`);

@@ -337,13 +337,16 @@ describe('node status: config from the test pack (real git)', () => {
     expect(s).to.include({ friendly_name: 'Living-room box', device_type: 'roku-ultra' });
   });
 
-  it('reads the file once per main-branch SHA, and again after a push to main', async () => {
+  it('reads the file once per main-branch SHA, and again after a push to main is fetched', async () => {
     const { c, tp } = counting();
     const { node } = setup({ testPack: tp });
     await status(node, 'alice', BASE);
     await status(node, 'bob', BASE);
     expect(c.reads).to.equal(1);
     await repo.commit({ [`config/test-farm/${NODE}.conf`]: '[node]\nfriendly_name = Bedroom box\n' });
+    // The status never fetches (nothing slow on a request's path): the push is seen once the mirror
+    // is fetched, as the post-receive hook or the poll timer does.
+    await pack.fetch();
     const s = await status(node, 'alice', BASE);
     expect(c.reads).to.equal(2);
     expect(s).to.include({ friendly_name: 'Bedroom box', device_type: null });

@@ -4,9 +4,11 @@
  * `auth.v1_requires_token`).
  */
 import Router from '@koa/router';
+import { h } from 'preact';
+import { sendPage } from '../../web/layout.js';
 import type { Services } from '../context.js';
 import { buildDocument, documentJson } from './document.js';
-import { API_PAGE_CSP, apiPage } from './page.js';
+import { apiPage } from './page.js';
 import { ENDPOINTS } from './registry.js';
 
 export function openApiRouter(s: Services): Router {
@@ -20,10 +22,8 @@ export function openApiRouter(s: Services): Router {
   });
   r.get('/app/api', (ctx) => {
     page ??= apiPage(buildDocument({ version: s.version }) as Parameters<typeof apiPage>[0], ENDPOINTS);
-    ctx.set('Cache-Control', 'public, max-age=3600');
-    ctx.set('Content-Security-Policy', API_PAGE_CSP);
-    ctx.type = 'text/html; charset=utf-8';
-    ctx.body = page;
+    // Inside the layout (its header names who is signed in): not cached, as every page.
+    sendPage(ctx, h('div', { dangerouslySetInnerHTML: { __html: page } }), { title: 'API reference', section: 'api', scripts: ['api-reference.js'] });
   });
   return r;
 }

@@ -27,7 +27,7 @@ export function v1Router(s: Services): Router {
   });
 
   r.get('/api/v1/test_pack/*rev/test_case_names', async (ctx) => {
-    const rev = await s.testPack.resolve(String((ctx.params).rev));
+    const rev = await s.testPack.resolve(String((ctx.params).rev), { fresh: true });
     ctx.body = await s.testPack.testCaseNames(rev.sha);
   });
 

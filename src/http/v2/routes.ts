@@ -65,7 +65,7 @@ export function v2Router(s: Services): Router {
   });
 
   r.get('/api/v2/test_pack/*rev/test_case_names', async (ctx) => {
-    const rev = await s.testPack.resolve(String((ctx.params).rev));
+    const rev = await s.testPack.resolve(String((ctx.params).rev), { fresh: true });
     ctx.body = await s.testPack.testCaseNames(rev.sha);
   });
 

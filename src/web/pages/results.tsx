@@ -218,7 +218,8 @@ export function resultsRouter(source: ResultsSource): Router {
 
   r.get('/app/results', async (ctx) => {
     const p = paramsOf(ctx);
-    const opts = { title: 'Results', section: 'results' as const, scripts: ['results.js'] };
+    // On the farm's portal, the farm's navigation (a node's own links /app/live and /app/api, which the portal has not).
+    const opts = { title: 'Results', section: 'results' as const, scripts: ['results.js'], ...(farm && { farm: true }) };
     let q: ResultQuery;
     try {
       // One more than shown, to know whether more matched.
