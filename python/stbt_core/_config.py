@@ -20,6 +20,7 @@ import enum
 import json
 import os
 
+from farmhand.config import _BOOLEANS, _NOT_GIVEN  # one sentinel and one table of booleans for both APIs
 from stbt_core._errors import ConfigurationError
 
 __all__ = ["get_config"]
@@ -43,14 +44,6 @@ BUILTIN = {
 }
 
 
-class _NotGiven:
-    def __repr__(self):
-        return "<no default>"
-
-
-_NOT_GIVEN = _NotGiven()
-_BOOLEANS = {"1": True, "yes": True, "true": True, "on": True,
-             "0": False, "no": False, "false": False, "off": False}
 _layers = None
 
 

@@ -27,7 +27,23 @@ def _region_of(array):
     return Region(0, 0, array.shape[1], array.shape[0])
 
 
-class Frame(numpy.ndarray):
+class _Dimensions:
+    """``width``, ``height`` and ``region`` of a Frame or an Image."""
+
+    @property
+    def width(self):
+        return self.shape[1]
+
+    @property
+    def height(self):
+        return self.shape[0]
+
+    @property
+    def region(self):
+        return _region_of(self)
+
+
+class Frame(_Dimensions, numpy.ndarray):
     """A captured frame: an 8-bit BGR image (height x width x 3) with
     ``time``, the moment of capture in seconds since the epoch."""
 
@@ -51,18 +67,6 @@ class Frame(numpy.ndarray):
         self._seq = None
         super().__setstate__(nd_state)
 
-    @property
-    def width(self):
-        return self.shape[1]
-
-    @property
-    def height(self):
-        return self.shape[0]
-
-    @property
-    def region(self):
-        return _region_of(self)
-
     def __repr__(self):
         if self.ndim != 3:
             return super().__repr__()
@@ -70,7 +74,7 @@ class Frame(numpy.ndarray):
             "None" if self.time is None else "%.3f" % self.time, self.width, self.height, self.shape[2])
 
 
-class Image(numpy.ndarray):
+class Image(_Dimensions, numpy.ndarray):
     """An image read by ``load_image``: BGR, or BGRA when it has transparency.
     ``filename`` is what was asked for, ``absolute_filename`` where it was
     found, ``relative_filename`` that path relative to the test pack's root."""
@@ -92,18 +96,6 @@ class Image(numpy.ndarray):
             return None
         from stbt_core._config import test_pack_root  # pylint: disable=import-outside-toplevel
         return os.path.relpath(self.absolute_filename, test_pack_root())
-
-    @property
-    def width(self):
-        return self.shape[1]
-
-    @property
-    def height(self):
-        return self.shape[0]
-
-    @property
-    def region(self):
-        return _region_of(self)
 
     def __repr__(self):
         if self.ndim < 2:
