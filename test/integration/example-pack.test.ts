@@ -6,8 +6,6 @@
  */
 import { expect } from 'chai';
 import { execFile } from 'node:child_process';
-import { cp, mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import sharp from 'sharp';
@@ -15,29 +13,13 @@ import { startTestDaemon, waitForJob, waitOnline, type TestDaemon } from '../hel
 import { asUser } from '../helpers/auth.js';
 import { expectError } from '../helpers/errors.js';
 import { waitFor } from '../helpers/wait.js';
-import type { TestPackRepo } from '../fixtures/testPack.js';
+import { packFromFolder, type TestPackRepo } from '../fixtures/testPack.js';
 
 const exec = promisify(execFile);
 
 /** The example pack as a git repository, the way scripts/demo.sh makes it. */
-async function examplePack(): Promise<TestPackRepo> {
-  const root = await mkdtemp(path.join(os.tmpdir(), 'farmhand-example-'));
-  const dir = path.join(root, 'test-pack');
-  await cp(path.resolve('examples/test-pack'), dir, { recursive: true });
-  const git = (...args: string[]) => exec('git', ['-C', dir, '-c', 'user.name=t', '-c', 'user.email=t@example.invalid', ...args]);
-  await git('init', '-q', '-b', 'main');
-  await git('add', '-A');
-  await git('commit', '-qm', 'example');
-  const sha = (await git('rev-parse', 'HEAD')).stdout.trim();
-  return {
-    dir,
-    sha,
-    cleanup: () => rm(root, { recursive: true, force: true }),
-    commit: () => Promise.reject(new Error('not used')),
-    snapshot: () => Promise.reject(new Error('not used')),
-    tag: () => Promise.reject(new Error('not used')),
-    git: async (...args: string[]) => (await git(...args)).stdout,
-  };
+function examplePack(): Promise<TestPackRepo> {
+  return packFromFolder('examples/test-pack');
 }
 
 describe('the example test pack on the virtual set-top box', function () {

@@ -8,15 +8,14 @@
  */
 import { expect } from 'chai';
 import { execFile } from 'node:child_process';
-import { chmod, cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import sharp from 'sharp';
 import request from 'supertest';
 import { startDaemon, type Daemon } from '../../src/daemon.js';
 import { HOME_ITEMS, initialState, renderFrame, viewOf, VSTB_LIRCD_CONF, VSTB_REMOTE_FILE } from '../../src/hardware/virtual/index.js';
-import type { TestPackRepo } from '../fixtures/testPack.js';
+import { packFromFolder, type TestPackRepo } from '../fixtures/testPack.js';
 import { TokenStore, tokensFile } from '../../src/storage/tokens.js';
 import { asUser } from '../helpers/auth.js';
 import { startTestDaemon, testConfig, waitForJob, waitOnline, type TestDaemon } from '../helpers/daemon.js';
@@ -24,7 +23,6 @@ import { capturingLogger } from '../helpers/logger.js';
 import { ensureSystemUser } from '../helpers/testUser.js';
 import { waitFor } from '../helpers/wait.js';
 
-const exec = promisify(execFile);
 /** The COMPAT command-line client (../shared/COMPAT.md), standard-library Python as CI systems run it. */
 const CLIENT = path.resolve('scripts/farmhand-v2-client.py');
 
@@ -66,27 +64,12 @@ async function renderTemplates(dir: string): Promise<void> {
   }
 }
 
-async function stbtPack(): Promise<TestPackRepo> {
-  const root = await mkdtemp(path.join(os.tmpdir(), 'farmhand-stbt-pack-'));
-  const dir = path.join(root, 'pack');
-  await cp(path.resolve('test/fixtures/stbt-pack'), dir, { recursive: true });
-  await mkdir(path.join(dir, 'config', 'remote-control'), { recursive: true });
-  await writeFile(path.join(dir, VSTB_REMOTE_FILE), VSTB_LIRCD_CONF);
-  await renderTemplates(path.join(dir, 'tests', 'pages', 'images'));
-  const git = (...args: string[]) => exec('git', ['-C', dir, '-c', 'user.name=t', '-c', 'user.email=t@example.invalid', ...args]);
-  await git('init', '-q', '-b', 'main');
-  await git('add', '-A');
-  await git('commit', '-qm', 'stbt-style pack');
-  const sha = (await git('rev-parse', 'HEAD')).stdout.trim();
-  return {
-    dir,
-    sha,
-    cleanup: () => rm(root, { recursive: true, force: true }),
-    commit: () => Promise.reject(new Error('not used')),
-    snapshot: () => Promise.reject(new Error('not used')),
-    tag: () => Promise.reject(new Error('not used')),
-    git: async (...args: string[]) => (await git(...args)).stdout,
-  };
+function stbtPack(): Promise<TestPackRepo> {
+  return packFromFolder('test/fixtures/stbt-pack', async (dir) => {
+    await mkdir(path.join(dir, 'config', 'remote-control'), { recursive: true });
+    await writeFile(path.join(dir, VSTB_REMOTE_FILE), VSTB_LIRCD_CONF);
+    await renderTemplates(path.join(dir, 'tests', 'pages', 'images'));
+  });
 }
 
 const EXPECTED: Record<string, 'pass' | 'fail' | 'error'> = {

@@ -10,16 +10,12 @@
  * machine makes vary, but never change which frame a picture first appeared in.
  */
 import { expect } from 'chai';
-import { execFile } from 'node:child_process';
-import { cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
+import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { BLACK_MS, VSTB_LIRCD_CONF, VSTB_REMOTE_FILE, type KeyRecord, type PictureChange } from '../../src/hardware/virtual/index.js';
-import type { TestPackRepo } from '../fixtures/testPack.js';
+import { packFromFolder, type TestPackRepo } from '../fixtures/testPack.js';
 import { startTestDaemon, waitForJob, waitOnline, type TestDaemon } from '../helpers/daemon.js';
 
-const exec = promisify(execFile);
 const CASE = 'tests/test_timing.py::test_transitions';
 const KEYS = ['KEY_OK', 'KEY_CHANNELUP', 'KEY_MENU', 'KEY_DOWN', 'KEY_DOWN', 'KEY_DOWN', 'KEY_OK', 'KEY_OK'];
 const ANIMATIONS = ['black', 'black', undefined, undefined, undefined, undefined, 'slide', 'spinner'];
@@ -33,25 +29,11 @@ interface Reported {
   animation_duration: number;
 }
 
-async function timingPack(): Promise<TestPackRepo> {
-  const root = await mkdtemp(path.join(os.tmpdir(), 'farmhand-timing-pack-'));
-  const dir = path.join(root, 'pack');
-  await cp(path.resolve('test/fixtures/timing-pack'), dir, { recursive: true });
-  await mkdir(path.join(dir, 'config', 'remote-control'), { recursive: true });
-  await writeFile(path.join(dir, VSTB_REMOTE_FILE), VSTB_LIRCD_CONF);
-  const git = (...args: string[]) => exec('git', ['-C', dir, '-c', 'user.name=t', '-c', 'user.email=t@example.invalid', ...args]);
-  await git('init', '-q', '-b', 'main');
-  await git('add', '-A');
-  await git('commit', '-qm', 'timing pack');
-  return {
-    dir,
-    sha: (await git('rev-parse', 'HEAD')).stdout.trim(),
-    cleanup: () => rm(root, { recursive: true, force: true }),
-    commit: () => Promise.reject(new Error('not used')),
-    snapshot: () => Promise.reject(new Error('not used')),
-    tag: () => Promise.reject(new Error('not used')),
-    git: async (...args: string[]) => (await git(...args)).stdout,
-  };
+function timingPack(): Promise<TestPackRepo> {
+  return packFromFolder('test/fixtures/timing-pack', async (dir) => {
+    await mkdir(path.join(dir, 'config', 'remote-control'), { recursive: true });
+    await writeFile(path.join(dir, VSTB_REMOTE_FILE), VSTB_LIRCD_CONF);
+  });
 }
 
 /** The box's truth for the key at `i` of the run's keys: the first and the last changed frame before the next key. */
