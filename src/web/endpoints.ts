@@ -28,6 +28,15 @@ const STATIC: Endpoint[] = [
     params: { file: 'A file name, e.g. `api.js`, `portal.css`.' },
     responses: { 200: asset('The file.'), 404: error('No such file.') },
   },
+  {
+    method: 'get',
+    path: '/favicon.ico',
+    summary: "The pages' icon",
+    description: 'An SVG (`image/svg+xml`) under the name browsers ask for; also `/static/favicon.svg`.',
+    tag: 'web',
+    auth: 'none',
+    responses: { 200: { description: 'The icon.', content: { 'image/svg+xml': 'text' } } },
+  },
 ];
 
 // --- sign-in and the front door (src/web/pages/signIn.tsx, front.tsx)
