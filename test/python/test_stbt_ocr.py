@@ -494,10 +494,12 @@ class Worker(OcrTestCase):
             got[use] = [stbt.ocr(frame, **kwargs) for frame, kwargs in reads]
             got[use].append(repr([stbt.match_text(t, frame).region for frame in frames
                                   for t in ("Recordings", "CD34", "light")]))
+            # match_text's word boxes and confidences: the TSV itself.
             _ocr._cache.clear()  # pylint: disable=protected-access
-            got[use].append(_ocr._tesseract(_ocr._prepare(frames[0], stbt.Region.ALL, _ocr._Params(  # pylint: disable=protected-access
-                stbt.OcrMode.PAGE_SEGMENTATION_WITHOUT_OSD, None, None, None, None, None, None, None, None,
-                None))[2], _ocr._Params(stbt.OcrMode.PAGE_SEGMENTATION_WITHOUT_OSD, None, None, None, None,  # pylint: disable=protected-access
-                                        None, None, None, None, None), True))
+            params = _ocr._Params(stbt.OcrMode.PAGE_SEGMENTATION_WITHOUT_OSD,  # pylint: disable=protected-access
+                                  None, None, None, None, None, None, None, None, None)
+            grey = _ocr._prepare(frames[0], stbt.Region.ALL, params)[2]  # pylint: disable=protected-access
+            got[use].append(_ocr._tesseract(grey, params, True))  # pylint: disable=protected-access
         self.assertIn("Channel 104: Evening News", got[True])
+        self.assertIn("Recordings", [w.text for w in _ocr._parse_tsv(got[True][-1])])  # pylint: disable=protected-access
         self.assertEqual(got[True], got[False])
