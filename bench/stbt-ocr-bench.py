@@ -165,11 +165,67 @@ def accuracy():
             print("    missed: " + miss)
 
 
+def virtual_box_accuracy():
+    """The virtual set-top box's own screens, rendered by its renderFrame (bench/virtual-menus.tsx): each
+    line of text as drawn (deduplicated: the logo and the clock are on every screen), read in a region
+    around it with text_color its fill colour. Lines drawn at partial opacity (the live picture's faint
+    channel name) are left out: their colour on screen is not their fill. Runs of spaces count as one, as
+    SVG draws them."""
+    import json  # pylint: disable=import-outside-toplevel
+    import subprocess  # pylint: disable=import-outside-toplevel
+    out = tempfile.mkdtemp(prefix="stbt-ocr-virtual-")
+    tsx = os.path.join(ROOT, "node_modules", ".bin", "tsx")
+    try:
+        subprocess.run([tsx, os.path.join(ROOT, "bench", "virtual-menus.tsx"), out], check=True, cwd=ROOT,
+                       stdout=subprocess.DEVNULL)
+    except (OSError, subprocess.CalledProcessError) as e:
+        print("virtual box menus: not rendered (%s): skipped" % e)
+        return
+    with open(os.path.join(out, "manifest.json")) as f:
+        manifest = json.load(f)
+    seen, exact, misses, faint = set(), 0, [], 0
+    for entry in manifest:
+        rgb = numpy.fromfile(os.path.join(out, entry["file"]), numpy.uint8).reshape(720, 1280, 3)
+        frame = stbt.Frame(numpy.ascontiguousarray(rgb[:, :, ::-1]), time=0.0)
+        for line in entry["lines"]:
+            key = (line["text"], line["x"], line["y"], line["size"], line["fill"], entry["page"])
+            if line["opacity"] is not None:
+                faint += 1
+                continue
+            if key in seen:
+                continue
+            seen.add(key)
+            face = "DejaVuSansMono.ttf" if line["mono"] else "DejaVuSans-Bold.ttf" if line["bold"] else "DejaVuSans.ttf"
+            if face not in _fonts:
+                _fonts[face] = cv2.freetype.createFreeType2()
+                _fonts[face].loadFontData(FONTS + face, 0)
+            size = line["size"]
+            width = _fonts[face].getTextSize(line["text"], size, -1)[0][0]
+            left = {"start": line["x"], "middle": line["x"] - width / 2, "end": line["x"] - width}[line["anchor"]]
+            region = stbt.Region(int(left) - 8, int(line["y"] - size) - 4, right=int(left + width) + 10,
+                                 bottom=int(line["y"] + size * 0.3) + 4)
+            got = stbt.ocr(frame, region, text_color=line["fill"])
+            # SVG (xml:space default) draws runs of spaces as one: "Mon 18:00  58 min" is shown with one.
+            if got == " ".join(line["text"].split()):
+                exact += 1
+            else:
+                misses.append("%s %dpx %s: %r, read %r" % (entry["page"], size, line["fill"], line["text"], got))
+    share = 100.0 * exact / max(1, len(seen))
+    print("accuracy, virtual box menus, text_color given: %3d/%d lines exact = %5.1f %%  target 98 %%: %s "
+          "(%d faint lines left out)" % (exact, len(seen), share, "ok" if share >= 98 else "UNDER", faint))
+    for miss in misses[:12]:
+        print("    missed: " + miss)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--no-accuracy", action="store_true")
+    parser.add_argument("--virtual-only", action="store_true", help="only the virtual box menus' accuracy")
     args = parser.parse_args()
+    if args.virtual_only:
+        virtual_box_accuracy()
+        return
     frame = menu_frame()
     line = stbt.Region(100, 154, width=400, height=40)
     assert stbt.ocr(frame, line) == "Recordings", stbt.ocr(frame, line)
@@ -209,6 +265,7 @@ def main():
                measure(lambda: read(grey_frame), max(3, args.runs // 3)), 800)
     if not args.no_accuracy:
         accuracy()
+        virtual_box_accuracy()
 
 
 if __name__ == "__main__":
