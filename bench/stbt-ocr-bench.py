@@ -166,7 +166,7 @@ def accuracy():
 
 
 def virtual_box_accuracy():
-    """The virtual set-top box's own screens, rendered by its renderFrame (bench/virtual-menus.tsx): each
+    """The virtual set-top box's own screens, rendered by its renderFrame (bench/virtual-menus.ts): each
     line of text as drawn (deduplicated: the logo and the clock are on every screen), read in a region
     around it with text_color its fill colour. Lines drawn at partial opacity (the live picture's faint
     channel name) are left out: their colour on screen is not their fill. Runs of spaces count as one, as
@@ -176,7 +176,7 @@ def virtual_box_accuracy():
     out = tempfile.mkdtemp(prefix="stbt-ocr-virtual-")
     tsx = os.path.join(ROOT, "node_modules", ".bin", "tsx")
     try:
-        subprocess.run([tsx, os.path.join(ROOT, "bench", "virtual-menus.tsx"), out], check=True, cwd=ROOT,
+        subprocess.run([tsx, os.path.join(ROOT, "bench", "virtual-menus.ts"), out], check=True, cwd=ROOT,
                        stdout=subprocess.DEVNULL)
     except (OSError, subprocess.CalledProcessError) as e:
         print("virtual box menus: not rendered (%s): skipped" % e)

@@ -1,5 +1,5 @@
 // Renders the virtual set-top box's screens for bench/stbt-ocr-bench.py's accuracy corpus:
-// `npx tsx bench/virtual-menus.tsx OUTDIR` writes OUTDIR/<n>.rgb (raw rgb24 1280x720, renderFrame's
+// `npx tsx bench/virtual-menus.ts OUTDIR` writes OUTDIR/<n>.rgb (raw rgb24 1280x720, renderFrame's
 // output) and OUTDIR/manifest.json: each frame's lines of text as drawn (text, x, y of the baseline,
 // font size, fill colour, anchor), read from the frame's own SVG.
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -8,7 +8,7 @@ import { renderFrame, screenSvg } from '../src/hardware/virtual/render.js';
 import { APPS, CHANNELS, HOME_ITEMS, type Page, type StbView } from '../src/hardware/virtual/state.js';
 
 const out = process.argv[2];
-if (!out) throw new Error('usage: tsx bench/virtual-menus.tsx OUTDIR');
+if (!out) throw new Error('usage: tsx bench/virtual-menus.ts OUTDIR');
 mkdirSync(out, { recursive: true });
 const base: StbView = { power: true, page: 'home', homeFocus: 0, appFocus: 0, channel: 101, entry: '', banner: false };
 const views: StbView[] = [];
@@ -24,9 +24,10 @@ for (const [n, view] of views.entries()) {
   const clock = '12:34:56';
   const svg = screenSvg(view, clock, 1280, 720);
   const lines = [...svg.matchAll(/<text ([^>]*)>([^<]*)<\/text>/g)].map((m) => {
-    const attr = (name: string): string | undefined => new RegExp(`(?:^| )${name}="([^"]*)"`).exec(m[1])?.[1];
+    const [, attrs = '', content = ''] = m;
+    const attr = (name: string): string | undefined => new RegExp(`(?:^| )${name}="([^"]*)"`).exec(attrs)?.[1];
     return {
-      text: unescape(m[2]), x: Number(attr('x')), y: Number(attr('y')), size: Number(attr('font-size')),
+      text: unescape(content), x: Number(attr('x')), y: Number(attr('y')), size: Number(attr('font-size')),
       fill: attr('fill'), anchor: attr('text-anchor') ?? 'start', opacity: attr('fill-opacity') ?? null,
       bold: attr('font-weight') === 'bold', mono: (attr('font-family') ?? '').includes('Mono'),
     };
