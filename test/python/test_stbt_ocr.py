@@ -503,3 +503,36 @@ class Worker(OcrTestCase):
         self.assertIn("Channel 104: Evening News", got[True])
         self.assertIn("Recordings", [w.text for w in _ocr._parse_tsv(got[True][-1])])  # pylint: disable=protected-access
         self.assertEqual(got[True], got[False])
+
+    def test_without_tesserocr_every_read_runs_the_command_and_the_log_says_so_once(self):
+        _ocr._worker_kill()  # pylint: disable=protected-access
+        shadow = os.path.join(self.root, "shadow")
+        os.makedirs(shadow)
+        with open(os.path.join(shadow, "tesserocr.py"), "w") as f:
+            f.write("raise ImportError(\"No module named 'tesserocr'\")\n")
+        saved_path, logged, commands = os.environ.get("PYTHONPATH"), [], []
+        real_log, real_command = _ocr._log, _ocr._run_command  # pylint: disable=protected-access
+
+        def command_spy(argv, stdin, timeout):
+            commands.append(argv)
+            return real_command(argv, stdin, timeout)
+        os.environ["PYTHONPATH"] = shadow
+        _ocr._log, _ocr._run_command = logged.append, command_spy  # pylint: disable=protected-access
+        try:
+            frame = render(MENU)
+            self.assertEqual(stbt.ocr(frame, LINE1), "Channel 104: Evening News")
+            self.assertTrue(stbt.match_text("Recordings", frame))
+        finally:
+            _ocr._log, _ocr._run_command = real_log, real_command  # pylint: disable=protected-access
+            if saved_path is None:
+                os.environ.pop("PYTHONPATH")
+            else:
+                os.environ["PYTHONPATH"] = saved_path
+            missing, _ocr._worker_missing = _ocr._worker_missing, False  # pylint: disable=protected-access
+        self.assertTrue(missing)
+        self.assertIsNone(_ocr._worker_pid())  # pylint: disable=protected-access
+        self.assertEqual(len([c for c in commands if c[1] == "stdin"]), 2)
+        notes = [line for line in logged if "python3-tesserocr" in line]
+        self.assertEqual(len(notes), 1, logged)
+        self.assertIn("No module named 'tesserocr'", notes[0])
+        self.assertIn("each read runs the tesseract command", notes[0])
