@@ -501,7 +501,9 @@ class Worker(OcrTestCase):
             grey = _ocr._prepare(frames[0], stbt.Region.ALL, params)[2]  # pylint: disable=protected-access
             got[use].append(_ocr._tesseract(grey, params, True))  # pylint: disable=protected-access
         self.assertIn("Channel 104: Evening News", got[True])
-        self.assertIn("Recordings", [w.text for w in _ocr._parse_tsv(got[True][-1])])  # pylint: disable=protected-access
+        words = _ocr._parse_tsv(got[True][-1])  # pylint: disable=protected-access
+        self.assertIn("Recordings", [w.text for w in words])
+        self.assertTrue(all(0 <= w.conf <= 100 for w in words), words)
         self.assertEqual(got[True], got[False])
 
     def test_without_tesserocr_every_read_runs_the_command_and_the_log_says_so_once(self):
