@@ -280,6 +280,7 @@ _worker_lock = threading.Lock()
 _worker = None  # the running worker's Popen
 _worker_missing = False  # python3-tesserocr is not installed: the command it is
 _worker_starts = 0  # how many workers this process started
+_worker_owner = None  # the process id that started _worker (a forked child starts its own)
 
 
 def _worker_kill():
@@ -333,12 +334,13 @@ def _worker_exchange(p, data, timeout):
 
 def _worker_start():
     """Start the worker; False (logged once) when python3-tesserocr is missing."""
-    global _worker, _worker_missing, _worker_starts  # pylint: disable=global-statement
+    global _worker, _worker_missing, _worker_starts, _worker_owner  # pylint: disable=global-statement
     env = dict(os.environ)
     env.setdefault("OMP_THREAD_LIMIT", "1")
     p = subprocess.Popen([sys.executable, WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL, env=env, shell=False, bufsize=0)
     _worker = p
+    _worker_owner = os.getpid()
     _worker_starts += 1
     try:
         hello = _worker_exchange(p, None, max(_WORKER_START_SECS, _timeout()))
@@ -359,7 +361,10 @@ def _worker_read(argv, png, timeout):
         return None
     header = json.dumps({"argv": list(argv[3:]), "sleep": _worker_test_sleep}).encode("utf-8")
     data = struct.pack(">I", len(header)) + header + struct.pack(">I", len(png)) + png
+    global _worker  # pylint: disable=global-statement
     with _worker_lock:
+        if _worker is not None and _worker_owner != os.getpid():
+            _worker = None  # a forked child: the worker is its parent's, left alone
         if _worker is None or _worker.poll() is not None:
             _worker_kill()
             if not _worker_start():
@@ -383,7 +388,7 @@ def _worker_read(argv, png, timeout):
 def _worker_pid():
     """The running worker's process id, or ``None``."""
     p = _worker
-    return p.pid if p is not None and p.poll() is None else None
+    return p.pid if p is not None and _worker_owner == os.getpid() and p.poll() is None else None
 
 
 def _run_command(argv, stdin, timeout):

@@ -538,3 +538,28 @@ class Worker(OcrTestCase):
         self.assertEqual(len(notes), 1, logged)
         self.assertIn("No module named 'tesserocr'", notes[0])
         self.assertIn("each read runs the tesseract command", notes[0])
+
+    def test_a_forked_child_reads_with_its_own_worker_and_leaves_its_parents_alone(self):
+        frame = render(MENU)
+        stbt.ocr(frame, stbt.Region(90, 190, width=300, height=45))
+        pid = _ocr._worker_pid()  # pylint: disable=protected-access
+        r, w = os.pipe()
+        child = os.fork()
+        if child == 0:  # the child: one read, its answer and its worker's pid to the parent
+            code = 1
+            try:
+                os.close(r)
+                text = stbt.ocr(frame, LINE1)
+                os.write(w, ("%s\n%s" % (_ocr._worker_pid(), text)).encode())  # pylint: disable=protected-access
+                code = 0
+            finally:
+                os._exit(code)  # pylint: disable=protected-access
+        os.close(w)
+        with os.fdopen(r, "rb") as f:
+            answer = f.read().decode()
+        self.assertEqual(os.waitpid(child, 0)[1], 0)
+        child_worker, text = answer.split("\n", 1)
+        self.assertEqual(text, "Channel 104: Evening News")
+        self.assertNotEqual(child_worker, str(pid))
+        self.assertEqual(_ocr._worker_pid(), pid)  # pylint: disable=protected-access
+        self.assertEqual(stbt.ocr(frame, LINE1), "Channel 104: Evening News")
