@@ -14,8 +14,10 @@ cd "$(dirname "$0")/.."
 # its throwaway test clusters (postgresql: initdb, pg_ctl; see docs/farm.md), and the web portal's browser
 # tests (chromium, driven by playwright-core: Playwright's own browser download is not used).
 # tesseract-ocr and tesseract-ocr-eng: the stbt API's ocr and match_text (python/stbt_core/_ocr.py); a pack
-# that reads another language needs its tesseract-ocr-<lang> package too.
-PACKAGES=(ffmpeg git python3 python3-numpy python3-opencv fonts-dejavu-core tesseract-ocr tesseract-ocr-eng socat lirc lirc-compat-remotes libxml2-utils systemd prometheus postgresql chromium)
+# that reads another language needs its tesseract-ocr-<lang> package too. python3-tesserocr: the resident OCR
+# worker (python/stbt_core/_ocr_worker.py) keeps tesseract's models loaded in one child process per test,
+# about 8x less CPU per line read than running the tesseract command each time (which stays the fallback).
+PACKAGES=(ffmpeg git python3 python3-numpy python3-opencv fonts-dejavu-core tesseract-ocr tesseract-ocr-eng python3-tesserocr socat lirc lirc-compat-remotes libxml2-utils systemd prometheus postgresql chromium)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -3,11 +3,14 @@
 ``set_global_ocr_corrections``.
 
 farmhand's own implementation of the behaviour stb-tester documents, on
-Debian's tesseract 5 (package ``tesseract-ocr``). tesseract runs as a child
-process (never through a shell) with a timeout; the picture goes to it on
-its standard input as PNG. Why the command and not the in-process
-``python3-tesserocr``, which engine is the default and what the legacy
-engine value does: docs/migrating-from-stb-tester.md, section OCR.
+Debian's tesseract 5 (package ``tesseract-ocr``). Each read goes to a
+resident worker: one long-lived child process per test process holding
+tesseract in-process through ``python3-tesserocr`` (``_ocr_worker.py``),
+with a timeout; a worker that hangs past it is killed and restarted, one
+that dies is restarted. Without ``python3-tesserocr`` each read runs the
+``tesseract`` command (never through a shell), the picture on its standard
+input as PNG. Why, which engine is the default and what the legacy engine
+value does: docs/migrating-from-stb-tester.md, section OCR.
 
 Every read is logged in the run's log like ``match`` is. Identical reads
 (same pixels, same parameters) are answered from a small cache.
@@ -16,11 +19,16 @@ Every read is logged in the run's log like ``match`` is. Identical reads
 import collections
 import enum
 import hashlib
+import json
 import os
 import re
+import select
+import struct
 import subprocess
+import sys
 import tempfile
 import threading
+import time
 import unicodedata
 
 from stbt_core._config import get_config
@@ -250,6 +258,140 @@ def _timeout():
 
 
 def _run(argv, stdin, timeout):
+    """tesseract's standard output for ``argv`` (the command's) with the
+    PNG ``stdin``: from the resident worker when it runs, else from the
+    command."""
+    if stdin is not None and len(argv) > 1 and argv[1] == "stdin" and USE_WORKER:
+        out = _worker_read(argv, stdin, timeout)
+        if out is not None:
+            return out
+    return _run_command(argv, stdin, timeout)
+
+
+# ---------------------------------------------------------------------------
+# The resident worker (python3-tesserocr in a child process)
+# ---------------------------------------------------------------------------
+
+USE_WORKER = True  # False: every read runs the tesseract command
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_ocr_worker.py")
+_WORKER_START_SECS = 30.0  # at least; the worker imports numpy, OpenCV and tesserocr
+_worker_test_sleep = 0.0  # test hook: the worker sleeps this long before each read
+_worker_lock = threading.Lock()
+_worker = None  # the running worker's Popen
+_worker_missing = False  # python3-tesserocr is not installed: the command it is
+_worker_starts = 0  # how many workers this process started
+_worker_owner = None  # the process id that started _worker (a forked child starts its own)
+
+
+def _worker_kill():
+    global _worker  # pylint: disable=global-statement
+    p, _worker = _worker, None
+    if p is None:
+        return
+    try:
+        p.kill()
+    except OSError:
+        pass
+    for f in (p.stdin, p.stdout):
+        try:
+            f.close()
+        except OSError:
+            pass
+    p.wait()
+
+
+def _worker_exchange(p, data, timeout):
+    """Write ``data`` to the worker and read one answer message within
+    ``timeout`` seconds: the decoded JSON, ``None`` on timeout; EOFError when
+    the worker is gone."""
+    deadline = time.monotonic() + timeout
+    out_fd, in_fd = p.stdout.fileno(), p.stdin.fileno() if data else None
+    pending = memoryview(data) if data else None
+    got = b""
+    want = None
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None
+        writers = [in_fd] if pending is not None and len(pending) else []
+        readable, writable, _ = select.select([out_fd], writers, [], left)
+        if writable:
+            try:
+                n = os.write(in_fd, pending[:65536])
+            except (BrokenPipeError, ConnectionResetError) as e:
+                raise EOFError() from e
+            pending = pending[n:]
+        if readable:
+            chunk = os.read(out_fd, 1 << 20)
+            if not chunk:
+                raise EOFError()
+            got += chunk
+            if want is None and len(got) >= 4:
+                want = 4 + struct.unpack(">I", got[:4])[0]
+            if want is not None and len(got) >= want:
+                return json.loads(got[4:want].decode("utf-8"))
+
+
+def _worker_start():
+    """Start the worker; False (logged once) when python3-tesserocr is missing."""
+    global _worker, _worker_missing, _worker_starts, _worker_owner  # pylint: disable=global-statement
+    env = dict(os.environ)
+    env.setdefault("OMP_THREAD_LIMIT", "1")
+    p = subprocess.Popen([sys.executable, WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, env=env, shell=False, bufsize=0)
+    _worker = p
+    _worker_owner = os.getpid()
+    _worker_starts += 1
+    try:
+        hello = _worker_exchange(p, None, max(_WORKER_START_SECS, _timeout()))
+    except EOFError:
+        hello = {"ok": False, "error": "the worker exited on start"}
+    if hello is None or not hello.get("ok"):
+        _worker_kill()
+        _worker_missing = True
+        _log("OCR: no resident tesserocr worker (%s): each read runs the tesseract command; install the "
+             "Debian package python3-tesserocr" % ("it did not start" if hello is None else hello.get("error")))
+        return False
+    return True
+
+
+def _worker_read(argv, png, timeout):
+    """The worker's answer, or ``None`` when there is no worker (python3-tesserocr missing)."""
+    if _worker_missing:
+        return None
+    header = json.dumps({"argv": list(argv[3:]), "sleep": _worker_test_sleep}).encode("utf-8")
+    data = struct.pack(">I", len(header)) + header + struct.pack(">I", len(png)) + png
+    global _worker  # pylint: disable=global-statement
+    with _worker_lock:
+        if _worker is not None and _worker_owner != os.getpid():
+            _worker = None  # a forked child: the worker is its parent's, left alone
+        if _worker is None or _worker.poll() is not None:
+            _worker_kill()
+            if not _worker_start():
+                return None
+        try:
+            answer = _worker_exchange(_worker, data, timeout)
+        except EOFError as e:
+            status = _worker.poll()
+            _worker_kill()
+            raise UITestError("the OCR worker (tesserocr) died during the read (exit status %s); it is restarted "
+                              "for the next read" % (status,)) from e
+        if answer is None:
+            _worker_kill()
+            raise UITestError("tesseract did not finish within %g s (the [ocr] timeout_secs of stbt.conf)"
+                              % timeout)
+    if not answer.get("ok"):
+        raise UITestError("tesseract failed: %s" % (answer.get("error"),))
+    return answer["out"].encode("utf-8")
+
+
+def _worker_pid():
+    """The running worker's process id, or ``None``."""
+    p = _worker
+    return p.pid if p is not None and _worker_owner == os.getpid() and p.poll() is None else None
+
+
+def _run_command(argv, stdin, timeout):
     env = dict(os.environ)
     # One thread per tesseract: OpenMP's threads only compete with each other on a shared, loaded machine.
     env.setdefault("OMP_THREAD_LIMIT", "1")

@@ -9,6 +9,7 @@ Every picture is rendered here with OpenCV's FreeType text in DejaVu Sans
 import os
 import re
 import shutil
+import signal
 import tempfile
 import unittest
 
@@ -403,3 +404,162 @@ class Log(WithDaemon, OcrTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class Worker(OcrTestCase):
+    """The resident tesserocr worker: one process reused across reads, killed and restarted on a hang or a
+    crash, and the same answers as the tesseract command."""
+
+    def setUp(self):
+        super().setUp()
+        self.assertTrue(_ocr.USE_WORKER)
+        _ocr._installed_langs()  # pylint: disable=protected-access
+
+    def tearDown(self):
+        _ocr._worker_test_sleep = 0.0  # pylint: disable=protected-access
+        _ocr.USE_WORKER = True
+        super().tearDown()
+
+    def test_one_worker_process_serves_every_read(self):
+        frame = render(MENU)
+        stbt.ocr(frame, LINE1)
+        pid = _ocr._worker_pid()  # pylint: disable=protected-access
+        self.assertIsNotNone(pid)
+        starts = _ocr._worker_starts  # pylint: disable=protected-access
+        for region in (LINE1, stbt.Region(90, 190, width=300, height=45), stbt.Region(690, 390, width=400, height=45)):
+            stbt.ocr(frame, region, mode=stbt.OcrMode.SINGLE_LINE)
+        self.assertTrue(stbt.match_text("Recordings", frame))
+        self.assertEqual(_ocr._worker_pid(), pid)  # pylint: disable=protected-access
+        self.assertEqual(_ocr._worker_starts, starts)  # pylint: disable=protected-access
+
+    def test_a_hung_worker_is_killed_at_the_timeout_and_the_next_read_works(self):
+        frame = render(MENU)
+        stbt.ocr(frame, stbt.Region(90, 190, width=300, height=45))  # the worker is up
+        pid = _ocr._worker_pid()  # pylint: disable=protected-access
+        self._timeout(1)
+        _ocr._worker_test_sleep = 3600.0  # pylint: disable=protected-access
+        with self.assertRaises(stbt.UITestError) as cm:
+            stbt.ocr(frame, LINE1)
+        self.assertIn("did not finish within 1 s", str(cm.exception))
+        self.assertIsNone(_ocr._worker_pid())  # pylint: disable=protected-access
+        with self.assertRaises(ProcessLookupError):
+            os.kill(pid, 0)
+        _ocr._worker_test_sleep = 0.0  # pylint: disable=protected-access
+        self._timeout(60)  # the new worker loads its model again: no race with a loaded machine
+        self.assertEqual(stbt.ocr(frame, LINE1), "Channel 104: Evening News")
+        self.assertNotEqual(_ocr._worker_pid(), pid)  # pylint: disable=protected-access
+
+    def _timeout(self, secs):
+        os.makedirs(os.path.join(self.root, "config"), exist_ok=True)
+        with open(os.path.join(self.root, "config", "stbt.conf"), "w") as f:
+            f.write("[ocr]\ntimeout_secs = %g\n" % secs)
+        _config._reset()  # pylint: disable=protected-access
+
+    def test_a_crashed_worker_fails_the_read_and_the_next_read_works(self):
+        frame = render(MENU)
+        stbt.ocr(frame, stbt.Region(90, 190, width=300, height=45))
+        pid = _ocr._worker_pid()  # pylint: disable=protected-access
+        # The worker dies in the middle of the read: it sleeps first, so the kill lands while the read waits.
+        _ocr._worker_test_sleep = 3600.0  # pylint: disable=protected-access
+        real = _ocr._worker_exchange  # pylint: disable=protected-access
+
+        def kill_then_exchange(p, data, timeout):
+            if data:
+                os.kill(p.pid, signal.SIGKILL)
+            return real(p, data, timeout)
+        _ocr._worker_exchange = kill_then_exchange  # pylint: disable=protected-access
+        try:
+            with self.assertRaises(stbt.UITestError) as cm:
+                stbt.ocr(frame, LINE1)
+        finally:
+            _ocr._worker_exchange = real  # pylint: disable=protected-access
+        self.assertIn("OCR worker (tesserocr) died", str(cm.exception))
+        _ocr._worker_test_sleep = 0.0  # pylint: disable=protected-access
+        self.assertEqual(stbt.ocr(frame, LINE1), "Channel 104: Evening News")
+        self.assertNotEqual(_ocr._worker_pid(), pid)  # pylint: disable=protected-access
+
+    def test_the_worker_and_the_command_give_the_same_answers(self):
+        frames = [render(MENU), render([("AB12 CD34", (100, 100), 28, WHITE)]),
+                  render([("Dark on light 42", (200, 300), 20, (20, 20, 20))], background=(230, 230, 230))]
+        reads = []
+        for frame in frames:
+            for kwargs in ({}, {"region": LINE1}, {"region": LINE1, "mode": stbt.OcrMode.SINGLE_LINE},
+                           {"upsample": False}, {"text_color": WHITE}, {"tesseract_user_words": ["Evening"]},
+                           {"tesseract_config": {"tessedit_char_blacklist": "ABCD"}}):
+                reads.append((frame, kwargs))
+        got = {}
+        for use in (True, False):
+            _ocr.USE_WORKER = use
+            _ocr._cache.clear()  # pylint: disable=protected-access
+            got[use] = [stbt.ocr(frame, **kwargs) for frame, kwargs in reads]
+            got[use].append(repr([stbt.match_text(t, frame).region for frame in frames
+                                  for t in ("Recordings", "CD34", "light")]))
+            # match_text's word boxes and confidences: the TSV itself.
+            _ocr._cache.clear()  # pylint: disable=protected-access
+            params = _ocr._Params(stbt.OcrMode.PAGE_SEGMENTATION_WITHOUT_OSD,  # pylint: disable=protected-access
+                                  None, None, None, None, None, None, None, None, None)
+            grey = _ocr._prepare(frames[0], stbt.Region.ALL, params)[2]  # pylint: disable=protected-access
+            got[use].append(_ocr._tesseract(grey, params, True))  # pylint: disable=protected-access
+        self.assertIn("Channel 104: Evening News", got[True])
+        words = _ocr._parse_tsv(got[True][-1])  # pylint: disable=protected-access
+        self.assertIn("Recordings", [w.text for w in words])
+        self.assertTrue(all(0 <= w.conf <= 100 for w in words), words)
+        self.assertEqual(got[True], got[False])
+
+    def test_without_tesserocr_every_read_runs_the_command_and_the_log_says_so_once(self):
+        _ocr._worker_kill()  # pylint: disable=protected-access
+        shadow = os.path.join(self.root, "shadow")
+        os.makedirs(shadow)
+        with open(os.path.join(shadow, "tesserocr.py"), "w") as f:
+            f.write("raise ImportError(\"No module named 'tesserocr'\")\n")
+        saved_path, logged, commands = os.environ.get("PYTHONPATH"), [], []
+        real_log, real_command = _ocr._log, _ocr._run_command  # pylint: disable=protected-access
+
+        def command_spy(argv, stdin, timeout):
+            commands.append(argv)
+            return real_command(argv, stdin, timeout)
+        os.environ["PYTHONPATH"] = shadow
+        _ocr._log, _ocr._run_command = logged.append, command_spy  # pylint: disable=protected-access
+        try:
+            frame = render(MENU)
+            self.assertEqual(stbt.ocr(frame, LINE1), "Channel 104: Evening News")
+            self.assertTrue(stbt.match_text("Recordings", frame))
+        finally:
+            _ocr._log, _ocr._run_command = real_log, real_command  # pylint: disable=protected-access
+            if saved_path is None:
+                os.environ.pop("PYTHONPATH")
+            else:
+                os.environ["PYTHONPATH"] = saved_path
+            missing, _ocr._worker_missing = _ocr._worker_missing, False  # pylint: disable=protected-access
+        self.assertTrue(missing)
+        self.assertIsNone(_ocr._worker_pid())  # pylint: disable=protected-access
+        self.assertEqual(len([c for c in commands if c[1] == "stdin"]), 2)
+        notes = [line for line in logged if "python3-tesserocr" in line]
+        self.assertEqual(len(notes), 1, logged)
+        self.assertIn("No module named 'tesserocr'", notes[0])
+        self.assertIn("each read runs the tesseract command", notes[0])
+
+    def test_a_forked_child_reads_with_its_own_worker_and_leaves_its_parents_alone(self):
+        frame = render(MENU)
+        stbt.ocr(frame, stbt.Region(90, 190, width=300, height=45))
+        pid = _ocr._worker_pid()  # pylint: disable=protected-access
+        r, w = os.pipe()
+        child = os.fork()
+        if child == 0:  # the child: one read, its answer and its worker's pid to the parent
+            code = 1
+            try:
+                os.close(r)
+                text = stbt.ocr(frame, LINE1)
+                os.write(w, ("%s\n%s" % (_ocr._worker_pid(), text)).encode())  # pylint: disable=protected-access
+                code = 0
+            finally:
+                os._exit(code)  # pylint: disable=protected-access
+        os.close(w)
+        with os.fdopen(r, "rb") as f:
+            answer = f.read().decode()
+        self.assertEqual(os.waitpid(child, 0)[1], 0)
+        child_worker, text = answer.split("\n", 1)
+        self.assertEqual(text, "Channel 104: Evening News")
+        self.assertNotEqual(child_worker, str(pid))
+        self.assertEqual(_ocr._worker_pid(), pid)  # pylint: disable=protected-access
+        self.assertEqual(stbt.ocr(frame, LINE1), "Channel 104: Evening News")
