@@ -40,11 +40,13 @@ LAST_PASSING = 5
 MAX_FRAMES = 300
 MAX_BYTES = 64 << 20
 QUEUE_SIZE = 16
+FAILING_WAIT_SECS = 5.0
 JPEG_QUALITY = 80
 MAX_WORDS = 200
 
 _lock = threading.Lock()
 _state = None
+_first_pid = os.getpid()
 
 
 def _enabled_dir():
@@ -59,6 +61,9 @@ def _enabled_dir():
 class _Recorder:
     def __init__(self, root):
         self.root = root
+        self.pid = os.getpid()
+        # a forked child (multiprocessing) records beside its parent, under names of its own
+        self.prefix = "" if self.pid == _first_pid else "p%d-" % self.pid
         self.n = 0
         self.passing = 0
         self.frames = 0
@@ -78,7 +83,10 @@ class _Recorder:
         self.n += 1
         job = (record, frame, template, ocr_words)
         if record.get("passed") is False:
-            self.queue.put(job)  # always kept: wait for room
+            try:
+                self.queue.put(job, timeout=FAILING_WAIT_SECS)  # always kept: wait for room
+            except queue.Full:
+                self.dropped += 1  # the writer is stuck (a full disk?): the test goes on
             return
         self.passing += 1
         if self.passing <= FIRST_PASSING or self.passing % EVERY_PASSING == 0:
@@ -117,7 +125,7 @@ class _Recorder:
             record["words"] = ocr_words()
         if frame is not None and self.frames < MAX_FRAMES and self.bytes < MAX_BYTES:
             os.makedirs(folder, exist_ok=True)
-            name = "%d.jpg" % record["n"]
+            name = "%s%d.jpg" % (self.prefix, record["n"])
             ok, data = cv2.imencode(".jpg", _bgr(frame), [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY])
             if ok:
                 with open(os.path.join(folder, name), "wb") as f:
@@ -187,6 +195,8 @@ def record(kind, passed, frame, region=None, params=None, template=None, ocr_wor
     try:
         global _state  # pylint: disable=global-statement
         with _lock:
+            if _state is not None and _state.pid != os.getpid():
+                _state = None  # forked: the parent's writer thread is not in this process
             if _state is None:
                 root = _enabled_dir()
                 if root is None:

@@ -208,5 +208,20 @@ class OffThread(Base):
         self.assertEqual(set(writers), {"stbt-checks"})
 
 
+    def test_a_forked_child_records_with_a_writer_of_its_own_under_names_of_its_own(self):
+        white = stbt.Frame(numpy.full((8, 8, 3), 255, numpy.uint8), time=1.0)
+        self.assertFalse(stbt.is_screen_black(white))  # the parent's writer thread exists before the fork
+        pid = os.fork()
+        if pid == 0:  # the child: the parent's writer thread is not here
+            try:
+                stbt.is_screen_black(white)
+                _checks.flush()
+            finally:
+                os._exit(0)  # pylint: disable=protected-access
+        os.waitpid(pid, 0)
+        frames = sorted(r["frame"] for r in self.records())
+        self.assertEqual(frames, ["checks/0.jpg", "checks/p%d-0.jpg" % pid])
+
+
 if __name__ == "__main__":
     unittest.main()
