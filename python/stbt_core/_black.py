@@ -1,5 +1,6 @@
 """``is_screen_black`` of the stbt API (farmhand's own code, from stb-tester's manual)."""
 
+from stbt_core import _checks
 from stbt_core._config import get_config
 from stbt_core._mask import load_mask
 from stbt_core._types import Region
@@ -49,6 +50,10 @@ def is_screen_black(frame=None, mask=Region.ALL, threshold=None, region=Region.A
     else:
         brightest = int(cv2.minMaxLoc(part, mask=array)[1])
     result = _IsScreenBlackResult(brightest <= threshold, frame)
+    _checks.record("is_screen_black", result.black, frame, region if region != Region.ALL else None,
+                   {"threshold": threshold}, mask=None if mask is Region.ALL else (
+                       mask if isinstance(mask, str) else repr(mask)),
+                   score=brightest, threshold=threshold)
     try:
         from farmhand import control  # pylint: disable=import-outside-toplevel
         control.log_event("is_screen_black: %s (brightest %d, threshold %d)" % (

@@ -11,6 +11,7 @@ are on the scale they are: docs/stbt-matching.md.
 import enum
 import typing
 
+from stbt_core import _checks
 from stbt_core._config import get_config
 from stbt_core._errors import UITestFailure
 from stbt_core._types import Position, Region
@@ -531,6 +532,22 @@ def _log(text):
         pass
 
 
+def _record(kind, result, prep, region, **fields):
+    params = prep.params
+    first_ok = result.first_pass_result >= params.match_threshold
+    _checks.record(
+        kind, bool(result), result.frame, region if region is not None and region != Region.ALL else None,
+        {"match_method": params.match_method, "match_threshold": params.match_threshold,
+         "confirm_method": params.confirm_method, "confirm_threshold": params.confirm_threshold,
+         "erode_passes": params.erode_passes},
+        template=prep.bgr, image=_image_name(prep.image), match_region=_checks.region_dict(result.region),
+        score=result.first_pass_result, threshold=params.match_threshold,
+        first_pass={"score": result.first_pass_result, "threshold": params.match_threshold, "passed": first_ok},
+        confirm={"method": params.confirm_method, "threshold": params.confirm_threshold,
+                 "passed": bool(result) if first_ok else None},
+        mask="transparent pixels of the template" if prep.mask is not None else None, **fields)
+
+
 def _describe(result, params):
     return "%s %s (first pass %.3f, threshold %g, at %r)" % (
         _image_name(result.image), "matched" if result else "no match", result.first_pass_result,
@@ -545,6 +562,7 @@ def match(image, frame=None, match_parameters=None, region=Region.ALL):
     prep = _Prepared(image, match_parameters)
     result = next(_search(prep, frame, region, True))
     _log("match " + _describe(result, prep.params))
+    _record("match", result, prep, region)
     return result
 
 
@@ -568,19 +586,25 @@ def wait_for_match(image, timeout_secs=10, consecutive_matches=1, match_paramete
         raise ValueError("consecutive_matches must be at least 1")
     prep = _Prepared(image, match_parameters)
     source = _frames_for(frames, timeout_secs)
-    in_a_row, last_place, last_frame = 0, None, None
+    in_a_row, last_place, last_frame, best = 0, None, None, None
     for frame in source:
         last_frame = frame
         result = next(_search(prep, frame, region, True))
+        if best is None or result.first_pass_result >= best.first_pass_result:
+            best = result
         if result:
             in_a_row = in_a_row + 1 if result.position == last_place else 1
             last_place = result.position
             if in_a_row >= consecutive_matches:
                 _log("wait_for_match " + _describe(result, prep.params))
+                _record("wait_for_match", result, prep, region, timeout_secs=timeout_secs)
                 return result
         else:
             in_a_row, last_place = 0, None
     _log("wait_for_match %s: no match within %g s" % (_image_name(prep.image), timeout_secs))
+    if best is not None:
+        # the frame that came closest, with its scores: what the author needs to see
+        _record("wait_for_match", best, prep, region, timeout_secs=timeout_secs, closest=True)
     raise MatchTimeout(last_frame, _image_name(prep.image), timeout_secs)
 
 

@@ -20,6 +20,7 @@ farmhand's own code, written from stb-tester's public manual. How it works:
 
 import time as _time
 
+from stbt_core import _checks
 from stbt_core._config import get_config
 from stbt_core._errors import UITestFailure
 from stbt_core._mask import load_mask
@@ -258,6 +259,16 @@ def _log(message):
         pass
 
 
+def _motion_params(n, m, threshold, noise_threshold):
+    return {"consecutive_frames": "%d/%d" % (n, m), "threshold": threshold, "noise_threshold": noise_threshold}
+
+
+def _mask_name(mask):
+    if mask is None or mask is Region.ALL:
+        return None
+    return mask if isinstance(mask, str) else repr(mask)
+
+
 def detect_motion(timeout_secs=10, threshold=None, mask=Region.ALL, region=Region.ALL, frames=None,
                   *, differ=None, noise_threshold=None):
     """Yield a ``MotionResult`` for each frame after the first: whether it
@@ -315,7 +326,12 @@ def wait_for_motion(timeout_secs=10, consecutive_frames=None, threshold=None, ma
         if sum(1 for r in window if r) >= n:
             first = next(r for r in window if r)
             _log("wait_for_motion: motion at %s in %r" % (first.time, first.region))
+            _checks.record("wait_for_motion", True, first.frame, region, _motion_params(n, m, threshold, noise_threshold),
+                           mask=_mask_name(mask), match_region=_checks.region_dict(first.region),
+                           score=sum(1 for r in window if r), threshold=n, timeout_secs=timeout_secs)
             return first
     screenshot = last.frame if last is not None else None
     _log("wait_for_motion: no motion within %s s" % timeout_secs)
+    _checks.record("wait_for_motion", False, screenshot, region, _motion_params(n, m, threshold, noise_threshold),
+                   mask=_mask_name(mask), score=sum(1 for r in window if r), threshold=n, timeout_secs=timeout_secs)
     raise MotionTimeout(screenshot, None if mask is Region.ALL else mask, timeout_secs)

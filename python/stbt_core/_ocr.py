@@ -31,6 +31,7 @@ import threading
 import time
 import unicodedata
 
+from stbt_core import _checks
 from stbt_core._config import get_config
 from stbt_core._errors import ConfigurationError, UITestError
 from stbt_core._types import Region
@@ -588,6 +589,40 @@ def _log(text):
         pass
 
 
+def _preprocessing(params):
+    steps = ["crop to the region"]
+    if params.text_color is not None:
+        steps.append("distance from text_color #%02x%02x%02x, threshold %g" % (
+            params.text_color[2], params.text_color[1], params.text_color[0], params.text_color_threshold))
+    else:
+        steps.append("greyscale")
+    if params.upsample:
+        steps.append("upsample x%d (cubic)" % UPSAMPLE_FACTOR)
+    return steps
+
+
+def _frame_words(words, clipped, params):
+    """Tesseract's words in frame coordinates, for the check's record."""
+    scale = UPSAMPLE_FACTOR if params.upsample else 1
+    return [{"text": w.text, "x": clipped.x + w.left // scale, "y": clipped.y + w.top // scale,
+             "width": max(1, (w.right - w.left) // scale), "height": max(1, (w.bottom - w.top) // scale),
+             "conf": w.conf} for w in words[:_checks.MAX_WORDS]]
+
+
+def _record(kind, passed, frame, clipped, region, grey, params, words=None, **fields):
+    def read_words():
+        if grey is None:
+            return []
+        got = words if words is not None else _parse_tsv(_tesseract(grey, params, True))
+        return _frame_words(got, clipped, params)
+    _checks.record(kind, passed, frame, clipped if clipped is not None else region,
+                   {"mode": params.mode, "lang": params.lang, "engine": params.engine,
+                    "upsample": params.upsample, "text_color": params.text_color,
+                    "text_color_threshold": params.text_color_threshold,
+                    "tesseract_config": dict(params.config)},
+                   ocr_words=read_words, preprocessing=_preprocessing(params), **fields)
+
+
 def _short(text, n=120):
     text = " ".join(text.split())
     return text if len(text) <= n else text[:n - 1] + "…"
@@ -613,6 +648,7 @@ def ocr(frame=None, region=Region.ALL, mode=OcrMode.PAGE_SEGMENTATION_WITHOUT_OS
         text = _tesseract(grey, params, False).strip()
     text = apply_ocr_corrections(text, corrections)
     _log("ocr in %r (%s): %r" % (clipped if clipped is not None else region, params.describe(), _short(text)))
+    _record("ocr", None, frame, clipped, region, grey, params, text=text)
     return text
 
 
@@ -664,7 +700,7 @@ def match_text(text, frame=None, region=Region.ALL, mode=OcrMode.PAGE_SEGMENTATI
     params = _Params(mode, lang, tesseract_config, text.split(), None, upsample, text_color,
                      text_color_threshold, engine, char_whitelist)
     frame, clipped, grey = _prepare(frame, region, params)
-    found = None
+    found, words = None, None
     if grey is not None:
         words = _parse_tsv(_tesseract(grey, params, True))
         keys = [_word_key(w.text, case_sensitive) for w in words]
@@ -685,4 +721,6 @@ def match_text(text, frame=None, region=Region.ALL, mode=OcrMode.PAGE_SEGMENTATI
     _log("match_text %r in %r (%s): %s" % (
         text, clipped if clipped is not None else region, params.describe(),
         "found at %r" % (result_region,) if found else "not found"))
+    _record("match_text", found is not None, frame, clipped, region, grey, params, words, text=text,
+            case_sensitive=case_sensitive, match_region=_checks.region_dict(result_region))
     return result

@@ -44,12 +44,23 @@ export function presentResultSummary(r: ResultSummaryFields, base: string, v: Ap
   };
 }
 
+/** The stbt checks' records a run writes in its result folder (python/stbt_core/_checks.py). */
+export const CHECKS_FILE = 'checks.jsonl';
+
 export function presentResultDetail(r: ResultRecord, artifacts: ArtifactListing, base: string, v: ApiVersion) {
   return {
     ...presentResultSummary(r, base, v),
     // Not in the spec (COMPAT: an extra field is fine): the node's fault that made the run an error, or null (docs/health-checks.md).
     infrastructure_error: kindOfRecord(r),
-    ...(v === 'v2' ? { test_pack_branch: r.test_pack_branch, username: r.username, tags: r.tags } : {}),
+    ...(v === 'v2'
+      ? {
+          test_pack_branch: r.test_pack_branch,
+          username: r.username,
+          tags: r.tags,
+          // Not in the spec: the stbt checks' records (docs/test-scripts.md "Why a check failed"), or null when the run made none.
+          checks_url: CHECKS_FILE in artifacts ? `${resultUrl(r, base, v)}/artifacts/${CHECKS_FILE}` : null,
+        }
+      : {}),
     job_category: r.category,
     traceback: r.traceback,
     artifacts,

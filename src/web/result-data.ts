@@ -292,3 +292,105 @@ export function logVtt(lines: LogLine[], clock: string): string {
     });
   return `WEBVTT\n\n${cues.join('\n')}`;
 }
+
+/** A box in frame pixels. */
+export interface Box { x: number; y: number; width: number; height: number }
+
+/** One stbt check as the page shows it (from `checks.jsonl`, python/stbt_core/_checks.py). */
+export interface CheckView {
+  kind: string;
+  /** true passed, false failed, null neither (ocr). */
+  passed: boolean | null;
+  /** ISO time of the frame the check looked at (else when it was made), or null. */
+  time: string | null;
+  region?: Box;
+  matchRegion?: Box;
+  score?: number;
+  threshold?: number;
+  /** The first and confirm passes of a match. */
+  passes?: string;
+  text?: string;
+  image?: string;
+  words: Array<Box & { text: string; conf: number }>;
+  /** Artifacts (listed) of the frame and the match's template. */
+  frame?: string;
+  template?: string;
+  size?: { width: number; height: number };
+  params: string;
+  preprocessing?: string;
+}
+
+/** How much of the end of `checks.jsonl` the page reads, and how many of its last checks it shows. */
+export const CHECKS_READ_BYTES = 1 << 20;
+export const CHECKS_SHOWN = 100;
+
+const num = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
+const str = (v: unknown, max = 500): string | undefined => (typeof v === 'string' ? v.slice(0, max) : undefined);
+const box = (v: unknown): Box | undefined => {
+  if (typeof v !== 'object' || v === null) return undefined;
+  const o = v as Record<string, unknown>;
+  const [x, y, width, height] = [num(o.x), num(o.y), num(o.width), num(o.height)];
+  return x !== undefined && y !== undefined && width !== undefined && height !== undefined ? { x, y, width, height } : undefined;
+};
+
+/**
+ * The checks of `checks.jsonl` (written by the test: anything may be in it), in time order, the last
+ * `CHECKS_SHOWN`. Frames and templates are kept only when they are listed artifacts under `checks/`.
+ */
+export function parseChecks(text: string, artifacts: ArtifactListing): CheckView[] {
+  const out: CheckView[] = [];
+  for (const line of text.split('\n')) {
+    if (line.trim() === '') continue;
+    let o: Record<string, unknown>;
+    try {
+      const v: unknown = JSON.parse(line);
+      if (typeof v !== 'object' || v === null || Array.isArray(v)) continue;
+      o = v as Record<string, unknown>;
+    } catch {
+      continue;
+    }
+    const kind = str(o.kind, 40);
+    if (kind === undefined) continue;
+    const secs = num(o.time) ?? num(o.wall);
+    const asset = (v: unknown) => {
+      const p = str(v, 300);
+      return p !== undefined && p.startsWith('checks/') && artifacts[p] ? p : undefined;
+    };
+    const size = Array.isArray(o.frame_size) && num(o.frame_size[0]) && num(o.frame_size[1]) ? { width: o.frame_size[0] as number, height: o.frame_size[1] as number } : undefined;
+    const fp = o.first_pass as Record<string, unknown> | undefined;
+    const cf = o.confirm as Record<string, unknown> | undefined;
+    const passName = (v: unknown) => (v === true ? 'passed' : v === false ? 'failed' : 'not run');
+    out.push({
+      kind,
+      passed: typeof o.passed === 'boolean' ? o.passed : null,
+      time: secs !== undefined && secs > 0 && secs < 1e11 ? new Date(secs * 1000).toISOString() : null,
+      region: box(o.region),
+      matchRegion: box(o.match_region),
+      score: num(o.score),
+      threshold: num(o.threshold),
+      passes: typeof fp === 'object' && fp !== null && typeof cf === 'object' && cf !== null ? `first pass ${passName(fp.passed)}, confirm pass ${passName(cf.passed)}` : undefined,
+      text: str(o.text),
+      image: str(o.image, 200),
+      words: (Array.isArray(o.words) ? o.words : []).slice(0, 200).flatMap((w: unknown) => {
+        const b = box(w);
+        const t = str((w as Record<string, unknown>)?.text, 100);
+        return b && t !== undefined ? [{ ...b, text: t, conf: num((w as Record<string, unknown>).conf) ?? -1 }] : [];
+      }),
+      frame: asset(o.frame),
+      template: asset(o.template),
+      size,
+      params: typeof o.params === 'object' && o.params !== null ? JSON.stringify(o.params).slice(0, 500) : '',
+      preprocessing: Array.isArray(o.preprocessing) ? o.preprocessing.filter((s) => typeof s === 'string').join(', ').slice(0, 300) : undefined,
+    });
+  }
+  out.sort((a, b) => (a.time ?? '').localeCompare(b.time ?? ''));
+  return out.slice(-CHECKS_SHOWN);
+}
+
+/** The checks of a result (none without `checks.jsonl`). */
+export async function readChecks(src: { openArtifact(resultId: string, relPath: string): Promise<{ path: string; size: number } | undefined> }, resultId: string, artifacts: ArtifactListing): Promise<CheckView[]> {
+  if (!artifacts['checks.jsonl']) return [];
+  const file = await src.openArtifact(resultId, 'checks.jsonl');
+  if (!file) return [];
+  return parseChecks((await readTail(file.path, file.size, CHECKS_READ_BYTES)).toString('utf8'), artifacts);
+}

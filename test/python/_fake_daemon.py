@@ -172,8 +172,10 @@ class WithDaemon:
         from stbt_core import _config, _remote  # pylint: disable=import-outside-toplevel
 
         self.daemon = FakeDaemon(fps=self.FPS, frames=self.CAPTURE)
-        self._saved_env = {k: os.environ.get(k) for k in ("FARMHAND_CONTROL_SOCKET",)}
+        self._saved_env = {k: os.environ.get(k) for k in ("FARMHAND_CONTROL_SOCKET", "FARMHAND_CHECKS_DIR")}
         os.environ["FARMHAND_CONTROL_SOCKET"] = self.daemon.path
+        # the checks' records (stbt_core/_checks.py) go to the stand-in's folder, not the working directory
+        os.environ["FARMHAND_CHECKS_DIR"] = self.daemon.dir
         control._conn = None  # pylint: disable=protected-access
         _remote._last = None  # pylint: disable=protected-access
         _config._reset()  # pylint: disable=protected-access
@@ -187,6 +189,8 @@ class WithDaemon:
         if control._conn is not None:  # pylint: disable=protected-access
             control._conn.close()  # pylint: disable=protected-access
         control._conn = None  # pylint: disable=protected-access
+        from stbt_core import _checks  # pylint: disable=import-outside-toplevel
+        _checks.flush()
         self.daemon.close()
         for k, v in self._saved_env.items():
             if v is None:

@@ -14,7 +14,7 @@ import { expect } from 'chai';
 import { renderToString } from 'preact-render-to-string';
 import type { ArtifactListing, ResultRecord } from '../../src/core/model.js';
 import { ResultPage, type ResultPageProps } from '../../src/web/pages/result.js';
-import { artifactTree, logLines, logTail, logVtt, matchFailures, readTail, videoOffset } from '../../src/web/result-data.js';
+import { artifactTree, logLines, logTail, logVtt, matchFailures, parseChecks, readTail, videoOffset } from '../../src/web/result-data.js';
 import { resultRecord } from '../fixtures/records.js';
 import { asUser } from '../helpers/auth.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
@@ -40,6 +40,7 @@ interface PageInput {
   logText?: string | Buffer | null;
   tz?: string;
   videoStart?: string;
+  checksText?: string;
 }
 
 /** The page's markup for a record, listing and log, as the route builds it. */
@@ -57,6 +58,7 @@ function page(over: PageInput = {}): string {
     truncated,
     tree: artifactTree(listing),
     failures: matchFailures(lines, listing),
+    checks: over.checksText === undefined ? [] : parseChecks(over.checksText, listing),
     video: ['video.mp4', 'video.webm'].find((n) => listing[n]),
     videoStart: over.videoStart,
     screenshot: listing['screenshot.png'] !== undefined,
@@ -76,6 +78,13 @@ async function xpath(htmlText: string, expr: string): Promise<string> {
   await writeFile(file, htmlText);
   return execFileSync('xmllint', ['--html', '--xpath', expr, file], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).replace(/\n$/, '');
 }
+/** checks.jsonl lines as python/stbt_core/_checks.py writes them. */
+const CHECK_LINES = [
+  { n: 0, kind: 'match', passed: true, time: 1795425556.0, region: null, params: { match_threshold: 0.8 }, score: 0.99, threshold: 0.8, image: 'ok.png', frame: 'checks/0.jpg', frame_size: [640, 360], template: 'checks/template-a.png', match_region: { x: 5, y: 6, width: 40, height: 40 }, first_pass: { passed: true }, confirm: { passed: true } },
+  { n: 1, kind: 'match_text', passed: false, time: 1795425557.5, region: { x: 20, y: 85, width: 400, height: 60 }, params: { mode: 'PAGE_SEGMENTATION_WITHOUT_OSD' }, text: 'Weather', frame: 'checks/1.jpg', frame_size: [640, 360], preprocessing: ['crop to the region', 'greyscale'], words: [{ text: 'Evening', x: 40, y: 100, width: 120, height: 30, conf: 96.5 }, { text: 'News', x: 170, y: 100, width: 70, height: 30, conf: 95 }] },
+  { n: 2, kind: 'ocr', passed: null, time: 1795425558.0, region: { x: 0, y: 0, width: 10, height: 10 }, params: {}, text: 'x', frame: '../result.json', words: [] },
+].map((o) => JSON.stringify(o)).join('\n');
+
 describe('result page (/app/results/<result_id>): markup', () => {
   before(async () => {
     dir = await mkdtemp(path.join(os.tmpdir(), 'farmhand-result-page-'));
@@ -93,6 +102,35 @@ describe('result page (/app/results/<result_id>): markup', () => {
     expect(await field('Tags')).to.equal('jenkins/BUILD_ID = 42');
     expect(await xpath(p, 'string(//tr[th="Job"]/td/a/@href)')).to.equal('/api/v1/jobs/node-1/4f2a/7');
     expect(await xpath(p, 'string(//tr[th="Result id"]/td/a/@href)')).to.equal(API);
+  });
+
+  it('a failed run puts its last failed check first: the frame, the region and the words boxed, what it read', async () => {
+    const listing = files('video.mp4', 'checks.jsonl', 'checks/0.jpg', 'checks/1.jpg', 'checks/template-a.png');
+    const p = page({ artifacts: listing, checksText: CHECK_LINES, videoStart: '2026-11-23T09:19:14.900Z' });
+    const why = '//section[@class="why-failed"]';
+    expect(await xpath(p, `count(${why}//li[contains(@class,"check")])`)).to.equal('1');
+    expect(await xpath(p, `string(${why}//li/@data-kind)`)).to.equal('match_text');
+    expect(await xpath(p, `string(${why}//svg/*[local-name()="image"]/@href)`)).to.equal(`${API}/artifacts/checks/1.jpg`);
+    expect(await xpath(p, `string(${why}//svg/*[local-name()="rect"][@class="region"]/@x)`)).to.equal('20');
+    expect(await xpath(p, `count(${why}//svg/*[local-name()="rect"][@class="word"])`)).to.equal('2');
+    expect(await xpath(p, `string(${why}//span[@class="verdict"])`)).to.equal('looked for "Weather", read: Evening News');
+    // the "Why it failed" box comes before the failure's traceback, the video and the log
+    expect(p.indexOf('why-failed')).to.be.lessThan(p.indexOf('class="failure"'));
+    // every check in the Checks section, in time order, on the video's clock
+    expect(await xpath(p, 'count(//ol[@id="checks"]/li)')).to.equal('3');
+    expect(await xpath(p, 'string(//ol[@id="checks"]/li[1]//span[@class="verdict"])')).to.equal('score 0.99 >= threshold 0.8; first pass passed, confirm pass passed');
+    expect(await xpath(p, 'string(//ol[@id="checks"]/li[1]//figure[@class="template"]/img/@src)')).to.equal(`${API}/artifacts/checks/template-a.png`);
+    expect(await xpath(p, 'string(//ol[@id="checks"]/li[2]//a[@class="ts"]/@href)')).to.match(/^#t=\d+\.\d{3}$/);
+    // a frame reference outside checks/ (or not listed) is not shown
+    expect(await xpath(p, 'string(//ol[@id="checks"]/li[3]//p[@class="none"])')).to.equal('The frame was not saved.');
+    expect(p).not.to.include('result.json');
+  });
+
+  it('a passing run has no "Why it failed" box; garbage lines in checks.jsonl are skipped', async () => {
+    const p = page({ record: rec({ result: 'pass', failure_reason: null, traceback: null }), artifacts: files('checks.jsonl'), checksText: `not json\n[1]\n{"kind":"<script>x</script>","passed":false}\n` });
+    expect(await xpath(p, 'count(//section[@class="why-failed"])')).to.equal('0');
+    expect(await xpath(p, 'count(//ol[@id="checks"]/li)')).to.equal('1');
+    expect(p).not.to.match(/<script/i);
   });
 
   it('a passing run has no failure section', async () => {

@@ -98,6 +98,12 @@ export const ResultDetailV2 = z
     test_pack_branch: z.string().nullable(),
     username: z.string(),
     tags: z.record(z.string(), z.string()),
+    checks_url: z.string().nullable().meta({
+      description:
+        "The run's stbt checks (match, wait_for_match, ocr, match_text, wait_for_motion, is_screen_black), one JSON object a line, " +
+        'served as the artifact `checks.jsonl`; each names its saved frame (`checks/<n>.jpg`, another artifact). Null when the run recorded none. ' +
+        'See docs/test-scripts.md, "Why a check failed".',
+    }),
     ...detailFields,
   })
   .meta({ id: 'ResultDetailV2' });

@@ -6,7 +6,7 @@
 import type { VNode } from 'preact';
 import type { ZoneFormatter } from '../../http/formats/zone.js';
 import { instant } from '../../http/formats/zone.js';
-import { encodePath, videoOffset, type ArtifactNode, type History, type LogLine, type MatchFailure } from '../result-data.js';
+import { encodePath, videoOffset, type ArtifactNode, type CheckView, type History, type LogLine, type MatchFailure } from '../result-data.js';
 
 const pageOf = (resultId: string): string => `/app/results${encodePath(resultId)}`;
 
@@ -172,5 +172,108 @@ export function ArtifactTree(p: { nodes: ArtifactNode[]; api: string; depth?: nu
         );
       })}
     </ul>
+  );
+}
+
+const fmt = (n: number): string => String(Math.round(n * 1000) / 1000);
+
+/** What a check found against what it needed, in words. */
+export function checkVerdict(c: CheckView): string {
+  const parts: string[] = [];
+  if (c.score !== undefined && c.threshold !== undefined) {
+    const op = c.kind === 'is_screen_black' ? (c.score <= c.threshold ? '<=' : '>') : c.score >= c.threshold ? '>=' : '<';
+    const what = c.kind === 'is_screen_black' ? 'brightest' : c.kind === 'wait_for_motion' ? 'frames with motion' : 'score';
+    parts.push(`${what} ${fmt(c.score)} ${op} threshold ${fmt(c.threshold)}`);
+  }
+  if (c.passes) parts.push(c.passes);
+  if (c.kind === 'match_text' && c.text !== undefined) parts.push(`looked for "${c.text}", read: ${c.words.map((w) => w.text).join(' ') || '(nothing)'}`);
+  if (c.kind === 'ocr' && c.text !== undefined) parts.push(`read "${c.text}"`);
+  return parts.join('; ');
+}
+
+/**
+ * One check: its time (a seek link on the video's clock), what it found against its threshold, the
+ * frame with the searched region, the best place and the words boxed (an SVG over the saved frame:
+ * attributes, no inline style, so the page's CSP holds), the template beside it.
+ */
+export function Check(p: { c: CheckView; api: string; clock?: string; zone: ZoneFormatter }): VNode {
+  const { c } = p;
+  const file = (name: string) => `${p.api}/artifacts/${encodePath(name)}`;
+  const t = p.clock && c.time ? videoOffset(c.time, p.clock) : undefined;
+  const state = c.passed === true ? 'pass' : c.passed === false ? 'fail' : 'info';
+  return (
+    <li class={`check ${state}`} data-time={c.time ?? undefined} data-kind={c.kind}>
+      <p class="check-head">
+        {c.time ? (
+          t !== undefined ? (
+            <a class="ts" href={`#t=${Math.max(0, t).toFixed(3)}`} title={`${t.toFixed(3)} s into the video`}>
+              {p.zone.iso(instant(c.time), { ms: true, offset: true })}
+            </a>
+          ) : (
+            <span class="ts">{p.zone.iso(instant(c.time), { ms: true, offset: true })}</span>
+          )
+        ) : null}{' '}
+        <code class="kind">{c.kind}</code>
+        {c.image ? <> <code>{c.image}</code></> : null} <span class={`badge ${state}`}>{c.passed === true ? 'passed' : c.passed === false ? 'failed' : 'read'}</span>{' '}
+        <span class="verdict">{checkVerdict(c)}</span>
+      </p>
+      <div class="pair">
+        {c.template ? (
+          <figure class="template">
+            <img src={file(c.template)} alt="The template looked for" />
+            <figcaption>Looked for</figcaption>
+          </figure>
+        ) : null}
+        {c.frame ? (
+          <figure class="frame">
+            {c.size ? (
+              <svg viewBox={`0 0 ${c.size.width} ${c.size.height}`} role="img" aria-label={`The frame ${c.kind} looked at, its region boxed`}>
+                <image href={file(c.frame)} x="0" y="0" width={c.size.width} height={c.size.height} />
+                {c.region ? <rect class="region" x={c.region.x} y={c.region.y} width={c.region.width} height={c.region.height} /> : null}
+                {c.matchRegion ? <rect class="best" x={c.matchRegion.x} y={c.matchRegion.y} width={c.matchRegion.width} height={c.matchRegion.height} /> : null}
+                {c.words.map((w) => (
+                  <rect class="word" x={w.x} y={w.y} width={w.width} height={w.height}>
+                    <title>{`${w.text} (${fmt(w.conf)})`}</title>
+                  </rect>
+                ))}
+              </svg>
+            ) : (
+              <img src={file(c.frame)} alt={`The frame ${c.kind} looked at`} />
+            )}
+            <figcaption>
+              <a href={file(c.frame)}>Frame</a>
+              {c.region ? ` region x=${c.region.x} y=${c.region.y} ${c.region.width}x${c.region.height} (dashed)` : ''}
+              {c.matchRegion ? `; best place x=${c.matchRegion.x} y=${c.matchRegion.y} (solid)` : ''}
+            </figcaption>
+          </figure>
+        ) : (
+          <p class="none">The frame was not saved.</p>
+        )}
+      </div>
+      {c.words.length > 0 ? (
+        <ul class="words" aria-label="Words read">
+          {c.words.map((w) => (
+            <li>
+              <code>{w.text}</code> {fmt(w.conf)}% at x={w.x} y={w.y}
+            </li>
+          ))}
+        </ul>
+      ) : null}
+      <p class="params">
+        Parameters <code>{c.params}</code>
+        {c.preprocessing ? <>; preprocessing: {c.preprocessing}</> : null}
+      </p>
+    </li>
+  );
+}
+
+/** Every recorded check, in time order. */
+export function Checks(p: { checks: CheckView[]; api: string; clock?: string; zone: ZoneFormatter }): VNode {
+  return (
+    <ol class="checks" id="checks">
+      {p.checks.map((c) => (
+        <Check c={c} api={p.api} clock={p.clock} zone={p.zone} />
+      ))}
+    </ol>
   );
 }

@@ -18,7 +18,7 @@ import { type Services } from '../../http/context.js';
 import { seconds } from '../../http/formats/csv.js';
 import { instant, ZoneFormatter } from '../../http/formats/zone.js';
 import { resultFromParams, runInProgress } from '../../http/resultRoutes.js';
-import { ArtifactTree, MatchFailures, RunLog, RunStrip } from '../components/result-parts.js';
+import { ArtifactTree, Check, Checks, MatchFailures, RunLog, RunStrip } from '../components/result-parts.js';
 import { sendPage } from '../layout.js';
 import {
   artifactTree,
@@ -30,12 +30,14 @@ import {
   logVtt,
   matchFailures,
   pngSize,
+  readChecks,
   readTail,
   videoStart,
   type History,
   type LogLine,
   type MatchFailure,
   type ArtifactNode,
+  type CheckView,
 } from '../result-data.js';
 
 /**
@@ -63,7 +65,9 @@ export async function resultPageData(
   const failures = matchFailures(lines, listing);
   const frameSizes = await Promise.all(failures.map((f) => (f.frame ? pngSize(src, record.result_id, f.frame) : Promise.resolve(undefined))));
   const video = ['video.mp4', 'video.webm'].find((n) => listing[n]);
+  const checks = await readChecks(src, record.result_id, listing);
   return {
+    checks,
     record,
     tz: o.tz,
     hasLog: log !== undefined,
@@ -153,6 +157,8 @@ export interface ResultPageProps {
   truncated: boolean;
   tree: ArtifactNode[];
   failures: Array<MatchFailure & { size?: { width: number; height: number } }>;
+  /** The stbt checks the run recorded (checks.jsonl), in time order. */
+  checks: CheckView[];
   video?: string;
   /** ISO wall-clock time of the video's first frame (video.json). */
   videoStart?: string;
@@ -179,6 +185,8 @@ export function ResultPage(p: ResultPageProps): VNode {
   const tzq = p.tz === 'UTC' ? '' : `?tz=${encodeURIComponent(p.tz)}`;
   // Without video.json (a result recorded before it existed) the run's start stands in: off by up to a second.
   const clock = p.videoStart ?? r.start_time;
+  // A run that did not pass: its last failed check (else its last check) goes first on the page.
+  const why = r.result === 'pass' ? undefined : ([...p.checks].reverse().find((c) => c.passed === false) ?? p.checks.at(-1));
   return (
     <div class="result-page">
       <h1>
@@ -188,6 +196,15 @@ export function ResultPage(p: ResultPageProps): VNode {
         <p class="notice offline-copy">
           Node <code>{p.nodeId}</code> is offline ({p.offline}): this page is the portal's copy of the result, from the files the node uploaded.
         </p>
+      ) : null}
+      {why ? (
+        <section class="why-failed" aria-labelledby="why-h">
+          <h2 id="why-h">Why it failed</h2>
+          <p>The run's last {why.passed === false ? 'failed ' : ''}check:</p>
+          <ol class="checks">
+            <Check c={why} api={api} clock={p.video ? clock : undefined} zone={zone} />
+          </ol>
+        </section>
       ) : null}
       {r.failure_reason !== null || r.traceback !== null ? (
         <section class="failure" aria-labelledby="failure-h">
@@ -247,6 +264,16 @@ export function ResultPage(p: ResultPageProps): VNode {
         <section class="matches" aria-labelledby="matches-h">
           <h2 id="matches-h">Failed matches</h2>
           <MatchFailures failures={p.failures} api={api} zone={zone} />
+        </section>
+      ) : null}
+      {p.checks.length > 0 ? (
+        <section class="checks-section" aria-labelledby="checks-h">
+          <h2 id="checks-h">Checks</h2>
+          <p>
+            The checks the test made (passing ones sampled: docs/test-scripts.md); <a href={`${api}/artifacts/checks.jsonl`}>all as JSON lines</a>
+            {p.video ? '. Choose a check\'s time to see that moment in the video.' : ''}
+          </p>
+          <Checks checks={p.checks} api={api} clock={p.video ? clock : undefined} zone={zone} />
         </section>
       ) : null}
       <section aria-labelledby="run-h">

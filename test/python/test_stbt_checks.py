@@ -1,0 +1,227 @@
+"""The record of each check (stbt_core/_checks.py): one JSON line per check
+in checks.jsonl of the result folder, with the frame saved off the test's
+thread, failing checks always kept and passing ones sampled."""
+
+import json
+import os
+import shutil
+import tempfile
+import threading
+import unittest
+
+import cv2
+import numpy
+
+import stbt
+from stbt_core import _checks, _config, _ocr
+
+FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
+
+
+def picture(text=None, square_at=None):
+    a = numpy.zeros((360, 640, 3), numpy.uint8)
+    a[:] = (60, 30, 20)
+    if square_at is not None:
+        x, y = square_at
+        a[y:y + 40, x:x + 40] = (0, 200, 255)
+        a[y + 10:y + 30, x + 10:x + 30] = (255, 255, 255)
+    if text is not None:
+        ft = cv2.freetype.createFreeType2()
+        ft.loadFontData(FONT, 0)
+        ft.putText(a, text, (40, 100), 32, (255, 255, 255), -1, cv2.LINE_AA, False)
+    return a
+
+
+class Base(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="stbt-checks-")
+        self.pack = tempfile.mkdtemp(prefix="stbt-checks-pack-")
+        self.saved = {k: os.environ.get(k) for k in
+                      ("FARMHAND_CHECKS_DIR", "FARMHAND_CONTROL_SOCKET", "FARMHAND_TEST_PACK_DIR", "FARMHAND_CONFIG")}
+        os.environ["FARMHAND_CHECKS_DIR"] = self.dir
+        os.environ["FARMHAND_TEST_PACK_DIR"] = self.pack
+        os.environ.pop("FARMHAND_CONTROL_SOCKET", None)
+        os.environ.pop("FARMHAND_CONFIG", None)
+        _config._reset()  # pylint: disable=protected-access
+        _ocr._cache.clear()  # pylint: disable=protected-access
+        _checks.flush()
+
+    def tearDown(self):
+        _checks.flush()
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        _config._reset()  # pylint: disable=protected-access
+        shutil.rmtree(self.dir, True)
+        shutil.rmtree(self.pack, True)
+
+    def records(self):
+        _checks.flush()
+        path = os.path.join(self.dir, "checks.jsonl")
+        if not os.path.exists(path):
+            return []
+        with open(path, encoding="utf-8") as f:
+            return [json.loads(line) for line in f]
+
+
+class RecordFormat(Base):
+    def test_a_failed_wait_for_match_keeps_the_closest_frame_both_passes_and_the_template(self):
+        template = picture(square_at=(0, 0))[0:40, 0:40].copy()
+        frames = [stbt.Frame(picture(), time=100.0 + i / 25) for i in range(5)]
+        with self.assertRaises(stbt.MatchTimeout):
+            stbt.wait_for_match(template, timeout_secs=1, frames=frames, region=stbt.Region(10, 20, 300, 200))
+        (rec,) = self.records()
+        self.assertEqual(rec["kind"], "wait_for_match")
+        self.assertIs(rec["passed"], False)
+        self.assertEqual(rec["region"], {"x": 10, "y": 20, "width": 300, "height": 200})
+        self.assertEqual(rec["threshold"], rec["params"]["match_threshold"])
+        self.assertLess(rec["score"], rec["threshold"])
+        self.assertIs(rec["first_pass"]["passed"], False)
+        self.assertIsNone(rec["confirm"]["passed"])  # the confirm pass did not run
+        self.assertIn(rec["time"], [f.time for f in frames])
+        self.assertEqual(rec["frame_size"], [640, 360])
+        saved = cv2.imread(os.path.join(self.dir, rec["frame"]))
+        self.assertEqual(saved.shape, (360, 640, 3))
+        tpl = cv2.imread(os.path.join(self.dir, rec["template"]))
+        self.assertTrue(numpy.array_equal(tpl, template))
+        self.assertTrue(rec["frame"].startswith("checks/") and rec["template"].startswith("checks/"))
+
+    def test_a_match_that_passes_the_first_pass_only_says_which_pass_failed(self):
+        frame = stbt.Frame(picture(square_at=(100, 100)), time=5.0)
+        template = picture(square_at=(0, 0))[0:40, 0:40].copy()
+        template[15:25, 15:25] = (0, 0, 0)  # close, but not pixel for pixel
+        params = stbt.MatchParameters(match_threshold=0.5, confirm_threshold=0.1)
+        result = stbt.match(template, frame, match_parameters=params)
+        self.assertFalse(result)
+        (rec,) = self.records()
+        self.assertEqual(rec["kind"], "match")
+        self.assertIs(rec["first_pass"]["passed"], True)
+        self.assertIs(rec["confirm"]["passed"], False)
+        self.assertEqual(rec["match_region"], {"x": 100, "y": 100, "width": 40, "height": 40})
+
+    def test_match_text_keeps_the_words_boxed_in_frame_coordinates_with_their_confidence(self):
+        frame = stbt.Frame(picture("Evening News"), time=7.0)
+        result = stbt.match_text("Weather", frame, region=stbt.Region(20, 85, 400, 60))
+        self.assertFalse(result)
+        (rec,) = self.records()
+        self.assertEqual(rec["kind"], "match_text")
+        self.assertIs(rec["passed"], False)
+        self.assertEqual(rec["text"], "Weather")
+        self.assertEqual(rec["region"], {"x": 20, "y": 85, "width": 400, "height": 60})
+        texts = [w["text"] for w in rec["words"]]
+        self.assertEqual(texts, ["Evening", "News"])
+        for w in rec["words"]:
+            self.assertGreaterEqual(w["x"], 20)
+            self.assertLessEqual(w["x"] + w["width"], 420)
+            self.assertGreaterEqual(w["y"], 85)
+            self.assertGreater(w["conf"], 50)
+        self.assertIn("upsample x3 (cubic)", rec["preprocessing"])
+
+    def test_ocr_keeps_the_text_and_the_words_read_on_the_writer_thread(self):
+        frame = stbt.Frame(picture("Evening News"), time=8.0)
+        self.assertEqual(stbt.ocr(frame, region=stbt.Region(20, 85, 400, 60)), "Evening News")
+        (rec,) = self.records()
+        self.assertEqual(rec["kind"], "ocr")
+        self.assertIsNone(rec["passed"])
+        self.assertEqual(rec["text"], "Evening News")
+        self.assertEqual([w["text"] for w in rec["words"]], ["Evening", "News"])
+
+    def test_black_screen_and_motion_are_recorded_with_score_and_threshold(self):
+        black = stbt.Frame(numpy.zeros((36, 64, 3), numpy.uint8), time=1.0)
+        self.assertTrue(stbt.is_screen_black(black))
+        still = [stbt.Frame(numpy.zeros((36, 64, 3), numpy.uint8), time=1.0 + i / 25) for i in range(10)]
+        with self.assertRaises(stbt.MotionTimeout):
+            stbt.wait_for_motion(timeout_secs=1, consecutive_frames="2/3", frames=still)
+        black_rec, motion = self.records()
+        self.assertEqual((black_rec["kind"], black_rec["passed"], black_rec["score"]), ("is_screen_black", True, 0))
+        self.assertEqual(black_rec["threshold"], 20)
+        self.assertEqual((motion["kind"], motion["passed"], motion["score"], motion["threshold"]),
+                         ("wait_for_motion", False, 0, 2))
+        self.assertEqual(motion["params"]["consecutive_frames"], "2/3")
+
+    def test_nothing_is_recorded_outside_a_farmhand_run(self):
+        os.environ.pop("FARMHAND_CHECKS_DIR")
+        _checks.flush()
+        cwd = os.getcwd()
+        os.chdir(self.dir)
+        self.addCleanup(os.chdir, cwd)
+        stbt.is_screen_black(stbt.Frame(numpy.zeros((8, 8, 3), numpy.uint8), time=1.0))
+        _checks.flush()
+        self.assertEqual(os.listdir(self.dir), [])
+
+
+class Sampling(Base):
+    def test_failures_always_passes_first_20_then_1_in_10_and_the_last_5(self):
+        old = _checks.QUEUE_SIZE
+        _checks.QUEUE_SIZE = 1000  # no drop for a full queue in this test: only the sampling rule
+        self.addCleanup(setattr, _checks, "QUEUE_SIZE", old)
+        black = numpy.zeros((8, 8, 3), numpy.uint8)
+        white = numpy.full((8, 8, 3), 255, numpy.uint8)
+        for i in range(1, 101):
+            stbt.is_screen_black(stbt.Frame(black, time=float(i)))
+            if i in (50, 51):
+                stbt.is_screen_black(stbt.Frame(white, time=i + 0.5))
+        recs = self.records()
+        failing = sorted(r["time"] for r in recs if not r["passed"])
+        passing = sorted(r["time"] for r in recs if r["passed"])
+        self.assertEqual(failing, [50.5, 51.5])
+        self.assertEqual(passing, list(range(1, 21)) + [30, 40, 50, 60, 70, 80, 90] + [95, 96, 97, 98, 99, 100])
+        self.assertEqual(sorted(r["time"] for r in recs if r.get("sampled") == "last"), [95, 96, 97, 98, 99])
+
+    def test_frames_stop_at_the_cap_but_records_go_on(self):
+        old = _checks.MAX_FRAMES
+        _checks.MAX_FRAMES = 2
+        self.addCleanup(setattr, _checks, "MAX_FRAMES", old)
+        white = stbt.Frame(numpy.full((8, 8, 3), 255, numpy.uint8), time=1.0)
+        for _ in range(4):
+            stbt.is_screen_black(white)
+        recs = self.records()
+        self.assertEqual(len(recs), 4)
+        self.assertEqual([("frame" in r) for r in recs], [True, True, False, False])
+        self.assertEqual(len(os.listdir(os.path.join(self.dir, "checks"))), 2)
+
+
+class OffThread(Base):
+    def test_the_check_returns_while_the_writer_is_still_busy(self):
+        # the writer thread is held at its first frame: the test's thread must not wait for it
+        entered, release = threading.Event(), threading.Event()
+        real = cv2.imencode
+        writers = []
+
+        def held(*args, **kwargs):
+            writers.append(threading.current_thread().name)
+            entered.set()
+            release.wait()
+            return real(*args, **kwargs)
+
+        cv2.imencode = held
+        self.addCleanup(setattr, cv2, "imencode", real)
+        white = stbt.Frame(numpy.full((720, 1280, 3), 255, numpy.uint8), time=1.0)
+        self.assertFalse(stbt.is_screen_black(white))
+        self.assertTrue(entered.wait(30))
+        self.assertFalse(stbt.is_screen_black(white))  # returns though the writer is held
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "checks.jsonl")))
+        release.set()
+        self.assertEqual(len(self.records()), 2)
+        self.assertEqual(set(writers), {"stbt-checks"})
+
+
+    def test_a_forked_child_records_with_a_writer_of_its_own_under_names_of_its_own(self):
+        white = stbt.Frame(numpy.full((8, 8, 3), 255, numpy.uint8), time=1.0)
+        self.assertFalse(stbt.is_screen_black(white))  # the parent's writer thread exists before the fork
+        pid = os.fork()
+        if pid == 0:  # the child: the parent's writer thread is not here
+            try:
+                stbt.is_screen_black(white)
+                _checks.flush()
+            finally:
+                os._exit(0)  # pylint: disable=protected-access
+        os.waitpid(pid, 0)
+        frames = sorted(r["frame"] for r in self.records())
+        self.assertEqual(frames, ["checks/0.jpg", "checks/p%d-0.jpg" % pid])
+
+
+if __name__ == "__main__":
+    unittest.main()
