@@ -107,9 +107,12 @@ describe('reservations: exact expiry', () => {
       const [r] = await svc.reserve('alice', { node_ids: ['n1'], message: 'm', duration_secs: 1 });
       await done; // the end is saved by itself: nobody asked about the reservation
       expect(svc.get(1)!.ended).to.include({ how: 'expired', time: r!.expires });
-      // One timer, for the whole remaining time; a poll would show many short delays.
-      expect(delays).to.have.length(1);
+      // One timer, for the whole remaining time; a poll would show many short delays. Node may run a timer a
+      // millisecond before Date.now() reaches its end (its timers keep their own clock): the service then arms
+      // one more for what is left, a few milliseconds (seen under stress-ng: [1000, 1]).
       expect(delays[0]).to.be.within(1, 1000);
+      expect(delays.slice(1), `delays asked for: ${delays.join(', ')}`).to.have.length.at.most(2);
+      for (const d of delays.slice(1)) expect(d, `delays asked for: ${delays.join(', ')}`).to.be.at.most(5);
     } finally {
       svc.stop();
     }
