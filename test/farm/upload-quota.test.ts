@@ -12,6 +12,7 @@ import { readdir, utimes } from 'node:fs/promises';
 import path from 'node:path';
 import { FarmUploads } from '../../src/farm/uploads.js';
 import { startResultsPortal, type ResultsPortal } from '../helpers/farmResultsPortal.js';
+import { rawRequest } from '../helpers/rawRequest.js';
 
 const QUOTA = 1024 * 1024;
 const KiB = 1024;
@@ -20,36 +21,6 @@ const B = 'quota-b';
 const idOf = (node: string) => `/${node}/abcd/1/2026-11-26_02.00.00`;
 const fileOf = (node: string, name: string) => `/farm/v1/results${idOf(node)}/files/${name}`;
 const sha = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
-
-interface Answer {
-  status: number;
-  type: string;
-  text: string;
-  json: Record<string, unknown>;
-}
-
-/** One request, its body with a Content-Length; the answer read whole. */
-function rawRequest(base: string, method: string, p: string, body?: string | Buffer, headers: Record<string, string> = {}): Promise<Answer> {
-  const u = new URL(base);
-  return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: u.hostname, port: u.port, method, path: p, headers: body === undefined ? headers : { ...headers, 'Content-Length': String(Buffer.byteLength(body)) } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        let json: Record<string, unknown> = {};
-        try {
-          json = JSON.parse(text) as Record<string, unknown>;
-        } catch {
-          // not JSON: the assertions on json say so
-        }
-        resolve({ status: res.statusCode ?? 0, type: (res.headers['content-type'] ?? '').split(';')[0]!, text, json });
-      });
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
 
 describe('farm: the quota of a node`s partial uploads', function () {
   this.timeout(120_000);

@@ -14,7 +14,6 @@
 import { expect } from 'chai';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, readdir, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises';
-import { request as httpRequest } from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -23,6 +22,7 @@ import { parseResultQuery, type ResultQuery } from '../../src/core/query.js';
 import { startDaemon } from '../../src/daemon.js';
 import { UPLOAD_QUEUE_FILE, type ResultUploader } from '../../src/farm/uploader.js';
 import { asUser } from '../helpers/auth.js';
+import { rawRequest, type RawAnswer } from '../helpers/rawRequest.js';
 import { daemonLogger } from '../helpers/daemonLogs.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { startResultsPortal, type ResultsPortal } from '../helpers/farmResultsPortal.js';
@@ -430,31 +430,6 @@ const sha = (s: string): string => createHash('sha256').update(s).digest('hex');
 
 export const queryAll = (): ResultQuery => parseResultQuery({});
 const queryJob = (uid: string): ResultQuery => parseResultQuery({ filter: `job:${uid}` });
-
-interface RawAnswer { status: number; type: string; text: string; json: Record<string, unknown>; body: unknown }
-
-/** A request with the path sent as written (fetch and URL would resolve `..` and `%2e%2e`). */
-export function rawRequest(base: string, method: string, p: string, body?: string | Buffer, headers: Record<string, string> = {}): Promise<RawAnswer> {
-  const u = new URL(base);
-  return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: u.hostname, port: u.port, method, path: p, headers: body === undefined ? headers : { ...headers, 'Content-Length': String(Buffer.byteLength(body)) } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        let json: Record<string, unknown> = {};
-        try {
-          json = JSON.parse(text) as Record<string, unknown>;
-        } catch {
-          /* not JSON */
-        }
-        resolve({ status: res.statusCode ?? 0, type: (res.headers['content-type'] ?? '').split(';')[0]!, text, json, body: json });
-      });
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
 
 function expectJsonError(res: RawAnswer, status: number, code: string, what = ''): void {
   expect(res.status, `${what} ${res.text}`).to.equal(status);
