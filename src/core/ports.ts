@@ -129,7 +129,7 @@ export interface TestPack {
   remoteControls(sha: string): Promise<string[]>;
   /** A file's text at a commit; undefined when absent. */
   readFile(sha: string, path: string): Promise<string | undefined>;
-  /** Fetch all refs from the origin now. */
+  /** Fetch all refs from the origin, in a fetch that starts after this call (what was pushed before it is mirrored). */
   fetch(): Promise<void>;
   /** Why the origin cannot be fetched now ("test pack unreachable, retrying: ..."); undefined when it can. */
   problem?(): string | undefined;

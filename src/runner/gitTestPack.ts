@@ -110,6 +110,8 @@ export class GitTestPack implements TestPack {
   private readonly repo: GitRepo;
   private readonly checkouts: CheckoutCache;
   private fetching: Promise<void> | undefined;
+  /** The fetch queued behind `fetching` by `fetch()`. */
+  private fetchingNext: Promise<void> | undefined;
   private lastFetch = 0;
   private readonly names = new Map<string, Promise<string[]>>();
   /**
@@ -151,7 +153,7 @@ export class GitTestPack implements TestPack {
       await this.repo.run(['config', 'remote.origin.url', this.o.url]);
     }
     await this.checkouts.open();
-    await this.fetch().catch(() => undefined); // fetch() reports and schedules the retries
+    await this.fetchShared().catch(() => undefined); // fetchShared() reports and schedules the retries
     // Offline at start: what the mirror already holds is still read from memory.
     if (!this.snapshot) await this.loadSnapshot().catch((e: unknown) => this.o.logger?.warn({ err: e }, 'could not read the test-pack refs'));
     this.startPolling();
@@ -162,7 +164,7 @@ export class GitTestPack implements TestPack {
     const secs = this.o.pollSecs ?? 60;
     if (secs <= 0 || this.closed) return;
     this.pollTimer = setInterval(() => {
-      if (!this.closed && this.fetching === undefined) this.fetch().catch(() => undefined);
+      if (!this.closed && this.fetching === undefined) this.fetchShared().catch(() => undefined);
     }, secs * 1000);
     this.pollTimer.unref();
   }
@@ -184,7 +186,7 @@ export class GitTestPack implements TestPack {
     const isSha = /^[0-9a-f]{7,40}$/i.test(rev);
     if (opts.fresh && !isSha && Date.now() - this.lastFetch > (this.o.refreshAfterSecs ?? 10) * 1000) {
       // A stale mirror must not run yesterday's branch; offline, the local ref still answers.
-      await this.fetch().catch((e: unknown) => this.o.logger?.warn({ err: e }, 'could not refresh the test pack; using the mirrored refs'));
+      await this.fetchShared().catch((e: unknown) => this.o.logger?.warn({ err: e }, 'could not refresh the test pack; using the mirrored refs'));
     }
     let found = this.lookup(rev);
     if (!found) {
@@ -327,8 +329,26 @@ export class GitTestPack implements TestPack {
     return read;
   }
 
-  /** Fetch every ref from the origin. Concurrent callers share one fetch. */
+  /**
+   * Fetch every ref from the origin, in a fetch that starts after this call:
+   * what was pushed before it is in the mirror when it resolves (the push
+   * hook's promise). With a fetch already running (it may have read the
+   * origin's refs before the push), one more follows it, shared by every
+   * caller that asked meanwhile.
+   */
   fetch(): Promise<void> {
+    if (!this.fetching) return this.fetchShared();
+    this.fetchingNext ??= this.fetching
+      .catch(() => undefined)
+      .then(() => {
+        this.fetchingNext = undefined;
+        return this.fetchShared();
+      });
+    return this.fetchingNext;
+  }
+
+  /** Fetch every ref, joining a fetch already running (the timer, the retries, a stale ref's refresh). */
+  private fetchShared(): Promise<void> {
     this.fetching ??= this.doFetch()
       .then(() => this.loadSnapshot())
       .then(
@@ -363,7 +383,7 @@ export class GitTestPack implements TestPack {
     this.retryMs = Math.min(MAX_RETRY_MS, this.retryMs ? this.retryMs * 2 : (this.o.retryAfterMs ?? 5000));
     this.retryTimer = setTimeout(() => {
       this.retryTimer = undefined;
-      if (!this.closed) this.fetch().catch(() => undefined);
+      if (!this.closed) this.fetchShared().catch(() => undefined);
     }, this.retryMs);
     this.retryTimer.unref();
   }

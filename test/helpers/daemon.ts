@@ -25,7 +25,8 @@ export interface TestDaemon {
   stop(): Promise<void>;
 }
 
-export type TestConfig = Partial<Omit<ConfigInput, 'test_pack'>>;
+/** The config's sections but `test_pack`, whose `url` is the test's pack; its other settings may be given. */
+export type TestConfig = Partial<Omit<ConfigInput, 'test_pack'>> & { test_pack?: Partial<Omit<NonNullable<ConfigInput['test_pack']>, 'url'>> };
 
 export function testConfig(packDir: string, dataDir: string, overrides: TestConfig = {}): FarmConfig {
   const cfg = configSchema.parse({
@@ -38,7 +39,7 @@ export function testConfig(packDir: string, dataDir: string, overrides: TestConf
     // tests pass theirs; load-mixed passes the shipped defaults (`rate_limit: {}`).
     rate_limit: { requests_per_second: 1e6, burst: 1e6, artifact_burst: 1e6 },
     ...overrides,
-    test_pack: { url: packDir, refresh_secs: 1 },
+    test_pack: { refresh_secs: 1, ...overrides.test_pack, url: packDir },
     // Recording costs CPU; the tests that check videos turn it on.
     capture: { uri: 'testsrc:', width: 320, height: 240, preview_fps: 10, record_video: false, ...overrides.capture },
     runner: { kill_grace_secs: 1, stop_response_secs: 10, ...overrides.runner },

@@ -7,6 +7,7 @@ import { FarmError } from '../../src/core/errors.js';
 import { checkTestPackSource, GitTestPack, TestPackConfigError } from '../../src/runner/gitTestPack.js';
 import { makeTestPack, STANDARD_TEST_CASES, type TestPackRepo } from '../fixtures/testPack.js';
 import { capturingLogger, type CapturingLogger } from '../helpers/logger.js';
+import { holdableOrigin } from '../helpers/heldOrigin.js';
 import { waitFor } from '../helpers/wait.js';
 
 async function codeOf(p: Promise<unknown>): Promise<string | undefined> {
@@ -124,18 +125,37 @@ describe('runner: GitTestPack (real git)', function () {
       expect(await codeOf(tp.resolve('deadbeef'))).to.equal('not_found');
     });
 
-    it('coalesces concurrent fetches: one git fetch at a time, callers during a fetch wait for it', async () => {
+    it('coalesces concurrent fetches: one git fetch at a time; callers during a fetch share the one fetch that follows it', async () => {
       let before = fetches();
       const calls = [tp.fetch(), tp.fetch(), tp.fetch()];
-      expect(calls[1]).to.equal(calls[0]);
-      expect(calls[2]).to.equal(calls[0]);
+      expect(calls[1]).to.not.equal(calls[0]);
+      expect(calls[2]).to.equal(calls[1]);
       await Promise.all(calls);
-      expect(fetches() - before).to.equal(1);
+      expect(fetches() - before).to.equal(2);
       before = fetches();
       const misses = await Promise.all(['nope-1', 'nope-2', 'nope-3'].map((r) => codeOf(tp.resolve(r))));
       expect(misses).to.deep.equal(['not_found', 'not_found', 'not_found']);
       // The first miss starts a fetch; misses arriving while it runs wait for it instead of starting their own.
       expect(fetches() - before).to.be.within(1, 2);
+    });
+
+    it('fetch() (the push hook\'s) never ends on a fetch that began before it: asked while one runs, one more follows', async () => {
+      const origin = await holdableOrigin(path.join(data, 'test-pack.git'));
+      try {
+        const before = fetches();
+        await origin.hold();
+        const first = tp.fetch();
+        await waitFor(async () => (await origin.heldCount()) === 1, 'the first fetch to be held in upload-pack');
+        const pushed = await pack.commit({ 'pushed.txt': 'after the first fetch began' }, { ref: 'pushed' });
+        const hook = tp.fetch();
+        await origin.release();
+        await Promise.all([first, hook]);
+        // Two fetches: the hook's answer came from one that started after it was asked for.
+        expect(fetches() - before).to.equal(2);
+        expect(await tp.resolve('pushed')).to.deep.equal({ sha: pushed, branch: 'pushed' });
+      } finally {
+        await origin.cleanup();
+      }
     });
 
     it('refuses option-injection revisions before git runs, and nothing is executed', async () => {
