@@ -16,6 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import pg from 'pg';
 import { migrate } from '../../src/farm/db/migrate.js';
+import { PORTAL_LOCK_KEY } from '../../src/farm/db/portalLock.js';
 import { registerNode } from '../../src/farm/nodeCredentials.js';
 import { PgTokens, PgUsers } from '../../src/farm/users.js';
 import { makeTestPack, STANDARD_FILES, type TestPackRepo } from '../fixtures/testPack.js';
@@ -52,8 +53,8 @@ function startPortalProcess(config: string): PortalProcess {
   });
   let out = '';
   let err = '';
-  child.stdout!.on('data', (b: Buffer) => (out += b.toString('utf8')));
-  child.stderr!.on('data', (b: Buffer) => (err += b.toString('utf8')));
+  child.stdout.on('data', (b: Buffer) => (out += b.toString('utf8')));
+  child.stderr.on('data', (b: Buffer) => (err += b.toString('utf8')));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   return { child, out: () => out, err: () => err, exited };
 }
@@ -155,6 +156,12 @@ describe('farm: one portal per database (the portal lock)', function () {
     expect(r.status, JSON.stringify(started)).to.equal(200);
     const uid = started.job_uid;
     await waitFor(async () => (await jobRow(uid))?.current_run, { what: 'the first run under way on the portal', ...WAIT });
+    // The node's snapshot saying so follows its answer (src/farm/link.ts): waited for, as read.
+    const scrape = await waitFor(async () => {
+      const t = await (await fetch(`${firstUrl}/metrics`)).text();
+      return /^farmhand_portal_jobs_running 1$/m.test(t) ? t : undefined;
+    }, { what: 'the running job in the first portal`s metrics', ...WAIT });
+    expect(scrape).to.match(/^farmhand_portal_lock_held 1$/m);
 
     // The second portal: same database, another port; its fault rule would end the job 1 s after its start.
     const second = startPortalProcess(await writeConfig('second', await freePort(), { restart_grace_secs: 1 }));
@@ -210,5 +217,34 @@ describe('farm: one portal per database (the portal lock)', function () {
     expect(ready.status, await ready.text()).to.equal(200);
     next.child.kill('SIGTERM');
     expect(await next.exited, next.err()).to.equal(0);
+  });
+
+  it('a portal whose lock connection is cut while another session takes the lock exits 1 with one line', async () => {
+    const port = await freePort();
+    const p = startPortalProcess(await writeConfig('cut', port));
+    children.push(p);
+    await waitFor(() => p.out().includes('portal listening on'), { what: `the portal to listen (stderr: ${p.err()})`, ...WAIT });
+    const other = new pg.Client({ connectionString: connectionString(cluster), application_name: 'the other portal' });
+    other.on('error', () => undefined);
+    await other.connect();
+    try {
+      const otherPid = (await other.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+      // Queued for the lock: PostgreSQL grants it the moment the portal's backend ends, before the portal can retry.
+      const granted = other.query('SELECT pg_advisory_lock($1::bigint)', [PORTAL_LOCK_KEY]);
+      await waitFor(async () => (await db.query(`SELECT 1 FROM pg_locks WHERE pid = $1 AND locktype = 'advisory' AND NOT granted`, [otherPid])).rowCount === 1, {
+        what: 'the other session waiting for the lock',
+        ...WAIT,
+      });
+      const lockPid = (await db.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE application_name LIKE $1`, [`farmhand-portal % pid ${p.child.pid} %`])).rows;
+      expect(lockPid, 'the portal`s lock connection').to.have.length(1);
+      await db.query('SELECT pg_terminate_backend($1)', [lockPid[0]!.pid]);
+      await granted;
+      expect(await p.exited, p.err()).to.equal(1);
+      const lines = p.err().trimEnd().split('\n');
+      expect(lines, p.err()).to.have.length(1);
+      expect(lines[0]).to.match(/^farmhand: another farmhand portal took this database's portal lock while this one's connection was down \("the other portal", backend pid \d+/);
+    } finally {
+      await other.end().catch(() => undefined);
+    }
   });
 });

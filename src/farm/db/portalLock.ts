@@ -106,7 +106,8 @@ export class PortalLock {
 
   /** The backend pid of the connection holding the lock (tests terminate it). */
   get backendPid(): number | undefined {
-    return (this.client as (pg.Client & { processID?: number }) | undefined)?.processID;
+    // pg's Client has it at run time; its types do not declare it.
+    return (this.client as unknown as { processID?: number } | undefined)?.processID;
   }
 
   /** Release the lock (end its connection). */

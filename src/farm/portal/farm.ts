@@ -57,6 +57,11 @@ export async function startFarmPortal(cfg: PortalConfig, logger: Logger, o: Pick
   const partsLogger = (part: string): Logger => logger.child({ part });
   const portal = await startPortal(cfg, logger, {
     ...o,
+    opsSources: {
+      uploadsInFlight: () => uploads?.inFlight ?? 0,
+      reservedNodes: async () => (reservations ? (await reservations.activeAll()).keys() : []),
+      busyReason,
+    },
     tokens: (pool) => new PgTokenVerifier(pool, { logger: partsLogger('tokens') }),
     credentials: (pool) => new PgNodeCredentials(pool),
     reservations: (pool, hub) => {

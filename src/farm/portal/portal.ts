@@ -19,6 +19,7 @@ import { PortalHub } from '../hub.js';
 import { FarmJobs } from '../jobs.js';
 import { FarmResults } from '../results.js';
 import { createPortalApp } from './app.js';
+import { portalOps, type PortalOpsSources } from './ops.js';
 import type { PortalConfig } from './config.js';
 import { AWAIT_JOIN_MS, portalRouter } from './routes.js';
 import { SharedForwards } from './sharedForward.js';
@@ -41,6 +42,8 @@ export interface PortalParts {
    * without another database write. `farmhand portal` exits; the default only logs (and /readyz answers 503).
    */
   onLockLost?: (holder: LockHolder | undefined) => void;
+  /** What /metrics reads beyond the hub, the pool and the lock (the farm's uploads and reservations); read at each scrape. */
+  opsSources?: Pick<PortalOpsSources, 'uploadsInFlight' | 'reservedNodes' | 'busyReason'>;
 }
 
 export interface Portal {
@@ -101,7 +104,16 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
     });
     const reservations = parts.reservations?.(pool, hub);
     const awaits = new SharedForwards({ joinMs: AWAIT_JOIN_MS });
+    const h0 = hub;
+    const ops = portalOps({
+      pool,
+      lock,
+      links: () => h0.links(),
+      forwards: () => ({ inFlight: h0.forwardsInFlight(), total: h0.stats.forwards }),
+      ...parts.opsSources,
+    });
     const app = createPortalApp({
+      ops: ops.router,
       logger,
       tokens,
       rateLimit: cfg.rate_limit,
