@@ -184,6 +184,9 @@ describe('farm: one portal per database (the portal lock)', function () {
     expect(lines[0]).to.match(/^farmhand: another farmhand portal already runs on this database \(it holds the portal lock: "farmhand-portal [0-9a-f]{8} pid (\d+) on /);
     expect(lines[0]).to.include(`pid ${first.child.pid}`);
     expect(lines[0]).to.match(/stop that one first/);
+    const holder = (await db.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE application_name LIKE $1`, [`farmhand-portal % pid ${first.child.pid} %`])).rows;
+    expect(holder, 'the first portal`s lock connection').to.have.length(1);
+    expect(lines[0]).to.include(`backend pid ${holder[0]!.pid}`).and.include(`pg_terminate_backend(${holder[0]!.pid})`);
     expect(second.out()).to.equal('');
 
     // The job, running all along, ends by itself with its own counts: no fault rule ended it.

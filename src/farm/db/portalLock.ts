@@ -43,7 +43,8 @@ export class PortalLockHeld extends Error {
   constructor(readonly holder: LockHolder | undefined) {
     super(
       `another farmhand portal already runs on this database (it holds the portal lock: ${describeHolder(holder)}); ` +
-        'only one portal may run on a farm database: stop that one first, or give this one another database (docs/farm.md, "One portal per database")',
+        'only one portal may run on a farm database: stop that one first, or give this one another database ' +
+        `(if that portal's host is gone, PostgreSQL releases the lock within about a minute, or at once with SELECT pg_terminate_backend(${holder?.pid ?? '<pid>'}); docs/farm.md, "One portal per database")`,
     );
   }
 }
@@ -128,6 +129,10 @@ export class PortalLock {
       connectionTimeoutMillis: this.o.connectTimeoutMs ?? 10_000,
       keepAlive: true,
       keepAliveInitialDelayMillis: 10_000,
+      // The server's side: if this portal's host dies (no FIN, no RST), PostgreSQL probes the idle session
+      // and ends it, releasing the lock, after about 30 + 3 x 10 s instead of the kernel's default 2 hours.
+      // A standby portal can then start. (Ignored over a Unix socket, where a dead peer is seen at once.)
+      options: '-c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3',
     });
     // Without a listener, the connection's error would end the process; its 'end' says the rest.
     client.on('error', (e) => this.o.logger.warn({ err: e }, "the portal lock's database connection failed"));
