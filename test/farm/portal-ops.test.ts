@@ -91,9 +91,12 @@ describe('farm portal: /healthz, /readyz and /metrics', function () {
     expect(sample(empty, 'farmhand_portal_database_pool{state="waiting"}')).to.be.at.least(0);
 
     await farm.addNode(NODE);
-    const joined = await metrics();
+    // Available once its snapshot says it could take a job (a node just started may still be fetching its test pack).
+    const joined = await waitFor(async () => {
+      const t = await metrics();
+      return sample(t, 'farmhand_portal_nodes_available') === 1 ? t : undefined;
+    }, { what: 'the node available in the metrics', ...WAIT });
     expect(sample(joined, 'farmhand_portal_nodes_online')).to.equal(1);
-    expect(sample(joined, 'farmhand_portal_nodes_available')).to.equal(1);
 
     // A forwarded request counts; a reservation makes the node unavailable.
     const before = sample(joined, 'farmhand_portal_forwards_total')!;
