@@ -12,6 +12,8 @@ import Router from '@koa/router';
 import type pg from 'pg';
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { NodeLink } from '../contract.js';
+import type { Logger } from '../../core/ports.js';
+import { isDatabaseUnavailable } from '../db/pool.js';
 import type { PortalLock } from '../db/portalLock.js';
 import { healthBody } from '../../http/opsRoutes.js';
 import { version } from '../../version.js';
@@ -33,6 +35,8 @@ export interface PortalOpsSources {
   reservedNodes?: () => Promise<Iterable<string>>;
   /** Why a connected node cannot take a job now (src/farm/portal/farm.ts busyReason); null: it can. */
   busyReason?: (link: NodeLink) => string | null;
+  /** Where /readyz logs why the database probe failed. */
+  logger?: Logger;
   /** /readyz's database probe times out after this (default 2 s: a load balancer's check waits about that long). */
   readyTimeoutMs?: number;
 }
@@ -144,7 +148,11 @@ export function portalOps(s: PortalOpsSources): PortalOps {
       .query({ text: 'SELECT 1', query_timeout: s.readyTimeoutMs ?? 2000 } as pg.QueryConfig)
       .then(
         () => ({ ok: true, detail: 'answers' }),
-        (e: unknown) => ({ ok: false, detail: `does not answer: ${(e as Error).message.split('\n')[0]!.slice(0, 200)}` }),
+        // Unauthenticated callers read this: no address, socket path or server message (those go to the log).
+        (e: unknown) => {
+          s.logger?.warn({ err: e }, '/readyz: the database does not answer');
+          return { ok: false, detail: isDatabaseUnavailable(e) ? 'does not answer (the log says why)' : 'refused the probe (the log says why)' };
+        },
       );
     const portal_lock = s.lock.held
       ? { ok: true, detail: 'held by this portal' }

@@ -110,6 +110,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       lock,
       links: () => h0.links(),
       forwards: () => ({ inFlight: h0.forwardsInFlight(), total: h0.stats.forwards }),
+      logger: logger.child({ part: 'ops' }),
       ...parts.opsSources,
     });
     const app = createPortalApp({
