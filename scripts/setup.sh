@@ -13,11 +13,13 @@ cd "$(dirname "$0")/.."
 # (prometheus, for promtool only: its server is disabled when setup installs it), the farm's database and
 # its throwaway test clusters (postgresql: initdb, pg_ctl; see docs/farm.md), and the web portal's browser
 # tests (chromium, driven by playwright-core: Playwright's own browser download is not used).
+# haproxy: docs/farm.md's configuration in front of a portal, checked by a real HAProxy
+# (test/farm/portal-haproxy.test.ts; its service is disabled when setup installs it).
 # tesseract-ocr and tesseract-ocr-eng: the stbt API's ocr and match_text (python/stbt_core/_ocr.py); a pack
 # that reads another language needs its tesseract-ocr-<lang> package too. python3-tesserocr: the resident OCR
 # worker (python/stbt_core/_ocr_worker.py) keeps tesseract's models loaded in one child process per test,
 # about 8x less CPU per line read than running the tesseract command each time (which stays the fallback).
-PACKAGES=(ffmpeg git python3 python3-numpy python3-opencv fonts-dejavu-core tesseract-ocr tesseract-ocr-eng python3-tesserocr socat lirc lirc-compat-remotes libxml2-utils systemd prometheus postgresql chromium)
+PACKAGES=(ffmpeg git python3 python3-numpy python3-opencv fonts-dejavu-core tesseract-ocr tesseract-ocr-eng python3-tesserocr socat lirc lirc-compat-remotes libxml2-utils systemd prometheus postgresql chromium haproxy)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -32,6 +34,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   # Debian's prometheus package starts a Prometheus server; a test node needs only its promtool.
   if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null; then
     $SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true
+  fi
+  # Likewise haproxy's service (with Debian's sample config): the test runs its own haproxy.
+  if [[ " ${missing[*]} " == *" haproxy "* ]] && command -v systemctl >/dev/null; then
+    $SUDO systemctl disable --now haproxy >/dev/null 2>&1 || true
   fi
 fi
 

@@ -1,7 +1,11 @@
 /**
  * `farmhand portal --config <file>`: load the portal's config, start it, stop
  * it on SIGTERM or SIGINT (close the nodes' connections, flush last_seen, end
- * the pool). Exit 78 for a config that can never work, 1 when it cannot start.
+ * the pool). Exit 78 for a config that can never work, or another portal
+ * already running on the database (one line naming it; systemd's unit does not
+ * restart on 78), 1 when it cannot start. A portal whose lock another portal
+ * took while its database connection was down exits 1 at once, writing nothing
+ * more (src/farm/db/portalLock.ts).
  */
 import type { Writable } from 'node:stream';
 import { ConfigError, EX_CONFIG } from '../config/load.js';
@@ -22,10 +26,21 @@ export async function runPortalCommand(o: { config: string }, out: Writable, err
   }
   const logger = createLogger(cfg.log_level);
   const { startFarmPortal } = await import('../farm/portal/farm.js');
+  const { PortalLockHeld, describeHolder } = await import('../farm/db/portalLock.js');
   let portal;
   try {
-    portal = await startFarmPortal(cfg, logger);
+    portal = await startFarmPortal(cfg, logger, {
+      // As a SIGKILL would: no hub close, no flush, no "offline" rows; the other portal owns the farm now.
+      onLockLost: (holder) => {
+        err.write(`farmhand: another farmhand portal took this database's portal lock while this one's connection was down (${describeHolder(holder)}); this portal stops\n`);
+        process.exit(1);
+      },
+    });
   } catch (e) {
+    if (e instanceof PortalLockHeld) {
+      err.write(`farmhand: ${e.message}\n`);
+      return EX_CONFIG;
+    }
     err.write(`farmhand: the portal could not start: ${(e as Error).message}\n`);
     return 1;
   }

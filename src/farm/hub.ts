@@ -150,7 +150,7 @@ export class PortalHub implements FarmHub {
   private readonly wss: WebSocketServer;
   private readonly entries = new Map<string, Entry>();
   /** Node events refused because they name another node's job or result (foreignIds). */
-  readonly stats = { foreignEventsRefused: 0 };
+  readonly stats = { foreignEventsRefused: 0, forwards: 0 };
   private readonly listeners = new Set<(e: FarmEvent, from: EventOrigin) => void>();
   private recorder: NodeEventRecorder | undefined;
   private readonly now: () => number;
@@ -246,6 +246,7 @@ export class PortalHub implements FarmHub {
       return Promise.reject(new FarmError('device_unavailable', `node ${nodeId} is offline (${why}); try again when it is back`));
     }
     if (signal?.aborted) return Promise.reject(abortError());
+    this.stats.forwards++;
     const id = conn.newId();
     return new Promise<ForwardResponse>((resolve, reject) => {
       const onAbort = () => {
@@ -263,6 +264,13 @@ export class PortalHub implements FarmHub {
         conn.send({ t: 'req_end', id });
       }
     });
+  }
+
+  /** Forwarded requests not yet answered in full, over every connection (/metrics). */
+  forwardsInFlight(): number {
+    let n = 0;
+    for (const e of this.entries.values()) n += e.conn?.pending.size ?? 0;
+    return n;
   }
 
   /** Write every node's last_seen held in memory since the last flush, in one statement. */

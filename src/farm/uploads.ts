@@ -79,6 +79,11 @@ export class FarmUploads {
   }
 
   /** Bytes of a node's partial files (uploads not completed). */
+  /** Uploads being written now (one per file: a file's chunks wait for each other), for /metrics. */
+  get inFlight(): number {
+    return this.locks.size;
+  }
+
   async partialBytes(nodeId: string): Promise<number> {
     let n = 0;
     for (const size of (await this.partialsByNode()).get(nodeId)?.values() ?? []) n += size;

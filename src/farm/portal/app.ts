@@ -40,6 +40,8 @@ export interface PortalAppOptions {
    * not held to a person's rate limit).
    */
   early?: Router[];
+  /** `/healthz`, `/readyz` and `/metrics` (src/farm/portal/ops.ts); absent: a bare `/healthz`. */
+  ops?: Router;
 }
 
 export function createPortalApp(o: PortalAppOptions): Koa {
@@ -64,21 +66,26 @@ export function createPortalApp(o: PortalAppOptions): Koa {
   app.use(refuseCrossSiteRequests({ publicUrl: o.publicUrl }));
   app.use(rememberCredential(o.tokens, sessions));
   // Long polls are exempt, as on the node: a held request costs a promise, and clients retry them at once.
+  // So are a load balancer's health checks: behind one, every request comes from its address, and a 429
+  // on /readyz would take a healthy portal out of service.
   const limit = rateLimit(o.rateLimit);
-  app.use((ctx, next): Promise<unknown> => (ctx.path.toLowerCase().endsWith('/await_completion') ? next() : limit(ctx, next)));
+  const unlimited = (p: string) => p.endsWith('/await_completion') || p === '/healthz' || p === '/readyz';
+  app.use((ctx, next): Promise<unknown> => (unlimited(ctx.path.toLowerCase()) ? next() : limit(ctx, next)));
   app.use(guardApi({ v1RequiresToken: o.v1RequiresToken ?? false }));
   const json = jsonBody(o.maxBodyBytes);
   // The sign-in and sign-out forms post urlencoded fields, as on a node.
   const form = formBody(Math.min(o.maxBodyBytes, 16 * 1024));
   app.use((ctx, next) => (FORM_PATHS.has(ctx.path.toLowerCase()) ? form(ctx, next) : json(ctx, next)));
-  app.use(async (ctx, next) => {
-    if (ctx.path === '/healthz') {
-      ctx.body = { status: 'ok' };
-      return;
-    }
-    await next();
-  });
-  for (const router of [...o.routers, staticRouter(), signInRouter(sessions, { farm: true })]) {
+  if (!o.ops) {
+    app.use(async (ctx, next) => {
+      if (ctx.path === '/healthz') {
+        ctx.body = { status: 'ok' };
+        return;
+      }
+      await next();
+    });
+  }
+  for (const router of [...(o.ops ? [o.ops] : []), ...o.routers, staticRouter(), signInRouter(sessions, { farm: true })]) {
     app.use(router.routes());
     app.use(router.allowedMethods());
   }

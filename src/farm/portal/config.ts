@@ -30,6 +30,11 @@ export const portalConfigSchema = z.strictObject({
   storage_dir: z.string().min(1),
   /** The heartbeat interval nodes are told in their welcome; a node missing 3 of them is offline. */
   heartbeat_secs: z.number().positive().max(3600).default(DEFAULT_HEARTBEAT_SECS),
+  /**
+   * After the portal starts, how long a node that had a running job has to connect before the fault rule ends its
+   * job. Default: the nodes' longest reconnect wait (30 s) plus 3 heartbeats. Tests shorten it.
+   */
+  restart_grace_secs: z.number().positive().max(86400).optional(),
   /** How often the nodes' last heartbeat times are written to the database (one UPDATE for all). */
   flush_secs: z.number().positive().max(3600).default(30),
   /** Connections in the pg pool. */

@@ -21,7 +21,7 @@ import { FarmUploads } from '../uploads.js';
 import { PgTokenVerifier } from '../users.js';
 import { FarmWebhooks } from '../webhooks.js';
 import type { PortalConfig } from './config.js';
-import { startPortal, type Portal } from './portal.js';
+import { startPortal, type Portal, type PortalParts } from './portal.js';
 import { storedResultPageRouter } from './web.js';
 
 export interface FarmPortal extends Portal {
@@ -45,7 +45,7 @@ export function busyReason(link: NodeLink | undefined): string | null {
   return null;
 }
 
-export async function startFarmPortal(cfg: PortalConfig, logger: Logger): Promise<FarmPortal> {
+export async function startFarmPortal(cfg: PortalConfig, logger: Logger, o: Pick<PortalParts, 'onLockLost'> = {}): Promise<FarmPortal> {
   let reservations: PgReservations | undefined;
   let log: PgEventLog | undefined;
   let listener: OutboxListener | undefined;
@@ -56,6 +56,12 @@ export async function startFarmPortal(cfg: PortalConfig, logger: Logger): Promis
   let retainer: NodeJS.Timeout | undefined;
   const partsLogger = (part: string): Logger => logger.child({ part });
   const portal = await startPortal(cfg, logger, {
+    ...o,
+    opsSources: {
+      uploadsInFlight: () => uploads?.inFlight ?? 0,
+      reservedNodes: async () => (reservations ? (await reservations.activeAll()).keys() : []),
+      busyReason,
+    },
     tokens: (pool) => new PgTokenVerifier(pool, { logger: partsLogger('tokens') }),
     credentials: (pool) => new PgNodeCredentials(pool),
     reservations: (pool, hub) => {

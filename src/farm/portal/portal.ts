@@ -14,10 +14,12 @@ import type { Logger } from '../../core/ports.js';
 import type { FarmReservations, FarmTokenVerifier, NodeCredentials } from '../contract.js';
 import { migrate } from '../db/migrate.js';
 import { newPool } from '../db/pool.js';
+import { PortalLock, type LockHolder } from '../db/portalLock.js';
 import { PortalHub } from '../hub.js';
 import { FarmJobs } from '../jobs.js';
 import { FarmResults } from '../results.js';
 import { createPortalApp } from './app.js';
+import { portalOps, type PortalOpsSources } from './ops.js';
 import type { PortalConfig } from './config.js';
 import { AWAIT_JOIN_MS, portalRouter } from './routes.js';
 import { SharedForwards } from './sharedForward.js';
@@ -35,6 +37,13 @@ export interface PortalParts {
   routers?: (p: { pool: pg.Pool; hub: PortalHub; jobs: FarmJobs; results: FarmResults }) => Router[];
   /** Routers with their own authentication and bodies, mounted before the API's middleware (the nodes' uploads); made after `routers`. */
   early?: (p: { pool: pg.Pool; hub: PortalHub; jobs: FarmJobs; results: FarmResults }) => Router[];
+  /**
+   * The portal lock was lost and another portal took it (src/farm/db/portalLock.ts): this portal must stop
+   * without another database write. `farmhand portal` exits; the default only logs (and /readyz answers 503).
+   */
+  onLockLost?: (holder: LockHolder | undefined) => void;
+  /** What /metrics reads beyond the hub, the pool and the lock (the farm's uploads and reservations); read at each scrape. */
+  opsSources?: Pick<PortalOpsSources, 'uploadsInFlight' | 'reservedNodes' | 'busyReason'>;
 }
 
 export interface Portal {
@@ -46,6 +55,8 @@ export interface Portal {
   results: FarmResults;
   /** Identical await_completion long polls sharing one forward to their node. */
   awaits: SharedForwards;
+  /** The portal lock: one portal per database (src/farm/db/portalLock.ts). */
+  lock: PortalLock;
   stop(): Promise<void>;
 }
 
@@ -55,6 +66,13 @@ const NO_NODES: NodeCredentials = { verify: () => Promise.resolve(false) };
 const isFarmTokenVerifier = (t: TokenVerifier): t is FarmTokenVerifier => typeof (t as Partial<FarmTokenVerifier>).start === 'function';
 
 export async function startPortal(cfg: PortalConfig, logger: Logger, parts: PortalParts = {}): Promise<Portal> {
+  // First of all, before a migration or a node row: one portal per database. Another one's lock is a
+  // PortalLockHeld (`farmhand portal` exits 78 with its one line); a database away is thrown as it is.
+  const lock = await PortalLock.acquire({
+    connectionString: cfg.database,
+    logger: logger.child({ part: 'portal-lock' }),
+    onLost: parts.onLockLost ?? ((holder) => logger.error({ holder }, 'the portal lock is held by another portal: this portal is not ready; stop it')),
+  });
   // A client losing its server (PostgreSQL restarted) must not crash the process; the next query reconnects.
   const pool = newPool({
     connectionString: cfg.database,
@@ -80,12 +98,23 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       logger: logger.child({ part: 'hub' }),
       heartbeatSecs: cfg.heartbeat_secs,
       flushSecs: cfg.flush_secs,
+      ...(cfg.restart_grace_secs !== undefined && { restartGraceMs: cfg.restart_grace_secs * 1000 }),
       maxBufferedBytes: cfg.max_buffered_response_bytes,
       jobs,
     });
     const reservations = parts.reservations?.(pool, hub);
     const awaits = new SharedForwards({ joinMs: AWAIT_JOIN_MS });
+    const h0 = hub;
+    const ops = portalOps({
+      pool,
+      lock,
+      links: () => h0.links(),
+      forwards: () => ({ inFlight: h0.forwardsInFlight(), total: h0.stats.forwards }),
+      logger: logger.child({ part: 'ops' }),
+      ...parts.opsSources,
+    });
     const app = createPortalApp({
+      ops: ops.router,
       logger,
       tokens,
       rateLimit: cfg.rate_limit,
@@ -121,6 +150,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       jobs,
       results,
       awaits,
+      lock,
       stop: () =>
         (stopping ??= (async () => {
           await h.close();
@@ -130,6 +160,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
           });
           if (isFarmTokenVerifier(t)) await t.close();
           await pool.end();
+          await lock.release();
           logger.info('farmhand portal stopped');
         })()),
     };
@@ -138,6 +169,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
     server?.close();
     if (tokens && isFarmTokenVerifier(tokens)) await tokens.close().catch(() => undefined);
     await pool.end().catch(() => undefined);
+    await lock.release();
     throw e;
   }
 }

@@ -482,6 +482,8 @@ export const ENDPOINTS: Endpoint[] = [
     method: 'get',
     path: '/readyz',
     summary: 'Readiness: capture delivering frames, test pack reachable, data directory writable, disk above the floor',
+    description:
+      "On a farm portal (`farmhand portal`): the database answers and the portal holds the portal lock (one portal per database); a load balancer's health check (docs/farm.md).",
     tag: 'meta',
     auth: 'none',
     responses: { 200: json(S.Ready, 'Ready to run tests.'), 503: json(S.NotReady, 'Not ready: the failed checks and why.') },
@@ -490,7 +492,8 @@ export const ENDPOINTS: Endpoint[] = [
     method: 'get',
     path: '/metrics',
     summary: 'Prometheus metrics (text exposition format 0.0.4)',
-    description: 'Readable like v1 (a token only with `auth.v1_requires_token`). The series are listed in docs/operations.md.',
+    description:
+      "Readable like v1 (a token only with `auth.v1_requires_token`). The series are listed in docs/operations.md; a farm portal's (`farmhand_portal_*`) in docs/farm.md.",
     tag: 'meta',
     auth: 'v1',
     responses: { 200: text('text/plain', 'The exposition.') },
