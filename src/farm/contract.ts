@@ -71,6 +71,13 @@ export interface NodeLink {
    * external_ip_address and node_url.
    */
   snapshot: Record<string, unknown> | null;
+  /**
+   * The node's current or last job as its own ordered stream says: its hello's, then each job.started and
+   * job.exited as it arrives. Ahead of `snapshot`, which the node sends after a debounce: a job.exited comes
+   * before the node's answer to the stop that ended the job (the same socket, in order), so once a stop through
+   * the portal answers, this already says exited (docs/farm.md, "A stopped job through the portal").
+   */
+  job: { job_uid: string; status: 'running' | 'exited' } | null;
 }
 
 /** Who made an event the hub publishes: the node (relayed, with the node's own id) or the portal. */
@@ -101,6 +108,17 @@ export interface FarmHub {
    * `from` says which: 'node' for the node's own events (their id is the node's), 'portal' for the hub's.
    */
   onEvent(listener: (e: FarmEvent, from?: EventOrigin) => void): () => void;
+  /**
+   * Resolves once the node's events received so far are folded into the database (jobs, results' job rows):
+   * what the node said before an answer that came after them is then the portal's too. At once for a node
+   * the hub does not know.
+   */
+  folded(nodeId: string): Promise<void>;
+  /**
+   * The node answered that this job exited (a stop, a read of the job): its NodeLink.job says so from now on, if
+   * it names that job (an answer that overtook the node's job.exited, sent only once the node is welcomed).
+   */
+  jobExited?(nodeId: string, jobUid: string): void;
 }
 
 /** A reservation as the farm keeps it (the spec's Reservation, without the presentation fields). */

@@ -229,6 +229,15 @@ export class PortalHub implements FarmHub {
     this.recorder = recorder;
   }
 
+  jobExited(nodeId: string, jobUid: string): void {
+    const link = this.entries.get(nodeId)?.link;
+    if (link?.job?.job_uid === jobUid) link.job = { job_uid: jobUid, status: 'exited' };
+  }
+
+  folded(nodeId: string): Promise<void> {
+    return this.entries.get(nodeId)?.chain ?? Promise.resolve();
+  }
+
   /** Resolves when every node's pending database work is done (tests, close). */
   async idle(): Promise<void> {
     for (;;) {
@@ -475,7 +484,7 @@ export class PortalHub implements FarmHub {
     const now = this.now();
     if (!entry) {
       entry = {
-        link: { nodeId, online: false, offlineReason: null, version: null, externalIp: null, lastSeen: null, snapshot: null },
+        link: { nodeId, online: false, offlineReason: null, version: null, externalIp: null, lastSeen: null, snapshot: null, job: null },
         conn: undefined,
         lastSeenMs: now,
         dirty: false,
@@ -486,7 +495,15 @@ export class PortalHub implements FarmHub {
     entry.conn = conn;
     entry.lastSeenMs = now;
     entry.dirty = false; // written with the state change below
-    Object.assign(entry.link, { online: true, offlineReason: null, version: hello.version, externalIp: conn.ip, lastSeen: new Date(now), snapshot: hello.snapshot });
+    Object.assign(entry.link, {
+      online: true,
+      offlineReason: null,
+      version: hello.version,
+      externalIp: conn.ip,
+      lastSeen: new Date(now),
+      snapshot: hello.snapshot,
+      job: validJob(hello.job) ?? null,
+    });
     const seen = new Date(now).toISOString();
     this.enqueue(entry, async () => {
       await this.o.pool.query(`UPDATE nodes SET online = true, offline_reason = NULL, version = $2, last_seen = $3 WHERE node_id = $1`, [nodeId, hello.version, seen]);
@@ -522,6 +539,7 @@ export class PortalHub implements FarmHub {
       });
       return;
     }
+    this.followJob(entry, e);
     const jobs = this.o.jobs;
     if (!jobs) {
       this.publish(e, 'node');
@@ -543,6 +561,18 @@ export class PortalHub implements FarmHub {
         }
       }
     });
+  }
+
+  /**
+   * The node's job as its ordered events say (NodeLink.job), at once, before the event is folded into the
+   * database: a job.exited arrives before the node's answer to the stop that ended it. A job.exited of another
+   * job than the one held (an old event replayed after the hello) changes nothing.
+   */
+  private followJob(entry: Entry, e: FarmEvent): void {
+    const uid = (e.data as { job_uid?: unknown }).job_uid;
+    if (typeof uid !== 'string') return;
+    if (e.type === 'job.started') entry.link.job = { job_uid: uid, status: 'running' };
+    else if (e.type === 'job.exited' && (entry.link.job === null || entry.link.job.job_uid === uid)) entry.link.job = { job_uid: uid, status: 'exited' };
   }
 
   // ---- liveness ------------------------------------------------------------------------------
@@ -594,7 +624,7 @@ export class PortalHub implements FarmHub {
     let entry = this.entries.get(nodeId);
     if (!entry) {
       entry = {
-        link: { nodeId, online: false, offlineReason: 'not connected since the portal started', version: null, externalIp: null, lastSeen: null, snapshot: null },
+        link: { nodeId, online: false, offlineReason: 'not connected since the portal started', version: null, externalIp: null, lastSeen: null, snapshot: null, job: null },
         conn: undefined,
         lastSeenMs: 0,
         dirty: false,
@@ -715,6 +745,13 @@ export class PortalHub implements FarmHub {
       }
     }
   }
+}
+
+/** A hello's job, if it is one (a node's word is checked, never trusted to be well formed). */
+function validJob(job: unknown): NodeLink['job'] | undefined {
+  const j = job as { job_uid?: unknown; status?: unknown } | null | undefined;
+  if (!j || typeof j.job_uid !== 'string' || (j.status !== 'running' && j.status !== 'exited')) return undefined;
+  return { job_uid: j.job_uid, status: j.status };
 }
 
 function abortError(): Error {

@@ -294,6 +294,37 @@ describe('farm hub (portal side of the node connections)', function () {
     expect(Number(rows[0]!.c)).to.equal(1);
   });
 
+  it("the node's job as its ordered events say: the hello's, then job.started and job.exited as they arrive, whatever the snapshot says; a job.exited of another job changes nothing; each run counted once in runs_finished", async () => {
+    const n = await node('order-1', { job: { job_uid: '/order-1/aaaa/1', status: 'exited' } });
+    await online(n);
+    expect(t.portal.hub.link('order-1')?.job).to.deep.equal({ job_uid: '/order-1/aaaa/1', status: 'exited' });
+    const uid = '/order-1/bbbb/2';
+    const rid = `${uid}/2026-11-26_01.02.03`;
+    let seq = 0;
+    const ev = (type: FarmEvent['type'], data: Record<string, unknown>) => ({ id: `kb1-${++seq}`, type, time: new Date().toISOString(), data: { node_id: 'order-1', ...data } }) as FarmEvent;
+    const started = ev('job.started', { job_uid: uid, username: 'bob', test_cases: ['a', 'b'], test_pack_sha: 'f'.repeat(40), start_time: '2026-11-26T01:02:00.000Z' });
+    n.event(started);
+    await waitFor(() => t.portal.hub.link('order-1')?.job?.status === 'running', WAIT);
+    expect(t.portal.hub.link('order-1')?.job?.job_uid).to.equal(uid);
+    // A job.exited of an older job (replayed after a hello) leaves the running one alone.
+    n.event(ev('job.exited', { job_uid: '/order-1/aaaa/1', end_time: '2026-11-26T01:00:00.000Z', result_counts: { pass: 0, fail: 0, error: 0, total: 0 } }));
+    const finished = ev('run.finished', { job_uid: uid, result_id: rid, test_case: 'a', result: 'pass' });
+    n.event(finished);
+    n.event(finished); // sent again (at least once): counted once
+    // A snapshot still saying the job runs (built before the stop, sent after it) does not bring the job back.
+    const exited = ev('job.exited', { job_uid: uid, end_time: '2026-11-26T01:03:00.000Z', result_counts: { pass: 1, fail: 0, error: 0, total: 2 } });
+    n.event(exited);
+    n.send({ t: 'snapshot', snapshot: { node_id: 'order-1', online: true, job: { job_uid: uid, status: 'running' } } });
+    await waitFor(() => t.portal.hub.link('order-1')?.job?.status === 'exited', WAIT);
+    await waitFor(() => (t.portal.hub.link('order-1')?.snapshot?.job as { status?: string } | undefined)?.status === 'running', WAIT);
+    expect(t.portal.hub.link('order-1')?.job).to.deep.equal({ job_uid: uid, status: 'exited' });
+    await t.portal.hub.folded('order-1');
+    const row = (await t.portal.jobs.get(uid))!;
+    expect(row.state).to.equal('exited');
+    expect(row.job.runs_finished).to.equal(1);
+    expect(row.job.result_counts).to.deep.equal({ pass: 1, fail: 0, error: 0, total: 2 });
+  });
+
   it('at least once: the welcome names the last node event recorded; an event recorded whose acknowledgement was lost, sent again, is stored and counted once; a late event the portal drops counts as handled', async () => {
     const log = new PgEventLog({ pool: t.portal.pool, pruneIntervalMs: 0 });
     const detach = log.attach(t.portal.hub);

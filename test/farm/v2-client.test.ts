@@ -164,6 +164,25 @@ describe('the command-line v2 client (scripts/farmhand-v2-client.py)', function 
       expect(old).to.include({ status: 'exited' });
     });
 
+    it('its job stopped before its last test case (by someone else): the client reports the run there is at once, waiting for no result that never comes', async () => {
+      // An hour: a client waiting for result_counts.total results runs into the test's limit instead of passing late.
+      const ran = client(work, ['run', ...base, '--node-id', 'rack1-a', '--results-wait-secs', '3600', '--artifacts-dir', '', '--junit-xml', '', 'tests/hang.py::test_hang', CASES[0]!]);
+      const { rows } = await waitFor(
+        async () => {
+          const r = await farm.db.query<{ job_uid: string }>("SELECT job_uid FROM jobs WHERE node_id = 'rack1-a' AND state = 'running' AND current_run IS NOT NULL");
+          return r.rowCount === 1 ? r : undefined;
+        },
+        { what: "the client's job hanging in its first test case", timeoutMs: 120_000 },
+      );
+      const stop = await fetch(`${farm.url}/api/v2/jobs${rows[0]!.job_uid}/stop`, { method: 'POST', headers: { Authorization: `token ${token}` } });
+      expect(stop.status).to.equal(200);
+      const r = await ran;
+      expect(r.code, said(r)).to.equal(1);
+      expect(r.stdout, said(r)).to.match(/tests\/hang\.py::test_hang: (fail|error)/);
+      expect(r.stdout).to.not.include('test_pass');
+      expect(r.stderr, said(r)).to.not.include('results are listed');
+    });
+
     it('a 4xx ends the client with exit 3 and the error body\'s message', async () => {
       await refusals(base, 'rack2-a', work);
     });

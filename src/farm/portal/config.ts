@@ -46,6 +46,11 @@ export const portalConfigSchema = z.strictObject({
    * refused (507). At least the largest file a node uploads (docs/farm.md, "What a node can do to the portal").
    */
   max_partial_upload_bytes_per_node: z.number().int().min(1024 * 1024).default(2 * 1024 ** 3),
+  /**
+   * How long a Job answered as exited through the portal is held, at most, for its results to reach the farm's
+   * index (docs/farm.md, "Read your writes through the portal"); then it is answered anyway.
+   */
+  read_your_writes_max_secs: z.number().positive().max(3600).default(30),
   /** Largest forwarded response a slow client may leave buffered on the portal before it is cut off. */
   max_buffered_response_bytes: z.number().int().min(64 * 1024).default(64 * 1024 * 1024),
   /** What the portal keeps of the uploaded results: the node's keys, the same meaning (docs/farm.md). */

@@ -22,6 +22,7 @@ import { PgTokenVerifier } from '../users.js';
 import { FarmWebhooks } from '../webhooks.js';
 import type { PortalConfig } from './config.js';
 import { startPortal, type Portal, type PortalParts } from './portal.js';
+import { nodeJob } from './routes.js';
 import { storedResultPageRouter } from './web.js';
 
 export interface FarmPortal extends Portal {
@@ -34,14 +35,16 @@ export interface FarmPortal extends Portal {
 /**
  * Why a node cannot be reserved now, from what its connection says (the reservation itself is the
  * database's business): not connected, running a job, or the node's own reason (licence, capture).
+ * Whether it runs a job is its ordered events' word (NodeLink.job), not the snapshot's, which lags: a
+ * node whose stop has just answered is free at once (docs/farm.md, "A stopped job through the portal").
  */
 export function busyReason(link: NodeLink | undefined): string | null {
   if (!link?.online) return `offline: ${link?.offlineReason ?? 'not connected to the portal'}`;
   const snap = link.snapshot ?? {};
-  const job = snap.job as { status?: string; job_uid?: string } | null | undefined;
+  const job = nodeJob(link);
   if (job?.status === 'running') return `running a test job (${job.job_uid ?? 'starting'})`;
   const own = typeof snap.not_available_reason === 'string' ? snap.not_available_reason : null;
-  if (own !== null && !own.startsWith('reserved by ')) return own;
+  if (own !== null && !own.startsWith('reserved by ') && !own.startsWith('running a test job')) return own;
   return null;
 }
 

@@ -125,7 +125,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
         ...(parts.routers?.({ pool, hub, jobs, results }) ?? []),
         // In front of the forwarding: an offline node's job page, from the jobs table and the index.
         storedJobPageRouter({ hub, jobs, results }),
-        portalRouter({ pool, hub, jobs, reservations, results, awaits, publicUrl: cfg.public_url }),
+        portalRouter({ pool, hub, jobs, reservations, results, awaits, publicUrl: cfg.public_url, settleMs: cfg.read_your_writes_max_secs * 1000 }),
         ...portalWebRouters({ pool, hub, reservations, results, publicUrl: cfg.public_url }),
       ],
       early: parts.early?.({ pool, hub, jobs, results }) ?? [],

@@ -34,6 +34,8 @@ export interface PortalRouteDeps {
   results?: Pick<FarmResults, 'onPut'>;
   /** Where identical await_completion long polls share one forward (one is made when not given). */
   awaits?: SharedForwards;
+  /** The read-your-writes hold's limit (config `read_your_writes_max_secs`; default SETTLE_MS). */
+  settleMs?: number;
 }
 
 /** await_completion requests this close together share one long poll to the node (sharedForward.ts). */
@@ -46,8 +48,8 @@ export const AWAIT_JOIN_MS = 1_000;
 const PASSED_REQUEST_HEADERS = ['content-type', 'accept', 'range', 'if-none-match', 'if-modified-since', 'last-event-id'];
 
 const JOB = '/api/v2/jobs/:node/:hex/:num';
-/** How long a Job answered as exited waits for its results to reach the index (see settle). */
-const SETTLE_MS = 30_000;
+/** How long a Job answered as exited waits for its results to reach the index, by default (see settle). */
+export const SETTLE_MS = 30_000;
 /** The hold wakes when this portal's index gets a job's results; the poll is the fallback. */
 const SETTLE_POLL_MS = 1_000;
 /** A Job object is a few KiB. */
@@ -104,36 +106,63 @@ export function portalRouter(d: PortalRouteDeps): Router {
   /**
    * Read your writes: a job answered as exited has its results in the farm's index, as on a node
    * (a client that saw the job end reads its results next). The node uploads each result after its
-   * run, so the answer waits for them, up to SETTLE_MS (then answers anyway: an upload that keeps
+   * run, so the answer waits for them, up to settleMs (then answers anyway: an upload that keeps
    * failing must not hold the job's status; its results appear when it is delivered).
+   *
+   * Which results: those of the runs the node's own ordered events announced (a run.finished for each,
+   * then job.exited), as folded into the job's row (`runs_finished`): never `result_counts.total`, which
+   * counts the test cases asked for and stays above the runs after an early stop (docs/farm.md, "A stopped
+   * job through the portal").
    */
-  const settle = async (answer: Buffer): Promise<void> => {
-    let job: { job_uid?: unknown; status?: unknown; result_counts?: { total?: unknown } };
+  const settle = async (nodeId: string, answer: Buffer): Promise<void> => {
+    let job: { job_uid?: unknown; status?: unknown; result_counts?: Record<string, unknown> };
     try {
       job = JSON.parse(answer.toString('utf8')) as typeof job;
     } catch {
       return;
     }
-    const total = job.result_counts?.total;
-    if (job.status !== 'exited' || typeof job.job_uid !== 'string' || typeof total !== 'number') return;
+    if (job.status !== 'exited' || typeof job.job_uid !== 'string') return;
+    // The node's word that the job exited: the portal's view of the node says so from now on, whatever was late.
+    d.hub.jobExited?.(nodeId, job.job_uid);
+    // Where the job's row has no count of its runs (an event lost, a row of an older portal): the node's own
+    // count of the runs it completed, each of which it recorded.
+    const c = job.result_counts ?? {};
+    const done = [c.pass, c.fail, c.error].reduce<number>((a, n) => a + (typeof n === 'number' && n > 0 ? n : 0), 0);
     // Every waiter of one job shares one wait (1,000 waiters must not mean 1,000 polls of the index).
-    const key = `${job.job_uid}\u0000${total}`;
+    const key = `${job.job_uid}\u0000${done}`;
     let wait = settling.get(key);
     if (!wait) {
-      wait = waitForResults(job.job_uid, total).finally(() => settling.delete(key));
+      wait = waitForResults(nodeId, job.job_uid, done).finally(() => settling.delete(key));
       settling.set(key, wait);
     }
     await wait;
   };
   const settling = new Map<string, Promise<void>>();
-  const waitForResults = async (jobUid: string, total: number): Promise<void> => {
-    const until = Date.now() + SETTLE_MS;
+  const settleMs = d.settleMs ?? SETTLE_MS;
+  /** How many results the job has, by the node's events folded into its row; undefined when its row cannot say. */
+  const runsOf = async (jobUid: string): Promise<number | undefined> => {
+    const { rows } = await d.pool.query<{ state: string; runs: unknown }>(`SELECT state, job->'runs_finished' AS runs FROM jobs WHERE job_uid = $1`, [jobUid]);
+    const row = rows[0];
+    return row?.state === 'exited' && typeof row.runs === 'number' ? row.runs : undefined;
+  };
+  const waitForResults = async (nodeId: string, jobUid: string, done: number): Promise<void> => {
+    const until = Date.now() + settleMs;
     let wake: (() => void) | undefined;
     const timers = new AbortController();
     const off = d.results?.onPut((jobs) => {
       if (jobs.has(jobUid)) wake?.();
     });
     try {
+      // The node's events that came before its answer (each run's run.finished, then job.exited) are folded first.
+      await Promise.race([d.hub.folded(nodeId), delay(settleMs, undefined, { signal: timers.signal })]);
+      let total: number;
+      try {
+        total = (await runsOf(jobUid)) ?? done;
+      } catch (e) {
+        // The database away: the node's answer goes out unsettled, as when an upload keeps failing.
+        if (isDatabaseUnavailable(e)) return;
+        throw e;
+      }
       for (;;) {
         let woken = false;
         const woke = new Promise<void>((resolve) => (wake = () => ((woken = true), resolve())));
@@ -185,7 +214,7 @@ export function portalRouter(d: PortalRouteDeps): Router {
     }
     if (opts.settle && res.status === 200) {
       const answer = await readSmall(res.body, MAX_JOB_BYTES);
-      await settle(answer);
+      await settle(nodeId, answer);
       ctx.body = answer;
       return;
     }
@@ -219,7 +248,7 @@ export function portalRouter(d: PortalRouteDeps): Router {
     });
     const a = await answer;
     setNodeAnswerHeaders(ctx, a.status, a.headers, d.publicUrl);
-    if (a.status === 200) await settle(a.body);
+    if (a.status === 200) await settle(nodeId, a.body);
     ctx.body = a.body;
   };
   const nodeParam = (ctx: Context) => (ctx.params as Record<string, string>).node_id!;
@@ -346,6 +375,12 @@ export function portalRouter(d: PortalRouteDeps): Router {
   return r;
 }
 
+/** The node's job: its events' (NodeLink.job) when they have named one, else its snapshot's. */
+export function nodeJob(link: Pick<NodeLink, 'job' | 'snapshot'> | undefined): { status?: string; job_uid?: string } | null | undefined {
+  if (link?.job) return link.job;
+  return link?.snapshot?.job as { status?: string; job_uid?: string } | null | undefined;
+}
+
 interface NodeRow {
   node_id: string;
   version: string | null;
@@ -366,7 +401,7 @@ export function presentFarmNode(row: NodeRow, link: NodeLink | undefined, res: F
   const capturing = snap.online !== false;
   const online = connected && capturing && link?.snapshot != null;
   const nodeReason = typeof snap.not_available_reason === 'string' ? snap.not_available_reason : null;
-  const job = snap.job as { status?: string; job_uid?: string } | null | undefined;
+  const job = nodeJob(link);
   let reason: string | null;
   if (!connected) reason = `offline: ${offlineReason ?? 'not connected to the portal'}`;
   else if (nodeReason !== null && !nodeReason.startsWith('reserved by ') && !nodeReason.startsWith('running a test job')) reason = nodeReason;
