@@ -310,6 +310,23 @@ export const ENDPOINTS: Endpoint[] = [
   },
   {
     method: 'get',
+    path: `/api/v2/jobs/${JOB}/log`,
+    summary: "The job's log (not in the spec): the node's job.log_url until its first run starts",
+    description:
+      "A redirect (302, query kept: `tz`) to the `farmhand.log` of the job's run in progress, else of its latest run; " +
+      'while the job has had no run yet (its test pack is being checked out), an empty log so far. Never cached.',
+    tag: 'v2',
+    auth: 'token',
+    params: JOB_PARAMS,
+    query: tzQuery,
+    responses: {
+      200: text('text/plain', 'The job has had no run yet: nothing is written so far.'),
+      302: text('text/plain', "`Location` is the log of the job's run in progress, else of its latest run."),
+      404: error('Unknown job_uid.'),
+    },
+  },
+  {
+    method: 'get',
     path: `/api/v2/jobs/${JOB}/await_completion`,
     summary: 'Long poll until the job ends',
     tag: 'v2',

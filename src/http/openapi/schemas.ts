@@ -126,7 +126,7 @@ export const Reservation = z
 
 export const ReservationsAnswer = z.object({ reservations: z.array(Reservation), notices }).meta({ id: 'ReservationsAnswer' });
 
-export const NodeJob = Job.extend({ log_url: z.string().nullable(), triage_url: z.string().nullable() }).meta({ id: 'NodeJob' });
+export const NodeJob = Job.extend({ log_url: z.string(), triage_url: z.string() }).meta({ id: 'NodeJob' });
 
 export const Node = z
   .object({
