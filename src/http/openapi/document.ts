@@ -163,8 +163,12 @@ const DESCRIPTION = [
 
 let cached: string | undefined;
 
-/** The document as JSON text, built on first use. */
+/**
+ * The document as JSON text, built on first use. Every character outside printable ASCII is written as a
+ * `\uXXXX` escape: the patterns hold literal control and space characters (patterns.ts), which a reader
+ * of the text should see, not get as invisible bytes.
+ */
 export function documentJson(info: DocumentInfo): string {
-  cached ??= JSON.stringify(buildDocument(info));
+  cached ??= JSON.stringify(buildDocument(info)).replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
   return cached;
 }
