@@ -169,6 +169,9 @@ let cached: string | undefined;
  * of the text should see, not get as invisible bytes.
  */
 export function documentJson(info: DocumentInfo): string {
-  cached ??= JSON.stringify(buildDocument(info)).replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  cached ??= asciiJson(JSON.stringify(buildDocument(info)));
   return cached;
 }
+
+/** JSON text with every character outside printable ASCII (JSON.stringify already escapes C0) as `\uXXXX`. */
+export const asciiJson = (json: string): string => json.replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
