@@ -4,10 +4,10 @@
 // (test/helpers/lane.ts), so a test that does belongs to the full lane: add its file to `exclude`.
 const base = require('./.mocharc.cjs');
 
-process.env.FARMHAND_TEST_LANE = 'fast';
-
 module.exports = {
   ...base,
+  // Marks the process as the fast lane (FARMHAND_TEST_LANE=fast) before any test file loads.
+  require: [...base.require, 'test/helpers/fastLane.ts'],
   spec: [
     'test/unit/**/*.test.ts',
     'test/web/liveStream.test.ts',

@@ -7,6 +7,8 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
+/** Whether mocha started this process as the fast lane (before this file read the lane's config). */
+const inLaneAtStart = process.env.FARMHAND_TEST_LANE === 'fast';
 const require = createRequire(import.meta.url);
 
 interface LaneConfig {
@@ -59,7 +61,9 @@ describe('test lanes: the fast lane', () => {
     expect(pkg.scripts['test:fast']).to.equal('mocha --config .mocharc.fast.cjs');
     // The full suite stays what CI runs: every test file.
     expect(pkg.scripts.test).to.equal("mocha 'test/**/*.test.ts'");
-    expect(config.require).to.deep.equal((require(path.join(ROOT, '.mocharc.cjs')) as LaneConfig).require);
+    expect(config.require).to.deep.equal([...(require(path.join(ROOT, '.mocharc.cjs')) as LaneConfig).require, 'test/helpers/fastLane.ts']);
+    // Reading the lane's config does not put this process in the lane (the full suite loads this file too).
+    expect(process.env.FARMHAND_TEST_LANE === 'fast', 'reading .mocharc.fast.cjs put the process in the fast lane').to.equal(inLaneAtStart);
     expect(files).to.include('test/unit/test-lanes.test.ts');
     for (const f of config.exclude) expect(config.spec.flatMap(expand), `excluded ${f} exists`).to.include(f);
     expect(files.length).to.be.greaterThan(50);

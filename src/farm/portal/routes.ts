@@ -15,7 +15,7 @@ import { FarmError } from '../../core/errors.js';
 import { bodyOf } from '../../http/body.js';
 import { userOf } from '../../http/auth.js';
 import { presentReservation } from '../../http/presenters.js';
-import { csrfTokenOf } from '../../web/session.js';
+import { csrfTokenOf } from '../../http/session.js';
 import type { FarmHub, FarmReservation, FarmReservations, ForwardRequest, NodeLink } from '../contract.js';
 import { isDatabaseUnavailable } from '../db/pool.js';
 import { presentFarmJob, type FarmJobs } from '../jobs.js';

@@ -5,7 +5,8 @@
  * per process: the registry does not change while the daemon runs.
  */
 import { z } from 'zod';
-import { ENDPOINTS, MULTI_SEGMENT, type Answer, type Body, type Endpoint } from './registry.js';
+import { MULTI_SEGMENT, type Answer, type Body, type Endpoint } from './endpoint.js';
+import { ENDPOINTS } from './registry.js';
 import { ErrorBody } from './schemas.js';
 
 type Json = Record<string, unknown>;

@@ -9,7 +9,7 @@
 import { html } from '../formats/text.js';
 import { renderMarkdown, renderMarkdownInline } from '../markdown.js';
 import { answersOf, asciiJson } from './document.js';
-import { type Endpoint } from './registry.js';
+import type { Endpoint } from './endpoint.js';
 
 /** The page's policy: the web pages' own (default-src 'none', scripts and styles only from this origin). */
 export const API_PAGE_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; media-src 'self' blob:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
