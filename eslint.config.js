@@ -49,6 +49,63 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-expressions': 'off',
     },
   },
+  // Layers: which folder of src/ may import which (docs/testing.md, "ESLint: the layers"). An import string
+  // `../http/x.js` from src/core/ leaves core for http; `(\.\./)+` matches it from any depth.
+  {
+    // The domain: pure, everything it reads comes in as a port. No other folder of src/, no I/O module.
+    files: ['src/core/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', {
+        patterns: [
+          { regex: '^\\.\\./', message: 'src/core imports no other folder of src/: take what you need as a port (core/ports.ts).' },
+          {
+            regex: '^(node:)?(child_process|fs|fs/promises|net|http|https|dgram|worker_threads)$',
+            message: 'src/core does no I/O and starts no process: take a port (core/ports.ts).',
+          },
+          {
+            regex: '^(koa|koa-body|@koa/.*|serialport|@serialport/.*|sharp|lowdb|lowdb/.*|pg|ws|preact|preact/.*|preact-render-to-string|prom-client|pino)$',
+            message: 'src/core imports no web framework, hardware, image, storage or database library.',
+          },
+        ],
+      }],
+    },
+  },
+  {
+    // Below the HTTP layer: configuration, storage, the runner, hardware, notifications, the service manager, metrics.
+    files: ['src/{config,storage,runner,hardware,notify,service,metrics}/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', {
+        patterns: [{ regex: '^(\\.\\./)+(http|web|farm|cli)/|^(\\.\\./)+(daemon|main)\\.js$', message: 'This layer is below http, web, farm and the CLI: it must not import them.' }],
+      }],
+    },
+  },
+  {
+    // The node's HTTP API: below the web pages and the farm. app.ts is the one place that puts the routers
+    // together, the pages' included.
+    files: ['src/http/**/*.ts'],
+    ignores: ['src/http/app.ts'],
+    rules: {
+      'no-restricted-imports': ['error', {
+        patterns: [{ regex: '^(\\.\\./)+(web|farm|cli)/|^(\\.\\./)+(daemon|main)\\.js$', message: 'src/http is below the web pages and the farm: move what both need into src/http (or src/core).' }],
+      }],
+    },
+  },
+  {
+    files: ['src/web/**/*.{ts,tsx}'],
+    rules: {
+      'no-restricted-imports': ['error', {
+        patterns: [{ regex: '^(\\.\\./)+(farm|cli)/|^(\\.\\./)+(daemon|main)\\.js$', message: 'src/web (the node\'s pages) is below the farm: the portal uses the pages, not the other way.' }],
+      }],
+    },
+  },
+  {
+    files: ['src/farm/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', {
+        patterns: [{ regex: '^(\\.\\./)+cli/|^(\\.\\./)+(daemon|main)\\.js$', message: 'src/farm does not import the CLI or the daemon.' }],
+      }],
+    },
+  },
   { files: ['eslint.config.js'], ...tseslint.configs.disableTypeChecked },
   {
     // The portal's client scripts: plain ES modules for the browser, typed by tsc with `// @ts-check`

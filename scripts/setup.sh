@@ -41,6 +41,25 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
 fi
 
+# The OpenAPI document's third-party check (test/unit/openapi-validators.test.ts) runs Python's
+# openapi-spec-validator, with Debian's python3 if it has it, else the python3 on PATH. Debian 13 packages it
+# (python3-openapi-spec-validator); Debian 12 does not, so there it comes from pip for the python3 on PATH.
+has_spec_validator() { /usr/bin/python3 -c 'import openapi_spec_validator' 2>/dev/null || python3 -c 'import openapi_spec_validator' 2>/dev/null; }
+if ! has_spec_validator; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  if apt-cache show python3-openapi-spec-validator >/dev/null 2>&1; then
+    echo "setup: installing Debian package python3-openapi-spec-validator"
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends python3-openapi-spec-validator >/dev/null
+  else
+    echo "setup: installing openapi-spec-validator with pip (not packaged by this Debian)"
+    # A Debian python3 refuses a system-wide pip install (PEP 668): then into the user's own site-packages.
+    python3 -m pip install --quiet openapi-spec-validator 2>/dev/null ||
+      python3 -m pip install --quiet --user --break-system-packages openapi-spec-validator || true
+  fi
+  has_spec_validator || echo "setup: warning: Python's openapi-spec-validator is still missing; test/unit/openapi-validators.test.ts will fail" >&2
+fi
+
 # Debian keeps initdb and pg_ctl off PATH, under /usr/lib/postgresql/<version>/bin; the farm's tests
 # and benches look there (newest version first) unless PG_BIN names the folder.
 PG_BIN_FOUND="${PG_BIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -t/ -k4 -n | tail -n 1)}"

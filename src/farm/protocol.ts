@@ -152,10 +152,12 @@ export function decodeChunk(frame: Buffer): { id: number; bytes: Buffer } {
   return { id: frame.readUInt32BE(0), bytes: frame.subarray(4) };
 }
 
-/** Headers that name the acting user and the portal on a forwarded request (set by the node's side only). */
-export const DELEGATE_HEADER = 'x-farmhand-portal-delegate';
-export const ON_BEHALF_HEADER = 'x-farmhand-on-behalf-of';
-export const BASE_URL_HEADER = 'x-farmhand-base-url';
+/**
+ * The headers of a forwarded request that name the acting user and the portal, and say whether the reader is
+ * signed in: read by the node's HTTP layer (src/http/auth.ts), so they are defined there (src/http/delegateHeaders.ts)
+ * and the HTTP layer imports nothing of the farm's.
+ */
+export { BASE_URL_HEADER, DELEGATE_HEADER, ON_BEHALF_HEADER, SIGNED_IN_HEADER } from '../http/delegateHeaders.js';
 
 /**
  * The close code of a connection replaced by a newer one of the same node id (the node restarted,
@@ -164,10 +166,3 @@ export const BASE_URL_HEADER = 'x-farmhand-base-url';
  */
 export const CLOSE_REPLACED = 4000;
 
-/**
- * On a page the portal forwards (`/app/...`, `/api/v1/...` reads), whether the person reading it is signed in on
- * the portal (`1`): the node renders the page's controls for a signed-in person, but is told neither who she is
- * nor her session's CSRF token (docs/farm.md, "What a node can do to the portal"); the portal's own scripts fetch
- * the token from the portal. Believed only with the delegate secret, like the three above.
- */
-export const SIGNED_IN_HEADER = 'x-farmhand-signed-in';

@@ -19,7 +19,7 @@ import { v1Router } from './v1/routes.js';
 import { v2Router } from './v2/routes.js';
 import { webhookRouter } from './webhooks.js';
 import { portalRouters } from '../web/routes.js';
-import { SessionStore } from '../web/session.js';
+import { SessionStore } from './session.js';
 
 export interface AppOptions {
   /** Largest JSON body accepted; more is a 413. */
@@ -47,7 +47,7 @@ export function createApp(s: Services, opts: AppOptions): Koa {
   app.use(securityHeaders);
   app.use(errorHandler(s.logger));
   app.use(foldTrailingSlash);
-  // People's sign-in sessions (src/web/session.ts): in memory, so a restart ends them.
+  // People's sign-in sessions (src/http/session.ts): in memory, so a restart ends them.
   const sessions = new SessionStore(opts.tokens);
   app.use(authenticate(opts.tokens, sessions, opts.delegate));
   app.use(refuseCrossSiteRequests({ publicUrl: s.publicUrl }));

@@ -15,9 +15,9 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Context, Middleware, Next } from 'koa';
 import { parseToken, type AuthUser, type TokenVerifier } from '../core/auth.js';
-import { BASE_URL_HEADER, DELEGATE_HEADER, ON_BEHALF_HEADER, SIGNED_IN_HEADER } from '../farm/protocol.js';
+import { BASE_URL_HEADER, DELEGATE_HEADER, ON_BEHALF_HEADER, SIGNED_IN_HEADER } from './delegateHeaders.js';
 import { FarmError } from '../core/errors.js';
-import { clearSessionCookie, csrfMatches, SESSION_COOKIE, setSessionOf, type SessionStore } from '../web/session.js';
+import { clearSessionCookie, csrfMatches, SESSION_COOKIE, setSessionOf, type SessionStore } from './session.js';
 
 /** Why a request carries no user; `requireUser` turns it into an actionable message. */
 type Problem = 'missing' | 'scheme' | 'malformed' | 'invalid' | 'session';
@@ -106,7 +106,7 @@ export const FORM_PATHS = new Set(['/app/sign-in', '/app/sign-out']);
 
 /**
  * Sets `ctx.state.user = { login, tokenId }` when the request carries a valid
- * token, or, with no Authorization header, a live session cookie (src/web/session.ts).
+ * token, or, with no Authorization header, a live session cookie (src/http/session.ts).
  * Refuses only one thing: a state-changing request authenticated by the cookie
  * without the session's CSRF token in `X-CSRF-Token` (403); requests with a
  * token header are not affected. With `delegate`, a request of the node's

@@ -11,7 +11,7 @@
 import type { Context, Middleware, Next } from 'koa';
 import type { TokenVerifier } from '../core/auth.js';
 import { tokenFromHeader, userOf, viaPortal } from './auth.js';
-import { sessionOf, type Session, type SessionStore } from '../web/session.js';
+import { sessionOf, type Session, type SessionStore } from './session.js';
 
 export interface HeldCredential {
   /** What the per-caller share counts against. */

@@ -29,6 +29,15 @@ export const resultUrl = (r: { result_id: string }, base: string, v: ApiVersion)
 
 export const triageUrl = (r: { result_id: string }, base: string) => `${base}/app/results${r.result_id}`;
 
+/**
+ * A job's own log (`GET /api/v2/jobs/<job_uid>/log`, not in the spec): a redirect to the log of its run in
+ * progress, else of its latest run; empty while it has none. The node's `job.log_url` until its first run starts.
+ */
+export const jobLogUrl = (job: { job_uid: string }, base: string) => `${base}/api/v2/jobs${job.job_uid}/log`;
+
+/** A job's page (`/app/jobs/<job_uid>`): the node's `job.triage_url` until its first run starts. */
+export const jobPageUrl = (job: { job_uid: string }, base: string) => `${base}/app/jobs${job.job_uid}`;
+
 export function presentResultSummary(r: ResultSummaryFields, base: string, v: ApiVersion) {
   return {
     result_id: r.result_id,
@@ -92,8 +101,8 @@ export function presentReservation(r: ReservationRecord, caller: string | undefi
   return { reservation_id, node_id, username, start_time, expires, message, message_html: messageHtml(message), reserved_by_you: caller === username };
 }
 
-/** The Job object of the spec plus the two links the node status adds (spec: strings). */
-export type NodeJob = ReturnType<typeof presentJob> & { log_url: string | null; triage_url: string | null };
+/** The Job object of the spec plus the two links the node status adds (spec: strings, always). */
+export type NodeJob = ReturnType<typeof presentJob> & { log_url: string; triage_url: string };
 
 /** The spec's Node (v2) object. */
 export type NodeStatus = Omit<NodeState, 'job' | 'job_result_id' | 'reservation'> & {
@@ -108,10 +117,12 @@ export function presentNode(n: NodeState, caller: string | undefined, base: stri
     node_id,
     node_url: `${base}/api/v2/nodes/${encodeURIComponent(node_id)}`,
     ...rest,
+    // The run in progress (else the job's latest run): its log and page. Before the job's first run starts
+    // (the test pack is being checked out) or for a job stopped before it had one: the job's own log and page.
     job: job && {
       ...presentJob(job, base, 'v2'),
-      log_url: id === null ? null : `${resultUrl({ result_id: id }, base, 'v2')}/farmhand.log`,
-      triage_url: id === null ? null : triageUrl({ result_id: id }, base),
+      log_url: id === null ? jobLogUrl(job, base) : `${resultUrl({ result_id: id }, base, 'v2')}/farmhand.log`,
+      triage_url: id === null ? jobPageUrl(job, base) : triageUrl({ result_id: id }, base),
     },
     reservation: reservation && presentReservation(reservation, caller),
   };

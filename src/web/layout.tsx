@@ -10,7 +10,7 @@ import type { Context } from 'koa';
 import type { ComponentChildren, VNode } from 'preact';
 import { renderToString } from 'preact-render-to-string';
 import { signedIn, userOf, viaPortal } from '../http/auth.js';
-import { csrfTokenOf } from './session.js';
+import { csrfTokenOf } from '../http/session.js';
 
 /** The sections of the navigation bar; a page names the one it belongs to. */
 export type Section = 'node' | 'results' | 'live' | 'api' | 'sign-in';

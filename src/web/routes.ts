@@ -5,13 +5,14 @@
  */
 import Router from '@koa/router';
 import type { Services } from '../http/context.js';
+import { apiReferenceRouter } from './pages/apiReference.js';
 import { frontRouter } from './pages/front.js';
 import { jobRouter } from './pages/job.js';
 import { liveRouter } from './pages/live.js';
 import { resultRouter } from './pages/result.js';
 import { nodeResults, resultsRouter } from './pages/results.js';
 import { signInRouter } from './pages/signIn.js';
-import type { SessionStore } from './session.js';
+import type { SessionStore } from '../http/session.js';
 import { staticRouter } from './static.js';
 
 export function portalRouters(s: Services, sessions: SessionStore): Router[] {
@@ -19,5 +20,5 @@ export function portalRouters(s: Services, sessions: SessionStore): Router[] {
 }
 
 function pageRouters(s: Services, sessions: SessionStore): Router[] {
-  return [signInRouter(sessions), frontRouter(s), resultsRouter(nodeResults(s)), resultRouter(s), jobRouter(s), liveRouter(s)];
+  return [signInRouter(sessions), frontRouter(s), resultsRouter(nodeResults(s)), resultRouter(s), jobRouter(s), liveRouter(s), apiReferenceRouter(s)];
 }

@@ -6,6 +6,7 @@
  */
 import { existsSync } from 'node:fs';
 import { chromium, type Browser } from 'playwright-core';
+import { fullLaneOnly } from './lane.js';
 
 const CANDIDATES = [process.env.FARMHAND_CHROMIUM, '/usr/bin/chromium', '/usr/bin/chromium-browser'];
 
@@ -16,6 +17,7 @@ export function chromiumPath(): string {
 }
 
 export async function launchBrowser(): Promise<Browser> {
+  fullLaneOnly('Chromium (launchBrowser)');
   // --no-sandbox: the suite runs as root in CI, where Chromium's sandbox refuses to start.
   return chromium.launch({ executablePath: chromiumPath(), headless: true, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
 }

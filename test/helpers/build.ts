@@ -7,6 +7,7 @@ import { execFile } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { fullLaneOnly } from './lane.js';
 
 const run = promisify(execFile);
 let building: Promise<void> | undefined;
@@ -22,6 +23,7 @@ function newest(dir: string): number {
 
 /** Resolves once `dist/` is built from the current `src/` (run from the repository root, as mocha is). */
 export function ensureBuilt(): Promise<void> {
+  fullLaneOnly('a build of dist/ (ensureBuilt)');
   const main = path.resolve('dist/main.js');
   const fresh = existsSync(main) && statSync(main).mtimeMs >= newest(path.resolve('src'));
   if (fresh) return Promise.resolve();

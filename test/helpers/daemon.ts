@@ -14,6 +14,7 @@ import { daemonLogger, logTail } from './daemonLogs.js';
 import { makeTestPack, type Files, type TestPackRepo } from '../fixtures/testPack.js';
 import { checked } from './contract.js';
 import { waitFor } from './wait.js';
+import { fullLaneOnly } from './lane.js';
 
 export interface TestDaemon {
   daemon: Daemon;
@@ -48,6 +49,7 @@ export function testConfig(packDir: string, dataDir: string, overrides: TestConf
 }
 
 export async function startTestDaemon(opts: { files?: Files; config?: TestConfig; pack?: TestPackRepo; logger?: Logger } = {}): Promise<TestDaemon> {
+  fullLaneOnly('a whole daemon (startTestDaemon)');
   const pack = opts.pack ?? (await makeTestPack(opts.files));
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'farmhand-data-'));
   const config = testConfig(pack.dir, dataDir, opts.config);

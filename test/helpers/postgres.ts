@@ -14,6 +14,7 @@ import { existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { fullLaneOnly } from './lane.js';
 
 const run = promisify(execFile);
 
@@ -61,6 +62,7 @@ export async function postgresBinDir(): Promise<string> {
 }
 
 export async function startPostgres(): Promise<TestPostgres> {
+  fullLaneOnly('a PostgreSQL cluster (startPostgres)');
   const bin = await postgresBinDir();
   const tool = (name: string): string => (bin ? path.join(bin, name) : name);
   const dir = await mkdtemp(path.join(os.tmpdir(), 'farmhand-pg-'));

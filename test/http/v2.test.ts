@@ -2,6 +2,7 @@
  * The v2 API for this one node: jobs, node-level job endpoints, long polls,
  * stop by PUT and POST, results, the extra v2 fields.
  */
+import path from 'node:path';
 import { expect } from 'chai';
 import { startTestDaemon, waitForJob, waitOnline, type TestDaemon } from '../helpers/daemon.js';
 import { startNodeBehindPortal, throughPortal, type TestFarm } from '../helpers/farm.js';
@@ -9,6 +10,7 @@ import { PgTokens } from '../../src/farm/users.js';
 import { asUser } from '../helpers/auth.js';
 import { expectError } from '../helpers/errors.js';
 import { waitForRunOutput } from '../helpers/runs.js';
+import { heldFiles, holdCheckouts } from '../helpers/heldCheckout.js';
 import { waitFor } from '../helpers/wait.js';
 
 const PASS = 'tests/basic.py::test_pass';
@@ -97,7 +99,8 @@ describe('v2 API', function () {
       const job: Record<string, any> = await waitFor(
         async () => {
           const j = (await as.get(`/api/v2/nodes/${NODE}`)).body.job;
-          return j?.log_url ? j : undefined;
+          // Before the first run starts, the job's own log (tested below); then the run's.
+          return typeof j?.log_url === 'string' && j.log_url.includes('/api/v2/results/') ? j : undefined;
         },
         { what: 'the node`s job to link its first run', timeoutMs: 60_000 },
       );
@@ -116,6 +119,59 @@ describe('v2 API', function () {
       const stop = await as.post(`/api/v2/jobs${res.body.job_uid}/stop`);
       expect(stop.status, `stopping the job: ${stop.text}`).to.equal(200);
       await waitForJob(d, res.body.job_uid);
+    }
+  });
+
+  it('the node\'s job carries log_url and triage_url as strings from its start, before its first run, and both answer', async () => {
+    // The first run waits for its checkout, held here: the job is started and has no run yet.
+    const held = await holdCheckouts(path.join(d.dataDir, 'test-pack.git'));
+    const sha = await d.pack.commit(heldFiles());
+    let uid: string | undefined;
+    try {
+      const res = await run({ test_pack_revision: sha, test_cases: [HANG] });
+      expect(res.status, res.text).to.equal(200);
+      uid = res.body.job_uid as string;
+      await waitFor(async () => (await held.heldCount()) > 0, { what: 'the first run`s checkout to be held', timeoutMs: 60_000 });
+      const job = (await as.get(`/api/v2/nodes/${NODE}`)).body.job;
+      expect(job).to.include({ job_uid: uid, status: 'running', log_url: `${d.url}/api/v2/jobs${uid}/log`, triage_url: `${d.url}/app/jobs${uid}` });
+      // The job's log: nothing written so far, never cached.
+      const log = await as.get(job.log_url.slice(d.url.length));
+      expect(log.status, log.text).to.equal(200);
+      expect(log.type).to.equal('text/plain');
+      expect(log.text).to.equal('');
+      expect(log.headers['cache-control']).to.equal('no-store');
+      // The job's page.
+      const page = await as.get(job.triage_url.slice(d.url.length));
+      expect(page.status, page.text).to.equal(200);
+      expect(page.type).to.equal('text/html');
+      expect(page.text).to.include(`Job ${uid.slice(uid.lastIndexOf('/') + 1)}`);
+      expect(await held.heldCount(), 'the first run started while the links were read').to.be.greaterThan(0);
+
+      // Once the first run is in progress the node links it, and the job's log leads there (query kept).
+      await held.release();
+      const running: Record<string, any> = await waitFor(
+        async () => {
+          const j = (await as.get(`/api/v2/nodes/${NODE}`)).body.job;
+          return j?.log_url !== job.log_url ? j : undefined;
+        },
+        { what: 'the node`s job to link its first run', timeoutMs: 60_000 },
+      );
+      expect(running.log_url).to.match(new RegExp(`^${d.url}/api/v2/results${uid}/\\d{4}-\\d{2}-\\d{2}_\\d{2}\\.\\d{2}\\.\\d{2}/farmhand\\.log$`));
+      const moved = await as.get(`/api/v2/jobs${uid}/log?tz=Europe/Oslo`);
+      expect(moved.status, moved.text).to.equal(302);
+      expect(moved.headers['cache-control']).to.equal('no-store');
+      expect(`${d.url}${moved.headers.location}`).to.equal(`${running.log_url}?tz=Europe/Oslo`);
+      const followed = await as.get(moved.headers.location!);
+      expect(followed.status, followed.text).to.equal(200);
+      expect(followed.type).to.equal('text/plain');
+      expectError(await as.get(`/api/v2/jobs/${NODE}/0000/999999/log`), 404, 'not_found', 'an unknown job`s log');
+    } finally {
+      await held.cleanup();
+      if (uid) {
+        const stop = await as.post(`/api/v2/jobs${uid}/stop`);
+        expect(stop.status, `stopping the job: ${stop.text}`).to.equal(200);
+        await waitForJob(d, uid);
+      }
     }
   });
 

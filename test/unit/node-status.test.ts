@@ -147,8 +147,23 @@ describe('node status: fields', () => {
       log_url: `${BASE}/api/v2/results/${NODE}/beef/7/2030-06-15_11.04.00/farmhand.log`,
       triage_url: `${BASE}/app/results/${NODE}/beef/7/2030-06-15_11.04.00`,
     });
-    world.latest = undefined;
-    expect((await status(node, 'alice', BASE)).job).to.include({ log_url: null, triage_url: null });
+  });
+
+  it('job: before its first run starts (or stopped before it had one), log_url and triage_url are the job\'s own log and page (spec: strings)', async () => {
+    const { node, world } = setup();
+    world.current = job({ status: 'running', end_time: null, result_counts: { pass: 0, fail: 0, error: 0, total: 0 } });
+    world.running = true;
+    world.latest = undefined; // the test pack is being checked out: no run yet
+    expect((await status(node, 'alice', BASE)).job).to.include({
+      log_url: `${BASE}/api/v2/jobs/${NODE}/beef/7/log`,
+      triage_url: `${BASE}/app/jobs/${NODE}/beef/7`,
+    });
+    world.current = job({ result_counts: { pass: 0, fail: 0, error: 0, total: 0 } });
+    world.running = false;
+    expect((await status(node, 'alice', BASE)).job).to.include({
+      log_url: `${BASE}/api/v2/jobs/${NODE}/beef/7/log`,
+      triage_url: `${BASE}/app/jobs/${NODE}/beef/7`,
+    });
   });
 
   it('job: while the first run of a job is in progress, log_url and triage_url name that run (spec: strings)', async () => {

@@ -1,8 +1,8 @@
-// The session store (src/web/session.ts) with a fake clock and a verifier that can revoke:
+// The session store (src/http/session.ts) with a fake clock and a verifier that can revoke:
 // idle and absolute expiry, revocation, ids and CSRF tokens, the size bound.
 import { expect } from 'chai';
 import type { TokenVerifier } from '../../src/core/auth.js';
-import { csrfMatches, SESSION_IDLE_MS, SESSION_LIMIT, SESSION_MAX_MS, SESSIONS_PER_USER, SessionStore } from '../../src/web/session.js';
+import { csrfMatches, SESSION_IDLE_MS, SESSION_LIMIT, SESSION_MAX_MS, SESSIONS_PER_USER, SessionStore } from '../../src/http/session.js';
 
 function fakeVerifier() {
   const valid = new Map<string, string>();

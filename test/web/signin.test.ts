@@ -7,7 +7,7 @@ import { expectError } from '../helpers/errors.js';
 import { TokenStore, tokensFile } from '../../src/storage/tokens.js';
 import { asUser } from '../helpers/auth.js';
 import { SseClient } from '../helpers/sse.js';
-import { SESSIONS_PER_USER } from '../../src/web/session.js';
+import { SESSIONS_PER_USER } from '../../src/http/session.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 
 const HTML = 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8';

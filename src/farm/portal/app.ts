@@ -3,7 +3,7 @@
  * who is calling -> rate limit -> token required on v2 -> body -> routes),
  * with the portal's routes behind it. Programs call the portal with v2 tokens;
  * people sign in once with one and carry the node's session cookie
- * (src/web/session.ts, the same SessionStore, sign-in page and CSRF rule as a
+ * (src/http/session.ts, the same SessionStore, sign-in page and CSRF rule as a
  * node), which the API middleware accepts where the node's does.
  */
 import Koa from 'koa';
@@ -20,7 +20,7 @@ import { rateLimit, type RateLimitSettings } from '../../http/rateLimit.js';
 import { securityHeaders } from '../../http/securityHeaders.js';
 import { databaseUnavailable, isDatabaseUnavailable } from '../db/pool.js';
 import { signInRouter } from '../../web/pages/signIn.js';
-import { SessionStore } from '../../web/session.js';
+import { SessionStore } from '../../http/session.js';
 import { staticRouter } from '../../web/static.js';
 
 export interface PortalAppOptions {

@@ -15,7 +15,7 @@ import { FarmError } from '../../core/errors.js';
 import { bodyOf } from '../../http/body.js';
 import { userOf } from '../../http/auth.js';
 import { presentReservation } from '../../http/presenters.js';
-import { csrfTokenOf } from '../../web/session.js';
+import { csrfTokenOf } from '../../http/session.js';
 import type { FarmHub, FarmReservation, FarmReservations, ForwardRequest, NodeLink } from '../contract.js';
 import { isDatabaseUnavailable } from '../db/pool.js';
 import { presentFarmJob, type FarmJobs } from '../jobs.js';
@@ -321,6 +321,10 @@ export function portalRouter(d: PortalRouteDeps): Router {
     ctx.body = presentFarmJob(row, base(ctx), v);
   };
   r.get(JOB, (ctx) => getJob(ctx, 'v2'));
+  // The job's own log (the node's job.log_url before its first run starts; v2/routes.ts): the node's answer,
+  // whose redirect to a run's log leads back to the portal (a path of the portal: nodeAnswer.ts); 503 while the
+  // node is not connected, as the log of a run in progress.
+  r.get(`${JOB}/log`, (ctx) => toNode(ctx, jobNode(ctx)));
   r.get(`${JOB}/await_completion`, async (ctx) => {
     const nodeId = jobNode(ctx);
     if (d.hub.link(nodeId)?.online) return awaitOnNode(ctx, nodeId);

@@ -5,7 +5,8 @@
  * per process: the registry does not change while the daemon runs.
  */
 import { z } from 'zod';
-import { ENDPOINTS, MULTI_SEGMENT, type Answer, type Body, type Endpoint } from './registry.js';
+import { MULTI_SEGMENT, type Answer, type Body, type Endpoint } from './endpoint.js';
+import { ENDPOINTS } from './registry.js';
 import { ErrorBody } from './schemas.js';
 
 type Json = Record<string, unknown>;
@@ -163,8 +164,15 @@ const DESCRIPTION = [
 
 let cached: string | undefined;
 
-/** The document as JSON text, built on first use. */
+/**
+ * The document as JSON text, built on first use. Every character outside printable ASCII is written as a
+ * `\uXXXX` escape: the patterns hold literal control and space characters (patterns.ts), which a reader
+ * of the text should see, not get as invisible bytes.
+ */
 export function documentJson(info: DocumentInfo): string {
-  cached ??= JSON.stringify(buildDocument(info));
+  cached ??= asciiJson(JSON.stringify(buildDocument(info)));
   return cached;
 }
+
+/** JSON text with every character outside printable ASCII (JSON.stringify already escapes C0) as `\uXXXX`. */
+export const asciiJson = (json: string): string => json.replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);

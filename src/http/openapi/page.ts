@@ -8,8 +8,8 @@
  */
 import { html } from '../formats/text.js';
 import { renderMarkdown, renderMarkdownInline } from '../markdown.js';
-import { answersOf } from './document.js';
-import { type Endpoint } from './registry.js';
+import { answersOf, asciiJson } from './document.js';
+import type { Endpoint } from './endpoint.js';
 
 /** The page's policy: the web pages' own (default-src 'none', scripts and styles only from this origin). */
 export const API_PAGE_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; media-src 'self' blob:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
@@ -17,7 +17,7 @@ export const API_PAGE_CSP = "default-src 'none'; script-src 'self'; style-src 's
 type Doc = { info: { title: string; version: string; description: string }; components: { schemas: Record<string, unknown> } };
 
 /** JSON text of a schema with each `$ref` a link to its component on the page. */
-const schemaHtml = (schema: unknown): string => html(JSON.stringify(schema, null, 2)).replace(/&quot;\$ref&quot;: &quot;#\/components\/schemas\/([A-Za-z0-9_]+)&quot;/g, (_m, id: string) => `&quot;$ref&quot;: <a href="#schema-${id}">${id}</a>`);
+const schemaHtml = (schema: unknown): string => html(asciiJson(JSON.stringify(schema, null, 2))).replace(/&quot;\$ref&quot;: &quot;#\/components\/schemas\/([A-Za-z0-9_]+)&quot;/g, (_m, id: string) => `&quot;$ref&quot;: <a href="#schema-${id}">${id}</a>`);
 
 /** The page's main content (the layout goes around it). */
 export function apiPage(doc: Doc, endpoints: readonly Endpoint[]): string {

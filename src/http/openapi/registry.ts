@@ -10,41 +10,12 @@
  * own 4xx (404 unknown id, 409 busy, ...).
  */
 import { z } from 'zod';
+import type { Answer, Endpoint } from './endpoint.js';
+import { PORTAL_ENDPOINTS } from './pages.js';
 import * as S from './schemas.js';
-import { PORTAL_ENDPOINTS } from '../../web/endpoints.js';
 
-export type Method = 'get' | 'post' | 'put' | 'delete';
-
-/** One content type of an answer: a zod schema for JSON, or the kind of bytes. */
-export type Body = z.ZodType | 'text' | 'binary';
-
-export interface Answer {
-  description: string;
-  /** Content type -> body; none for an answer without a body (204). */
-  content?: Record<string, Body>;
-}
-
-export interface Endpoint {
-  method: Method;
-  /** OpenAPI path template. A parameter listed in MULTI_SEGMENT may span several segments. */
-  path: string;
-  summary: string;
-  description?: string;
-  /** Group on the reference page. */
-  tag: 'v1' | 'v2' | 'v2 nodes' | 'results' | 'web' | 'extras' | 'meta';
-  /** Who must send a token: every v2 call; v1 and the web pages only with `auth.v1_requires_token`; nobody. */
-  auth: 'token' | 'v1' | 'none';
-  /** Path parameter descriptions, by name as in `path`. */
-  params?: Record<string, string>;
-  query?: z.ZodObject;
-  body?: z.ZodType;
-  responses: Record<number, Answer>;
-  /** false: not counted by the rate limiter (long polls). */
-  rateLimited?: boolean;
-}
-
-/** Path parameters that match the rest of the path, slashes included (branch names, artifact paths). */
-export const MULTI_SEGMENT = new Set(['test_pack_revision', 'artifact_path']);
+export type { Answer, Body, Endpoint, Method } from './endpoint.js';
+export { MULTI_SEGMENT } from './endpoint.js';
 
 const json = (schema: z.ZodType, description: string): Answer => ({ description, content: { 'application/json': schema } });
 const none = (description: string): Answer => ({ description });
@@ -310,6 +281,23 @@ export const ENDPOINTS: Endpoint[] = [
   },
   {
     method: 'get',
+    path: `/api/v2/jobs/${JOB}/log`,
+    summary: "The job's log (not in the spec): the node's job.log_url until its first run starts",
+    description:
+      "A redirect (302, query kept: `tz`) to the `farmhand.log` of the job's run in progress, else of its latest run; " +
+      'while the job has had no run yet (its test pack is being checked out), an empty log so far. Never cached.',
+    tag: 'v2',
+    auth: 'token',
+    params: JOB_PARAMS,
+    query: tzQuery,
+    responses: {
+      200: text('text/plain', 'The job has had no run yet: nothing is written so far.'),
+      302: text('text/plain', "`Location` is the log of the job's run in progress, else of its latest run."),
+      404: error('Unknown job_uid.'),
+    },
+  },
+  {
+    method: 'get',
     path: `/api/v2/jobs/${JOB}/await_completion`,
     summary: 'Long poll until the job ends',
     tag: 'v2',
@@ -499,7 +487,7 @@ export const ENDPOINTS: Endpoint[] = [
     responses: { 200: text('text/plain', 'The exposition.') },
   },
 
-  // --- extras (src/http/webhooks.ts); the portal's pages are in src/web/endpoints.ts
+  // --- extras (src/http/webhooks.ts); the portal's pages are in pages.ts
   {
     method: 'post',
     path: '/github/post-receive',

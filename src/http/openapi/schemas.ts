@@ -11,10 +11,14 @@
 import { INFRASTRUCTURE_KINDS } from '../../core/infrastructure.js';
 import { z } from 'zod';
 import { STATUS } from '../errors.js';
+import { PATTERNS, type DualPattern } from './patterns.js';
 
 /** ISO 8601 date-time text, as every timestamp of the API. */
 const isoTime = () => z.string().meta({ description: 'ISO 8601 date-time, e.g. 2026-11-23T09:19:15.123Z' });
 const count = () => z.number().int().min(0);
+
+/** A string zod checks with `p.regex`, published with `p.pattern` (interoperable: patterns.ts). */
+const patterned = (p: DualPattern, base: z.ZodString = z.string()) => base.regex(p.regex).meta({ pattern: p.pattern });
 
 /**
  * Codes of the error body: the domain's (core/errors.ts), the two the router answers for methods, and
@@ -62,7 +66,7 @@ export const JobWithNotices = Job.extend({ notices }).meta({ id: 'JobWithNotices
 export const NoJob = z.object({ job_uid: z.null(), status: z.literal('exited') }).meta({ id: 'NoJob' });
 
 export const ArtifactListing = z
-  .record(z.string(), z.object({ size: count(), md5: z.string().regex(/^[0-9a-f]{32}$/) }))
+  .record(z.string(), z.object({ size: count(), md5: patterned(PATTERNS.md5) }))
   .meta({ id: 'ArtifactListing', description: 'Relative file path -> size in bytes and md5 hex digest.' });
 
 const summaryFields = {
@@ -126,7 +130,7 @@ export const Reservation = z
 
 export const ReservationsAnswer = z.object({ reservations: z.array(Reservation), notices }).meta({ id: 'ReservationsAnswer' });
 
-export const NodeJob = Job.extend({ log_url: z.string().nullable(), triage_url: z.string().nullable() }).meta({ id: 'NodeJob' });
+export const NodeJob = Job.extend({ log_url: z.string(), triage_url: z.string() }).meta({ id: 'NodeJob' });
 
 export const Node = z
   .object({
@@ -168,29 +172,27 @@ export const User = z.object({ login: z.string() }).meta({ id: 'User' });
 
 // --- Requests. The server's own checks (core/runRequest.ts, core/reservations.ts) are the authority; these describe them, and test/unit/openapi-requests.test.ts keeps the two in step.
 
-const testCaseName = z.string().regex(/^[^\0\n]+::[A-Za-z_][A-Za-z0-9_]*$/);
-// eslint-disable-next-line no-control-regex
-const categoryRe = /^(?![.-])[^/:$\u0000-\u001f\u007f-\u009f]+$/;
+const testCaseName = patterned(PATTERNS.testCaseName);
 
 const runTestsFields = {
   test_pack_revision: z.string().min(1).max(256).meta({ description: 'Commit SHA, branch, tag or ref name.' }),
   test_cases: z.array(testCaseName).min(1).max(10_000),
-  category: z.string().regex(categoryRe).nullish().meta({ description: 'Default `default`. Not empty; no `/`, `:`, `$` or control characters; not starting with `.` or `-`.' }),
+  category: patterned(PATTERNS.category).nullish().meta({ description: 'Default `default`. Not empty; no `/`, `:`, `$` or control characters; not starting with `.` or `-`.' }),
   soak: z.enum(['run once', 'run forever']).nullish(),
   shuffle: z.boolean().nullish(),
-  remote_control: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$/).nullish(),
+  remote_control: patterned(PATTERNS.remoteControl).nullish(),
 };
 
 export const V1RunTestsRequest = z.looseObject(runTestsFields).meta({ id: 'V1RunTestsRequest' });
 
-const tagName = z.string().max(499).regex(/^(?![/\-._])(?!\s*$)[^:=$<>\p{Cc}]+$/u);
+const tagName = patterned(PATTERNS.tagName, z.string().max(499));
 export const V2RunTestsRequest = z
   .looseObject({ node_id: z.string(), ...runTestsFields, tags: z.record(tagName, z.string().max(499)).nullish() })
   .meta({ id: 'V2RunTestsRequest' });
 
 export const PressRequest = z
   .looseObject({
-    key: z.string().regex(/^[A-Za-z0-9_+.-]{1,64}$/).meta({ description: 'A key name of the remote control, e.g. KEY_OK.' }),
+    key: patterned(PATTERNS.key).meta({ description: 'A key name of the remote control, e.g. KEY_OK.' }),
     test_pack_revision: z.string().nullish(),
     remote_control: z.string().nullish(),
   })
@@ -210,7 +212,7 @@ export const ReserveRequest = z
   .meta({ id: 'ReserveRequest' });
 
 export const ExtendRequest = z.looseObject({ duration_secs: durationSecs }).meta({ id: 'ExtendRequest' });
-export const InterruptRequest = z.looseObject({ message: z.string().regex(/\S/).meta({ description: 'Not blank; shown to the owner.' }) }).meta({ id: 'InterruptRequest' });
+export const InterruptRequest = z.looseObject({ message: patterned(PATTERNS.notBlank).meta({ description: 'Not blank; shown to the owner.' }) }).meta({ id: 'InterruptRequest' });
 
 // --- operations (src/http/opsRoutes.ts; docs/operations.md)
 

@@ -85,6 +85,25 @@ export function v2Router(s: Services): Router {
     ctx.body = present(ctx, nodeJob(ctx));
   });
 
+  // Not in the spec: the job's own log, the node's job.log_url until its first run starts (presenters.ts
+  // jobLogUrl). The log of the run in progress, else of the job's latest run (a redirect, query kept: `tz`);
+  // an empty log so far while the job has had no run. Never cached: where it leads changes as the job runs.
+  r.get(`${JOB}/log`, (ctx) => {
+    const job = jobOf(ctx);
+    const run = job.current_run?.result_id ?? s.results.query(parseResultQuery({ filter: `job:${job.job_uid}` }, { limit: 1 }))[0]?.result_id;
+    ctx.set('Cache-Control', 'no-store');
+    if (run === undefined) {
+      ctx.type = 'text/plain; charset=utf-8';
+      ctx.body = '';
+      return;
+    }
+    const to = `/api/v2/results${run}/farmhand.log${ctx.querystring ? `?${ctx.querystring}` : ''}`;
+    ctx.status = 302;
+    ctx.set('Location', to);
+    ctx.type = 'text/plain; charset=utf-8';
+    ctx.body = `the log of run ${run}: ${to}\n`;
+  });
+
   const awaitCompletion = async (ctx: Context, job: JobRecord) => {
     ctx.status = (await waitForEnd(ctx, s, job)) ? 200 : 202;
     ctx.body = present(ctx, s.jobs.get(job.job_uid) ?? job);

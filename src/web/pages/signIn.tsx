@@ -1,7 +1,7 @@
 /**
  * `/app/sign-in` and `/app/sign-out` (docs/portal.md, "Signing in"): a person
  * signs in once with a v2 access token and gets a session cookie
- * (src/web/session.ts). Both forms are always reachable, whatever
+ * (src/http/session.ts). Both forms are always reachable, whatever
  * `auth.v1_requires_token` says, and refuse posts from other sites: the
  * browser's `Sec-Fetch-Site` or `Origin` must name this site. Sign-out also
  * needs the session's CSRF token (the form's hidden `csrf` field, or the
@@ -13,7 +13,7 @@ import { FarmError } from '../../core/errors.js';
 import { userOf } from '../../http/auth.js';
 import { bodyOf } from '../../http/body.js';
 import { sendPage, wantsPage } from '../layout.js';
-import { clearSessionCookie, csrfMatches, sessionOf, setSessionCookie, setSessionOf, type SessionStore } from '../session.js';
+import { clearSessionCookie, csrfMatches, sessionOf, setSessionCookie, setSessionOf, type SessionStore } from '../../http/session.js';
 
 /**
  * Where to go after signing in: a path of this site only, else `/`. The check is made on the URL as a

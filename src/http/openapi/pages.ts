@@ -1,14 +1,14 @@
 /**
- * The portal's entries in the OpenAPI registry (src/http/openapi/registry.ts
- * spreads them in): every page and the static files, so the document lists
- * everything the daemon serves and the suite's contract check covers the
- * portal's answers too. One section per part of the portal.
+ * The portal's entries in the OpenAPI document (registry.ts spreads them in): every page and the static
+ * files, so the document lists everything the daemon serves and the suite's contract check covers the
+ * portal's answers too. One section per part of the portal. The pages themselves are in src/web/; their
+ * descriptions live here, with the document, so that the API's list does not import the web layer (it used
+ * to be src/web/endpoints.ts, which made an http <-> web import circle with registry.ts).
  */
 import { z } from 'zod';
-import type { Answer, Endpoint } from '../http/openapi/registry.js';
-import { ErrorBody } from '../http/openapi/schemas.js';
+import type { Answer, Endpoint } from './endpoint.js';
+import { ErrorBody } from './schemas.js';
 
-// (Type-only imports from the registry: it imports this file, and a value import back would be a cycle.)
 export const page = (description: string): Answer => ({ description, content: { 'text/html': 'text' } });
 export const json = (schema: z.ZodType, description: string): Answer => ({ description, content: { 'application/json': schema } });
 export const error = (description: string): Answer => json(ErrorBody, description);

@@ -1,0 +1,23 @@
+/**
+ * The API reference page, `GET /app/api` (under the web pages' rule: a token only with
+ * `auth.v1_requires_token`): the OpenAPI document (src/http/openapi/) rendered as HTML inside the pages'
+ * layout. It lives with the pages so that the HTTP layer imports nothing of the web layer.
+ */
+import Router from '@koa/router';
+import { h } from 'preact';
+import type { Services } from '../../http/context.js';
+import { buildDocument } from '../../http/openapi/document.js';
+import { apiPage } from '../../http/openapi/page.js';
+import { ENDPOINTS } from '../../http/openapi/registry.js';
+import { sendPage } from '../layout.js';
+
+export function apiReferenceRouter(s: Services): Router {
+  const r = new Router();
+  let page: string | undefined;
+  r.get('/app/api', (ctx) => {
+    page ??= apiPage(buildDocument({ version: s.version }) as Parameters<typeof apiPage>[0], ENDPOINTS);
+    // Inside the layout (its header names who is signed in): not cached, as every page.
+    sendPage(ctx, h('div', { dangerouslySetInnerHTML: { __html: page } }), { title: 'API reference', section: 'api', scripts: ['api-reference.js'] });
+  });
+  return r;
+}
