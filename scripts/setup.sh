@@ -53,9 +53,14 @@ if ! has_spec_validator; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends python3-openapi-spec-validator >/dev/null
   else
     echo "setup: installing openapi-spec-validator with pip (not packaged by this Debian)"
-    # A Debian python3 refuses a system-wide pip install (PEP 668): then into the user's own site-packages.
-    python3 -m pip install --quiet openapi-spec-validator 2>/dev/null ||
-      python3 -m pip install --quiet --user --break-system-packages openapi-spec-validator || true
+    # A python3 on PATH with its own pip (a pyenv, a venv) takes it as is. Otherwise Debian's python3, whose pip
+    # is the python3-pip package; Debian refuses a system-wide pip install (PEP 668), so it goes into the
+    # user's own site-packages, which Debian's python3 reads.
+    if ! python3 -m pip install --quiet openapi-spec-validator 2>/dev/null; then
+      /usr/bin/python3 -m pip --version >/dev/null 2>&1 ||
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends python3-pip >/dev/null
+      /usr/bin/python3 -m pip install --quiet --user --break-system-packages openapi-spec-validator || true
+    fi
   fi
   has_spec_validator || echo "setup: warning: Python's openapi-spec-validator is still missing; test/unit/openapi-validators.test.ts will fail" >&2
 fi
