@@ -117,7 +117,10 @@ class RecordFormat(Base):
             self.assertLessEqual(w["x"] + w["width"], 420)
             self.assertGreaterEqual(w["y"], 85)
             self.assertGreater(w["conf"], 50)
-        self.assertIn("upsample x3 (cubic)", rec["preprocessing"])
+        self.assertTrue(any(step.startswith("upsample x") for step in rec["preprocessing"]), rec["preprocessing"])
+        self.assertIn("one line of text found: read as SINGLE_LINE (psm 7)", rec["preprocessing"])
+        self.assertEqual(rec["params"]["mode"], 3)  # PAGE_SEGMENTATION_WITHOUT_OSD, as asked
+        self.assertEqual(rec["params"]["read_mode"], 7)  # SINGLE_LINE, as read
 
     def test_ocr_keeps_the_text_and_the_words_read_on_the_writer_thread(self):
         frame = stbt.Frame(picture("Evening News"), time=8.0)
