@@ -78,10 +78,10 @@ class _Recorder:
 
     # -- the test's thread ---------------------------------------------------
 
-    def add(self, record, frame, template, ocr_words):
+    def add(self, record, frame, template, ocr_words, later):
         record["n"] = self.n
         self.n += 1
-        job = (record, frame, template, ocr_words)
+        job = (record, frame, template, ocr_words, later)
         if record.get("passed") is False:
             try:
                 self.queue.put(job, timeout=FAILING_WAIT_SECS)  # always kept: wait for room
@@ -118,11 +118,16 @@ class _Recorder:
             except Exception:  # pylint: disable=broad-except
                 pass  # a record lost is better than a test that fails for it
 
-    def _write(self, record, frame, template, ocr_words):
+    def _write(self, record, frame, template, ocr_words, later):
         import cv2  # pylint: disable=import-outside-toplevel
         folder = os.path.join(self.root, FOLDER)
         if ocr_words is not None:
             record["words"] = ocr_words()
+        if later is not None:
+            try:
+                record.update(later())
+            except Exception:  # pylint: disable=broad-except
+                pass  # the record without those fields
         if frame is not None and self.frames < MAX_FRAMES and self.bytes < MAX_BYTES:
             os.makedirs(folder, exist_ok=True)
             name = "%s%d.jpg" % (self.prefix, record["n"])
@@ -186,12 +191,15 @@ def region_dict(region):
     return {"x": x, "y": y, "width": w, "height": h}
 
 
-def record(kind, passed, frame, region=None, params=None, template=None, ocr_words=None, **fields):
+def record(kind, passed, frame, region=None, params=None, template=None, ocr_words=None, later=None,
+           **fields):
     """Record one check; never raises, and does nothing outside a farmhand run.
 
     ``ocr_words``, when given, is called on the writer thread and returns the
     words (``[{"text", "x", "y", "width", "height", "conf"}]``, frame
-    coordinates)."""
+    coordinates). ``later``, when given, is called on the writer thread too
+    and returns more fields of the record (work the test need not wait
+    for)."""
     try:
         global _state  # pylint: disable=global-statement
         with _lock:
@@ -205,7 +213,7 @@ def record(kind, passed, frame, region=None, params=None, template=None, ocr_wor
             rec = {"time": getattr(frame, "time", None), "wall": time.time(), "kind": kind, "passed": passed,
                    "region": region_dict(region), "params": params or {}}
             rec.update(fields)
-            _state.add(rec, frame, template, ocr_words)
+            _state.add(rec, frame, template, ocr_words, later)
     except Exception:  # pylint: disable=broad-except
         pass
 
