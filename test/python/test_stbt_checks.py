@@ -213,6 +213,37 @@ class OffThread(Base):
         self.assertEqual(set(writers), {"stbt-checks"})
 
 
+    def test_failing_checks_never_wait_for_a_writer_that_is_behind(self):
+        # A polling loop of failing checks outruns the JPEG encoder. The writer is held at its first
+        # frame: every later failing check must still return at once (they used to wait up to 5 s each
+        # for room on the queue, then were lost), and every one is kept; the frames of the last
+        # LAST_FAILING are kept until there is room, the older ones' records are written without it.
+        old = _checks.QUEUE_SIZE
+        _checks.QUEUE_SIZE = 2
+        self.addCleanup(setattr, _checks, "QUEUE_SIZE", old)
+        entered, release = threading.Event(), threading.Event()
+        real = cv2.imencode
+
+        def held(*args, **kwargs):
+            entered.set()
+            release.wait()
+            return real(*args, **kwargs)
+
+        cv2.imencode = held
+        self.addCleanup(setattr, cv2, "imencode", real)
+        white = numpy.full((72, 128, 3), 255, numpy.uint8)
+        self.assertFalse(stbt.is_screen_black(stbt.Frame(white, time=1.0)))
+        self.assertTrue(entered.wait(30))
+        for i in range(2, 8):  # the queue (2) fills, then 4 more: 3 held with their frame, 1 let go
+            self.assertFalse(stbt.is_screen_black(stbt.Frame(white, time=float(i))))
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "checks.jsonl")))  # all while held
+        release.set()
+        recs = {r["time"]: r for r in self.records()}
+        self.assertEqual(sorted(recs), [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0])
+        self.assertEqual(sorted(t for t, r in recs.items() if "frame" in r), [1.0, 2.0, 3.0, 5.0, 6.0, 7.0])
+        self.assertEqual(recs[4.0]["frame_dropped"], "the writer was behind")
+        self.assertIs(recs[4.0]["passed"], False)
+
     def test_a_forked_child_records_with_a_writer_of_its_own_under_names_of_its_own(self):
         white = stbt.Frame(numpy.full((8, 8, 3), 255, numpy.uint8), time=1.0)
         self.assertFalse(stbt.is_screen_black(white))  # the parent's writer thread exists before the fork
