@@ -149,7 +149,7 @@ describe('portal: the result page', function () {
     expect(await check.locator('code.kind').textContent()).to.equal('wait_for_match');
     expect(await check.locator('.verdict').textContent()).to.match(/^score -?\d[\d.]* < threshold 0\.9; first pass failed, confirm pass not run$/);
     expect(await check.locator('svg rect.best').getAttribute('width')).to.equal('40');
-    await page.waitForFunction(() => [...document.querySelectorAll('#checks li.check figure.template img')].some((img) => (img as HTMLImageElement).naturalWidth === 40), undefined, WAIT);
+    await page.waitForFunction(() => Array.from(document.querySelectorAll('#checks li.check figure.template img')).some((img) => (img as HTMLImageElement).naturalWidth === 40), undefined, WAIT);
   });
 
   it('the strip shows the test case`s other runs with their outcomes, marking this one', async () => {
