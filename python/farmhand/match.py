@@ -106,6 +106,22 @@ def _match_array(image, name, frame, region, threshold):
     return MatchResult(confidence >= threshold, Region(area.x + x, area.y + y, tw, th), confidence, frame, name)
 
 
+def _record(kind, result, image, region, threshold, **fields):
+    """Keep the check in the run's ``checks.jsonl`` as stbt's match does (python/stbt_core/_checks.py:
+    the frame saved off the test's thread). This API has one pass (TM_CCOEFF_NORMED) and no confirm pass."""
+    try:
+        from stbt_core import _checks  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        return
+    _checks.record(
+        kind, bool(result), result.frame, region,
+        {"api": "farmhand.match", "match_method": "ccoeff-normed", "match_threshold": threshold},
+        template=image, image=result.template, match_region=_checks.region_dict(result.region),
+        score=result.confidence, threshold=threshold,
+        first_pass={"score": result.confidence, "threshold": threshold, "passed": bool(result)},
+        confirm={"method": None, "threshold": None, "passed": None}, **fields)
+
+
 def match(template, frame=None, region=None, threshold=0.9):
     """Look for ``template`` in ``frame`` (default: a new ``get_frame()``),
     within ``region`` when given. ``template`` is a numpy BGR array or an
@@ -118,6 +134,7 @@ def match(template, frame=None, region=None, threshold=0.9):
     result = _match_array(image, name, frame, region, threshold)
     saved = "" if result else _save_failure(result, image)
     control.log_event("match %s: %s%s" % (name, _describe(result, threshold), saved))
+    _record("match", result, image, region, threshold)
     return result
 
 
@@ -149,21 +166,26 @@ def wait_for_match(template, timeout_secs=10, region=None, threshold=0.9):
     image, name = load_template(template)
     started = time.monotonic()
     deadline = started + timeout_secs
-    last_seq, result = None, None
+    last_seq, result, closest = None, None, None
     while True:
         frame, seq = fetch_frame()
         if seq is None or seq != last_seq or result is None:
             last_seq = seq
             result = _match_array(image, name, frame, region, threshold)
+            if closest is None or result.confidence >= closest.confidence:
+                closest = result
             if result:
                 control.log_event("wait_for_match %s: %s after %.3f s" % (
                     name, _describe(result, threshold), time.monotonic() - started))
+                _record("wait_for_match", result, image, region, threshold, timeout_secs=timeout_secs)
                 return result
         elif time.monotonic() < deadline:
             time.sleep(_SAME_FRAME_PAUSE_SECS)
         if time.monotonic() >= deadline:
             control.log_event("wait_for_match %s: timed out after %g s, best %s%s" % (
                 name, timeout_secs, _describe(result, threshold), _save_failure(result, image)))
+            # the frame that came closest, with its score: what the author needs to see
+            _record("wait_for_match", closest, image, region, threshold, timeout_secs=timeout_secs, closest=True)
             raise MatchTimeout(
                 "no match for %s within %g s (best confidence %.3f at %r, threshold %g)"
                 % (name, timeout_secs, result.confidence, result.region, threshold),

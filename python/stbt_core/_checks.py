@@ -12,8 +12,14 @@ The test's thread only builds the record and puts it on a bounded queue; a
 background thread encodes the frames and writes the lines, so a check costs
 well under a millisecond more (test/python/test_stbt_checks.py measures it).
 
+The test's thread never waits for the writer (a check adds well under a
+millisecond even in a loop of failing checks; bench/stbt-checks-bench.py):
+
 Sampling (a soak run's result stays small):
-- every failing check is kept (the test waits for room on the queue);
+- every failing check is kept; with its frame when the queue has room,
+  else the last ``LAST_FAILING`` such frames are kept until there is room or
+  the test ends, and the older ones' records are written without their frame
+  (a polling loop of failing checks outruns the JPEG encoder);
 - passing checks (and ``ocr``, which neither passes nor fails): the first
   ``FIRST_PASSING``, then one in ``EVERY_PASSING``, dropped when the queue
   is full; and the last ``LAST_PASSING`` not otherwise kept are written
@@ -37,10 +43,10 @@ FOLDER = "checks"
 FIRST_PASSING = 20
 EVERY_PASSING = 10
 LAST_PASSING = 5
+LAST_FAILING = 3
 MAX_FRAMES = 300
 MAX_BYTES = 64 << 20
 QUEUE_SIZE = 16
-FAILING_WAIT_SECS = 5.0
 JPEG_QUALITY = 80
 MAX_WORDS = 200
 
@@ -71,6 +77,8 @@ class _Recorder:
         self.dropped = 0
         self.templates = set()
         self.last = collections.deque(maxlen=LAST_PASSING)  # passing checks not kept (yet)
+        self.last_failing = collections.deque()  # failing checks with their frame, waiting for room
+        self.frameless = collections.deque()  # failing checks' records whose frame was let go
         self.queue = queue.Queue(QUEUE_SIZE)
         self.thread = threading.Thread(target=self._work, name="stbt-checks", daemon=True)
         self.thread.start()
@@ -78,15 +86,30 @@ class _Recorder:
 
     # -- the test's thread ---------------------------------------------------
 
-    def add(self, record, frame, template, ocr_words):
+    def add(self, record, frame, template, ocr_words, later):
         record["n"] = self.n
         self.n += 1
-        job = (record, frame, template, ocr_words)
+        job = (record, frame, template, ocr_words, later)
         if record.get("passed") is False:
-            try:
-                self.queue.put(job, timeout=FAILING_WAIT_SECS)  # always kept: wait for room
-            except queue.Full:
-                self.dropped += 1  # the writer is stuck (a full disk?): the test goes on
+            # always kept, never waited for: queued with its frame when there is room, else held (the
+            # last LAST_FAILING) and the older held ones written without their frame
+            while self.last_failing:
+                try:
+                    self.queue.put_nowait(self.last_failing[0])
+                except queue.Full:
+                    break
+                self.last_failing.popleft()
+            if not self.last_failing:
+                try:
+                    self.queue.put_nowait(job)
+                    return
+                except queue.Full:
+                    pass
+            self.last_failing.append(job)
+            if len(self.last_failing) > LAST_FAILING:
+                old = self.last_failing.popleft()
+                old[0]["frame_dropped"] = "the writer was behind"
+                self.frameless.append((old[0], None) + old[2:])
             return
         self.passing += 1
         if self.passing <= FIRST_PASSING or self.passing % EVERY_PASSING == 0:
@@ -99,6 +122,8 @@ class _Recorder:
 
     def close(self, timeout=10.0):
         """Write the last passing checks and wait (up to ``timeout``) for the writer."""
+        while self.last_failing:
+            self.queue.put(self.last_failing.popleft())
         while self.last:
             job = self.last.popleft()
             job[0]["sampled"] = "last"
@@ -111,18 +136,28 @@ class _Recorder:
     def _work(self):
         while True:
             job = self.queue.get()
+            while self.frameless:
+                self._write_safely(self.frameless.popleft())
             if job is None:
                 return
-            try:
-                self._write(*job)
-            except Exception:  # pylint: disable=broad-except
-                pass  # a record lost is better than a test that fails for it
+            self._write_safely(job)
 
-    def _write(self, record, frame, template, ocr_words):
+    def _write_safely(self, job):
+        try:
+            self._write(*job)
+        except Exception:  # pylint: disable=broad-except
+            pass  # a record lost is better than a test that fails for it
+
+    def _write(self, record, frame, template, ocr_words, later):
         import cv2  # pylint: disable=import-outside-toplevel
         folder = os.path.join(self.root, FOLDER)
         if ocr_words is not None:
             record["words"] = ocr_words()
+        if later is not None:
+            try:
+                record.update(later())
+            except Exception:  # pylint: disable=broad-except
+                pass  # the record without those fields
         if frame is not None and self.frames < MAX_FRAMES and self.bytes < MAX_BYTES:
             os.makedirs(folder, exist_ok=True)
             name = "%s%d.jpg" % (self.prefix, record["n"])
@@ -186,12 +221,15 @@ def region_dict(region):
     return {"x": x, "y": y, "width": w, "height": h}
 
 
-def record(kind, passed, frame, region=None, params=None, template=None, ocr_words=None, **fields):
+def record(kind, passed, frame, region=None, params=None, template=None, ocr_words=None, later=None,
+           **fields):
     """Record one check; never raises, and does nothing outside a farmhand run.
 
     ``ocr_words``, when given, is called on the writer thread and returns the
     words (``[{"text", "x", "y", "width", "height", "conf"}]``, frame
-    coordinates)."""
+    coordinates). ``later``, when given, is called on the writer thread too
+    and returns more fields of the record (work the test need not wait
+    for)."""
     try:
         global _state  # pylint: disable=global-statement
         with _lock:
@@ -205,7 +243,7 @@ def record(kind, passed, frame, region=None, params=None, template=None, ocr_wor
             rec = {"time": getattr(frame, "time", None), "wall": time.time(), "kind": kind, "passed": passed,
                    "region": region_dict(region), "params": params or {}}
             rec.update(fields)
-            _state.add(rec, frame, template, ocr_words)
+            _state.add(rec, frame, template, ocr_words, later)
     except Exception:  # pylint: disable=broad-except
         pass
 

@@ -40,7 +40,8 @@ BUILTIN = {
     },
     "is_screen_black": {"threshold": "20"},
     "motion": {"threshold": "25", "consecutive_frames": "10/20", "noise_threshold": "0.84"},
-    "ocr": {"lang": "eng", "upsample": "True", "text_color_threshold": "25", "engine": "LSTM"},
+    "ocr": {"lang": "eng", "upsample": "True", "text_color_threshold": "25", "engine": "LSTM",
+            "auto_single_line": "True"},
 }
 
 

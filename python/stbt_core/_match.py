@@ -398,7 +398,10 @@ def _first_pass(img, tpl, params, best_only):
         spread = (max(3, tw // 2 | 1), max(3, th // 2 | 1))
         cands = _candidates(s, float(s.max()) - slack, _MAX_BEST_CANDIDATES, spread)
     else:
-        cands = _candidates(s, params.match_threshold - slack, _MAX_ALL_CANDIDATES)
+        # Scores fall at the pyramid's coarse levels (hard edges blur): the best place of a level and
+        # those close behind it are followed even when below the threshold's slack, or a template whose
+        # every place scores under it there (a small one with sharp edges) would never be found.
+        cands = _candidates(s, min(params.match_threshold, float(s.max())) - slack, _MAX_ALL_CANDIDATES)
     places = [(x, y, None) for x, y in cands]
     for level in range(top - 1, -1, -1):
         refined, seen = [], set()
@@ -413,7 +416,7 @@ def _first_pass(img, tpl, params, best_only):
                 # the best and whatever is close behind it (half the slack) go on
                 refined = [r for r in refined if r[2] >= refined[0][2] - slack / 2][:_MAX_KEPT_PER_LEVEL]
             else:
-                refined = [r for r in refined if r[2] >= params.match_threshold - slack]
+                refined = [r for r in refined if r[2] >= min(params.match_threshold, refined[0][2]) - slack]
         places = refined
     return places
 
@@ -570,11 +573,51 @@ def match_all(image, frame=None, match_parameters=None, region=Region.ALL) -> ty
     """Every place where ``image`` matches in ``frame``, best first; no two
     results overlap."""
     prep = _Prepared(image, match_parameters)
-    count = 0
-    for result in _search(prep, frame, region, False):
-        count += 1
-        yield result
-    _log("match_all %s: %d matches" % (_image_name(prep.image), count))
+    if frame is None:
+        frame = _get_frame()
+    found, finished = [], False
+    try:
+        for result in _search(prep, frame, region, False):
+            found.append(result)
+            yield result
+        finished = True
+        _log("match_all %s: %d matches" % (_image_name(prep.image), len(found)))
+    finally:
+        # Also when the caller stopped early (``next(match_all(...))``, a break): the matches it saw.
+        _record_all(prep, frame, region, found, finished)
+
+
+def _record_all(prep, frame, region, found, finished):
+    """The record of one match_all: every match's place; with none, the closest place (its scores found
+    on the writer thread: the test does not wait for that search)."""
+    params = prep.params
+    fields = {"matches": len(found), "match_regions": [_checks.region_dict(r.region) for r in found[:50]],
+              "finished": finished}
+    later = None
+    if found:
+        best = found[0]
+        fields.update(match_region=_checks.region_dict(best.region), score=best.first_pass_result,
+                      first_pass={"score": best.first_pass_result, "threshold": params.match_threshold,
+                                  "passed": True},
+                      confirm={"method": params.confirm_method, "threshold": params.confirm_threshold,
+                               "passed": True})
+    else:
+        def later():
+            closest = next(_search(prep, frame, region, True))
+            first_ok = closest.first_pass_result >= params.match_threshold
+            return {"closest": True, "match_region": _checks.region_dict(closest.region),
+                    "score": closest.first_pass_result,
+                    "first_pass": {"score": closest.first_pass_result, "threshold": params.match_threshold,
+                                   "passed": first_ok},
+                    "confirm": {"method": params.confirm_method, "threshold": params.confirm_threshold,
+                                "passed": bool(closest) if first_ok else None}}
+    _checks.record(
+        "match_all", bool(found), frame, region if region is not None and region != Region.ALL else None,
+        {"match_method": params.match_method, "match_threshold": params.match_threshold,
+         "confirm_method": params.confirm_method, "confirm_threshold": params.confirm_threshold,
+         "erode_passes": params.erode_passes},
+        template=prep.bgr, image=_image_name(prep.image), threshold=params.match_threshold,
+        mask="transparent pixels of the template" if prep.mask is not None else None, later=later, **fields)
 
 
 def wait_for_match(image, timeout_secs=10, consecutive_matches=1, match_parameters=None,

@@ -20,6 +20,7 @@ import collections
 import enum
 import hashlib
 import json
+import math
 import os
 import re
 import select
@@ -40,7 +41,15 @@ __all__ = ["OcrEngine", "OcrMode", "TextMatchResult", "apply_ocr_corrections", "
            "ocr_eq", "set_global_ocr_corrections"]
 
 TESSERACT = "tesseract"
+# upsample=True scales by UPSAMPLE_FACTOR at most: less when the region's smallest line of text is
+# already tall, so that it lands near UPSAMPLE_LINE_HEIGHT pixels (tesseract's LSTM model reads best
+# there; 40 px text scaled 3x read worse). Never scaled down. Why: docs/stbt-matching.md, OCR accuracy.
 UPSAMPLE_FACTOR = 3
+UPSAMPLE_LINE_HEIGHT = 50
+# A row belongs to a line of text when some pixel differs from the background (median of the crop's
+# border) by more than this; runs of such rows shorter than _MIN_LINE_ROWS are rules or noise.
+_INK_DIFF = 64
+_MIN_LINE_ROWS = 6
 DEFAULT_TIMEOUT_SECS = 30.0
 _CACHE_SIZE = 64
 # text_color: colour distance (0 to 441 in BGR) at which a pixel is white.
@@ -441,6 +450,7 @@ class _Params:
     def __init__(self, mode, lang, tesseract_config, user_words, user_patterns, upsample, text_color,
                  text_color_threshold, engine, char_whitelist):
         self.mode = OcrMode(_enum_value(OcrMode, mode))
+        self.read_mode = self.mode  # the mode tesseract is given: see _choose_read_mode
         self.lang = lang if lang is not None else get_config("ocr", "lang")
         self.upsample = bool(upsample if upsample is not None else get_config("ocr", "upsample", type_=bool))
         if text_color is not None:
@@ -476,6 +486,8 @@ class _Params:
 
     def describe(self):
         parts = ["mode=%s" % self.mode.name, "lang=%s" % self.lang, "engine=%s" % self.engine.name]
+        if self.read_mode != self.mode:
+            parts[0] += " (read as %s: one line of text)" % self.read_mode.name
         if self.requested_engine != self.engine:
             parts[-1] += " (asked %s)" % self.requested_engine.name
         if not self.upsample:
@@ -494,10 +506,27 @@ def _enum_value(cls, value):
     return value
 
 
+_Geometry = collections.namedtuple("_Geometry", "scale line_height lines")
+
+
+def _line_height(grey):
+    """``(height in rows of the shortest line of text, background level,
+    number of lines)`` of a grey picture: lines are runs of rows holding a
+    pixel far from the background; the height is ``None`` when there is
+    none."""
+    np = _np()
+    border = np.concatenate([grey[0], grey[-1], grey[:, 0], grey[:, -1]])
+    background = int(np.median(border))
+    rows = (np.abs(grey.astype(np.int16) - background) > _INK_DIFF).any(axis=1)
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], rows.astype(np.int8), [0]])))
+    runs = [int(n) for n in edges[1::2] - edges[0::2] if n >= _MIN_LINE_ROWS]
+    return (min(runs) if runs else None), background, len(runs)
+
+
 def _prepare(frame, region, params):
-    """``(frame, clipped region or None, grey picture for tesseract)``: the
-    region cropped, with ``text_color`` turned into dark text on white, and
-    upsampled 3x."""
+    """``(frame, clipped region or None, grey picture for tesseract,
+    _Geometry)``: the region cropped, with ``text_color`` turned into dark
+    text on white, and upsampled (see UPSAMPLE_LINE_HEIGHT)."""
     np, cv2 = _np(), _cv2()
     if frame is None:
         from stbt_core._frames import get_frame  # pylint: disable=import-outside-toplevel
@@ -510,7 +539,7 @@ def _prepare(frame, region, params):
         region = Region.ALL
     clipped = Region.intersect(_fourtuple(region), Region(0, 0, width=w, height=h))
     if clipped is None or clipped.width == 0 or clipped.height == 0:
-        return frame, None, None
+        return frame, None, None, None
     crop = a[clipped.y:clipped.bottom, clipped.x:clipped.right]
     if crop.ndim == 3 and crop.shape[2] == 4:
         crop = crop[:, :, :3]
@@ -527,9 +556,25 @@ def _prepare(frame, region, params):
         grey = cv2.cvtColor(crop, cv2.COLOR_BGR2GRAY)
     else:
         grey = crop
+    line_height, _, lines = _line_height(grey)
+    factor = 1.0
     if params.upsample:
-        grey = cv2.resize(grey, None, fx=UPSAMPLE_FACTOR, fy=UPSAMPLE_FACTOR, interpolation=cv2.INTER_CUBIC)
-    return frame, clipped, np.ascontiguousarray(grey)
+        factor = float(UPSAMPLE_FACTOR) if line_height is None else \
+            min(float(UPSAMPLE_FACTOR), max(1.0, UPSAMPLE_LINE_HEIGHT / line_height))
+        factor = round(factor, 2)
+        if factor != 1.0:
+            grey = cv2.resize(grey, None, fx=factor, fy=factor, interpolation=cv2.INTER_CUBIC)
+    return frame, clipped, np.ascontiguousarray(grey), _Geometry(factor, line_height, lines)
+
+
+def _choose_read_mode(params, geometry):
+    """The default mode (PAGE_SEGMENTATION_WITHOUT_OSD) on a region holding
+    one line of text reads it as SINGLE_LINE: tesseract's layout analysis
+    drops short lines ("On", "ITV2") and splits others there. ``[ocr]
+    auto_single_line = False`` turns it off; any other mode is kept."""
+    if geometry is not None and geometry.lines == 1 and params.mode == OcrMode.PAGE_SEGMENTATION_WITHOUT_OSD \
+            and get_config("ocr", "auto_single_line", type_=bool):
+        params.read_mode = OcrMode.SINGLE_LINE
 
 
 def _fourtuple(region):
@@ -547,7 +592,7 @@ def _tesseract(grey, params, tsv):
     patterns = _words_data(params.user_patterns, "tesseract_user_patterns")
     digest = hashlib.blake2b(grey.tobytes(), digest_size=20)
     digest.update(repr(grey.shape).encode())
-    key = (digest.hexdigest(), tsv, params.mode, params.lang, params.engine, tuple(sorted(params.config.items())),
+    key = (digest.hexdigest(), tsv, params.read_mode, params.lang, params.engine, tuple(sorted(params.config.items())),
            words, patterns)
     with _cache_lock:
         if key in _cache:
@@ -557,7 +602,7 @@ def _tesseract(grey, params, tsv):
     ok, png = cv2.imencode(".png", grey, [cv2.IMWRITE_PNG_COMPRESSION, 1])
     if not ok:
         raise UITestError("could not encode the picture for tesseract")
-    argv = [TESSERACT, "stdin", "stdout", "--psm", str(int(params.mode)), "--oem", str(int(params.engine)),
+    argv = [TESSERACT, "stdin", "stdout", "--psm", str(int(params.read_mode)), "--oem", str(int(params.engine)),
             "-l", params.lang]
     config = dict(params.config)
     if tsv:
@@ -589,38 +634,54 @@ def _log(text):
         pass
 
 
-def _preprocessing(params):
+def _preprocessing(params, geometry):
     steps = ["crop to the region"]
     if params.text_color is not None:
         steps.append("distance from text_color #%02x%02x%02x, threshold %g" % (
             params.text_color[2], params.text_color[1], params.text_color[0], params.text_color_threshold))
     else:
         steps.append("greyscale")
-    if params.upsample:
-        steps.append("upsample x%d (cubic)" % UPSAMPLE_FACTOR)
+    if geometry is not None and params.upsample:
+        steps.append("upsample x%g (cubic; shortest line of text %s px, scaled towards %d px, at most x%d)" % (
+            geometry.scale, geometry.line_height if geometry.line_height is not None else "not found",
+            UPSAMPLE_LINE_HEIGHT, UPSAMPLE_FACTOR))
+    if params.read_mode != params.mode:
+        steps.append("one line of text found: read as %s (psm %d)" % (params.read_mode.name, params.read_mode))
     return steps
 
 
-def _frame_words(words, clipped, params):
+def _to_frame(geometry, clipped, left, top, right, bottom):
+    """A box of the picture tesseract read, in frame coordinates (outwards to whole pixels), clipped to
+    the region."""
+    s = geometry.scale
+    x0 = min(max(0, math.floor(left / s)), clipped.width - 1)
+    y0 = min(max(0, math.floor(top / s)), clipped.height - 1)
+    x1 = min(max(x0 + 1, math.ceil(right / s)), clipped.width)
+    y1 = min(max(y0 + 1, math.ceil(bottom / s)), clipped.height)
+    return Region(clipped.x + x0, clipped.y + y0, right=clipped.x + x1, bottom=clipped.y + y1)
+
+
+def _frame_words(words, clipped, geometry):
     """Tesseract's words in frame coordinates, for the check's record."""
-    scale = UPSAMPLE_FACTOR if params.upsample else 1
-    return [{"text": w.text, "x": clipped.x + w.left // scale, "y": clipped.y + w.top // scale,
-             "width": max(1, (w.right - w.left) // scale), "height": max(1, (w.bottom - w.top) // scale),
-             "conf": w.conf} for w in words[:_checks.MAX_WORDS]]
+    out = []
+    for w in words[:_checks.MAX_WORDS]:
+        r = _to_frame(geometry, clipped, w.left, w.top, w.right, w.bottom)
+        out.append({"text": w.text, "x": r.x, "y": r.y, "width": r.width, "height": r.height, "conf": w.conf})
+    return out
 
 
-def _record(kind, passed, frame, clipped, region, grey, params, words=None, **fields):
+def _record(kind, passed, frame, clipped, region, grey, geometry, params, words=None, **fields):
     def read_words():
         if grey is None:
             return []
         got = words if words is not None else _parse_tsv(_tesseract(grey, params, True))
-        return _frame_words(got, clipped, params)
+        return _frame_words(got, clipped, geometry)
     _checks.record(kind, passed, frame, clipped if clipped is not None else region,
-                   {"mode": params.mode, "lang": params.lang, "engine": params.engine,
+                   {"mode": params.mode, "read_mode": params.read_mode, "lang": params.lang, "engine": params.engine,
                     "upsample": params.upsample, "text_color": params.text_color,
                     "text_color_threshold": params.text_color_threshold,
                     "tesseract_config": dict(params.config)},
-                   ocr_words=read_words, preprocessing=_preprocessing(params), **fields)
+                   ocr_words=read_words, preprocessing=_preprocessing(params, geometry), **fields)
 
 
 def _short(text, n=120):
@@ -641,14 +702,15 @@ def ocr(frame=None, region=Region.ALL, mode=OcrMode.PAGE_SEGMENTATION_WITHOUT_OS
     params = _Params(mode, lang, tesseract_config, tesseract_user_words, tesseract_user_patterns, upsample,
                      text_color, text_color_threshold, engine, char_whitelist)
     _check_corrections(corrections)
-    frame, clipped, grey = _prepare(frame, region, params)
+    frame, clipped, grey, geometry = _prepare(frame, region, params)
+    _choose_read_mode(params, geometry)
     if grey is None:
         text = ""
     else:
         text = _tesseract(grey, params, False).strip()
     text = apply_ocr_corrections(text, corrections)
     _log("ocr in %r (%s): %r" % (clipped if clipped is not None else region, params.describe(), _short(text)))
-    _record("ocr", None, frame, clipped, region, grey, params, text=text)
+    _record("ocr", None, frame, clipped, region, grey, geometry, params, text=text)
     return text
 
 
@@ -699,7 +761,8 @@ def match_text(text, frame=None, region=Region.ALL, mode=OcrMode.PAGE_SEGMENTATI
         raise ValueError("match_text needs some text to look for")
     params = _Params(mode, lang, tesseract_config, text.split(), None, upsample, text_color,
                      text_color_threshold, engine, char_whitelist)
-    frame, clipped, grey = _prepare(frame, region, params)
+    frame, clipped, grey, geometry = _prepare(frame, region, params)
+    _choose_read_mode(params, geometry)
     found, words = None, None
     if grey is not None:
         words = _parse_tsv(_tesseract(grey, params, True))
@@ -710,17 +773,12 @@ def match_text(text, frame=None, region=Region.ALL, mode=OcrMode.PAGE_SEGMENTATI
                 break
     result_region = None
     if found:
-        scale = UPSAMPLE_FACTOR if params.upsample else 1
-        left = min(w.left for w in found) // scale
-        top = min(w.top for w in found) // scale
-        right = -(-max(w.right for w in found) // scale)
-        bottom = -(-max(w.bottom for w in found) // scale)
-        result_region = Region(clipped.x + left, clipped.y + top, right=clipped.x + right,
-                               bottom=clipped.y + bottom)
+        result_region = _to_frame(geometry, clipped, min(w.left for w in found), min(w.top for w in found),
+                                  max(w.right for w in found), max(w.bottom for w in found))
     result = TextMatchResult(getattr(frame, "time", None), found is not None, result_region, frame, text)
     _log("match_text %r in %r (%s): %s" % (
         text, clipped if clipped is not None else region, params.describe(),
         "found at %r" % (result_region,) if found else "not found"))
-    _record("match_text", found is not None, frame, clipped, region, grey, params, words, text=text,
+    _record("match_text", found is not None, frame, clipped, region, grey, geometry, params, words, text=text,
             case_sensitive=case_sensitive, match_region=_checks.region_dict(result_region))
     return result

@@ -98,19 +98,71 @@ class Ocr(OcrTestCase):
         self.assertEqual(stbt.ocr(render(MENU), region=stbt.Region(1300, 0, width=50, height=50)), "")
 
     def test_single_word_mode(self):
-        # tesseract's default page analysis finds no text block in a lone short word; SINGLE_WORD reads it.
         frame = render([("OK", (100, 100), 28, WHITE)])
         region = stbt.Region(90, 90, width=60, height=40)
-        self.assertEqual(stbt.ocr(frame, region), "")
         self.assertEqual(stbt.ocr(frame, region, mode=stbt.OcrMode.SINGLE_WORD), "OK")
 
     def test_single_line_mode(self):
         frame = render([("4", (100, 100), 28, WHITE)])  # a channel number
         region = stbt.Region(90, 90, width=40, height=40)
-        self.assertEqual(stbt.ocr(frame, region), "")
         self.assertEqual(stbt.ocr(frame, region, mode=stbt.OcrMode.SINGLE_LINE), "4")
         self.assertEqual(int(stbt.OcrMode.SINGLE_LINE), 7)
         self.assertEqual(int(stbt.OcrMode.SPARSE_TEXT), 11)
+
+    def test_the_default_mode_reads_a_lone_short_word_as_a_single_line(self):
+        # tesseract's page analysis (the default mode) finds no text block in a lone short word or number
+        # and drops it; a region holding one line of text is read as SINGLE_LINE instead.
+        argvs = []
+        real = _ocr._run  # pylint: disable=protected-access
+
+        def spy(argv, stdin, timeout):
+            argvs.append(argv)
+            return real(argv, stdin, timeout)
+        _ocr._run = spy  # pylint: disable=protected-access
+        try:
+            for text, width in (("OK", 60), ("4", 40), ("On", 60)):
+                frame = render([(text, (100, 100), 28, WHITE)])
+                self.assertEqual(stbt.ocr(frame, stbt.Region(90, 90, width=width, height=40)), text)
+                self.assertEqual(argvs[-1][argvs[-1].index("--psm") + 1], "7")
+            # Two lines: tesseract's page analysis, as asked.
+            stbt.ocr(render(MENU), stbt.Region(90, 90, width=420, height=150))
+            self.assertEqual(argvs[-1][argvs[-1].index("--psm") + 1], "3")
+            # Any mode given other than the default is kept.
+            stbt.ocr(render(MENU), LINE1, mode=stbt.OcrMode.SINGLE_UNIFORM_BLOCK_OF_TEXT)
+            self.assertEqual(argvs[-1][argvs[-1].index("--psm") + 1], "6")
+        finally:
+            _ocr._run = real  # pylint: disable=protected-access
+
+    def test_large_text_is_upsampled_less(self):
+        # 3x upsampling put 40 px text at 120 px, where tesseract misread capitals ("sports 2 (HD)"); the
+        # factor now brings the shortest line of text towards UPSAMPLE_LINE_HEIGHT px, 3x at most.
+        seen = []
+        real = _ocr._run  # pylint: disable=protected-access
+
+        def spy(argv, stdin, timeout):
+            if stdin:
+                seen.append(cv2.imdecode(numpy.frombuffer(stdin, numpy.uint8), cv2.IMREAD_UNCHANGED).shape)
+            return real(argv, stdin, timeout)
+        serif = cv2.freetype.createFreeType2()
+        serif.loadFontData("/usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf", 0)
+        frame = numpy.zeros((720, 1280, 3), numpy.uint8)
+        frame[:] = (30, 20, 120)
+        for text, y in (("Sports 2 (HD)", 100), ("Settings and Help", 300)):
+            serif.putText(frame, text, (100, y), 40, (0, 220, 255), -1, cv2.LINE_AA, False)
+        _ocr._run = spy  # pylint: disable=protected-access
+        try:
+            self.assertEqual(stbt.ocr(frame, stbt.Region(88, 88, right=380, bottom=160), text_color=(0, 220, 255)),
+                             "Sports 2 (HD)")
+            self.assertEqual(stbt.ocr(frame, stbt.Region(88, 288, right=480, bottom=360),
+                                      text_color=(0, 220, 255)), "Settings and Help")
+            # 14 px text (a line of 17 rows or less) is still upsampled 3x.
+            small = render([("Channel 104: Evening News", (100, 100), 14, WHITE)])
+            stbt.ocr(small, stbt.Region(88, 88, width=240, height=32))
+        finally:
+            _ocr._run = real  # pylint: disable=protected-access
+        self.assertLess(seen[0][0], 72 * 2)
+        self.assertGreaterEqual(seen[0][0], 72)  # never scaled down
+        self.assertEqual(seen[-1], (32 * 3, 240 * 3))
 
     def test_char_whitelist(self):
         frame = render([("AB12 CD34", (100, 100), 28, WHITE)])
@@ -162,7 +214,10 @@ class Ocr(OcrTestCase):
             stbt.ocr(render(MENU), LINE1)
         finally:
             _ocr._run = real  # pylint: disable=protected-access
-        self.assertEqual(seen, [(45, 420), (135, 1260)])
+        # 28 px text (a line of ~33 rows) upsampled towards UPSAMPLE_LINE_HEIGHT.
+        self.assertEqual(seen[0], (45, 420))
+        self.assertGreater(seen[1][0], 45 * 1.2)
+        self.assertLess(seen[1][0], 45 * 3)
 
     def test_the_legacy_engine_value_reads_with_lstm(self):
         frame = render(MENU)
@@ -205,7 +260,7 @@ class Ocr(OcrTestCase):
             n = len(calls)
             self.assertEqual(stbt.ocr(render(MENU), LINE1), first)  # same pixels, a new array
             self.assertEqual(len(calls), n)
-            stbt.ocr(frame, LINE1, mode=stbt.OcrMode.SINGLE_LINE)  # other parameters: read again
+            stbt.ocr(frame, LINE1, mode=stbt.OcrMode.SPARSE_TEXT)  # other parameters: read again
             self.assertEqual(len(calls), n + 1)
         finally:
             _ocr._run = real  # pylint: disable=protected-access
@@ -345,6 +400,26 @@ class PackDefaults(OcrTestCase):
         self.assertEqual(argv[argv.index("-l") + 1], "eng")  # built-in lang
         # threshold 400 (more than any BGR distance): every pixel counts as text colour, all black.
         self.assertEqual(int(seen[1][1].max()), 0)
+
+
+class PackNoAutoSingleLine(OcrTestCase):
+    CONF = "[ocr]\nauto_single_line = false\n"
+
+    def test_auto_single_line_false_keeps_the_default_modes_page_analysis(self):
+        frame = render([("OK", (100, 100), 28, WHITE)])
+        region = stbt.Region(90, 90, width=60, height=40)
+        argvs = []
+        real = _ocr._run  # pylint: disable=protected-access
+
+        def spy(argv, stdin, timeout):
+            argvs.append(argv)
+            return real(argv, stdin, timeout)
+        _ocr._run = spy  # pylint: disable=protected-access
+        try:
+            stbt.ocr(frame, region)
+        finally:
+            _ocr._run = real  # pylint: disable=protected-access
+        self.assertEqual(argvs[-1][argvs[-1].index("--psm") + 1], "3")
 
 
 class PackEngineNumber(OcrTestCase):

@@ -143,6 +143,15 @@ describe('portal: the result page', function () {
     expect(await failure.locator('.frame rect.best').getAttribute('width')).to.equal('40');
   });
 
+  it('the older farmhand.wait_for_match is a check of its own: the closest frame, the template, the score', async () => {
+    const check = page.locator('#checks li.check[data-kind="wait_for_match"]').last();
+    await check.scrollIntoViewIfNeeded();
+    expect(await check.locator('code.kind').textContent()).to.equal('wait_for_match');
+    expect(await check.locator('.verdict').textContent()).to.match(/^score -?\d[\d.]* < threshold 0\.9; first pass failed, confirm pass not run$/);
+    expect(await check.locator('svg rect.best').getAttribute('width')).to.equal('40');
+    await page.waitForFunction(() => Array.from(document.querySelectorAll('#checks li.check figure.template img')).some((img) => (img as HTMLImageElement).naturalWidth === 40), undefined, WAIT);
+  });
+
   it('the strip shows the test case`s other runs with their outcomes, marking this one', async () => {
     const strip = page.locator('ol.strip li');
     expect(await strip.count()).to.equal(2);
@@ -150,7 +159,7 @@ describe('portal: the result page', function () {
     expect(await strip.nth(0).locator('a').getAttribute('href')).to.equal(`/app/results${runs[0]!.result_id}`);
     expect(await page.locator('a[rel="prev"]').getAttribute('href')).to.equal(`/app/results${runs[0]!.result_id}`);
     expect(await page.locator('a[rel="next"]').count()).to.equal(0);
-    expect(await page.locator('.verdict').textContent()).to.match(/^Not passed in any of the 2 runs/);
+    expect(await page.locator('.run-strip .verdict').textContent()).to.match(/^Not passed in any of the 2 runs/);
     await page.locator('a[rel="prev"]').click();
     await page.locator('a[rel="next"]').waitFor(WAIT);
     expect(await page.locator('a[rel="next"]').getAttribute('href')).to.equal(`/app/results${runs[1]!.result_id}`);
