@@ -99,6 +99,7 @@ export class FileEventJournal implements EventJournal {
   private failing = false;
   private failureCount = 0;
   private appendedCount = 0;
+  private syncCount = 0;
 
   private constructor(
     private readonly o: EventJournalOptions,
@@ -239,7 +240,10 @@ export class FileEventJournal implements EventJournal {
       await datasyncP(fd);
       await closeP(fd);
     }
-    if (dirty && !this.closed) await datasyncP(this.fd);
+    if (dirty && !this.closed) {
+      await datasyncP(this.fd);
+      this.syncCount++;
+    }
     if (dirDirty) await syncDir(this.o.dir);
     for (const f of doomed) await rm(f, { force: true });
   }
@@ -257,6 +261,11 @@ export class FileEventJournal implements EventJournal {
   /** Events written since open. */
   get appended(): number {
     return this.appendedCount;
+  }
+
+  /** fdatasyncs of the segment written (each covers every event appended before it). */
+  get syncs(): number {
+    return this.syncCount;
   }
 
   /** Failed writes and fsyncs since open. */
