@@ -194,7 +194,7 @@ describe('farm: node events survive the node SIGKILLed while the portal is down'
       'job.exited',
     ]);
     // All of the node's first run (the boot of the recorded cursor), each id once.
-    const boot = recorded!.split('-')[0];
+    const boot = recorded.split('-')[0];
     expect(events.every((e) => e.node_event_id.startsWith(`${boot}-`)), JSON.stringify(events)).to.equal(true);
     expect(new Set(events.map((e) => e.node_event_id)).size).to.equal(events.length);
     // The portal's account of the job, folded from those events: exited with its counts, not ended by the portal.
