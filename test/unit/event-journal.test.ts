@@ -2,6 +2,7 @@
 // without being closed, as after SIGKILL), a torn last line is cut off, rotation keeps order and the bound, and
 // since() answers an id of an earlier run from what is kept. Real files in a temporary folder; a hand-moved clock.
 import { expect } from 'chai';
+import { readdirSync, readFileSync } from 'node:fs';
 import { appendFile, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -53,6 +54,20 @@ describe('event journal', () => {
     expect(second.hub.since(`${first.hub.boot}-9`).missed?.reason).to.equal('restarted');
     // A later boot than this run's: never handed out.
     expect(second.hub.since(`${(parseInt(second.hub.boot, 36) + 1).toString(36)}-1`).missed?.reason).to.equal('unknown_id');
+  });
+
+  it('an event is in the journal file before any subscriber sees it', async () => {
+    const clock = new FakeClock(T0);
+    const { hub } = await start(10, clock);
+    const onDiskWhenSeen: boolean[] = [];
+    hub.subscribe((e) => {
+      const text = readdirSync(dir)
+        .map((f) => readFileSync(path.join(dir, f), 'utf8'))
+        .join('');
+      onDiskWhenSeen.push(text.includes(`"id":"${e.id}"`));
+    });
+    for (let i = 1; i <= 3; i++) hub.publish('key.pressed', press(`A${i}`));
+    expect(onDiskWhenSeen).to.deep.equal([true, true, true]);
   });
 
   it('a torn last line (a crash mid-write) is cut off; the events before it are kept and the next append is a line of its own', async () => {
