@@ -40,6 +40,7 @@ import { endStaleTestProcess } from './runner/processGroup.js';
 import { ProcessTestRunner } from './runner/testRunner.js';
 import { killTestUserProcesses, prepareDataDir, probeTestUser, reclaimResultDir, resolveTestUser, sweepAfterRun, unsweptRunDirs, type TestUser } from './runner/testUser.js';
 import { lockDataDir, LockHeldError } from './storage/dataDirLock.js';
+import { EVENTS_DIR, FileEventJournal } from './storage/eventJournal.js';
 import { FileJobRepository } from './storage/jobStore.js';
 import { FileResultRepository } from './storage/results/index.js';
 import { ResultUploader, UPLOAD_QUEUE_FILE } from './farm/uploader.js';
@@ -137,8 +138,12 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
   const server = await listen((req, res) => handler(req, res), cfg.listen);
   undo.push(() => closeServer(server));
 
-  // Events first, so what recovery records (an interrupted run) is published too.
-  const hub = new EventHub({ nodeId: cfg.node_id, bufferSize: cfg.events.buffer_size, logger: logger.child({ module: 'events' }) });
+  // Events first, so what recovery records (an interrupted run) is published too. The journal keeps them across
+  // restarts: the hub starts with the events of earlier runs, so the portal or a client resuming gets what it missed.
+  const eventsLogger = logger.child({ module: 'events' });
+  const { journal, history } = await FileEventJournal.open({ dir: path.join(dataDir, EVENTS_DIR), keep: cfg.events.buffer_size, nodeId: cfg.node_id, logger: eventsLogger });
+  undo.push(() => journal.close());
+  const hub = new EventHub({ nodeId: cfg.node_id, bufferSize: cfg.events.buffer_size, logger: eventsLogger, journal, history });
   const webhooks = new WebhookDispatcher({ settings: cfg.webhooks, userAgent: `farmhand/${version}`, logger: logger.child({ module: 'webhooks' }) });
   webhooks.attach(hub);
   undo.push(() => webhooks.close());
@@ -437,6 +442,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
       await results.close(); // stops the sweep
       await swept;
       webhooks.close();
+      await journal.close(); // every event on disk before the next daemon may start
       await lock.release();
       restoreUmask?.();
       step('done');

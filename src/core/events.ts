@@ -6,11 +6,16 @@
  * (http/webhookDelivery.ts) subscribe to it. docs/events.md has the payloads.
  *
  * - Ids are `<boot>-<n>`: `boot` is the start instant of this hub (ms since
- *   the epoch, base 36), `n` counts from 1. They increase within one daemon
- *   run and never repeat across restarts (the data-directory lock allows one
- *   daemon at a time, and each start is a later millisecond). Nothing is
- *   persisted: after a restart the buffer is empty, and a client resuming
- *   with an id of an earlier boot is told it missed events.
+ *   the epoch, base 36; one more than the newest boot in the journal when the
+ *   clock says otherwise), `n` counts from 1. They increase within one daemon
+ *   run and across restarts, and never repeat (the data-directory lock allows
+ *   one daemon at a time).
+ * - Durable: with a `journal` (storage/eventJournal.ts) every event is written
+ *   to it before any subscriber sees it, and the events it kept from earlier
+ *   runs (`history`) fill the buffer at start. So a client (or the portal)
+ *   resuming with an id of an earlier run that is still kept gets the events
+ *   after it, in the order they were published, across the restarts. Without
+ *   a journal nothing is persisted: an id of an earlier run is `restarted`.
  * - Subscribers are called synchronously in `publish` and must only enqueue
  *   (write to a socket buffer, push onto a bounded queue); one that throws is
  *   logged and kept. A subscriber that cannot keep up is cut off by its own
@@ -156,8 +161,26 @@ export interface Subscription {
   drop(): void;
 }
 
+/**
+ * Where published events are kept durably (storage/eventJournal.ts). `append`
+ * is synchronous and called before any subscriber sees the event: once it
+ * returns, the event survives a crash of the process (what survives a power
+ * loss is the adapter's fsync policy). It does not throw: a failed write is
+ * the adapter's to log and count; the event is still published.
+ */
+export interface EventJournal {
+  append(event: FarmEvent): void;
+}
+
 export interface EventHubOptions {
   nodeId: string;
+  /** Written to before subscribers see an event; none: events live in memory only. */
+  journal?: EventJournal;
+  /**
+   * Events kept by the journal from earlier runs, oldest first: the last `bufferSize` fill the buffer; one more
+   * before them tells the hub that a resume after that one missed nothing.
+   */
+  history?: readonly FarmEvent[];
   /** Events kept for resuming; default 1,000. */
   bufferSize?: number;
   /** Milliseconds since the epoch; tests pass a fake clock. */
@@ -169,14 +192,32 @@ export const DEFAULT_BUFFER_SIZE = 1000;
 
 const ID = /^([0-9a-z]{1,12})-([1-9][0-9]{0,15})$/;
 
+/** An id's place: [boot as a number, n]; undefined for another form. */
+function orderOf(id: string): [number, number] | undefined {
+  const m = ID.exec(id);
+  return m ? [parseInt(m[1]!, 36), Number(m[2])] : undefined;
+}
+
+const before = (a: [number, number], b: [number, number]) => a[0] < b[0] || (a[0] === b[0] && a[1] < b[1]);
+
 export class EventHub implements EventSink {
   /** This run's id prefix. */
   readonly boot: string;
+  private readonly bootNum: number;
   private readonly size: number;
   private readonly now: () => number;
-  /** Ring of the last `size` events; `ring[(seq - 1) % size]` holds event `seq`. */
+  /** Ring of the last `size` events; `ring[(pos - 1) % size]` holds the event at position `pos`. */
   private readonly ring: FarmEvent[] = [];
+  /** Events ever put in the ring (the journal's history, then this run's); the newest is at this position. */
+  private pos = 0;
+  /** Position of each event in the ring, by id. */
+  private readonly positions = new Map<string, number>();
+  /** Events published by this run. */
   private seq = 0;
+  /** The id of the newest event no longer in the ring: a resume after it missed nothing. */
+  private evicted: string | undefined;
+  /** Whether events of earlier runs were loaded: then an earlier run's id older than the oldest kept is `too_old`. */
+  private readonly hadHistory: boolean;
   private readonly subscribers = new Set<(e: FarmEvent) => void>();
   private droppedCount = 0;
 
@@ -184,12 +225,26 @@ export class EventHub implements EventSink {
     this.size = o.bufferSize ?? DEFAULT_BUFFER_SIZE;
     if (!Number.isInteger(this.size) || this.size < 1) throw new Error('bufferSize must be a positive integer');
     this.now = o.now ?? Date.now;
-    this.boot = this.now().toString(36);
+    const all = (o.history ?? []).filter((e) => orderOf(e.id));
+    const history = all.slice(-this.size);
+    this.evicted = all.at(-this.size - 1)?.id;
+    // Later than every kept id even if the clock went back since: ids stay ordered across restarts.
+    const newest = history.reduce((m, e) => Math.max(m, orderOf(e.id)![0]), -1);
+    this.bootNum = Math.max(this.now(), newest + 1);
+    this.boot = this.bootNum.toString(36);
+    for (const e of history) this.put(e);
+    this.hadHistory = history.length > 0;
   }
 
   publish<T extends EventType>(type: T, data: EventPayloads[T]): void {
     const event = { id: `${this.boot}-${++this.seq}`, type, time: new Date(this.now()).toISOString(), data: { node_id: this.o.nodeId, ...data } } as FarmEvent;
-    this.ring[(this.seq - 1) % this.size] = event;
+    // Journal first: a subscriber (the portal link, a stream) never has an event a restart could lose.
+    try {
+      this.o.journal?.append(event);
+    } catch (e) {
+      this.o.logger?.error({ err: e, event: event.id }, 'the event journal failed');
+    }
+    this.put(event);
     for (const fn of [...this.subscribers]) {
       try {
         fn(event);
@@ -197,6 +252,17 @@ export class EventHub implements EventSink {
         this.o.logger?.error({ err: e, event: event.id }, 'an event subscriber failed');
       }
     }
+  }
+
+  private put(event: FarmEvent): void {
+    const slot = this.pos % this.size;
+    const old = this.ring[slot];
+    if (old) {
+      this.positions.delete(old.id);
+      this.evicted = old.id;
+    }
+    this.ring[slot] = event;
+    this.positions.set(event.id, ++this.pos);
   }
 
   /** Receive every event published from now on, synchronously; `fn` must not block. */
@@ -222,25 +288,33 @@ export class EventHub implements EventSink {
    * What a client resuming after `lastId` gets (undefined: a new client, nothing).
    * Call `subscribe` in the same tick so no event falls in between. An id of
    * another form counts as unknown (the HTTP layer refuses it first, see `isEventId`).
+   * A kept id, of this run or an earlier one, answers the events after it in
+   * the order they were published. One not kept: `too_old` when the events
+   * after it were kept once and are gone (the buffer's bound), `restarted` when
+   * it is of an earlier run whose events were not kept (no journal, or lost
+   * with it), `unknown_id` when it was never handed out.
    */
   since(lastId: string | undefined): Resume {
     if (lastId === undefined) return { events: [], missed: null };
-    const m = ID.exec(lastId);
     const all = this.buffered();
     const missed = (reason: MissedReason): Resume => ({ events: all, missed: { reason, last_event_id: lastId, oldest_event_id: all[0]?.id ?? null } });
-    if (!m) return missed('unknown_id');
-    if (m[1] !== this.boot) return missed('restarted');
-    const n = Number(m[2]);
-    if (n > this.seq) return missed('unknown_id');
-    const oldest = this.seq - all.length + 1;
-    if (n < oldest - 1) return missed('too_old');
-    return { events: all.slice(n - oldest + 1), missed: null };
+    const at = orderOf(lastId);
+    if (!at) return missed('unknown_id');
+    const p = this.positions.get(lastId);
+    if (p !== undefined) return { events: all.slice(p - (this.pos - all.length)), missed: null };
+    if (lastId === this.evicted) return { events: all, missed: null };
+    const [boot, n] = at;
+    if (boot === this.bootNum) return missed(n > this.seq ? 'unknown_id' : 'too_old');
+    if (boot > this.bootNum) return missed('unknown_id');
+    const oldest = all[0] && orderOf(all[0].id);
+    if (this.hadHistory && oldest && before(at, oldest)) return missed('too_old');
+    return missed('restarted');
   }
 
-  /** The buffered events, oldest first. */
+  /** The buffered events, oldest first (with a journal, those of earlier runs first). */
   buffered(): FarmEvent[] {
-    if (this.seq <= this.size) return this.ring.slice(0, this.seq);
-    const start = this.seq % this.size;
+    if (this.pos <= this.size) return this.ring.slice(0, this.pos);
+    const start = this.pos % this.size;
     return [...this.ring.slice(start), ...this.ring.slice(0, start)];
   }
 
@@ -259,7 +333,7 @@ export class EventHub implements EventSink {
     return this.droppedCount;
   }
 
-  /** The id of the last event published; undefined before the first. */
+  /** The id of the last event published by this run; undefined before the first. */
   get lastId(): string | undefined {
     return this.seq === 0 ? undefined : `${this.boot}-${this.seq}`;
   }
