@@ -190,7 +190,7 @@ describe('results index: columns and snapshot (issue 23)', function () {
   this.timeout(60_000);
   let dir: string;
   const opened: FileResultRepository[] = [];
-  const { lines, ids } = history(700, 23);
+  const { lines } = history(700, 23);
   const tombstoned = lines.map((l) => (JSON.parse(l) as { deleted?: string }).deleted).filter((x): x is string => typeof x === 'string');
 
   async function store(log = capturingLogger(), opts: Partial<FileResultRepositoryOptions> = {}): Promise<FileResultRepository> {
@@ -331,7 +331,7 @@ describe('results index: columns and snapshot (issue 23)', function () {
     it('a damaged byte in the columns (a duration)', async () => {
       await snapshotOf(k);
       const buf = await readFile(snap());
-      buf[buf.length - 1200] ^= 0x40;
+      buf[buf.length - 1200]! ^= 0x40;
       await writeFile(snap(), buf);
       await expectFallback(lines.slice(0, k), /checksum/);
     });

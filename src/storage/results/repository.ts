@@ -70,6 +70,8 @@ export interface FileResultRepositoryOptions {
   diskFree?: (dir: string) => Promise<number>;
   /** Index lines appended before a new snapshot is written in the background (default 10,000). */
   snapshotEvery?: number;
+  /** Read and write index.snapshot (default true; benchmarks turn it off to measure the whole index.jsonl's load). */
+  snapshots?: boolean;
   /** Tests: called before each chunk of a snapshot is written (a crash test kills the process there). */
   snapshotChunkHook?: (chunk: number) => void;
 }
@@ -172,6 +174,7 @@ export class FileResultRepository implements ResultRepository {
    * the whole file). Nothing is changed unless every check passed.
    */
   private async loadSnapshot(): Promise<number> {
+    if (this.opts.snapshots === false) return 0;
     let buf: Buffer;
     try {
       buf = await readFile(this.snapshotPath);
@@ -195,7 +198,7 @@ export class FileResultRepository implements ResultRepository {
 
   /** Write a snapshot in the background (errors are logged: index.jsonl stays the truth). */
   private snapshotSoon(): void {
-    if (this.closing) return;
+    if (this.closing || this.opts.snapshots === false) return;
     void this.writeSnapshot().catch((e: unknown) => this.log.warn({ err: e }, 'results index snapshot: could not write it'));
   }
 
@@ -472,7 +475,7 @@ export class FileResultRepository implements ResultRepository {
     await this.sweeping;
     await this.writes.catch(() => undefined);
     // A clean stop leaves a snapshot of everything: the next start reads no line.
-    if (this.snapshotStale) await this.writeSnapshot().catch((e: unknown) => this.log.warn({ err: e }, 'results index snapshot: could not write it at close'));
+    if (this.snapshotStale && this.opts.snapshots !== false) await this.writeSnapshot().catch((e: unknown) => this.log.warn({ err: e }, 'results index snapshot: could not write it at close'));
     await this.emptying;
     await this.file.close();
   }
