@@ -292,8 +292,7 @@ export class ColumnarIndex {
    * The best `limit` matching rows of a non-date sort. The sort key is a
    * number per row (duration, outcome rank, job number, or the rank of the
    * test case or category among the matches' strings); ties go by date order,
-   * which is row order. The threshold key is found with a typed-array sort of
-   * the keys, then only the rows at or under it are sorted.
+   * which is row order. A max-heap on the keys keeps the best `limit`.
    */
   private top(test: (i: number) => boolean, q: ResultQuery, limit: number): number[] {
     const matches: number[] = [];
@@ -315,21 +314,46 @@ export class ColumnarIndex {
     const m = matches.length;
     const keys = new Float64Array(m);
     for (let j = 0; j < m; j++) keys[j] = sign * key(matches[j]!);
+    // Total order on positions j: key, then date order in the sort's direction.
+    const worse = (a: number, b: number): boolean => keys[a]! > keys[b]! || (keys[a] === keys[b] && sign * (a - b) > 0);
     let chosen: number[];
     if (m <= limit) {
       chosen = Array.from({ length: m }, (_, j) => j);
     } else {
-      const sorted = keys.slice().sort();
-      const t = sorted[limit - 1]!;
-      chosen = [];
-      for (let j = 0; j < m; j++) if (keys[j]! < t) chosen.push(j);
-      // Ties at the threshold: the first in the sort's date direction.
-      let need = limit - chosen.length;
-      if (sign > 0) {
-        for (let j = 0; j < m && need > 0; j++) if (keys[j] === t) chosen.push(j), need--;
-      } else {
-        for (let j = m - 1; j >= 0 && need > 0; j--) if (keys[j] === t) chosen.push(j), need--;
+      // A max-heap of the best `limit` so far: most rows lose against its top in one comparison.
+      const heap = new Int32Array(limit);
+      let n = 0;
+      const down = (i: number): void => {
+        for (;;) {
+          const l = 2 * i + 1;
+          const r = l + 1;
+          let top = i;
+          if (l < n && worse(heap[l]!, heap[top]!)) top = l;
+          if (r < n && worse(heap[r]!, heap[top]!)) top = r;
+          if (top === i) return;
+          const t = heap[i]!;
+          heap[i] = heap[top]!;
+          heap[top] = t;
+          i = top;
+        }
+      };
+      for (let j = 0; j < m; j++) {
+        if (n < limit) {
+          heap[n] = j;
+          for (let i = n++; i > 0; ) {
+            const p = (i - 1) >>> 1;
+            if (!worse(heap[i]!, heap[p]!)) break;
+            const t = heap[i]!;
+            heap[i] = heap[p]!;
+            heap[p] = t;
+            i = p;
+          }
+        } else if (worse(heap[0]!, j)) {
+          heap[0] = j;
+          down(0);
+        }
       }
+      chosen = Array.from(heap);
     }
     chosen.sort((a, b) => keys[a]! - keys[b]! || sign * (a - b));
     return chosen.map((j) => matches[j]!);
