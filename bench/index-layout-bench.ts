@@ -1,12 +1,19 @@
 /**
- * Issue 23, the next step measured before it is built: how long start-up
+ * Issue 23. Layouts (`--layouts`, default all): `memory`, the store before
+ * the columns (index.jsonl read whole into MemoryIndex, one object per
+ * record; the reference every other layout's answers are checked against);
+ * `jsonl` and `snapshot`, the store now (FileResultRepository, its columnar
+ * index, from index.jsonl whole or from the index.snapshot a clean stop
+ * wrote); `columns` and `objects`, the second pass's prototypes below.
+ *
+ * The second pass, the next step measured before it was built: how long start-up
  * takes and how much memory the results index holds when it is loaded from
  * `index.jsonl` (today: every line parsed, one frozen object per record)
  * against a compact columnar snapshot (typed arrays for times, durations and
  * outcomes, every repeated string once in a table, the per-run part of the id
  * as text), and what the benchmark's three queries cost on the columns.
  * Run as
- *   node --import tsx bench/index-layout-bench.ts [--count N] [--runs N]
+ *   node --import tsx bench/index-layout-bench.ts [--count N] [--runs N] [--layouts memory,jsonl,snapshot,columns,objects]
  *
  * The columnar side is a PROTOTYPE living in this file, not the store: it
  * only answers the filters the queries below use (testcase, result) and the
