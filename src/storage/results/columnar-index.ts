@@ -20,7 +20,7 @@
  * Rows live in [head, len) of the arrays: retention removes the oldest rows
  * by moving `head`, an add is nearly always an append; both are O(1).
  */
-import { INFRASTRUCTURE_KINDS, kindOfRecord, type InfrastructureKind } from '../../core/infrastructure.js';
+import { INFRASTRUCTURE_KINDS, kindOfRecord } from '../../core/infrastructure.js';
 import { compileGlob, compileSubstring } from '../../core/glob.js';
 import { parseResultId, runStamp } from '../../core/ids.js';
 import type { ResultRecord } from '../../core/model.js';
@@ -552,7 +552,7 @@ export class ColumnarIndex {
     this.stamp[i] = id.seconds;
     this.res[i] = OUTCOME_CODE[r.result]!;
     const kind = kindOfRecord(r);
-    this.infra[i] = kind !== null ? 2 + INFRASTRUCTURE_KINDS.indexOf(kind as InfrastructureKind) : r.infrastructure_error === undefined ? INFRA_ABSENT : INFRA_NULL;
+    this.infra[i] = kind !== null ? 2 + INFRASTRUCTURE_KINDS.indexOf(kind) : r.infrastructure_error === undefined ? INFRA_ABSENT : INFRA_NULL;
     const c = this.cols;
     c[J]![i] = this.intern(r.job_uid);
     c[TC]![i] = this.intern(r.test_case);
@@ -563,7 +563,7 @@ export class ColumnarIndex {
     c[TAGS]![i] = this.internTags(r.tags);
     c[FR]![i] = r.failure_reason === null ? NONE : this.intern(r.failure_reason);
     c[TB]![i] = r.traceback === null ? NONE : this.intern(r.traceback);
-    c[IDJ]![i] = r.job_uid === id.jobUid ? c[J]![i]! : this.intern(id.jobUid);
+    c[IDJ]![i] = r.job_uid === id.jobUid ? c[J]![i] : this.intern(id.jobUid);
     this.count(r.test_case, r.duration, 1);
     this.noteRow(i);
     if (this.dead) this.dead[i] = 0;
