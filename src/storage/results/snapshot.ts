@@ -45,6 +45,8 @@ export interface SnapshotHeader {
 }
 
 const pad8 = (n: number): number => (8 - (n % 8)) % 8;
+/** A time `new Date(ms).toISOString()` can write (a record's answer is made from it). */
+const isTime = (ms: number): boolean => Number.isFinite(ms) && Math.abs(ms) <= 8.64e15;
 
 /** The snapshot's bytes, in chunks (the columns are not copied). */
 export function encodeSnapshot(c: ColumnData, meta: Omit<SnapshotHeader, 'n' | 'strs'>): Buffer[] {
@@ -105,7 +107,11 @@ export function decodeSnapshot(buf: Buffer): { columns: ColumnData; header: Snap
   // The checksum rules out damage; these rule out a snapshot this code would misread.
   const ns = strs.length;
   for (let i = 0; i < n; i++) {
-    if (res[i]! > 2 || infra[i]! > 1 + INFRASTRUCTURE_KINDS.length || !Number.isFinite(dur[i]) || (i > 0 && start[i]! < start[i - 1]!)) {
+    if (
+      res[i]! > 2 || infra[i]! > 1 + INFRASTRUCTURE_KINDS.length || !Number.isFinite(dur[i]) ||
+      !isTime(start[i]!) || !isTime(end[i]!) || !Number.isInteger(stamp[i]) || !isTime(stamp[i]! * 1000) ||
+      (i > 0 && start[i]! < start[i - 1]!)
+    ) {
       throw new Error(`row ${i} is not a valid record`);
     }
   }
