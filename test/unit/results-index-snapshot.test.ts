@@ -15,6 +15,8 @@ import { parseResultQuery, type ResultQuery } from '../../src/core/query.js';
 import { FileResultRepository, type FileResultRepositoryOptions } from '../../src/storage/results/index.js';
 import { MemoryIndex } from '../../src/storage/results/memory-index.js';
 import { checkRecord, recordLine, tombstoneLine } from '../../src/storage/results/record.js';
+import { STRING_COLUMNS } from '../../src/storage/results/columnar-index.js';
+import { decodeSnapshot, encodeSnapshot } from '../../src/storage/results/snapshot.js';
 import { capturingLogger, type CapturingLogger } from '../helpers/logger.js';
 
 const CHILD = fileURLToPath(new URL('../fixtures/snapshotCrashChild.ts', import.meta.url));
@@ -346,6 +348,15 @@ describe('results index: columns and snapshot (issue 23)', function () {
       createHash('sha256').update(buf.subarray(48)).digest().copy(buf, 16);
       await writeFile(snap(), buf);
       await expectFallback(lines.slice(0, k), /row 0 is not a valid record/);
+    });
+
+    it('a valid checksum over a tag set that is not JSON (a hand-made file)', async () => {
+      await snapshotOf(k);
+      const { columns, header } = decodeSnapshot(await readFile(snap()));
+      const tagIdx = columns.cols[STRING_COLUMNS.indexOf('tags')]![0]!;
+      columns.strs[tagIdx] = '{not json';
+      await writeFile(snap(), Buffer.concat(encodeSnapshot(columns, { jsonl: header.jsonl, deadLines: header.deadLines, deleted: header.deleted })));
+      await expectFallback(lines.slice(0, k), /row 0: its tags are not an object of strings/);
     });
 
     it('another format version', async () => {

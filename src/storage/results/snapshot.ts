@@ -122,5 +122,24 @@ export function decodeSnapshot(buf: Buffer): { columns: ColumnData; header: Snap
       if (k >= ns && !(nullable && k === NONE)) throw new Error(`row ${i}: string index out of the table`);
     }
   });
+  for (const x of strs) if (typeof x !== 'string') throw new Error('the string table holds a value that is not a string');
+  if (!Number.isInteger(header.deadLines) || header.deadLines < 0) throw new Error('bad dead-line count');
+  // Tag sets are made from their JSON when a record is answered: each must be an object of strings.
+  const tagCol = cols[STRING_COLUMNS.indexOf('tags')]!;
+  const seen = new Set<number>();
+  for (let i = 0; i < n; i++) {
+    const k = tagCol[i]!;
+    if (seen.has(k)) continue;
+    seen.add(k);
+    let t: unknown;
+    try {
+      t = JSON.parse(strs[k]!);
+    } catch {
+      t = undefined;
+    }
+    if (typeof t !== 'object' || t === null || Array.isArray(t) || !Object.values(t).every((v) => typeof v === 'string')) {
+      throw new Error(`row ${i}: its tags are not an object of strings`);
+    }
+  }
   return { columns: { n, strs, start, end, dur, stamp, res, infra, cols }, header };
 }
