@@ -1,12 +1,19 @@
 /**
- * Issue 23, the next step measured before it is built: how long start-up
+ * Issue 23. Layouts (`--layouts`, default all): `memory`, the store before
+ * the columns (index.jsonl read whole into MemoryIndex, one object per
+ * record; the reference every other layout's answers are checked against);
+ * `jsonl` and `snapshot`, the store now (FileResultRepository, its columnar
+ * index, from index.jsonl whole or from the index.snapshot a clean stop
+ * wrote); `columns` and `objects`, the second pass's prototypes below.
+ *
+ * The second pass, the next step measured before it was built: how long start-up
  * takes and how much memory the results index holds when it is loaded from
  * `index.jsonl` (today: every line parsed, one frozen object per record)
  * against a compact columnar snapshot (typed arrays for times, durations and
  * outcomes, every repeated string once in a table, the per-run part of the id
  * as text), and what the benchmark's three queries cost on the columns.
  * Run as
- *   node --import tsx bench/index-layout-bench.ts [--count N] [--runs N]
+ *   node --import tsx bench/index-layout-bench.ts [--count N] [--runs N] [--layouts memory,jsonl,snapshot,columns,objects]
  *
  * The columnar side is a PROTOTYPE living in this file, not the store: it
  * only answers the filters the queries below use (testcase, result) and the
@@ -21,7 +28,7 @@
  * snapshot is written by the parent; writing it is not start-up.
  */
 import { spawnSync } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -31,8 +38,9 @@ import { runInNewContext } from 'node:vm';
 import { compareFor, parseResultQuery, type FilterTerm, type ResultQuery } from '../src/core/query.js';
 import type { ResultRecord } from '../src/core/model.js';
 import { FileResultRepository } from '../src/storage/results/index.js';
-import { smallest } from '../src/storage/results/memory-index.js';
-import { recordLine } from '../src/storage/results/record.js';
+import { IndexFile } from '../src/storage/results/index-file.js';
+import { MemoryIndex, smallest } from '../src/storage/results/memory-index.js';
+import { checkRecord, recordLine } from '../src/storage/results/record.js';
 import { makeRecords, TEST_CASES } from './lib/results-data.js';
 
 function arg(name: string, dflt: number): number {
@@ -196,11 +204,33 @@ async function child(layout: string, dir: string, runs: number): Promise<void> {
   const t0 = performance.now();
   let ask: (q: ResultQuery) => ResultRecord[];
   let size: number;
-  if (layout === 'jsonl') {
-    const store = new FileResultRepository({ dir, retention: { max_results: 1e9, min_free_mb: 0 }, compactAfter: 1e9 });
+  if (layout === 'memory') {
+    // The store before issue 23's columns: index.jsonl read whole into MemoryIndex (one frozen object per record).
+    const m = new MemoryIndex();
+    await new IndexFile(join(dir, 'index.jsonl')).load((line) => {
+      const rec = checkRecord(JSON.parse(line));
+      if (typeof rec === 'string') throw new Error(rec);
+      m.loadOwned(rec);
+    });
+    m.loadEnd();
+    ask = (q) => m.query(q);
+    size = m.size;
+  } else if (layout === 'jsonl' || layout === 'snapshot') {
+    // The store: its columnar index, from index.jsonl whole (snapshots off) or from index.snapshot.
+    const store = new FileResultRepository({ dir, retention: { max_results: 1e9, min_free_mb: 0 }, compactAfter: 1e9, snapshots: layout === 'snapshot' });
     await store.open();
     ask = (q) => store.query(q);
     size = store.size;
+  } else if (layout === 'prepare') {
+    // Not measured as a layout: write index.snapshot as a clean stop of the store does.
+    const store = new FileResultRepository({ dir, retention: { max_results: 1e9, min_free_mb: 0 }, compactAfter: 1e9 });
+    await store.open();
+    const c1 = process.cpuUsage();
+    const t1 = performance.now();
+    await store.close();
+    const cpu1 = process.cpuUsage(c1);
+    console.log(JSON.stringify({ writeMs: performance.now() - t1, writeCpuMs: (cpu1.user + cpu1.system) / 1000 }));
+    return;
   } else if (layout === 'columns') {
     const c = loadSnapshot(join(dir, 'snapshot.bin'));
     ask = (q) => columnQuery(c, q);
@@ -242,18 +272,25 @@ async function main(): Promise<void> {
   if (ci >= 0) return child(process.argv[ci + 1]!, process.argv[ci + 2]!, arg('--runs', 10));
   const count = arg('--count', 100_000);
   const runs = arg('--runs', 10);
+  const li = process.argv.indexOf('--layouts');
+  const layouts = li >= 0 ? process.argv[li + 1]!.split(',') : ['memory', 'jsonl', 'snapshot', 'columns', 'objects'];
   const dir = mkdtempSync(join(tmpdir(), 'farmhand-index-layout-'));
   try {
     const recs = makeRecords(count);
     const fd = openSync(join(dir, 'index.jsonl'), 'w');
     for (let i = 0; i < recs.length; i += 10_000) writeSync(fd, recs.slice(i, i + 10_000).map((r) => recordLine(r) + '\n').join(''));
     closeSync(fd);
-    writeSnapshot(join(dir, 'snapshot.bin'), recs);
+    if (layouts.some((l) => l === 'columns' || l === 'objects')) writeSnapshot(join(dir, 'snapshot.bin'), recs);
     recs.length = 0;
-    const sizes = { jsonl: readFileSync(join(dir, 'index.jsonl')).length, snapshot: readFileSync(join(dir, 'snapshot.bin')).length };
-    console.log(`${count} results: index.jsonl ${(sizes.jsonl / 2 ** 20).toFixed(1)} MiB, columnar snapshot ${(sizes.snapshot / 2 ** 20).toFixed(1)} MiB`);
     const self = fileURLToPath(import.meta.url);
-    const rows = ['jsonl', 'columns', 'objects'].map((layout) => {
+    // The store's own snapshot, written by a clean stop (in a child: its time is printed, not start-up).
+    const prep = spawnSync(process.execPath, [...process.execArgv, self, '--child', 'prepare', dir], { encoding: 'utf8', maxBuffer: 1 << 24 });
+    if (prep.status !== 0) throw new Error(`prepare failed: ${prep.stderr}`);
+    const wrote = JSON.parse(prep.stdout.trim().split('\n').pop()!) as { writeMs: number; writeCpuMs: number };
+    const size = (f: string): number => (existsSync(join(dir, f)) ? statSync(join(dir, f)).size / 2 ** 20 : NaN);
+    console.log(`${count} results: index.jsonl ${size('index.jsonl').toFixed(1)} MiB, the store's index.snapshot ${size('index.snapshot').toFixed(1)} MiB ` +
+      `(written at close in ${wrote.writeMs.toFixed(0)} ms, ${wrote.writeCpuMs.toFixed(0)} ms CPU), prototype snapshot ${size('snapshot.bin').toFixed(1)} MiB`);
+    const rows = layouts.map((layout) => {
       const r = spawnSync(process.execPath, [...process.execArgv, self, '--child', layout, dir, '--runs', String(runs)], { encoding: 'utf8', maxBuffer: 1 << 24 });
       if (r.status !== 0) throw new Error(`${layout} child failed: ${r.stderr}`);
       return JSON.parse(r.stdout.trim().split('\n').pop()!) as {

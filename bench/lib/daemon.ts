@@ -14,7 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { testConfig, type TestConfig } from '../../test/helpers/daemon.js';
 import { waitFor200 } from './http.js';
-import { freePort, spawnLogged, tail, type Spawned } from './processes.js';
+import { freePort, groupCpuSecs, spawnLogged, tail, type Spawned } from './processes.js';
 
 /** The repository's root (bench/lib/../..). */
 export const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -27,6 +27,8 @@ export interface BenchDaemon {
   proc: Spawned;
   /** Milliseconds from spawn to the first 200. */
   startMs: number;
+  /** CPU milliseconds (user + system) the daemon's process group had used when the first 200 came. */
+  startCpuMs: number;
   logFile: string;
   /** Heap figures (bytes) from inside the daemon: process.memoryUsage() and V8's heap spaces. */
   heap(): Promise<NodeJS.MemoryUsage & { spaces: Record<string, number> }>;
@@ -109,6 +111,8 @@ export async function startBenchDaemon(opts: {
     await proc.stop(2_000);
     throw new Error(`the daemon did not start: ${(e as Error).message}\n--- its log:\n${tail(opts.logFile)}`);
   }
+  const cpu = groupCpuSecs(proc.pid);
+  const startCpuMs = (cpu.user + cpu.system) * 1000;
   const heap = async () => {
     writeFileSync(memFile, '');
     process.kill(proc.pid, 'SIGUSR2');
@@ -119,5 +123,5 @@ export async function startBenchDaemon(opts: {
     }
     throw new Error('the daemon did not answer the memory probe');
   };
-  return { url, pid: proc.pid, proc, startMs: answeredAt - t0, logFile: opts.logFile, heap, stop: () => proc.stop(15_000) };
+  return { url, pid: proc.pid, proc, startMs: answeredAt - t0, startCpuMs, logFile: opts.logFile, heap, stop: () => proc.stop(15_000) };
 }

@@ -5,7 +5,7 @@
  * folder with result.json per run, plus index.jsonl), so a store or a whole
  * daemon opens them as its own. Shared by results-bench.ts and http-bench.ts.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Outcome, ResultRecord } from '../../src/core/model.js';
 
@@ -70,13 +70,23 @@ export function recordDir(resultsDir: string, r: ResultRecord): string {
  */
 export function generateResults(resultsDir: string, count: number, node = BENCH_NODE): ResultRecord[] {
   const records = makeRecords(count, node);
-  const lines: string[] = [];
-  for (const r of records) {
-    const folder = recordDir(resultsDir, r);
-    mkdirSync(folder, { recursive: true });
-    writeFileSync(join(folder, 'result.json'), JSON.stringify(r, null, 2));
-    lines.push(JSON.stringify(r));
+  // Written in batches: 1,000,000 lines (548 MiB) are longer than a string may be.
+  const fd = openSync(join(resultsDir, 'index.jsonl'), 'w');
+  try {
+    let batch = '';
+    for (const r of records) {
+      const folder = recordDir(resultsDir, r);
+      mkdirSync(folder, { recursive: true });
+      writeFileSync(join(folder, 'result.json'), JSON.stringify(r, null, 2));
+      batch += JSON.stringify(r) + '\n';
+      if (batch.length > 1 << 20) {
+        writeSync(fd, batch);
+        batch = '';
+      }
+    }
+    writeSync(fd, batch);
+  } finally {
+    closeSync(fd);
   }
-  writeFileSync(join(resultsDir, 'index.jsonl'), lines.join('\n') + '\n');
   return records;
 }

@@ -8,6 +8,7 @@
  */
 import type { ArtifactListing, ResultRecord } from '../core/model.js';
 import type { ResultRepository } from '../core/ports.js';
+import type { FilterTerm } from '../core/query.js';
 import { convertLogTz } from '../http/formats/logTz.js';
 import { stripUnsafeChars } from '../http/formats/text.js';
 import { openServed } from '../http/files.js';
@@ -224,8 +225,10 @@ export interface History {
 }
 
 export function history(results: ResultRepository, r: ResultRecord, n = HISTORY_RUNS): History {
+  // The parsed term too (a test case without '*' is an exact name): the results store then answers from its columns.
+  const terms: FilterTerm[] | undefined = r.test_case.includes('*') ? undefined : [{ negated: false, kind: 'testcase', value: r.test_case }];
   const all = results
-    .query({ predicate: (x) => x.test_case === r.test_case, sort: { field: 'date', dir: 'asc' }, tz: 'UTC', limit: Number.MAX_SAFE_INTEGER })
+    .query({ predicate: (x) => x.test_case === r.test_case, terms, sort: { field: 'date', dir: 'asc' }, tz: 'UTC', limit: Number.MAX_SAFE_INTEGER })
     .map(({ result_id, result, start_time, test_pack_sha }) => ({ result_id, result, start_time, test_pack_sha }));
   return historyOf(all, r, n);
 }

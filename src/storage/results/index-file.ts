@@ -9,8 +9,10 @@
  * next append would be glued onto it), and hands the torn text back so the
  * caller can recover the record from its folder.
  */
+import { createHash } from 'node:crypto';
 import { open, type FileHandle } from 'node:fs/promises';
 import { writeFileAtomic } from '../atomic.js';
+import type { Coverage } from './snapshot.js';
 
 const CHUNK = 1024 * 1024;
 const NL = 0x0a;
@@ -23,8 +25,9 @@ export class IndexFile {
   /**
    * Call `onLine` for every complete non-empty line. Returns the number of
    * lines and the torn tail, if any; undefined when the file does not exist.
+   * `from`: start at this byte (the end of a line: what a snapshot covers).
    */
-  async load(onLine: (line: string) => void): Promise<{ lines: number; torn: string | undefined } | undefined> {
+  async load(onLine: (line: string) => void, from = 0): Promise<{ lines: number; torn: string | undefined } | undefined> {
     let fh: FileHandle;
     try {
       fh = await open(this.path, 'r+');
@@ -33,7 +36,7 @@ export class IndexFile {
       throw e;
     }
     try {
-      return await readLines(fh, onLine);
+      return await readLines(fh, onLine, from);
     } finally {
       await fh.close();
     }
@@ -62,6 +65,39 @@ export class IndexFile {
     await writeFileAtomic(this.path, batches(lines));
   }
 
+  /** What the file holds now, for a snapshot to cover (undefined when there is no file). */
+  async coverage(): Promise<Coverage | undefined> {
+    const fh = await open(this.path, 'r').catch((e: NodeJS.ErrnoException) => {
+      if (e.code === 'ENOENT') return undefined;
+      throw e;
+    });
+    if (!fh) return undefined;
+    try {
+      const st = await fh.stat();
+      return { size: st.size, ino: st.ino, ...(await ends(fh, st.size)) };
+    } finally {
+      await fh.close();
+    }
+  }
+
+  /**
+   * Whether the file still holds, unchanged, what `c` covers: the same inode
+   * (a compaction or rebuild replaces the file), at least that length, and
+   * the same first and last 4 KiB below it.
+   */
+  async holds(c: Coverage): Promise<boolean> {
+    const fh = await open(this.path, 'r').catch(() => undefined);
+    if (!fh) return false;
+    try {
+      const st = await fh.stat();
+      if (st.ino !== c.ino || st.size < c.size) return false;
+      const e = await ends(fh, c.size);
+      return e.head === c.head && e.tail === c.tail;
+    } finally {
+      await fh.close();
+    }
+  }
+
   async close(): Promise<void> {
     const h = this.handle;
     this.handle = undefined;
@@ -69,10 +105,10 @@ export class IndexFile {
   }
 }
 
-async function readLines(fh: FileHandle, onLine: (line: string) => void): Promise<{ lines: number; torn: string | undefined }> {
+async function readLines(fh: FileHandle, onLine: (line: string) => void, from: number): Promise<{ lines: number; torn: string | undefined }> {
   const buf = Buffer.allocUnsafe(CHUNK);
   let carry = Buffer.alloc(0);
-  let offset = 0;
+  let offset = from;
   let lines = 0;
   for (;;) {
     const { bytesRead } = await fh.read(buf, 0, CHUNK, offset);
@@ -97,6 +133,24 @@ async function readLines(fh: FileHandle, onLine: (line: string) => void): Promis
   await fh.truncate(offset - carry.length);
   await fh.sync();
   return { lines, torn: carry.toString('utf8') };
+}
+
+const EDGE = 4096;
+
+/** sha256 of the first and the last 4 KiB of the file's first `size` bytes. */
+async function ends(fh: FileHandle, size: number): Promise<{ head: string; tail: string }> {
+  const hash = async (at: number, len: number): Promise<string> => {
+    const b = Buffer.alloc(len);
+    let got = 0;
+    while (got < len) {
+      const { bytesRead } = await fh.read(b, got, len - got, at + got);
+      if (bytesRead === 0) break;
+      got += bytesRead;
+    }
+    return createHash('sha256').update(b.subarray(0, got)).digest('hex');
+  };
+  const n = Math.min(EDGE, size);
+  return { head: await hash(0, n), tail: await hash(size - n, n) };
 }
 
 /** Join lines into ~1 MiB strings so a rewrite makes few writes and no giant string. */

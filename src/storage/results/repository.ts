@@ -12,6 +12,15 @@
  *   written by retention. Loaded whole into memory at open().
  * - `deleted.jsonl`: the deleted ids as one span of start times per job
  *   (see deleted-ids.ts).
+ * - `index.snapshot`: the in-memory (columnar) index as it was when
+ *   `index.jsonl` had a given length (snapshot.ts). open() loads it and reads
+ *   only the lines after that length; a snapshot that is missing, torn,
+ *   damaged, of another version, or no longer matches `index.jsonl` (cut
+ *   below its length, replaced by a compaction or rebuild, changed) is
+ *   ignored: the whole file is read, as without one, and a new snapshot is
+ *   written. It is written (atomically, through the write chain) after a
+ *   start that read many lines, every `snapshotEvery` appended lines, after
+ *   a compaction or rebuild (which delete it first), and at close.
  *
  * Compaction: once the index holds more dead lines (tombstones, deleted or
  * replaced records) than max(10,000, live records), the deleted ids are
@@ -28,7 +37,7 @@
  * chain; reads are synchronous on the in-memory index.
  */
 import { randomBytes } from 'node:crypto';
-import { copyFile, lstat, mkdir, readdir, readFile, realpath, rename, rm, rmdir, stat, statfs } from 'node:fs/promises';
+import { copyFile, lstat, mkdir, readdir, readFile, realpath, rename, rm, rmdir, stat, statfs, unlink } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { FarmError } from '../../core/errors.js';
 import type { ArtifactListing, ResultRecord } from '../../core/model.js';
@@ -42,7 +51,8 @@ import { DeletedIds } from './deleted-ids.js';
 import { isCanonicalResultId, isHexDir, isNumberDir, isStampDir, parseResultId, type ResultIdParts } from '../../core/ids.js';
 import { appendExisting, interruptedFiles, writeMissing, type InterruptedRun } from './interrupted.js';
 import { IndexFile } from './index-file.js';
-import { MemoryIndex } from './memory-index.js';
+import { ColumnarIndex } from './columnar-index.js';
+import { decodeSnapshot, encodeSnapshot } from './snapshot.js';
 import { checkRecord, idOfTornLine, recordLine, tombstoneLine } from './record.js';
 import { scanFolders, subdirs } from './scan.js';
 import { silentLogger } from '../../logger.js';
@@ -58,7 +68,18 @@ export interface FileResultRepositoryOptions {
   compactAfter?: number;
   /** Free bytes on the filesystem of a folder (default: statfs); tests pass their own. */
   diskFree?: (dir: string) => Promise<number>;
+  /** Index lines appended before a new snapshot is written in the background (default 10,000). */
+  snapshotEvery?: number;
+  /** Read and write index.snapshot (default true; benchmarks turn it off to measure the whole index.jsonl's load). */
+  snapshots?: boolean;
+  /** Tests: called before each chunk of a snapshot is written (a crash test kills the process there). */
+  snapshotChunkHook?: (chunk: number) => void;
 }
+
+/** The snapshot file, beside index.jsonl. */
+const SNAPSHOT = 'index.snapshot';
+/** A start that read more lines than this writes a snapshot soon after. */
+const REPLAY_SNAPSHOT_LINES = 1000;
 
 /** The small files every run keeps, whatever is deleted to make room for its record. */
 const METADATA_FILES = new Set([RECORD_FILE, 'test-name', 'test-args', 'git-commit', 'duration', 'exit-status', 'failure-reason']);
@@ -75,12 +96,20 @@ async function statfsFree(dir: string): Promise<number> {
 export class FileResultRepository implements ResultRepository {
   private readonly dir: string;
   private readonly log: Logger;
-  private readonly index = new MemoryIndex();
+  private index = new ColumnarIndex();
   private readonly deleted = new DeletedIds();
   private readonly file: IndexFile;
   private readonly reader: ArtifactReader;
   private readonly compactAfter: number;
   private readonly diskFree: (dir: string) => Promise<number>;
+  private readonly snapshotPath: string;
+  private readonly snapshotEvery: number;
+  /** The index differs from the snapshot on disk (lines appended, a rewrite, no snapshot). */
+  private snapshotStale = true;
+  /** Index lines appended since the last snapshot. */
+  private appended = 0;
+  /** A snapshot being written, if one is. */
+  private snapshotting: Promise<void> | undefined;
   private deadLines = 0;
   /** Lines of index.jsonl that were not JSON or not a valid record, counted while loading. */
   private badLines = 0;
@@ -102,6 +131,8 @@ export class FileResultRepository implements ResultRepository {
     this.reader = new ArtifactReader(opts.md5CacheEntries, this.dir);
     this.compactAfter = opts.compactAfter ?? 10_000;
     this.diskFree = opts.diskFree ?? statfsFree;
+    this.snapshotPath = join(this.dir, SNAPSHOT);
+    this.snapshotEvery = opts.snapshotEvery ?? 10_000;
   }
 
   /** Live (not deleted) results in the index. */
@@ -112,8 +143,11 @@ export class FileResultRepository implements ResultRepository {
   /** Load the index, rebuilding it from the folders when it is missing. */
   async open(): Promise<void> {
     await mkdir(this.dir, { recursive: true });
+    await this.removeIndexTemps();
     await this.loadDeleted();
-    const loaded = await this.file.load((line) => this.loadLine(line));
+    this.index.loadBegin();
+    const from = await this.loadSnapshot();
+    const loaded = await this.file.load((line) => this.loadLine(line), from);
     if (loaded === undefined) {
       await this.rebuild('missing');
     } else if (this.badLines > 0) {
@@ -125,9 +159,95 @@ export class FileResultRepository implements ResultRepository {
       await this.recoverTorn(loaded.torn);
     }
     this.index.loadEnd();
-    this.log.info({ results: this.index.size, jobs_with_deletions: this.deleted.jobs }, 'results index loaded');
+    const replayed = loaded?.lines ?? 0;
+    this.appended += replayed;
+    if (from === 0 || replayed > 0) this.snapshotStale = true;
+    this.log.info({ results: this.index.size, jobs_with_deletions: this.deleted.jobs, from_snapshot: from > 0, lines_read: replayed }, 'results index loaded');
     await this.maybeCompact();
+    if (this.snapshotStale && (from === 0 || replayed > REPLAY_SNAPSHOT_LINES)) this.snapshotSoon();
     this.emptyTrashSoon();
+  }
+
+  /**
+   * Load the snapshot when it is whole and still covers the start of
+   * index.jsonl; returns the length of index.jsonl it covers (0: none, read
+   * the whole file). Nothing is changed unless every check passed.
+   */
+  private async loadSnapshot(): Promise<number> {
+    if (this.opts.snapshots === false) return 0;
+    let buf: Buffer;
+    try {
+      buf = await readFile(this.snapshotPath);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') this.log.warn({ err: e }, 'results index snapshot: unreadable, reading index.jsonl whole');
+      return 0;
+    }
+    try {
+      const { columns, header } = decodeSnapshot(buf);
+      if (!(await this.file.holds(header.jsonl))) throw new Error('index.jsonl no longer holds what it covers (cut, replaced or changed)');
+      this.index.adopt(columns);
+      for (const line of header.deleted.split('\n')) if (line) this.deleted.addLine(line);
+      this.deadLines = header.deadLines;
+      this.snapshotStale = false;
+      return header.jsonl.size;
+    } catch (e) {
+      this.log.warn({ why: (e as Error).message }, 'results index snapshot not used: reading index.jsonl whole');
+      return 0;
+    }
+  }
+
+  /** Write a snapshot in the background (errors are logged: index.jsonl stays the truth). */
+  private snapshotSoon(): void {
+    if (this.closing || this.opts.snapshots === false) return;
+    void this.writeSnapshot().catch((e: unknown) => this.log.warn({ err: e }, 'results index snapshot: could not write it'));
+  }
+
+  /**
+   * Write the snapshot of the index as it is now, with what it covers of
+   * index.jsonl: in the write chain, so no line is appended meanwhile and
+   * the columns do not change under it; atomically (temp, fsync, rename).
+   */
+  private writeSnapshot(): Promise<void> {
+    this.snapshotting ??= this.serial(async () => {
+      if (!this.snapshotStale) return;
+      const covers = await this.file.coverage();
+      if (!covers) return;
+      const t0 = Date.now();
+      const chunks = encodeSnapshot(this.index.exportColumns(), { jsonl: covers, deadLines: this.deadLines, deleted: this.deleted.serialize() });
+      const hook = this.opts.snapshotChunkHook;
+      await writeFileAtomic(this.snapshotPath, hook ? hooked(chunks, hook) : chunks);
+      this.snapshotStale = false;
+      this.appended = 0;
+      this.log.info({ results: this.index.size, covers: covers.size, ms: Date.now() - t0 }, 'results index snapshot written');
+    }).finally(() => {
+      this.snapshotting = undefined;
+    });
+    return this.snapshotting;
+  }
+
+  /** Lines were appended to index.jsonl: the snapshot is behind; a new one after every `snapshotEvery`. */
+  private noteAppended(lines: number): void {
+    this.snapshotStale = true;
+    this.appended += lines;
+    if (this.appended >= this.snapshotEvery) {
+      this.appended = 0;
+      this.snapshotSoon();
+    }
+  }
+
+  /** index.jsonl is about to be replaced: the snapshot of the old one goes first (a crash then reads the new file whole). */
+  private async dropSnapshot(): Promise<void> {
+    this.snapshotStale = true;
+    await unlink(this.snapshotPath).catch((e: NodeJS.ErrnoException) => {
+      if (e.code !== 'ENOENT') throw e;
+    });
+  }
+
+  /** Temporary files of the index's atomic writes a crash left (snapshot, compaction): the data directory is locked to this process. */
+  private async removeIndexTemps(): Promise<void> {
+    for (const name of await readdir(this.dir).catch(() => [] as string[])) {
+      if (/^\.(index\.snapshot|index\.jsonl|deleted\.jsonl)\.\d+\.[0-9a-f]+\.tmp$/.test(name)) await rm(join(this.dir, name), { force: true });
+    }
   }
 
   dirOf(resultId: string): string {
@@ -163,6 +283,7 @@ export class FileResultRepository implements ResultRepository {
       }
       if (this.index.get(checked.result_id)) this.deadLines++;
       this.index.put(checked);
+      this.noteAppended(1);
     });
   }
 
@@ -343,7 +464,9 @@ export class FileResultRepository implements ResultRepository {
     const rec = await readRecord(join(this.dir, p.relDir, RECORD_FILE));
     if (!rec || rec.result_id !== idOf(p)) return false;
     await this.file.append([recordLine(rec)]);
+    if (this.index.get(rec.result_id)) this.deadLines++;
     this.index.put(rec);
+    this.noteAppended(1);
     return true;
   }
 
@@ -351,6 +474,8 @@ export class FileResultRepository implements ResultRepository {
     this.closing = true;
     await this.sweeping;
     await this.writes.catch(() => undefined);
+    // A clean stop leaves a snapshot of everything: the next start reads no line.
+    if (this.snapshotStale && this.opts.snapshots !== false) await this.writeSnapshot().catch((e: unknown) => this.log.warn({ err: e }, 'results index snapshot: could not write it at close'));
     await this.emptying;
     await this.file.close();
   }
@@ -420,6 +545,7 @@ export class FileResultRepository implements ResultRepository {
     if (!rec || idOf(p) !== rec.result_id) return;
     this.index.loadSet(rec);
     await this.file.append([recordLine(rec)]);
+    this.snapshotStale = true;
   }
 
   private async rebuild(why: 'missing' | 'corrupt'): Promise<void> {
@@ -437,7 +563,8 @@ export class FileResultRepository implements ResultRepository {
     });
     for (const b of scan.bad) this.log.warn(b, 'results rebuild: skipped a folder');
     this.index.loadEnd();
-    await this.file.rewrite(lines(this.index.all()));
+    await this.dropSnapshot();
+    await this.file.rewrite(lines(this.index.records()));
     this.deadLines = 0;
     this.log.warn({ results: this.index.size, orphans, ms: Date.now() - t0 }, `results index was ${why}: rebuilt it from the result folders`);
   }
@@ -449,6 +576,7 @@ export class FileResultRepository implements ResultRepository {
     await this.file.append(victims.map((r) => tombstoneLine(r.result_id)));
     this.index.removeOldest(victims.length);
     this.deadLines += 2 * victims.length;
+    this.noteAppended(victims.length);
     for (const r of victims) {
       const p = parseResultId(r.result_id)!;
       this.deleted.add(p.jobUid, p.seconds);
@@ -513,17 +641,27 @@ export class FileResultRepository implements ResultRepository {
     if (this.deadLines <= Math.max(this.compactAfter, this.index.size)) return;
     const t0 = Date.now();
     await writeFileAtomic(join(this.dir, 'deleted.jsonl'), [this.deleted.serialize()]);
-    await this.file.rewrite(lines(this.index.all()));
+    await this.dropSnapshot();
+    await this.file.rewrite(lines(this.index.records()));
     const dead = this.deadLines;
     this.deadLines = 0;
     this.index.repool();
+    this.snapshotSoon();
     this.log.info({ dropped_lines: dead, live: this.index.size, ms: Date.now() - t0 }, 'results index compacted');
   }
 }
 
 /** Index lines of records, made one at a time as the file is written. */
-function* lines(records: readonly ResultRecord[]): Generator<string> {
+function* lines(records: Iterable<ResultRecord>): Generator<string> {
   for (const r of records) yield recordLine(r);
+}
+
+/** The chunks, calling `hook` before each. */
+function* hooked<T>(chunks: T[], hook: (chunk: number) => void): Generator<T> {
+  for (let i = 0; i < chunks.length; i++) {
+    hook(i);
+    yield chunks[i]!;
+  }
 }
 
 const idOf = (p: ResultIdParts): string => `${p.jobUid}/${p.stamp}`;
