@@ -8,24 +8,44 @@
  * 413 after at most the limit has been inflated. A body that does not decode
  * is a 400; any other encoding, or a list of encodings, is a 415
  * (docs/api-notes.md).
+ *
+ * koa-body is loaded by the first request with a body, not at start-up: with
+ * its dependencies it is the largest module the daemon loads (about 0.1 s of
+ * CPU on the appliance), and start-up is what a restarted node's clients wait
+ * for (bench/README.md, issue 23).
  */
-import type { Context, Next } from 'koa';
-import { HttpMethodEnum, koaBody } from 'koa-body';
+import type { Context, Middleware, Next } from 'koa';
+import type { KoaBodyMiddlewareOptions } from 'koa-body';
 import { FarmError } from '../core/errors.js';
+
+type BodyParser = (ctx: Context, next: Next) => Promise<void>;
+let koaBodyModule: Promise<typeof import('koa-body')> | undefined;
+
+/** koa-body's middleware for `options`, made on the first call (one load of the module for all). */
+function lazyKoaBody(options: Partial<KoaBodyMiddlewareOptions>): BodyParser {
+  let parse: Middleware | undefined;
+  return async (ctx, next) => {
+    if (!parse) {
+      const { koaBody } = await (koaBodyModule ??= import('koa-body'));
+      parse ??= koaBody(options);
+    }
+    await parse(ctx, next);
+  };
+}
 
 const BODY_METHODS = ['POST', 'PUT', 'PATCH', 'DELETE'];
 /** Content codings the body parser decodes (RFC 9110: names are case-insensitive). */
 export const BODY_ENCODINGS = ['identity', 'gzip', 'x-gzip', 'deflate', 'br'] as const;
 
 export function jsonBody(limitBytes: number) {
-  const parse = koaBody({
+  const parse = lazyKoaBody({
     json: true,
     urlencoded: false,
     text: false,
     multipart: false,
     jsonStrict: false,
     jsonLimit: limitBytes,
-    parsedMethods: [HttpMethodEnum.POST, HttpMethodEnum.PUT, HttpMethodEnum.PATCH, HttpMethodEnum.DELETE],
+    parsedMethods: ['POST', 'PUT', 'PATCH', 'DELETE'] as KoaBodyMiddlewareOptions['parsedMethods'],
     onError: (err) => {
       throw err;
     },
@@ -80,13 +100,13 @@ export function bodyOf(ctx: Context): unknown {
  * body is left unparsed (`{}`), and the same content codings are refused.
  */
 export function formBody(limitBytes: number) {
-  const parse = koaBody({
+  const parse = lazyKoaBody({
     json: false,
     urlencoded: true,
     text: false,
     multipart: false,
     formLimit: limitBytes,
-    parsedMethods: [HttpMethodEnum.POST],
+    parsedMethods: ['POST'] as KoaBodyMiddlewareOptions['parsedMethods'],
     onError: (err) => {
       throw err;
     },
