@@ -3,7 +3,7 @@
  * liveness"): per node its NodeLink as the portal sees it, its current connection (Conn, with the forwarded
  * requests pending on it), its in-memory last_seen, and its database work, run in order on one promise chain,
  * so a node that comes back is answered only after its going-away was recorded. The other files of
- * src/farm/hub/ share this table; it imports none of them but options.ts.
+ * src/farm/hub/ share this table; it imports none of them.
  */
 import type { Readable } from 'node:stream';
 import type { WebSocket } from 'ws';
