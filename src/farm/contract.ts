@@ -5,7 +5,7 @@
  * real PostgreSQL:
  *
  * - identity:      users, v2 tokens and node credentials (`users.ts`, `nodeCredentials.ts`)
- * - the hub:       nodes' outbound connections, liveness, forwarding (`hub.ts`; the node's side is `link.ts`)
+ * - the hub:       nodes' outbound connections, liveness, forwarding (`hub/`; the node's side is `link/`)
  * - reservations:  all-or-nothing, leases, the wait queue (`reservations.ts`)
  * - results:       uploads from nodes, the farm-wide index, result files (`uploads.ts`, `results.ts`)
  * - events:        the outbox, the farm-wide SSE stream, webhooks (`events.ts`)

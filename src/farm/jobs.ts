@@ -22,7 +22,7 @@ import type pg from 'pg';
 import type { EventPayloads, EventType, FarmEvent, JobStartedData, RunStartedData } from '../core/events.js';
 import type { ResultCounts, ResultRecord } from '../core/model.js';
 import type { Logger } from '../core/ports.js';
-import type { HubJobs } from './hub.js';
+import type { HubJobs } from './hub/index.js';
 import { nodeEventOrder, type Hello } from './protocol.js';
 import { inTransaction } from './db/pool.js';
 

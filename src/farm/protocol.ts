@@ -25,8 +25,8 @@ export const DEFAULT_HEARTBEAT_SECS = 5;
 export const MISSED_HEARTBEATS_OFFLINE = 3;
 /**
  * The longest a node waits between two attempts to connect (the cap of its jittered back-off,
- * link.ts). A portal that restarts waits this long, plus MISSED_HEARTBEATS_OFFLINE intervals, for a
- * node that had a running job before it applies the fault rule (hub.ts): a node that lived through
+ * link/backoff.ts). A portal that restarts waits this long, plus MISSED_HEARTBEATS_OFFLINE intervals, for a
+ * node that had a running job before it applies the fault rule (hub/liveness.ts): a node that lived through
  * the portal's absence is back by then, whatever its back-off had grown to.
  */
 export const RECONNECT_CAP_MS = 30_000;

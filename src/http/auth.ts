@@ -64,7 +64,7 @@ export const delegatedBaseUrlOf = (ctx: Context): string | undefined => state(ct
 export const viaPortal = (ctx: Context): boolean => state(ctx).viaPortal === true;
 
 /**
- * A request the node's own portal link (src/farm/link.ts) makes on behalf of a portal user carries
+ * A request the node's own portal link (src/farm/link/forwarder.ts) makes on behalf of a portal user carries
  * the link's per-process secret in DELEGATE_HEADER. Only then are ON_BEHALF_HEADER (the user) and
  * BASE_URL_HEADER (for job_url etc.) believed; anyone else's copies of them are ignored. The secret
  * never leaves the process (the link talks to this server on loopback) and is never logged.

@@ -10,7 +10,7 @@ import pg from 'pg';
 import type { FarmEvent } from '../../src/core/events.js';
 import { isFarmError } from '../../src/core/errors.js';
 import { PgEventLog } from '../../src/farm/events.js';
-import { CLOSE_REPLACED } from '../../src/farm/hub.js';
+import { CLOSE_REPLACED } from '../../src/farm/hub/index.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { connectionString, startTestPortal, type TestPortal } from '../helpers/farmPortal.js';
 import { SimNode } from '../helpers/farmNodes.js';

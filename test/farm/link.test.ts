@@ -1,5 +1,5 @@
 /**
- * The node's side of the node <-> portal connection (src/farm/link.ts): a real
+ * The node's side of the node <-> portal connection (src/farm/link/): a real
  * `farmhand serve` node configured with a portal, against a test-side
  * WebSocket server that speaks the portal's side of the protocol
  * (src/farm/protocol.ts). Real sockets, real HTTP, no mocks.
@@ -14,7 +14,7 @@ import request from 'supertest';
 import { WebSocket, WebSocketServer } from 'ws';
 import { ConfigError, loadConfig } from '../../src/config/load.js';
 import { StartupError } from '../../src/daemon.js';
-import { backoffDelay, PortalLink } from '../../src/farm/link.js';
+import { backoffDelay, PortalLink } from '../../src/farm/link/index.js';
 import { EventHub } from '../../src/core/events.js';
 import { capturingLogger } from '../helpers/logger.js';
 import type { FileResultRepository } from '../../src/storage/results/index.js';
@@ -166,7 +166,7 @@ class TestPortal {
   }
 }
 
-describe('the node side of the portal connection (src/farm/link.ts)', function () {
+describe('the node side of the portal connection (src/farm/link/)', function () {
   this.timeout(120_000);
   let portal: TestPortal;
   let d: TestDaemon;

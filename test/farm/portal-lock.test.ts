@@ -156,7 +156,7 @@ describe('farm: one portal per database (the portal lock)', function () {
     expect(r.status, JSON.stringify(started)).to.equal(200);
     const uid = started.job_uid;
     await waitFor(async () => (await jobRow(uid))?.current_run, { what: 'the first run under way on the portal', ...WAIT });
-    // The node's snapshot saying so follows its answer (src/farm/link.ts): waited for, as read.
+    // The node's snapshot saying so follows its answer (src/farm/link/snapshots.ts): waited for, as read.
     const scrape = await waitFor(async () => {
       const t = await (await fetch(`${firstUrl}/metrics`)).text();
       return /^farmhand_portal_jobs_running 1$/m.test(t) ? t : undefined;

@@ -1,7 +1,7 @@
 /**
  * End to end: a real portal (startPortal, throwaway PostgreSQL) and a real
  * `farmhand serve` node (startTestDaemon, testsrc capture) connected to it
- * through src/farm/link.ts. The v2 calls go to the portal only.
+ * through src/farm/link/. The v2 calls go to the portal only.
  */
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import os from 'node:os';

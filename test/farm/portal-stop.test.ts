@@ -85,9 +85,10 @@ describe('farm: a job stopped through the portal', function () {
   });
 
   it('"once stop answers 200 the node may be used at once": a reservation made right after the stop\'s answer is 200, on each of three nodes, twice, with the node\'s snapshots late', async () => {
-    // The hub's handling of a node's messages, wrapped: the snapshots of the node in `holding` wait in `held`.
+    // The hub's handling of a node's messages (src/farm/hub/connections.ts), wrapped: the snapshots of the node in
+    // `holding` wait in `held`.
     type OnMessage = (conn: { nodeId: string }, m: { t: string }, helloTimer: unknown) => void;
-    const hub = farm.portal.hub as unknown as { onMessage: OnMessage };
+    const hub = (farm.portal.hub as unknown as { connections: { onMessage: OnMessage } }).connections;
     const original = hub.onMessage.bind(hub);
     let holding: string | null = null;
     const held: Array<() => void> = [];

@@ -25,7 +25,7 @@ type Check = (typeof PORTAL_READINESS_CHECKS)[number];
 export interface PortalOpsSources {
   pool: pg.Pool;
   lock: PortalLock;
-  /** The nodes' links as the hub has them (src/farm/hub.ts). */
+  /** The nodes' links as the hub has them (src/farm/hub/). */
   links: () => NodeLink[];
   /** Forwarded requests to nodes: in flight now, and since start. */
   forwards: () => { inFlight: number; total: number };

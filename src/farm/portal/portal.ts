@@ -15,7 +15,7 @@ import type { FarmReservations, FarmTokenVerifier, NodeCredentials } from '../co
 import { migrate } from '../db/migrate.js';
 import { newPool } from '../db/pool.js';
 import { PortalLock, type LockHolder } from '../db/portalLock.js';
-import { PortalHub } from '../hub.js';
+import { PortalHub } from '../hub/index.js';
 import { FarmJobs } from '../jobs.js';
 import { FarmResults } from '../results.js';
 import { createPortalApp } from './app.js';

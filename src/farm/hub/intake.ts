@@ -1,0 +1,117 @@
+/**
+ * The portal's side of the nodes' connections, events (docs/farm.md, "Its events" and "What a node can do to the
+ * portal"): a node's events are checked (a node speaks for itself only: foreignIds), recorded through HubJobs in
+ * the node's order on its chain, and published to the hub's listeners; the hub's own events (node.online,
+ * node.offline, the fault rule's) are published here too. Uses the node table (nodes.ts) and options.ts.
+ */
+import type { EventPayloads, EventType, FarmEvent } from '../../core/events.js';
+import { parseJobUid, parseResultId } from '../../core/ids.js';
+import type { EventOrigin, NodeEventRecorder } from '../contract.js';
+import type { Entry, NodeTable } from './nodes.js';
+import type { PortalHubOptions } from './options.js';
+
+/**
+ * The job and result ids of a node's event that are not the node's own (docs/farm.md, "What a node can do to the
+ * portal"): every job_uid and result_id starts with its node's id (src/core/ids.ts), and a run's result_id with its
+ * job_uid. Empty when the event names only the node's own (a key press of no run names result_id null).
+ */
+export function foreignIds(data: Record<string, unknown>, nodeId: string): string[] {
+  const out: string[] = [];
+  const show = (key: string, v: unknown) => `${key} ${JSON.stringify(v)?.slice(0, 200) ?? String(v)}`;
+  if ('job_uid' in data && parseJobUid(data.job_uid)?.nodeId !== nodeId) out.push(show('job_uid', data.job_uid));
+  if ('result_id' in data && data.result_id !== null) {
+    const r = parseResultId(data.result_id);
+    if (r?.job.nodeId !== nodeId) out.push(show('result_id', data.result_id));
+    else if (typeof data.job_uid === 'string' && parseJobUid(data.job_uid) && `/${data.job_uid.replace(/^\//, '')}` !== r.jobUid) {
+      out.push(`${show('result_id', data.result_id)} (not a run of ${show('job_uid', data.job_uid)})`);
+    }
+  }
+  return out;
+}
+
+export class EventIntake {
+  private readonly listeners = new Set<(e: FarmEvent, from: EventOrigin) => void>();
+  /** Where the node events are recorded (the outbox), once the portal has one. */
+  recorder: NodeEventRecorder | undefined;
+  private readonly boot: string;
+  private seq = 0;
+
+  constructor(
+    private readonly o: Pick<PortalHubOptions, 'logger' | 'jobs'>,
+    private readonly nodes: NodeTable,
+    private readonly now: () => number,
+    private readonly stats: { foreignEventsRefused: number },
+  ) {
+    this.boot = this.now().toString(36);
+  }
+
+  onEvent(listener: (e: FarmEvent, from: EventOrigin) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  onNodeEvent(entry: Entry, nodeId: string, event: FarmEvent): void {
+    // A node speaks for itself only: its node_id, and only its own jobs and results.
+    const e = { ...event, data: { ...event.data, node_id: nodeId } } as FarmEvent;
+    const foreign = foreignIds(e.data as unknown as Record<string, unknown>, nodeId);
+    if (foreign.length > 0) {
+      this.stats.foreignEventsRefused++;
+      this.o.logger.warn({ node: nodeId, type: e.type, ids: foreign }, "refused a node's event naming a job or result that is not the node's own (dropped: not stored, not sent)");
+      // Handled all the same, in the node's order: the node is not asked for it again.
+      this.nodes.enqueue(entry, () => {
+        this.recorder?.dropped(e);
+        return Promise.resolve();
+      });
+      return;
+    }
+    this.followJob(entry, e);
+    const jobs = this.o.jobs;
+    if (!jobs) {
+      this.publish(e, 'node');
+      return;
+    }
+    // Recorded first, then published (in the node's order, on its chain): the late events of a job the portal
+    // ended (a node paused past the limit) go nowhere. Retried while the database is away: a run.finished or
+    // job.exited lost to a PostgreSQL restart would leave the job running here.
+    this.nodes.enqueue(entry, async () => {
+      let current = true;
+      try {
+        current = (await this.nodes.untilDatabaseBack(() => jobs.record(e))) !== false;
+      } finally {
+        if (current) this.publish(e, 'node');
+        else {
+          this.o.logger.info({ node: nodeId, type: e.type, job: (e.data as { job_uid?: string }).job_uid }, 'dropped a late event of a job the portal ended');
+          // Handled all the same: the node is not asked for it again.
+          this.recorder?.dropped(e);
+        }
+      }
+    });
+  }
+
+  /** Publish an event of the portal's own making about a node (node.online, node.offline, the fault rule's). */
+  emit<T extends EventType>(type: T, nodeId: string, data: EventPayloads[T]): void {
+    this.publish({ id: `${this.boot}-${++this.seq}`, type, time: new Date(this.now()).toISOString(), data: { ...data, node_id: nodeId } }, 'portal');
+  }
+
+  /**
+   * The node's job as its ordered events say (NodeLink.job), at once, before the event is folded into the
+   * database: a job.exited arrives before the node's answer to the stop that ended it. A job.exited of another
+   * job than the one held (an old event replayed after the hello) changes nothing.
+   */
+  private followJob(entry: Entry, e: FarmEvent): void {
+    const uid = (e.data as { job_uid?: unknown }).job_uid;
+    if (typeof uid !== 'string') return;
+    if (e.type === 'job.started') entry.link.job = { job_uid: uid, status: 'running' };
+    else if (e.type === 'job.exited' && (entry.link.job === null || entry.link.job.job_uid === uid)) entry.link.job = { job_uid: uid, status: 'exited' };
+  }
+
+  private publish(e: FarmEvent, from: EventOrigin): void {
+    for (const fn of [...this.listeners]) {
+      try {
+        fn(e, from);
+      } catch (err) {
+        this.o.logger.error({ err, event: e.id }, 'a hub event listener failed');
+      }
+    }
+  }
+}

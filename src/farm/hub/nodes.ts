@@ -1,0 +1,120 @@
+/**
+ * The portal's side of the nodes' connections, the hub's table of nodes (docs/farm.md, "Connections and
+ * liveness"): per node its NodeLink as the portal sees it, its current connection (Conn, with the forwarded
+ * requests pending on it), its in-memory last_seen, and its database work, run in order on one promise chain,
+ * so a node that comes back is answered only after its going-away was recorded. The other files of
+ * src/farm/hub/ share this table; it imports none of them.
+ */
+import type { Readable } from 'node:stream';
+import type { WebSocket } from 'ws';
+import type { Logger } from '../../core/ports.js';
+import type { ForwardResponse, NodeLink } from '../contract.js';
+import { isDatabaseUnavailable } from '../db/pool.js';
+import type { Hello, PortalMessage } from '../protocol.js';
+
+/** A forwarded request not yet answered in full. */
+export interface Pending {
+  resolve(r: ForwardResponse): void;
+  reject(e: Error): void;
+  /** Set once the node answered `res`. */
+  body?: Readable;
+  /** Set when the node ends it before the consumer started reading. */
+  done: boolean;
+  unlisten(): void;
+}
+
+/** One WebSocket of a node. */
+export class Conn {
+  nextId = 1;
+  readonly pending = new Map<number, Pending>();
+  hello: Hello | undefined;
+  constructor(
+    readonly ws: WebSocket,
+    readonly nodeId: string,
+    readonly ip: string | null,
+  ) {}
+
+  send(m: PortalMessage): void {
+    if (this.ws.readyState === this.ws.OPEN) this.ws.send(JSON.stringify(m));
+  }
+
+  newId(): number {
+    const id = this.nextId;
+    this.nextId = this.nextId >= 0xffffffff ? 1 : this.nextId + 1;
+    return id;
+  }
+}
+
+export interface Entry {
+  link: NodeLink;
+  conn: Conn | undefined;
+  /** Milliseconds of the last message (the in-memory last_seen). */
+  lastSeenMs: number;
+  /** Seen since the last flush. */
+  dirty: boolean;
+  /** The node's database work, in order. */
+  chain: Promise<void>;
+}
+
+export class NodeTable {
+  readonly entries = new Map<string, Entry>();
+
+  constructor(
+    private readonly logger: Logger,
+    /** Whether the hub is closed (work failing on a database away is then not retried). */
+    private readonly closed: () => boolean,
+  ) {}
+
+  get(nodeId: string): Entry | undefined {
+    return this.entries.get(nodeId);
+  }
+
+  /** The node's entry, made (offline, never seen) when it has none. */
+  entryFor(nodeId: string, offlineReason: string | null = 'not connected since the portal started', lastSeenMs = 0): Entry {
+    let entry = this.entries.get(nodeId);
+    if (!entry) {
+      entry = {
+        link: { nodeId, online: false, offlineReason, version: null, externalIp: null, lastSeen: null, snapshot: null, job: null },
+        conn: undefined,
+        lastSeenMs,
+        dirty: false,
+        chain: Promise.resolve(),
+      };
+      this.entries.set(nodeId, entry);
+    }
+    return entry;
+  }
+
+  /** Resolves when every node's pending database work is done (tests, close). */
+  async idle(): Promise<void> {
+    for (;;) {
+      const chains = [...this.entries.values()].map((e) => e.chain);
+      await Promise.all(chains);
+      if ([...this.entries.values()].every((e, i) => e.chain === chains[i])) return;
+    }
+  }
+
+  enqueue(entry: Entry, work: () => Promise<void>, onError?: () => void): void {
+    entry.chain = entry.chain.then(work).catch((e: unknown) => {
+      this.logger.error({ err: e, node: entry.link.nodeId }, 'recording a node\'s state in the database failed');
+      onError?.();
+    });
+  }
+
+  /**
+   * Run `work`, again and again (back-off 250 ms doubling to 5 s) while it fails because the database cannot be
+   * reached, until it succeeds, fails otherwise, or the hub closes. On a node's chain it holds that node's later
+   * work, so its events are still recorded in the order they came.
+   */
+  async untilDatabaseBack<T>(work: () => Promise<T>): Promise<T> {
+    for (let wait = 250; ; wait = Math.min(wait * 2, 5000)) {
+      try {
+        return await work();
+      } catch (e) {
+        if (!isDatabaseUnavailable(e) || this.closed()) throw e;
+        this.logger.warn({ err: e, retry_in_ms: wait }, 'the database is away: recording a node event again in a moment');
+        await new Promise((r) => setTimeout(r, wait));
+      }
+    }
+  }
+}

@@ -1,0 +1,49 @@
+/**
+ * The portal's side of the nodes' connections, what the hub is given and the close codes it uses (docs/farm.md,
+ * "Connections and liveness"). Types and constants only: every file of src/farm/hub/ may import it.
+ */
+import type pg from 'pg';
+import type { FarmEvent } from '../../core/events.js';
+import type { Logger } from '../../core/ports.js';
+import type { NodeCredentials } from '../contract.js';
+import { CLOSE_REPLACED, type Hello } from '../protocol.js';
+
+/** What the hub asks of the jobs table (jobs.ts's FarmJobs); each call runs on the node's chain. */
+export interface HubJobs {
+  /**
+   * A node event (job.started, run.started, run.finished, job.exited; others are ignored). Resolves
+   * false when the event is about a job the portal has ended itself (a stale node's late word): it
+   * is then neither recorded nor published.
+   */
+  record(e: FarmEvent): Promise<boolean | void>;
+  /** The node went offline: end its running job, record the run in flight as an error. */
+  nodeOffline(nodeId: string, reason: string): Promise<void>;
+  /** The node is back: the jobs of it the portal has ended (the welcome's ended_jobs). */
+  reconcile(nodeId: string, job: Hello['job'], snapshotJob?: unknown): Promise<string[]>;
+  /** Nodes with a job the portal still has as running (for the grace period after a portal restart). */
+  nodesWithRunningJobs(): Promise<string[]>;
+}
+
+export interface PortalHubOptions {
+  pool: pg.Pool;
+  credentials: NodeCredentials;
+  logger: Logger;
+  /** Told to nodes in the welcome; offline after MISSED_HEARTBEATS_OFFLINE of them. */
+  heartbeatSecs: number;
+  /** How often last_seen is flushed (one UPDATE for every node seen since the last flush). */
+  flushSecs: number;
+  jobs?: HubJobs;
+  /** A forwarded response with more than this buffered on the portal (its client reads too slowly) is cancelled. */
+  maxBufferedBytes?: number;
+  /** After a portal start, how long a node that had a running job has to connect (default: restartGraceMs). */
+  restartGraceMs?: number;
+  /** Milliseconds since the epoch; tests may pass another clock. */
+  now?: () => number;
+}
+
+export const DEFAULT_MAX_BUFFERED_BYTES = 64 * 1024 * 1024;
+
+/** Close codes the portal uses (4000-4999 are the application's). */
+export { CLOSE_REPLACED };
+export const CLOSE_PROTOCOL = 4002;
+export const CLOSE_OFFLINE = 4003;

@@ -1,0 +1,36 @@
+/**
+ * The node's side of the portal connection, what it is given (docs/farm.md, "The node's connection"): everything
+ * the link reads comes in as a function, so src/farm/link/ imports neither Koa nor the daemon (the composition
+ * root, src/daemon.ts, wires them). Types only.
+ */
+import type { EventHub } from '../../core/events.js';
+import type { Logger } from '../../core/ports.js';
+import type { BackoffSettings } from './backoff.js';
+
+export interface PortalLinkOptions {
+  /** The portal's URL as configured (`http(s)://` or `ws(s)://`). */
+  portalUrl: string;
+  credential: string;
+  nodeId: string;
+  version: string;
+  /** The node's own HTTP server (`http://127.0.0.1:8080`); forwarded requests are made there. */
+  localUrl: string;
+  /** The secret that makes the node's server believe the on-behalf headers (http/auth.ts DelegateRule). */
+  delegateSecret: string;
+  /** The node's v2 Node object now (what GET /api/v2/nodes/<id> answers). */
+  snapshot: () => Promise<Record<string, unknown>>;
+  /** The current job, or the last one. */
+  job: () => { job_uid: string; status: 'running' | 'exited' } | null;
+  /** Stop a job the portal has ended (resolves when it stopped or stopping was given up). */
+  stopJob: (jobUid: string) => Promise<unknown>;
+  events: Pick<EventHub, 'subscribe' | 'since' | 'buffered'>;
+  logger: Logger;
+  /** Told each time the link comes up or goes down (metrics). */
+  onState?: (connected: boolean) => void;
+  backoff?: Partial<BackoffSettings>;
+  random?: () => number;
+  /** Snapshots are sent at most this often after a change (default 250 ms). */
+  snapshotDebounceMs?: number;
+  /** A snapshot is also compared this often, for changes no event announces (default 30 s). */
+  snapshotRefreshMs?: number;
+}
