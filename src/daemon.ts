@@ -25,7 +25,7 @@ import { createCapture, FfmpegFrameSource } from './hardware/capture/index.js';
 import { KeyPresser } from './hardware/ir/keys.js';
 import { createIrTransport } from './hardware/ir/transports/index.js';
 import { createVirtualStb, type VirtualStb } from './hardware/virtual/index.js';
-import { PortalLink } from './farm/link.js';
+import { PortalLink } from './farm/link/index.js';
 import { createApp } from './http/app.js';
 import { EventStream } from './http/events.js';
 import type { Services } from './http/context.js';
