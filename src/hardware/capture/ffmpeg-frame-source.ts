@@ -37,6 +37,11 @@ export interface FfmpegFrameSourceOptions {
   height: number;
   fps: number;
   preview_fps: number;
+  /**
+   * The rate of ffmpeg's preview output when higher than `preview_fps` (capped at `fps`): every frame goes to
+   * the live view and screenshots, one in `rate / preview_fps` to the black/frozen check. Default: `preview_fps`.
+   */
+  live_fps?: number;
   input_format?: string | undefined;
   /** The ffmpeg binary: a name looked up in PATH, or a path. */
   ffmpeg: string;
@@ -49,6 +54,14 @@ export interface FfmpegFrameSourceOptions {
   signal?: SignalOptions;
   /** Replaces the input the URI selects (tests and benchmarks: lavfi sources, replayed files). */
   input?: InputSpec;
+}
+
+/**
+ * The preview output's rate: `live_fps` capped at the capture's `fps` (a higher rate would only repeat
+ * frames), never below `preview_fps`.
+ */
+export function previewRate(o: { fps: number; preview_fps: number; live_fps?: number | undefined }): number {
+  return Math.max(o.preview_fps, Math.min(o.fps, o.live_fps ?? 0));
 }
 
 /** Between TERM and KILL when ffmpeg is ended. */
@@ -102,6 +115,12 @@ export class FfmpegFrameSource implements FrameSource {
   private onlineWaiters: Array<() => void> = [];
   /** Called after each batch of new preview frames (the live view); see `onFrames`. */
   private readonly frameListeners = new Set<() => void>();
+  /** Frames a second of ffmpeg's preview output (previewRate). */
+  private readonly rate: number;
+  /** The black/frozen check looks at one preview frame in this many (about `preview_fps` a second). */
+  private readonly checkEvery: number;
+  /** Preview frames of this ffmpeg run not yet looked at by the check. */
+  private sinceCheck = 0;
   /** Times the picture was lost (ffmpeg ended or stalled, the picture froze), and the last reason. */
   private lost = { count: 0, reason: null as string | null };
 
@@ -112,14 +131,16 @@ export class FfmpegFrameSource implements FrameSource {
     if (this.input.stdin === 'frames' && o.feed === undefined) {
       throw new Error(`capture uri ${o.uri} reads frames from stdin: a frame feed is required`);
     }
+    this.rate = previewRate(o);
+    this.checkEvery = Math.max(1, Math.round(this.rate / o.preview_fps));
     this.preview = {
-      cfr: previewOutput({ ...o, previewFps: o.preview_fps, constantRate: true }),
-      vfr: previewOutput({ ...o, previewFps: o.preview_fps, constantRate: false }),
+      cfr: previewOutput({ ...o, previewFps: this.rate, constantRate: true }),
+      vfr: previewOutput({ ...o, previewFps: this.rate, constantRate: false }),
     };
-    this.staleMs = 2000 + 2000 / o.preview_fps;
+    this.staleMs = 2000 + 2000 / this.rate;
     this.log = (o.logger ?? silentLogger).child({ uri: o.uri });
     this.monitor = new SignalMonitor(signalOptionsFor(o.uri, o.signal));
-    const deps = { ffmpeg: o.ffmpeg, width: o.width, height: o.height, fps: o.fps, previewFps: o.preview_fps };
+    const deps = { ffmpeg: o.ffmpeg, width: o.width, height: o.height, fps: o.fps, previewFps: this.rate };
     this.video = o.recording && new Recorder(o.recording, { ...deps, logger: this.log.child({ part: 'recorder' }) });
     this.args = this.buildArgs('0');
   }
@@ -209,6 +230,11 @@ export class FfmpegFrameSource implements FrameSource {
   onFrames(listener: () => void): () => void {
     this.frameListeners.add(listener);
     return () => this.frameListeners.delete(listener);
+  }
+
+  /** Frames a second of ffmpeg's preview output: what the live view can show. */
+  previewRate(): number {
+    return this.rate;
   }
 
   /** Process id of the running ffmpeg, if any (tests and diagnostics). */
@@ -310,6 +336,7 @@ export class FfmpegFrameSource implements FrameSource {
   private spawnChild(): void {
     this.ring.resetPartial();
     this.monitor.reset();
+    this.sinceCheck = this.checkEvery; // the first frame of a run is checked
     this.phase = 'starting';
     this.healthySince = this.stallReason = undefined;
     this.diskFull = false;
@@ -366,10 +393,13 @@ export class FfmpegFrameSource implements FrameSource {
     for (const listener of this.frameListeners) listener();
   }
 
-  /** Feed the stream clock and the black/frozen check; log when the picture's state changes. */
+  /** Feed the stream clock and the black/frozen check (at about `preview_fps`); log when the picture's state changes. */
   private checkPicture(frames: number): void {
     const now = performance.now();
     for (let i = 0; i < frames; i++) this.video?.previewFrame(now);
+    this.sinceCheck += frames;
+    if (this.sinceCheck < this.checkEvery) return;
+    this.sinceCheck = 0;
     const data = this.ring.latestData();
     if (data === undefined) return;
     this.monitor.observe(data, now);
