@@ -23,19 +23,25 @@ const H = 240;
 describe('live view on the shipped configuration: recording on', function () {
   this.timeout(120_000);
 
-  it('while recording, ffmpeg hands Node live_fps frames a second, not preview_fps (per second of the recording)', async () => {
+  it('while recording, ffmpeg hands Node live_fps frames a second, and test scripts get preview_fps (per second of the recording)', async () => {
     const tmp = await mkdtemp(join(tmpdir(), 'farmhand-live-rate-'));
     const source = new FfmpegFrameSource({
       uri: 'testsrc:', width: W, height: H, fps: 25, preview_fps: 5, live_fps: 25, ffmpeg: 'ffmpeg', recording: { dir: join(tmp, 'recording') },
     });
     try {
+      let checked = 0;
+      source.onPreviewFrames(() => checked++);
       await source.start();
       const rec = source.recorder()!;
       // Each closed segment is one second of the recording's stream time; count preview frames between closes.
       await waitFor(() => rec.segments().length >= 1, 'a first segment closed');
-      const [n0, f0] = [rec.segments().length, source.stats().framesReceived];
+      const [n0, f0, c0, s0] = [rec.segments().length, source.stats().framesReceived, checked, source.latestPreviewFrame()!.seq];
       await waitFor(() => rec.segments().length >= n0 + 3, 'three more segments closed');
-      const perSecond = (source.stats().framesReceived - f0) / (rec.segments().length - n0);
+      const secs = rec.segments().length - n0;
+      const perSecond = (source.stats().framesReceived - f0) / secs;
+      // A test script's frames (and the black/frozen check) keep preview_fps: one frame in five.
+      expect((checked - c0) / secs).to.be.within(3, 7);
+      expect(source.latestPreviewFrame()!.seq - s0).to.equal(checked - c0);
       // 25 a second; 5 (preview_fps) before issue 20. Segment closes and frames are read on different pipes: a
       // few frames of slack either way.
       expect(perSecond).to.be.within(20, 30);

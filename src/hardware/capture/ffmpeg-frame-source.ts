@@ -119,6 +119,9 @@ export class FfmpegFrameSource implements FrameSource {
   private readonly rate: number;
   /** The black/frozen check looks at one preview frame in this many (about `preview_fps` a second). */
   private readonly checkEvery: number;
+  /** Counts the frames at about `preview_fps` (the check's), across runs: test scripts' frames (latestPreviewFrame). */
+  private previewSeq = 0;
+  private readonly previewListeners = new Set<() => void>();
   /** Preview frames of this ffmpeg run not yet looked at by the check. */
   private sinceCheck = 0;
   /** Times the picture was lost (ffmpeg ended or stalled, the picture froze), and the last reason. */
@@ -230,6 +233,25 @@ export class FfmpegFrameSource implements FrameSource {
   onFrames(listener: () => void): () => void {
     this.frameListeners.add(listener);
     return () => this.frameListeners.delete(listener);
+  }
+
+  /**
+   * Like `onFrames`, but at about `preview_fps` (one frame in `live_fps / preview_fps`): a test script's
+   * frames keep the rate its pack was written for, whatever the live view gets.
+   */
+  onPreviewFrames(listener: () => void): () => void {
+    this.previewListeners.add(listener);
+    return () => this.previewListeners.delete(listener);
+  }
+
+  /**
+   * A copy of the latest frame (the caller owns it) numbered at `preview_fps`: `seq` moves on only when
+   * `onPreviewFrames` listeners are called, so a reader waiting for a newer seq gets `preview_fps` frames a
+   * second. Undefined when offline.
+   */
+  latestPreviewFrame(): RawFrame | undefined {
+    const f = this.latestFrame();
+    return f && { ...f, seq: this.previewSeq };
   }
 
   /** Frames a second of ffmpeg's preview output: what the live view can show. */
@@ -400,6 +422,8 @@ export class FfmpegFrameSource implements FrameSource {
     this.sinceCheck += frames;
     if (this.sinceCheck < this.checkEvery) return;
     this.sinceCheck = 0;
+    this.previewSeq++;
+    for (const listener of this.previewListeners) listener();
     const data = this.ring.latestData();
     if (data === undefined) return;
     this.monitor.observe(data, now);
