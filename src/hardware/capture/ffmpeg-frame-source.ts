@@ -136,6 +136,7 @@ export class FfmpegFrameSource implements FrameSource {
     }
     this.rate = previewRate(o);
     this.checkEvery = Math.max(1, Math.round(this.rate / o.preview_fps));
+    this.ring.keepOneIn = this.checkEvery;
     this.preview = {
       cfr: previewOutput({ ...o, previewFps: this.rate, constantRate: true }),
       vfr: previewOutput({ ...o, previewFps: this.rate, constantRate: false }),
@@ -232,7 +233,12 @@ export class FfmpegFrameSource implements FrameSource {
    */
   onFrames(listener: () => void): () => void {
     this.frameListeners.add(listener);
-    return () => this.frameListeners.delete(listener);
+    this.ring.keepOneIn = 1;
+    return () => {
+      this.frameListeners.delete(listener);
+      // Nobody wants every frame: copy only the ones the checks and test scripts look at.
+      if (this.frameListeners.size === 0) this.ring.keepOneIn = this.checkEvery;
+    };
   }
 
   /**
