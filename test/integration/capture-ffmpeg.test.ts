@@ -221,6 +221,7 @@ describe('capture: the preview without recording holds no frame (the live view)'
       // Not flushed out by the watchdog ending a "stalled" ffmpeg (a restart would also feed the first frame again).
       expect([source.pid(), source.stats().restarts]).to.deep.equal([pid, 0]);
     } finally {
+      unwatch();
       await source.stop();
     }
   });
@@ -249,6 +250,8 @@ describe('capture: the preview while recording holds no frame either (issue 20: 
     };
     const source = new FfmpegFrameSource({ ...base, uri: 'virtual:', feed, preview_fps: 5, live_fps: 25, recording: { dir: join(tmp, 'recording') } });
     const shows = (v: number) => source.latestFrame()?.data.every((b) => b === v) === true;
+    // Someone watches the live view: every preview frame is kept (with nobody, one in live_fps / preview_fps).
+    const unwatch = source.onFrames(() => undefined);
     try {
       expect(source.previewRate()).to.equal(25);
       await source.start();
@@ -260,6 +263,7 @@ describe('capture: the preview while recording holds no frame either (issue 20: 
       }
       expect([source.pid(), source.stats().restarts]).to.deep.equal([pid, 0]);
     } finally {
+      unwatch();
       await source.stop();
     }
   });
