@@ -221,7 +221,6 @@ describe('capture: the preview without recording holds no frame (the live view)'
       // Not flushed out by the watchdog ending a "stalled" ffmpeg (a restart would also feed the first frame again).
       expect([source.pid(), source.stats().restarts]).to.deep.equal([pid, 0]);
     } finally {
-      unwatch();
       await source.stop();
     }
   });
