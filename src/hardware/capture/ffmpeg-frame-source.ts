@@ -117,12 +117,12 @@ export class FfmpegFrameSource implements FrameSource {
   private readonly frameListeners = new Set<() => void>();
   /** Frames a second of ffmpeg's preview output (previewRate). */
   private readonly rate: number;
-  /** The black/frozen check looks at one preview frame in this many (about `preview_fps` a second). */
+  /** The frame ring keeps one preview frame in this many while nobody watches the live view (at least `preview_fps` a second). */
   private readonly checkEvery: number;
   /** Counts the frames at about `preview_fps` (the check's), across runs: test scripts' frames (latestPreviewFrame). */
   private previewSeq = 0;
   private readonly previewListeners = new Set<() => void>();
-  /** Preview frames of this ffmpeg run not yet looked at by the check. */
+  /** How many checks are due (preview_fps / rate a frame), less those made: a check when it reaches 1. */
   private sinceCheck = 0;
   /** Times the picture was lost (ffmpeg ended or stalled, the picture froze), and the last reason. */
   private lost = { count: 0, reason: null as string | null };
@@ -135,7 +135,8 @@ export class FfmpegFrameSource implements FrameSource {
       throw new Error(`capture uri ${o.uri} reads frames from stdin: a frame feed is required`);
     }
     this.rate = previewRate(o);
-    this.checkEvery = Math.max(1, Math.round(this.rate / o.preview_fps));
+    // The ring keeps at least preview_fps frames a second (25 / 10: one in 2); the check takes preview_fps of them.
+    this.checkEvery = Math.max(1, Math.floor(this.rate / o.preview_fps));
     this.ring.keepOneIn = this.checkEvery;
     this.preview = {
       cfr: previewOutput({ ...o, previewFps: this.rate, constantRate: true }),
@@ -364,7 +365,7 @@ export class FfmpegFrameSource implements FrameSource {
   private spawnChild(): void {
     this.ring.resetPartial();
     this.monitor.reset();
-    this.sinceCheck = this.checkEvery; // the first frame of a run is checked
+    this.sinceCheck = 1; // the first frame of a run is checked
     this.phase = 'starting';
     this.healthySince = this.stallReason = undefined;
     this.diskFull = false;
@@ -425,9 +426,10 @@ export class FfmpegFrameSource implements FrameSource {
   private checkPicture(frames: number): void {
     const now = performance.now();
     for (let i = 0; i < frames; i++) this.video?.previewFrame(now);
-    this.sinceCheck += frames;
-    if (this.sinceCheck < this.checkEvery) return;
-    this.sinceCheck = 0;
+    // preview_fps of every `rate` frames, also when they do not divide (10 of 25: 2 frames in 5).
+    this.sinceCheck += (frames * this.o.preview_fps) / this.rate;
+    if (this.sinceCheck < 1 - 1e-9) return;
+    this.sinceCheck = Math.min(this.sinceCheck - 1, 1);
     this.previewSeq++;
     for (const listener of this.previewListeners) listener();
     const data = this.ring.latestData();
