@@ -30,7 +30,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 for (const previewFps of arg('preview', '2,5,10,25').split(',').map(Number)) {
   const args = ffmpegArgs(inputArgs('virtual:', { width: W, height: H, fps: FPS }), [previewOutput({ width: W, height: H, previewFps, constantRate: true })]);
   const child = spawn('ffmpeg', args, { stdio: ['pipe', 'pipe', 'inherit'] });
-  const clock = new StreamClock(previewFps);
+  const clock = new StreamClock(previewFps, FPS);
   let have = 0;
   let first = 0;
   const errors: number[] = [];

@@ -250,10 +250,11 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
   const control = new ControlServer({
     keys: scriptKeys,
     logger,
-    latestFrame: () => frames.latestFrame?.(),
+    // A test script's frames at `capture.preview_fps`, whatever rate the live view gets (`live_fps`).
+    latestFrame: () => (frames instanceof FfmpegFrameSource ? frames.latestPreviewFrame() : frames.latestFrame?.()),
     ...(testUser && { group: testUser.gid }),
     tmpPrefix: tempPrefixes.control,
-    ...(frames instanceof FfmpegFrameSource && { onFrames: (listener: () => void) => frames.onFrames(listener) }),
+    ...(frames instanceof FfmpegFrameSource && { onFrames: (listener: () => void) => frames.onPreviewFrames(listener) }),
   });
   undo.push(() => control.close());
   const noCapture = cfg.capture.uri === 'none:';

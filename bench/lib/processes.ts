@@ -114,3 +114,38 @@ export function tail(file: string, lines = 20): string {
     return '(no log)';
   }
 }
+
+/**
+ * CPU seconds (utime, stime) of process `root` and every process descended from it, whatever their process
+ * group: the daemon's ffmpeg runs in a group of its own (it is spawned detached, to be killed as a group),
+ * so `groupCpuSecs` of the daemon leaves it out. Processes that ended are not counted.
+ */
+export function treeCpuSecs(root: number): { user: number; system: number } {
+  const procs = new Map<number, { ppid: number; user: number; system: number }>();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+    } catch {
+      continue; // exited while we looked
+    }
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    procs.set(Number(name), { ppid: Number(f[1]), user: Number(f[11]) / CLK_TCK, system: Number(f[12]) / CLK_TCK });
+  }
+  const inTree = (pid: number): boolean => {
+    for (let p = pid, hops = 0; p > 1 && hops < 64; hops++) {
+      if (p === root) return true;
+      p = procs.get(p)?.ppid ?? 0;
+    }
+    return false;
+  };
+  let user = 0;
+  let system = 0;
+  for (const [pid, p] of procs) {
+    if (!inTree(pid)) continue;
+    user += p.user;
+    system += p.system;
+  }
+  return { user, system };
+}

@@ -69,8 +69,14 @@ export const configSchema = z.strictObject({
       width: z.number().int().min(16).max(7680).default(1280),
       height: z.number().int().min(16).max(4320).default(720),
       fps: z.number().positive().max(120).default(25),
-      /** Frames per second handed to Node for screenshots. */
+      /** Frames per second Node checks for a black or frozen picture (and, at least, hands to screenshots). */
       preview_fps: z.number().positive().max(60).default(5),
+      /**
+       * Frames per second ffmpeg hands to Node for the live view (capped at `fps`; never below `preview_fps`):
+       * the live view shows every one that changed. 0: the live view gets `preview_fps`. Costs ~0.04 cores at
+       * 720p25 whether anyone watches or not (docs/portal.md, "Live view on the shipped configuration").
+       */
+      live_fps: z.number().nonnegative().max(60).default(25),
       /** V4L2 input format, e.g. `mjpeg` or `yuyv422`; ffmpeg's choice when unset. */
       input_format: z.string().optional(),
       ffmpeg: z.string().min(1).default('ffmpeg'),

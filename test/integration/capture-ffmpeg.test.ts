@@ -225,3 +225,45 @@ describe('capture: the preview without recording holds no frame (the live view)'
     }
   });
 });
+
+describe('capture: the preview while recording holds no frame either (issue 20: the live view as shipped)', () => {
+  let tmp: string;
+  beforeEach(async () => {
+    tmp = await mkdtemp(join(tmpdir(), 'farmhand-preview-rec-'));
+  });
+  afterEach(async () => {
+    await rm(tmp, { recursive: true, force: true });
+  });
+
+  it('with recording on, a frame written into ffmpeg comes out of the preview before any further frame goes in', async () => {
+    // The preview keeps a constant rate while recording (the recorder's stream clock counts its frames). The fps
+    // filter did that by holding each output slot until an input frame past the slot's middle arrived, so the
+    // picture after a key press waited for later frames (100-150 ms at 5 a second). Fed one frame at a time, a
+    // frame that no later frame follows never came out. The constant rate must not hold it.
+    const plain = (v: number) => Buffer.alloc(W * H * 3, v);
+    let stdin: Writable | undefined;
+    const feed = (s: Writable) => {
+      stdin = s;
+      s.write(plain(10));
+      return () => undefined;
+    };
+    const source = new FfmpegFrameSource({ ...base, uri: 'virtual:', feed, preview_fps: 5, live_fps: 25, recording: { dir: join(tmp, 'recording') } });
+    const shows = (v: number) => source.latestFrame()?.data.every((b) => b === v) === true;
+    // Someone watches the live view: every preview frame is kept (with nobody, one in live_fps / preview_fps).
+    const unwatch = source.onFrames(() => undefined);
+    try {
+      expect(source.previewRate()).to.equal(25);
+      await source.start();
+      await waitFor(() => shows(10), 'the first frame, alone in the pipe, comes out');
+      const pid = source.pid();
+      for (const v of [60, 110, 160, 210]) {
+        stdin!.write(plain(v));
+        await waitFor(() => shows(v), `frame ${v} comes out without another behind it`);
+      }
+      expect([source.pid(), source.stats().restarts]).to.deep.equal([pid, 0]);
+    } finally {
+      unwatch();
+      await source.stop();
+    }
+  });
+});

@@ -29,6 +29,25 @@ describe('capture: FrameRing', () => {
     }
   });
 
+  it('keepOneIn n: counts every frame but copies and publishes only one in n, from the start of a run', () => {
+    for (const chunk of [1, BYTES, 3 * BYTES]) {
+      const ring = new FrameRing(W, H);
+      ring.keepOneIn = 3;
+      expect(feed(ring, [1, 2, 3], chunk), `chunk ${chunk}`).to.equal(3);
+      expect(ring.latestCopy()!.data.equals(frame(1)), `chunk ${chunk}: frame 0 kept, 1 and 2 not`).to.equal(true);
+      expect(feed(ring, [4, 5], chunk)).to.equal(2);
+      expect(ring.latestCopy()!.data.equals(frame(4)), `chunk ${chunk}: frame 3 kept`).to.equal(true);
+      expect([ring.latestCopy()!.seq, ring.droppedFrames()]).to.deep.equal([2, 0]);
+      ring.keepOneIn = 1;
+      feed(ring, [6], chunk);
+      expect(ring.latestCopy()!.data.equals(frame(6))).to.equal(true);
+      ring.keepOneIn = 3;
+      ring.resetPartial();
+      feed(ring, [7, 8], chunk);
+      expect(ring.latestCopy()!.data.equals(frame(7)), 'a new run starts at index 0').to.equal(true);
+    }
+  });
+
   it('publishes nothing until a frame is complete', () => {
     const ring = new FrameRing(W, H);
     expect(ring.push(frame(9).subarray(0, BYTES - 1))).to.equal(0);

@@ -60,20 +60,26 @@ describe('capture: StreamClock (stream time to Node time)', () => {
   it('maps stream time through the least-delayed recent preview frame', () => {
     const c = new StreamClock(5);
     expect(c.toMonotonic(0)).to.equal(undefined);
-    // Stream time 0 at 1000 ms; frames every 200 ms arrive half a preview interval (the fps filter's least hold,
-    // 100 ms) and 5-40 ms late.
-    [1140, 1305, 1510, 1720, 1930].forEach((t) => c.frame(t));
-    expect(c.toMonotonic(2)).to.equal(3005);
+    // Stream time 0 at 1000 ms; frames every 200 ms arrive 5-40 ms late; the clock adds one interval (200 ms)
+    // because the constant rate can write a frame up to one slot early.
+    [1040, 1205, 1410, 1620, 1830].forEach((t) => c.frame(t));
+    expect(c.toMonotonic(2)).to.equal(3205);
+  });
+
+  it('adds two intervals when the preview is slower than the input (its frames can come two slots early)', () => {
+    const c = new StreamClock(5, 25);
+    [1040, 1205, 1410, 1620, 1830].forEach((t) => c.frame(t));
+    expect(c.toMonotonic(2)).to.equal(3405);
   });
 
   it('follows a feed that drifts behind real time, and restarts at 0 for a new process', () => {
     const c = new StreamClock(5);
-    for (let n = 0; n < 50; n++) c.frame(1100 + n * 210); // 5 % slow
+    for (let n = 0; n < 50; n++) c.frame(1000 + n * 210); // 5 % slow
     // Off by at most the drift within the 2 s window (10 frames x 10 ms), not the 490 ms accumulated.
-    expect(c.toMonotonic(49 / 5)).to.be.closeTo(1000 + 49 * 210, 100);
+    expect(c.toMonotonic(49 / 5)).to.be.closeTo(1200 + 49 * 210, 100);
     c.reset();
-    c.frame(90_100);
-    expect(c.toMonotonic(1)).to.equal(91_000);
+    c.frame(90_000);
+    expect(c.toMonotonic(1)).to.equal(91_200);
   });
 });
 

@@ -71,17 +71,16 @@ export function inputArgs(uri: string, o: InputOptions): InputSpec {
  * even if a card delivers another mode than the one asked for, so Node can
  * cut the byte stream into frames by length alone.
  *
- * `constantRate` (while recording): the fps filter makes exactly
- * `previewFps` frames a second, repeating frames over gaps, because the
- * recorder's stream clock counts preview frames (stream-clock.ts). The
- * filter holds each output slot until a frame past its middle arrives, and
- * after a gap in the input (a busy machine) it writes the repeats out before
- * the new picture. Otherwise (no recording) frames pass as they come, only
- * dropped to keep to `previewFps` (`-fps_mode vfr -r`), never held or
- * repeated: the live view's picture leaves ffmpeg as soon as it is complete
- * (docs/portal.md, "Live view and web remote": median 182-195 ms vs. 45-87
- * ms from the frame written to the frame read back, at 720p on a loaded box;
- * 5 ms since `-threads 1`).
+ * `constantRate` (while recording): exactly `previewFps` frames a second,
+ * repeating frames over gaps (`-fps_mode cfr -r`), because the recorder's
+ * stream clock counts preview frames (stream-clock.ts). Output frame n is
+ * written as soon as the input frame that fills slot n arrives: nothing is
+ * held back. (Until issue 20 this was the `fps` filter, which holds each
+ * output slot until an input frame past the slot's middle arrives: half a
+ * preview interval and more on every new picture, 100-150 ms at 5 a second;
+ * docs/portal.md, "Live view on the shipped configuration".) Otherwise (no
+ * recording) frames pass as they come, only dropped to keep to `previewFps`
+ * (`-fps_mode vfr -r`), never held or repeated.
  *
  * `-threads 1`: ffmpeg's rawvideo "encoder" (a copy) runs frame threads by
  * default, and a frame-threaded encoder keeps a frame back until the next
@@ -92,9 +91,7 @@ export function inputArgs(uri: string, o: InputOptions): InputSpec {
  * runs in one thread: no work when the size is already right.
  */
 export function previewOutput(o: { width: number; height: number; previewFps: number; constantRate?: boolean }): OutputSpec {
-  const rate = o.constantRate === false
-    ? ['-vf', `scale=${o.width}:${o.height}`, '-fps_mode', 'vfr', '-r', String(o.previewFps)]
-    : ['-vf', `fps=${o.previewFps},scale=${o.width}:${o.height}`];
+  const rate = ['-vf', `scale=${o.width}:${o.height}`, '-fps_mode', o.constantRate === false ? 'vfr' : 'cfr', '-r', String(o.previewFps)];
   return {
     args: ['-map', '0:v', '-threads', '1', ...rate, '-f', 'rawvideo', '-pix_fmt', 'rgb24', 'pipe:1'],
   };

@@ -37,6 +37,11 @@ export interface FfmpegFrameSourceOptions {
   height: number;
   fps: number;
   preview_fps: number;
+  /**
+   * The rate of ffmpeg's preview output when higher than `preview_fps` (capped at `fps`): every frame goes to
+   * the live view and screenshots, one in `rate / preview_fps` to the black/frozen check. Default: `preview_fps`.
+   */
+  live_fps?: number;
   input_format?: string | undefined;
   /** The ffmpeg binary: a name looked up in PATH, or a path. */
   ffmpeg: string;
@@ -49,6 +54,14 @@ export interface FfmpegFrameSourceOptions {
   signal?: SignalOptions;
   /** Replaces the input the URI selects (tests and benchmarks: lavfi sources, replayed files). */
   input?: InputSpec;
+}
+
+/**
+ * The preview output's rate: `live_fps` capped at the capture's `fps` (a higher rate would only repeat
+ * frames), never below `preview_fps`.
+ */
+export function previewRate(o: { fps: number; preview_fps: number; live_fps?: number | undefined }): number {
+  return Math.max(o.preview_fps, Math.min(o.fps, o.live_fps ?? 0));
 }
 
 /** Between TERM and KILL when ffmpeg is ended. */
@@ -102,6 +115,15 @@ export class FfmpegFrameSource implements FrameSource {
   private onlineWaiters: Array<() => void> = [];
   /** Called after each batch of new preview frames (the live view); see `onFrames`. */
   private readonly frameListeners = new Set<() => void>();
+  /** Frames a second of ffmpeg's preview output (previewRate). */
+  private readonly rate: number;
+  /** The frame ring keeps one preview frame in this many while nobody watches the live view (at least `preview_fps` a second). */
+  private readonly checkEvery: number;
+  /** Counts the frames at about `preview_fps` (the check's), across runs: test scripts' frames (latestPreviewFrame). */
+  private previewSeq = 0;
+  private readonly previewListeners = new Set<() => void>();
+  /** How many checks are due (preview_fps / rate a frame), less those made: a check when it reaches 1. */
+  private sinceCheck = 0;
   /** Times the picture was lost (ffmpeg ended or stalled, the picture froze), and the last reason. */
   private lost = { count: 0, reason: null as string | null };
 
@@ -112,14 +134,18 @@ export class FfmpegFrameSource implements FrameSource {
     if (this.input.stdin === 'frames' && o.feed === undefined) {
       throw new Error(`capture uri ${o.uri} reads frames from stdin: a frame feed is required`);
     }
+    this.rate = previewRate(o);
+    // The ring keeps at least preview_fps frames a second (25 / 10: one in 2); the check takes preview_fps of them.
+    this.checkEvery = Math.max(1, Math.floor(this.rate / o.preview_fps));
+    this.ring.keepOneIn = this.checkEvery;
     this.preview = {
-      cfr: previewOutput({ ...o, previewFps: o.preview_fps, constantRate: true }),
-      vfr: previewOutput({ ...o, previewFps: o.preview_fps, constantRate: false }),
+      cfr: previewOutput({ ...o, previewFps: this.rate, constantRate: true }),
+      vfr: previewOutput({ ...o, previewFps: this.rate, constantRate: false }),
     };
-    this.staleMs = 2000 + 2000 / o.preview_fps;
+    this.staleMs = 2000 + 2000 / this.rate;
     this.log = (o.logger ?? silentLogger).child({ uri: o.uri });
     this.monitor = new SignalMonitor(signalOptionsFor(o.uri, o.signal));
-    const deps = { ffmpeg: o.ffmpeg, width: o.width, height: o.height, fps: o.fps, previewFps: o.preview_fps };
+    const deps = { ffmpeg: o.ffmpeg, width: o.width, height: o.height, fps: o.fps, previewFps: this.rate };
     this.video = o.recording && new Recorder(o.recording, { ...deps, logger: this.log.child({ part: 'recorder' }) });
     this.args = this.buildArgs('0');
   }
@@ -208,7 +234,36 @@ export class FfmpegFrameSource implements FrameSource {
    */
   onFrames(listener: () => void): () => void {
     this.frameListeners.add(listener);
-    return () => this.frameListeners.delete(listener);
+    this.ring.keepOneIn = 1;
+    return () => {
+      this.frameListeners.delete(listener);
+      // Nobody wants every frame: copy only the ones the checks and test scripts look at.
+      if (this.frameListeners.size === 0) this.ring.keepOneIn = this.checkEvery;
+    };
+  }
+
+  /**
+   * Like `onFrames`, but at about `preview_fps` (one frame in `live_fps / preview_fps`): a test script's
+   * frames keep the rate its pack was written for, whatever the live view gets.
+   */
+  onPreviewFrames(listener: () => void): () => void {
+    this.previewListeners.add(listener);
+    return () => this.previewListeners.delete(listener);
+  }
+
+  /**
+   * A copy of the latest frame (the caller owns it) numbered at `preview_fps`: `seq` moves on only when
+   * `onPreviewFrames` listeners are called, so a reader waiting for a newer seq gets `preview_fps` frames a
+   * second. Undefined when offline.
+   */
+  latestPreviewFrame(): RawFrame | undefined {
+    const f = this.latestFrame();
+    return f && { ...f, seq: this.previewSeq };
+  }
+
+  /** Frames a second of ffmpeg's preview output: what the live view can show. */
+  previewRate(): number {
+    return this.rate;
   }
 
   /** Process id of the running ffmpeg, if any (tests and diagnostics). */
@@ -310,6 +365,7 @@ export class FfmpegFrameSource implements FrameSource {
   private spawnChild(): void {
     this.ring.resetPartial();
     this.monitor.reset();
+    this.sinceCheck = 1; // the first frame of a run is checked
     this.phase = 'starting';
     this.healthySince = this.stallReason = undefined;
     this.diskFull = false;
@@ -366,10 +422,16 @@ export class FfmpegFrameSource implements FrameSource {
     for (const listener of this.frameListeners) listener();
   }
 
-  /** Feed the stream clock and the black/frozen check; log when the picture's state changes. */
+  /** Feed the stream clock and the black/frozen check (at about `preview_fps`); log when the picture's state changes. */
   private checkPicture(frames: number): void {
     const now = performance.now();
     for (let i = 0; i < frames; i++) this.video?.previewFrame(now);
+    // preview_fps of every `rate` frames, also when they do not divide (10 of 25: 2 frames in 5).
+    this.sinceCheck += (frames * this.o.preview_fps) / this.rate;
+    if (this.sinceCheck < 1 - 1e-9) return;
+    this.sinceCheck = Math.min(this.sinceCheck - 1, 1);
+    this.previewSeq++;
+    for (const listener of this.previewListeners) listener();
     const data = this.ring.latestData();
     if (data === undefined) return;
     this.monitor.observe(data, now);

@@ -29,17 +29,26 @@ export interface RawFrame {
 }
 
 const SLOTS = 3;
+/** `writing` for a frame not kept (keepOneIn); -1 is a frame dropped for want of a free slot. */
+const SKIPPED = -2;
 
 export class FrameRing {
   readonly frameBytes: number;
   private readonly slots: Buffer[];
   private readonly leases: number[] = new Array<number>(SLOTS).fill(0);
-  /** Slot being filled; -1 while the current frame is dropped. */
+  /** Slot being filled; -1 while the current frame is dropped, SKIPPED while it is not kept. */
   private writing = 0;
   private filled = 0;
   private published: { slot: number; seq: number; at: number; mono: number } | undefined;
   private seq = 0;
   private dropped = 0;
+  /** Frames completed since the last resetPartial (the ffmpeg run's frame index). */
+  private index = 0;
+  /**
+   * Copy and publish only frame indexes divisible by this; the others are counted but never copied (no
+   * live view watching: the checks and screenshots want `preview_fps`, ffmpeg sends `live_fps`).
+   */
+  keepOneIn = 1;
 
   constructor(
     readonly width: number,
@@ -54,7 +63,7 @@ export class FrameRing {
     let offset = 0;
     let completed = 0;
     while (offset < chunk.length) {
-      if (this.filled === 0) this.writing = this.freeSlot();
+      if (this.filled === 0) this.writing = this.index % this.keepOneIn === 0 ? this.freeSlot() : SKIPPED;
       const n = Math.min(this.frameBytes - this.filled, chunk.length - offset);
       if (this.writing >= 0) chunk.copy(this.slots[this.writing]!, this.filled, offset, offset + n);
       this.filled += n;
@@ -62,8 +71,9 @@ export class FrameRing {
       if (this.filled === this.frameBytes) {
         this.filled = 0;
         completed++;
+        this.index++;
         if (this.writing >= 0) this.publish(this.writing);
-        else this.dropped++;
+        else if (this.writing !== SKIPPED) this.dropped++;
       }
     }
     return completed;
@@ -72,6 +82,7 @@ export class FrameRing {
   /** Forget a partly written frame: a new ffmpeg process starts on a frame boundary. */
   resetPartial(): void {
     this.filled = 0;
+    this.index = 0;
   }
 
   /** Frames dropped because every slot was leased or published. */

@@ -70,7 +70,7 @@ export class Recorder implements VideoRecorder {
     private readonly d: RecorderDeps,
   ) {
     this.ring = new SegmentRing({ keepMs: (o.keepSecs ?? 600) * 1000, maxClipMs: (o.maxClipSecs ?? 4 * 3600) * 1000 });
-    this.clock = new StreamClock(d.previewFps);
+    this.clock = new StreamClock(d.previewFps, d.fps);
   }
 
   /** Create the folder and delete segments a previous process left (nothing maps them to time). */

@@ -2,16 +2,17 @@
  * Maps the recording's stream time (seconds from ffmpeg's start, as the
  * segment list reports it) to Node's monotonic clock. The preview frames are
  * the ticks: preview frame n of an ffmpeg process shows stream time
- * n / preview_fps and reaches Node once ffmpeg's fps filter lets it go: the
- * filter (rounding to the nearest slot) holds output slot n until an input
- * frame past the slot's middle arrives, so at least half a preview interval
- * after n / preview_fps. So the smallest
- * `arrival - n / preview_fps - 1 / (2 preview_fps)` over the last couple of
- * seconds is the offset: mapped times are a little late (by the input frame
- * that passed the middle, and ffmpeg's own time), never early. Measured with
- * the preview's `-threads 1` (ffmpeg-args.ts), a frame fed at a known time
- * first: 2-21 ms late at 2, 5, 10 and 25 preview frames a second (25 input);
- * the recorder's end margin absorbs it. A recent window rather than all
+ * n / rate, and ffmpeg writes it as soon as the input frame that fills its
+ * slot arrives (`-fps_mode cfr`, ffmpeg-args.ts). Under jitter the constant
+ * rate repeats a frame one slot early and drops one later, so a frame can
+ * reach Node up to one interval before its slot's time (two when the
+ * preview is slower than the input: the constant rate takes a frame that
+ * comes up to 1.1 slots early); that much is added so that mapped times are
+ * a little late, never early. The offset is
+ * the smallest `arrival - n / rate + hold` over the last couple of
+ * seconds. Measured with `bench/stream-clock-error.ts` (a frame fed at a
+ * known time first, 25 input frames a second): see docs/portal.md, "Live
+ * view on the shipped configuration". A recent window rather than all
  * history: a `virtual:` feed that runs a little slower than its nominal rate
  * makes stream time drift behind.
  */
@@ -22,9 +23,13 @@ export class StreamClock {
   private readonly window: number;
   private readonly holdMs: number;
 
-  constructor(private readonly previewFps: number) {
+  /** `inputFps`: the capture's rate; a preview slower than it picks frames up to two intervals early. */
+  constructor(
+    private readonly previewFps: number,
+    inputFps = previewFps,
+  ) {
     this.window = Math.max(4, Math.round(previewFps * 2));
-    this.holdMs = 500 / previewFps;
+    this.holdMs = (previewFps < inputFps ? -2000 : -1000) / previewFps;
   }
 
   /** A new ffmpeg process: its stream time starts again at 0. */
