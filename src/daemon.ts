@@ -388,7 +388,10 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
       version,
       localUrl: url,
       delegateSecret,
-      snapshot: async () => presentNode(await node.stateOf(cfg.node_id), undefined, portalBase),
+      snapshot: async () => {
+        const state = await node.stateOf(cfg.node_id);
+        return { snapshot: presentNode(state, undefined, portalBase), availability: state.availability };
+      },
       job: () => {
         const j = jobs.current();
         return j ? { job_uid: j.job_uid, status: j.status } : null;

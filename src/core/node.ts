@@ -7,6 +7,7 @@
  * reads comes in as a function or a port, so this module stays pure; the
  * reason strings are listed in docs/reservations.md.
  */
+import { AVAILABLE, availabilityText, type Availability } from './availability.js';
 import { notFound } from './errors.js';
 import type { JobRecord } from './model.js';
 import type { CaptureHealth, IniConfig, Logger, TestPack } from './ports.js';
@@ -46,6 +47,8 @@ export interface NodeState {
   node_id: string;
   available: boolean;
   not_available_reason: string | null;
+  /** Not in the v2 Node object (presenters leave it out): the reason as a kind and a detail, for the portal. */
+  availability: Availability;
   online: boolean;
   config: IniConfig;
   device_type: string | null;
@@ -124,13 +127,15 @@ export class NodeService {
     const health = o.health();
     const config = await this.nodeConfig();
     const res = o.reservations.active(o.nodeId);
-    const reason = this.notAvailableReason(health, res);
+    const availability = this.availabilityNow(health, res);
+    const reason = availabilityText(availability);
     const section = (name: string) => config[name] ?? {};
     const job = o.jobs.current() ?? null;
     return {
       node_id: o.nodeId,
       available: reason === null,
       not_available_reason: reason,
+      availability,
       online: health.online,
       config,
       device_type: section('device_under_test')['device_type'] ?? null,
@@ -157,7 +162,7 @@ export class NodeService {
   availability(): { available: boolean; reason: string | null; online: boolean; reserved: boolean; running: boolean } {
     const health = this.o.health();
     const res = this.o.reservations.active(this.o.nodeId);
-    const reason = this.notAvailableReason(health, res);
+    const reason = availabilityText(this.availabilityNow(health, res));
     return { available: reason === null, reason, online: health.online, reserved: res !== undefined, running: this.o.jobs.isRunning() };
   }
 
@@ -199,15 +204,15 @@ export class NodeService {
     this.writing = this.o.usage.save(usage).catch((e: unknown) => this.o.logger?.error({ err: e }, 'could not save the last use of the node'));
   }
 
-  /** Reasons in order of precedence; exact strings in docs/reservations.md. */
-  private notAvailableReason(health: CaptureHealth, res: ReservationRecord | undefined): string | null {
-    if (!health.online) return `offline: ${health.reason ?? 'no picture from the device under test'}`;
-    if (this.licenceExpired()) return `licence expired on ${this.o.settings.licence_expiry}`;
+  /** Reasons in order of precedence; exact strings (availabilityText) in docs/reservations.md. */
+  private availabilityNow(health: CaptureHealth, res: ReservationRecord | undefined): Availability {
+    if (!health.online) return { kind: 'offline', detail: health.reason ?? 'no picture from the device under test' };
+    if (this.licenceExpired()) return { kind: 'licence_expired', detail: this.o.settings.licence_expiry };
     const unhealthy = this.o.healthProblem?.() ?? null;
-    if (unhealthy !== null) return unhealthy;
-    if (res) return `reserved by ${res.username} (reservation ${res.reservation_id})`;
-    if (this.o.jobs.isRunning()) return `running a test job (${this.o.jobs.current()?.job_uid ?? 'starting'})`;
-    return null;
+    if (unhealthy !== null) return { kind: 'unhealthy', detail: unhealthy };
+    if (res) return { kind: 'reserved', detail: `${res.username} (reservation ${res.reservation_id})` };
+    if (this.o.jobs.isRunning()) return { kind: 'running', detail: this.o.jobs.current()?.job_uid ?? 'starting' };
+    return AVAILABLE;
   }
 
   /** The run in progress is the one to watch; between runs and after the job, its latest result. */

@@ -15,6 +15,7 @@
 import type { Readable } from 'node:stream';
 import type { EventType, FarmEvent } from '../core/events.js';
 import type { TokenVerifier } from '../core/auth.js';
+import type { Availability } from '../core/availability.js';
 
 /** v2 tokens of people and programs, kept in PostgreSQL; `verify` answers from memory (kept fresh). */
 export interface FarmTokenVerifier extends TokenVerifier {
@@ -71,6 +72,12 @@ export interface NodeLink {
    * external_ip_address and node_url.
    */
   snapshot: Record<string, unknown> | null;
+  /**
+   * Whether the node takes a job, as its last hello or snapshot said it (a kind and a detail; hub/availability.ts
+   * reads a previous version's reason string); null before the first. The portal decides by the kind, never by
+   * the text (farm.ts busyReason, routes.ts presentFarmNode).
+   */
+  availability: Availability | null;
   /**
    * The node's current or last job as its own ordered stream says: its hello's, then each job.started and
    * job.exited as it arrives. Ahead of `snapshot`, which the node sends after a debounce: a job.exited comes

@@ -15,6 +15,7 @@
  * frames with the body, then `end`. Either side may send `cancel` / `end`
  * with an error. Ids are chosen by the portal, unique per connection.
  */
+import type { Availability } from '../core/availability.js';
 import type { FarmEvent } from '../core/events.js';
 
 export const PROTOCOL_VERSION = 1;
@@ -33,13 +34,22 @@ export const RECONNECT_CAP_MS = 30_000;
 
 // ---- node -> portal ----------------------------------------------------------------------------
 
-export interface Hello {
+/**
+ * The node's state as its hello and snapshots carry it: its v2 Node object, and whether it takes a job as a
+ * typed value (core/availability.ts). A node of an earlier version sends no `availability`; the portal reads
+ * its `not_available_reason` instead, in one place (hub/availability.ts; docs/farm.md, "Availability").
+ */
+export interface NodeSnapshot {
+  /** The node's own v2 Node object (see FarmHub's NodeLink.snapshot). */
+  snapshot: Record<string, unknown>;
+  availability?: Availability;
+}
+
+export interface Hello extends NodeSnapshot {
   t: 'hello';
   protocol: number;
   node_id: string;
   version: string;
-  /** The node's own v2 Node object (see FarmHub's NodeLink.snapshot). */
-  snapshot: Record<string, unknown>;
   /** Addresses of the node's interfaces (local_ip_address). */
   local_ip: string | null;
   /** The node's current job, or its last one (job_uid and status), so the portal can reconcile. */
@@ -51,9 +61,8 @@ export interface Heartbeat {
 }
 
 /** The node's state changed (job, reservation-relevant usage, online...): its new Node object. */
-export interface Snapshot {
+export interface Snapshot extends NodeSnapshot {
   t: 'snapshot';
-  snapshot: Record<string, unknown>;
 }
 
 /** An event the node published on its own event hub, passed on as is. */

@@ -105,14 +105,15 @@ export function presentReservation(r: ReservationRecord, caller: string | undefi
 export type NodeJob = ReturnType<typeof presentJob> & { log_url: string; triage_url: string };
 
 /** The spec's Node (v2) object. */
-export type NodeStatus = Omit<NodeState, 'job' | 'job_result_id' | 'reservation'> & {
+export type NodeStatus = Omit<NodeState, 'job' | 'job_result_id' | 'reservation' | 'availability'> & {
   node_url: string;
   job: NodeJob | null;
   reservation: Reservation | null;
 };
 
 export function presentNode(n: NodeState, caller: string | undefined, base: string): NodeStatus {
-  const { node_id, job, job_result_id: id, reservation, ...rest } = n;
+  // availability is the portal's (the node's hello and snapshots); the v2 object says it as not_available_reason.
+  const { node_id, job, job_result_id: id, reservation, availability: _availability, ...rest } = n;
   return {
     node_id,
     node_url: `${base}/api/v2/nodes/${encodeURIComponent(node_id)}`,

@@ -16,6 +16,7 @@ import { ConfigError, loadConfig } from '../../src/config/load.js';
 import { StartupError } from '../../src/daemon.js';
 import { backoffDelay, PortalLink } from '../../src/farm/link/index.js';
 import { EventHub } from '../../src/core/events.js';
+import { AVAILABILITY_KINDS, availabilityText } from '../../src/core/availability.js';
 import { capturingLogger } from '../helpers/logger.js';
 import type { FileResultRepository } from '../../src/storage/results/index.js';
 import {
@@ -196,6 +197,11 @@ describe('the node side of the portal connection (src/farm/link/)', function () 
     expect(hello.snapshot).to.include({ node_id: NODE, node_url: `${new URL(portal.url).origin}/api/v2/nodes/${NODE}` });
     expect(hello.snapshot).to.have.property('available');
     expect(hello.local_ip).to.equal(hello.snapshot.local_ip_address);
+    // Its availability typed (a kind and a detail), the v2 reason rendered from it, the v2 object itself unchanged.
+    expect(hello.availability).to.be.an('object');
+    expect(AVAILABILITY_KINDS).to.include(hello.availability!.kind);
+    expect(hello.snapshot.not_available_reason).to.equal(availabilityText(hello.availability!));
+    expect(hello.snapshot).not.to.have.property('availability');
     await waitFor(() => d.daemon.portalLink?.connected, 'the link to be welcomed');
     const metrics = await request(d.url).get('/metrics');
     expect(metrics.text).to.match(/^farmhand_portal_connected 1$/m);
@@ -435,7 +441,7 @@ describe('a refused credential', function () {
       version: 'test',
       localUrl: 'http://127.0.0.1:9',
       delegateSecret: 'unused',
-      snapshot: () => Promise.resolve({}),
+      snapshot: () => Promise.resolve({ snapshot: {}, availability: { kind: 'available', detail: null } }),
       job: () => null,
       stopJob: () => Promise.resolve(),
       events: new EventHub({ nodeId: NODE }),

@@ -12,6 +12,7 @@ import { expect } from 'chai';
 import { ConfigError } from '../../src/config/load.js';
 import type { FarmReservation, FarmReservations } from '../../src/farm/contract.js';
 import { loadPortalConfig } from '../../src/farm/portal/config.js';
+import { busyReason } from '../../src/farm/portal/farm.js';
 import { runCli } from '../../src/cli/program.js';
 import { runCaptured } from '../helpers/cli.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
@@ -118,6 +119,44 @@ describe('farm portal (HTTP)', function () {
     const unknown = await call(alice, '/api/v2/nodes/nobody');
     expect(unknown.status).to.equal(404);
     expect((await json(unknown)).error).to.equal('not_found');
+  });
+
+  it("decides availability by the node's kind, not its reason's text: a health check whose reason starts 'reserved by ' holds the node back; the node's own reserved and running are the portal's to say", async () => {
+    // A maintenance message that happens to begin like a reservation: read by its text, the portal took it for one.
+    const rewiring = 'reserved by facilities: rewiring the bench until noon';
+    const base = { online: true, available: false, job: null };
+    await node('kind-health', { snapshot: { node_id: 'kind-health', ...base, not_available_reason: rewiring }, availability: { kind: 'unhealthy', detail: rewiring } });
+    // The node's own reservation (its text made to look like a health check's): not the farm's, so not a reason.
+    const own = await node('kind-own-res', {
+      snapshot: { node_id: 'kind-own-res', ...base, not_available_reason: 'health check failed: none' },
+      availability: { kind: 'reserved', detail: 'mallory (reservation 77)' },
+    });
+    const nodeOf = async (id: string) => json(await call(alice, `/api/v2/nodes/${id}`));
+    expect(await nodeOf('kind-health')).to.deep.include({ available: false, not_available_reason: rewiring, online: true });
+    expect(busyReason(t.portal.hub.link('kind-health'))).to.equal(rewiring);
+    expect(await nodeOf('kind-own-res')).to.deep.include({ available: true, not_available_reason: null });
+    expect(busyReason(t.portal.hub.link('kind-own-res'))).to.equal(null);
+    // A snapshot changes the kind: its licence expired (the reason rendered from the kind and detail, as on the node).
+    own.send({ t: 'snapshot', snapshot: { node_id: 'kind-own-res', ...base, not_available_reason: 'licence expired on 2020-01-01' }, availability: { kind: 'licence_expired', detail: '2020-01-01' } });
+    await waitFor(() => t.portal.hub.link('kind-own-res')?.availability?.kind === 'licence_expired', WAIT);
+    expect(await nodeOf('kind-own-res')).to.deep.include({ available: false, not_available_reason: 'licence expired on 2020-01-01' });
+    expect(busyReason(t.portal.hub.link('kind-own-res'))).to.equal('licence expired on 2020-01-01');
+    // The v2 object is the spec's: the kind is not in it.
+    expect(await nodeOf('kind-health')).not.to.have.property('availability');
+  });
+
+  it('reads a node of the previous version (no kind) by its reason string, in one place; an unknown kind is read the same way', async () => {
+    const base = { online: true, available: false, job: null };
+    await node('old-licence', { snapshot: { node_id: 'old-licence', ...base, not_available_reason: 'licence expired on 2020-01-01' } });
+    await node('old-reserved', { snapshot: { node_id: 'old-reserved', ...base, not_available_reason: 'reserved by bob (reservation 3)' } });
+    await node('odd-kind', { snapshot: { node_id: 'odd-kind', ...base, not_available_reason: 'health check failed: no signal' }, availability: { kind: 'on fire', detail: 7 } });
+    expect(t.portal.hub.link('old-licence')?.availability).to.deep.equal({ kind: 'licence_expired', detail: '2020-01-01' });
+    expect(t.portal.hub.link('old-reserved')?.availability).to.deep.equal({ kind: 'reserved', detail: 'bob (reservation 3)' });
+    expect(t.portal.hub.link('odd-kind')?.availability).to.deep.equal({ kind: 'unhealthy', detail: 'health check failed: no signal' });
+    const nodeOf = async (id: string) => json(await call(alice, `/api/v2/nodes/${id}`));
+    expect(await nodeOf('old-licence')).to.deep.include({ available: false, not_available_reason: 'licence expired on 2020-01-01' });
+    expect(await nodeOf('old-reserved')).to.deep.include({ available: true, not_available_reason: null });
+    expect(await nodeOf('odd-kind')).to.deep.include({ available: false, not_available_reason: 'health check failed: no signal' });
   });
 
   it('forwards node-scoped calls with the caller and the portal URL; 404 for an unknown node, 503 for an offline one', async () => {

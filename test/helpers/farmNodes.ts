@@ -28,6 +28,8 @@ export interface SimNodeOptions {
   nodeId: string;
   credential: string;
   snapshot?: Record<string, unknown>;
+  /** The hello's typed availability; none by default (as a node of the previous version says hello). */
+  availability?: unknown;
   job?: Hello['job'];
   /** Answer a forwarded request; `reply` sends res, chunks, end. */
   onRequest?: (req: SimRequest, reply: SimReply) => void;
@@ -84,6 +86,7 @@ export class SimNode {
       snapshot: this.o.snapshot ?? { node_id: this.o.nodeId, online: true, available: true, not_available_reason: null, job: null },
       local_ip: '127.0.0.1',
       job: this.o.job ?? null,
+      ...(this.o.availability !== undefined && { availability: this.o.availability as Hello['availability'] }),
     });
   }
 

@@ -4,8 +4,10 @@ import { expect } from 'chai';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { availabilityText } from '../../src/core/availability.js';
 import type { JobRecord } from '../../src/core/model.js';
 import { presentNode } from '../../src/http/presenters.js';
+import { legacyAvailability } from '../../src/farm/hub/availability.js';
 import { localIpAddress, NodeService, type NodeServiceOptions, type NodeUsage, type NodeUsageStore } from '../../src/core/node.js';
 import type { CaptureHealth, TestPack } from '../../src/core/ports.js';
 import { ReservationService, type ReservationState } from '../../src/core/reservations.js';
@@ -261,6 +263,41 @@ describe('node status: not available, and why', () => {
     expect(await reason()).to.match(/^licence expired/);
     world.health = { online: false, reason: null };
     expect(await reason()).to.equal('offline: no picture from the device under test');
+  });
+});
+
+describe('node status: availability as a kind and a detail', () => {
+  it('each reason has its kind; not_available_reason is rendered from it, and the v2 object does not carry it', async () => {
+    const { node, world, reservations, clock } = setup();
+    const seen = async () => {
+      const state = await node.state();
+      expect(state.not_available_reason).to.equal(availabilityText(state.availability));
+      expect(presentNode(state, 'alice', BASE)).not.to.have.property('availability');
+      return state.availability;
+    };
+    expect(await seen()).to.deep.equal({ kind: 'available', detail: null });
+    world.current = job({ status: 'running', end_time: null });
+    world.running = true;
+    expect(await seen()).to.deep.equal({ kind: 'running', detail: `/${NODE}/beef/7` });
+    world.running = false;
+    await reservations.reserve('alice', { node_ids: [NODE], message: 'm' });
+    expect(await seen()).to.deep.equal({ kind: 'reserved', detail: 'alice (reservation 1)' });
+    // A health check's reason says what it likes; its kind is still unhealthy.
+    world.unhealthy = 'reserved by facilities: rewiring the bench';
+    expect(await seen()).to.deep.equal({ kind: 'unhealthy', detail: 'reserved by facilities: rewiring the bench' });
+    clock.t = Date.parse('2030-06-16T00:00:00Z');
+    expect(await seen()).to.deep.equal({ kind: 'licence_expired', detail: '2030-06-15' });
+    world.health = { online: false, reason: 'ffmpeg exited' };
+    expect(await seen()).to.deep.equal({ kind: 'offline', detail: 'ffmpeg exited' });
+  });
+
+  it("a previous version's reason strings read back to the same kind and text", () => {
+    for (const text of ['offline: ffmpeg exited', 'licence expired on 2030-06-15', 'health check failed: x', 'reserved by alice (reservation 1)', 'running a test job (/n/beef/7)']) {
+      expect(availabilityText(legacyAvailability(text)), text).to.equal(text);
+    }
+    expect(legacyAvailability(null)).to.deep.equal({ kind: 'available', detail: null });
+    expect(legacyAvailability('running a test job (/n/beef/7)')).to.deep.equal({ kind: 'running', detail: '/n/beef/7' });
+    expect(legacyAvailability('health check failed: x')).to.deep.equal({ kind: 'unhealthy', detail: 'health check failed: x' });
   });
 });
 

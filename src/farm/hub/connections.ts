@@ -10,6 +10,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import type { NodeLink } from '../contract.js';
 import { CONNECT_PATH, PROTOCOL_VERSION, type Hello, type NodeMessage } from '../protocol.js';
+import { nodeAvailability } from './availability.js';
 import type { Forwarding } from './forwarding.js';
 import type { EventIntake } from './intake.js';
 import type { Liveness } from './liveness.js';
@@ -104,6 +105,7 @@ export class Connections {
         return;
       case 'snapshot':
         entry.link.snapshot = m.snapshot;
+        entry.link.availability = nodeAvailability(m);
         return;
       case 'event':
         this.intake.onNodeEvent(entry, conn.nodeId, m.event);
@@ -153,6 +155,7 @@ export class Connections {
       externalIp: conn.ip,
       lastSeen: new Date(now),
       snapshot: hello.snapshot,
+      availability: nodeAvailability(hello),
       job: validJob(hello.job) ?? null,
     });
     const seen = new Date(now).toISOString();

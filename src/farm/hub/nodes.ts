@@ -74,7 +74,7 @@ export class NodeTable {
     let entry = this.entries.get(nodeId);
     if (!entry) {
       entry = {
-        link: { nodeId, online: false, offlineReason, version: null, externalIp: null, lastSeen: null, snapshot: null, job: null },
+        link: { nodeId, online: false, offlineReason, version: null, externalIp: null, lastSeen: null, snapshot: null, availability: null, job: null },
         conn: undefined,
         lastSeenMs,
         dirty: false,

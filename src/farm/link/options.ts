@@ -5,6 +5,7 @@
  */
 import type { EventHub } from '../../core/events.js';
 import type { Logger } from '../../core/ports.js';
+import type { NodeSnapshot } from '../protocol.js';
 import type { BackoffSettings } from './backoff.js';
 
 export interface PortalLinkOptions {
@@ -17,8 +18,8 @@ export interface PortalLinkOptions {
   localUrl: string;
   /** The secret that makes the node's server believe the on-behalf headers (http/auth.ts DelegateRule). */
   delegateSecret: string;
-  /** The node's v2 Node object now (what GET /api/v2/nodes/<id> answers). */
-  snapshot: () => Promise<Record<string, unknown>>;
+  /** The node's v2 Node object now (what GET /api/v2/nodes/<id> answers) and its availability as a kind and a detail. */
+  snapshot: () => Promise<Required<NodeSnapshot>>;
   /** The current job, or the last one. */
   job: () => { job_uid: string; status: 'running' | 'exited' } | null;
   /** Stop a job the portal has ended (resolves when it stopped or stopping was given up). */

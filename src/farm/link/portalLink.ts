@@ -22,6 +22,7 @@ import {
   DEFAULT_HEARTBEAT_SECS,
   PROTOCOL_VERSION,
   type NodeMessage,
+  type NodeSnapshot,
   type PortalMessage,
   type Welcome,
 } from '../protocol.js';
@@ -159,7 +160,7 @@ export class PortalLink {
   }
 
   private async hello(ws: WebSocket): Promise<void> {
-    let snapshot: Record<string, unknown>;
+    let snapshot: Required<NodeSnapshot>;
     try {
       snapshot = await this.o.snapshot();
     } catch (e) {
@@ -169,8 +170,8 @@ export class PortalLink {
     }
     if (ws !== this.ws || ws.readyState !== WebSocket.OPEN) return;
     this.snapshots.remember(snapshot);
-    const localIp = typeof snapshot.local_ip_address === 'string' ? snapshot.local_ip_address : null;
-    this.send(ws, { t: 'hello', protocol: PROTOCOL_VERSION, node_id: this.o.nodeId, version: this.o.version, snapshot, local_ip: localIp, job: this.o.job() });
+    const localIp = typeof snapshot.snapshot.local_ip_address === 'string' ? snapshot.snapshot.local_ip_address : null;
+    this.send(ws, { t: 'hello', protocol: PROTOCOL_VERSION, node_id: this.o.nodeId, version: this.o.version, ...snapshot, local_ip: localIp, job: this.o.job() });
   }
 
   private onClose(ws: WebSocket, code: number, reason: string): void {

@@ -5,7 +5,7 @@
  * connection's life: portalLink.ts tells it when a socket is welcomed and when it goes.
  */
 import type WebSocket from 'ws';
-import type { NodeMessage } from '../protocol.js';
+import type { NodeMessage, NodeSnapshot } from '../protocol.js';
 import type { PortalLinkOptions } from './options.js';
 
 export interface SnapshotSenderOptions extends Pick<PortalLinkOptions, 'snapshot' | 'logger' | 'snapshotDebounceMs' | 'snapshotRefreshMs'> {
@@ -26,7 +26,7 @@ export class SnapshotSender {
   constructor(private readonly o: SnapshotSenderOptions) {}
 
   /** The snapshot the hello carried: the next one is sent only if it differs. */
-  remember(snapshot: Record<string, unknown>): void {
+  remember(snapshot: NodeSnapshot): void {
     this.last = JSON.stringify(snapshot);
   }
 
@@ -63,7 +63,7 @@ export class SnapshotSender {
       const text = JSON.stringify(snapshot);
       if (ws === this.o.current() && this.o.live() && text !== this.last) {
         this.last = text;
-        this.o.send(ws, { t: 'snapshot', snapshot });
+        this.o.send(ws, { t: 'snapshot', ...snapshot });
       }
     } catch (e) {
       this.o.logger.warn({ err: e }, 'could not build the node snapshot for the portal');

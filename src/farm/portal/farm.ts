@@ -6,6 +6,7 @@
  * the tests start the portal through here, so both run the same thing.
  */
 import type Router from '@koa/router';
+import { availabilityText } from '../../core/availability.js';
 import type { Logger } from '../../core/ports.js';
 import { EventStream } from '../../http/events.js';
 import { version } from '../../version.js';
@@ -20,9 +21,9 @@ import { uploadRouter } from '../uploadRoutes.js';
 import { FarmUploads } from '../uploads.js';
 import { PgTokenVerifier } from '../users.js';
 import { FarmWebhooks } from '../webhooks.js';
+import { linkAvailability } from './availability.js';
 import type { PortalConfig } from './config.js';
 import { startPortal, type Portal, type PortalParts } from './portal.js';
-import { nodeJob } from './routes.js';
 import { storedResultPageRouter } from './web.js';
 
 export interface FarmPortal extends Portal {
@@ -34,18 +35,13 @@ export interface FarmPortal extends Portal {
 
 /**
  * Why a node cannot be reserved now, from what its connection says (the reservation itself is the
- * database's business): not connected, running a job, or the node's own reason (licence, capture).
+ * database's business): not connected, running a job, or the node's own reason (licence, capture, health
+ * check), decided by the kinds (availability.ts linkAvailability), never by the reason's text.
  * Whether it runs a job is its ordered events' word (NodeLink.job), not the snapshot's, which lags: a
  * node whose stop has just answered is free at once (docs/farm.md, "A stopped job through the portal").
  */
 export function busyReason(link: NodeLink | undefined): string | null {
-  if (!link?.online) return `offline: ${link?.offlineReason ?? 'not connected to the portal'}`;
-  const snap = link.snapshot ?? {};
-  const job = nodeJob(link);
-  if (job?.status === 'running') return `running a test job (${job.job_uid ?? 'starting'})`;
-  const own = typeof snap.not_available_reason === 'string' ? snap.not_available_reason : null;
-  if (own !== null && !own.startsWith('reserved by ') && !own.startsWith('running a test job')) return own;
-  return null;
+  return availabilityText(linkAvailability(link));
 }
 
 export async function startFarmPortal(cfg: PortalConfig, logger: Logger, o: Pick<PortalParts, 'onLockLost'> = {}): Promise<FarmPortal> {

@@ -11,6 +11,7 @@ import Router from '@koa/router';
 import type { Context } from 'koa';
 import { setTimeout as delay } from 'node:timers/promises';
 import type pg from 'pg';
+import { availabilityText, type Availability } from '../../core/availability.js';
 import { FarmError } from '../../core/errors.js';
 import { bodyOf } from '../../http/body.js';
 import { userOf } from '../../http/auth.js';
@@ -20,6 +21,7 @@ import type { FarmHub, FarmReservation, FarmReservations, ForwardRequest, NodeLi
 import { isDatabaseUnavailable } from '../db/pool.js';
 import { presentFarmJob, type FarmJobs } from '../jobs.js';
 import type { FarmResults } from '../results.js';
+import { farmNodeAvailability } from './availability.js';
 import { forwardedUser, pageHeaders, setNodeAnswerHeaders } from './nodeAnswer.js';
 import { SharedForwards } from './sharedForward.js';
 
@@ -78,9 +80,22 @@ export function portalBaseUrl(ctx: Context, publicUrl?: string): string {
  * last snapshot with the portal's overlays, as `caller` sees it.
  */
 export async function listFarmNodes(d: Pick<PortalRouteDeps, 'pool' | 'hub' | 'reservations'>, caller: string, base: string): Promise<Record<string, unknown>[]> {
+  return (await listFarmNodeViews(d, caller, base)).map((v) => v.node);
+}
+
+/** listFarmNodes with each node's availability as a kind and a detail beside it (the front door reads the kind). */
+export async function listFarmNodeViews(
+  d: Pick<PortalRouteDeps, 'pool' | 'hub' | 'reservations'>,
+  caller: string,
+  base: string,
+): Promise<{ node: Record<string, unknown>; availability: Availability }[]> {
   const { rows } = await d.pool.query<NodeRow>(`SELECT node_id, version, online, offline_reason, last_seen FROM nodes ORDER BY node_id`);
   const held = (await d.reservations?.activeAll()) ?? new Map<string, FarmReservation>();
-  return rows.map((row) => presentFarmNode(row, d.hub.link(row.node_id), held.get(row.node_id), caller, base));
+  return rows.map((row) => {
+    const link = d.hub.link(row.node_id);
+    const res = held.get(row.node_id);
+    return { node: presentFarmNode(row, link, res, caller, base), availability: farmNodeAvailability(link, offlineReasonOfRow(row, link), res) };
+  });
 }
 
 export function portalRouter(d: PortalRouteDeps): Router {
@@ -379,11 +394,6 @@ export function portalRouter(d: PortalRouteDeps): Router {
   return r;
 }
 
-/** The node's job: its events' (NodeLink.job) when they have named one, else its snapshot's. */
-export function nodeJob(link: Pick<NodeLink, 'job' | 'snapshot'> | undefined): { status?: string; job_uid?: string } | null | undefined {
-  if (link?.job) return link.job;
-  return link?.snapshot?.job as { status?: string; job_uid?: string } | null | undefined;
-}
 
 interface NodeRow {
   node_id: string;
@@ -393,6 +403,10 @@ interface NodeRow {
   last_seen: Date | null;
 }
 
+/** Why a node is offline: its connection's word, else the database's (a node not connected since the portal started). */
+const offlineReasonOfRow = (row: NodeRow, link: NodeLink | undefined): string | null =>
+  link ? link.offlineReason : (row.offline_reason ?? 'it has never connected to the portal');
+
 /**
  * The v2 Node object on the portal: the node's own (its last snapshot), with what only the portal knows laid
  * over it: whether it is connected, the address it connects from, the farm's reservation, its URL on the portal,
@@ -401,17 +415,10 @@ interface NodeRow {
 export function presentFarmNode(row: NodeRow, link: NodeLink | undefined, res: FarmReservation | undefined, caller: string, base: string): Record<string, unknown> {
   const snap = link?.snapshot ?? {};
   const connected = link?.online ?? false;
-  const offlineReason = link ? link.offlineReason : (row.offline_reason ?? 'it has never connected to the portal');
+  const offlineReason = offlineReasonOfRow(row, link);
   const capturing = snap.online !== false;
   const online = connected && capturing && link?.snapshot != null;
-  const nodeReason = typeof snap.not_available_reason === 'string' ? snap.not_available_reason : null;
-  const job = nodeJob(link);
-  let reason: string | null;
-  if (!connected) reason = `offline: ${offlineReason ?? 'not connected to the portal'}`;
-  else if (nodeReason !== null && !nodeReason.startsWith('reserved by ') && !nodeReason.startsWith('running a test job')) reason = nodeReason;
-  else if (res) reason = `reserved by ${res.username} (reservation ${res.reservation_id})`;
-  else if (job?.status === 'running') reason = `running a test job (${job.job_uid ?? 'starting'})`;
-  else reason = null;
+  const reason = availabilityText(farmNodeAvailability(link, offlineReason, res));
   return {
     node_id: row.node_id,
     ...snap,

@@ -2,7 +2,7 @@
  * The farm's web pages on the portal (docs/farm.md, "Web pages on the portal"):
  * the node's page components (src/web/pages/) fed with the farm's data.
  *
- * - `/`: every node, from the data of `GET /api/v2/nodes` (listFarmNodes) and
+ * - `/`: every node, from the data of `GET /api/v2/nodes` (listFarmNodeViews) and
  *   the test case each running job is on (the jobs table).
  * - `/app/results` and its live row: the node's results list over the farm's
  *   index in PostgreSQL (FarmResults), with a Node column.
@@ -39,7 +39,7 @@ import type { FarmHub, FarmReservations } from '../contract.js';
 import { presentFarmJob, type FarmJobs } from '../jobs.js';
 import type { FarmResults } from '../results.js';
 import type { StoredResults } from '../storedResults.js';
-import { listFarmNodes, portalBaseUrl } from './routes.js';
+import { listFarmNodeViews, portalBaseUrl } from './routes.js';
 
 export interface PortalWebDeps {
   pool: pg.Pool;
@@ -70,7 +70,8 @@ export function farmResultsSource(results: Pick<FarmResults, 'query' | 'get'>): 
 
 export function portalWebRouters(d: PortalWebDeps): Router[] {
   const load = async (ctx: Context) => {
-    const nodes = (await listFarmNodes(d, userOf(ctx)?.login ?? 'anonymous', portalBaseUrl(ctx, d.publicUrl))) as FarmNode[];
+    const views = await listFarmNodeViews(d, userOf(ctx)?.login ?? 'anonymous', portalBaseUrl(ctx, d.publicUrl));
+    const nodes = views.map((v): FarmNode => ({ ...(v.node as FarmNode), availability: v.availability }));
     const { rows } = await d.pool.query<{ job_uid: string; current_run: RunningTest | null }>(
       `SELECT job_uid, current_run FROM jobs WHERE state = 'running' AND current_run IS NOT NULL`,
     );

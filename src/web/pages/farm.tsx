@@ -11,14 +11,21 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
 import type { VNode } from 'preact';
+import type { Availability } from '../../core/availability.js';
 import type { NodeStatus } from '../../http/presenters.js';
 import { ReserveFields } from '../components/reserve-fields.js';
 import { sendPage } from '../layout.js';
 import { jobPageUrl, When } from './front.js';
 import { liveBaseOf } from './live.js';
 
-/** A v2 Node object on the portal: the node's own, with the portal's `farm` object. */
-export type FarmNode = NodeStatus & { farm?: { connected: boolean; offline_reason: string | null; version: string | null; last_seen: string | null } };
+/**
+ * A v2 Node object on the portal: the node's own, with the portal's `farm` object; and, for this page only (not
+ * in the API), its availability as a kind and a detail, which the page reads instead of the reason's text.
+ */
+export type FarmNode = NodeStatus & {
+  farm?: { connected: boolean; offline_reason: string | null; version: string | null; last_seen: string | null };
+  availability?: Availability;
+};
 
 /** The run in flight of a running job (the portal's jobs table). */
 export interface RunningTest {
@@ -40,10 +47,10 @@ export type LoadFarmFront = (ctx: Context) => Promise<FarmFrontData>;
 /** The farm-wide results list filtered to one node: free text on the result ids' first segment. */
 export const nodeResultsUrl = (nodeId: string): string => `/app/results?filter=${encodeURIComponent(`/${nodeId}/`)}`;
 
-/** The portal's reason for an offline node starts "offline: "; after the word Offline it is said once. */
+/** After the word Offline, an offline node's reason is its detail: "Offline: <why>", not "Offline: offline: <why>". */
 const stateReason = (n: FarmNode): string => {
-  const reason = n.not_available_reason ?? 'unknown reason';
-  return !n.online && reason.startsWith('offline: ') ? reason.slice('offline: '.length) : reason;
+  if (n.availability?.kind === 'offline') return n.availability.detail ?? 'unknown reason';
+  return n.not_available_reason ?? 'unknown reason';
 };
 
 /**
