@@ -73,10 +73,11 @@ export const configSchema = z.strictObject({
       preview_fps: z.number().positive().max(60).default(5),
       /**
        * Frames per second ffmpeg hands to Node for the live view (capped at `fps`; never below `preview_fps`):
-       * the live view shows every one that changed. 0: the live view gets `preview_fps`. Costs ~0.04 cores at
-       * 720p25 whether anyone watches or not (docs/portal.md, "Live view on the shipped configuration").
+       * the live view shows every one that changed. 0 (the default): the live view gets `preview_fps`. 25
+       * costs ~0.04 cores at 720p25 whether anyone watches or not, and is not the default yet (docs/portal.md,
+       * "Live view on the shipped configuration": a run's video came out short once under load with it).
        */
-      live_fps: z.number().nonnegative().max(60).default(25),
+      live_fps: z.number().nonnegative().max(60).default(0),
       /** V4L2 input format, e.g. `mjpeg` or `yuyv422`; ffmpeg's choice when unset. */
       input_format: z.string().optional(),
       ffmpeg: z.string().min(1).default('ffmpeg'),
