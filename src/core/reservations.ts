@@ -305,13 +305,17 @@ export class ReservationService {
     if (old !== undefined) this.clock.clearTimer(old);
     this.timers.delete(r.reservation_id);
     if (r.expires === null || r.ended) return;
-    const delay = Math.min(Math.max(0, Date.parse(r.expires) - this.clock.now()), MAX_TIMER_MS);
+    const remaining = Math.max(0, Date.parse(r.expires) - this.clock.now());
+    // A timer for the whole remaining time is the expiry itself: Node may run it a millisecond before
+    // Date.now() reaches the instant (its timers keep their own clock), and the end is recorded at
+    // `expires` anyway. Only a wait longer than setTimeout takes is re-armed for the rest.
+    const whole = remaining <= MAX_TIMER_MS;
     const handle = this.clock.setTimer(() => {
       this.timers.delete(r.reservation_id);
       if (r.ended) return;
-      if (this.isDue(r)) this.expire(r);
+      if (whole || this.isDue(r)) this.expire(r);
       else this.arm(r);
-    }, delay);
+    }, Math.min(remaining, MAX_TIMER_MS));
     this.timers.set(r.reservation_id, handle);
   }
 
