@@ -9,6 +9,7 @@
  * a leaked token easy to recognise in a secret scanner.
  */
 import { invalid } from './errors.js';
+import type { Role } from './roles.js';
 
 /** A caller whose token was accepted; the HTTP layer keeps it in `ctx.state.user`. */
 export interface AuthUser {
@@ -16,6 +17,12 @@ export interface AuthUser {
   login: string;
   /** The public id of the token used (never the secret). */
   tokenId: string;
+  /**
+   * The user's role now (read on every request, so a change applies at once).
+   * Undefined where no roles are configured: the caller may do everything, as
+   * before roles existed.
+   */
+  role?: Role;
 }
 
 /** What a verifier answers for an accepted token. */
