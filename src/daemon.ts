@@ -26,6 +26,7 @@ import { KeyPresser } from './hardware/ir/keys.js';
 import { createIrTransport } from './hardware/ir/transports/index.js';
 import { createVirtualStb, type VirtualStb } from './hardware/virtual/index.js';
 import { PortalLink } from './farm/link/index.js';
+import type Koa from 'koa';
 import { createApp } from './http/app.js';
 import { EventStream } from './http/events.js';
 import type { Services } from './http/context.js';
@@ -55,6 +56,8 @@ export interface Daemon {
   /** `http://host:port` the server listens on. */
   url: string;
   server: Server;
+  /** The Koa app (its routers are the node's routes: the table of endpoints is checked against them). */
+  app: Koa;
   services: Services;
   /** Every readiness check now (what `/readyz` answers). */
   readiness(): Promise<Readiness>;
@@ -451,7 +454,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
       restoreUmask?.();
       step('done');
     })());
-  return { url, server, services, readiness: () => readiness.check(), healthCheck: checks, uploader, ...(portalLink && { portalLink }), ...(stb && { virtualStb: stb }), swept, stop };
+  return { url, server, app, services, readiness: () => readiness.check(), healthCheck: checks, uploader, ...(portalLink && { portalLink }), ...(stb && { virtualStb: stb }), swept, stop };
 }
 
 /** What the sweep after start found and removed. */
