@@ -5,6 +5,7 @@
 // no roles works as before; a role change applies at once to an existing token and session; a user without a
 // role on a node with roles may only read; the portal's delegation to a node is not held to the node's roles.
 import { expect } from 'chai';
+import request from 'supertest';
 import { request as httpRequest } from 'node:http';
 import { ROLES, permits, type Role } from '../../src/core/roles.js';
 import { mountedRoutes } from '../../src/http/endpoints/authorize.js';
@@ -13,7 +14,7 @@ import { PgUsers } from '../../src/farm/users.js';
 import { TokenStore, tokensFile } from '../../src/storage/tokens.js';
 import { runCli } from '../../src/cli/program.js';
 import { runCaptured, type CliEntry } from '../helpers/cli.js';
-import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
+import type { TestDaemon } from '../helpers/daemon.js';
 import { startTestFarm, type TestFarm } from '../helpers/farm.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -114,10 +115,12 @@ describe('roles: the table of endpoints, enforced on a node and on the portal', 
   const portalTokens = {} as Record<Role, string>;
 
   before(async () => {
-    [d, farm] = await Promise.all([startTestDaemon({ config: { capture: { uri: 'none:' } } }), startTestFarm()]);
+    // One portal, and one node joined to it: its own routes are called directly, and the portal's forward to it.
+    farm = await startTestFarm();
+    d = await farm.addNode('roles-node', { config: { capture: { uri: 'none:' } } });
   });
   after(async () => {
-    await Promise.all([d?.stop(), farm?.stop()]);
+    await farm?.stop();
   });
 
   it('every route mounted on the node and on the portal has an entry in the table, served where the entry says', () => {
@@ -181,14 +184,41 @@ describe('roles: the table of endpoints, enforced on a node and on the portal', 
     expect(again.json.message).to.match(/^manual may not run tests/);
   });
 
+  it('on a node, a signed-in session follows its user\'s role at once too (sign in as manual: live view; lowered to read: 403)', async () => {
+    const store = new TokenStore(tokensFile(d.dataDir));
+    const { token } = await store.create('viewer', { role: 'manual' });
+    const signIn = await request(d.url).post('/app/sign-in').type('form').send({ token, next: '/' });
+    expect(signIn.status).to.equal(303);
+    const cookie = String(signIn.headers['set-cookie']).split(';')[0]!;
+    const live = () => request(d.url).get('/app/live').set('Cookie', cookie).set('Accept', 'application/json');
+    expect((await live()).status).to.equal(200);
+    await store.setRole('viewer', 'read');
+    const denied = await live();
+    expect(denied.status).to.equal(403);
+    expect(denied.body).to.include({ error: 'forbidden' });
+    expect(denied.body.message).to.match(/^read may not use the live view/);
+  });
+
   it('on the portal: each route refuses the roles below its entry with 403 forbidden, and serves the others', async () => {
     const users = new PgUsers(farm.db);
     for (const role of ROLES) {
       await users.add(`portal-${role}`, role);
       portalTokens[role] = await farm.tokenFor(`portal-${role}`);
     }
-    const n = await checkEveryRoute(farm.url, routesOf(farm.portal.app), portalTokens, 'no-such-node');
+    // The node's id: the node-scoped routes are forwarded to it (the node answers for the portal's user).
+    const n = await checkEveryRoute(farm.url, routesOf(farm.portal.app), portalTokens, d.config.node_id);
     expect(n).to.be.greaterThan(150);
+  });
+
+  it('the node serves a portal user the portal let through, whatever the node\'s own roles (the portal decides)', async () => {
+    // The node has roles (node-* users); portal-manual is unknown to it, so its own token there would be read only.
+    expect(Object.keys((await new TokenStore(tokensFile(d.dataDir)).read()).roles)).to.include('node-admin');
+    const press = await call(farm.url, 'POST', `/api/v2/nodes/${d.config.node_id}/press`, portalTokens.manual, JSON.stringify({ key: 'KEY_OK' }));
+    expect(press.status, JSON.stringify(press.json)).to.not.equal(403);
+    // And the portal refuses what the role does not allow before anything reaches the node.
+    const denied = await call(farm.url, 'POST', `/api/v2/nodes/${d.config.node_id}/press`, portalTokens.read, JSON.stringify({ key: 'KEY_OK' }));
+    expect(denied.status).to.equal(403);
+    expect(denied.json.message).to.match(/^read may not press keys/);
   });
 
   it('on the portal: a role change applies to an existing token without a restart (NOTIFY), and a new user gets run', async () => {
