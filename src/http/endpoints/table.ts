@@ -155,3 +155,11 @@ export function endpointOf(method: string, path: string): Endpoint | undefined {
   const m = method.toUpperCase();
   return BY_KEY.get(endpointKey(m === 'HEAD' ? 'GET' : m, path));
 }
+
+/** A path with every parameter (`:x`, `*x`, `{x}`) made `{}`: the same route in the router's and in OpenAPI's syntax. */
+export const pathShape = (path: string): string => path.replace(/:\w+|\*\w+|\{\w+\}/g, '{}');
+
+const BY_SHAPE = new Map(ENDPOINTS.map((x) => [endpointKey(x.method, pathShape(x.path)), x]));
+
+/** The entry of an OpenAPI operation (`get`, `/api/v2/jobs/{node}/{hex}/{num}`), for its `x-farmhand-role`. */
+export const endpointOfOperation = (method: string, openApiPath: string): Endpoint | undefined => BY_SHAPE.get(endpointKey(method, pathShape(openApiPath)));
