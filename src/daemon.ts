@@ -358,9 +358,17 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     dataDir,
     minFreeMb: cfg.retention.min_free_mb,
   });
+  const tokenVerifier = new FileTokenVerifier(tokensFile(dataDir), logger.child({ module: 'auth' }));
+  if (!cfg.auth.v1_requires_token && tokenVerifier.status().roles > 0) {
+    // docs/auth.md, "Roles": roles bind callers with a token or a session; v1's open door lets anyone else in as before.
+    logger.warn(
+      { roles: tokenVerifier.status().roles },
+      'users have roles, but auth.v1_requires_token is false: callers without a token may still use v1 (run tests too) and the pages; set it to true to hold everyone to roles',
+    );
+  }
   const app = createApp(services, {
     maxBodyBytes: cfg.api.max_body_bytes,
-    tokens: new FileTokenVerifier(tokensFile(dataDir), logger.child({ module: 'auth' })),
+    tokens: tokenVerifier,
     rateLimit: cfg.rate_limit,
     v1RequiresToken: cfg.auth.v1_requires_token,
     ops: { version, readiness: () => readiness.check(), metrics },

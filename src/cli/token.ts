@@ -117,7 +117,7 @@ async function warnFirstRole(store: TokenStore, before: Record<string, Role>, er
   err.write(
     `roles are now in force on this node: a user without a role may only read (${UNLISTED_ROLE})` +
       (lowered.length ? `; that is now ${lowered.join(', ')} (give them a role: farmhand user role <name> <role>)` : '') +
-      '\n',
+      '. Roles bind callers with a token or a session: unless the config sets auth.v1_requires_token to true, callers without a token still use v1 and the pages as before\n',
   );
 }
 

@@ -282,9 +282,9 @@ export class FileTokenVerifier implements TokenVerifier {
   }
 
   /** For health reports and tests: whether tokens are being accepted, and how many exist. */
-  status(): { ok: boolean; count: number; problem?: string } {
+  status(): { ok: boolean; count: number; roles: number; problem?: string } {
     this.refresh();
-    return this.tokens ? { ok: true, count: this.tokens.size } : { ok: false, count: 0, problem: this.problem! };
+    return this.tokens ? { ok: true, count: this.tokens.size, roles: this.roles.size } : { ok: false, count: 0, roles: 0, problem: this.problem! };
   }
 
   /** One stat per check; the file is read again only when it changed (or may have). */

@@ -128,7 +128,7 @@ export const ENDPOINTS: readonly Endpoint[] = [
   e('GET', `/app/jobs${JOB}`, 'read', 'read jobs'),
   e('GET', '/app/api', 'read', 'read the API reference', 'node'),
   e('GET', '/app/session', 'read', 'read their session', 'portal'),
-  e('GET', '/app/audit', 'admin', 'read the audit trail', 'portal'),
+  e('GET', '/app/audit', 'admin', 'read the audit trail'),
   // The live view and web remote (manual control).
   e('GET', '/app/live', 'manual', 'use the live view'),
   e('GET', '/app/live/stream.mjpeg', 'manual', 'use the live view', 'node'),
