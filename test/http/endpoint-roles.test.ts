@@ -126,7 +126,10 @@ describe('roles: the table of endpoints, enforced on a node and on the portal', 
   it('every route mounted on the node and on the portal has an entry in the table, served where the entry says', () => {
     const missing: string[] = [];
     const misplaced: string[] = [];
+    const unchecked: string[] = [];
     for (const [where, app] of [['node', d.daemon.app], ['portal', farm.portal.app]] as const) {
+      // Every route was there when the app ran authorizeRoutes (none mounted after it, unchecked).
+      unchecked.push(...mountedRoutes(app).filter((r) => !r.checked).map((r) => `${where}: ${r.method} ${r.path}`));
       for (const r of routesOf(app)) {
         const e = endpointOf(r.method, r.path);
         if (!e) missing.push(`${where}: ${r.method} ${r.path}`);
@@ -135,6 +138,7 @@ describe('roles: the table of endpoints, enforced on a node and on the portal', 
     }
     expect(missing, 'mounted routes missing from src/http/endpoints/table.ts').to.deep.equal([]);
     expect(misplaced).to.deep.equal([]);
+    expect(unchecked, 'routes mounted after authorizeRoutes ran').to.deep.equal([]);
     // And the table names no method+path twice.
     const keys = ENDPOINTS.map((e) => `${e.method} ${e.path}`);
     expect(keys.length).to.equal(new Set(keys).size);

@@ -22,6 +22,8 @@ import { endpointOf, type Endpoint } from './table.js';
 export interface MountedRoute {
   method: string;
   path: string;
+  /** Whether authorizeRoutes has given the route its check (a router mounted after it was called has none). */
+  checked?: boolean;
 }
 
 interface Layer {
@@ -29,6 +31,9 @@ interface Layer {
   path: string | RegExp;
   stack: Middleware[];
 }
+
+/** Layers already given their check (a router mounted twice is checked once). */
+const guarded = new WeakSet<Layer>();
 
 /** The routers mounted on a Koa app (`app.use(router.routes())` keeps the router on the middleware). */
 function routersOf(app: Koa): Router[] {
@@ -42,7 +47,7 @@ const methodsOf = (l: Layer): string[] => l.methods.filter((m) => !(m === 'HEAD'
 
 /** Every route mounted on the app, one per method, in mount order (routes mounted twice appear twice). */
 export function mountedRoutes(app: Koa): MountedRoute[] {
-  return layersOf(app).flatMap((l) => methodsOf(l).map((method) => ({ method, path: String(l.path) })));
+  return layersOf(app).flatMap((l) => methodsOf(l).map((method) => ({ method, path: String(l.path), checked: guarded.has(l) })));
 }
 
 /** Fail closed: a route the table does not know needs an administrator. */
@@ -61,9 +66,6 @@ function guard(e: Endpoint, need: Role): Middleware {
     return next();
   };
 }
-
-/** Layers already given their check (a router mounted twice is checked once). */
-const guarded = new WeakSet<Layer>();
 
 /**
  * Put each mounted route's check in front of its handlers. Call once, after every router is mounted.
