@@ -272,13 +272,10 @@ export class FileTokenVerifier implements TokenVerifier {
     if (!this.tokens) return undefined;
     const known = this.tokens.get(t.id);
     const same = this.equal(hashSecret(t.secret), known?.hash ?? this.dummy);
-    return same && known ? { user: known.user, tokenId: t.id, ...this.roleOf(known.user) } : undefined;
-  }
-
-  /** `{role}` of a user as the file says now (read at each verify, so a change applies at once); `{}` when no roles are configured. */
-  private roleOf(user: string): { role?: Role } {
-    if (this.roles.size === 0) return {};
-    return { role: this.roles.get(user) ?? UNLISTED_ROLE };
+    if (!same || !known) return undefined;
+    // The user's role as the file says now (read at each verify, so a change applies at once); none when no roles are configured.
+    if (this.roles.size === 0) return { user: known.user, tokenId: t.id };
+    return { user: known.user, tokenId: t.id, role: this.roles.get(known.user) ?? UNLISTED_ROLE };
   }
 
   /** For health reports and tests: whether tokens are being accepted, and how many exist. */
