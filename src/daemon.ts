@@ -26,6 +26,7 @@ import { KeyPresser } from './hardware/ir/keys.js';
 import { createIrTransport } from './hardware/ir/transports/index.js';
 import { createVirtualStb, type VirtualStb } from './hardware/virtual/index.js';
 import { PortalLink } from './farm/link/index.js';
+import type Koa from 'koa';
 import { createApp } from './http/app.js';
 import { EventStream } from './http/events.js';
 import type { Services } from './http/context.js';
@@ -55,6 +56,8 @@ export interface Daemon {
   /** `http://host:port` the server listens on. */
   url: string;
   server: Server;
+  /** The Koa app (its routers are the node's routes: the table of endpoints is checked against them). */
+  app: Koa;
   services: Services;
   /** Every readiness check now (what `/readyz` answers). */
   readiness(): Promise<Readiness>;
@@ -355,9 +358,17 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     dataDir,
     minFreeMb: cfg.retention.min_free_mb,
   });
+  const tokenVerifier = new FileTokenVerifier(tokensFile(dataDir), logger.child({ module: 'auth' }));
+  if (!cfg.auth.v1_requires_token && tokenVerifier.status().roles > 0) {
+    // docs/auth.md, "Roles": roles bind callers with a token or a session; v1's open door lets anyone else in as before.
+    logger.warn(
+      { roles: tokenVerifier.status().roles },
+      'users have roles, but auth.v1_requires_token is false: callers without a token may still use v1 (run tests too) and the pages; set it to true to hold everyone to roles',
+    );
+  }
   const app = createApp(services, {
     maxBodyBytes: cfg.api.max_body_bytes,
-    tokens: new FileTokenVerifier(tokensFile(dataDir), logger.child({ module: 'auth' })),
+    tokens: tokenVerifier,
     rateLimit: cfg.rate_limit,
     v1RequiresToken: cfg.auth.v1_requires_token,
     ops: { version, readiness: () => readiness.check(), metrics },
@@ -451,7 +462,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
       restoreUmask?.();
       step('done');
     })());
-  return { url, server, services, readiness: () => readiness.check(), healthCheck: checks, uploader, ...(portalLink && { portalLink }), ...(stb && { virtualStb: stb }), swept, stop };
+  return { url, server, app, services, readiness: () => readiness.check(), healthCheck: checks, uploader, ...(portalLink && { portalLink }), ...(stb && { virtualStb: stb }), swept, stop };
 }
 
 /** What the sweep after start found and removed. */

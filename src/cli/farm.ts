@@ -2,7 +2,7 @@
  * `farmhand farm ...`: the farm's people, tokens and nodes, managed in its PostgreSQL database
  * (docs/farm.md, "People, tokens and node credentials"):
  *
- *   farmhand farm [--database CONNINFO | --config PORTAL.json] user add NAME | user list | user remove NAME
+ *   farmhand farm [--database CONNINFO | --config PORTAL.json] user add NAME [--role ROLE] | user role NAME ROLE | user list | user remove NAME
  *   farmhand farm ... token create USER [--expires-days N] | token list | token revoke ID
  *   farmhand farm ... node add ID | node list | node remove ID
  *
@@ -19,6 +19,7 @@ import type { Writable } from 'node:stream';
 import { type Command, CommanderError, InvalidArgumentError } from 'commander';
 import type pg from 'pg';
 import { isFarmError } from '../core/errors.js';
+import { isRole, ROLES, type Role } from '../core/roles.js';
 import type { CliIo } from './program.js';
 
 export const EX_UNAVAILABLE = 69;
@@ -57,7 +58,18 @@ export function registerFarmCommand(program: Command, io: CliIo, setStatus: (cod
   const str = (v: unknown) => v as string;
 
   const user = farm.command('user').description('people (and programs) who use the farm');
-  user.command('add').description('add a user').argument('<name>', 'the user name').action(act((db, [name]) => userAdd(db, str(name))));
+  user
+    .command('add')
+    .description('add a user')
+    .argument('<name>', 'the user name')
+    .option('--role <role>', `what the user may do: ${ROLES.join(', ')} (default run)`, parseRole)
+    .action(act((db, [name, o]) => userAdd(db, str(name), (o as { role?: Role }).role)));
+  user
+    .command('role')
+    .description("change a user's role; it applies to the user's tokens and sessions at once")
+    .argument('<name>', 'the user name')
+    .argument('<role>', ROLES.join(', '), parseRole)
+    .action(act((db, [name, role]) => userRole(db, str(name), role as Role)));
   user.command('list').description('list the users').action(act((db) => userList(db)));
   user.command('remove').description('remove a user and its tokens').argument('<name>', 'the user name').action(act((db, [name]) => userRemove(db, str(name))));
 
@@ -75,6 +87,11 @@ export function registerFarmCommand(program: Command, io: CliIo, setStatus: (cod
   node.command('add').description("register a node (or re-key it); prints its credential once").argument('<id>', "the node's node_id").action(act((db, [id]) => nodeAdd(db, str(id))));
   node.command('list').description('list the registered nodes').action(act((db) => nodeList(db)));
   node.command('remove').description('remove a node, its jobs and its reservations').argument('<id>', "the node's node_id").action(act((db, [id]) => nodeRemove(db, str(id))));
+}
+
+function parseRole(value: string): Role {
+  if (!isRole(value)) throw new InvalidArgumentError(`one of ${ROLES.join(', ')}`);
+  return value;
 }
 
 function parseDays(value: string): number {
@@ -187,10 +204,17 @@ async function withDatabase(o: FarmOptions, io: CliIo, fn: (db: Db) => Promise<n
 
 // ------------------------------------------------------------------ the sub-commands
 
-async function userAdd({ pool, out }: Db, name: string): Promise<number> {
+async function userAdd({ pool, out }: Db, name: string, role: Role | undefined): Promise<number> {
   const { PgUsers } = await import('../farm/users.js');
-  await new PgUsers(pool).add(name);
-  out.write(`added user ${name}; make it a token: farmhand farm token create ${name}\n`);
+  const added = await new PgUsers(pool).add(name, ...(role === undefined ? [] : [role]));
+  out.write(`added user ${name} (role ${added.role}); make it a token: farmhand farm token create ${name}\n`);
+  return 0;
+}
+
+async function userRole({ pool, out }: Db, name: string, role: Role): Promise<number> {
+  const { PgUsers } = await import('../farm/users.js');
+  const { before, after } = await new PgUsers(pool).setRole(name, role);
+  out.write(`${name}: ${before} -> ${after}; this applies to the user's tokens and sessions at once\n`);
   return 0;
 }
 

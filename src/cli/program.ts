@@ -2,7 +2,8 @@
  * The command line, parsed with commander:
  *
  *   farmhand serve [--config FILE] [--listen HOST:PORT] [--data-dir DIR] ...
- *   farmhand token create --user NAME | list | revoke ID   (--config FILE | --data-dir DIR)
+ *   farmhand token create --user NAME [--role ROLE] | list | revoke ID   (--config FILE | --data-dir DIR)
+ *   farmhand user role NAME ROLE|none | list                  (--config FILE | --data-dir DIR)
  *   farmhand portal --config FILE
  *   farmhand ir encode <file.lircd.conf> <KEY>... [--remote NAME] [--count N]
  *   farmhand --version | version | help [command]
@@ -15,6 +16,7 @@
 import type { Writable } from 'node:stream';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { isValidUserName } from '../core/auth.js';
+import { isRole, ROLES, type Role } from '../core/roles.js';
 import { version } from '../version.js';
 import { registerFarmCommand } from './farm.js';
 
@@ -43,6 +45,11 @@ export interface CliCommands {
 export function parseListen(value: string): string {
   const m = /^(\[[0-9a-fA-F:.]+\]|[^:[\]\s]+):(\d{1,5})$/.exec(value);
   if (!m || Number(m[2]) > 65535) throw new InvalidArgumentError('expected HOST:PORT with a port from 0 to 65535, e.g. 127.0.0.1:8080');
+  return value;
+}
+
+export function parseRole(value: string): Role {
+  if (!isRole(value)) throw new InvalidArgumentError(`one of ${ROLES.join(', ')}`);
   return value;
 }
 
@@ -91,13 +98,17 @@ export async function runCli(argv: string[], io: CliIo, commands: CliCommands): 
     c.outputHelp({ error: true });
     throw new CommanderError(EX_USAGE, 'farmhand.usage', '--config FILE or --data-dir DIR is required');
   };
-  dataDirOptions(token.command('create').description('make a token for a user; prints it once').requiredOption('-u, --user <name>', 'who the token is for', parseUser)).action(
-    async (o: { user: string; config?: string; dataDir?: string }, c: Command) => {
-      needDir(c, o);
-      const { runTokenCommand } = await import('./token.js');
-      status = await runTokenCommand({ sub: 'create', user: o.user, config: o.config, dataDir: o.dataDir }, io.out, io.err);
-    },
-  );
+  dataDirOptions(
+    token
+      .command('create')
+      .description('make a token for a user; prints it once')
+      .requiredOption('-u, --user <name>', 'who the token is for', parseUser)
+      .option('--role <role>', `also set the user's role (${ROLES.join(', ')}); it applies to all of the user's tokens`, parseRole),
+  ).action(async (o: { user: string; role?: Role; config?: string; dataDir?: string }, c: Command) => {
+    needDir(c, o);
+    const { runTokenCommand } = await import('./token.js');
+    status = await runTokenCommand({ sub: 'create', user: o.user, role: o.role, config: o.config, dataDir: o.dataDir }, io.out, io.err);
+  });
   dataDirOptions(token.command('list').description('list the tokens (never their secrets)')).action(async (o: { config?: string; dataDir?: string }, c: Command) => {
     needDir(c, o);
     const { runTokenCommand } = await import('./token.js');
@@ -110,6 +121,24 @@ export async function runCli(argv: string[], io: CliIo, commands: CliCommands): 
       status = await runTokenCommand({ sub: 'revoke', id, config: o.config, dataDir: o.dataDir }, io.out, io.err);
     },
   );
+
+  const user = program.command('user').description("the node's users and their roles (docs/auth.md, \"Roles\")");
+  dataDirOptions(
+    user
+      .command('role')
+      .description("set a user's role (none: remove it); it applies to the user's tokens and sessions on their next request")
+      .argument('<name>', 'the user name', parseUser)
+      .argument('<role>', `${ROLES.join(', ')} or none`, (v: string) => (v === 'none' ? 'none' : parseRole(v))),
+  ).action(async (name: string, role: Role | 'none', o: { config?: string; dataDir?: string }, c: Command) => {
+    needDir(c, o);
+    const { runTokenCommand } = await import('./token.js');
+    status = await runTokenCommand({ sub: 'role', user: name, role: role === 'none' ? undefined : role, config: o.config, dataDir: o.dataDir }, io.out, io.err);
+  });
+  dataDirOptions(user.command('list').description('list the users with tokens or roles, and their roles')).action(async (o: { config?: string; dataDir?: string }, c: Command) => {
+    needDir(c, o);
+    const { runTokenCommand } = await import('./token.js');
+    status = await runTokenCommand({ sub: 'users', config: o.config, dataDir: o.dataDir }, io.out, io.err);
+  });
 
   program
     .command('portal')

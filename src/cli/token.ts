@@ -15,12 +15,15 @@ import { resolve } from 'node:path';
 import { isFarmError } from '../core/errors.js';
 import { parseToken, TOKEN_ID_RE } from '../core/auth.js';
 import { ConfigError, EX_CONFIG, loadConfig } from '../config/load.js';
-import { TokenFileError, TokenStore, tokensFile } from '../storage/tokens.js';
+import type { Role } from '../core/roles.js';
+import { roleIn, TokenFileError, TokenStore, tokensFile, UNLISTED_ROLE } from '../storage/tokens.js';
 
 /** The parsed command (src/cli/program.ts parses the command line). */
 export interface TokenArgs {
-  sub: 'create' | 'list' | 'revoke';
+  sub: 'create' | 'list' | 'revoke' | 'role' | 'users';
   user?: string;
+  /** create: also set the user's role; role: the new role (undefined: remove it). */
+  role?: Role | undefined;
   id?: string;
   config?: string;
   dataDir?: string;
@@ -57,10 +60,29 @@ export async function runTokenCommand(parsed: TokenArgs, out: Writable, err: Wri
 async function run(p: TokenArgs, store: TokenStore, out: Writable, err: Writable): Promise<number> {
   switch (p.sub) {
     case 'create': {
-      const { token, entry } = await store.create(p.user!);
+      const before = p.role === undefined ? undefined : (await store.read()).roles;
+      const { token, entry } = await store.create(p.user!, p.role === undefined ? {} : { role: p.role });
       // The token alone on stdout, so `TOKEN=$(farmhand token create ...)` works; the rest for the person.
       out.write(`${token}\n`);
-      err.write(`created token ${entry.id} for user ${entry.user}; it is shown only this once, store it now\n`);
+      err.write(`created token ${entry.id} for user ${entry.user}${p.role ? ` (role ${p.role})` : ''}; it is shown only this once, store it now\n`);
+      if (before) await warnFirstRole(store, before, err);
+      return 0;
+    }
+    case 'role': {
+      const { before, after } = await store.setRole(p.user!, p.role);
+      const was = roleIn(before, p.user!) ?? 'no role (roles not configured)';
+      const now = roleIn(after, p.user!) ?? 'no role (roles not configured: everyone signed in may do everything)';
+      out.write(`${p.user}: ${was} -> ${now}; this applies to the user's tokens and sessions on their next request\n`);
+      await warnFirstRole(store, before, err);
+      return 0;
+    }
+    case 'users': {
+      const c = await store.read();
+      const names = [...new Set([...c.tokens.map((t) => t.user), ...Object.keys(c.roles)])].sort();
+      const count = (u: string) => String(c.tokens.filter((t) => t.user === u).length);
+      const roleOf = (u: string) => (Object.hasOwn(c.roles, u) ? c.roles[u]! : Object.keys(c.roles).length > 0 ? `${UNLISTED_ROLE} (not set)` : '-');
+      out.write(formatTable([['USER', 'ROLE', 'TOKENS'], ...names.map((u) => [u, roleOf(u), count(u)])]));
+      if (Object.keys(c.roles).length === 0) err.write('no roles are configured: everyone signed in may do everything\n');
       return 0;
     }
     case 'list': {
@@ -84,6 +106,19 @@ async function run(p: TokenArgs, store: TokenStore, out: Writable, err: Writable
       return 0;
     }
   }
+}
+
+/** The first role set on a node changes what everyone else may do: say whom it lowered to `read`. */
+async function warnFirstRole(store: TokenStore, before: Record<string, Role>, err: Writable): Promise<void> {
+  if (Object.keys(before).length > 0) return;
+  const c = await store.read();
+  if (Object.keys(c.roles).length === 0) return;
+  const lowered = [...new Set(c.tokens.map((t) => t.user))].filter((u) => !Object.hasOwn(c.roles, u)).sort();
+  err.write(
+    `roles are now in force on this node: a user without a role may only read (${UNLISTED_ROLE})` +
+      (lowered.length ? `; that is now ${lowered.join(', ')} (give them a role: farmhand user role <name> <role>)` : '') +
+      '. Roles bind callers with a token or a session: unless the config sets auth.v1_requires_token to true, callers without a token still use v1 and the pages as before\n',
+  );
 }
 
 function formatTable(rows: string[][]): string {

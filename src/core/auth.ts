@@ -29,6 +29,8 @@ export interface AuthUser {
 export interface VerifiedToken {
   user: string;
   tokenId: string;
+  /** The user's role now (looked up at each verify, never stored in the token); undefined: no roles configured. */
+  role?: Role;
 }
 
 /**

@@ -16,6 +16,7 @@ import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type pg from 'pg';
 import { checkUserName, formatToken, parseToken, TOKEN_ID_RE, type VerifiedToken } from '../core/auth.js';
 import { FarmError, notFound } from '../core/errors.js';
+import { isRole, ROLES, type Role } from '../core/roles.js';
 import type { Logger } from '../core/ports.js';
 import { hashSecret } from '../storage/tokens.js';
 import type { FarmTokenVerifier } from './contract.js';
@@ -29,19 +30,27 @@ const pgCode = (e: unknown): string | undefined => (e as { code?: unknown }).cod
 
 export interface FarmUser {
   username: string;
-  role: string;
+  role: Role;
   /** ISO 8601. */
   created: string;
   /** Tokens not revoked (expired ones included). */
   tokens: number;
 }
 
+/** The role of a user added without one (users of a farm from before roles became admins: migration 8). */
+export const DEFAULT_FARM_ROLE: Role = 'run';
+
+function checkRole(role: string): asserts role is Role {
+  if (!isRole(role)) throw new FarmError('invalid_request', `role ${JSON.stringify(role)} is not one of ${ROLES.join(', ')}`);
+}
+
 export class PgUsers {
   constructor(private readonly pool: pg.Pool) {}
 
   /** Add a user; FarmError('conflict') when the name is taken, 'invalid_request' when it is not allowed. */
-  async add(username: string, role = 'user'): Promise<FarmUser> {
+  async add(username: string, role: Role = DEFAULT_FARM_ROLE): Promise<FarmUser> {
     checkUserName(username);
+    checkRole(role);
     try {
       const { rows } = await this.pool.query<{ created_at: Date }>('INSERT INTO users (username, role) VALUES ($1, $2) RETURNING created_at', [username, role]);
       return { username, role, created: rows[0]!.created_at.toISOString(), tokens: 0 };
@@ -56,11 +65,25 @@ export class PgUsers {
       `SELECT u.username, u.role, u.created_at, count(t.token_id) FILTER (WHERE t.revoked_at IS NULL) AS tokens
          FROM users u LEFT JOIN tokens t USING (username) GROUP BY u.username ORDER BY u.username`,
     );
-    return rows.map((r) => ({ username: r.username, role: r.role, created: r.created_at.toISOString(), tokens: Number(r.tokens) }));
+    return rows.map((r) => ({ username: r.username, role: isRole(r.role) ? r.role : 'read', created: r.created_at.toISOString(), tokens: Number(r.tokens) }));
   }
 
   async get(username: string): Promise<FarmUser | undefined> {
     return (await this.list()).find((u) => u.username === username);
+  }
+
+  /**
+   * Change a user's role. It applies to the user's tokens and sessions at once: the portal's verifier is told
+   * by the users trigger (migration 3) and reloads. Returns the role before; FarmError('not_found') for no user.
+   */
+  async setRole(username: string, role: Role): Promise<{ before: Role; after: Role }> {
+    checkRole(role);
+    const { rows } = await this.pool.query<{ before: string }>(
+      'UPDATE users u SET role = $2 FROM users prev WHERE u.username = $1 AND prev.username = u.username RETURNING prev.role AS before',
+      [username, role],
+    );
+    if (!rows[0]) throw notFound(`no user ${username}`);
+    return { before: isRole(rows[0].before) ? rows[0].before : 'read', after: role };
   }
 
   /** Remove a user and (cascade) every token of it; FarmError('not_found') when there is none. */
@@ -161,6 +184,7 @@ export class PgTokens {
 interface Known {
   user: string;
   hash: Buffer;
+  role: Role;
   /** Epoch ms, or Infinity. */
   expires: number;
 }
@@ -221,7 +245,7 @@ export class PgTokenVerifier implements FarmTokenVerifier {
     if (!t) return undefined;
     const known = this.tokens.get(t.id);
     const same = this.equal(hashSecret(t.secret), known?.hash ?? this.dummy);
-    return same && known && known.expires > this.now() ? { user: known.user, tokenId: t.id } : undefined;
+    return same && known && known.expires > this.now() ? { user: known.user, tokenId: t.id, role: known.role } : undefined;
   }
 
   /** LISTEN first, then load: a change committed between the two is either loaded or notified. */
@@ -270,11 +294,19 @@ export class PgTokenVerifier implements FarmTokenVerifier {
   }
 
   private async loadOnce(): Promise<void> {
-    const { rows } = await this.pool.query<{ token_id: string; username: string; token_hash: string; expires_ms: number | null }>(
-      `SELECT token_id, username, token_hash, extract(epoch FROM expires_at) * 1000 AS expires_ms
-         FROM tokens WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`,
+    // The user's role with each token: a role change (an UPDATE of users) notifies and reloads, so it applies at once.
+    const { rows } = await this.pool.query<{ token_id: string; username: string; token_hash: string; expires_ms: number | null; role: string }>(
+      `SELECT t.token_id, t.username, t.token_hash, extract(epoch FROM t.expires_at) * 1000 AS expires_ms, u.role
+         FROM tokens t JOIN users u USING (username)
+        WHERE t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())`,
     );
-    this.tokens = new Map(rows.map((r) => [r.token_id, { user: r.username, hash: Buffer.from(r.token_hash, 'hex'), expires: r.expires_ms === null ? Infinity : Number(r.expires_ms) }]));
+    this.tokens = new Map(
+      rows.map((r) => [
+        r.token_id,
+        // A role the code does not know (a newer portal's) fails closed: read only.
+        { user: r.username, hash: Buffer.from(r.token_hash, 'hex'), expires: r.expires_ms === null ? Infinity : Number(r.expires_ms), role: isRole(r.role) ? r.role : 'read' },
+      ]),
+    );
     this.reloads++;
   }
 

@@ -5,6 +5,7 @@
 import Koa from 'koa';
 import type { Context, Middleware, Next } from 'koa';
 import type { TokenVerifier } from '../core/auth.js';
+import { authorizeRoutes } from './endpoints/authorize.js';
 import { authenticate, FORM_PATHS, guardApi, type DelegateRule } from './auth.js';
 import { formBody, jsonBody } from './body.js';
 import { refuseCrossSiteRequests } from './crossSite.js';
@@ -35,6 +36,8 @@ export interface AppOptions {
   observe?: Middleware;
   /** Requests of the node's portal link act for the portal's user (auth.ts DelegateRule); absent: no farm. */
   delegate?: DelegateRule;
+  /** For bench/auth-bench.ts only: false builds the app without the role checks, to measure what they cost. */
+  authorize?: boolean;
 }
 
 /** Order: (observe) -> security headers -> errors -> paths -> who is calling -> rate limit -> auth required? -> body -> routes (outline's middleware order). */
@@ -65,6 +68,8 @@ export function createApp(s: Services, opts: AppOptions): Koa {
     app.use(router.routes());
     app.use(router.allowedMethods());
   }
+  // Every route's role check, from the table of endpoints (src/http/endpoints/).
+  if (opts.authorize !== false) authorizeRoutes(app);
   return app;
 }
 

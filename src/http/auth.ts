@@ -122,7 +122,8 @@ export function authenticate(verifier: TokenVerifier, sessions?: SessionStore, d
     setSessionOf(ctx, undefined);
     const onBehalf = delegated(ctx, delegate);
     if (onBehalf) {
-      // The portal authenticated the caller; the node acts for them as for a token user.
+      // The portal authenticated the caller and checked her role (the node's table is the portal's): the node
+      // acts for her as for a token user of a node without roles.
       if (onBehalf.login) s.user = { login: onBehalf.login, tokenId: `portal:${onBehalf.login}` };
       else s.authProblem = 'missing';
       s.delegatedBaseUrl = onBehalf.baseUrl;
@@ -146,7 +147,7 @@ export function authenticate(verifier: TokenVerifier, sessions?: SessionStore, d
                 : 'a request authenticated by the session cookie must send the X-CSRF-Token header (the page\'s <meta name="csrf-token">); programs send an access token instead',
             );
           }
-          s.user = { login: session.login, tokenId: session.tokenId };
+          s.user = { login: session.login, tokenId: session.tokenId, ...(session.role && { role: session.role }) };
           setSessionOf(ctx, session);
         } else {
           // Ended, expired, its token revoked, or from before a restart: forget it in the browser too.
@@ -158,7 +159,8 @@ export function authenticate(verifier: TokenVerifier, sessions?: SessionStore, d
       s.authProblem = 'malformed';
     } else {
       const found = verifier.verify(parsed.token);
-      if (found) s.user = { login: found.user, tokenId: found.tokenId };
+      // The role is the user's now (the verifier looks it up at each request), so a change applies at once.
+      if (found) s.user = { login: found.user, tokenId: found.tokenId, ...(found.role && { role: found.role }) };
       else s.authProblem = 'invalid';
     }
     await next();

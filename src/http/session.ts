@@ -13,6 +13,7 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Context } from 'koa';
 import type { TokenVerifier } from '../core/auth.js';
+import type { Role } from '../core/roles.js';
 
 export const SESSION_COOKIE = 'farmhand_session';
 /** Idle expiry: a working day without a request. */
@@ -37,6 +38,8 @@ export interface Session {
   token: string;
   created: number;
   lastSeen: number;
+  /** The user's role as of this request (the token's, looked up again at every use). */
+  role?: Role;
 }
 
 const newSecret = (): string => randomBytes(32).toString('base64url');
@@ -66,7 +69,7 @@ export class SessionStore {
     const found = this.verifier.verify(token);
     if (!found) return undefined;
     const t = this.now();
-    const s: Session = { id: newSecret(), login: found.user, tokenId: found.tokenId, csrf: newSecret(), token, created: t, lastSeen: t };
+    const s: Session = { id: newSecret(), login: found.user, tokenId: found.tokenId, csrf: newSecret(), token, created: t, lastSeen: t, ...(found.role && { role: found.role }) };
     this.sessions.set(s.id, s);
     this.perUser.set(s.login, (this.perUser.get(s.login) ?? 0) + 1);
     if (this.perUser.get(s.login)! > SESSIONS_PER_USER) {
@@ -94,6 +97,9 @@ export class SessionStore {
       return undefined;
     }
     s.lastSeen = t;
+    // A role changed since sign-in applies to the session at once, as to its token.
+    if (found.role === undefined) delete s.role;
+    else s.role = found.role;
     this.sessions.delete(id);
     this.sessions.set(id, s);
     return s;

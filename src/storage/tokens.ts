@@ -20,6 +20,7 @@ import { basename, dirname, join } from 'node:path';
 import { z } from 'zod';
 import { checkUserName, formatToken, isValidUserName, parseToken, TOKEN_ID_RE, type StoredToken, type TokenVerifier, type VerifiedToken } from '../core/auth.js';
 import type { Logger } from '../core/ports.js';
+import { ROLES, type Role } from '../core/roles.js';
 import { writeFileAtomic } from './atomic.js';
 import { lockFile, LockHeldError } from './dataDirLock.js';
 
@@ -40,10 +41,41 @@ const entrySchema = z.strictObject({
   created: z.iso.datetime(),
   hash: z.string().regex(/^[0-9a-f]{64}$/, '64 lower-case hex digits (sha256)'),
 });
-const fileSchema = z.strictObject({ version: z.literal(1), tokens: z.array(entrySchema) });
+/**
+ * `roles`: each user's role (docs/auth.md, "Roles"). Optional, so every file written before roles existed
+ * reads as it did: no `roles` (or an empty one) means no roles configured, and everyone signed in may do
+ * everything. Once any user has a role, a user without one has the role `read`.
+ */
+const fileSchema = z.strictObject({
+  version: z.literal(1),
+  tokens: z.array(entrySchema),
+  roles: z
+    .record(z.string().refine(isValidUserName, 'not a valid user name'), z.enum(ROLES))
+    .optional(),
+});
+
+/** The role of a user not named in a non-empty `roles`. */
+export const UNLISTED_ROLE: Role = 'read';
+
+/** The whole file: its tokens, and each user's role (empty: no roles configured). */
+export interface TokensFileContent {
+  tokens: StoredToken[];
+  roles: Record<string, Role>;
+}
 
 /** Parse the file's text; throws TokenFileError naming the first problems. */
 export function parseTokensFile(text: string, file = 'tokens.json'): StoredToken[] {
+  return parseTokensFileContent(text, file).tokens;
+}
+
+/** The user's role under these roles: undefined when none are configured, `read` when the user is not named. */
+export function roleIn(roles: Record<string, Role>, user: string, configured = Object.keys(roles).length > 0): Role | undefined {
+  if (!configured) return undefined;
+  return Object.hasOwn(roles, user) ? roles[user] : UNLISTED_ROLE;
+}
+
+/** Parse the file's text, roles included; throws TokenFileError naming the first problems. */
+export function parseTokensFileContent(text: string, file = 'tokens.json'): TokensFileContent {
   let raw: unknown;
   try {
     raw = JSON.parse(text);
@@ -60,10 +92,12 @@ export function parseTokensFile(text: string, file = 'tokens.json'): StoredToken
     if (ids.has(t.id)) throw new TokenFileError(`${file}: token id ${t.id} appears twice`);
     ids.add(t.id);
   }
-  return parsed.data.tokens;
+  return { tokens: parsed.data.tokens, roles: { ...parsed.data.roles } };
 }
 
-const serialize = (tokens: StoredToken[]) => `${JSON.stringify({ version: 1, tokens }, null, 2)}\n`;
+/** `roles` is written only when a user has one, so a node without roles keeps the file it always had. */
+const serialize = (c: TokensFileContent) =>
+  `${JSON.stringify({ version: 1, tokens: c.tokens, ...(Object.keys(c.roles).length > 0 && { roles: c.roles }) }, null, 2)}\n`;
 
 export interface TokenStoreOptions {
   now?: () => Date;
@@ -91,28 +125,37 @@ export class TokenStore {
 
   /** Every token, oldest first; a missing file has none. */
   async list(): Promise<StoredToken[]> {
+    return (await this.read()).tokens;
+  }
+
+  /** The tokens and the users' roles; a missing file has neither. */
+  async read(): Promise<TokensFileContent> {
     let text: string;
     try {
       text = await readFile(this.file, 'utf8');
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return { tokens: [], roles: {} };
       throw new TokenFileError(`${this.file}: cannot read (${(e as NodeJS.ErrnoException).code ?? String(e)})`);
     }
-    return parseTokensFile(text, this.file);
+    return parseTokensFileContent(text, this.file);
   }
 
-  /** Make a token for `user`; the returned text is the only copy of its secret. */
-  async create(user: string): Promise<{ token: string; entry: StoredToken }> {
+  /**
+   * Make a token for `user`; the returned text is the only copy of its secret. With `role`, the user's
+   * role is set too (for all of the user's tokens: a role belongs to the user, not to a token).
+   */
+  async create(user: string, opts: { role?: Role } = {}): Promise<{ token: string; entry: StoredToken }> {
     checkUserName(user);
     await mkdir(dirname(this.file), { recursive: true });
     return this.locked(async () => {
-      const tokens = await this.list();
+      const c = await this.read();
       let id: string;
       do id = randomBytes(4).toString('hex');
-      while (tokens.some((t) => t.id === id));
+      while (c.tokens.some((t) => t.id === id));
       const secret = randomBytes(32).toString('base64url');
       const entry: StoredToken = { id, user, created: this.now().toISOString(), hash: hashSecret(secret).toString('hex') };
-      await writeFileAtomic(this.file, serialize([...tokens, entry]), { keepMode: true });
+      const roles = opts.role === undefined ? c.roles : { ...c.roles, [user]: opts.role };
+      await writeFileAtomic(this.file, serialize({ tokens: [...c.tokens, entry], roles }), { keepMode: true });
       return { token: formatToken(id, secret), entry };
     });
   }
@@ -120,10 +163,27 @@ export class TokenStore {
   /** Remove a token; the removed entry, or undefined when no token has that id. */
   async revoke(id: string): Promise<StoredToken | undefined> {
     return this.locked(async () => {
-      const tokens = await this.list();
-      const found = tokens.find((t) => t.id === id);
-      if (found) await writeFileAtomic(this.file, serialize(tokens.filter((t) => t !== found)), { keepMode: true });
+      const c = await this.read();
+      const found = c.tokens.find((t) => t.id === id);
+      if (found) await writeFileAtomic(this.file, serialize({ ...c, tokens: c.tokens.filter((t) => t !== found) }), { keepMode: true });
       return found;
+    });
+  }
+
+  /**
+   * Set (or with undefined, remove) a user's role. It applies to every token of the user on the next
+   * request: the daemon looks the role up at each request. Returns the roles before and after.
+   */
+  async setRole(user: string, role: Role | undefined): Promise<{ before: Record<string, Role>; after: Record<string, Role> }> {
+    checkUserName(user);
+    await mkdir(dirname(this.file), { recursive: true });
+    return this.locked(async () => {
+      const c = await this.read();
+      const after = { ...c.roles };
+      if (role === undefined) delete after[user];
+      else after[user] = role;
+      await writeFileAtomic(this.file, serialize({ ...c, roles: after }), { keepMode: true });
+      return { before: c.roles, after };
     });
   }
 
@@ -162,6 +222,8 @@ interface Known {
   hash: Buffer;
 }
 
+
+
 export interface VerifierOptions {
   /** The constant-time comparison; tests inject a spy. Default crypto.timingSafeEqual. */
   equal?: (a: Buffer, b: Buffer) => boolean;
@@ -186,6 +248,8 @@ export class FileTokenVerifier implements TokenVerifier {
   private text: string | undefined;
   /** undefined while the file is unreadable or corrupt: every token is refused. */
   private tokens: Map<string, Known> | undefined = new Map();
+  /** The users' roles; empty: no roles configured. */
+  private roles = new Map<string, Role>();
   private problem: string | undefined;
   /** The file version last reported as unusable, so each is logged once. */
   private failedKey: string | undefined;
@@ -208,13 +272,16 @@ export class FileTokenVerifier implements TokenVerifier {
     if (!this.tokens) return undefined;
     const known = this.tokens.get(t.id);
     const same = this.equal(hashSecret(t.secret), known?.hash ?? this.dummy);
-    return same && known ? { user: known.user, tokenId: t.id } : undefined;
+    if (!same || !known) return undefined;
+    // The user's role as the file says now (read at each verify, so a change applies at once); none when no roles are configured.
+    if (this.roles.size === 0) return { user: known.user, tokenId: t.id };
+    return { user: known.user, tokenId: t.id, role: this.roles.get(known.user) ?? UNLISTED_ROLE };
   }
 
   /** For health reports and tests: whether tokens are being accepted, and how many exist. */
-  status(): { ok: boolean; count: number; problem?: string } {
+  status(): { ok: boolean; count: number; roles: number; problem?: string } {
     this.refresh();
-    return this.tokens ? { ok: true, count: this.tokens.size } : { ok: false, count: 0, problem: this.problem! };
+    return this.tokens ? { ok: true, count: this.tokens.size, roles: this.roles.size } : { ok: false, count: 0, roles: 0, problem: this.problem! };
   }
 
   /** One stat per check; the file is read again only when it changed (or may have). */
@@ -245,11 +312,13 @@ export class FileTokenVerifier implements TokenVerifier {
     if (this.problem === undefined && text === this.text) return; // same content: the table is current
     this.text = text;
     let tokens: StoredToken[];
+    let roles: Record<string, Role>;
     try {
-      tokens = text === undefined ? [] : parseTokensFile(text, this.file);
+      ({ tokens, roles } = text === undefined ? { tokens: [], roles: {} } : parseTokensFileContent(text, this.file));
     } catch (e) {
       return this.fail((e as Error).message, key, racy);
     }
+    this.roles = new Map(Object.entries(roles));
     if (this.problem !== undefined) this.log.warn({ file: this.file, tokens: tokens.length }, 'tokens file is usable again; tokens are accepted');
     this.problem = undefined;
     this.tokens = new Map(tokens.map((t) => [t.id, { user: t.user, hash: Buffer.from(t.hash, 'hex') }]));

@@ -65,10 +65,10 @@ describe('farmhand farm (CLI, child processes, PostgreSQL)', function () {
     const verifier = new PgTokenVerifier(pool);
     await verifier.start();
     try {
-      expect(verifier.verify(token)).to.deep.equal({ user: 'alice', tokenId: id });
+      expect(verifier.verify(token)).to.deep.equal({ user: 'alice', tokenId: id, role: 'run' });
 
       const users = await farm(['user', 'list']);
-      expect(users.out).to.match(/^USER\s+ROLE\s+TOKENS\s+CREATED\n/).and.match(/\nalice\s+user\s+1\s+\d{4}-/);
+      expect(users.out).to.match(/^USER\s+ROLE\s+TOKENS\s+CREATED\n/).and.match(/\nalice\s+run\s+1\s+\d{4}-/);
       const tokens = await farm(['token', 'list']);
       expect(tokens.out).to.match(/^ID\s+USER\s+CREATED\s+STATE\n/).and.include(id);
       expect(tokens.out + users.out).not.to.include(token.slice(12));
@@ -91,6 +91,19 @@ describe('farmhand farm (CLI, child processes, PostgreSQL)', function () {
     } finally {
       await verifier.close();
     }
+  });
+
+  it('roles: user add --role, user role changes it (the list says so), an unknown role is a usage error', async () => {
+    const added = await farm(['user', 'add', 'carl', '--role', 'read']);
+    expect(added.code, added.err).to.equal(0);
+    expect(added.out).to.include('added user carl (role read)');
+    const changed = await farm(['user', 'role', 'carl', 'admin']);
+    expect(changed.code, changed.err).to.equal(0);
+    expect(changed.out).to.match(/^carl: read -> admin; this applies/);
+    expect((await farm(['user', 'list'])).out).to.match(/\ncarl\s+admin\s+0\s+/);
+    expect((await farm(['user', 'role', 'carl', 'root'])).code).to.equal(64);
+    expect((await farm(['user', 'add', 'dave', '--role', 'root'])).code).to.equal(64);
+    expect((await farm(['user', 'role', 'nobody', 'run'])).code).to.equal(1);
   });
 
   it('node add prints a credential once and where it goes; it verifies; re-key, list, remove', async () => {

@@ -56,12 +56,44 @@ describe('farm users and tokens (PostgreSQL)', function () {
     expect(token).to.match(/^fh_[0-9a-f]{8}_[A-Za-z0-9_-]{43}$/);
     expect(entry).to.include({ user: 'bob', id: parseToken(token)!.id, revoked: null, expires: null });
     const v = await verifier();
-    expect(v.verify(token)).to.deep.equal({ user: 'bob', tokenId: entry.id });
+    // With the user's role (a user added without one gets run).
+    expect(v.verify(token)).to.deep.equal({ user: 'bob', tokenId: entry.id, role: 'run' });
     // Right id, wrong secret; garbage; unknown id.
     expect(v.verify(token.slice(0, -1) + (token.endsWith('A') ? 'B' : 'A'))).to.equal(undefined);
     expect(v.verify('nonsense')).to.equal(undefined);
     expect(v.verify(`fh_00000000_${token.slice(12)}`)).to.equal(undefined);
     expect(await codeOf(tokens.createToken('nobody'))).to.equal('not_found');
+  });
+
+  it('roles: migration 8 makes the users of a farm from before roles admins; setRole applies to a token at once (NOTIFY)', async () => {
+    // A database as an older portal left it: migrations 1-7 and a user with the old default role.
+    const db = `legacy_${process.pid}`;
+    await pool.query(`CREATE DATABASE ${db}`);
+    const legacy = new pg.Pool({ host: cluster.host, port: cluster.port, user: cluster.user, database: db });
+    try {
+      const { MIGRATIONS } = await import('../../src/farm/db/migrations.js');
+      await migrate(legacy, MIGRATIONS.filter((m) => m.id < 8));
+      await legacy.query(`INSERT INTO users (username) VALUES ('old-timer')`);
+      expect((await legacy.query(`SELECT role FROM users`)).rows).to.deep.equal([{ role: 'user' }]);
+      await migrate(legacy);
+      expect((await legacy.query(`SELECT role FROM users`)).rows).to.deep.equal([{ role: 'admin' }]);
+      const legacyUsers = new PgUsers(legacy);
+      expect((await legacyUsers.add('newcomer')).role).to.equal('run');
+      expect(await codeOf(legacyUsers.add('bad-role', 'root' as never))).to.equal('invalid_request');
+      expect(await codeOf(legacy.query(`UPDATE users SET role = 'root' WHERE username = 'newcomer'`))).to.equal('23514');
+    } finally {
+      await legacy.end();
+      await pool.query(`DROP DATABASE ${db}`);
+    }
+
+    await users.add('dora', 'read');
+    const { token } = await tokens.createToken('dora');
+    const v = await verifier();
+    expect(v.verify(token)?.role).to.equal('read');
+    expect(await users.setRole('dora', 'admin')).to.deep.equal({ before: 'read', after: 'admin' });
+    await waitFor(() => v.verify(token)?.role === 'admin', { what: 'the verifier to reload the role after NOTIFY' });
+    expect(await codeOf(users.setRole('nobody', 'run'))).to.equal('not_found');
+    expect((await users.get('dora'))?.role).to.equal('admin');
   });
 
   it('stores only hashes: the secret appears in no table', async () => {

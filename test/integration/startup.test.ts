@@ -228,9 +228,9 @@ describe('start-up and the farmhand command (real processes)', function () {
     expect(plain.err).to.include('does not appear to be a git repository');
   });
 
-  it('a test-pack URL that is down: the daemon starts, says "test pack unreachable, retrying" in its log and in the node status', async () => {
+  it('a test-pack URL that is down: the daemon starts, says "test pack unreachable, retrying" in its log and in the node status (and warns that v1 is open to callers without a token while users have roles)', async () => {
     const dataDir = path.join(dir, 'data');
-    const { token } = await new TokenStore(tokensFile(dataDir)).create('ops');
+    const { token } = await new TokenStore(tokensFile(dataDir)).create('ops', { role: 'read' });
     const config = await writeConfig({ test_pack: { url: 'http://127.0.0.1:1/pack.git' } });
     const child = spawn(process.execPath, ['--import', 'tsx', MAIN, 'serve', '--config', config], { stdio: ['ignore', 'pipe', 'pipe'] });
     children.push(child);
@@ -238,6 +238,7 @@ describe('start-up and the farmhand command (real processes)', function () {
     child.stdout.on('data', (b: Buffer) => (out += b.toString()));
     const url = await waitFor(() => /listening on (http:\/\/\S+)/.exec(out)?.[1], { what: 'the daemon to listen', timeoutMs: 60_000 });
     expect(out).to.include('test pack unreachable, retrying');
+    expect(out).to.include('users have roles, but auth.v1_requires_token is false');
     const res = await fetch(`${url}/api/v2/nodes/startup-node`, { headers: { Authorization: `token ${token}` } });
     expect(res.status).to.equal(200);
     const body = (await res.json()) as { test_pack_problem?: string };

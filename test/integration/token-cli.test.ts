@@ -6,10 +6,11 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { runCli } from '../../src/cli/program.js';
 import { tokenCommand } from '../../src/cli/token.js';
 import { silentLogger } from '../../src/logger.js';
 import { FileTokenVerifier, tokensFile } from '../../src/storage/tokens.js';
-import { runCaptured, type CliRun } from '../helpers/cli.js';
+import { runCaptured, type CliEntry, type CliRun } from '../helpers/cli.js';
 
 const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 
@@ -55,6 +56,31 @@ describe('farmhand token (CLI)', function () {
     expect(lines[1]).to.match(new RegExp(`^${id}  alice  \\d{4}-\\d\\d-\\d\\dT[\\d:.]+Z$`));
     const secret = made.out.trim().slice(12);
     expect(listed.out + (await readFile(tokensFile(data), 'utf8'))).not.to.include(secret);
+  });
+
+  it('roles: create --role, user role (none removes it), user list; the first role warns whom it lowers; a bad role is a usage error', async () => {
+    const data = join(dir, 'data');
+    const farmhand: CliEntry = (argv, out, err) => runCli(argv, { out, err }, { serve: () => Promise.reject(new Error('not here')) });
+    const run = (argv: string[]) => runCaptured(farmhand, [...argv, '--data-dir', data]);
+    const plain = await cli(['create', '--user', 'jenkins', '--data-dir', data]);
+    const v = new FileTokenVerifier(tokensFile(data), silentLogger);
+    expect(v.verify(plain.out.trim())).to.not.have.property('role');
+    const made = await cli(['create', '--user', 'alice', '--role', 'admin', '--data-dir', data]);
+    expect(made.code, made.err).to.equal(0);
+    expect(made.err).to.include('(role admin)').and.include('a user without a role may only read').and.include('jenkins');
+    expect(v.verify(made.out.trim())?.role).to.equal('admin');
+    expect(v.verify(plain.out.trim())?.role).to.equal('read');
+    const set = await run(['user', 'role', 'jenkins', 'run']);
+    expect(set.code, set.err).to.equal(0);
+    expect(set.out).to.equal("jenkins: read -> run; this applies to the user's tokens and sessions on their next request\n");
+    expect(v.verify(plain.out.trim())?.role).to.equal('run');
+    const listed = await run(['user', 'list']);
+    expect(listed.out).to.match(/^USER\s+ROLE\s+TOKENS\nalice\s+admin\s+1\njenkins\s+run\s+1\n$/);
+    expect((await run(['user', 'role', 'jenkins', 'root'])).code).to.equal(64);
+    expect((await cli(['create', '--user', 'x', '--role', 'root', '--data-dir', data])).code).to.equal(64);
+    await run(['user', 'role', 'alice', 'none']);
+    await run(['user', 'role', 'jenkins', 'none']);
+    expect(v.verify(plain.out.trim())).to.not.have.property('role');
   });
 
   it('revoke removes a token (by id, or given the whole token); an unknown id exits 1 with a message', async () => {

@@ -64,7 +64,7 @@ describe('tokens file', () => {
   it('a missing file means no tokens, for the store and the verifier', async () => {
     expect(await new TokenStore(file).list()).to.deep.equal([]);
     const v = new FileTokenVerifier(file, capturingLogger());
-    expect(v.status()).to.deep.equal({ ok: true, count: 0 });
+    expect(v.status()).to.deep.equal({ ok: true, count: 0, roles: 0 });
     expect(v.verify(formatToken('0a1b2c3d', 'A'.repeat(43)))).to.equal(undefined);
   });
 

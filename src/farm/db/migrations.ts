@@ -252,4 +252,15 @@ CREATE TABLE node_event_cursors (
 ALTER TABLE jobs ADD COLUMN last_node_event bigint[];
 `,
   },
+  {
+    id: 8,
+    name: 'roles: users.role is read, manual, run or admin (docs/auth.md, "Roles")',
+    sql: `
+-- Before roles, every user of a farm could do everything: each existing user (role 'user', the old default)
+-- becomes an admin, so no farm loses access by upgrading. Users added from now on get 'run' unless told.
+UPDATE users SET role = 'admin' WHERE role NOT IN ('read', 'manual', 'run', 'admin');
+ALTER TABLE users ALTER COLUMN role SET DEFAULT 'run';
+ALTER TABLE users ADD CONSTRAINT users_role_known CHECK (role IN ('read', 'manual', 'run', 'admin'));
+`,
+  },
 ];

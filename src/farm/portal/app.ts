@@ -11,6 +11,7 @@ import type Router from '@koa/router';
 import type { TokenVerifier } from '../../core/auth.js';
 import type { Logger } from '../../core/ports.js';
 import { foldTrailingSlash } from '../../http/app.js';
+import { authorizeRoutes } from '../../http/endpoints/authorize.js';
 import { authenticate, FORM_PATHS, guardApi } from '../../http/auth.js';
 import { formBody, jsonBody } from '../../http/body.js';
 import { refuseCrossSiteRequests } from '../../http/crossSite.js';
@@ -89,5 +90,7 @@ export function createPortalApp(o: PortalAppOptions): Koa {
     app.use(router.routes());
     app.use(router.allowedMethods());
   }
+  // Every route's role check, from the table of endpoints (src/http/endpoints/); the early routers' too.
+  authorizeRoutes(app);
   return app;
 }

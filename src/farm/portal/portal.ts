@@ -8,6 +8,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type Router from '@koa/router';
+import type Koa from 'koa';
 import type pg from 'pg';
 import type { TokenVerifier } from '../../core/auth.js';
 import type { Logger } from '../../core/ports.js';
@@ -49,6 +50,8 @@ export interface PortalParts {
 export interface Portal {
   /** `http://host:port` the portal listens on. */
   url: string;
+  /** The Koa app (its routers are the portal's routes: the table of endpoints is checked against them). */
+  app: Koa;
   pool: pg.Pool;
   hub: PortalHub;
   jobs: FarmJobs;
@@ -145,6 +148,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
     let stopping: Promise<void> | undefined;
     return {
       url,
+      app,
       pool,
       hub: h,
       jobs,

@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { MULTI_SEGMENT, type Answer, type Body, type Endpoint } from './endpoint.js';
 import { ENDPOINTS } from './registry.js';
 import { ErrorBody } from './schemas.js';
+import { endpointOfOperation } from '../endpoints/table.js';
 
 type Json = Record<string, unknown>;
 
@@ -99,8 +100,11 @@ function operation(e: Endpoint, components: Record<string, Json>): Json {
     };
   }
   const params = parameters(e, components);
+  // Who may call it, from the table of endpoints (src/http/endpoints/table.ts): a role, public, or node.
+  const role = endpointOfOperation(e.method, e.path)?.role;
   return {
     operationId: operationId(e),
+    ...(role ? { 'x-farmhand-role': role } : {}),
     summary: e.summary,
     ...(e.description ? { description: e.description } : {}),
     tags: [e.tag],
