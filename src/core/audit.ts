@@ -28,6 +28,8 @@ export const AUDIT_ACTIONS = [
   'user.create',
   'user.remove',
   'user.role',
+  'node.add',
+  'node.remove',
   'node.maintenance',
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];

@@ -15,6 +15,7 @@ import { availabilityText, type Availability } from '../../core/availability.js'
 import { FarmError } from '../../core/errors.js';
 import { bodyOf } from '../../http/body.js';
 import { userOf } from '../../http/auth.js';
+import { CLIENT_ADDRESS_HEADER } from '../../http/delegateHeaders.js';
 import { presentReservation } from '../../http/presenters.js';
 import { csrfTokenOf } from '../../http/session.js';
 import type { FarmHub, FarmReservation, FarmReservations, ForwardRequest, NodeLink } from '../contract.js';
@@ -206,6 +207,9 @@ export function portalRouter(d: PortalRouteDeps): Router {
       const v = ctx.get(h);
       if (v) headers[h] = v;
     }
+    // Who called, for the node's audit trail (believed by the node only with the link's delegate secret).
+    const from = ctx.request.socket.remoteAddress;
+    if (from) headers[CLIENT_ADDRESS_HEADER] = from;
     return pageHeaders(ctx, headers);
   };
 
