@@ -131,7 +131,10 @@ export function auditTrail(o: AuditTrailOptions): AuditTrail {
 
   const middleware = async function recordAudit(ctx: Context, next: Next): Promise<void> {
     const route = auditRouteOf(ctx.method, ctx.path);
-    if (!route) return next();
+    if (!route) {
+      await next();
+      return;
+    }
     let outcome: number;
     try {
       await next();

@@ -15,6 +15,7 @@ import { PgAuditLog } from '../../src/farm/audit.js';
 import { VSTB_LIRCD_CONF } from '../../src/hardware/virtual/index.js';
 import { queryAuditDir } from '../../src/storage/auditLog.js';
 import { runCli } from '../../src/cli/program.js';
+import { asUser } from '../helpers/auth.js';
 import { waitForJob, waitOnline, type TestDaemon } from '../helpers/daemon.js';
 import { expectError } from '../helpers/errors.js';
 import { startTestFarm, type TestFarm } from '../helpers/farm.js';
@@ -108,6 +109,20 @@ describe('audit trail on the farm', function () {
     const run = page.entries.find((e) => e.action === 'job.run');
     expect(run).to.include({ who: 'alice', via: 'portal', token_id: null, node: NODE, target: jobUid, from: '127.0.0.2' });
     expect(page.entries.find((e) => e.action === 'job.stop')).to.include({ who: 'alice', via: 'portal', from: '127.0.0.1' });
+  });
+
+  it("a caller of the node itself cannot name another address (nor user) without the link's secret", async () => {
+    const mallory = await asUser(node, 'mallory');
+    const res = await mallory
+      .post('/api/v2/reservations/999/extend')
+      .set('X-Farmhand-Client-Address', '10.9.9.9')
+      .set('X-Farmhand-Portal-Delegate', 'guess')
+      .set('X-Farmhand-On-Behalf-Of', 'alice')
+      .send({ duration_secs: 60 });
+    expect(res.status).to.be.within(400, 499);
+    const page = await queryAuditDir(path.join(node.dataDir, 'audit'), parseAuditQuery({ action: 'reservation.extend' }, () => true));
+    expect(page.entries).to.have.length(1);
+    expect(page.entries[0]).to.include({ who: 'mallory', via: 'token', from: '127.0.0.1', outcome: res.status });
   });
 
   it('GET /api/v2/audit reads PostgreSQL with the filters, newest first, and pages', async () => {

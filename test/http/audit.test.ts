@@ -142,6 +142,17 @@ describe('audit trail on a node', function () {
     expect(anon.headers.location).to.equal('/app/sign-in?next=%2Fapp%2Faudit');
   });
 
+  it("a refused request of a known caller is recorded with its status; the portal's address header is not believed from anyone else; no-credential refusals are not recorded", async () => {
+    const { client } = await import('../helpers/contract.js');
+    const res = await alice.post(`/api/v2/reservations/${reservationId}/extend`).set('X-Farmhand-Client-Address', '10.9.9.9').send({ duration_secs: 60 });
+    expect(res.status).to.be.within(400, 499);
+    const [extend] = (await audit('?action=reservation.extend')).entries;
+    expect(extend).to.include({ who: 'alice', target: String(reservationId), outcome: res.status });
+    expect(extend!.from).to.match(LOOPBACK);
+    expect((await client(d.url).post('/api/v2/run_tests').send({ node_id: NODE, test_cases: ['x'] })).status).to.equal(403);
+    expect((await audit('?user=anonymous')).entries).to.deep.equal([]);
+  });
+
   it('the manual control session ends with its count of presses when the daemon stops (last: it stops the daemon)', async () => {
     await d.daemon.stop();
     const dir = path.join(d.dataDir, 'audit');

@@ -51,7 +51,7 @@ function Row({ e }: { e: AuditEntry }): VNode {
 }
 
 function AuditList({ p, page, problem }: { p: Params; page?: AuditPage; problem?: string }): VNode {
-  const older = page?.next_before ? `/app/audit?${new URLSearchParams({ ...Object.fromEntries(FIELDS.flatMap((k) => (p[k] ? [[k, p[k]!]] : []))), before: page.next_before }).toString()}` : undefined;
+  const older = page?.next_before ? `/app/audit?${new URLSearchParams({ ...Object.fromEntries(FIELDS.flatMap((k) => (p[k] ? [[k, p[k]]] : []))), before: page.next_before }).toString()}` : undefined;
   return (
     <section class="audit">
       <h1>Audit trail</h1>
