@@ -18,7 +18,6 @@ import { readFileSync } from 'node:fs';
 import type { Writable } from 'node:stream';
 import { type Command, CommanderError, InvalidArgumentError } from 'commander';
 import type pg from 'pg';
-import { userInfo } from 'node:os';
 import type { AuditAction } from '../core/audit.js';
 import { isFarmError } from '../core/errors.js';
 import type { CliIo } from './program.js';
@@ -189,20 +188,10 @@ async function withDatabase(o: FarmOptions, io: CliIo, fn: (db: Db) => Promise<n
 
 // ------------------------------------------------------------------ the sub-commands
 
-/**
- * Write a command's action to the farm's audit trail (docs/auth.md, "Audit trail"): who is `cli`, the operating
- * system's user in `detail.os_user`. A failure to write is said on stderr; the action itself stands.
- */
+/** Write a command's action to the farm's audit trail (src/farm/audit.ts); a failure is a warning, the action stands. */
 async function audit({ pool, err }: Db, action: AuditAction, target: string, detail: Record<string, unknown> = {}): Promise<void> {
-  const { insertAuditEntries } = await import('../farm/audit.js');
-  let osUser: string | null = null;
-  try {
-    osUser = userInfo().username;
-  } catch {
-    // no passwd entry for this uid
-  }
-  const entry = { at: new Date().toISOString(), who: 'cli', via: 'cli' as const, token_id: null, from: null, action, node: action.startsWith('node.') ? target : null, target, detail: { ...detail, os_user: osUser }, outcome: 0 };
-  await insertAuditEntries(pool, [entry]).catch((e: unknown) => err.write(`farmhand farm: warning: the audit trail could not record ${action}: ${(e as Error).message}\n`));
+  const { insertAuditEntries, commandEntry } = await import('../farm/audit.js');
+  await insertAuditEntries(pool, [commandEntry(action, target, detail)]).catch((e: unknown) => err.write(`farmhand farm: warning: the audit trail could not record ${action}: ${(e as Error).message}\n`));
 }
 
 async function userAdd(db: Db, name: string): Promise<number> {

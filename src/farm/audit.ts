@@ -8,8 +8,9 @@
  *
  * Retention: rows older than `keepDays` are deleted at start and every hour.
  */
+import { userInfo } from 'node:os';
 import type pg from 'pg';
-import { actionMatches, type AuditEntry, type AuditLog, type AuditPage, type AuditQuery, type AuditVia, type NewAuditEntry } from '../core/audit.js';
+import { actionMatches, type AuditAction, type AuditEntry, type AuditLog, type AuditPage, type AuditQuery, type AuditVia, type NewAuditEntry } from '../core/audit.js';
 import { isRole, type Role } from '../core/roles.js';
 import type { Logger } from '../core/ports.js';
 import { silentLogger } from '../logger.js';
@@ -44,6 +45,18 @@ export async function insertAuditEntries(pool: Pick<pg.Pool, 'query'>, entries: 
   const params: unknown[] = [];
   const rows = entries.map((e) => `(${valuesOf(e).map((v) => (params.push(v), `$${params.length}`)).join(', ')})`);
   await pool.query(`INSERT INTO audit (${COLUMNS.join(', ')}) VALUES ${rows.join(', ')}`, params);
+}
+
+/** The entry of a `farmhand farm` command: who is `cli`, the operating system's user in `detail.os_user`. */
+export function commandEntry(action: AuditAction, target: string, detail: Record<string, unknown>): NewAuditEntry {
+  let osUser: string | null = null;
+  try {
+    osUser = userInfo().username;
+  } catch {
+    // no passwd entry for this uid
+  }
+  const node = action.startsWith('node.') ? target : null;
+  return { at: new Date().toISOString(), who: 'cli', via: 'cli', token_id: null, from: null, action, node, target, detail: { ...detail, os_user: osUser }, outcome: 0 };
 }
 
 export interface PgAuditLogOptions {
