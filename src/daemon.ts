@@ -149,7 +149,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
   // The audit trail (docs/auth.md): who did what, in <data_dir>/audit/, kept audit.keep_days.
   const auditLog = await FileAuditLog.open({ dataDir, keepDays: cfg.audit.keep_days, logger: logger.child({ module: 'audit' }) });
   undo.push(() => auditLog.close());
-  const audit = auditTrail({ log: auditLog, nodeId: cfg.node_id, idleMs: cfg.audit.manual_idle_secs * 1000 });
+  const audit = auditTrail({ log: auditLog, nodeId: cfg.node_id, idleMs: cfg.audit.manual_idle_secs * 1000, logger: logger.child({ module: 'audit' }) });
   const webhooks = new WebhookDispatcher({ settings: cfg.webhooks, userAgent: `farmhand/${version}`, logger: logger.child({ module: 'webhooks' }) });
   webhooks.attach(hub);
   undo.push(() => webhooks.close());

@@ -16,6 +16,7 @@ import Router from '@koa/router';
 import type { Context, Middleware, Next } from 'koa';
 import { clip, parseAuditQuery, type AuditAction, type AuditLog, type AuditVia, type NewAuditEntry } from '../core/audit.js';
 import { FarmError, isFarmError } from '../core/errors.js';
+import type { Logger } from '../core/ports.js';
 import { permits, type Role } from '../core/roles.js';
 import { auditRouteOf } from './auditActions.js';
 import { clientAddressOf, userOf, viaPortal } from './auth.js';
@@ -31,6 +32,7 @@ export interface AuditTrailOptions {
   /** A manual control session ends after this long without a press. */
   idleMs?: number;
   now?: () => number;
+  logger?: Logger;
 }
 
 interface Who {
@@ -141,10 +143,19 @@ export function auditTrail(o: AuditTrailOptions): AuditTrail {
       outcome = ctx.status;
     } catch (e) {
       outcome = statusOf(e);
-      if (!(outcome === 403 && !userOf(ctx))) record(ctx, route.action, route.params, outcome);
+      if (!(outcome === 403 && !userOf(ctx))) safely(ctx, route.action, route.params, outcome);
       throw e;
     }
-    record(ctx, route.action, route.params, outcome);
+    safely(ctx, route.action, route.params, outcome);
+  };
+
+  /** Recording never changes the answer: a fault here is logged, and the request's own outcome stands. */
+  const safely = (ctx: Context, action: AuditAction | 'remote.press', p: Record<string, string>, outcome: number) => {
+    try {
+      record(ctx, action, p, outcome);
+    } catch (e) {
+      o.logger?.error({ err: e, action, path: ctx.path }, 'audit trail: cannot make the entry of a request');
+    }
   };
 
   const record = (ctx: Context, action: AuditAction | 'remote.press', p: Record<string, string>, outcome: number) => {
@@ -173,7 +184,11 @@ export function auditTrail(o: AuditTrailOptions): AuditTrail {
         const made = Array.isArray(answer?.reservations) ? (answer.reservations as Record<string, unknown>[]) : [];
         const detail = { duration_secs: req.duration_secs ?? null, ...(typeof req.message === 'string' && { message: clip(req.message) }) };
         for (const r of made) entries.push({ ...base, node: o.nodeId ?? str(r.node_id), target: String(r.reservation_id), detail });
-        if (made.length === 0) entries.push({ ...base, node: o.nodeId ?? str(req.node_id), target: null, detail: { ...detail, request: clip(JSON.stringify(req), 300) } });
+        if (made.length === 0) {
+          // Refused: which nodes were asked for (names only; never the body as it came, which may be anything).
+          const asked = Array.isArray(req.node_ids) ? req.node_ids.filter((n): n is string => typeof n === 'string').slice(0, 20).map((n) => clip(n, 128)) : [];
+          entries.push({ ...base, node: o.nodeId ?? (asked.length === 1 ? asked[0]! : null), target: null, detail: { ...detail, node_ids: asked } });
+        }
         break;
       }
       case 'reservation.extend':

@@ -112,7 +112,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
     const awaits = new SharedForwards({ joinMs: AWAIT_JOIN_MS });
     // The farm's audit trail (docs/auth.md): the portal's requests, in PostgreSQL.
     audit = new PgAuditLog({ pool, keepDays: cfg.audit.keep_days, logger: logger.child({ part: 'audit' }) });
-    const trail = auditTrail({ log: audit, idleMs: cfg.audit.manual_idle_secs * 1000 });
+    const trail = auditTrail({ log: audit, idleMs: cfg.audit.manual_idle_secs * 1000, logger: logger.child({ part: 'audit' }) });
     const roles = farmRoleOf(pool);
     const roleOf = (ctx: Context) => roles(userOf(ctx)?.login ?? '');
     const h0 = hub;
