@@ -1,8 +1,9 @@
 /**
  * A node's audit trail (docs/auth.md, "Audit trail"): `<data_dir>/audit/<UTC day>.jsonl`, one entry a line,
  * appended only. Two kinds of writers share the folder: the daemon (this class, open for its whole life) and
- * the CLI (`appendAuditEntry`, one entry a run). Every entry is one `write` on a descriptor opened with
- * O_APPEND, so the kernel never mixes two writers' lines in one regular file.
+ * the CLI (`appendAuditEntry`, one entry a run, in `<UTC day>.cli.jsonl`, so a CLI run as root makes no file the
+ * daemon cannot append to). Every entry is one `write` on a descriptor opened with O_APPEND, so two CLI runs
+ * at once never mix their lines.
  *
  * Durability, as the event journal (src/storage/eventJournal.ts): the daemon's write is synchronous, before
  * the answer leaves (a crash of the daemon loses no entry of an answered request); fdatasync is grouped
