@@ -42,6 +42,8 @@ import { ProcessTestRunner } from './runner/testRunner.js';
 import { killTestUserProcesses, prepareDataDir, probeTestUser, reclaimResultDir, resolveTestUser, sweepAfterRun, unsweptRunDirs, type TestUser } from './runner/testUser.js';
 import { lockDataDir, LockHeldError } from './storage/dataDirLock.js';
 import { EVENTS_DIR, FileEventJournal } from './storage/eventJournal.js';
+import { FileAuditLog } from './storage/auditLog.js';
+import { auditTrail } from './http/audit.js';
 import { FileJobRepository } from './storage/jobStore.js';
 import { FileResultRepository } from './storage/results/index.js';
 import { ResultUploader, UPLOAD_QUEUE_FILE } from './farm/uploader.js';
@@ -147,6 +149,10 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
   const { journal, history } = await FileEventJournal.open({ dir: path.join(dataDir, EVENTS_DIR), keep: cfg.events.buffer_size, nodeId: cfg.node_id, logger: eventsLogger });
   undo.push(() => journal.close());
   const hub = new EventHub({ nodeId: cfg.node_id, bufferSize: cfg.events.buffer_size, logger: eventsLogger, journal, history });
+  // The audit trail (docs/auth.md): who did what, in <data_dir>/audit/, kept audit.keep_days.
+  const auditLog = await FileAuditLog.open({ dataDir, keepDays: cfg.audit.keep_days, logger: logger.child({ module: 'audit' }) });
+  undo.push(() => auditLog.close());
+  const audit = auditTrail({ log: auditLog, nodeId: cfg.node_id, idleMs: cfg.audit.manual_idle_secs * 1000, logger: logger.child({ module: 'audit' }) });
   const webhooks = new WebhookDispatcher({ settings: cfg.webhooks, userAgent: `farmhand/${version}`, logger: logger.child({ module: 'webhooks' }) });
   webhooks.attach(hub);
   undo.push(() => webhooks.close());
@@ -351,6 +357,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     awaitCompletionSecs: cfg.api.await_completion_secs,
     policy: new NodePolicy({ nodeId: cfg.node_id, jobs, reservations, node, health: online, healthProblem: () => checks.problem(), testPack, keys, frames, events: hub }),
     events: { hub, stream, webhooks },
+    audit: auditLog,
   };
   const readiness = new ReadinessChecks({
     capture: noCapture ? undefined : () => frames.health(),
@@ -373,6 +380,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     v1RequiresToken: cfg.auth.v1_requires_token,
     ops: { version, readiness: () => readiness.check(), metrics },
     observe: httpMetrics(metrics),
+    audit,
     ...(delegateSecret && { delegate: { secret: delegateSecret } }),
   });
   const callback = app.callback();
@@ -458,6 +466,8 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
       await swept;
       webhooks.close();
       await journal.close(); // every event on disk before the next daemon may start
+      audit.close(); // the open manual control sessions end here
+      await auditLog.close();
       await lock.release();
       restoreUmask?.();
       step('done');

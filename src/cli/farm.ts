@@ -18,6 +18,7 @@ import { readFileSync } from 'node:fs';
 import type { Writable } from 'node:stream';
 import { type Command, CommanderError, InvalidArgumentError } from 'commander';
 import type pg from 'pg';
+import type { AuditAction } from '../core/audit.js';
 import { isFarmError } from '../core/errors.js';
 import { isRole, ROLES, type Role } from '../core/roles.js';
 import type { CliIo } from './program.js';
@@ -204,16 +205,26 @@ async function withDatabase(o: FarmOptions, io: CliIo, fn: (db: Db) => Promise<n
 
 // ------------------------------------------------------------------ the sub-commands
 
-async function userAdd({ pool, out }: Db, name: string, role: Role | undefined): Promise<number> {
+/** Write a command's action to the farm's audit trail (src/farm/audit.ts); a failure is a warning, the action stands. */
+async function audit({ pool, err }: Db, action: AuditAction, target: string, detail: Record<string, unknown> = {}): Promise<void> {
+  const { insertAuditEntries, commandEntry } = await import('../farm/audit.js');
+  await insertAuditEntries(pool, [commandEntry(action, target, detail)]).catch((e: unknown) => err.write(`farmhand farm: warning: the audit trail could not record ${action}: ${(e as Error).message}\n`));
+}
+
+async function userAdd(db: Db, name: string, role: Role | undefined): Promise<number> {
+  const { pool, out } = db;
   const { PgUsers } = await import('../farm/users.js');
   const added = await new PgUsers(pool).add(name, ...(role === undefined ? [] : [role]));
+  await audit(db, 'user.create', name, { role: added.role });
   out.write(`added user ${name} (role ${added.role}); make it a token: farmhand farm token create ${name}\n`);
   return 0;
 }
 
-async function userRole({ pool, out }: Db, name: string, role: Role): Promise<number> {
+async function userRole(db: Db, name: string, role: Role): Promise<number> {
+  const { pool, out } = db;
   const { PgUsers } = await import('../farm/users.js');
   const { before, after } = await new PgUsers(pool).setRole(name, role);
+  await audit(db, 'user.role', name, { before, after });
   out.write(`${name}: ${before} -> ${after}; this applies to the user's tokens and sessions at once\n`);
   return 0;
 }
@@ -225,18 +236,22 @@ async function userList({ pool, out }: Db): Promise<number> {
   return 0;
 }
 
-async function userRemove({ pool, out }: Db, name: string): Promise<number> {
+async function userRemove(db: Db, name: string): Promise<number> {
+  const { pool, out } = db;
   const { PgUsers } = await import('../farm/users.js');
   const users = new PgUsers(pool);
   const tokens = (await users.get(name))?.tokens ?? 0;
   await users.remove(name);
+  await audit(db, 'user.remove', name, { tokens });
   out.write(`removed user ${name} and its ${tokens} token${tokens === 1 ? '' : 's'}\n`);
   return 0;
 }
 
-async function tokenCreate({ pool, out, err }: Db, user: string, days: number | undefined): Promise<number> {
+async function tokenCreate(db: Db, user: string, days: number | undefined): Promise<number> {
+  const { pool, out, err } = db;
   const { PgTokens } = await import('../farm/users.js');
   const { token, entry } = await new PgTokens(pool).createToken(user, days === undefined ? {} : { expiresInSecs: days * 86_400 });
+  await audit(db, 'token.create', entry.id, { user: entry.user, expires: entry.expires ?? null });
   // The token alone on stdout, so `TOKEN=$(farmhand farm token create ...)` works; the rest for the person.
   out.write(`${token}\n`);
   err.write(`created token ${entry.id} for user ${entry.user}${entry.expires ? `, valid until ${entry.expires}` : ''}; it is shown only this once, store it now\n`);
@@ -253,18 +268,22 @@ async function tokenList({ pool, out }: Db): Promise<number> {
   return 0;
 }
 
-async function tokenRevoke({ pool, out }: Db, id: string): Promise<number> {
+async function tokenRevoke(db: Db, id: string): Promise<number> {
+  const { pool, out } = db;
   const { PgTokens } = await import('../farm/users.js');
   const t = await new PgTokens(pool).revoke(id);
+  await audit(db, 'token.revoke', t.id, { user: t.user });
   out.write(`revoked token ${t.id} of user ${t.user}\n`);
   return 0;
 }
 
-async function nodeAdd({ pool, out, err }: Db, id: string): Promise<number> {
+async function nodeAdd(db: Db, id: string): Promise<number> {
+  const { pool, out, err } = db;
   const { checkNodeId, registerNode } = await import('../farm/nodeCredentials.js');
   checkNodeId(id);
   const existed = ((await pool.query('SELECT 1 FROM nodes WHERE node_id = $1', [id])).rowCount ?? 0) > 0;
   const credential = await registerNode(pool, id);
+  await audit(db, 'node.add', id, { rekeyed: existed });
   // The credential alone on stdout: `farmhand farm node add stb-1 > node-credential` writes the file.
   out.write(`${credential}\n`);
   err.write(
@@ -290,9 +309,11 @@ async function nodeList({ pool, out }: Db): Promise<number> {
   return 0;
 }
 
-async function nodeRemove({ pool, out }: Db, id: string): Promise<number> {
+async function nodeRemove(db: Db, id: string): Promise<number> {
+  const { pool, out } = db;
   const { removeNode } = await import('../farm/nodeCredentials.js');
   const r = await removeNode(pool, id);
+  await audit(db, 'node.remove', id);
   const active = r.activeReservations ? `, ${r.activeReservations} of them active` : '';
   out.write(`removed node ${id} (${r.jobs} job${r.jobs === 1 ? '' : 's'}, ${r.reservations} reservation row${r.reservations === 1 ? '' : 's'}${active}; its results stay)\n`);
   return 0;

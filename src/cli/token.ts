@@ -17,6 +17,9 @@ import { parseToken, TOKEN_ID_RE } from '../core/auth.js';
 import { ConfigError, EX_CONFIG, loadConfig } from '../config/load.js';
 import type { Role } from '../core/roles.js';
 import { roleIn, TokenFileError, TokenStore, tokensFile, UNLISTED_ROLE } from '../storage/tokens.js';
+import { userInfo } from 'node:os';
+import type { AuditAction } from '../core/audit.js';
+import { appendAuditEntry } from '../storage/auditLog.js';
 
 /** The parsed command (src/cli/program.ts parses the command line). */
 export interface TokenArgs {
@@ -46,8 +49,9 @@ export async function runTokenCommand(parsed: TokenArgs, out: Writable, err: Wri
     return EX_CONFIG;
   }
   const store = new TokenStore(tokensFile(dataDir));
+  const audit: CliAudit = (action, target, detail, outcome) => recordCliAudit(dataDir, { action, target, detail, outcome }, err);
   try {
-    return await run(parsed, store, out, err);
+    return await run(parsed, store, out, err, audit);
   } catch (e) {
     if (e instanceof TokenFileError || isFarmError(e) || typeof (e as NodeJS.ErrnoException).code === 'string') {
       err.write(`farmhand token: ${(e as Error).message}\n`);
@@ -57,11 +61,43 @@ export async function runTokenCommand(parsed: TokenArgs, out: Writable, err: Wri
   }
 }
 
-async function run(p: TokenArgs, store: TokenStore, out: Writable, err: Writable): Promise<number> {
+type CliAudit = (action: AuditAction, target: string | null, detail: Record<string, unknown>, outcome: number) => void;
+
+/**
+ * Write a CLI action to the node's audit trail (docs/auth.md, "Audit trail"): who is `cli`, the operating
+ * system's user in `detail.os_user`. A failure to write is said on stderr; the action itself stands.
+ */
+export function recordCliAudit(dataDir: string, e: { action: AuditAction; target: string | null; detail: Record<string, unknown>; outcome: number; node?: string | null }, err: Writable): void {
+  let osUser: string | null = null;
+  try {
+    osUser = userInfo().username;
+  } catch {
+    // no passwd entry for this uid
+  }
+  try {
+    appendAuditEntry(dataDir, {
+      at: new Date().toISOString(),
+      who: 'cli',
+      via: 'cli',
+      token_id: null,
+      from: null,
+      action: e.action,
+      node: e.node ?? null,
+      target: e.target,
+      detail: { ...e.detail, os_user: osUser, uid: process.getuid?.() ?? null },
+      outcome: e.outcome,
+    });
+  } catch (x) {
+    err.write(`farmhand: warning: the audit trail could not record ${e.action}: ${(x as Error).message}\n`);
+  }
+}
+
+async function run(p: TokenArgs, store: TokenStore, out: Writable, err: Writable, audit: CliAudit): Promise<number> {
   switch (p.sub) {
     case 'create': {
       const before = p.role === undefined ? undefined : (await store.read()).roles;
       const { token, entry } = await store.create(p.user!, p.role === undefined ? {} : { role: p.role });
+      audit('token.create', entry.id, { user: entry.user, ...(p.role === undefined ? {} : { role: p.role }) }, 0);
       // The token alone on stdout, so `TOKEN=$(farmhand token create ...)` works; the rest for the person.
       out.write(`${token}\n`);
       err.write(`created token ${entry.id} for user ${entry.user}${p.role ? ` (role ${p.role})` : ''}; it is shown only this once, store it now\n`);
@@ -70,6 +106,7 @@ async function run(p: TokenArgs, store: TokenStore, out: Writable, err: Writable
     }
     case 'role': {
       const { before, after } = await store.setRole(p.user!, p.role);
+      audit('user.role', p.user!, { before: roleIn(before, p.user!) ?? null, after: roleIn(after, p.user!) ?? null }, 0);
       const was = roleIn(before, p.user!) ?? 'no role (roles not configured)';
       const now = roleIn(after, p.user!) ?? 'no role (roles not configured: everyone signed in may do everything)';
       out.write(`${p.user}: ${was} -> ${now}; this applies to the user's tokens and sessions on their next request\n`);
@@ -98,6 +135,7 @@ async function run(p: TokenArgs, store: TokenStore, out: Writable, err: Writable
         return 1;
       }
       const removed = await store.revoke(id);
+      audit('token.revoke', id, removed ? { user: removed.user } : { unknown: true }, removed ? 0 : 1);
       if (!removed) {
         err.write(`farmhand token: no token with id ${id} ('farmhand token list' shows the ids)\n`);
         return 1;

@@ -164,6 +164,15 @@ export const configSchema = z.strictObject({
       health_poll_secs: z.number().positive().max(3600).default(1),
     })
     .prefault({}),
+  /** The audit trail in <data_dir>/audit/ (docs/auth.md, "Audit trail"). */
+  audit: z
+    .strictObject({
+      /** Days of entries kept; older days' files are deleted (at start and hourly). */
+      keep_days: z.number().int().min(1).max(36_500).default(90),
+      /** A manual control session (presses of one caller on the node) ends after this long without a press. */
+      manual_idle_secs: z.number().positive().max(86_400).default(300),
+    })
+    .prefault({}),
   /** Events POSTed to URLs as CloudEvents, signed the Standard Webhooks way (docs/events.md). */
   webhooks: z
     .strictObject({

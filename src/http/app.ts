@@ -6,6 +6,7 @@ import Koa from 'koa';
 import type { Context, Middleware, Next } from 'koa';
 import type { TokenVerifier } from '../core/auth.js';
 import { authorizeRoutes } from './endpoints/authorize.js';
+import { auditRouter, type AuditTrail } from './audit.js';
 import { authenticate, FORM_PATHS, guardApi, type DelegateRule } from './auth.js';
 import { formBody, jsonBody } from './body.js';
 import { refuseCrossSiteRequests } from './crossSite.js';
@@ -38,6 +39,8 @@ export interface AppOptions {
   delegate?: DelegateRule;
   /** For bench/auth-bench.ts only: false builds the app without the role checks, to measure what they cost. */
   authorize?: boolean;
+  /** Records the audit trail of state-changing requests (src/http/audit.ts); absent: nothing recorded. */
+  audit?: AuditTrail;
 }
 
 /** Order: (observe) -> security headers -> errors -> paths -> who is calling -> rate limit -> auth required? -> body -> routes (outline's middleware order). */
@@ -58,12 +61,14 @@ export function createApp(s: Services, opts: AppOptions): Koa {
   // Long polls are exempt: a held request costs one promise listener, and clients retry them at once.
   const limit = rateLimit(opts.rateLimit);
   app.use((ctx, next): Promise<unknown> => (ctx.path.toLowerCase().endsWith('/await_completion') ? next() : limit(ctx, next)));
+  if (opts.audit) app.use(opts.audit.middleware);
   app.use(guardApi({ v1RequiresToken: opts.v1RequiresToken ?? false }));
   const json = jsonBody(opts.maxBodyBytes ?? 1024 * 1024);
   // The sign-in and sign-out forms post urlencoded fields; a token and a CSRF token fit in 16 KiB.
   const form = formBody(Math.min(opts.maxBodyBytes ?? 1024 * 1024, 16 * 1024));
   app.use((ctx, next) => (FORM_PATHS.has(ctx.path.toLowerCase()) ? form(ctx, next) : json(ctx, next)));
   const eventRouters = s.events ? [s.events.stream.router()] : [];
+  if (s.audit) eventRouters.push(auditRouter(s.audit));
   for (const router of [v1Router(s), v2Router(s), ...eventRouters, webhookRouter(s), ...portalRouters(s, sessions), openApiRouter(s), ...(opts.ops ? [opsRouter(opts.ops)] : [])]) {
     app.use(router.routes());
     app.use(router.allowedMethods());

@@ -15,7 +15,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { Context, Middleware, Next } from 'koa';
 import { parseToken, type AuthUser, type TokenVerifier } from '../core/auth.js';
-import { BASE_URL_HEADER, DELEGATE_HEADER, ON_BEHALF_HEADER, SIGNED_IN_HEADER } from './delegateHeaders.js';
+import { BASE_URL_HEADER, CLIENT_ADDRESS_HEADER, DELEGATE_HEADER, ON_BEHALF_HEADER, SIGNED_IN_HEADER } from './delegateHeaders.js';
 import { FarmError } from '../core/errors.js';
 import { clearSessionCookie, csrfMatches, SESSION_COOKIE, setSessionOf, type SessionStore } from './session.js';
 
@@ -31,6 +31,8 @@ interface AuthState {
   viaPortal?: boolean;
   /** A page the portal forwarded for a person signed in on the portal (who she is, the node is not told). */
   portalSignedIn?: boolean;
+  /** On a request the portal forwarded: its caller's address as the portal saw it (the audit trail's `from`). */
+  portalClient?: string;
 }
 
 const state = (ctx: Context) => ctx.state as AuthState;
@@ -60,6 +62,12 @@ export const signedIn = (ctx: Context): boolean => state(ctx).user !== undefined
 /** The portal's base URL of a forwarded request; undefined on any other request. */
 export const delegatedBaseUrlOf = (ctx: Context): string | undefined => state(ctx).delegatedBaseUrl;
 
+/**
+ * Where the request came from, for the audit trail: on a request the portal forwarded, the address its caller
+ * called the portal from (the portal says so, with the delegate secret); else this socket's peer.
+ */
+export const clientAddressOf = (ctx: Context): string | null => state(ctx).portalClient ?? ctx.request.socket.remoteAddress ?? null;
+
 /** Whether the node's portal link made this request (a page is then seen through the portal: its navigation is the farm's). */
 export const viaPortal = (ctx: Context): boolean => state(ctx).viaPortal === true;
 
@@ -79,13 +87,19 @@ export interface DelegateRule {
  * a page), but the portal's base URL still applies, and SIGNED_IN_HEADER says whether the reader is
  * signed in on the portal.
  */
-function delegated(ctx: Context, rule: DelegateRule | undefined): { login: string; baseUrl: string | undefined; signedIn: boolean } | undefined {
+function delegated(ctx: Context, rule: DelegateRule | undefined): { login: string; baseUrl: string | undefined; signedIn: boolean; client: string | undefined } | undefined {
   if (!rule) return undefined;
   const given = ctx.get(DELEGATE_HEADER);
   if (!given || !sameSecret(given, rule.secret)) return undefined;
   const login = ctx.get(ON_BEHALF_HEADER).trim();
   const base = ctx.get(BASE_URL_HEADER).trim();
-  return { login, baseUrl: /^https?:\/\/[^\s/]+/i.test(base) ? base : undefined, signedIn: login !== '' || ctx.get(SIGNED_IN_HEADER).trim() === '1' };
+  const client = ctx.get(CLIENT_ADDRESS_HEADER).trim();
+  return {
+    login,
+    baseUrl: /^https?:\/\/[^\s/]+/i.test(base) ? base : undefined,
+    signedIn: login !== '' || ctx.get(SIGNED_IN_HEADER).trim() === '1',
+    client: /^[0-9A-Fa-f.:]{2,45}$/.test(client) ? client : undefined,
+  };
 }
 
 /** Constant-time comparison (of digests, so lengths do not leak either). */
@@ -119,6 +133,7 @@ export function authenticate(verifier: TokenVerifier, sessions?: SessionStore, d
     s.delegatedBaseUrl = undefined;
     s.viaPortal = false;
     s.portalSignedIn = false;
+    s.portalClient = undefined;
     setSessionOf(ctx, undefined);
     const onBehalf = delegated(ctx, delegate);
     if (onBehalf) {
@@ -129,6 +144,7 @@ export function authenticate(verifier: TokenVerifier, sessions?: SessionStore, d
       s.delegatedBaseUrl = onBehalf.baseUrl;
       s.viaPortal = true;
       s.portalSignedIn = onBehalf.signedIn;
+      s.portalClient = onBehalf.client;
       await next();
       return;
     }

@@ -1,5 +1,6 @@
 /** What the routers are given: the services, and how to build absolute URLs. */
 import type { Context } from 'koa';
+import type { AuditLog } from '../core/audit.js';
 import type { EventHub } from '../core/events.js';
 import type { JobService } from '../core/jobs.js';
 import type { Caller, NodePolicy } from '../core/nodePolicy.js';
@@ -24,6 +25,8 @@ export interface Services {
   policy: NodePolicy;
   /** The event hub, its SSE endpoint and the webhooks (docs/events.md); their getters feed the metrics. */
   events?: { hub: EventHub; stream: EventStream; webhooks: WebhookDispatcher };
+  /** The audit trail (docs/auth.md): `GET /api/v2/audit` and the page `/app/audit` read it; absent: not served. */
+  audit?: AuditLog;
 }
 
 export type ApiVersion = 'v1' | 'v2';

@@ -15,3 +15,10 @@ export const BASE_URL_HEADER = 'x-farmhand-base-url';
  * the token from the portal. Believed only with the delegate secret, like the three above.
  */
 export const SIGNED_IN_HEADER = 'x-farmhand-signed-in';
+
+/**
+ * The address of the person or program that called the portal, as the portal saw it (its socket's peer): a node
+ * records it in its audit trail as the request's `from` (docs/auth.md, "Audit trail"). Believed only with the
+ * delegate secret, like the others.
+ */
+export const CLIENT_ADDRESS_HEADER = 'x-farmhand-client-address';

@@ -6,6 +6,7 @@
 import Router from '@koa/router';
 import type { Services } from '../http/context.js';
 import { apiReferenceRouter } from './pages/apiReference.js';
+import { auditPageRouter } from './pages/audit.js';
 import { frontRouter } from './pages/front.js';
 import { jobRouter } from './pages/job.js';
 import { liveRouter } from './pages/live.js';
@@ -20,5 +21,6 @@ export function portalRouters(s: Services, sessions: SessionStore): Router[] {
 }
 
 function pageRouters(s: Services, sessions: SessionStore): Router[] {
-  return [signInRouter(sessions), frontRouter(s), resultsRouter(nodeResults(s)), resultRouter(s), jobRouter(s), liveRouter(s), apiReferenceRouter(s)];
+  const audit = s.audit ? [auditPageRouter(s.audit)] : [];
+  return [signInRouter(sessions), frontRouter(s), resultsRouter(nodeResults(s)), resultRouter(s), jobRouter(s), liveRouter(s), apiReferenceRouter(s), ...audit];
 }

@@ -263,4 +263,28 @@ ALTER TABLE users ALTER COLUMN role SET DEFAULT 'run';
 ALTER TABLE users ADD CONSTRAINT users_role_known CHECK (role IN ('read', 'manual', 'run', 'admin'));
 `,
   },
+  {
+    id: 9,
+    name: 'the audit trail',
+    sql: `
+-- Every state-changing action, with who, when, from where and what (docs/auth.md, "Audit trail"). Written by the
+-- portal (src/farm/audit.ts) and by \`farmhand farm\`; read newest first (id) with filters; retention deletes by at.
+CREATE TABLE audit (
+  id         bigserial PRIMARY KEY,
+  at         timestamptz NOT NULL,
+  who        text COLLATE "C" NOT NULL,
+  via        text NOT NULL,
+  token_id   text,
+  from_addr  text,
+  action     text COLLATE "C" NOT NULL,
+  node_id    text COLLATE "C",
+  target     text,
+  detail     jsonb NOT NULL DEFAULT '{}',
+  outcome    integer NOT NULL
+);
+CREATE INDEX audit_at ON audit (at);
+CREATE INDEX audit_who ON audit (who, id);
+CREATE INDEX audit_node ON audit (node_id, id) WHERE node_id IS NOT NULL;
+`,
+  },
 ];

@@ -12,6 +12,7 @@ import type { TokenVerifier } from '../../core/auth.js';
 import type { Logger } from '../../core/ports.js';
 import { foldTrailingSlash } from '../../http/app.js';
 import { authorizeRoutes } from '../../http/endpoints/authorize.js';
+import type { AuditTrail } from '../../http/audit.js';
 import { authenticate, FORM_PATHS, guardApi } from '../../http/auth.js';
 import { formBody, jsonBody } from '../../http/body.js';
 import { refuseCrossSiteRequests } from '../../http/crossSite.js';
@@ -43,6 +44,8 @@ export interface PortalAppOptions {
   early?: Router[];
   /** `/healthz`, `/readyz` and `/metrics` (src/farm/portal/ops.ts); absent: a bare `/healthz`. */
   ops?: Router;
+  /** Records the audit trail of state-changing requests (src/http/audit.ts), as on a node. */
+  audit?: AuditTrail;
 }
 
 export function createPortalApp(o: PortalAppOptions): Koa {
@@ -72,6 +75,7 @@ export function createPortalApp(o: PortalAppOptions): Koa {
   const limit = rateLimit(o.rateLimit);
   const unlimited = (p: string) => p.endsWith('/await_completion') || p === '/healthz' || p === '/readyz';
   app.use((ctx, next): Promise<unknown> => (unlimited(ctx.path.toLowerCase()) ? next() : limit(ctx, next)));
+  if (o.audit) app.use(o.audit.middleware);
   app.use(guardApi({ v1RequiresToken: o.v1RequiresToken ?? false }));
   const json = jsonBody(o.maxBodyBytes);
   // The sign-in and sign-out forms post urlencoded fields, as on a node.

@@ -68,6 +68,8 @@ export const portalConfigSchema = z.strictObject({
   rate_limit: node.rate_limit,
   events: node.events,
   webhooks: node.webhooks,
+  /** The farm's audit trail in PostgreSQL (docs/auth.md, "Audit trail"): the node's keys, the same meaning. */
+  audit: node.audit,
   log_level: node.log_level,
 });
 

@@ -9,6 +9,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type Router from '@koa/router';
 import type Koa from 'koa';
+import type { Context } from 'koa';
 import type pg from 'pg';
 import type { TokenVerifier } from '../../core/auth.js';
 import type { Logger } from '../../core/ports.js';
@@ -20,6 +21,10 @@ import { PortalHub } from '../hub/index.js';
 import { FarmJobs } from '../jobs.js';
 import { FarmResults } from '../results.js';
 import { createPortalApp } from './app.js';
+import { farmRoleOf, PgAuditLog } from '../audit.js';
+import { auditRouter, auditTrail } from '../../http/audit.js';
+import { userOf } from '../../http/auth.js';
+import { auditPageRouter } from '../../web/pages/audit.js';
 import { portalOps, type PortalOpsSources } from './ops.js';
 import type { PortalConfig } from './config.js';
 import { AWAIT_JOIN_MS, portalRouter } from './routes.js';
@@ -86,6 +91,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
   let server: Server | undefined;
   let hub: PortalHub | undefined;
   let tokens: TokenVerifier | undefined;
+  let audit: PgAuditLog | undefined;
   try {
     await migrate(pool);
     if (!parts.tokens) logger.warn('no token verifier is wired: every v2 call is refused');
@@ -107,6 +113,11 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
     });
     const reservations = parts.reservations?.(pool, hub);
     const awaits = new SharedForwards({ joinMs: AWAIT_JOIN_MS });
+    // The farm's audit trail (docs/auth.md): the portal's requests, in PostgreSQL.
+    audit = new PgAuditLog({ pool, keepDays: cfg.audit.keep_days, logger: logger.child({ part: 'audit' }) });
+    const trail = auditTrail({ log: audit, idleMs: cfg.audit.manual_idle_secs * 1000, logger: logger.child({ part: 'audit' }) });
+    const roles = farmRoleOf(pool);
+    const roleOf = (ctx: Context) => roles(userOf(ctx)?.login ?? '');
     const h0 = hub;
     const ops = portalOps({
       pool,
@@ -124,7 +135,10 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       maxBodyBytes: cfg.api.max_body_bytes,
       publicUrl: cfg.public_url,
       v1RequiresToken: cfg.auth.v1_requires_token,
+      audit: trail,
       routers: [
+        auditRouter(audit, roleOf),
+        auditPageRouter(audit, { farm: true, roleOf }),
         ...(parts.routers?.({ pool, hub, jobs, results }) ?? []),
         // In front of the forwarding: an offline node's job page, from the jobs table and the index.
         storedJobPageRouter({ hub, jobs, results }),
@@ -145,6 +159,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
     const s = server;
     const h = hub;
     const t = tokens;
+    const a = audit;
     let stopping: Promise<void> | undefined;
     return {
       url,
@@ -162,6 +177,8 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
             s.close(() => resolve());
             s.closeAllConnections();
           });
+          trail.close(); // open manual control sessions end here
+          await a.close();
           if (isFarmTokenVerifier(t)) await t.close();
           await pool.end();
           await lock.release();
@@ -169,6 +186,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
         })()),
     };
   } catch (e) {
+    await audit?.close().catch(() => undefined);
     await hub?.close().catch(() => undefined);
     server?.close();
     if (tokens && isFarmTokenVerifier(tokens)) await tokens.close().catch(() => undefined);

@@ -15,6 +15,7 @@ import { availabilityText, type Availability } from '../../core/availability.js'
 import { FarmError } from '../../core/errors.js';
 import { bodyOf } from '../../http/body.js';
 import { userOf } from '../../http/auth.js';
+import { CLIENT_ADDRESS_HEADER } from '../../http/delegateHeaders.js';
 import { presentReservation } from '../../http/presenters.js';
 import { csrfTokenOf } from '../../http/session.js';
 import type { FarmHub, FarmReservation, FarmReservations, ForwardRequest, NodeLink } from '../contract.js';
@@ -206,11 +207,14 @@ export function portalRouter(d: PortalRouteDeps): Router {
       const v = ctx.get(h);
       if (v) headers[h] = v;
     }
+    // Who called, for the node's audit trail (believed by the node only with the link's delegate secret).
+    const from = ctx.request.socket.remoteAddress;
+    if (from) headers[CLIENT_ADDRESS_HEADER] = from;
     return pageHeaders(ctx, headers);
   };
 
   /** Pass the request to the node and stream its answer back (`opts.settle`: a Job answer, see settle). */
-  const forward = async (ctx: Context, nodeId: string, body?: Buffer, opts: { settle?: boolean } = {}) => {
+  const forward = async (ctx: Context, nodeId: string, body?: Buffer, opts: { settle?: boolean; whole?: boolean } = {}) => {
     const headers = passedHeaders(ctx);
     if (body !== undefined) headers['content-type'] = 'application/json';
     // A page is rendered by the node for nobody it is told of: the node learns only whether the reader is signed
@@ -233,16 +237,21 @@ export function portalRouter(d: PortalRouteDeps): Router {
       ctx.body = answer;
       return;
     }
+    if (opts.whole && res.status === 200) {
+      // A Job object, whole: the audit trail names the job it started (src/http/audit.ts).
+      ctx.body = await readSmall(res.body, MAX_JOB_BYTES);
+      return;
+    }
     const length = ctx.response.get('Content-Length');
     ctx.body = res.body;
     if (length) ctx.set('Content-Length', length);
   };
 
   /** Forward to a registered node (404 otherwise); the hub answers 503 when it is not connected. */
-  const toNode = async (ctx: Context, nodeId: string, opts: { reservation?: string; body?: boolean; settle?: boolean } = {}) => {
+  const toNode = async (ctx: Context, nodeId: string, opts: { reservation?: string; body?: boolean; settle?: boolean; whole?: boolean } = {}) => {
     if (!d.hub.link(nodeId)) await registered(nodeId);
     if (opts.reservation) await checkReservation(ctx, nodeId, opts.reservation);
-    await forward(ctx, nodeId, opts.body ? Buffer.from(JSON.stringify(bodyOf(ctx))) : undefined, { settle: opts.settle ?? false });
+    await forward(ctx, nodeId, opts.body ? Buffer.from(JSON.stringify(bodyOf(ctx))) : undefined, { settle: opts.settle ?? false, whole: opts.whole ?? false });
   };
   /**
    * A long poll of a job's end on a connected node: identical ones share one forward (`awaits`), each settled
@@ -310,7 +319,7 @@ export function portalRouter(d: PortalRouteDeps): Router {
   r.post('/api/v2/run_tests', async (ctx) => {
     const nodeId = (bodyOf(ctx) as { node_id?: unknown } | null)?.node_id;
     if (typeof nodeId !== 'string') throw new FarmError('invalid_request', 'node_id is required (string): the node to run on (GET /api/v2/nodes lists them)');
-    await toNode(ctx, nodeId, { reservation: 'run tests', body: true });
+    await toNode(ctx, nodeId, { reservation: 'run tests', body: true, whole: true });
   });
 
   r.get('/api/v2/test_pack/*rev/test_case_names', async (ctx) => {

@@ -239,4 +239,26 @@ const NODE_LIVE: Endpoint[] = LIVE.map((e) => ({
   responses: { ...e.responses, 404: error('Not this node.') },
 }));
 
-export const PORTAL_ENDPOINTS: Endpoint[] = [...STATIC, ...SIGN_IN, ...RESULTS_AND_JOBS, ...RESULT_PAGE, ...LIVE, ...NODE_LIVE];
+// --- the audit trail (src/web/pages/audit.tsx)
+const AUDIT_PAGE: Endpoint[] = [
+  {
+    method: 'get',
+    path: '/app/audit',
+    summary: 'The audit trail, with filters (administrators)',
+    description: 'The entries of `GET /api/v2/audit`, newest first, with its filters as a form; a signed-in administrator only.',
+    tag: 'web',
+    auth: 'token',
+    query: z.object({
+      user: z.string().optional(),
+      action: z.string().optional(),
+      node: z.string().optional(),
+      since: z.string().optional(),
+      until: z.string().optional(),
+      before: z.string().optional(),
+      limit: z.string().optional(),
+    }),
+    responses: { 200: page('The entries.'), 400: pageOrError('A bad filter, said above the form.'), 403: pageOrError('Not an administrator.') },
+  },
+];
+
+export const PORTAL_ENDPOINTS: Endpoint[] = [...STATIC, ...SIGN_IN, ...RESULTS_AND_JOBS, ...RESULT_PAGE, ...LIVE, ...NODE_LIVE, ...AUDIT_PAGE];

@@ -38,6 +38,15 @@ const resultsQuery = z.object({
   sort: z.string().optional().meta({ description: '`<field>:asc|desc`, field one of category, date, duration, job, testcase, result. Default `date:desc`.' }),
   tz: z.string().optional().meta({ description: 'IANA time zone for dates in the filter; default UTC.' }),
 });
+export const AUDIT_QUERY = z.object({
+  user: z.string().optional().meta({ description: 'Entries of this user.' }),
+  action: z.string().optional().meta({ description: 'An action (`job.run`) or a family (`reservation`).' }),
+  node: z.string().optional().meta({ description: 'Entries about this node.' }),
+  since: z.string().optional().meta({ description: 'ISO 8601 time with a zone, or a date: entries at or after it.' }),
+  until: z.string().optional().meta({ description: 'ISO 8601 time with a zone, or a date: entries at or before it.' }),
+  before: z.string().optional().meta({ description: "The previous page's `next_before`." }),
+  limit: z.string().optional().meta({ description: 'At most this many, 1 to 1000; default 100.' }),
+});
 const tzQuery = z.object({ tz: z.string().optional().meta({ description: 'IANA time zone of the timestamps (v2 log) or of the page; default UTC.' }) });
 
 const pictures = (base: string, params: Record<string, string> | undefined, tag: Endpoint['tag'], auth: Endpoint['auth']): Endpoint[] =>
@@ -442,6 +451,20 @@ export const ENDPOINTS: Endpoint[] = [
     params: { reservation_id: 'A positive integer.' },
     body: S.InterruptRequest,
     responses: { 204: none('Interrupted, or had already ended.'), 404: error('No such reservation.') },
+  },
+
+  // --- the audit trail (src/http/audit.ts; docs/auth.md, "Audit trail")
+  {
+    method: 'get',
+    path: '/api/v2/audit',
+    summary: 'The audit trail: who did what, when, from where (administrators)',
+    description:
+      'Newest first. Every run, stop, reservation change, manual control session, test-pack fetch, token and role change. ' +
+      'On a farm portal, the farm\'s trail (PostgreSQL); on a node, the node\'s (its data directory).',
+    tag: 'extras',
+    auth: 'token',
+    query: AUDIT_QUERY,
+    responses: { 200: json(S.AuditPage, 'The entries.'), 400: error('A bad filter (`invalid_filter`), naming it.'), 403: error('The caller is not an administrator.') },
   },
 
   // --- push events (src/http/events.ts; docs/events.md)

@@ -242,3 +242,24 @@ export const NotReady = z
     checks: z.partialRecord(checkName, check),
   })
   .meta({ id: 'NotReady', description: 'Which readiness checks failed and why (`startup` while the daemon is starting).' });
+
+/** One entry of the audit trail (docs/auth.md, "Audit trail"). */
+export const AuditEntry = z
+  .object({
+    id: z.string().meta({ description: 'Opaque; orders the entries. Pass the last one of a page as `before`.' }),
+    at: z.string().meta({ description: 'ISO 8601, UTC.' }),
+    who: z.string().meta({ description: 'The user; `anonymous` (a v1 caller without a token); `cli` (a command on the machine).' }),
+    via: z.enum(['token', 'session', 'portal', 'cli', 'none']),
+    token_id: z.string().nullable(),
+    from: z.string().nullable().meta({ description: "The caller's address; behind a portal, the address the portal saw." }),
+    action: z.string(),
+    node: z.string().nullable(),
+    target: z.string().nullable(),
+    detail: z.record(z.string(), z.unknown()),
+    outcome: z.number().int().meta({ description: 'The HTTP status answered; a command\'s exit code.' }),
+  })
+  .meta({ id: 'AuditEntry' });
+
+export const AuditPage = z
+  .object({ entries: z.array(AuditEntry), next_before: z.string().nullable().meta({ description: 'The next page: pass as `before`; null on the last page.' }) })
+  .meta({ id: 'AuditPage' });
