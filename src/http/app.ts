@@ -20,6 +20,7 @@ import { v2Router } from './v2/routes.js';
 import { webhookRouter } from './webhooks.js';
 import { portalRouters } from '../web/routes.js';
 import { SessionStore } from './session.js';
+import type { OidcSignIn } from './oidc.js';
 
 export interface AppOptions {
   /** Largest JSON body accepted; more is a 413. */
@@ -35,6 +36,8 @@ export interface AppOptions {
   observe?: Middleware;
   /** Requests of the node's portal link act for the portal's user (auth.ts DelegateRule); absent: no farm. */
   delegate?: DelegateRule;
+  /** Sign-in with OpenID Connect (`[oidc]`, docs/auth.md); absent: tokens only. */
+  oidc?: OidcSignIn;
 }
 
 /** Order: (observe) -> security headers -> errors -> paths -> who is calling -> rate limit -> auth required? -> body -> routes (outline's middleware order). */
@@ -61,7 +64,7 @@ export function createApp(s: Services, opts: AppOptions): Koa {
   const form = formBody(Math.min(opts.maxBodyBytes ?? 1024 * 1024, 16 * 1024));
   app.use((ctx, next) => (FORM_PATHS.has(ctx.path.toLowerCase()) ? form(ctx, next) : json(ctx, next)));
   const eventRouters = s.events ? [s.events.stream.router()] : [];
-  for (const router of [v1Router(s), v2Router(s), ...eventRouters, webhookRouter(s), ...portalRouters(s, sessions), openApiRouter(s), ...(opts.ops ? [opsRouter(opts.ops)] : [])]) {
+  for (const router of [v1Router(s), v2Router(s), ...eventRouters, webhookRouter(s), ...portalRouters(s, sessions, opts.oidc), openApiRouter(s), ...(opts.ops ? [opsRouter(opts.ops)] : [])]) {
     app.use(router.routes());
     app.use(router.allowedMethods());
   }

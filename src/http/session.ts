@@ -13,6 +13,7 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Context } from 'koa';
 import type { TokenVerifier } from '../core/auth.js';
+import type { Role } from '../core/roles.js';
 
 export const SESSION_COOKIE = 'farmhand_session';
 /** Idle expiry: a working day without a request. */
@@ -33,10 +34,22 @@ export interface Session {
   login: string;
   tokenId: string;
   csrf: string;
-  /** The token signed in with, kept in memory only, to notice its revocation. */
-  token: string;
+  /** The token signed in with, kept in memory only, to notice its revocation; none for an OIDC sign-in. */
+  token?: string;
+  /** The role the identity provider's claims gave at sign-in (OIDC sessions only; docs/auth.md). */
+  role?: Role;
   created: number;
   lastSeen: number;
+  /** This session's absolute lifetime (OIDC: `oidc.session_max_hours`); default {@link SESSION_MAX_MS}. */
+  maxMs?: number;
+}
+
+/** A person the identity provider vouched for (src/http/oidc.ts): no token behind the session. */
+export interface OidcIdentity {
+  login: string;
+  role: Role;
+  /** The session ends this long after sign-in at the latest. */
+  maxMs: number;
 }
 
 const newSecret = (): string => randomBytes(32).toString('base64url');
@@ -66,7 +79,19 @@ export class SessionStore {
     const found = this.verifier.verify(token);
     if (!found) return undefined;
     const t = this.now();
-    const s: Session = { id: newSecret(), login: found.user, tokenId: found.tokenId, csrf: newSecret(), token, created: t, lastSeen: t };
+    return this.add({ id: newSecret(), login: found.user, tokenId: found.tokenId, csrf: newSecret(), token, created: t, lastSeen: t });
+  }
+
+  /**
+   * A new session for a person the identity provider signed in (OIDC): no token to re-verify, the role
+   * fixed at sign-in, a shorter absolute lifetime. Its `tokenId` is `oidc:<login>` (the rate-limit key).
+   */
+  createOidc(who: OidcIdentity): Session {
+    const t = this.now();
+    return this.add({ id: newSecret(), login: who.login, tokenId: `oidc:${who.login}`, csrf: newSecret(), role: who.role, created: t, lastSeen: t, maxMs: who.maxMs });
+  }
+
+  private add(s: Session): Session {
     this.sessions.set(s.id, s);
     this.perUser.set(s.login, (this.perUser.get(s.login) ?? 0) + 1);
     if (this.perUser.get(s.login)! > SESSIONS_PER_USER) {
@@ -87,13 +112,11 @@ export class SessionStore {
     if (!id) return undefined;
     const s = this.sessions.get(id);
     if (!s) return undefined;
-    const t = this.now();
-    const found = this.verifier.verify(s.token);
-    if (t - s.lastSeen > SESSION_IDLE_MS || t - s.created > SESSION_MAX_MS || !found || found.tokenId !== s.tokenId) {
+    if (!this.valid(s)) {
       this.drop(id);
       return undefined;
     }
-    s.lastSeen = t;
+    s.lastSeen = this.now();
     this.sessions.delete(id);
     this.sessions.set(id, s);
     return s;
@@ -108,10 +131,14 @@ export class SessionStore {
    * stream) that must end when its session does (signed out, dropped, expired, its token revoked).
    */
   isLive(s: Session): boolean {
-    if (this.sessions.get(s.id) !== s) return false;
+    return this.sessions.get(s.id) === s && this.valid(s);
+  }
+
+  /** Not idle too long, not too old, and its token (if it has one) still valid. */
+  private valid(s: Session): boolean {
     const t = this.now();
-    const found = this.verifier.verify(s.token);
-    return t - s.lastSeen <= SESSION_IDLE_MS && t - s.created <= SESSION_MAX_MS && found?.tokenId === s.tokenId;
+    if (t - s.lastSeen > SESSION_IDLE_MS || t - s.created > Math.min(s.maxMs ?? SESSION_MAX_MS, SESSION_MAX_MS)) return false;
+    return s.token === undefined || this.verifier.verify(s.token)?.tokenId === s.tokenId;
   }
 
   /** Called with every session that ends here (signed out, dropped by a cap, found expired or revoked). */

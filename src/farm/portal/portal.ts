@@ -18,6 +18,10 @@ import { PortalLock, type LockHolder } from '../db/portalLock.js';
 import { PortalHub } from '../hub/index.js';
 import { FarmJobs } from '../jobs.js';
 import { FarmResults } from '../results.js';
+import { ConfigError } from '../../config/load.js';
+import { OidcSignIn, readClientSecret } from '../../http/oidc.js';
+import type { OnOidcSignIn } from '../../web/pages/oidcSignIn.js';
+import { PgUsers } from '../users.js';
 import { createPortalApp } from './app.js';
 import { portalOps, type PortalOpsSources } from './ops.js';
 import type { PortalConfig } from './config.js';
@@ -113,7 +117,9 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       logger: logger.child({ part: 'ops' }),
       ...parts.opsSources,
     });
+    const oidc = await portalOidc(cfg, pool);
     const app = createPortalApp({
+      ...(oidc && { oidc }),
       ops: ops.router,
       logger,
       tokens,
@@ -172,6 +178,23 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
     await lock.release();
     throw e;
   }
+}
+
+/** Sign-in with OpenID Connect, when configured: people are recorded in `users` (PgUsers.signedInWithOidc). */
+async function portalOidc(cfg: PortalConfig, pool: pg.Pool): Promise<{ signIn: OidcSignIn; onSignIn: OnOidcSignIn } | undefined> {
+  if (!cfg.oidc) return undefined;
+  let clientSecret: string;
+  try {
+    clientSecret = await readClientSecret(cfg.oidc);
+  } catch (e) {
+    throw new ConfigError([(e as Error).message]);
+  }
+  const users = new PgUsers(pool);
+  const providerDecides = cfg.oidc.role_claim !== undefined;
+  return {
+    signIn: new OidcSignIn(cfg.oidc, { publicUrl: cfg.public_url, clientSecret }),
+    onSignIn: (who) => users.signedInWithOidc(who.login, who.role, providerDecides),
+  };
 }
 
 async function listen(server: Server, listenOn: string): Promise<void> {
