@@ -50,6 +50,18 @@ function FailurePage(p: { message: string; retry: string; provider: string }) {
   );
 }
 
+function Continue(p: { login: string; role: Role; next: string }) {
+  return (
+    <section class="sign-in">
+      <meta http-equiv="refresh" content={`0;url=${p.next}`} />
+      <h1>Signed in</h1>
+      <p>
+        You are signed in as <strong>{p.login}</strong> ({p.role}). <a href={p.next}>Continue</a>
+      </p>
+    </section>
+  );
+}
+
 /** Lax, not Strict: the provider's redirect back is a navigation from another site, which must carry it. */
 const flowCookie = (ctx: Context, value: string, maxAge: number) =>
   ctx.cookies.set(FLOW_COOKIE, value, { httpOnly: true, sameSite: 'lax', path: CALLBACK_PATH, secure: ctx.protocol === 'https', overwrite: true, maxAge });
@@ -71,7 +83,7 @@ export function oidcSignInRouter(sessions: SessionStore, oidc: OidcSignIn, o: { 
   r.get('/app/sign-in/oidc', async (ctx) => {
     const next = safeNext(ctx.query.next);
     try {
-      const { url, flowId } = await oidc.start(ctx.origin, next);
+      const { url, flowId } = await oidc.start(`${ctx.protocol}://${ctx.host}`, next);
       flowCookie(ctx, flowId, FLOW_TTL_MS);
       ctx.set('Cache-Control', 'no-store');
       ctx.status = 303;
@@ -106,8 +118,11 @@ export function oidcSignInRouter(sessions: SessionStore, oidc: OidcSignIn, o: { 
     if (old) sessions.end(old.id);
     setSessionOf(ctx, session);
     setSessionCookie(ctx, session);
-    ctx.status = 303;
-    ctx.redirect(result.next);
+    // Not a 303: the browser came here from the provider's site, and Chromium keeps a SameSite=Strict
+    // cookie off every request of a redirect chain that began on another site, so the page of `next`
+    // would be answered as signed out. A page of this site that moves on by itself starts a new,
+    // same-site navigation, which carries the cookie.
+    sendPage(ctx, <Continue login={who.login} role={role} next={result.next} />, { title: 'Signed in', section: 'sign-in', farm });
   });
 
   return r;
