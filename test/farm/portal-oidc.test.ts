@@ -72,18 +72,26 @@ describe('OIDC sign-in on the portal (Chromium, a real provider, PostgreSQL)', f
   });
   beforeEach(async () => {
     context = await browser.newContext();
+    // The provider's development pages load a web font from the Internet: the tests reach nothing off this host.
+    await context.route(/^https:\/\/fonts\./, (route) => route.abort());
     page = await context.newPage();
   });
   afterEach(async () => {
     await context?.close();
   });
+  /** The provider answers from the first test on (which starts with it down: discovery is then still to come); a test run alone brings it up. */
+  let registered = false;
+  const ensureUp = () => {
+    if (!registered) provider.register([`${t.portal.url}/app/oidc/callback`]);
+    registered = true;
+  };
 
   it('provider down: the portal started and the sign-in says so; once up, alice signs in, lands on the wanted page with her role, and is in users', async () => {
     const url = t.portal.url;
     await page.goto(`${url}/app/sign-in?next=${encodeURIComponent('/app/results')}`);
     await page.getByRole('link', { name: 'Sign in with Farm SSO' }).click();
     expect(await page.getByRole('alert').textContent()).to.match(/cannot be reached/);
-    provider.register([`${url}/app/oidc/callback`]);
+    ensureUp();
     expect(await roleOf('alice')).to.equal(undefined);
     await signIn(page, url, provider.issuer, 'alice', '/app/results');
     await page.waitForURL(`${url}/app/results`);
@@ -93,8 +101,10 @@ describe('OIDC sign-in on the portal (Chromium, a real provider, PostgreSQL)', f
   });
 
   it("the provider's role replaces one the farm's administrator set, at the next sign-in", async () => {
+    ensureUp();
     const url = t.portal.url;
-    await db.query("UPDATE users SET role = 'admin' WHERE username = 'alice'");
+    await db.query("INSERT INTO users (username, role) VALUES ('alice', 'admin') ON CONFLICT (username) DO UPDATE SET role = 'admin'");
+    expect(await roleOf('alice')).to.equal('admin');
     await signIn(page, url, provider.issuer, 'alice', '/');
     await page.waitForURL(`${url}/`);
     expect(await page.locator('.who').textContent()).to.match(/Signed in as alice \(run\)/);
@@ -102,6 +112,7 @@ describe('OIDC sign-in on the portal (Chromium, a real provider, PostgreSQL)', f
   });
 
   it('a person with no mapped role gets the default role (this config: read); the user name falls back to email', async () => {
+    ensureUp();
     const url = t.portal.url;
     await signIn(page, url, provider.issuer, 'carol', '/app/results');
     await page.waitForURL(`${url}/app/results`);
@@ -110,6 +121,7 @@ describe('OIDC sign-in on the portal (Chromium, a real provider, PostgreSQL)', f
   });
 
   it('a tampered state is refused; next never leads off the portal', async () => {
+    ensureUp();
     const url = t.portal.url;
     await page.goto(`${url}/app/sign-in/oidc?next=${encodeURIComponent('/app/results')}`);
     await page.waitForURL((u) => u.href.startsWith(provider.issuer));

@@ -67,6 +67,8 @@ describe('OIDC sign-in on a node (Chromium, a real provider)', function () {
   });
   beforeEach(async () => {
     context = await browser.newContext();
+    // The provider's development pages load a web font from the Internet: the tests reach nothing off this host.
+    await context.route(/^https:\/\/fonts\./, (route) => route.abort());
     // evil.example answers (instead of failing to resolve), so a redirect there would visibly land there.
     await context.route(/^https?:\/\/evil\.example\//, (route) => route.fulfill({ status: 200, contentType: 'text/html', body: '<title>evil</title>' }));
     page = await context.newPage();
@@ -74,6 +76,12 @@ describe('OIDC sign-in on a node (Chromium, a real provider)', function () {
   afterEach(async () => {
     await context?.close();
   });
+  /** The provider answers from the first test on (which starts with it down: discovery is then still to come); a test run alone brings it up. */
+  let registered = false;
+  const ensureUp = () => {
+    if (!registered) provider.register([`${d.url}/app/oidc/callback`]);
+    registered = true;
+  };
 
   it('while the provider is down: a clear page (503) with a retry link, JSON for a program; once it is up, the retry signs in', async () => {
     await startSignIn(page, d.url, '/app/results');
@@ -82,7 +90,7 @@ describe('OIDC sign-in on a node (Chromium, a real provider)', function () {
     const api = await fetch(`${d.url}/app/sign-in/oidc`, { headers: { Accept: 'application/json' } });
     expect(api.status).to.equal(503);
     expect(((await api.json()) as { error: string }).error).to.equal('provider_unreachable');
-    provider.register([`${d.url}/app/oidc/callback`]);
+    ensureUp();
     await page.getByRole('link', { name: 'Try again with Test SSO' }).click();
     await providerLogin(page, provider.issuer, 'alice');
     await page.waitForURL(`${d.url}/app/results`);
@@ -90,6 +98,7 @@ describe('OIDC sign-in on a node (Chromium, a real provider)', function () {
   });
 
   it('signs in through the provider: lands on the wanted page, signed in, with the highest mapped role; tokens still work', async () => {
+    ensureUp();
     await startSignIn(page, d.url, '/app/results?sort=date:asc');
     await providerLogin(page, provider.issuer, 'alice');
     await page.waitForURL(`${d.url}/app/results?sort=date:asc`);
@@ -108,11 +117,13 @@ describe('OIDC sign-in on a node (Chromium, a real provider)', function () {
   });
 
   it('a callback whose state was tampered with is refused (400, a page with a retry link); the flow is then used up', async () => {
+    ensureUp();
     await startSignIn(page, d.url, '/app/results');
     await page.waitForURL((u) => u.href.startsWith(provider.issuer));
     const res = await page.goto(`${d.url}/app/oidc/callback?code=forged&state=tampered&iss=${encodeURIComponent(provider.issuer)}`);
     expect(res!.status()).to.equal(400);
     expect(await page.getByRole('alert').textContent()).to.match(/does not belong to the sign-in this browser started/);
+    expect(await page.getByRole('link', { name: 'Try again with Test SSO' }).getAttribute('href')).to.match(/^\/app\/sign-in\/oidc\?next=/);
     expect((await whoAmI(page)).status).to.equal(403);
     // The genuine answer comes too late: the flow was taken by the tampered one.
     await page.goBack();
@@ -123,6 +134,7 @@ describe('OIDC sign-in on a node (Chromium, a real provider)', function () {
   });
 
   it("the provider's answer to one browser, opened in another (login CSRF, an injected code), is refused", async () => {
+    ensureUp();
     // Alice's browser signs in; the provider's answer (code, state) is seen on its way.
     let callback = '';
     page.on('request', (r) => {
@@ -155,6 +167,7 @@ describe('OIDC sign-in on a node (Chromium, a real provider)', function () {
   });
 
   it('a person none of whose groups is mapped is refused with a page saying so (403), not signed in', async () => {
+    ensureUp();
     await startSignIn(page, d.url, '/app/results');
     await providerLogin(page, provider.issuer, 'bob');
     await page.waitForURL((u) => u.href.startsWith(`${d.url}/app/oidc/callback`));
@@ -165,6 +178,7 @@ describe('OIDC sign-in on a node (Chromium, a real provider)', function () {
   });
 
   it('cancelling at the provider gives a page saying the provider refused (403), with a retry link', async () => {
+    ensureUp();
     await startSignIn(page, d.url, '/app/results');
     await page.waitForURL((u) => u.href.startsWith(provider.issuer));
     await page.getByRole('link', { name: '[ Cancel ]' }).click();
@@ -176,6 +190,7 @@ describe('OIDC sign-in on a node (Chromium, a real provider)', function () {
 
   for (const evil of ['//evil.example/x', 'https://evil.example/', '/..//evil.example']) {
     it(`next=${evil} does not lead off the node after signing in`, async () => {
+      ensureUp();
       await page.goto(`${d.url}/app/sign-in/oidc?next=${encodeURIComponent(evil)}`);
       await providerLogin(page, provider.issuer, 'alice');
       await page.waitForURL(`${d.url}/`);
