@@ -35,6 +35,8 @@ export class OidcFailure extends Error {
   constructor(
     readonly code: 'provider_unreachable' | 'sign_in_expired' | 'bad_state' | 'provider_refused' | 'sign_in_failed',
     message: string,
+    /** Where the person wanted to go, when the flow was found (the retry link keeps it). */
+    readonly next = '/',
   ) {
     super(message);
   }
@@ -132,12 +134,14 @@ export class OidcSignIn {
     const error = query.get('error');
     if (error) {
       const desc = query.get('error_description');
-      throw new OidcFailure('provider_refused', `the identity provider refused the sign-in: ${error}${desc ? ` (${desc})` : ''}`);
+      throw new OidcFailure('provider_refused', `the identity provider refused the sign-in: ${error}${desc ? ` (${desc})` : ''}`, flow.next);
     }
     if (!sameText(query.get('state') ?? '', flow.state)) {
-      throw new OidcFailure('bad_state', 'the answer from the identity provider does not belong to the sign-in this browser started (its state differs): start again');
+      throw new OidcFailure('bad_state', 'the answer from the identity provider does not belong to the sign-in this browser started (its state differs): start again', flow.next);
     }
-    const config = await this.config();
+    const config = await this.config().catch((e: OidcFailure) => {
+      throw new OidcFailure(e.code, e.message, flow.next);
+    });
     const current = new URL(flow.redirectUri);
     current.search = query.toString();
     let claims: Record<string, unknown>;
@@ -151,7 +155,7 @@ export class OidcSignIn {
         claims = { ...info, ...idClaims };
       }
     } catch (e) {
-      throw new OidcFailure('sign_in_failed', `the identity provider's answer could not be verified (${reason(e)}): start again; if it keeps failing, tell the administrator`);
+      throw new OidcFailure('sign_in_failed', `the identity provider's answer could not be verified (${reason(e)}): start again; if it keeps failing, tell the administrator`, flow.next);
     }
     return { claims, next: flow.next };
   }

@@ -120,12 +120,16 @@ describe('OIDC sign-in on a node (Chromium, a real provider)', function () {
     ensureUp();
     await startSignIn(page, d.url, '/app/results');
     await page.waitForURL((u) => u.href.startsWith(provider.issuer));
+    const flowCookie = (await context.cookies(d.url + '/app/oidc/callback')).find((c) => c.name === 'farmhand_oidc');
+    expect(flowCookie, 'the flow cookie').to.include({ httpOnly: true, sameSite: 'Lax', path: '/app/oidc/callback' });
     const res = await page.goto(`${d.url}/app/oidc/callback?code=forged&state=tampered&iss=${encodeURIComponent(provider.issuer)}`);
     expect(res!.status()).to.equal(400);
     expect(await page.getByRole('alert').textContent()).to.match(/does not belong to the sign-in this browser started/);
     expect(await page.getByRole('link', { name: 'Try again with Test SSO' }).getAttribute('href')).to.match(/^\/app\/sign-in\/oidc\?next=/);
     expect((await whoAmI(page)).status).to.equal(403);
-    // The genuine answer comes too late: the flow was taken by the tampered one.
+    // The genuine answer comes too late: the flow was taken by the tampered one, on the server (the
+    // browser is given its flow cookie back, as a replay would carry it).
+    await context.addCookies([flowCookie!]);
     await page.goBack();
     await providerLogin(page, provider.issuer, 'alice');
     await page.waitForURL((u) => u.href.startsWith(`${d.url}/app/oidc/callback`));
@@ -184,7 +188,7 @@ describe('OIDC sign-in on a node (Chromium, a real provider)', function () {
     await page.getByRole('link', { name: '[ Cancel ]' }).click();
     await page.waitForURL((u) => u.href.startsWith(`${d.url}/app/oidc/callback`));
     expect(await page.getByRole('alert').textContent()).to.match(/refused the sign-in: access_denied/);
-    expect(await page.getByRole('link', { name: 'Try again with Test SSO' }).getAttribute('href')).to.equal('/app/sign-in/oidc?next=%2F');
+    expect(await page.getByRole('link', { name: 'Try again with Test SSO' }).getAttribute('href')).to.equal('/app/sign-in/oidc?next=%2Fapp%2Fresults');
     expect((await whoAmI(page)).status).to.equal(403);
   });
 

@@ -104,7 +104,7 @@ export function oidcSignInRouter(sessions: SessionStore, oidc: OidcSignIn, o: { 
       result = await oidc.finish(flowId, new URLSearchParams(ctx.querystring));
     } catch (e) {
       if (!(e instanceof OidcFailure)) throw e;
-      fail(ctx, e.code, e.message, '/');
+      fail(ctx, e.code, e.message, e.next);
       return;
     }
     const who = identityFromClaims(result.claims, oidc.rules);
