@@ -7,6 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { ConfigError } from '../../src/config/load.js';
 import { launchBrowser } from '../helpers/browser.js';
 import { connectionString, startTestPortal, type TestPortal } from '../helpers/farmPortal.js';
 import { CLIENT_ID, CLIENT_SECRET, startTestProvider, type TestProvider } from '../helpers/oidcProvider.js';
@@ -118,6 +119,19 @@ describe('OIDC sign-in on the portal (Chromium, a real provider, PostgreSQL)', f
     await page.waitForURL(`${url}/app/results`);
     expect(await page.locator('.who').textContent()).to.match(/Signed in as carol@lab\.example \(read\)/);
     expect(await roleOf('carol@lab.example')).to.equal('read');
+  });
+
+  it('an unreadable client_secret_file: the portal does not start (a ConfigError: `farmhand portal` exits 78)', async () => {
+    const missing = path.join(dir, 'no-such-secret');
+    const err = await startTestPortal(cluster, { oidc: { issuer: provider.issuer, client_id: CLIENT_ID, client_secret_file: missing, default_role: 'read' } }).then(
+      async (other) => {
+        await other.stop();
+        return undefined;
+      },
+      (e: unknown) => e as Error,
+    );
+    expect(err).to.be.instanceOf(ConfigError);
+    expect(err!.message).to.include(`oidc.client_secret_file: cannot read ${missing} (ENOENT)`);
   });
 
   it('a tampered state is refused; next never leads off the portal', async () => {

@@ -192,6 +192,22 @@ describe('OIDC sign-in on a node (Chromium, a real provider)', function () {
     expect((await whoAmI(page)).status).to.equal(403);
   });
 
+  it('an unreadable client_secret_file stops start-up: exit 78 (a config error) naming the file', async () => {
+    const missing = path.join(dir, 'no-such-secret');
+    const err = await startTestDaemon({
+      config: { oidc: { issuer: provider.issuer, client_id: CLIENT_ID, client_secret_file: missing, default_role: 'read' } },
+    }).then(
+      async (other) => {
+        await other.stop();
+        return undefined;
+      },
+      (e: unknown) => e as { exitCode?: number; message: string },
+    );
+    expect(err, 'start-up refused').to.not.equal(undefined);
+    expect(err!.exitCode).to.equal(78);
+    expect(err!.message).to.include(`oidc.client_secret_file: cannot read ${missing} (ENOENT)`);
+  });
+
   for (const evil of ['//evil.example/x', 'https://evil.example/', '/..//evil.example']) {
     it(`next=${evil} does not lead off the node after signing in`, async () => {
       ensureUp();

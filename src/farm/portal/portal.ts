@@ -19,6 +19,7 @@ import { PortalHub } from '../hub/index.js';
 import { FarmJobs } from '../jobs.js';
 import { FarmResults } from '../results.js';
 import { ConfigError } from '../../config/load.js';
+import type { OidcConfig } from '../../config/oidc.js';
 import { OidcSignIn, readClientSecret } from '../../http/oidc.js';
 import type { OnOidcSignIn } from '../../web/pages/oidcSignIn.js';
 import { PgUsers } from '../users.js';
@@ -70,6 +71,8 @@ const NO_NODES: NodeCredentials = { verify: () => Promise.resolve(false) };
 const isFarmTokenVerifier = (t: TokenVerifier): t is FarmTokenVerifier => typeof (t as Partial<FarmTokenVerifier>).start === 'function';
 
 export async function startPortal(cfg: PortalConfig, logger: Logger, parts: PortalParts = {}): Promise<Portal> {
+  // A config problem before anything starts: the OIDC client secret's file (ConfigError: `farmhand portal` exits 78).
+  const oidcSecret = cfg.oidc && (await readOidcSecret(cfg.oidc));
   // First of all, before a migration or a node row: one portal per database. Another one's lock is a
   // PortalLockHeld (`farmhand portal` exits 78 with its one line); a database away is thrown as it is.
   const lock = await PortalLock.acquire({
@@ -117,7 +120,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       logger: logger.child({ part: 'ops' }),
       ...parts.opsSources,
     });
-    const oidc = await portalOidc(cfg, pool);
+    const oidc = cfg.oidc && oidcSecret !== undefined ? portalOidc(cfg.oidc, cfg.public_url, pool, oidcSecret) : undefined;
     const app = createPortalApp({
       ...(oidc && { oidc }),
       ops: ops.router,
@@ -181,18 +184,19 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
 }
 
 /** Sign-in with OpenID Connect, when configured: people are recorded in `users` (PgUsers.signedInWithOidc). */
-async function portalOidc(cfg: PortalConfig, pool: pg.Pool): Promise<{ signIn: OidcSignIn; onSignIn: OnOidcSignIn } | undefined> {
-  if (!cfg.oidc) return undefined;
-  let clientSecret: string;
+async function readOidcSecret(o: OidcConfig): Promise<string> {
   try {
-    clientSecret = await readClientSecret(cfg.oidc);
+    return await readClientSecret(o);
   } catch (e) {
     throw new ConfigError([(e as Error).message]);
   }
+}
+
+function portalOidc(o: OidcConfig, publicUrl: string | undefined, pool: pg.Pool, clientSecret: string): { signIn: OidcSignIn; onSignIn: OnOidcSignIn } {
   const users = new PgUsers(pool);
-  const providerDecides = cfg.oidc.role_claim !== undefined;
+  const providerDecides = o.role_claim !== undefined;
   return {
-    signIn: new OidcSignIn(cfg.oidc, { publicUrl: cfg.public_url, clientSecret }),
+    signIn: new OidcSignIn(o, { publicUrl, clientSecret }),
     onSignIn: (who) => users.signedInWithOidc(who.login, who.role, providerDecides),
   };
 }
