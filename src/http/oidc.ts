@@ -104,15 +104,21 @@ export class OidcSignIn {
       redirectUri: this.redirectUri(requestOrigin),
       created: this.now(),
     };
-    const url = client.buildAuthorizationUrl(config, {
-      redirect_uri: flow.redirectUri,
-      scope: this.cfg.scopes,
-      response_type: 'code',
-      state: flow.state,
-      nonce: flow.nonce,
-      code_challenge: await client.calculatePKCECodeChallenge(flow.verifier),
-      code_challenge_method: 'S256',
-    });
+    let url: URL;
+    try {
+      url = client.buildAuthorizationUrl(config, {
+        redirect_uri: flow.redirectUri,
+        scope: this.cfg.scopes,
+        response_type: 'code',
+        state: flow.state,
+        nonce: flow.nonce,
+        code_challenge: await client.calculatePKCECodeChallenge(flow.verifier),
+        code_challenge_method: 'S256',
+      });
+    } catch (e) {
+      // A discovery document without an authorization endpoint, for one: the provider's to fix.
+      throw new OidcFailure('sign_in_failed', `the identity provider's configuration cannot be used (${reason(e)}); tell the administrator`, next);
+    }
     const flowId = randomBytes(32).toString('base64url');
     this.sweep();
     this.flows.set(flowId, flow);
