@@ -4,6 +4,7 @@
 import { expect } from 'chai';
 import { identityFromClaims, roleFromClaims, usernameFromClaims, type ClaimRules } from '../../src/core/oidc.js';
 import { configSchema } from '../../src/config/schema.js';
+import { needsToken } from '../../src/http/auth.js';
 import { SESSION_IDLE_MS, SessionStore } from '../../src/http/session.js';
 
 const rules: ClaimRules = {
@@ -102,5 +103,16 @@ describe('sessions of an OIDC sign-in', () => {
     const s = store.createOidc({ login: 'alice', role: 'read', maxMs: 12 * 3600 * 1000 });
     now = SESSION_IDLE_MS + 1;
     expect(store.get(s.id)).to.equal(undefined);
+  });
+});
+
+describe('the OIDC routes are open like the sign-in form', () => {
+  it('need no token even with auth.v1_requires_token (a person must reach them to sign in at all)', () => {
+    for (const p of ['/app/sign-in/oidc', '/app/oidc/callback', '/APP/OIDC/CALLBACK', '/app/sign-in/OIDC']) {
+      expect(needsToken(p, { v1RequiresToken: true }), p).to.equal(false);
+    }
+    // Their neighbours are not.
+    expect(needsToken('/app/oidc', { v1RequiresToken: true })).to.equal(true);
+    expect(needsToken('/app/oidc/callback/x', { v1RequiresToken: true })).to.equal(true);
   });
 });
