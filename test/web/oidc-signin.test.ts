@@ -176,7 +176,7 @@ describe('OIDC sign-in on a node (Chromium, a real provider)', function () {
     await providerLogin(page, provider.issuer, 'bob');
     await page.waitForURL((u) => u.href.startsWith(`${d.url}/app/oidc/callback`));
     expect(await page.locator('h1').textContent()).to.equal('Sign-in failed');
-    expect(await page.getByRole('alert').textContent()).to.match(/your account \(bob\) has no role here/);
+    expect(await page.getByRole('alert').textContent()).to.match(/Your account \(bob\) has no role here/);
     expect((await whoAmI(page)).status).to.equal(403);
     expect((await context.cookies(d.url)).map((c) => c.name)).not.to.include('farmhand_session');
   });

@@ -38,7 +38,7 @@ function FailurePage(p: { message: string; retry: string; provider: string }) {
     <section class="sign-in">
       <h1>Sign-in failed</h1>
       <p class="sign-in-error" role="alert">
-        {p.message}
+        {p.message.charAt(0).toUpperCase() + p.message.slice(1)}.
       </p>
       <p>
         <a href={p.retry} class="button">
