@@ -188,9 +188,13 @@ const sameText = (a: string, b: string): boolean => {
 
 /** One line about an error, never a token or a secret (openid-client's messages name checks and codes). */
 function reason(e: unknown): string {
-  const err = e as { code?: unknown; message?: unknown; cause?: { code?: unknown; message?: unknown } };
-  const parts = [err.message, err.cause?.code ?? err.cause?.message].filter((p) => typeof p === 'string' && p !== '');
-  return parts.join(': ').slice(0, 300) || String(e);
+  // The provider's OAuth error (ResponseBodyError: `error`; WWWAuthenticateChallengeError: its challenge's), else a failed fetch's cause.
+  const err = e as { error?: unknown; error_description?: unknown; message?: unknown; cause?: unknown };
+  const cause = (Array.isArray(err.cause) ? (err.cause[0] as { parameters?: unknown } | undefined)?.parameters : err.cause) as
+    | { code?: unknown; message?: unknown; error?: unknown; error_description?: unknown }
+    | undefined;
+  const parts = [err.message, err.error ?? cause?.error, err.error_description ?? cause?.error_description, cause?.code ?? (cause?.error ? undefined : cause?.message)];
+  return parts.filter((p) => typeof p === 'string' && p !== '').join(': ').slice(0, 300) || String(e);
 }
 
 /** The client secret: `client_secret`, or the first line of `client_secret_file`; throws a message for the operator. */

@@ -192,6 +192,26 @@ describe('OIDC sign-in on a node (Chromium, a real provider)', function () {
     expect((await whoAmI(page)).status).to.equal(403);
   });
 
+  it("a node with the wrong client secret: the provider's refusal of the code exchange is a page (502), never a 500", async () => {
+    ensureUp();
+    const wrong = await startTestDaemon({
+      config: { oidc: { issuer: provider.issuer, name: 'Test SSO', client_id: CLIENT_ID, client_secret: 'not-the-secret', default_role: 'read' } },
+    });
+    try {
+      provider.register([`${d.url}/app/oidc/callback`, `${wrong.url}/app/oidc/callback`]);
+      await startSignIn(page, wrong.url, '/app/results');
+      const answered = page.waitForResponse((r) => r.url().startsWith(`${wrong.url}/app/oidc/callback`));
+      await providerLogin(page, provider.issuer, 'alice');
+      expect((await answered).status()).to.equal(502);
+      expect(await page.locator('h1').textContent()).to.equal('Sign-in failed');
+      expect(await page.getByRole('alert').textContent()).to.match(/could not be verified \(.*invalid_client/);
+      expect(await page.getByRole('link', { name: 'Try again with Test SSO' }).getAttribute('href')).to.equal('/app/sign-in/oidc?next=%2Fapp%2Fresults');
+      expect((await whoAmI(page)).status).to.equal(403);
+    } finally {
+      await wrong.stop();
+    }
+  });
+
   it('an unreadable client_secret_file stops start-up: exit 78 (a config error) naming the file', async () => {
     const missing = path.join(dir, 'no-such-secret');
     const err = await startTestDaemon({
