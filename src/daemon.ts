@@ -119,7 +119,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
   // A node that is to join a farm and cannot read its credential is misconfigured: say so before anything starts.
   const portalCredential = cfg.portal && (await readCredential(cfg.portal.node_credential_file));
   // Likewise the OIDC client secret; the provider itself is asked only at the first sign-in (docs/auth.md).
-  const oidc = cfg.oidc && new OidcSignIn(cfg.oidc, { publicUrl: cfg.public_url, clientSecret: await oidcClientSecret(cfg.oidc) });
+  const oidc = cfg.oidc && new OidcSignIn(cfg.oidc, { publicUrl: cfg.public_url, clientSecret: await oidcClientSecret(cfg.oidc), logger: logger.child({ module: 'oidc' }) });
   // Lets the portal link's requests to this server act for the portal's user (http/auth.ts); never logged.
   const delegateSecret = cfg.portal && randomBytes(32).toString('base64url');
   // First of all: a second daemon on this data directory would "recover" the live one's runs.

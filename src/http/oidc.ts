@@ -13,6 +13,7 @@ import { readFile } from 'node:fs/promises';
 import * as client from 'openid-client';
 import type { OidcConfig } from '../config/oidc.js';
 import type { ClaimRules } from '../core/oidc.js';
+import type { Logger } from '../core/ports.js';
 
 /** A flow not finished within this is forgotten: the person starts again. */
 export const FLOW_TTL_MS = 10 * 60 * 1000;
@@ -47,6 +48,8 @@ export interface OidcSignInOptions {
   publicUrl?: string;
   /** The client secret (read from `client_secret_file` at start: {@link readClientSecret}). */
   clientSecret: string;
+  /** Where a failed discovery or a failed verification is told to the operator (never a code, token or claim). */
+  logger?: Logger;
   now?: () => number;
 }
 
@@ -82,6 +85,7 @@ export class OidcSignIn {
       return client.discovery(issuer, this.cfg.client_id, undefined, client.ClientSecretBasic(this.o.clientSecret), options);
     })().catch((e: unknown) => {
       this.discovered = undefined;
+      this.o.logger?.warn({ issuer: this.cfg.issuer, reason: reason(e) }, 'OIDC: the identity provider cannot be reached; sign-in with it fails until it can');
       throw new OidcFailure('provider_unreachable', `the identity provider (${this.cfg.issuer}) cannot be reached or did not answer its discovery document (${reason(e)}); try again in a moment, or sign in with an access token`);
     });
     return this.discovered;
@@ -161,6 +165,7 @@ export class OidcSignIn {
         claims = { ...info, ...idClaims };
       }
     } catch (e) {
+      this.o.logger?.warn({ issuer: this.cfg.issuer, reason: reason(e) }, "OIDC: the identity provider's answer could not be verified");
       throw new OidcFailure('sign_in_failed', `the identity provider's answer could not be verified (${reason(e)}): start again; if it keeps failing, tell the administrator`, flow.next);
     }
     return { claims, next: flow.next };

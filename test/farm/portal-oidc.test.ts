@@ -92,6 +92,8 @@ describe('OIDC sign-in on the portal (Chromium, a real provider, PostgreSQL)', f
     await page.goto(`${url}/app/sign-in?next=${encodeURIComponent('/app/results')}`);
     await page.getByRole('link', { name: 'Sign in with Farm SSO' }).click();
     expect(await page.getByRole('alert').textContent()).to.match(/cannot be reached/);
+    // The operator is told too.
+    expect(t.logger.entries.find((e) => e.msg.startsWith('OIDC: the identity provider cannot be reached'))).to.include({ level: 'warn' });
     ensureUp();
     expect(await roleOf('alice')).to.equal(undefined);
     await signIn(page, url, provider.issuer, 'alice', '/app/results');
@@ -150,5 +152,10 @@ describe('OIDC sign-in on the portal (Chromium, a real provider, PostgreSQL)', f
     await page.locator('button[type=submit]').click();
     await page.waitForURL(`${url}/`);
     expect(await whoAmI(page)).to.deep.equal({ status: 200, login: 'alice' });
+    // Nothing of the flows reached the log: the client secret, a state, a code.
+    const logged = t.logger.text();
+    expect(logged).not.to.include(CLIENT_SECRET);
+    expect(logged).not.to.include('tampered');
+    expect(logged).not.to.include('forged');
   });
 });

@@ -120,7 +120,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       logger: logger.child({ part: 'ops' }),
       ...parts.opsSources,
     });
-    const oidc = cfg.oidc && oidcSecret !== undefined ? portalOidc(cfg.oidc, cfg.public_url, pool, oidcSecret) : undefined;
+    const oidc = cfg.oidc && oidcSecret !== undefined ? portalOidc(cfg.oidc, cfg.public_url, pool, oidcSecret, logger.child({ part: 'oidc' })) : undefined;
     const app = createPortalApp({
       ...(oidc && { oidc }),
       ops: ops.router,
@@ -192,11 +192,11 @@ async function readOidcSecret(o: OidcConfig): Promise<string> {
   }
 }
 
-function portalOidc(o: OidcConfig, publicUrl: string | undefined, pool: pg.Pool, clientSecret: string): { signIn: OidcSignIn; onSignIn: OnOidcSignIn } {
+function portalOidc(o: OidcConfig, publicUrl: string | undefined, pool: pg.Pool, clientSecret: string, logger: Logger): { signIn: OidcSignIn; onSignIn: OnOidcSignIn } {
   const users = new PgUsers(pool);
   const providerDecides = o.role_claim !== undefined;
   return {
-    signIn: new OidcSignIn(o, { publicUrl, clientSecret }),
+    signIn: new OidcSignIn(o, { publicUrl, clientSecret, logger }),
     onSignIn: (who) => users.signedInWithOidc(who.login, who.role, providerDecides),
   };
 }
