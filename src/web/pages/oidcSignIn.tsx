@@ -12,6 +12,7 @@
  */
 import Router from '@koa/router';
 import type { Context } from 'koa';
+import type { AuthUser } from '../../core/auth.js';
 import { identityFromClaims } from '../../core/oidc.js';
 import type { Role } from '../../core/roles.js';
 import { sendError } from '../../http/errors.js';
@@ -118,6 +119,8 @@ export function oidcSignInRouter(sessions: SessionStore, oidc: OidcSignIn, o: { 
     if (old) sessions.end(old.id);
     setSessionOf(ctx, session);
     setSessionCookie(ctx, session);
+    // This answer is already the person's (the page header: who, the role, sign-out).
+    (ctx.state as { user?: AuthUser }).user = { login: session.login, tokenId: session.tokenId, role };
     // Not a 303: the browser came here from the provider's site, and Chromium keeps a SameSite=Strict
     // cookie off every request of a redirect chain that began on another site, so the page of `next`
     // would be answered as signed out. A page of this site that moves on by itself starts a new,
