@@ -35,6 +35,8 @@ import { healthBody } from './http/opsRoutes.js';
 import { presentNode } from './http/presenters.js';
 import { FarmMetrics, httpMetrics, observeIrTransport, observeResults } from './metrics/index.js';
 import { ControlServer } from './runner/control.js';
+import { OidcSignIn, readClientSecret } from './http/oidc.js';
+import type { OidcConfig } from './config/oidc.js';
 import { checkTestPackSource, GitTestPack, TestPackConfigError } from './runner/gitTestPack.js';
 import { parseIniConfig } from './runner/iniConfig.js';
 import { endStaleTestProcess } from './runner/processGroup.js';
@@ -121,6 +123,8 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
   const dataDir = cfg.data_dir;
   // A node that is to join a farm and cannot read its credential is misconfigured: say so before anything starts.
   const portalCredential = cfg.portal && (await readCredential(cfg.portal.node_credential_file));
+  // Likewise the OIDC client secret; the provider itself is asked only at the first sign-in (docs/auth.md).
+  const oidc = cfg.oidc && new OidcSignIn(cfg.oidc, { publicUrl: cfg.public_url, clientSecret: await oidcClientSecret(cfg.oidc), logger: logger.child({ module: 'oidc' }) });
   // Lets the portal link's requests to this server act for the portal's user (http/auth.ts); never logged.
   const delegateSecret = cfg.portal && randomBytes(32).toString('base64url');
   // First of all: a second daemon on this data directory would "recover" the live one's runs.
@@ -382,6 +386,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     observe: httpMetrics(metrics),
     audit,
     ...(delegateSecret && { delegate: { secret: delegateSecret } }),
+    ...(oidc && { oidc }),
   });
   const callback = app.callback();
   if (!noCapture) await waitForFirstFrame(frames, readiness, firstFrameWaitSecs, logger);
@@ -573,12 +578,21 @@ async function setUpTestUser(cfg: FarmConfig, logger: Logger, undo: Array<() => 
   await killTestUserProcesses(user, cfg.runner.python).catch((e: unknown) => {
     throw bad(`cannot run ${cfg.runner.python} as ${name} through setpriv: ${(e as Error).message}`);
   });
-  const secrets = [...(cfg.portal ? [cfg.portal.node_credential_file] : []), tokensFile(cfg.data_dir), path.join(cfg.data_dir, 'state.json')];
+  const secrets = [...(cfg.portal ? [cfg.portal.node_credential_file] : []), ...(cfg.oidc?.client_secret_file ? [cfg.oidc.client_secret_file] : []), tokensFile(cfg.data_dir), path.join(cfg.data_dir, 'state.json')];
   const probe = await probeTestUser(user, cfg.runner.python, path.join(projectRoot, 'python'), secrets);
   if (probe.pythonError) throw bad(`${name} cannot run ${cfg.runner.python} with farmhand's Python package (${path.join(projectRoot, 'python')}): ${probe.pythonError}`);
   if (probe.readable.length) throw bad(`${name} can read ${probe.readable.join(', ')}: make it readable by the daemon's user only (e.g. chmod 0600, or 0640 with a group ${name} is not in)`);
   logger.info({ user: name, uid: user.uid, gid: user.gid }, 'tests run as another user');
   return user;
+}
+
+/** The OIDC client secret (`oidc.client_secret_file` or `client_secret`); unreadable: a config error. */
+async function oidcClientSecret(o: OidcConfig): Promise<string> {
+  try {
+    return await readClientSecret(o);
+  } catch (e) {
+    throw new StartupError((e as Error).message, EX_CONFIG);
+  }
 }
 
 /** The node credential `farmhand farm node add` printed, from `portal.node_credential_file`. */

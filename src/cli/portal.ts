@@ -37,7 +37,7 @@ export async function runPortalCommand(o: { config: string }, out: Writable, err
       },
     });
   } catch (e) {
-    if (e instanceof PortalLockHeld) {
+    if (e instanceof PortalLockHeld || e instanceof ConfigError) {
       err.write(`farmhand: ${e.message}\n`);
       return EX_CONFIG;
     }

@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { EVENT_TYPES } from '../core/events.js';
+import { oidcSchema } from './oidc.js';
 
 const hostPort = z
   .string()
@@ -119,6 +120,8 @@ export const configSchema = z.strictObject({
       v1_requires_token: z.boolean().default(false),
     })
     .prefault({}),
+  /** Sign-in with OpenID Connect (docs/auth.md); absent: tokens only. */
+  oidc: oidcSchema,
   api: z
     .strictObject({
       /** How long await_completion holds a request before answering 202 (the spec: 55 s). */

@@ -86,6 +86,25 @@ export class PgUsers {
     return { before: isRole(rows[0].before) ? rows[0].before : 'read', after: role };
   }
 
+  /**
+   * Record a person the identity provider signed in (docs/auth.md, "Sign-in with OpenID Connect"):
+   * added on the first sign-in with `role`. Later sign-ins: with `providerDecides` (the config maps a
+   * role claim) the provider's role replaces the stored one; without, the stored role stays (the farm
+   * administrator's), unless it is not a role at all (a user added before roles: `role`). Answers the
+   * role the session gets.
+   */
+  async signedInWithOidc(username: string, role: Role, providerDecides: boolean): Promise<Role> {
+    checkUserName(username);
+    const { rows } = await this.pool.query<{ role: string }>(
+      `INSERT INTO users (username, role) VALUES ($1, $2)
+       ON CONFLICT (username) DO UPDATE SET role = CASE WHEN $3 OR NOT (users.role = ANY($4)) THEN EXCLUDED.role ELSE users.role END
+       RETURNING role`,
+      [username, role, providerDecides, [...ROLES]],
+    );
+    const stored = rows[0]!.role;
+    return isRole(stored) ? stored : role;
+  }
+
   /** Remove a user and (cascade) every token of it; FarmError('not_found') when there is none. */
   async remove(username: string): Promise<void> {
     const { rowCount } = await this.pool.query('DELETE FROM users WHERE username = $1', [username]);

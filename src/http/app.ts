@@ -22,6 +22,7 @@ import { v2Router } from './v2/routes.js';
 import { webhookRouter } from './webhooks.js';
 import { portalRouters } from '../web/routes.js';
 import { SessionStore } from './session.js';
+import type { OidcSignIn } from './oidc.js';
 
 export interface AppOptions {
   /** Largest JSON body accepted; more is a 413. */
@@ -41,6 +42,8 @@ export interface AppOptions {
   authorize?: boolean;
   /** Records the audit trail of state-changing requests (src/http/audit.ts); absent: nothing recorded. */
   audit?: AuditTrail;
+  /** Sign-in with OpenID Connect (`[oidc]`, docs/auth.md); absent: tokens only. */
+  oidc?: OidcSignIn;
 }
 
 /** Order: (observe) -> security headers -> errors -> paths -> who is calling -> rate limit -> auth required? -> body -> routes (outline's middleware order). */
@@ -69,7 +72,7 @@ export function createApp(s: Services, opts: AppOptions): Koa {
   app.use((ctx, next) => (FORM_PATHS.has(ctx.path.toLowerCase()) ? form(ctx, next) : json(ctx, next)));
   const eventRouters = s.events ? [s.events.stream.router()] : [];
   if (s.audit) eventRouters.push(auditRouter(s.audit));
-  for (const router of [v1Router(s), v2Router(s), ...eventRouters, webhookRouter(s), ...portalRouters(s, sessions), openApiRouter(s), ...(opts.ops ? [opsRouter(opts.ops)] : [])]) {
+  for (const router of [v1Router(s), v2Router(s), ...eventRouters, webhookRouter(s), ...portalRouters(s, sessions, opts.oidc), openApiRouter(s), ...(opts.ops ? [opsRouter(opts.ops)] : [])]) {
     app.use(router.routes());
     app.use(router.allowedMethods());
   }

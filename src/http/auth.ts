@@ -118,6 +118,9 @@ const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
  */
 export const FORM_PATHS = new Set(['/app/sign-in', '/app/sign-out']);
 
+/** Sign-in with OpenID Connect (src/web/pages/oidcSignIn.tsx): open like the forms, whatever `auth.v1_requires_token` says. */
+export const OIDC_PATHS = new Set(['/app/sign-in/oidc', '/app/oidc/callback']);
+
 /**
  * Sets `ctx.state.user = { login, tokenId }` when the request carries a valid
  * token, or, with no Authorization header, a live session cookie (src/http/session.ts).
@@ -163,7 +166,7 @@ export function authenticate(verifier: TokenVerifier, sessions?: SessionStore, d
                 : 'a request authenticated by the session cookie must send the X-CSRF-Token header (the page\'s <meta name="csrf-token">); programs send an access token instead',
             );
           }
-          s.user = { login: session.login, tokenId: session.tokenId, ...(session.role && { role: session.role }) };
+          s.user = { login: session.login, tokenId: session.tokenId, ...(session.role !== undefined && { role: session.role }) };
           setSessionOf(ctx, session);
         } else {
           // Ended, expired, its token revoked, or from before a restart: forget it in the browser too.
@@ -248,12 +251,12 @@ function wantsSignInPage(ctx: Context): boolean {
  * matches paths case-insensitively (`/API/V2/user` reaches the v2 handler),
  * so this compares a lower-cased, percent-decoded path with runs of `/`
  * folded: when in doubt, a path is guarded. The sign-in and sign-out forms
- * are always open (a person must reach them to sign in at all).
+ * and the OIDC sign-in's two paths are always open (a person must reach them to sign in at all).
  */
 export function needsToken(path: string, opts: GuardOptions): boolean {
   const p = normalise(path);
   if (/^\/api\/v2(\/|$)/.test(p)) return true;
-  if (FORM_PATHS.has(p)) return false;
+  if (FORM_PATHS.has(p) || OIDC_PATHS.has(p)) return false;
   // The web pages (the front door `/`, `/app/...`) and /metrics show what the v1 reads show, so they follow v1's rule.
   return opts.v1RequiresToken && (p === '/' || /^\/(api\/v1|app|metrics)(\/|$)/.test(p));
 }

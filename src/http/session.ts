@@ -34,12 +34,25 @@ export interface Session {
   login: string;
   tokenId: string;
   csrf: string;
-  /** The token signed in with, kept in memory only, to notice its revocation. */
-  token: string;
+  /** The token signed in with, kept in memory only, to notice its revocation; none for an OIDC sign-in. */
+  token?: string;
+  /**
+   * The user's role: for a token's session, the token's, looked up again at every use (a change applies at
+   * once); for an OIDC session, what the identity provider's claims gave at sign-in (docs/auth.md).
+   */
+  role?: Role;
   created: number;
   lastSeen: number;
-  /** The user's role as of this request (the token's, looked up again at every use). */
-  role?: Role;
+  /** This session's absolute lifetime (OIDC: `oidc.session_max_hours`); default {@link SESSION_MAX_MS}. */
+  maxMs?: number;
+}
+
+/** A person the identity provider vouched for (src/http/oidc.ts): no token behind the session. */
+export interface OidcIdentity {
+  login: string;
+  role: Role;
+  /** The session ends this long after sign-in at the latest. */
+  maxMs: number;
 }
 
 const newSecret = (): string => randomBytes(32).toString('base64url');
@@ -69,7 +82,19 @@ export class SessionStore {
     const found = this.verifier.verify(token);
     if (!found) return undefined;
     const t = this.now();
-    const s: Session = { id: newSecret(), login: found.user, tokenId: found.tokenId, csrf: newSecret(), token, created: t, lastSeen: t, ...(found.role && { role: found.role }) };
+    return this.add({ id: newSecret(), login: found.user, tokenId: found.tokenId, csrf: newSecret(), token, created: t, lastSeen: t, ...(found.role && { role: found.role }) });
+  }
+
+  /**
+   * A new session for a person the identity provider signed in (OIDC): no token to re-verify, the role
+   * fixed at sign-in, a shorter absolute lifetime. Its `tokenId` is `oidc:<login>` (the rate-limit key).
+   */
+  createOidc(who: OidcIdentity): Session {
+    const t = this.now();
+    return this.add({ id: newSecret(), login: who.login, tokenId: `oidc:${who.login}`, csrf: newSecret(), role: who.role, created: t, lastSeen: t, maxMs: who.maxMs });
+  }
+
+  private add(s: Session): Session {
     this.sessions.set(s.id, s);
     this.perUser.set(s.login, (this.perUser.get(s.login) ?? 0) + 1);
     if (this.perUser.get(s.login)! > SESSIONS_PER_USER) {
@@ -90,16 +115,11 @@ export class SessionStore {
     if (!id) return undefined;
     const s = this.sessions.get(id);
     if (!s) return undefined;
-    const t = this.now();
-    const found = this.verifier.verify(s.token);
-    if (t - s.lastSeen > SESSION_IDLE_MS || t - s.created > SESSION_MAX_MS || !found || found.tokenId !== s.tokenId) {
+    if (!this.valid(s)) {
       this.drop(id);
       return undefined;
     }
-    s.lastSeen = t;
-    // A role changed since sign-in applies to the session at once, as to its token.
-    if (found.role === undefined) delete s.role;
-    else s.role = found.role;
+    s.lastSeen = this.now();
     this.sessions.delete(id);
     this.sessions.set(id, s);
     return s;
@@ -114,10 +134,21 @@ export class SessionStore {
    * stream) that must end when its session does (signed out, dropped, expired, its token revoked).
    */
   isLive(s: Session): boolean {
-    if (this.sessions.get(s.id) !== s) return false;
+    return this.sessions.get(s.id) === s && this.valid(s);
+  }
+
+  /** Not idle too long, not too old, and its token (if it has one) still valid. */
+  /** Whether the session is still live; a token's session takes the token's role as of now. */
+  private valid(s: Session): boolean {
     const t = this.now();
+    if (t - s.lastSeen > SESSION_IDLE_MS || t - s.created > Math.min(s.maxMs ?? SESSION_MAX_MS, SESSION_MAX_MS)) return false;
+    if (s.token === undefined) return true;
     const found = this.verifier.verify(s.token);
-    return t - s.lastSeen <= SESSION_IDLE_MS && t - s.created <= SESSION_MAX_MS && found?.tokenId === s.tokenId;
+    if (found?.tokenId !== s.tokenId) return false;
+    // A role changed since sign-in applies to the session at once, as to its token.
+    if (found.role === undefined) delete s.role;
+    else s.role = found.role;
+    return true;
   }
 
   /** Called with every session that ends here (signed out, dropped by a cap, found expired or revoked). */

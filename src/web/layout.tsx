@@ -28,6 +28,8 @@ export interface PageOptions {
 
 interface LayoutProps extends PageOptions {
   login?: string;
+  /** The signed-in person's role, where there is one (an OIDC sign-in's, from the provider's claims). */
+  role?: string;
   csrf?: string;
   /**
    * A page the portal forwards, read by a person signed in on the portal: the node is told neither who she is nor
@@ -90,6 +92,12 @@ export function Layout(p: LayoutProps): VNode {
               <form method="post" action="/app/sign-out">
                 <span>
                   Signed in as <strong>{p.login}</strong>
+                  {p.role ? (
+                    <>
+                      {' '}
+                      (<span class="role">{p.role}</span>)
+                    </>
+                  ) : null}
                 </span>{' '}
                 {p.csrf ? <input type="hidden" name="csrf" value={p.csrf} /> : null}
                 <button type="submit">Sign out</button>
@@ -142,7 +150,7 @@ export function wantsPage(ctx: Context): boolean {
 /** Answer `ctx` with a whole page: the layout around `body`, no caching, a strict CSP. */
 export function sendPage(ctx: Context, body: ComponentChildren, o: PageOptions, status = 200): void {
   const page = (
-    <Layout {...o} farm={o.farm ?? viaPortal(ctx)} login={userOf(ctx)?.login} csrf={csrfTokenOf(ctx)} portalSession={viaPortal(ctx) && signedIn(ctx)}>
+    <Layout {...o} farm={o.farm ?? viaPortal(ctx)} login={userOf(ctx)?.login} role={userOf(ctx)?.role} csrf={csrfTokenOf(ctx)} portalSession={viaPortal(ctx) && signedIn(ctx)}>
       {body}
     </Layout>
   );

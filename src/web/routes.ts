@@ -14,13 +14,16 @@ import { resultRouter } from './pages/result.js';
 import { nodeResults, resultsRouter } from './pages/results.js';
 import { signInRouter } from './pages/signIn.js';
 import type { SessionStore } from '../http/session.js';
+import type { OidcSignIn } from '../http/oidc.js';
+import { oidcSignInRouter } from './pages/oidcSignIn.js';
 import { staticRouter } from './static.js';
 
-export function portalRouters(s: Services, sessions: SessionStore): Router[] {
-  return [staticRouter(), ...pageRouters(s, sessions)];
+/** `oidc`: sign-in with OpenID Connect, when configured (docs/auth.md). */
+export function portalRouters(s: Services, sessions: SessionStore, oidc?: OidcSignIn): Router[] {
+  return [staticRouter(), ...(oidc ? [oidcSignInRouter(sessions, oidc)] : []), ...pageRouters(s, sessions, oidc)];
 }
 
-function pageRouters(s: Services, sessions: SessionStore): Router[] {
+function pageRouters(s: Services, sessions: SessionStore, oidc?: OidcSignIn): Router[] {
   const audit = s.audit ? [auditPageRouter(s.audit)] : [];
-  return [signInRouter(sessions), frontRouter(s), resultsRouter(nodeResults(s)), resultRouter(s), jobRouter(s), liveRouter(s), apiReferenceRouter(s), ...audit];
+  return [signInRouter(sessions, { ...(oidc && { oidc: oidc.name }) }), frontRouter(s), resultsRouter(nodeResults(s)), resultRouter(s), jobRouter(s), liveRouter(s), apiReferenceRouter(s), ...audit];
 }

@@ -23,6 +23,8 @@ import { securityHeaders } from '../../http/securityHeaders.js';
 import { databaseUnavailable, isDatabaseUnavailable } from '../db/pool.js';
 import { signInRouter } from '../../web/pages/signIn.js';
 import { SessionStore } from '../../http/session.js';
+import type { OidcSignIn } from '../../http/oidc.js';
+import { oidcSignInRouter, type OnOidcSignIn } from '../../web/pages/oidcSignIn.js';
 import { staticRouter } from '../../web/static.js';
 
 export interface PortalAppOptions {
@@ -42,6 +44,8 @@ export interface PortalAppOptions {
    * not held to a person's rate limit).
    */
   early?: Router[];
+  /** Sign-in with OpenID Connect (`[oidc]`, docs/auth.md); `onSignIn` records the person in `users`. */
+  oidc?: { signIn: OidcSignIn; onSignIn: OnOidcSignIn };
   /** `/healthz`, `/readyz` and `/metrics` (src/farm/portal/ops.ts); absent: a bare `/healthz`. */
   ops?: Router;
   /** Records the audit trail of state-changing requests (src/http/audit.ts), as on a node. */
@@ -90,7 +94,9 @@ export function createPortalApp(o: PortalAppOptions): Koa {
       await next();
     });
   }
-  for (const router of [...(o.ops ? [o.ops] : []), ...o.routers, staticRouter(), signInRouter(sessions, { farm: true })]) {
+  const oidc = o.oidc ? [oidcSignInRouter(sessions, o.oidc.signIn, { farm: true, onSignIn: o.oidc.onSignIn })] : [];
+  const signIn = signInRouter(sessions, { farm: true, ...(o.oidc && { oidc: o.oidc.signIn.name }) });
+  for (const router of [...(o.ops ? [o.ops] : []), ...oidc, ...o.routers, staticRouter(), signIn]) {
     app.use(router.routes());
     app.use(router.allowedMethods());
   }

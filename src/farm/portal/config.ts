@@ -64,6 +64,8 @@ export const portalConfigSchema = z.strictObject({
     .prefault({}),
   /** The node's key: `auth.v1_requires_token` makes the portal's pages, `/app/events` and v1 reads need a token or a session. */
   auth: node.auth,
+  /** The node's key: sign-in with OpenID Connect (docs/auth.md); people are recorded in `users`. */
+  oidc: node.oidc,
   api: node.api,
   rate_limit: node.rate_limit,
   events: node.events,

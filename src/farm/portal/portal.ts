@@ -20,6 +20,11 @@ import { PortalLock, type LockHolder } from '../db/portalLock.js';
 import { PortalHub } from '../hub/index.js';
 import { FarmJobs } from '../jobs.js';
 import { FarmResults } from '../results.js';
+import { ConfigError } from '../../config/load.js';
+import type { OidcConfig } from '../../config/oidc.js';
+import { OidcSignIn, readClientSecret } from '../../http/oidc.js';
+import type { OnOidcSignIn } from '../../web/pages/oidcSignIn.js';
+import { PgUsers } from '../users.js';
 import { createPortalApp } from './app.js';
 import { farmRoleOf, PgAuditLog } from '../audit.js';
 import { auditRouter, auditTrail } from '../../http/audit.js';
@@ -74,6 +79,8 @@ const NO_NODES: NodeCredentials = { verify: () => Promise.resolve(false) };
 const isFarmTokenVerifier = (t: TokenVerifier): t is FarmTokenVerifier => typeof (t as Partial<FarmTokenVerifier>).start === 'function';
 
 export async function startPortal(cfg: PortalConfig, logger: Logger, parts: PortalParts = {}): Promise<Portal> {
+  // A config problem before anything starts: the OIDC client secret's file (ConfigError: `farmhand portal` exits 78).
+  const oidcSecret = cfg.oidc && (await readOidcSecret(cfg.oidc));
   // First of all, before a migration or a node row: one portal per database. Another one's lock is a
   // PortalLockHeld (`farmhand portal` exits 78 with its one line); a database away is thrown as it is.
   const lock = await PortalLock.acquire({
@@ -127,7 +134,9 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       logger: logger.child({ part: 'ops' }),
       ...parts.opsSources,
     });
+    const oidc = cfg.oidc && oidcSecret !== undefined ? portalOidc(cfg.oidc, cfg.public_url, pool, oidcSecret, logger.child({ part: 'oidc' })) : undefined;
     const app = createPortalApp({
+      ...(oidc && { oidc }),
       ops: ops.router,
       logger,
       tokens,
@@ -194,6 +203,24 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
     await lock.release();
     throw e;
   }
+}
+
+/** Sign-in with OpenID Connect, when configured: people are recorded in `users` (PgUsers.signedInWithOidc). */
+async function readOidcSecret(o: OidcConfig): Promise<string> {
+  try {
+    return await readClientSecret(o);
+  } catch (e) {
+    throw new ConfigError([(e as Error).message]);
+  }
+}
+
+function portalOidc(o: OidcConfig, publicUrl: string | undefined, pool: pg.Pool, clientSecret: string, logger: Logger): { signIn: OidcSignIn; onSignIn: OnOidcSignIn } {
+  const users = new PgUsers(pool);
+  const providerDecides = o.role_claim !== undefined;
+  return {
+    signIn: new OidcSignIn(o, { publicUrl, clientSecret, logger }),
+    onSignIn: (who) => users.signedInWithOidc(who.login, who.role, providerDecides),
+  };
 }
 
 async function listen(server: Server, listenOn: string): Promise<void> {

@@ -83,6 +83,37 @@ const SIGN_IN: Endpoint[] = [
     },
   },
   {
+    method: 'get',
+    path: '/app/sign-in/oidc',
+    summary: 'Sign in with OpenID Connect: start (only when `oidc` is configured)',
+    description:
+      'Always open. `next`: the path of this site to return to. Sends the browser to the identity provider (Authorization Code with PKCE, state and nonce) with the `farmhand_oidc` flow cookie (HttpOnly, SameSite=Lax, Path=/app/oidc/callback, 10 minutes). docs/auth.md, "Sign-in with OpenID Connect".',
+    tag: 'web',
+    auth: 'none',
+    responses: {
+      303: redirect("To the identity provider's authorization endpoint."),
+      404: error('OIDC sign-in is not configured.'),
+      503: pageOrError('The identity provider cannot be reached (`provider_unreachable`): a page with a retry link, or JSON.'),
+    },
+  },
+  {
+    method: 'get',
+    path: '/app/oidc/callback',
+    summary: "Sign in with OpenID Connect: the provider's answer",
+    description:
+      'Always open. Checks the answer (the flow cookie, state, then the code exchange with the PKCE verifier and the ID token: issuer, audience, nonce, signature), maps the claims to a user name and a role and makes a session.',
+    tag: 'web',
+    auth: 'none',
+    responses: {
+      200: page('Signed in: the `farmhand_session` cookie and a page that moves on to `next` by itself (a same-site navigation, which carries the SameSite=Strict cookie).'),
+      400: pageOrError('No flow of this browser (`sign_in_expired`: not started here, older than 10 minutes, already used) or a state that differs (`bad_state`).'),
+      403: pageOrError('The provider refused (`provider_refused`, e.g. the person cancelled), or the claims give no user name (`no_username`) or no role (`no_role`).'),
+      404: error('OIDC sign-in is not configured.'),
+      502: pageOrError("The provider's answer could not be verified (`sign_in_failed`)."),
+      503: pageOrError('The identity provider cannot be reached (`provider_unreachable`).'),
+    },
+  },
+  {
     method: 'post',
     path: '/app/sign-out',
     summary: 'End the session',

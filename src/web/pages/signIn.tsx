@@ -49,7 +49,7 @@ function refuseCrossSite(ctx: Context): void {
   }
 }
 
-function SignInForm(p: { next: string; error?: string; login?: string; farm: boolean }) {
+function SignInForm(p: { next: string; error?: string; login?: string; farm: boolean; oidc?: string }) {
   return (
     <section class="sign-in">
       <h1>Sign in</h1>
@@ -58,8 +58,15 @@ function SignInForm(p: { next: string; error?: string; login?: string; farm: boo
           You are signed in as <strong>{p.login}</strong>. Signing in again replaces that session.
         </p>
       ) : null}
+      {p.oidc ? (
+        <p class="sign-in-oidc">
+          <a class="button" href={`/app/sign-in/oidc?next=${encodeURIComponent(p.next)}`}>
+            Sign in with {p.oidc}
+          </a>
+        </p>
+      ) : null}
       <p>
-        Sign in with your access token: the text that{' '}
+        {p.oidc ? 'Or sign in' : 'Sign in'} with your access token: the text that{' '}
         {p.farm ? <code>farmhand farm token create &lt;name&gt;</code> : <code>farmhand token create --user &lt;name&gt;</code>} printed (it starts
         with <code>fh_</code>). The portal keeps you signed in with a cookie until you sign out, stay away for 12 hours, or the
         token is revoked.
@@ -99,13 +106,14 @@ function SignInForm(p: { next: string; error?: string; login?: string; farm: boo
 const BAD_TOKEN =
   "That token was not accepted: it is unknown, revoked, or not whole (tokens look like fh_<8 hex digits>_<43 characters>). Paste it again, or ask the node's administrator for a new one.";
 
-/** `farm`: the farm's portal (its token command, its navigation). */
-export function signInRouter(sessions: SessionStore, o: { farm?: boolean } = {}): Router {
+/** `farm`: the farm's portal (its token command, its navigation); `oidc`: the provider's name for the "Sign in with" button. */
+export function signInRouter(sessions: SessionStore, o: { farm?: boolean; oidc?: string } = {}): Router {
   const r = new Router();
   const farm = o.farm ?? false;
+  const oidc = o.oidc;
 
   r.get('/app/sign-in', (ctx) => {
-    sendPage(ctx, <SignInForm next={safeNext(ctx.query.next)} login={userOf(ctx)?.login} farm={farm} />, { title: 'Sign in', section: 'sign-in', farm });
+    sendPage(ctx, <SignInForm next={safeNext(ctx.query.next)} login={userOf(ctx)?.login} farm={farm} oidc={oidc} />, { title: 'Sign in', section: 'sign-in', farm });
   });
 
   r.post('/app/sign-in', (ctx) => {
@@ -118,7 +126,7 @@ export function signInRouter(sessions: SessionStore, o: { farm?: boolean } = {})
       const message = token ? BAD_TOKEN : 'Enter your access token.';
       // A program posting the form gets the API's JSON error; a browser gets the form again with the error.
       if (!wantsPage(ctx)) throw new FarmError(token ? 'forbidden' : 'invalid_request', message);
-      sendPage(ctx, <SignInForm next={next} error={message} farm={farm} />, { title: 'Sign in', section: 'sign-in', farm }, token ? 403 : 400);
+      sendPage(ctx, <SignInForm next={next} error={message} farm={farm} oidc={oidc} />, { title: 'Sign in', section: 'sign-in', farm }, token ? 403 : 400);
       return;
     }
     const old = sessionOf(ctx);
