@@ -396,6 +396,8 @@ export class JobService {
     const recorded = await this.record(job, resultId, testCase, start, start, { result: 'error', failure_reason: reason, traceback: null, exit_status: null });
     job.result_counts[recorded.result]++;
     await this.d.jobs.save(job);
+    // A run the node recorded: its run.finished (with the record) reaches the portal like any other's.
+    this.publishRunFinished(resultId);
   }
 
   private resultRecord(job: JobRecord, resultId: string, testCase: string, start: Date, end: Date, o: RunOutcome): ResultRecord {

@@ -65,6 +65,9 @@ export interface FarmJobsOptions {
   maxEndedJobs?: number;
 }
 
+/** A pool or a client in a transaction. */
+export type Queryable = Pick<pg.ClientBase, 'query'>;
+
 const zeroCounts = (): ResultCounts => ({ pass: 0, fail: 0, error: 0, total: 0 });
 
 /**
@@ -76,23 +79,21 @@ const newer = (p: string) => `(${p}::bigint[] IS NULL OR last_node_event IS NULL
 export class FarmJobs implements HubJobs {
   constructor(private readonly o: FarmJobsOptions) {}
 
-  /** Keep a node event; false when it is about a job the portal ended itself (the event is stale: dropped). */
-  async record(e: FarmEvent): Promise<boolean> {
+  /**
+   * Keep a node event, in the caller's transaction (the fold, fold.ts); false when it is about a job the portal
+   * ended itself (the event is stale: dropped).
+   */
+  async record(e: FarmEvent, q: Queryable = this.o.pool): Promise<boolean> {
     const nodeId = e.data.node_id;
     const jobUid = (e.data as { job_uid?: unknown }).job_uid;
-    const changed = await this.apply(e, nodeId);
+    const changed = await this.apply(e, nodeId, q);
     if (changed !== false || typeof jobUid !== 'string') return true;
-    return !(await this.endedByPortal(jobUid, nodeId));
-  }
-
-  /** Whether the portal ended this job itself (its node went offline). */
-  private async endedByPortal(jobUid: string, nodeId: string): Promise<boolean> {
-    const { rowCount } = await this.o.pool.query('SELECT 1 FROM jobs WHERE job_uid = $1 AND node_id = $2 AND end_reason IS NOT NULL', [jobUid, nodeId]);
-    return (rowCount ?? 0) > 0;
+    const { rowCount } = await q.query('SELECT 1 FROM jobs WHERE job_uid = $1 AND node_id = $2 AND end_reason IS NOT NULL', [jobUid, nodeId]);
+    return (rowCount ?? 0) === 0;
   }
 
   /** Apply one event; false when it changed no row (an unknown or ended job), undefined when it is not a job event. */
-  private async apply(e: FarmEvent, nodeId: string): Promise<boolean | undefined> {
+  private async apply(e: FarmEvent, nodeId: string, q: Queryable): Promise<boolean | undefined> {
     // The event's place among the node's events: a row already changed by it (or a later one) is left alone, so
     // an event the node sends again (at least once, docs/farm.md "The outbox") counts once.
     const at = nodeEventOrder(e.id);
@@ -103,7 +104,7 @@ export class FarmJobs implements HubJobs {
         const job: StoredJob = { status: 'running', start_time: d.start_time, end_time: null, result_counts: zeroCounts(), runs_finished: 0 };
         const { node_id: _n, ...request } = d;
         // DO NOTHING: a job the portal already knows (and maybe ended) is never reopened.
-        const r = await this.o.pool.query(
+        const r = await q.query(
           `INSERT INTO jobs (job_uid, node_id, username, state, request, created_at, job, last_node_event)
            VALUES ($1, $2, $3, 'running', $4, $5, $6, $7) ON CONFLICT (job_uid) DO NOTHING`,
           [d.job_uid, nodeId, d.username, JSON.stringify(request), d.start_time, JSON.stringify(job), at],
@@ -112,7 +113,7 @@ export class FarmJobs implements HubJobs {
       }
       case 'run.started': {
         const d = e.data as RunStartedData;
-        const r = await this.o.pool.query(
+        const r = await q.query(
           `UPDATE jobs SET current_run = $2, last_node_event = coalesce($4, last_node_event)
            WHERE job_uid = $1 AND node_id = $3 AND state = 'running' AND ${newer('$4')}`,
           [d.job_uid, JSON.stringify({ result_id: d.result_id, test_case: d.test_case, start_time: d.start_time }), nodeId, at],
@@ -121,7 +122,7 @@ export class FarmJobs implements HubJobs {
       }
       case 'run.finished': {
         const d = e.data as EventPayloads['run.finished'];
-        const r = await this.o.pool.query(
+        const r = await q.query(
           `UPDATE jobs SET
              current_run = CASE WHEN current_run->>'result_id' = $2 THEN NULL ELSE current_run END,
              job = jsonb_set(
@@ -140,7 +141,7 @@ export class FarmJobs implements HubJobs {
         // A job still running here, or one closed by the node's own word (reconcile, below, after a portal
         // restart: its replayed job.exited brings the real end time and counts). One the portal ended
         // (end_reason set) keeps the portal's account, and the stale event is dropped (false).
-        const r = await this.o.pool.query(
+        const r = await q.query(
           `UPDATE jobs SET state = 'exited', ended_at = coalesce($2::timestamptz, now()), current_run = NULL, job = coalesce(job, '{}') || $3::jsonb,
                   last_node_event = coalesce($5, last_node_event)
            WHERE job_uid = $1 AND node_id = $4 AND (state = 'running' OR end_reason IS NULL) AND ${newer('$5')}`,

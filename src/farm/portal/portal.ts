@@ -16,6 +16,7 @@ import { migrate } from '../db/migrate.js';
 import { newPool } from '../db/pool.js';
 import { PortalLock, type LockHolder } from '../db/portalLock.js';
 import { PortalHub } from '../hub/index.js';
+import { PgNodeFold } from '../fold.js';
 import { FarmJobs } from '../jobs.js';
 import { FarmResults } from '../results.js';
 import { createPortalApp } from './app.js';
@@ -34,7 +35,7 @@ export interface PortalParts {
   /** Reservations (hC). Default: none, nodes are never reserved. */
   reservations?: (pool: pg.Pool, hub: PortalHub) => FarmReservations;
   /** More routers, mounted before the portal's own (results storage, events, reservations). */
-  routers?: (p: { pool: pg.Pool; hub: PortalHub; jobs: FarmJobs; results: FarmResults }) => Router[];
+  routers?: (p: { pool: pg.Pool; hub: PortalHub; jobs: FarmJobs; results: FarmResults; fold: PgNodeFold }) => Router[];
   /** Routers with their own authentication and bodies, mounted before the API's middleware (the nodes' uploads); made after `routers`. */
   early?: (p: { pool: pg.Pool; hub: PortalHub; jobs: FarmJobs; results: FarmResults }) => Router[];
   /**
@@ -53,6 +54,8 @@ export interface Portal {
   hub: PortalHub;
   jobs: FarmJobs;
   results: FarmResults;
+  /** Where the nodes' streams are folded, a batch per transaction (docs/farm.md, "The node stream"). */
+  fold: PgNodeFold;
   /** Identical await_completion long polls sharing one forward to their node. */
   awaits: SharedForwards;
   /** The portal lock: one portal per database (src/farm/db/portalLock.ts). */
@@ -92,8 +95,10 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
     const results = new FarmResults(pool);
     // The fault rule's events (the lost run, the ended job) go out through the hub, made just below.
     const jobs = new FarmJobs({ pool, logger, onRunLost: (r) => results.put([r]), emit: (type, nodeId, data) => hub?.emitPortalEvent(type, nodeId, data) });
+    const fold = new PgNodeFold({ pool, jobs, results, logger: logger.child({ part: 'fold' }) });
     hub = new PortalHub({
       pool,
+      fold,
       credentials: parts.credentials?.(pool) ?? NO_NODES,
       logger: logger.child({ part: 'hub' }),
       heartbeatSecs: cfg.heartbeat_secs,
@@ -122,7 +127,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       publicUrl: cfg.public_url,
       v1RequiresToken: cfg.auth.v1_requires_token,
       routers: [
-        ...(parts.routers?.({ pool, hub, jobs, results }) ?? []),
+        ...(parts.routers?.({ pool, hub, jobs, results, fold }) ?? []),
         // In front of the forwarding: an offline node's job page, from the jobs table and the index.
         storedJobPageRouter({ hub, jobs, results }),
         portalRouter({ pool, hub, jobs, reservations, results, awaits, publicUrl: cfg.public_url, settleMs: cfg.read_your_writes_max_secs * 1000 }),
@@ -149,6 +154,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       hub: h,
       jobs,
       results,
+      fold,
       awaits,
       lock,
       stop: () =>
