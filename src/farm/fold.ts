@@ -13,6 +13,7 @@ import type { ResultRecord } from '../core/model.js';
 import type { Logger } from '../core/ports.js';
 import { checkRecord } from '../storage/results/record.js';
 import { inTransaction } from './db/pool.js';
+import { recountEndedJob } from './storedResults.js';
 import type { OutboxEntry } from './events.js';
 import type { FarmJobs } from './jobs.js';
 import { nodeEventOrder } from './protocol.js';
@@ -90,7 +91,7 @@ export class PgNodeFold implements HubFold {
         if (rec) records.push(rec);
       }
       // The records first: a job.exited of this batch then finds its runs' results already in the index.
-      await this.o.results.putIn(client, records);
+      await this.putRecords(client, records);
       for (const item of fresh) {
         if (item.refused) continue;
         if (await this.o.jobs.record(item.event, client)) kept.push(item.event);
@@ -113,6 +114,29 @@ export class PgNodeFold implements HubFold {
     this.stats.events += folded;
     this.o.results.notePut(records);
     return kept;
+  }
+
+  /**
+   * The records into the index, as the upload API's record did (storedResults.ts): a run the portal declared lost
+   * (its job ended by the portal) keeps the portal's account; a run of such a job the portal never heard of is
+   * added, and that job's counts become the index's. A record of a result the portal deleted comes back.
+   */
+  private async putRecords(client: pg.ClientBase, records: ResultRecord[]): Promise<void> {
+    if (records.length === 0) return;
+    const uids = [...new Set(records.map((r) => r.job_uid))];
+    const ended = new Set(
+      (await client.query<{ job_uid: string }>('SELECT job_uid FROM jobs WHERE job_uid = ANY($1::text[]) AND end_reason IS NOT NULL', [uids])).rows.map((r) => r.job_uid),
+    );
+    let put = records;
+    if (ended.size > 0) {
+      const ids = records.filter((r) => ended.has(r.job_uid)).map((r) => r.result_id);
+      const known = new Set((await client.query<{ result_id: string }>('SELECT result_id FROM results WHERE result_id = ANY($1::text[])', [ids])).rows.map((r) => r.result_id));
+      put = records.filter((r) => !(ended.has(r.job_uid) && known.has(r.result_id)));
+    }
+    await this.o.results.putIn(client, put);
+    await client.query('DELETE FROM results_deleted WHERE result_id = ANY($1::text[])', [put.map((r) => r.result_id)]);
+    for (const uid of ended) await recountEndedJob(client, uid);
+    records.splice(0, records.length, ...put);
   }
 
   /** A run.finished's record, if it is the node's own record of that run; else undefined (logged, counted). */
