@@ -7,9 +7,8 @@
  *   the reason, and the run in flight becomes an `error` result saying why
  *   ("node <id> went offline: <reason>"), recorded through `onRunLost`
  *   (FarmResults.put, idempotent on result_id).
- * - The portal never reopens a job it ended. When the node returns, its hello
- *   says what it thinks; the welcome lists the ended jobs (`reconcile`), the
- *   node stops them, and its own restart recovery records the same result_id
+ * - The portal never reopens a job it ended. When the node returns, the
+ *   welcome lists the ended jobs (`reconcile`), the node stops them, and its own restart recovery records the same result_id
  *   (the put replaces, never duplicates). Later events of an ended job change
  *   nothing here.
  *
@@ -23,7 +22,7 @@ import type { EventPayloads, EventType, FarmEvent, JobStartedData, RunStartedDat
 import type { ResultCounts, ResultRecord } from '../core/model.js';
 import type { Logger } from '../core/ports.js';
 import type { HubJobs } from './hub/index.js';
-import { nodeEventOrder, type Hello } from './protocol.js';
+import { nodeEventOrder } from './protocol.js';
 import { inTransaction } from './db/pool.js';
 
 /** The Job fields kept per row (the v2 Job object without job_uid and job_url, which are derived). */
@@ -138,9 +137,8 @@ export class FarmJobs implements HubJobs {
       case 'job.exited': {
         const d = e.data as EventPayloads['job.exited'];
         const patch = { status: 'exited', end_time: d.end_time, result_counts: d.result_counts };
-        // A job still running here, or one closed by the node's own word (reconcile, below, after a portal
-        // restart: its replayed job.exited brings the real end time and counts). One the portal ended
-        // (end_reason set) keeps the portal's account, and the stale event is dropped (false).
+        // A job still running here, or one closed by the node's own word. One the portal ended (end_reason set)
+        // keeps the portal's account, and the stale event is dropped (false).
         const r = await q.query(
           `UPDATE jobs SET state = 'exited', ended_at = coalesce($2::timestamptz, now()), current_run = NULL, job = coalesce(job, '{}') || $3::jsonb,
                   last_node_event = coalesce($5, last_node_event)
@@ -229,23 +227,12 @@ export class FarmJobs implements HubJobs {
     if (exited.length > 0) this.o.logger.warn({ node: nodeId, jobs: exited.map((j) => j.job_uid), lost_runs: lost.length, reason }, 'jobs ended: their node went offline');
   }
 
-  async reconcile(nodeId: string, job: Hello['job'], snapshotJob?: unknown): Promise<string[]> {
-    // A job the node finished while the portal could not hear it (the portal was down): the node's word closes it,
-    // with its end time and result counts from the hello's Node object. Its events, replayed after the welcome,
-    // follow; the job.exited among them (when the node still had it) sets the same end time and counts.
-    if (job?.status === 'exited') {
-      const last = snapshotJob as Partial<StoredJob> & { job_uid?: unknown } | null | undefined;
-      const same = last?.job_uid === job.job_uid;
-      const end = same && typeof last.end_time === 'string' ? last.end_time : null;
-      const counts = same && last.result_counts && typeof last.result_counts.total === 'number' ? { ...zeroCounts(), ...last.result_counts } : null;
-      await this.o.pool.query(
-        `UPDATE jobs SET state = 'exited', ended_at = coalesce($3::timestamptz, now()), current_run = NULL,
-           job = coalesce(job, '{}') || jsonb_build_object('status', 'exited', 'end_time', coalesce(to_jsonb($5::text), to_jsonb(now())))
-                 || CASE WHEN $4::jsonb IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('result_counts', $4::jsonb) END
-         WHERE job_uid = $1 AND node_id = $2 AND state = 'running'`,
-        [job.job_uid, nodeId, end, counts && JSON.stringify(counts), end],
-      );
-    }
+  /**
+   * The node is back: the jobs of it the portal has ended (the welcome's ended_jobs). A job the node finished
+   * while the portal could not hear it is closed by its job.exited, which the node's stream replays from its
+   * journal after the welcome (docs/farm.md, "The node stream"), not by the hello.
+   */
+  async reconcile(nodeId: string): Promise<string[]> {
     const { rows } = await this.o.pool.query<{ job_uid: string }>(
       `SELECT job_uid FROM jobs WHERE node_id = $1 AND end_reason IS NOT NULL ORDER BY ended_at DESC LIMIT $2`,
       [nodeId, this.o.maxEndedJobs ?? 20],

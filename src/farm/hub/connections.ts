@@ -161,7 +161,7 @@ export class Connections {
     const seen = new Date(now).toISOString();
     this.nodes.enqueue(entry, async () => {
       await this.o.pool.query(`UPDATE nodes SET online = true, offline_reason = NULL, version = $2, last_seen = $3 WHERE node_id = $1`, [nodeId, hello.version, seen]);
-      const ended = (await this.o.jobs?.reconcile(nodeId, hello.job, hello.snapshot.job)) ?? [];
+      const ended = (await this.o.jobs?.reconcile(nodeId)) ?? [];
       // Read after the node's earlier events on this chain were folded: the node sends those after it (docs/farm.md,
       // "The node stream"); one folded but not acknowledged is not sent again.
       const fold = this.o.fold;

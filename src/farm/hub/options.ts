@@ -6,14 +6,14 @@ import type pg from 'pg';
 import type { Logger } from '../../core/ports.js';
 import type { NodeCredentials } from '../contract.js';
 import type { HubFold } from '../fold.js';
-import { CLOSE_REPLACED, type Hello } from '../protocol.js';
+import { CLOSE_REPLACED } from '../protocol.js';
 
 /** What the hub asks of the jobs table (jobs.ts's FarmJobs); each call runs on the node's chain. */
 export interface HubJobs {
   /** The node went offline: end its running job, record the run in flight as an error. */
   nodeOffline(nodeId: string, reason: string): Promise<void>;
   /** The node is back: the jobs of it the portal has ended (the welcome's ended_jobs). */
-  reconcile(nodeId: string, job: Hello['job'], snapshotJob?: unknown): Promise<string[]>;
+  reconcile(nodeId: string): Promise<string[]>;
   /** Nodes with a job the portal still has as running (for the grace period after a portal restart). */
   nodesWithRunningJobs(): Promise<string[]>;
 }
