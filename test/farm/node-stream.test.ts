@@ -17,11 +17,11 @@ import { waitFor } from '../helpers/wait.js';
 const WAIT = { timeoutMs: 60_000 };
 
 /** A job of `runs` runs as a node's stream: job.started, run.started and run.finished (with its record) each, job.exited. */
-function jobStream(nodeId: string, boot: string, runs: number): { event: FarmEvent; record?: ResultRecord }[] {
-  const uid = `/${nodeId}/beef/1`;
+function jobStream(nodeId: string, boot: string, runs: number, job = 1, first = 1): { event: FarmEvent; record?: ResultRecord }[] {
+  const uid = `/${nodeId}/beef/${job}`;
   const at = (s: number) => new Date(Date.UTC(2026, 10, 26, 9, 0, s)).toISOString();
   const stamp = (s: number) => `2026-11-26_09.00.${String(s).padStart(2, '0')}`;
-  let n = 0;
+  let n = first - 1;
   const ev = (type: FarmEvent['type'], data: Record<string, unknown>, time: string) =>
     ({ id: `${boot}-${++n}`, type, time, data: { node_id: nodeId, ...data } }) as unknown as FarmEvent;
   const out: { event: FarmEvent; record?: ResultRecord }[] = [
@@ -93,6 +93,32 @@ describe('farm: the node stream', function () {
     for (const s of stream) second.send({ t: 'event', event: s.event, ...(s.record && { record: s.record }) });
     await waitFor(() => acked(second, last), { what: 'the ack of the events sent again', ...WAIT });
     expect(await state()).to.deep.equal(folded);
+  });
+
+  it("a hostile node: a record in its stream naming another node's result is refused, and an event the fold cannot take does not stall the stream", async () => {
+    const nodeId = 'sim-hostile';
+    const credential = await registerNode(farm.db, nodeId);
+    const n = new SimNode({ portalUrl: farm.url, nodeId, credential, availability: { kind: 'available', detail: '' } });
+    sims.push(n);
+    await n.connect();
+    await waitFor(() => n.welcome, { what: 'the welcome', ...WAIT });
+    const stream = jobStream(nodeId, 'kb3', 2);
+    // Its first run's record claims another node's result (the event itself is the node's own run).
+    const victim = '/other-node/beef/1/2026-11-26_09.00.01';
+    stream[2]!.record = { ...stream[2]!.record!, result_id: victim, job_uid: '/other-node/beef/1' };
+    // And an event the database refuses (a start time that is no time), between two good ones.
+    const bad = { id: 'kb3-100', type: 'job.started', time: 'x', data: { node_id: nodeId, job_uid: `/${nodeId}/dead/9`, username: 'erin', start_time: 'no time at all', tags: {} } } as unknown as FarmEvent;
+    const after = jobStream(nodeId, 'kb3', 1, 2, 101);
+    for (const s of [...stream, { event: bad }, ...after]) n.send({ t: 'event', event: s.event, ...('record' in s && s.record && { record: s.record }) });
+    const last = after.at(-1)!.event.id;
+    await waitFor(() => n.received.some((m) => m.t === 'ack' && m.last_event_id === last), { what: 'the ack of the last event', ...WAIT });
+    expect((await farm.db.query('SELECT 1 FROM results WHERE result_id = $1 OR node_id = $2', [victim, 'other-node'])).rowCount, "no row of another node's").to.equal(0);
+    // Its other run is there; the job is folded; the refused record's run counts as a run without a result.
+    const results = (await farm.db.query<{ result_id: string }>('SELECT result_id FROM results WHERE node_id = $1 ORDER BY result_id', [nodeId])).rows.map((r) => r.result_id);
+    expect(results).to.deep.equal([stream[4]!.record!.result_id, after[2]!.record!.result_id]);
+    expect((await farm.db.query('SELECT 1 FROM jobs WHERE job_uid = $1', [`/${nodeId}/dead/9`])).rowCount, 'the bad event left nothing').to.equal(0);
+    expect(farm.portal.fold.stats.recordsRefused).to.be.greaterThan(0);
+    expect(await farm.portal.fold.cursor(nodeId)).to.equal(last);
   });
 
   it("a run recorded after a failed test-pack checkout reaches the portal through the node's stream, and is in its index when the job answers exited", async () => {
