@@ -10,7 +10,8 @@
  *   stored once; the payload is the node's, unchanged.
  * - Node events arrive at least once: each node's cursor (`node_event_cursors`,
  *   the last of its own events recorded) moves in the transaction that stores
- *   the event; the hub's welcome tells the node, which sends the rest again.
+ *   the event (the fold's, fold.ts, which writes them through `appendIn`); the
+ *   hub's welcome tells the node, which sends the rest again.
  * - Appends take a transaction-scoped advisory lock, so rows commit in `seq`
  *   order: a reader that has seen `seq` n never finds a smaller one later
  *   (bigserial alone does not promise that). Appends waiting for the lock are
