@@ -422,6 +422,10 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
       },
       stopJob: (uid) => jobs.stop(uid),
       events: hub,
+      record: (id) => {
+        const r = results.get(id);
+        return r === undefined || r === 'deleted' ? undefined : r;
+      },
       logger: logger.child({ module: 'portal-link' }),
       // The portal is back: deliver the results waiting for it now, not at the end of the uploader's back-off (up to 60 s).
       onState: (connected) => {

@@ -79,7 +79,12 @@ export class JobService {
         if (run.pid) pids.push(run.pid);
         const recorded = this.d.results.get(run.result_id);
         // The job file is saved once the run is recorded and counted: still naming the run, it has not counted it.
-        if (recorded !== undefined && recorded !== 'deleted') job.result_counts[recorded.result]++;
+        if (recorded !== undefined && recorded !== 'deleted') {
+          job.result_counts[recorded.result]++;
+          // Killed between the run's record and the job file's save, so before its run.finished (published after
+          // that save): published now, or the portal would never get the run (docs/farm.md, "The node stream").
+          this.publishRunFinished(run.result_id);
+        }
         if (recorded === undefined) {
           await this.d.results.createRunDir(run.result_id);
           // Its metadata files and logs first, so once recorded it has the files of every other run.
@@ -396,6 +401,8 @@ export class JobService {
     const recorded = await this.record(job, resultId, testCase, start, start, { result: 'error', failure_reason: reason, traceback: null, exit_status: null });
     job.result_counts[recorded.result]++;
     await this.d.jobs.save(job);
+    // A run the node recorded: its run.finished (with the record) reaches the portal like any other's.
+    this.publishRunFinished(resultId);
   }
 
   private resultRecord(job: JobRecord, resultId: string, testCase: string, start: Date, end: Date, o: RunOutcome): ResultRecord {

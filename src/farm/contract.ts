@@ -90,17 +90,6 @@ export interface NodeLink {
 /** Who made an event the hub publishes: the node (relayed, with the node's own id) or the portal. */
 export type EventOrigin = 'node' | 'portal';
 
-/**
- * Where the hub's node events are recorded (the outbox, events.ts): what the welcome tells a node, and where
- * the events the hub drops on purpose are counted as handled.
- */
-export interface NodeEventRecorder {
-  /** The id of the last of this node's own events recorded (or dropped on purpose); null when none. */
-  lastRecorded(nodeId: string): Promise<string | null>;
-  /** A node event the hub dropped on purpose (a late event of a job the portal ended): handled, not stored. */
-  dropped(e: FarmEvent): void;
-}
-
 export interface FarmHub {
   /** The node's link, or undefined for a node that never connected since the portal started. */
   link(nodeId: string): NodeLink | undefined;

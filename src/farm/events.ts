@@ -10,7 +10,8 @@
  *   stored once; the payload is the node's, unchanged.
  * - Node events arrive at least once: each node's cursor (`node_event_cursors`,
  *   the last of its own events recorded) moves in the transaction that stores
- *   the event; the hub's welcome tells the node, which sends the rest again.
+ *   the event (the fold's, fold.ts, which writes them through `appendIn`); the
+ *   hub's welcome tells the node, which sends the rest again.
  * - Appends take a transaction-scoped advisory lock, so rows commit in `seq`
  *   order: a reader that has seen `seq` n never finds a smaller one later
  *   (bigserial alone does not promise that). Appends waiting for the lock are
@@ -31,7 +32,8 @@ import pg from 'pg';
 import type { EventType, FarmEvent, MissedReason, Subscription } from '../core/events.js';
 import type { Logger } from '../core/ports.js';
 import type { EventStreamSource } from '../http/events.js';
-import type { EventOrigin, FarmEventLog, FarmHub, NodeEventRecorder } from './contract.js';
+import type { EventOrigin, FarmEventLog, FarmHub } from './contract.js';
+import type { FoldOutbox } from './fold.js';
 import { nodeEventOrder } from './protocol.js';
 import { inTransaction } from './db/pool.js';
 
@@ -135,18 +137,20 @@ export class PgEventLog implements FarmEventLog {
   }
 
   /**
-   * Relay every event of the hub (each node's events, node.online/offline) into the outbox, with the
-   * node's time and id. Written in order, retried while PostgreSQL is unreachable. Returns `detach`.
+   * Relay the hub's own events (node.online/offline, the lost run) into the outbox, written in order, retried while
+   * PostgreSQL is unreachable; the nodes' events are written by the fold (`fold`, fold.ts), in the transaction
+   * that folds them and moves the node's cursor (docs/farm.md, "The node stream"). Without a fold (a stand-in
+   * hub) every event is relayed. Returns `detach`.
    */
-  attach(hub: Pick<FarmHub, 'onEvent'> & { useRecorder?: (r: NodeEventRecorder) => void }): () => void {
-    hub.useRecorder?.({ lastRecorded: (nodeId) => this.lastRecorded(nodeId), dropped: (e) => this.relay(e, 'node', true) });
-    return hub.onEvent((e, from) => this.relay(e, from ?? 'portal', false));
+  attach(hub: Pick<FarmHub, 'onEvent'>, fold?: { outbox: FoldOutbox | undefined }): () => void {
+    if (fold) fold.outbox = this;
+    return hub.onEvent((e, from) => {
+      if (fold && from === 'node') return;
+      this.relay(e, from ?? 'portal', false);
+    });
   }
 
-  /**
-   * The id of the last of a node's own events recorded (or dropped by the hub on purpose), from its cursor, which
-   * moves in the transaction that stores the event: what the welcome tells the node (it sends the rest again).
-   */
+  /** The id of the last of a node's own events recorded, from its cursor (the fold moves it; fold.ts). */
   async lastRecorded(nodeId: string): Promise<string | null> {
     const { rows } = await this.o.pool.query<{ event_id: string }>('SELECT event_id FROM node_event_cursors WHERE node_id = $1', [nodeId]);
     return rows[0]?.event_id ?? null;

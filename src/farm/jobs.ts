@@ -7,9 +7,8 @@
  *   the reason, and the run in flight becomes an `error` result saying why
  *   ("node <id> went offline: <reason>"), recorded through `onRunLost`
  *   (FarmResults.put, idempotent on result_id).
- * - The portal never reopens a job it ended. When the node returns, its hello
- *   says what it thinks; the welcome lists the ended jobs (`reconcile`), the
- *   node stops them, and its own restart recovery records the same result_id
+ * - The portal never reopens a job it ended. When the node returns, the
+ *   welcome lists the ended jobs (`reconcile`), the node stops them, and its own restart recovery records the same result_id
  *   (the put replaces, never duplicates). Later events of an ended job change
  *   nothing here.
  *
@@ -23,7 +22,7 @@ import type { EventPayloads, EventType, FarmEvent, JobStartedData, RunStartedDat
 import type { ResultCounts, ResultRecord } from '../core/model.js';
 import type { Logger } from '../core/ports.js';
 import type { HubJobs } from './hub/index.js';
-import { nodeEventOrder, type Hello } from './protocol.js';
+import { nodeEventOrder } from './protocol.js';
 import { inTransaction } from './db/pool.js';
 
 /** The Job fields kept per row (the v2 Job object without job_uid and job_url, which are derived). */
@@ -65,6 +64,9 @@ export interface FarmJobsOptions {
   maxEndedJobs?: number;
 }
 
+/** A pool or a client in a transaction. */
+export type Queryable = Pick<pg.ClientBase, 'query'>;
+
 const zeroCounts = (): ResultCounts => ({ pass: 0, fail: 0, error: 0, total: 0 });
 
 /**
@@ -76,23 +78,21 @@ const newer = (p: string) => `(${p}::bigint[] IS NULL OR last_node_event IS NULL
 export class FarmJobs implements HubJobs {
   constructor(private readonly o: FarmJobsOptions) {}
 
-  /** Keep a node event; false when it is about a job the portal ended itself (the event is stale: dropped). */
-  async record(e: FarmEvent): Promise<boolean> {
+  /**
+   * Keep a node event, in the caller's transaction (the fold, fold.ts); false when it is about a job the portal
+   * ended itself (the event is stale: dropped).
+   */
+  async record(e: FarmEvent, q: Queryable = this.o.pool): Promise<boolean> {
     const nodeId = e.data.node_id;
     const jobUid = (e.data as { job_uid?: unknown }).job_uid;
-    const changed = await this.apply(e, nodeId);
+    const changed = await this.apply(e, nodeId, q);
     if (changed !== false || typeof jobUid !== 'string') return true;
-    return !(await this.endedByPortal(jobUid, nodeId));
-  }
-
-  /** Whether the portal ended this job itself (its node went offline). */
-  private async endedByPortal(jobUid: string, nodeId: string): Promise<boolean> {
-    const { rowCount } = await this.o.pool.query('SELECT 1 FROM jobs WHERE job_uid = $1 AND node_id = $2 AND end_reason IS NOT NULL', [jobUid, nodeId]);
-    return (rowCount ?? 0) > 0;
+    const { rowCount } = await q.query('SELECT 1 FROM jobs WHERE job_uid = $1 AND node_id = $2 AND end_reason IS NOT NULL', [jobUid, nodeId]);
+    return (rowCount ?? 0) === 0;
   }
 
   /** Apply one event; false when it changed no row (an unknown or ended job), undefined when it is not a job event. */
-  private async apply(e: FarmEvent, nodeId: string): Promise<boolean | undefined> {
+  private async apply(e: FarmEvent, nodeId: string, q: Queryable): Promise<boolean | undefined> {
     // The event's place among the node's events: a row already changed by it (or a later one) is left alone, so
     // an event the node sends again (at least once, docs/farm.md "The outbox") counts once.
     const at = nodeEventOrder(e.id);
@@ -103,7 +103,7 @@ export class FarmJobs implements HubJobs {
         const job: StoredJob = { status: 'running', start_time: d.start_time, end_time: null, result_counts: zeroCounts(), runs_finished: 0 };
         const { node_id: _n, ...request } = d;
         // DO NOTHING: a job the portal already knows (and maybe ended) is never reopened.
-        const r = await this.o.pool.query(
+        const r = await q.query(
           `INSERT INTO jobs (job_uid, node_id, username, state, request, created_at, job, last_node_event)
            VALUES ($1, $2, $3, 'running', $4, $5, $6, $7) ON CONFLICT (job_uid) DO NOTHING`,
           [d.job_uid, nodeId, d.username, JSON.stringify(request), d.start_time, JSON.stringify(job), at],
@@ -112,7 +112,7 @@ export class FarmJobs implements HubJobs {
       }
       case 'run.started': {
         const d = e.data as RunStartedData;
-        const r = await this.o.pool.query(
+        const r = await q.query(
           `UPDATE jobs SET current_run = $2, last_node_event = coalesce($4, last_node_event)
            WHERE job_uid = $1 AND node_id = $3 AND state = 'running' AND ${newer('$4')}`,
           [d.job_uid, JSON.stringify({ result_id: d.result_id, test_case: d.test_case, start_time: d.start_time }), nodeId, at],
@@ -121,7 +121,7 @@ export class FarmJobs implements HubJobs {
       }
       case 'run.finished': {
         const d = e.data as EventPayloads['run.finished'];
-        const r = await this.o.pool.query(
+        const r = await q.query(
           `UPDATE jobs SET
              current_run = CASE WHEN current_run->>'result_id' = $2 THEN NULL ELSE current_run END,
              job = jsonb_set(
@@ -137,10 +137,9 @@ export class FarmJobs implements HubJobs {
       case 'job.exited': {
         const d = e.data as EventPayloads['job.exited'];
         const patch = { status: 'exited', end_time: d.end_time, result_counts: d.result_counts };
-        // A job still running here, or one closed by the node's own word (reconcile, below, after a portal
-        // restart: its replayed job.exited brings the real end time and counts). One the portal ended
-        // (end_reason set) keeps the portal's account, and the stale event is dropped (false).
-        const r = await this.o.pool.query(
+        // A job still running here, or one closed by the node's own word. One the portal ended (end_reason set)
+        // keeps the portal's account, and the stale event is dropped (false).
+        const r = await q.query(
           `UPDATE jobs SET state = 'exited', ended_at = coalesce($2::timestamptz, now()), current_run = NULL, job = coalesce(job, '{}') || $3::jsonb,
                   last_node_event = coalesce($5, last_node_event)
            WHERE job_uid = $1 AND node_id = $4 AND (state = 'running' OR end_reason IS NULL) AND ${newer('$5')}`,
@@ -228,23 +227,12 @@ export class FarmJobs implements HubJobs {
     if (exited.length > 0) this.o.logger.warn({ node: nodeId, jobs: exited.map((j) => j.job_uid), lost_runs: lost.length, reason }, 'jobs ended: their node went offline');
   }
 
-  async reconcile(nodeId: string, job: Hello['job'], snapshotJob?: unknown): Promise<string[]> {
-    // A job the node finished while the portal could not hear it (the portal was down): the node's word closes it,
-    // with its end time and result counts from the hello's Node object. Its events, replayed after the welcome,
-    // follow; the job.exited among them (when the node still had it) sets the same end time and counts.
-    if (job?.status === 'exited') {
-      const last = snapshotJob as Partial<StoredJob> & { job_uid?: unknown } | null | undefined;
-      const same = last?.job_uid === job.job_uid;
-      const end = same && typeof last.end_time === 'string' ? last.end_time : null;
-      const counts = same && last.result_counts && typeof last.result_counts.total === 'number' ? { ...zeroCounts(), ...last.result_counts } : null;
-      await this.o.pool.query(
-        `UPDATE jobs SET state = 'exited', ended_at = coalesce($3::timestamptz, now()), current_run = NULL,
-           job = coalesce(job, '{}') || jsonb_build_object('status', 'exited', 'end_time', coalesce(to_jsonb($5::text), to_jsonb(now())))
-                 || CASE WHEN $4::jsonb IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('result_counts', $4::jsonb) END
-         WHERE job_uid = $1 AND node_id = $2 AND state = 'running'`,
-        [job.job_uid, nodeId, end, counts && JSON.stringify(counts), end],
-      );
-    }
+  /**
+   * The node is back: the jobs of it the portal has ended (the welcome's ended_jobs). A job the node finished
+   * while the portal could not hear it is closed by its job.exited, which the node's stream replays from its
+   * journal after the welcome (docs/farm.md, "The node stream"), not by the hello.
+   */
+  async reconcile(nodeId: string): Promise<string[]> {
     const { rows } = await this.o.pool.query<{ job_uid: string }>(
       `SELECT job_uid FROM jobs WHERE node_id = $1 AND end_reason IS NOT NULL ORDER BY ended_at DESC LIMIT $2`,
       [nodeId, this.o.maxEndedJobs ?? 20],

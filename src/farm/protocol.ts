@@ -17,6 +17,7 @@
  */
 import type { Availability } from '../core/availability.js';
 import type { FarmEvent } from '../core/events.js';
+import type { ResultRecord } from '../core/model.js';
 
 export const PROTOCOL_VERSION = 1;
 export const CONNECT_PATH = '/farm/v1/connect';
@@ -65,10 +66,15 @@ export interface Snapshot extends NodeSnapshot {
   t: 'snapshot';
 }
 
-/** An event the node published on its own event hub, passed on as is. */
+/**
+ * An event the node published on its own event hub (its journal), passed on as is, in the journal's order
+ * (docs/farm.md, "The node stream"). A `run.finished` also carries the whole result record, beside the event.
+ */
 export interface NodeEventMessage {
   t: 'event';
   event: FarmEvent;
+  /** With `run.finished`: the node's record of the run (absent from a node of the previous version). */
+  record?: ResultRecord;
 }
 
 export interface ResponseHead {
@@ -97,6 +103,12 @@ export interface Welcome {
    * the node then resumes after the last event it handed to the socket.
    */
   last_event_id?: string | null;
+}
+
+/** The node's events up to this one (its id) are folded into the portal's tables, in a committed transaction. */
+export interface Ack {
+  t: 'ack';
+  last_event_id: string;
 }
 
 export interface RequestHead {
@@ -134,7 +146,7 @@ export interface Cancel {
 }
 
 export type NodeMessage = Hello | Heartbeat | Snapshot | NodeEventMessage | ResponseHead | End;
-export type PortalMessage = Welcome | RequestHead | RequestEnd | Cancel;
+export type PortalMessage = Welcome | Ack | RequestHead | RequestEnd | Cancel;
 
 /**
  * Where a node's own event stands among that node's events: [boot, n] of its id `<boot>-<n>` (boot is the

@@ -86,13 +86,23 @@ export class FarmResults {
    * a result again replaces it (as the node's own index does), never duplicates.
    */
   async put(records: readonly ResultRecord[]): Promise<void> {
-    for (let i = 0; i < records.length; i += BATCH) await this.putBatch(records.slice(i, i + BATCH));
+    await this.putIn(this.pool, records);
+    this.notePut(records);
+  }
+
+  /** `put` in the caller's transaction (the node stream's fold); call `notePut` once it committed. */
+  async putIn(q: Pick<pg.ClientBase, 'query'>, records: readonly ResultRecord[]): Promise<void> {
+    for (let i = 0; i < records.length; i += BATCH) await this.putBatch(q, records.slice(i, i + BATCH));
+  }
+
+  /** Tell the put listeners of records now committed. */
+  notePut(records: readonly ResultRecord[]): void {
     if (this.putListeners.size === 0 || records.length === 0) return;
     const jobs = new Set(records.map((r) => r.job_uid));
     for (const fn of [...this.putListeners]) fn(jobs);
   }
 
-  private async putBatch(batch: readonly ResultRecord[]): Promise<void> {
+  private async putBatch(q: Pick<pg.ClientBase, 'query'>, batch: readonly ResultRecord[]): Promise<void> {
     // One statement may not touch a row twice: the last copy of an id in the batch wins.
     const unique = [...new Map(batch.map((r) => [r.result_id, r])).values()];
     const col = <T>(f: (r: ResultRecord) => T): T[] => unique.map(f);
@@ -100,7 +110,7 @@ export class FarmResults {
       const n = jobNumber(r.job_uid);
       return Number.isFinite(n) ? n : null;
     };
-    await this.pool.query(
+    await q.query(
       `INSERT INTO results (${COLUMNS}, node_id, job_number, search)
        SELECT r.result_id, r.job_uid, r.test_case, r.test_pack_sha, r.test_pack_branch, r.category, r.username,
               r.tags::jsonb, r.start_time, r.end_time, r.duration, r.result::outcome, r.failure_reason,

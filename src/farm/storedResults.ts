@@ -127,6 +127,24 @@ export class StoredResults {
     return rec;
   }
 
+  /**
+   * Every file of a result is uploaded (docs/farm.md, "The node stream"): its record, folded from the node's
+   * stream into the index, is written to its folder (`result.json`, atomically), and from then on the portal
+   * serves its files from storage. 409 `conflict` while the record has not reached the index (the node's stream
+   * is behind its uploads): the node asks again; 410 `gone` for a result the portal deleted (retention).
+   */
+  async complete(resultId: string, nodeId: string): Promise<ResultRecord> {
+    const p = parts(resultId);
+    if (p.job.nodeId !== nodeId) throw new FarmError('forbidden', `node ${nodeId} cannot complete a result of node ${p.job.nodeId}`);
+    const rec = await this.get(resultId);
+    if (rec === 'deleted') throw new FarmError('gone', `the portal deleted ${resultId} (retention); its files are not wanted`);
+    if (!rec) throw new FarmError('conflict', `the record of ${resultId} has not reached the portal yet (it comes with its run.finished in the node's stream); ask again`);
+    const dir = this.dirOf(resultId);
+    await mkdir(dir, { recursive: true });
+    await writeFileAtomic(join(dir, RECORD_FILE), JSON.stringify(rec, null, 2) + '\n');
+    return rec;
+  }
+
   /** Whether the portal ended this job itself (its node went offline): its account of the job's runs stands. */
   async endedByPortal(jobUid: string): Promise<boolean> {
     const ended = await this.o.pool.query('SELECT 1 FROM jobs WHERE job_uid = $1 AND end_reason IS NOT NULL', [jobUid]);
@@ -134,14 +152,7 @@ export class StoredResults {
   }
 
   private async recount(jobUid: string): Promise<void> {
-    await this.o.pool.query(
-      `UPDATE jobs SET job = jsonb_set(coalesce(job, '{}'), '{result_counts}', (
-         SELECT jsonb_build_object('pass', count(*) FILTER (WHERE result = 'pass'), 'fail', count(*) FILTER (WHERE result = 'fail'),
-                                   'error', count(*) FILTER (WHERE result = 'error'), 'total', count(*))
-         FROM results WHERE job_uid = $1))
-       WHERE job_uid = $1 AND end_reason IS NOT NULL`,
-      [jobUid],
-    );
+    await recountEndedJob(this.o.pool, jobUid);
   }
 
   /**
@@ -202,4 +213,16 @@ function parts(resultId: string): ResultIdParts {
   const p = parseResultId(resultId);
   if (!p) throw new FarmError('invalid_request', `"${String(resultId).slice(0, 200)}" is not a result id`);
   return p;
+}
+
+/** A job the portal ended (its node went offline): its counts become the index's, which holds every run of it once. */
+export async function recountEndedJob(q: Pick<pg.ClientBase, 'query'>, jobUid: string): Promise<void> {
+  await q.query(
+    `UPDATE jobs SET job = jsonb_set(coalesce(job, '{}'), '{result_counts}', (
+       SELECT jsonb_build_object('pass', count(*) FILTER (WHERE result = 'pass'), 'fail', count(*) FILTER (WHERE result = 'fail'),
+                                 'error', count(*) FILTER (WHERE result = 'error'), 'total', count(*))
+       FROM results WHERE job_uid = $1))
+     WHERE job_uid = $1 AND end_reason IS NOT NULL`,
+    [jobUid],
+  );
 }

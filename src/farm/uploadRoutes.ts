@@ -5,8 +5,12 @@
  *   PUT    /farm/v1/results/<result_id>/files/<path>?offset=<n> (raw bytes) -> {offset}
  *   POST   /farm/v1/results/<result_id>/files/<path>  {"sha256": "<hex>"}    -> {size, sha256}
  *   DELETE /farm/v1/results/<result_id>/files/<path>            (forget a partial file)
- *   PUT    /farm/v1/results/<result_id>/record        (the ResultRecord)     -> the record
- *   PUT    /farm/v1/results/<result_id>/record?files=pending  (the record before its files) -> the record
+ *   POST   /farm/v1/results/<result_id>/complete      (every file is there) -> the record (409 before the record came)
+ *   PUT    /farm/v1/results/<result_id>/record        (a node of the previous version: the ResultRecord) -> the record
+ *   PUT    /farm/v1/results/<result_id>/record?files=pending  (the same, before its files) -> the record
+ *
+ * A node of this version sends the record in its stream (docs/farm.md, "The node stream") and only bytes here,
+ * then `complete`; the `record` route is kept for a node of the previous version.
  *
  * Every request carries the node's credential (`Authorization: node <credential>`
  * and `X-Farmhand-Node: <node_id>`), checked by NodeCredentials; a node may
@@ -77,6 +81,11 @@ export function uploadRouter(o: UploadRouterOptions): Router {
     const { id, rel } = await target(ctx, o.credentials);
     await o.uploads.discard(id, rel);
     ctx.status = 204;
+  });
+
+  r.post(`${ID}/complete`, async (ctx) => {
+    const { id, node } = await target(ctx, o.credentials);
+    ctx.body = await o.store.complete(id, node);
   });
 
   r.put(`${ID}/record`, async (ctx) => {

@@ -1,27 +1,22 @@
 /**
  * The node's side of result uploads (docs/farm.md, "Results: uploads and the
- * farm index"): every finished run (`run.finished`) is queued and delivered
- * to the portal by two async loops, apart from the runs:
- *
- * - the records lane sends each result's record first, alone, in one request
- *   (`PUT .../record?files=pending`) as soon as the run is queued: the result
- *   is in the farm's index (and a job waiting on it answers) without waiting
- *   for its files, which the portal reads from this node meanwhile;
- * - the files lane then sends the files of each recorded result, one at a
- *   time, in chunks (1 MiB, one reused buffer: bounded memory), resumed at the
- *   offset the portal holds, checked by their sha256, and ends with the
- *   record again without `files=pending` (the portal serves the files from
- *   its storage from then on).
+ * farm index"): every finished run (`run.finished`) is queued, and its files
+ * are delivered to the portal by one async loop, apart from the runs. The
+ * record itself goes in the node's stream, with its run.finished (docs/farm.md,
+ * "The node stream"): here only bytes travel. Each file of a result, one at a
+ * time, in chunks (1 MiB, one reused buffer: bounded memory), resumed at the
+ * offset the portal holds, checked by its sha256; then `complete` (the portal
+ * serves the files from its storage from then on; 409 while the record has
+ * not reached it yet, asked again after the back-off).
  *
  * The queue is a file in the data directory (`farm-uploads.json`, replaced
- * atomically at each change), with whether each result's record was sent and
- * the files already delivered: a node restarted, or a portal down for an
- * hour, still delivers every result later, without sending a whole file
- * twice. A failure retries with jittered exponential back-off (1 s doubling
- * to 60 s, times 0.5..1), each lane on its own; the failed result goes to the
- * back of the queue so one that keeps failing never holds up the others. A
- * result deleted on the node before it was delivered (retention) leaves the
- * queue with a warning.
+ * atomically at each change), with the files already delivered: a node
+ * restarted, or a portal down for an hour, still delivers every result later,
+ * without sending a whole file twice. A failure retries with jittered
+ * exponential back-off (1 s doubling to 60 s, times 0.5..1); the failed result
+ * goes to the back of the queue so one that keeps failing never holds up the
+ * others. A result deleted on the node before it was delivered (retention)
+ * leaves the queue with a warning.
  */
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
@@ -42,8 +37,6 @@ const REQUEST_TIMEOUT_MS = 60_000;
 
 export interface QueuedResult {
   result_id: string;
-  /** The record was sent ahead of the files (`?files=pending`); absent in queue files of older versions. */
-  recorded?: boolean;
   /** Relative paths of the files the portal has whole (checked). */
   done: string[];
 }
@@ -97,8 +90,6 @@ export class ResultUploader {
   private readonly wakers = new Set<() => void>();
   private writes: Promise<void> = Promise.resolve();
   private readonly listeners = new Set<(resultId: string) => void>();
-  /** Results whose record was sent ahead of the files since start. */
-  recorded = 0;
   /** Results delivered since start (record and every file). */
   delivered = 0;
   /** Failed attempts since start (each is retried). */
@@ -127,16 +118,13 @@ export class ResultUploader {
     });
     this.catchUp();
     if (this.queue.length > 0) this.log.info({ pending: this.queue.length }, 'results waiting to be uploaded to the portal');
-    this.loops = [
-      this.lane('record', (q) => !q.recorded, (item) => this.sendRecordFirst(item)),
-      this.lane('files', (q) => q.recorded === true, (item) => this.deliver(item)),
-    ];
+    this.loops = [this.lane('files', () => true, (item) => this.deliver(item))];
   }
 
   /** Queue a result (once). */
   enqueue(resultId: string): void {
     if (this.stopping || this.queue.some((q) => q.result_id === resultId)) return;
-    this.queue.push({ result_id: resultId, recorded: false, done: [] });
+    this.queue.push({ result_id: resultId, done: [] });
     const rec = this.o.results.get(resultId);
     if (rec && rec !== 'deleted' && (this.since === undefined || rec.start_time > this.since)) this.since = rec.start_time;
     this.persist();
@@ -186,10 +174,7 @@ export class ResultUploader {
 
   // -------------------------------------------------------------- the lanes
 
-  /**
-   * One lane: the first queued result that `wants`, one at a time, through `work`; back-off on a
-   * failure. The two lanes never hold the same result (a result is recorded, then its files go).
-   */
+  /** One lane: the first queued result that `wants`, one at a time, through `work`; back-off on a failure. */
   private async lane(name: string, wants: (q: QueuedResult) => boolean, work: (item: QueuedResult) => Promise<'done' | 'next'>): Promise<void> {
     let failuresInARow = 0;
     while (!this.stopping) {
@@ -269,23 +254,15 @@ export class ResultUploader {
     return rec;
   }
 
-  private async putRecord(rec: ResultRecord, filesPending: boolean): Promise<void> {
-    const res = await this.request('PUT', `${this.resultUrl(rec.result_id)}/record${filesPending ? '?files=pending' : ''}`, JSON.stringify(rec), 'application/json');
-    if (!res.ok) throw new PortalError(res.status, await res.text(), `recording ${rec.result_id}`);
+  /** Every file is on the portal: it writes the record it has from the node's stream and serves the files itself. */
+  private async complete(id: string): Promise<void> {
+    const res = await this.request('POST', `${this.resultUrl(id)}/complete`);
+    if (res.status === 410) throw new Undeliverable(`the portal deleted it (retention): ${(await res.text()).slice(0, 300)}`);
+    if (!res.ok) throw new PortalError(res.status, await res.text(), `completing ${id}`);
     await res.body?.cancel();
   }
 
-  /** The records lane: the record alone, ahead of the files; then the files lane takes the result. */
-  private async sendRecordFirst(item: QueuedResult): Promise<'next'> {
-    await this.putRecord(this.recordOf(item.result_id), true);
-    item.recorded = true;
-    this.recorded++;
-    this.persist();
-    this.nudge(); // the files lane
-    return 'next';
-  }
-
-  /** The files lane: every file not yet whole on the portal, then the record again: the files are the portal's. */
+  /** Every file not yet whole on the portal, then `complete`: the files are the portal's. */
   private async deliver(item: QueuedResult): Promise<'done'> {
     const id = item.result_id;
     this.recordOf(id);
@@ -304,8 +281,7 @@ export class ResultUploader {
       item.done.push(rel);
       this.persist();
     }
-    // Read again: the record sent last is the node's latest.
-    await this.putRecord(this.recordOf(id), false);
+    await this.complete(id);
     return 'done';
   }
 
@@ -380,7 +356,7 @@ async function loadQueue(file: string, log: Logger): Promise<{ results: QueuedRe
     if (!Array.isArray(raw.results)) throw new Error('no results array');
     const results = raw.results
       .filter((r): r is QueuedResult => typeof r === 'object' && r !== null && typeof (r as QueuedResult).result_id === 'string')
-      .map((r) => ({ result_id: r.result_id, recorded: r.recorded === true, done: Array.isArray(r.done) ? r.done.filter((d) => typeof d === 'string') : [] }));
+      .map((r) => ({ result_id: r.result_id, done: Array.isArray(r.done) ? r.done.filter((d) => typeof d === 'string') : [] }));
     return { results, since: typeof raw.since === 'string' ? raw.since : undefined };
   } catch (e) {
     // Written atomically, so only a hand edit breaks it: say so and start empty rather than not start.

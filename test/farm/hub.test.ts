@@ -383,7 +383,7 @@ describe('farm hub (portal side of the node connections)', function () {
     }
   });
 
-  it('a node that finished its job while the portal was down closes it with its own end time and result counts (from its hello)', async () => {
+  it("a node that finished its job while the portal was down closes it by its stream's job.exited (its own end time and counts), not by its hello", async () => {
     const uid = '/recon-1/beef/3';
     const cred = await t.registerNode('recon-1');
     await db.query(`INSERT INTO jobs (job_uid, node_id, username, state, request, job) VALUES ($1, 'recon-1', 'zoe', 'running', '{}', $2)`, [
@@ -401,6 +401,10 @@ describe('farm hub (portal side of the node connections)', function () {
     nodes.push(n);
     await online(n);
     await t.portal.hub.idle();
+    // The hello's word (and its snapshot) closes nothing: the stream is the node's account.
+    expect((await t.portal.jobs.get(uid))!.state).to.equal('running');
+    n.event({ id: 'kb0-9', type: 'job.exited', time: last.end_time, data: { node_id: 'recon-1', job_uid: uid, end_time: last.end_time, result_counts: last.result_counts } });
+    await waitFor(async () => (await t.portal.jobs.get(uid))!.state === 'exited', { what: 'the job closed by its job.exited', ...WAIT });
     const job = (await t.portal.jobs.get(uid))!;
     expect(job).to.deep.include({ state: 'exited', end_reason: null });
     expect(job.job).to.deep.include({ status: 'exited', end_time: '2026-11-24T03:05:00.000Z', result_counts: last.result_counts });

@@ -170,7 +170,8 @@ describe('farm: result uploads from a node to the portal', function () {
     let total = 0;
     for (const rel of Object.keys(nodeFiles)) total += (await stat(path.join(d.daemon.services.results.dirOf(rec.result_id), rel))).size;
     expect(portal.uploads.stats.bytesReceived - received).to.equal(total);
-    expect(JSON.parse(await readFile(path.join(portal.store.dirOf(rec.result_id), 'result.json'), 'utf8'))).to.deep.equal(nodeRec);
+    // result.json is the record the portal folded from the node's stream (docs/farm.md, "The node stream").
+    expect(JSON.parse(await readFile(path.join(portal.store.dirOf(rec.result_id), 'result.json'), 'utf8'))).to.deep.equal(asIndexed(nodeRec));
     await waitFor(() => uploader().pending.length === 0, 'the queue to empty');
     expect(portal.uploads.stats.checksumMismatches).to.equal(0);
     expect(portal.errors, 'the cut is a client error, not a 500').to.deep.equal([]);
@@ -211,13 +212,17 @@ describe('farm: result uploads from a node to the portal', function () {
     const all = d.daemon.services.results.query(queryAll()); // newest first
     expect(all).to.have.length(3);
     const [newest, second, oldest] = all as [ResultRecord, ResultRecord, ResultRecord];
-    expect(await portal.store.delete([newest.result_id, second.result_id])).to.equal(2);
+    // The portal's copies of their files go (their records stay: they came in the node's stream).
+    for (const r of [newest, second]) await rm(portal.store.dirOf(r.result_id), { recursive: true, force: true });
     await d.daemon.stop();
     // The queue as a crash right after the oldest run's record would have left it.
     await writeFile(path.join(d.dataDir, UPLOAD_QUEUE_FILE), JSON.stringify({ version: 1, since: oldest.start_time, results: [] }));
     d.daemon = await startDaemon(d.config, daemonLogger().logger);
-    await waitFor(async () => (await portal.index.count()) === 3, { what: 'the two results uploaded again', timeoutMs: 60_000 });
+    for (const r of [newest, second]) {
+      await waitFor(async () => !(await portal.store.filesOnNode(r.result_id)), { what: `the files of ${r.result_id} uploaded again`, timeoutMs: 60_000 });
+    }
     await waitFor(() => uploader().pending.length === 0, { what: 'their files uploaded', timeoutMs: 60_000 });
+    expect(await portal.index.count()).to.equal(3);
     for (const r of [newest, second]) expect(await filesOf(portal.store.dirOf(r.result_id))).to.deep.equal(await filesOf(d.daemon.services.results.dirOf(r.result_id)));
   });
 

@@ -4,7 +4,10 @@
  * be stopped and started again on the same port (a portal down for a while).
  * The node credentials and the hub's forwarding are small in-test
  * implementations of contract.ts's NodeCredentials and FarmHub.forward (the
- * portal process of src/farm/portal/ composes the real ones).
+ * portal process of src/farm/portal/ composes the real ones). The nodes'
+ * connections are the real hub's (PortalHub), with the real fold of their
+ * streams (a run's record comes in its node's stream: docs/farm.md, "The node
+ * stream"); a pause closes them with the server.
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -17,6 +20,9 @@ import pg from 'pg';
 import { FarmError } from '../../src/core/errors.js';
 import type { FarmHub, ForwardRequest, ForwardResponse, NodeCredentials } from '../../src/farm/contract.js';
 import { migrate } from '../../src/farm/db/migrate.js';
+import { PgNodeFold } from '../../src/farm/fold.js';
+import { PortalHub } from '../../src/farm/hub/index.js';
+import { FarmJobs } from '../../src/farm/jobs.js';
 import { FarmResults } from '../../src/farm/results.js';
 import { farmResultRouter, forwardThroughHub } from '../../src/farm/resultRoutes.js';
 import { StoredResults } from '../../src/farm/storedResults.js';
@@ -56,6 +62,7 @@ export interface ResultsPortal {
   index: FarmResults;
   store: StoredResults;
   uploads: FarmUploads;
+  fold: PgNodeFold;
   credentials: MapCredentials;
   hub: HttpForwarder;
   storageDir: string;
@@ -82,6 +89,9 @@ export async function startResultsPortal(o: { maxPartialBytesPerNode?: number } 
   await store.open();
   const uploads = new FarmUploads(store, o);
   const credentials = new MapCredentials();
+  const jobs = new FarmJobs({ pool, logger: silentLogger, onRunLost: (r) => index.put([r]) });
+  const fold = new PgNodeFold({ pool, jobs, results: index, logger: silentLogger });
+  let nodeHub: PortalHub | undefined;
   const hub = new HttpForwarder();
   const app = new Koa();
   app.silent = true; // a connection cut on purpose is not news
@@ -112,11 +122,15 @@ export async function startResultsPortal(o: { maxPartialBytesPerNode?: number } 
     });
     port = (s.address() as AddressInfo).port;
     server = s;
+    nodeHub = new PortalHub({ pool, credentials, logger: silentLogger, heartbeatSecs: 1, flushSecs: 1, jobs, fold });
+    await nodeHub.start(s);
   };
   const pause = async (): Promise<void> => {
     const s = server;
     server = undefined;
     if (!s) return;
+    await nodeHub?.close();
+    nodeHub = undefined;
     const closed = new Promise<void>((resolve) => s.close(() => resolve()));
     s.closeAllConnections();
     await closed;
@@ -128,6 +142,7 @@ export async function startResultsPortal(o: { maxPartialBytesPerNode?: number } 
     index,
     store,
     uploads,
+    fold,
     credentials,
     hub,
     storageDir,

@@ -108,7 +108,7 @@ export class Connections {
         entry.link.availability = nodeAvailability(m);
         return;
       case 'event':
-        this.intake.onNodeEvent(entry, conn.nodeId, m.event);
+        this.intake.onNodeEvent(entry, conn.nodeId, m.event, m.record);
         return;
       case 'res':
         this.forwarding.onResponseHead(conn, m.id, m.status, m.headers);
@@ -161,11 +161,11 @@ export class Connections {
     const seen = new Date(now).toISOString();
     this.nodes.enqueue(entry, async () => {
       await this.o.pool.query(`UPDATE nodes SET online = true, offline_reason = NULL, version = $2, last_seen = $3 WHERE node_id = $1`, [nodeId, hello.version, seen]);
-      const ended = (await this.o.jobs?.reconcile(nodeId, hello.job, hello.snapshot.job)) ?? [];
-      // Read after the node's earlier events on this chain were handled: events of them still on their way to the
-      // outbox are sent again by the node and stored once (the unique key).
-      const recorder = this.intake.recorder;
-      const last = recorder ? { last_event_id: await recorder.lastRecorded(nodeId) } : {};
+      const ended = (await this.o.jobs?.reconcile(nodeId)) ?? [];
+      // Read after the node's earlier events on this chain were folded: the node sends those after it (docs/farm.md,
+      // "The node stream"); one folded but not acknowledged is not sent again.
+      const fold = this.o.fold;
+      const last = fold ? { last_event_id: await fold.cursor(nodeId) } : {};
       if (entry.conn === conn) conn.send({ t: 'welcome', protocol: PROTOCOL_VERSION, heartbeat_secs: this.o.heartbeatSecs, ended_jobs: ended, ...last });
     }, () => {
       entry.dirty = true; // the next flush writes the state

@@ -6,7 +6,7 @@
  */
 import type { EventPayloads, EventType, FarmEvent } from '../../core/events.js';
 import { parseJobUid, parseResultId } from '../../core/ids.js';
-import type { EventOrigin, NodeEventRecorder } from '../contract.js';
+import type { EventOrigin } from '../contract.js';
 import type { Entry, NodeTable } from './nodes.js';
 import type { PortalHubOptions } from './options.js';
 
@@ -29,15 +29,16 @@ export function foreignIds(data: Record<string, unknown>, nodeId: string): strin
   return out;
 }
 
+/** At most this many events of one node are folded in one transaction. */
+export const MAX_FOLD_BATCH = 500;
+
 export class EventIntake {
   private readonly listeners = new Set<(e: FarmEvent, from: EventOrigin) => void>();
-  /** Where the node events are recorded (the outbox), once the portal has one. */
-  recorder: NodeEventRecorder | undefined;
   private readonly boot: string;
   private seq = 0;
 
   constructor(
-    private readonly o: Pick<PortalHubOptions, 'logger' | 'jobs'>,
+    private readonly o: Pick<PortalHubOptions, 'logger' | 'fold'>,
     private readonly nodes: NodeTable,
     private readonly now: () => number,
     private readonly stats: { foreignEventsRefused: number },
@@ -50,49 +51,60 @@ export class EventIntake {
     return () => this.listeners.delete(listener);
   }
 
-  onNodeEvent(entry: Entry, nodeId: string, event: FarmEvent): void {
+  /**
+   * One event of a node's stream (docs/farm.md, "The node stream"): checked, its job followed at once, then
+   * queued for the node's next fold (every event that arrives while a fold runs goes in the next one).
+   */
+  onNodeEvent(entry: Entry, nodeId: string, event: FarmEvent, record?: unknown): void {
     // A node speaks for itself only: its node_id, and only its own jobs and results.
     const e = { ...event, data: { ...event.data, node_id: nodeId } } as FarmEvent;
     const foreign = foreignIds(e.data as unknown as Record<string, unknown>, nodeId);
     if (foreign.length > 0) {
       this.stats.foreignEventsRefused++;
       this.o.logger.warn({ node: nodeId, type: e.type, ids: foreign }, "refused a node's event naming a job or result that is not the node's own (dropped: not stored, not sent)");
-      // Handled all the same, in the node's order: the node is not asked for it again.
-      this.nodes.enqueue(entry, () => {
-        this.recorder?.dropped(e);
-        return Promise.resolve();
-      });
+    } else this.followJob(entry, e);
+    if (!this.o.fold) {
+      if (foreign.length === 0) this.publish(e, 'node');
       return;
     }
-    this.followJob(entry, e);
-    const jobs = this.o.jobs;
-    if (!jobs) {
-      this.publish(e, 'node');
-      return;
-    }
-    // Recorded first, then published (in the node's order, on its chain): the late events of a job the portal
-    // ended (a node paused past the limit) go nowhere. Retried while the database is away: a run.finished or
-    // job.exited lost to a PostgreSQL restart would leave the job running here.
-    this.nodes.enqueue(entry, async () => {
-      let current = true;
+    // Handled all the same when refused, in the node's order: the cursor moves past it, the node is not asked again.
+    entry.inbox.push({ event: e, ...(record !== undefined && { record }), ...(foreign.length > 0 && { refused: true }) });
+    if (entry.inbox.length > 1) return; // a drain is queued already
+    this.nodes.enqueue(entry, () => this.drain(entry, nodeId));
+  }
+
+  /** Fold the node's queued events, a batch per transaction, until none is left; each batch acknowledged after its commit. */
+  private async drain(entry: Entry, nodeId: string): Promise<void> {
+    const fold = this.o.fold!;
+    while (entry.inbox.length > 0) {
+      const batch = entry.inbox.slice(0, MAX_FOLD_BATCH);
+      let kept: FarmEvent[];
       try {
-        current = (await this.nodes.untilDatabaseBack(() => jobs.record(e))) !== false;
-      } finally {
-        if (current) this.publish(e, 'node');
-        else {
-          this.o.logger.info({ node: nodeId, type: e.type, job: (e.data as { job_uid?: string }).job_uid }, 'dropped a late event of a job the portal ended');
-          // Handled all the same: the node is not asked for it again.
-          this.recorder?.dropped(e);
+        // Retried while the database is away: a run.finished or job.exited lost to a PostgreSQL restart would leave the job running here.
+        kept = await this.nodes.untilDatabaseBack(() => fold.fold(nodeId, batch));
+      } catch (err) {
+        // Not the database being away: a bad event. One at a time, so only the bad one is skipped (logged).
+        this.o.logger.error({ err, node: nodeId, events: batch.length }, "folding a batch of a node's events failed; folding them one at a time");
+        kept = [];
+        for (const item of batch) {
+          try {
+            kept.push(...(await this.nodes.untilDatabaseBack(() => fold.fold(nodeId, [item]))));
+          } catch (e) {
+            this.o.logger.error({ err: e, node: nodeId, event: item.event.id, type: item.event.type }, "a node's event could not be folded; skipped");
+          }
         }
       }
-    });
+      entry.inbox.splice(0, batch.length);
+      for (const e of kept) this.publish(e, 'node');
+      // The ack goes on the node's current connection; a node that reconnected meanwhile learns the cursor from its welcome.
+      entry.conn?.send({ t: 'ack', last_event_id: batch[batch.length - 1]!.event.id });
+    }
   }
 
   /** Publish an event of the portal's own making about a node (node.online, node.offline, the fault rule's). */
   emit<T extends EventType>(type: T, nodeId: string, data: EventPayloads[T]): void {
     this.publish({ id: `${this.boot}-${++this.seq}`, type, time: new Date(this.now()).toISOString(), data: { ...data, node_id: nodeId } }, 'portal');
   }
-
   /**
    * The node's job as its ordered events say (NodeLink.job), at once, before the event is folded into the
    * database: a job.exited arrives before the node's answer to the stop that ended it. A job.exited of another

@@ -10,6 +10,7 @@ import type { WebSocket } from 'ws';
 import type { Logger } from '../../core/ports.js';
 import type { ForwardResponse, NodeLink } from '../contract.js';
 import { isDatabaseUnavailable } from '../db/pool.js';
+import type { StreamItem } from '../fold.js';
 import type { Hello, PortalMessage } from '../protocol.js';
 
 /** A forwarded request not yet answered in full. */
@@ -54,6 +55,8 @@ export interface Entry {
   dirty: boolean;
   /** The node's database work, in order. */
   chain: Promise<void>;
+  /** The node's events received and not yet folded (intake.ts). */
+  inbox: StreamItem[];
 }
 
 export class NodeTable {
@@ -79,6 +82,7 @@ export class NodeTable {
         lastSeenMs,
         dirty: false,
         chain: Promise.resolve(),
+        inbox: [],
       };
       this.entries.set(nodeId, entry);
     }

@@ -3,23 +3,17 @@
  * "Connections and liveness"). Types and constants only: every file of src/farm/hub/ may import it.
  */
 import type pg from 'pg';
-import type { FarmEvent } from '../../core/events.js';
 import type { Logger } from '../../core/ports.js';
 import type { NodeCredentials } from '../contract.js';
-import { CLOSE_REPLACED, type Hello } from '../protocol.js';
+import type { HubFold } from '../fold.js';
+import { CLOSE_REPLACED } from '../protocol.js';
 
 /** What the hub asks of the jobs table (jobs.ts's FarmJobs); each call runs on the node's chain. */
 export interface HubJobs {
-  /**
-   * A node event (job.started, run.started, run.finished, job.exited; others are ignored). Resolves
-   * false when the event is about a job the portal has ended itself (a stale node's late word): it
-   * is then neither recorded nor published.
-   */
-  record(e: FarmEvent): Promise<boolean | void>;
   /** The node went offline: end its running job, record the run in flight as an error. */
   nodeOffline(nodeId: string, reason: string): Promise<void>;
   /** The node is back: the jobs of it the portal has ended (the welcome's ended_jobs). */
-  reconcile(nodeId: string, job: Hello['job'], snapshotJob?: unknown): Promise<string[]>;
+  reconcile(nodeId: string): Promise<string[]>;
   /** Nodes with a job the portal still has as running (for the grace period after a portal restart). */
   nodesWithRunningJobs(): Promise<string[]>;
 }
@@ -33,6 +27,11 @@ export interface PortalHubOptions {
   /** How often last_seen is flushed (one UPDATE for every node seen since the last flush). */
   flushSecs: number;
   jobs?: HubJobs;
+  /**
+   * Where the nodes' streams are folded (fold.ts), a batch per transaction, acknowledged after the commit; the
+   * welcome's last_event_id is its cursor. Without one (tests of the connection alone) events are only published.
+   */
+  fold?: HubFold;
   /** A forwarded response with more than this buffered on the portal (its client reads too slowly) is cancelled. */
   maxBufferedBytes?: number;
   /** After a portal start, how long a node that had a running job has to connect (default: restartGraceMs). */

@@ -14,7 +14,7 @@
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { EventPayloads, EventType, FarmEvent } from '../../core/events.js';
-import type { EventOrigin, FarmHub, ForwardRequest, ForwardResponse, NodeEventRecorder, NodeLink } from '../contract.js';
+import type { EventOrigin, FarmHub, ForwardRequest, ForwardResponse, NodeLink } from '../contract.js';
 import { Connections } from './connections.js';
 import { Forwarding } from './forwarding.js';
 import { EventIntake } from './intake.js';
@@ -79,15 +79,6 @@ export class PortalHub implements FarmHub {
 
   onEvent(listener: (e: FarmEvent, from: EventOrigin) => void): () => void {
     return this.intake.onEvent(listener);
-  }
-
-  /**
-   * Where the node events are recorded (the outbox): from then on each welcome carries `last_event_id`, the
-   * last of the node's events recorded, and the node passes on its events after it (at least once; the outbox
-   * stores a node event once). Without one (a portal with no outbox) the welcome has no such field.
-   */
-  useRecorder(recorder: NodeEventRecorder): void {
-    this.intake.recorder = recorder;
   }
 
   jobExited(nodeId: string, jobUid: string): void {

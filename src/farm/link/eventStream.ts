@@ -20,9 +20,11 @@ export class EventStream {
   private lastEventId: string | undefined;
   /** Events gone from the buffer before a portal recorded them (the portal was away longer than the buffer holds). */
   private lostCount = 0;
+  private ackedId: string | undefined;
+  private ackCount = 0;
 
   constructor(
-    private readonly o: Pick<PortalLinkOptions, 'events' | 'logger'>,
+    private readonly o: Pick<PortalLinkOptions, 'events' | 'logger' | 'record'>,
     private readonly send: (ws: WebSocket, m: NodeMessage) => void,
   ) {}
 
@@ -62,8 +64,26 @@ export class EventStream {
       ws.terminate();
       return;
     }
-    this.send(ws, { t: 'event', event: e });
+    // A run's record goes with its run.finished, read from the node's index as it is sent (docs/farm.md, "The node stream").
+    const record = e.type === 'run.finished' ? this.o.record?.((e.data as { result_id: string }).result_id) : undefined;
+    this.send(ws, record ? { t: 'event', event: e, record } : { t: 'event', event: e });
     this.lastEventId = e.id;
+  }
+
+  /** The portal folded the node's events up to this one (in a committed transaction). */
+  acked(id: string): void {
+    this.ackedId = id;
+    this.ackCount++;
+  }
+
+  /** The last of the node's events the portal acknowledged on any connection since start; undefined before the first ack. */
+  get lastAcked(): string | undefined {
+    return this.ackedId;
+  }
+
+  /** Acks received since start. */
+  get acks(): number {
+    return this.ackCount;
   }
 }
 

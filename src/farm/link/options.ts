@@ -4,6 +4,7 @@
  * root, src/daemon.ts, wires them). Types only.
  */
 import type { EventHub } from '../../core/events.js';
+import type { ResultRecord } from '../../core/model.js';
 import type { Logger } from '../../core/ports.js';
 import type { NodeSnapshot } from '../protocol.js';
 import type { BackoffSettings } from './backoff.js';
@@ -25,6 +26,11 @@ export interface PortalLinkOptions {
   /** Stop a job the portal has ended (resolves when it stopped or stopping was given up). */
   stopJob: (jobUid: string) => Promise<unknown>;
   events: Pick<EventHub, 'subscribe' | 'since' | 'buffered'>;
+  /**
+   * The node's record of a run, sent with its `run.finished` (docs/farm.md, "The node stream"); undefined when
+   * the node no longer has it (deleted by retention before the portal got it).
+   */
+  record?: (resultId: string) => ResultRecord | undefined;
   logger: Logger;
   /** Told each time the link comes up or goes down (metrics). */
   onState?: (connected: boolean) => void;

@@ -105,6 +105,11 @@ export class PortalLink {
     return this.events.eventsLost;
   }
 
+  /** The last of the node's events the portal acknowledged (folded in a committed transaction); undefined before the first. */
+  get lastAcked(): string | undefined {
+    return this.events.lastAcked;
+  }
+
   /** Times a forwarded answer was paused because the socket's queue was full (backpressure engaged). */
   get answersPaused(): number {
     return this.forwarder.answersPaused;
@@ -229,6 +234,9 @@ export class PortalLink {
     switch (m.t) {
       case 'welcome':
         this.welcome(ws, m);
+        break;
+      case 'ack':
+        if (this.live) this.events.acked(m.last_event_id);
         break;
       case 'req':
         this.forwarder.forward(ws, m);

@@ -68,9 +68,9 @@ export async function startFarmPortal(cfg: PortalConfig, logger: Logger, o: Pick
       reservations = new PgReservations({ pool, isBusy: (id) => busyReason(hub.link(id)), events: log, logger: partsLogger('reservations') });
       return reservations;
     },
-    routers: ({ pool, hub, results }): Router[] => {
-      // Every node's events, and the hub's own (online/offline, the lost run), go into the outbox.
-      log!.attach(hub);
+    routers: ({ pool, hub, results, fold }): Router[] => {
+      // Every node's events (in the fold's transaction), and the hub's own (online/offline, the lost run), go into the outbox.
+      log!.attach(hub, fold);
       listener = new OutboxListener({ pool, logger: partsLogger('outbox') });
       stream = new EventStream(farmStreamSource(listener), {
         maxClients: cfg.events.max_clients,

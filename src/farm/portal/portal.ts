@@ -18,6 +18,7 @@ import { migrate } from '../db/migrate.js';
 import { newPool } from '../db/pool.js';
 import { PortalLock, type LockHolder } from '../db/portalLock.js';
 import { PortalHub } from '../hub/index.js';
+import { PgNodeFold } from '../fold.js';
 import { FarmJobs } from '../jobs.js';
 import { FarmResults } from '../results.js';
 import { ConfigError } from '../../config/load.js';
@@ -45,7 +46,7 @@ export interface PortalParts {
   /** Reservations (hC). Default: none, nodes are never reserved. */
   reservations?: (pool: pg.Pool, hub: PortalHub) => FarmReservations;
   /** More routers, mounted before the portal's own (results storage, events, reservations). */
-  routers?: (p: { pool: pg.Pool; hub: PortalHub; jobs: FarmJobs; results: FarmResults }) => Router[];
+  routers?: (p: { pool: pg.Pool; hub: PortalHub; jobs: FarmJobs; results: FarmResults; fold: PgNodeFold }) => Router[];
   /** Routers with their own authentication and bodies, mounted before the API's middleware (the nodes' uploads); made after `routers`. */
   early?: (p: { pool: pg.Pool; hub: PortalHub; jobs: FarmJobs; results: FarmResults }) => Router[];
   /**
@@ -66,6 +67,8 @@ export interface Portal {
   hub: PortalHub;
   jobs: FarmJobs;
   results: FarmResults;
+  /** Where the nodes' streams are folded, a batch per transaction (docs/farm.md, "The node stream"). */
+  fold: PgNodeFold;
   /** Identical await_completion long polls sharing one forward to their node. */
   awaits: SharedForwards;
   /** The portal lock: one portal per database (src/farm/db/portalLock.ts). */
@@ -108,8 +111,10 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
     const results = new FarmResults(pool);
     // The fault rule's events (the lost run, the ended job) go out through the hub, made just below.
     const jobs = new FarmJobs({ pool, logger, onRunLost: (r) => results.put([r]), emit: (type, nodeId, data) => hub?.emitPortalEvent(type, nodeId, data) });
+    const fold = new PgNodeFold({ pool, jobs, results, logger: logger.child({ part: 'fold' }) });
     hub = new PortalHub({
       pool,
+      fold,
       credentials: parts.credentials?.(pool) ?? NO_NODES,
       logger: logger.child({ part: 'hub' }),
       heartbeatSecs: cfg.heartbeat_secs,
@@ -148,7 +153,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       routers: [
         auditRouter(audit, roleOf),
         auditPageRouter(audit, { farm: true, roleOf }),
-        ...(parts.routers?.({ pool, hub, jobs, results }) ?? []),
+        ...(parts.routers?.({ pool, hub, jobs, results, fold }) ?? []),
         // In front of the forwarding: an offline node's job page, from the jobs table and the index.
         storedJobPageRouter({ hub, jobs, results }),
         portalRouter({ pool, hub, jobs, reservations, results, awaits, publicUrl: cfg.public_url, settleMs: cfg.read_your_writes_max_secs * 1000 }),
@@ -177,6 +182,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       hub: h,
       jobs,
       results,
+      fold,
       awaits,
       lock,
       stop: () =>

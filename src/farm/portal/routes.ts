@@ -19,7 +19,6 @@ import { CLIENT_ADDRESS_HEADER } from '../../http/delegateHeaders.js';
 import { presentReservation } from '../../http/presenters.js';
 import { csrfTokenOf } from '../../http/session.js';
 import type { FarmHub, FarmReservation, FarmReservations, ForwardRequest, NodeLink } from '../contract.js';
-import { isDatabaseUnavailable } from '../db/pool.js';
 import { presentFarmJob, type FarmJobs } from '../jobs.js';
 import type { FarmResults } from '../results.js';
 import { farmNodeAvailability } from './availability.js';
@@ -33,7 +32,7 @@ export interface PortalRouteDeps {
   reservations?: FarmReservations;
   /** The configured public_url; else each request's own origin. */
   publicUrl?: string;
-  /** The farm's index: its puts wake the read-your-writes hold (without it the hold polls). */
+  /** The farm's index (unused here since the node stream: kept for the callers' shape). */
   results?: Pick<FarmResults, 'onPut'>;
   /** Where identical await_completion long polls share one forward (one is made when not given). */
   awaits?: SharedForwards;
@@ -51,10 +50,8 @@ export const AWAIT_JOIN_MS = 1_000;
 const PASSED_REQUEST_HEADERS = ['content-type', 'accept', 'range', 'if-none-match', 'if-modified-since', 'last-event-id'];
 
 const JOB = '/api/v2/jobs/:node/:hex/:num';
-/** How long a Job answered as exited waits for its results to reach the index, by default (see settle). */
+/** How long a Job answered as exited waits for the node's events before it to be folded, by default (see settle). */
 export const SETTLE_MS = 30_000;
-/** The hold wakes when this portal's index gets a job's results; the poll is the fallback. */
-const SETTLE_POLL_MS = 1_000;
 /** A Job object is a few KiB. */
 const MAX_JOB_BYTES = 1 << 20;
 
@@ -120,18 +117,13 @@ export function portalRouter(d: PortalRouteDeps): Router {
   };
 
   /**
-   * Read your writes: a job answered as exited has its results in the farm's index, as on a node
-   * (a client that saw the job end reads its results next). The node uploads each result after its
-   * run, so the answer waits for them, up to settleMs (then answers anyway: an upload that keeps
-   * failing must not hold the job's status; its results appear when it is delivered).
-   *
-   * Which results: those of the runs the node's own ordered events announced (a run.finished for each,
-   * then job.exited), as folded into the job's row (`runs_finished`): never `result_counts.total`, which
-   * counts the test cases asked for and stays above the runs after an early stop (docs/farm.md, "A stopped
-   * job through the portal").
+   * Read your writes, by construction (docs/farm.md, "The node stream"): the node sends each run's run.finished
+   * with its record, then job.exited, in order, before its answer on the same socket; each batch of them is
+   * folded in one transaction. A Job answered as exited waits only until the node's events received before the
+   * answer are folded (at most settleMs: a database away must not hold a CI job's status for ever).
    */
   const settle = async (nodeId: string, answer: Buffer): Promise<void> => {
-    let job: { job_uid?: unknown; status?: unknown; result_counts?: Record<string, unknown> };
+    let job: { job_uid?: unknown; status?: unknown };
     try {
       job = JSON.parse(answer.toString('utf8')) as typeof job;
     } catch {
@@ -140,66 +132,14 @@ export function portalRouter(d: PortalRouteDeps): Router {
     if (job.status !== 'exited' || typeof job.job_uid !== 'string') return;
     // The node's word that the job exited: the portal's view of the node says so from now on, whatever was late.
     d.hub.jobExited?.(nodeId, job.job_uid);
-    // Where the job's row has no count of its runs (an event lost, a row of an older portal): the node's own
-    // count of the runs it completed, each of which it recorded.
-    const c = job.result_counts ?? {};
-    const done = [c.pass, c.fail, c.error].reduce<number>((a, n) => a + (typeof n === 'number' && n > 0 ? n : 0), 0);
-    // Every waiter of one job shares one wait (1,000 waiters must not mean 1,000 polls of the index).
-    const key = `${job.job_uid}\u0000${done}`;
-    let wait = settling.get(key);
-    if (!wait) {
-      wait = waitForResults(nodeId, job.job_uid, done).finally(() => settling.delete(key));
-      settling.set(key, wait);
-    }
-    await wait;
-  };
-  const settling = new Map<string, Promise<void>>();
-  const settleMs = d.settleMs ?? SETTLE_MS;
-  /** How many results the job has, by the node's events folded into its row; undefined when its row cannot say. */
-  const runsOf = async (jobUid: string): Promise<number | undefined> => {
-    const { rows } = await d.pool.query<{ state: string; runs: unknown }>(`SELECT state, job->'runs_finished' AS runs FROM jobs WHERE job_uid = $1`, [jobUid]);
-    const row = rows[0];
-    return row?.state === 'exited' && typeof row.runs === 'number' ? row.runs : undefined;
-  };
-  const waitForResults = async (nodeId: string, jobUid: string, done: number): Promise<void> => {
-    const until = Date.now() + settleMs;
-    let wake: (() => void) | undefined;
     const timers = new AbortController();
-    const off = d.results?.onPut((jobs) => {
-      if (jobs.has(jobUid)) wake?.();
-    });
     try {
-      // The node's events that came before its answer (each run's run.finished, then job.exited) are folded first.
-      await Promise.race([d.hub.folded(nodeId), delay(settleMs, undefined, { signal: timers.signal })]);
-      let total: number;
-      try {
-        total = (await runsOf(jobUid)) ?? done;
-      } catch (e) {
-        // The database away: the node's answer goes out unsettled, as when an upload keeps failing.
-        if (isDatabaseUnavailable(e)) return;
-        throw e;
-      }
-      for (;;) {
-        let woken = false;
-        const woke = new Promise<void>((resolve) => (wake = () => ((woken = true), resolve())));
-        // The database away: the node's answer goes out unsettled, as when an upload keeps failing.
-        const n = await d.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM results WHERE job_uid = $1', [jobUid]).then(
-          ({ rows }) => rows[0]!.n,
-          (e: unknown) => {
-            if (isDatabaseUnavailable(e)) return Infinity;
-            throw e;
-          },
-        );
-        const now = Date.now();
-        if (n >= total || now >= until) return;
-        // A put during the count above already resolved woke: count again at once.
-        if (!woken) await Promise.race([woke, delay(Math.min(SETTLE_POLL_MS, until - now), undefined, { signal: timers.signal })]);
-      }
+      await Promise.race([d.hub.folded(nodeId), delay(settleMs, undefined, { signal: timers.signal }).catch(() => undefined)]);
     } finally {
-      off?.();
       timers.abort();
     }
   };
+  const settleMs = d.settleMs ?? SETTLE_MS;
 
   const passedHeaders = (ctx: Context): Record<string, string> => {
     const headers: Record<string, string> = {};
