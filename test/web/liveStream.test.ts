@@ -125,21 +125,21 @@ describe('live view: the shared MJPEG stream', function () {
     await new Promise<void>((r) => server2.listen(0, '127.0.0.1', r));
     try {
       withSmall.publish(200);
-      let jpeg: Buffer | undefined;
+      const got: { jpeg?: Buffer } = {};
       const req = http.get(`http://127.0.0.1:${(server2.address() as AddressInfo).port}/`, (res) => {
         let buf = Buffer.alloc(0);
         res.on('data', (c: Buffer) => {
           buf = Buffer.concat([buf, c]);
           const end = buf.indexOf('\r\n\r\n');
           const len = Number(/Content-Length: (\d+)/.exec(buf.subarray(0, Math.max(0, end)).toString())?.[1]);
-          if (end >= 0 && buf.length >= end + 4 + len) jpeg ??= buf.subarray(end + 4, end + 4 + len);
+          if (end >= 0 && buf.length >= end + 4 + len) got.jpeg ??= buf.subarray(end + 4, end + 4 + len);
         });
       });
-      await until(() => jpeg !== undefined, 'the first picture');
+      const jpeg = await waitFor(() => got.jpeg, { what: 'the first picture', timeoutMs: 25_000 });
       req.destroy();
-      const meta = await sharp(jpeg!).metadata();
+      const meta = await sharp(jpeg).metadata();
       expect([meta.width, meta.height]).to.deep.equal([W / 2, H / 2]);
-      expect((await sharp(jpeg!).raw().toBuffer())[0]).to.be.closeTo(90, 4);
+      expect((await sharp(jpeg).raw().toBuffer())[0]).to.be.closeTo(90, 4);
     } finally {
       server2.closeAllConnections();
       await new Promise((r) => server2.close(r));
