@@ -1,7 +1,7 @@
 /**
  * The live view's figures (docs/portal.md, "Live view and web remote"), on
  * the configuration farmhand ships by default (`record_video` on,
- * `preview_fps` and `live_fps` as config/schema.ts defaults them) unless a
+ * `preview_fps`, `live_fps` and `live_width` as config/schema.ts defaults them) unless a
  * flag says otherwise, each one directly on the node and through a farm
  * portal (one hop more: the portal's `/app/nodes/<id>/live`, its stream
  * forwarded through the hub):
@@ -28,7 +28,7 @@
  * fps; the portal runs in this process on a throwaway PostgreSQL cluster.
  *
  *   node --import tsx bench/live-view-bench.ts [--presses 60] [--window 10]
- *     [--preview-fps N] [--live-fps N] [--no-record] [--no-portal] [--no-testsrc]
+ *     [--preview-fps N] [--live-fps N] [--live-width N] [--no-record] [--no-portal] [--no-testsrc]
  *
  * `--live-fps 0 --preview-fps 5` with the code before issue 20 was the shipped configuration then.
  */
@@ -61,11 +61,14 @@ const WINDOW_S = arg('window', 10);
 const PREVIEW_FPS = arg('preview-fps', shipped.preview_fps);
 // Undefined on code before issue 20 (its schema has no live_fps): the bench then measures what that code ships.
 const LIVE_FPS = process.argv.includes('--live-fps') ? arg('live-fps', 0) : (shipped as { live_fps?: number }).live_fps;
+// Undefined on code before the live view's own output (its schema has no live_width).
+const LIVE_WIDTH = process.argv.includes('--live-width') ? arg('live-width', 0) : (shipped as { live_width?: number }).live_width;
 const RECORD = flag('no-record') ? false : shipped.record_video;
 const PORTAL = !flag('no-portal');
 const TESTSRC = !flag('no-testsrc');
-const SHIPPED = PREVIEW_FPS === shipped.preview_fps && LIVE_FPS === (shipped as { live_fps?: number }).live_fps && RECORD === shipped.record_video;
-const CONFIG = `record_video ${RECORD}, preview_fps ${PREVIEW_FPS}, live_fps ${LIVE_FPS ?? '(none)'}${SHIPPED ? ' (the shipped configuration)' : ''}`;
+const SHIPPED =
+  PREVIEW_FPS === shipped.preview_fps && LIVE_FPS === (shipped as { live_fps?: number }).live_fps && LIVE_WIDTH === (shipped as { live_width?: number }).live_width && RECORD === shipped.record_video;
+const CONFIG = `record_video ${RECORD}, preview_fps ${PREVIEW_FPS}, live_fps ${LIVE_FPS ?? '(none)'}, live_width ${LIVE_WIDTH ?? '(none)'}${SHIPPED ? ' (the shipped configuration)' : ''}`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const load = () => loadavg()[0]!.toFixed(1);
 
@@ -95,7 +98,7 @@ async function daemon(name: string, uri: string): Promise<Node> {
   }
   const configFile = await writeDaemonConfig(dir, pack.dir, dataDir, {
     ...portal,
-    capture: { uri, width: 1280, height: 720, fps: 25, preview_fps: PREVIEW_FPS, ...(LIVE_FPS !== undefined && { live_fps: LIVE_FPS }), record_video: RECORD },
+    capture: { uri, width: 1280, height: 720, fps: 25, preview_fps: PREVIEW_FPS, ...(LIVE_FPS !== undefined && { live_fps: LIVE_FPS }), ...(LIVE_WIDTH !== undefined && { live_width: LIVE_WIDTH }), record_video: RECORD },
     ir: { uri: 'virtual:' },
   });
   // The tests' config refreshes the test pack every second; a node refreshes far less often.

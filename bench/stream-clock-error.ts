@@ -5,7 +5,7 @@
  * written while ffmpeg already waits on its stdin (so stream time 0 is the
  * moment of that write). For each preview rate it prints the range, over the
  * run, of the clock's error (its offset, the smallest
- * `arrival - hold - n / preview_fps` over its window, minus the true one):
+ * `arrival - hold - n / preview_fps` since the start, minus the true one):
  * positive means mapped times are late, negative early (docs/portal.md,
  * "Fourth round").
  *

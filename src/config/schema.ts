@@ -74,11 +74,18 @@ export const configSchema = z.strictObject({
       preview_fps: z.number().positive().max(60).default(5),
       /**
        * Frames per second ffmpeg hands to Node for the live view (capped at `fps`; never below `preview_fps`):
-       * the live view shows every one that changed. 0 (the default): the live view gets `preview_fps`. 25
-       * costs ~0.04 cores at 720p25 whether anyone watches or not, and is not the default yet (docs/portal.md,
-       * "Live view on the shipped configuration": a run's video came out short once under load with it).
+       * the live view shows every one that changed. 0: the live view gets `preview_fps`. 25 (the default)
+       * costs ~0.04 cores at 720p25 whether anyone watches or not (docs/portal.md, "Live view on the shipped
+       * configuration").
        */
-      live_fps: z.number().nonnegative().max(60).default(0),
+      live_fps: z.number().nonnegative().max(60).default(25),
+      /**
+       * The live view's picture width (height by the aspect). Below `width`, ffmpeg makes the live view's frames
+       * at this size on an output of their own and the full-size preview keeps `preview_fps`: a quarter of the
+       * pixels to encode at 640 of 1280, so a viewer costs ~0.03 cores instead of ~0.1 when every frame changes
+       * (docs/portal.md, "The first viewer's CPU"). 0: the live view gets the full-size preview at `live_fps`.
+       */
+      live_width: z.number().int().nonnegative().max(7680).default(640),
       /** V4L2 input format, e.g. `mjpeg` or `yuyv422`; ffmpeg's choice when unset. */
       input_format: z.string().optional(),
       ffmpeg: z.string().min(1).default('ffmpeg'),

@@ -24,6 +24,8 @@ import type { RawFrame } from '../hardware/capture/index.js';
 export interface LiveFrameSource {
   onFrames(listener: () => void): () => void;
   withLatestFrame<T>(fn: (frame: RawFrame) => Promise<T>): Promise<T>;
+  /** The live view's own frame when the capture makes one (smaller: `capture.live_width`); else `withLatestFrame`. */
+  withLatestLiveFrame?<T>(fn: (frame: RawFrame) => Promise<T>): Promise<T>;
 }
 
 export const isLiveFrameSource = (x: unknown): x is LiveFrameSource =>
@@ -141,7 +143,8 @@ export class LiveStream {
   }
 
   private async encodeLatest(): Promise<Encoded | undefined> {
-    return this.source.withLatestFrame(async (f) => {
+    const latest = this.source.withLatestLiveFrame?.bind(this.source) ?? this.source.withLatestFrame.bind(this.source);
+    return latest(async (f) => {
       if (this.last && this.last.seq === f.seq) return undefined;
       if (this.last && this.lastRaw?.length === f.data.length && this.lastRaw.equals(f.data)) {
         // The viewers show this picture already (a new viewer got it on arrival): nothing to send.

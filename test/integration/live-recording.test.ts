@@ -52,10 +52,40 @@ describe('live view on the shipped configuration: recording on', function () {
     }
   });
 
+  it('with live_width (the default 640): the live view gets frames of that size at live_fps on a pipe of their own, and the full-size preview keeps preview_fps (per second of the recording)', async () => {
+    const tmp = await mkdtemp(join(tmpdir(), 'farmhand-live-width-'));
+    const source = new FfmpegFrameSource({
+      uri: 'testsrc:', width: W, height: H, fps: 25, preview_fps: 5, live_fps: 25, live_width: W / 2, ffmpeg: 'ffmpeg', recording: { dir: join(tmp, 'recording') },
+    });
+    try {
+      let live = 0;
+      const unwatch = source.onFrames(() => live++);
+      await source.start();
+      const rec = source.recorder()!;
+      await waitFor(() => rec.segments().length >= 1, 'a first segment closed');
+      const [n0, f0, l0] = [rec.segments().length, source.stats().framesReceived, live];
+      await waitFor(() => rec.segments().length >= n0 + 3, 'three more segments closed');
+      const secs = rec.segments().length - n0;
+      // The preview (screenshots, the checks, the stream clock) at preview_fps; the live view at live_fps.
+      expect((source.stats().framesReceived - f0) / secs).to.be.within(3, 7);
+      expect((live - l0) / secs).to.be.within(20, 30);
+      expect(source.stats().liveFramesReceived).to.be.at.least(live);
+      expect(source.commandArgs()).to.include('pipe:4');
+      const sizes = await source.withLatestLiveFrame(async (f) => [f.width, f.height, f.data.length]);
+      expect(sizes).to.deep.equal([W / 2, H / 2, (W / 2) * (H / 2) * 3]);
+      expect((await source.withLatestFrame(async (f) => [f.width, f.height]))).to.deep.equal([W, H]);
+      unwatch();
+    } finally {
+      await source.stop();
+      await rm(tmp, { recursive: true, force: true });
+    }
+  });
+
   describe('the recording while viewers come and go', () => {
     let d: TestDaemon;
     before(async () => {
-      d = await startTestDaemon({ config: { capture: { uri: 'testsrc:', width: W, height: H, fps: 25, preview_fps: 5, record_video: true } } });
+      // live_width below the width, as shipped at 1280x720 (640): the live view has an ffmpeg output of its own.
+      d = await startTestDaemon({ config: { capture: { uri: 'testsrc:', width: W, height: H, fps: 25, preview_fps: 5, live_width: W / 2, record_video: true } } });
       await waitOnline(d);
     });
     after(async () => {

@@ -275,6 +275,64 @@ describe('video: per-run clips from the continuous recording', function () {
     expect(p.duration).to.be.at.most(clipBounds(source!.recorder()!.segments(), t0, t1).max);
   });
 
+  it('virtual: a preview that falls behind (ffmpeg let on a few frames at a time, as a busy Node reads a 25 a second 720p preview) still gives a video as long as its run', async function () {
+    this.timeout(120_000);
+    // Issue 20: once, under load with live_fps 25, a run of 22.2 s got a video of 15.0 s. A reader too slow for the
+    // raw preview holds ffmpeg back (its pipe is full), so the preview frames reach Node later and later after the
+    // moments they show, while the recording, timed by the wall clock, stays right. Here ffmpeg is stopped while the
+    // box renders 10 frames, then let on until Node has 3 more preview frames, again and again: each round the
+    // preview falls ~0.3 s further behind. The run's end is asked for while ffmpeg is seconds behind, and the
+    // rounds go on for longer than the recorder's 4 s wait after that.
+    let k = 0;
+    const feed = (stdin: Writable) => {
+      // As the virtual box does: a frame is skipped while the previous one is still queued.
+      const timer = setInterval(() => {
+        k++;
+        if (stdin.writableLength === 0) stdin.write(counterFrame(k));
+      }, 40);
+      return () => clearInterval(timer);
+    };
+    await startRecording(options({ uri: 'virtual:', feed, preview_fps: 5, live_fps: 25 }));
+    const dir = await resultDir('virtual-behind');
+    const pid = source!.pid()!;
+    const holdBack = async (rounds: number) => {
+      for (let i = 0; i < rounds; i++) {
+        process.kill(pid, 'SIGSTOP');
+        const k0 = k;
+        await waitFor(() => k >= k0 + 10, '10 frames of the box');
+        // Stopped again on the tick that reads the third frame (a poll would let ffmpeg catch up meanwhile).
+        await new Promise<void>((resolve) => {
+          const f0 = source!.stats().framesReceived;
+          const off = source!.onFrames(() => {
+            if (source!.stats().framesReceived < f0 + 3) return;
+            off();
+            resolve();
+          });
+          process.kill(pid, 'SIGCONT');
+        });
+      }
+    };
+    try {
+      const t0 = performance.now();
+      const clip = source!.recorder()!.begin();
+      await holdBack(15);
+      const t1 = performance.now();
+      const finished = clip.finish(dir);
+      await holdBack(15);
+      process.kill(pid, 'SIGCONT');
+      // Before the fix: false (the wait gave up while ffmpeg was behind; no segment covered the run as mapped).
+      expect(await finished, 'a video was cut').to.equal(true);
+      expect(source!.stats().restarts, 'one ffmpeg throughout (the watchdog saw frames)').to.equal(0);
+      const p = await probe(join(dir, 'video.mp4'));
+      const runSecs = (t1 - t0) / 1000;
+      // The clip may start up to a segment early (keyframe) and ends after the run; it never lacks more than a segment.
+      expect(p.duration, `video ${p.duration} s for a run of ${runSecs.toFixed(2)} s`).to.be.at.least(runSecs - SEGMENT_SECS);
+      expect(p.duration).to.be.at.most(clipBounds([], t0, t1).max);
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
+  });
+
   it('"never delete segments an open clip needs", yet the ring stays bounded (keepSecs)', async () => {
     await startRecording(options({ recording: { dir: join(tmp, 'recording'), keepSecs: 1 } }));
     const recDir = join(tmp, 'recording');

@@ -114,6 +114,38 @@ describe('live view: the shared MJPEG stream', function () {
     b.close();
   });
 
+  it('a source with a live frame of its own (capture.live_width): that smaller frame is encoded, not the full-size one', async () => {
+    // The full-size frame stays for screenshots and reference images; the live view gets a quarter of the pixels.
+    const small = { data: Buffer.alloc((W / 2) * (H / 2) * 3, 90), width: W / 2, height: H / 2, seq: 1, at: Date.now() };
+    const withSmall = Object.assign(new TestFrames(), {
+      withLatestLiveFrame: <T>(fn: (frame: RawFrame) => Promise<T>): Promise<T> => fn(small),
+    });
+    const s2 = new LiveStream(withSmall, { maxViewers: 4 });
+    const server2 = http.createServer((_req, res) => s2.add(res));
+    await new Promise<void>((r) => server2.listen(0, '127.0.0.1', r));
+    try {
+      withSmall.publish(200);
+      const got: { jpeg?: Buffer } = {};
+      const req = http.get(`http://127.0.0.1:${(server2.address() as AddressInfo).port}/`, (res) => {
+        let buf = Buffer.alloc(0);
+        res.on('data', (c: Buffer) => {
+          buf = Buffer.concat([buf, c]);
+          const end = buf.indexOf('\r\n\r\n');
+          const len = Number(/Content-Length: (\d+)/.exec(buf.subarray(0, Math.max(0, end)).toString())?.[1]);
+          if (end >= 0 && buf.length >= end + 4 + len) got.jpeg ??= buf.subarray(end + 4, end + 4 + len);
+        });
+      });
+      const jpeg = await waitFor(() => got.jpeg, { what: 'the first picture', timeoutMs: 25_000 });
+      req.destroy();
+      const meta = await sharp(jpeg).metadata();
+      expect([meta.width, meta.height]).to.deep.equal([W / 2, H / 2]);
+      expect((await sharp(jpeg).raw().toBuffer())[0]).to.be.closeTo(90, 4);
+    } finally {
+      server2.closeAllConnections();
+      await new Promise((r) => server2.close(r));
+    }
+  });
+
   it('the last viewer leaving unsubscribes from the frames', async () => {
     frames.publish(1);
     const a = watch(url);

@@ -97,6 +97,19 @@ export function previewOutput(o: { width: number; height: number; previewFps: nu
   };
 }
 
+/**
+ * The live view's own output (issue 20): at most `rate` raw rgb24 frames a second, scaled down to width x height,
+ * on `pipe` (fd 4), passed as they come (`-fps_mode vfr -r`: never held, never repeated), one thread as the
+ * preview. The scale is swscale's `fast_bilinear`: measured on 720p25 (docs/portal.md, "The first viewer's
+ * CPU"), a 640x360 output costs ffmpeg ~0.03 cores, against ~0.08 for the default bicubic and ~0.02 for
+ * `neighbor`, which drops every other pixel (thin lines and text vanish).
+ */
+export function liveOutput(o: { width: number; height: number; rate: number; pipe: string }): OutputSpec {
+  return {
+    args: ['-map', '0:v', '-threads', '1', '-vf', `scale=${o.width}:${o.height}:flags=fast_bilinear`, '-fps_mode', 'vfr', '-r', String(o.rate), '-f', 'rawvideo', '-pix_fmt', 'rgb24', o.pipe],
+  };
+}
+
 /** Frames above this many pixels (i.e. above 720p) are encoded with `veryfast`, the rest `ultrafast`. */
 const ULTRAFAST_MAX_PIXELS = 1280 * 720;
 

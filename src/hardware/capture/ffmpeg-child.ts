@@ -27,6 +27,8 @@ export interface SpawnOptions {
   onStdout: (chunk: Buffer) => void;
   /** When set, the child gets a pipe on fd 3 (the recording's segment list) and its bytes go here. */
   onFd3?: (chunk: Buffer) => void;
+  /** When set, the child gets a pipe on fd 4 (the live view's frames) and its bytes go here. */
+  onFd4?: (chunk: Buffer) => void;
 }
 
 export class FfmpegChild {
@@ -43,10 +45,11 @@ export class FfmpegChild {
     // behind the supervisor's back, and stop() can signal the whole group.
     this.proc = spawn(o.binary, o.args, {
       detached: true,
-      stdio: [o.stdinPipe ? 'pipe' : 'ignore', 'pipe', 'pipe', o.onFd3 ? 'pipe' : 'ignore'],
+      stdio: [o.stdinPipe ? 'pipe' : 'ignore', 'pipe', 'pipe', o.onFd3 ? 'pipe' : 'ignore', ...(o.onFd4 ? ['pipe' as const] : [])],
     });
     this.proc.stdout!.on('data', o.onStdout);
     if (o.onFd3) (this.proc.stdio[3] as Readable | null)?.on('data', o.onFd3);
+    if (o.onFd4) (this.proc.stdio[4] as Readable | null)?.on('data', o.onFd4);
     this.proc.stderr!.setEncoding('utf8').on('data', (s: string) => this.onStderr(s));
     // A child that dies while frames are written to it raises EPIPE here; its exit is handled below.
     this.proc.stdin?.on('error', (e) => o.logger.debug({ err: e.message }, 'ffmpeg stdin closed'));

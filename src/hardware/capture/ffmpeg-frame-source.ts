@@ -16,7 +16,7 @@ import type { CaptureHealth, FrameSource, Logger } from '../../core/ports.js';
 import { Backoff } from './backoff.js';
 import { writeFileAtomic } from '../../storage/atomic.js';
 import { encodePng, encodeThumbnail } from './encode.js';
-import { ffmpegArgs, inputArgs, previewOutput, type InputSpec, type OutputSpec } from './ffmpeg-args.js';
+import { ffmpegArgs, inputArgs, liveOutput, previewOutput, type InputSpec, type OutputSpec } from './ffmpeg-args.js';
 import { describeExit, FfmpegChild, type ChildExit } from './ffmpeg-child.js';
 import { FrameRing, type RawFrame } from './frame-ring.js';
 import { NO_VIDEO_DISK_FULL, Recorder, type RecorderOptions } from './recorder.js';
@@ -42,6 +42,14 @@ export interface FfmpegFrameSourceOptions {
    * the live view and screenshots, one in `rate / preview_fps` to the black/frozen check. Default: `preview_fps`.
    */
   live_fps?: number;
+  /**
+   * The live view's own picture width (height by the picture's aspect, even). When below `width` and `live_fps`
+   * is above `preview_fps`, ffmpeg writes the live view's frames at this size on a pipe of their own
+   * (`liveOutput`) and the preview keeps `preview_fps` (screenshots, checks, the stream clock): the live view's
+   * JPEG is a quarter of the pixels at 640 of 1280 (docs/portal.md, "The first viewer's CPU"). Otherwise the
+   * live view gets the full-size preview at `live_fps`.
+   */
+  live_width?: number;
   input_format?: string | undefined;
   /** The ffmpeg binary: a name looked up in PATH, or a path. */
   ffmpeg: string;
@@ -64,6 +72,13 @@ export function previewRate(o: { fps: number; preview_fps: number; live_fps?: nu
   return Math.max(o.preview_fps, Math.min(o.fps, o.live_fps ?? 0));
 }
 
+/** The live view's own output's size, or undefined when the live view takes the preview (see `live_width`). */
+export function liveSize(o: { width: number; height: number; fps: number; preview_fps: number; live_fps?: number | undefined; live_width?: number | undefined }): { width: number; height: number } | undefined {
+  const w = Math.round((o.live_width ?? 0) / 2) * 2;
+  if (w < 16 || w >= o.width || previewRate(o) <= o.preview_fps) return undefined;
+  return { width: w, height: Math.max(2, Math.round((o.height * w) / o.width / 2) * 2) };
+}
+
 /** Between TERM and KILL when ffmpeg is ended. */
 const KILL_GRACE_MS = 2000;
 /** How long a starting ffmpeg may take to deliver its first frame (a V4L2 card can take seconds). */
@@ -80,6 +95,12 @@ type Phase = 'idle' | 'starting' | 'running' | 'waiting' | 'stopped';
 
 export class FfmpegFrameSource implements FrameSource {
   private readonly ring: FrameRing;
+  /** The live view's frames when it has an output of its own (`live_width`); undefined when it takes the preview. */
+  private readonly liveRing: FrameRing | undefined;
+  private readonly live: OutputSpec | undefined;
+  /** Frames a second the live view gets (`live_fps` capped, or the preview's rate). */
+  private readonly liveRate: number;
+  private liveFramesReceived = 0;
   private readonly input: InputSpec;
   /** The preview at a constant rate (recording: the stream clock counts its frames) and without (see previewOutput). */
   private readonly preview: { cfr: OutputSpec; vfr: OutputSpec };
@@ -134,7 +155,13 @@ export class FfmpegFrameSource implements FrameSource {
     if (this.input.stdin === 'frames' && o.feed === undefined) {
       throw new Error(`capture uri ${o.uri} reads frames from stdin: a frame feed is required`);
     }
-    this.rate = previewRate(o);
+    const live = liveSize(o);
+    this.liveRate = previewRate(o);
+    this.rate = live ? o.preview_fps : this.liveRate;
+    if (live) {
+      this.liveRing = new FrameRing(live.width, live.height);
+      this.live = liveOutput({ ...live, rate: this.liveRate, pipe: 'pipe:4' });
+    }
     // The ring keeps at least preview_fps frames a second (25 / 10: one in 2); the check takes preview_fps of them.
     this.checkEvery = Math.max(1, Math.floor(this.rate / o.preview_fps));
     this.ring.keepOneIn = this.checkEvery;
@@ -212,10 +239,11 @@ export class FfmpegFrameSource implements FrameSource {
   }
 
   /** Counters and the latest frame's age, for metrics. */
-  stats(): { framesReceived: number; frameAgeSecs: number | undefined; restarts: number; signal: SignalReport['signal'] } {
+  stats(): { framesReceived: number; liveFramesReceived: number; frameAgeSecs: number | undefined; restarts: number; signal: SignalReport['signal'] } {
     const last = this.ring.latestMonotonic();
     return {
       framesReceived: this.framesReceived,
+      liveFramesReceived: this.liveRing ? this.liveFramesReceived : this.framesReceived,
       frameAgeSecs: last === undefined ? undefined : Math.max(0, performance.now() - last) / 1000,
       restarts: Math.max(0, this.runs - 1),
       signal: this.signal().signal,
@@ -243,6 +271,18 @@ export class FfmpegFrameSource implements FrameSource {
   }
 
   /**
+   * Run `fn` on the live view's latest frame without copying it: the live output's (smaller, `live_width`) when
+   * there is one, else the preview's (`withLatestFrame`). Call on `onFrames`.
+   */
+  async withLatestLiveFrame<T>(fn: (frame: RawFrame) => Promise<T>): Promise<T> {
+    if (this.liveRing === undefined) return this.withLatestFrame(fn);
+    const reason = this.offlineReason();
+    const out = reason === null ? await this.liveRing.withLatest(fn) : undefined;
+    if (out === undefined) throw new FarmError('device_unavailable', `capture is offline: ${reason ?? 'no frame yet'}`);
+    return out;
+  }
+
+  /**
    * Like `onFrames`, but at about `preview_fps` (one frame in `live_fps / preview_fps`): a test script's
    * frames keep the rate its pack was written for, whatever the live view gets.
    */
@@ -261,9 +301,9 @@ export class FfmpegFrameSource implements FrameSource {
     return f && { ...f, seq: this.previewSeq };
   }
 
-  /** Frames a second of ffmpeg's preview output: what the live view can show. */
+  /** Frames a second the live view can show (ffmpeg's preview output's rate, or its live output's). */
   previewRate(): number {
-    return this.rate;
+    return this.liveRate;
   }
 
   /** Process id of the running ffmpeg, if any (tests and diagnostics). */
@@ -332,7 +372,8 @@ export class FfmpegFrameSource implements FrameSource {
   /** The command of ffmpeg process `run` (segment names carry the run, so restarts never collide). */
   private buildArgs(run: string): string[] {
     const recording = this.video !== undefined && this.video.stopped() === undefined;
-    return ffmpegArgs(this.input, recording ? [this.preview.cfr, this.video.output(run)] : [this.preview.vfr]);
+    const live = this.live ? [this.live] : [];
+    return ffmpegArgs(this.input, recording ? [this.preview.cfr, this.video.output(run), ...live] : [this.preview.vfr, ...live]);
   }
 
   /**
@@ -364,6 +405,7 @@ export class FfmpegFrameSource implements FrameSource {
 
   private spawnChild(): void {
     this.ring.resetPartial();
+    this.liveRing?.resetPartial();
     this.monitor.reset();
     this.sinceCheck = 1; // the first frame of a run is checked
     this.phase = 'starting';
@@ -381,6 +423,7 @@ export class FfmpegFrameSource implements FrameSource {
       logger: this.stderrWatch(),
       onStdout: (chunk) => this.onData(child, chunk),
       ...(video && { onFd3: (chunk: Buffer) => video.listData(run, chunk) }),
+      ...(this.liveRing && { onFd4: (chunk: Buffer) => this.onLiveData(child, chunk) }),
     });
     this.child = child;
     void child.closed.then((exit) => {
@@ -419,6 +462,15 @@ export class FfmpegFrameSource implements FrameSource {
       this.watchdogDue = performance.now() + this.staleMs;
       this.watchdog?.refresh();
     }
+    if (this.liveRing === undefined) for (const listener of this.frameListeners) listener();
+  }
+
+  /** Bytes of the live view's own output: its frames go to the live view (`onFrames`), nothing else. */
+  private onLiveData(child: FfmpegChild, chunk: Buffer): void {
+    if (child !== this.child) return;
+    const frames = this.liveRing!.push(chunk);
+    if (frames === 0) return;
+    this.liveFramesReceived += frames;
     for (const listener of this.frameListeners) listener();
   }
 

@@ -24,8 +24,13 @@ export interface RecorderOptions {
   keepSecs?: number;
   /** A clip open longer than this no longer protects its segments. Default 4 h. */
   maxClipSecs?: number;
-  /** How long `finish()` waits for the segment holding the end to close. Default 4 s. */
+  /**
+   * How long `finish()` waits for the segment holding the end to close once ffmpeg's output has passed the end,
+   * and how long it waits for ffmpeg's output to move on while it is still short of the end. Default 4 s.
+   */
   finishWaitMs?: number;
+  /** The longest `finish()` waits for the end in all, however far behind ffmpeg's output is. Default 60 s. */
+  finishMaxWaitMs?: number;
   /** After recording stopped on a full disk, it resumes once this much space is free. Default 64 MiB. */
   resumeFreeMb?: number;
   /** How often free space is checked while recording is stopped. Default 60 s. */
@@ -57,7 +62,8 @@ const SEGMENT_FILE = /^seg-[0-9a-z]+-\d+\.ts$|^\.clip-[0-9a-f]+\.txt$/;
 export class Recorder implements VideoRecorder {
   private readonly ring: SegmentRing;
   private readonly clock: StreamClock;
-  private readonly waiters = new Set<() => void>();
+  /** `finish()` calls waiting for the end; called with `true` on a preview frame (ffmpeg's output moved on). */
+  private readonly waiters = new Set<(moved: boolean) => void>();
   private run: string | undefined;
   private partial = '';
   /** Why recording is stopped (the capture goes on without it); undefined while it records. */
@@ -95,6 +101,7 @@ export class Recorder implements VideoRecorder {
   /** A preview frame of the current process arrived. */
   previewFrame(nowMs: number): void {
     this.clock.frame(nowMs);
+    for (const check of [...this.waiters]) check(true);
   }
 
   /** Bytes of the segment list of process `run`: `name,start,end` lines, one per closed segment. */
@@ -160,7 +167,7 @@ export class Recorder implements VideoRecorder {
   }
 
   private async cut(from: number, until: number, dir: string): Promise<boolean> {
-    await this.waitForEnd(until, this.o.finishWaitMs ?? 4000);
+    await this.waitForEnd(until);
     const segments = this.ring.covering(from, until);
     if (segments.length === 0) {
       this.d.logger.warn({ from, until }, 'no recording covers the run; no video');
@@ -171,19 +178,27 @@ export class Recorder implements VideoRecorder {
     return true;
   }
 
-  /** Resolves once a segment ending at or after `until` closed, or after `maxMs`. */
-  private waitForEnd(until: number, maxMs: number): Promise<void> {
+  /**
+   * Resolves once a segment ending at or after `until` closed. Gives up after `finishWaitMs` without one, but
+   * while ffmpeg's output is still short of `until` and moving (a preview frame came), that wait starts again:
+   * ffmpeg that has fallen behind (its preview's reader too slow, or itself) writes the end later, not never.
+   * At most `finishMaxWaitMs` in all.
+   */
+  private waitForEnd(until: number): Promise<void> {
     if (this.ring.latestEnd() >= until) return Promise.resolve();
     return new Promise((resolve) => {
       const done = () => {
-        clearTimeout(timer);
+        clearTimeout(quiet);
+        clearTimeout(cap);
         this.waiters.delete(check);
         resolve();
       };
-      const check = () => {
+      const check = (moved: boolean) => {
         if (this.ring.latestEnd() >= until) done();
+        else if (moved && (this.clock.position() ?? Infinity) < until) quiet.refresh();
       };
-      const timer = setTimeout(done, maxMs);
+      const quiet = setTimeout(done, this.o.finishWaitMs ?? 4000);
+      const cap = setTimeout(done, this.o.finishMaxWaitMs ?? 60_000);
       this.waiters.add(check);
     });
   }
@@ -196,7 +211,7 @@ export class Recorder implements VideoRecorder {
     const duration = Math.max(0, endSecs - startSecs);
     const end = this.clock.toMonotonic(endSecs) ?? now;
     this.ring.add({ path: join(this.o.dir, m[1]!), run, duration, start: end - duration * 1000, end, closedAt: now });
-    for (const check of [...this.waiters]) check();
+    for (const check of [...this.waiters]) check(false);
     const expired = this.ring.expire(now);
     if (expired.length > 0) void this.remove(expired);
   }

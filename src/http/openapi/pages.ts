@@ -226,7 +226,7 @@ const LIVE: Endpoint[] = [
     path: '/app/live/stream.mjpeg',
     summary: 'The live picture as Motion JPEG',
     description:
-      'A `multipart/x-mixed-replace` stream that stays open: one JPEG part per preview frame (`capture.live_fps` when set, else `capture.preview_fps`) that differs from ' +
+      'A `multipart/x-mixed-replace` stream that stays open: one JPEG part per live frame (`capture.live_fps` a second, at `capture.live_width`) that differs from ' +
       'the last one sent (a still picture is sent once; a new client gets the last picture at once), each with ' +
       '`Content-Length` and `X-Frame-Seq`. An `<img>` shows it. A client that reads slowly skips frames; it never slows capture or other viewers.',
     tag: 'web',
