@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import request from 'supertest';
+import type { Role } from '../../src/core/roles.js';
 import { registerNode } from '../../src/farm/nodeCredentials.js';
 import { parsePortalConfig, type PortalConfigInput } from '../../src/farm/portal/config.js';
 import { startFarmPortal, type FarmPortal } from '../../src/farm/portal/farm.js';
@@ -32,7 +33,8 @@ export interface TestFarm {
   /** A pool of its own, for tests that read the tables. */
   db: pg.Pool;
   /** A v2 token of `user` (the user is created if needed), as `farmhand farm token create` makes it. */
-  tokenFor(user: string): Promise<string>;
+  /** A token of `user`, added with `role` (the farm's default, run, when not given) if not there yet. */
+  tokenFor(user: string, role?: Role): Promise<string>;
   /** Register a node and start it joined to the portal; resolves once the portal sees it online. */
   addNode(nodeId: string, o?: { files?: Files; config?: TestConfig; pack?: TestPackRepo }): Promise<TestDaemon>;
   stop(): Promise<void>;
@@ -68,8 +70,8 @@ export async function startTestFarm(o: { portal?: Partial<PortalConfigInput>; cl
     http: checked(request(portal.url)),
     nodes,
     db,
-    async tokenFor(user) {
-      await users.add(user).catch((e: unknown) => {
+    async tokenFor(user, role) {
+      await users.add(user, ...(role === undefined ? [] : [role])).catch((e: unknown) => {
         if ((e as { code?: string }).code !== 'conflict') throw e;
       });
       const { token } = await tokens.createToken(user);

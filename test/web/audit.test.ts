@@ -75,7 +75,7 @@ describe('the audit page in a browser', function () {
     let token: string;
     before(async () => {
       farm = await startTestFarm();
-      token = await farm.tokenFor('root');
+      token = await farm.tokenFor('root', 'admin');
       const at = new Date().toISOString();
       const base = { at, via: 'token' as const, token_id: '1a2b3c4d', from: '192.0.2.9', node: 'stb-7', detail: {}, outcome: 200 };
       await insertAuditEntries(farm.db, [

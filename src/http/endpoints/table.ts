@@ -143,6 +143,7 @@ export const ENDPOINTS: readonly Endpoint[] = [
   e('POST', `/farm/v1/results${RESULT}/files/*path`, 'node', 'upload results', 'portal'),
   e('DELETE', `/farm/v1/results${RESULT}/files/*path`, 'node', 'upload results', 'portal'),
   e('PUT', `/farm/v1/results${RESULT}/record`, 'node', 'upload results', 'portal'),
+  e('POST', `/farm/v1/results${RESULT}/complete`, 'node', 'upload results', 'portal'),
 ];
 
 /** `GET /api/v2/user` -> its entry; the key of the table's lookup. */
