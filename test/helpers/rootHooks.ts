@@ -56,7 +56,7 @@ export const mochaHooks = {
     }
     if (left.length) {
       const file = this.test?.parent?.suites[0]?.file ?? '(a test file)';
-      process.stderr.write(`\nwarning: ${file} left running what keeps a process alive: ${left.join(', ')} (a serial run would not exit)\n`);
+      process.stderr.write(`\nwarning: ${file} left what keeps a process alive, 3 s after its last hook: ${left.join(', ')} (in a serial run, mocha waits for it to end)\n`);
     }
   },
 };
