@@ -23,12 +23,15 @@ export function testStarted(): number {
   return ++currentTest;
 }
 
-const dir = mkdtempSync(path.join(os.tmpdir(), 'farmhand-test-logs-'));
+// Made at the first daemon's log, not at import: mocha's main process loads the root hooks too in a parallel run,
+// and a process that starts no daemon leaves no folder behind.
+let dir: string | undefined;
 const logs: DaemonLog[] = [];
 let seq = 0;
 
 /** A logger writing to a new file; `done()` marks the daemon stopped. */
 export function daemonLogger(): { logger: Logger; file: string; done: () => void } {
+  dir ??= mkdtempSync(path.join(os.tmpdir(), 'farmhand-test-logs-'));
   const file = path.join(dir, `daemon-${++seq}.log`);
   const entry: DaemonLog = { file, started: currentTest, stopped: undefined };
   logs.push(entry);
@@ -68,5 +71,6 @@ export function dropStoppedLogs(): void {
 
 /** Remove the folder at the end of the run. */
 export function removeLogDir(): void {
-  rmSync(dir, { recursive: true, force: true });
+  if (dir) rmSync(dir, { recursive: true, force: true });
+  dir = undefined;
 }

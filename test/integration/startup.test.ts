@@ -16,6 +16,7 @@ import { runCli } from '../../src/cli/program.js';
 import { TokenStore, tokensFile } from '../../src/storage/tokens.js';
 import { version } from '../../src/version.js';
 import { makeTestPack, type TestPackRepo } from '../fixtures/testPack.js';
+import { ensureBuilt } from '../helpers/build.js';
 import { runCaptured } from '../helpers/cli.js';
 import { waitFor } from '../helpers/wait.js';
 import { RUN_FILES, startCli, type Cli } from './crash-lib.js';
@@ -113,7 +114,8 @@ describe('start-up and the farmhand command (real processes)', function () {
 
   it('after a build, dist/main.js has its run bit and runs by itself (`dist/main.js --version`)', async () => {
     const bin = path.join(ROOT, 'dist/main.js');
-    if (!existsSync(bin)) await new Promise<void>((ok, fail) => execFile('npm', ['run', '--silent', 'build'], { cwd: ROOT }, (e) => (e ? fail(e) : ok())));
+    // Built from the current src/, and not being rebuilt by another test process meanwhile (test/helpers/build.ts).
+    await ensureBuilt();
     expect((await stat(bin)).mode & 0o111, 'dist/main.js is not executable: the build must chmod it').to.not.equal(0);
     const r = await exited(spawn(bin, ['--version'], { stdio: ['ignore', 'pipe', 'pipe'] }));
     expect(r.code, r.err).to.equal(0);
@@ -121,6 +123,7 @@ describe('start-up and the farmhand command (real processes)', function () {
   });
 
   it('scripts/link-command.sh (what setup.sh runs) puts a working `farmhand` in a bin folder', async () => {
+    await ensureBuilt(); // it links dist/main.js
     const bin = path.join(dir, 'bin');
     const linked = await exited(spawn('bash', [path.join(ROOT, 'scripts/link-command.sh'), bin], { stdio: ['ignore', 'pipe', 'pipe'] }));
     expect(linked.code, linked.err).to.equal(0);
@@ -130,6 +133,7 @@ describe('start-up and the farmhand command (real processes)', function () {
   });
 
   it('scripts/install-appliance.sh --root links /usr/local/bin/farmhand to the installed, executable dist/main.js', async () => {
+    await ensureBuilt(); // the installer copies dist/
     const root = path.join(dir, 'root');
     const r = await exited(spawn('bash', [path.join(ROOT, 'scripts/install-appliance.sh'), '--root', root, '--test-pack', 'https://git.example.invalid/t.git'], { stdio: ['ignore', 'pipe', 'pipe'] }));
     expect(r.code, r.err).to.equal(0);

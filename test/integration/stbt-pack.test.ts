@@ -20,7 +20,7 @@ import { TokenStore, tokensFile } from '../../src/storage/tokens.js';
 import { asUser } from '../helpers/auth.js';
 import { startTestDaemon, testConfig, waitForJob, waitOnline, type TestDaemon } from '../helpers/daemon.js';
 import { capturingLogger } from '../helpers/logger.js';
-import { ensureSystemUser } from '../helpers/testUser.js';
+import { ensureSystemUser, holdSystemUser } from '../helpers/testUser.js';
 import { waitFor } from '../helpers/wait.js';
 
 /** The COMPAT command-line client (../shared/COMPAT.md), standard-library Python as CI systems run it. */
@@ -187,6 +187,12 @@ describe('a test pack in stb-tester style, through the daemon', function () {
 describe('the stbt pack when tests run as another user (runner.run_tests_as)', function () {
   this.timeout(300_000);
   const TEST_USER = 'farmhand-test';
+  // One file at a time runs tests as TEST_USER: a daemon ends that user's processes (test/helpers/testUser.ts).
+  let releaseUser: (() => void) | undefined;
+  before(async function () {
+    this.timeout(11 * 60_000);
+    releaseUser = await holdSystemUser(TEST_USER);
+  });
   let parent: string;
   let pack: TestPackRepo;
   let daemon: Daemon | undefined;
@@ -211,6 +217,7 @@ describe('the stbt pack when tests run as another user (runner.run_tests_as)', f
     await pack?.cleanup();
     if (parent) await rm(parent, { recursive: true, force: true });
   });
+  after(() => releaseUser?.());
 
   it('frames, presses, matches against the pack\'s templates and get_config with the node\'s own conf all work as that user', async () => {
     const http = () => request(daemon!.url);

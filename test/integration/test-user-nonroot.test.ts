@@ -19,7 +19,7 @@ import { TokenStore, tokensFile } from '../../src/storage/tokens.js';
 import { makeTestPack, type TestPackRepo } from '../fixtures/testPack.js';
 import { expectConfined, packFiles } from '../fixtures/testUserPack.js';
 import { isAlive } from '../helpers/processes.js';
-import { addToGroup, ensureSystemUser, type SystemUser } from '../helpers/testUser.js';
+import { addToGroup, ensureSystemUser, holdSystemUser, type SystemUser } from '../helpers/testUser.js';
 import { waitFor } from '../helpers/wait.js';
 
 const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
@@ -35,6 +35,12 @@ interface Run {
 
 describe('tests run as another user, by a daemon that is not root (the shipped unit)', function () {
   this.timeout(180_000);
+  // One file at a time runs tests as TEST_USER: a daemon ends that user's processes (test/helpers/testUser.ts).
+  let releaseUser: (() => void) | undefined;
+  before(async function () {
+    this.timeout(11 * 60_000);
+    releaseUser = await holdSystemUser(TEST_USER);
+  });
   let tester: SystemUser;
   let node: SystemUser;
   let root: string;
@@ -123,6 +129,7 @@ describe('tests run as another user, by a daemon that is not root (the shipped u
     await rm(root, { recursive: true, force: true });
     await pack?.cleanup();
   });
+  after(() => releaseUser?.());
 
   it('the daemon is not root and holds only CAP_SETUID, CAP_SETGID and CAP_KILL', async () => {
     const status = await readFile(`/proc/${child!.pid}/status`, 'utf8');

@@ -21,7 +21,7 @@ import { expectConfined, packFiles } from '../fixtures/testUserPack.js';
 import { testConfig, type TestConfig } from '../helpers/daemon.js';
 import { capturingLogger } from '../helpers/logger.js';
 import { isAlive } from '../helpers/processes.js';
-import { ensureSystemUser, type SystemUser } from '../helpers/testUser.js';
+import { ensureSystemUser, holdSystemUser, type SystemUser } from '../helpers/testUser.js';
 import { waitFor } from '../helpers/wait.js';
 
 const TEST_USER = 'farmhand-test';
@@ -35,6 +35,12 @@ interface Run {
 
 describe('tests run as another user (runner.run_tests_as)', function () {
   this.timeout(120_000);
+  // One file at a time runs tests as TEST_USER: a daemon ends that user's processes (test/helpers/testUser.ts).
+  let releaseUser: (() => void) | undefined;
+  before(async function () {
+    this.timeout(11 * 60_000);
+    releaseUser = await holdSystemUser(TEST_USER);
+  });
   let user: SystemUser;
   let parent: string;
   let drop: string;
@@ -88,6 +94,7 @@ describe('tests run as another user (runner.run_tests_as)', function () {
     await rm(parent, { recursive: true, force: true });
     await pack?.cleanup();
   });
+  after(() => releaseUser?.());
 
   let first: Run;
   it('the test cannot read the credential, tokens.json, state.json or the data directory, nor get any uid back; its run works', async () => {
