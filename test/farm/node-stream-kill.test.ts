@@ -5,83 +5,25 @@
  * (its recovery ends the job); then the portal comes back. Every event of the job is in the portal's tables once,
  * in the node's order, and the job's results are in the index in the very transaction that closes the job.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync, readFileSync } from 'node:fs';
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
-import net from 'node:net';
-import os from 'node:os';
+import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import pg from 'pg';
-import { migrate } from '../../src/farm/db/migrate.js';
-import { registerNode } from '../../src/farm/nodeCredentials.js';
-import { PgTokens, PgUsers } from '../../src/farm/users.js';
-import { TokenStore, tokensFile } from '../../src/storage/tokens.js';
-import { makeTestPack, STANDARD_FILES, type TestPackRepo } from '../fixtures/testPack.js';
-import { connectionString } from '../helpers/farmPortal.js';
-import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import type pg from 'pg';
+import { exitOf, killGroup, PROCESS_WAIT as WAIT, startProcessFarm, type ProcessFarm } from '../helpers/processFarm.js';
 import { waitFor } from '../helpers/wait.js';
-import { kill, startCli, type Cli } from '../integration/crash-lib.js';
+import { kill } from '../integration/crash-lib.js';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const NODE = 'farmhand-ns';
-const WAIT = { timeoutMs: 90_000, maxIntervalMs: 200 };
-
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise<void>((resolve) => s.close(() => resolve()));
-  return port;
-}
 
 describe('farm: the node stream survives the portal and the node SIGKILLed mid-stream', function () {
   this.timeout(300_000);
-  let cluster: TestPostgres;
+  let farm: ProcessFarm;
   let db: pg.Pool;
-  let work: string;
-  let pack: TestPackRepo;
-  let portalUrl: string;
-  let portalConfig: string;
-  let portalLog: string;
-  let nodeConfig: string;
   let dataDir: string;
-  let token: string;
   let nodeToken: string;
-  const portals: ChildProcess[] = [];
-  const nodes: Cli[] = [];
-
-  const startPortalProcess = async (): Promise<ChildProcess> => {
-    const fd = openSync(portalLog, 'a');
-    const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src/main.ts'), 'portal', '--config', portalConfig], { cwd: ROOT, detached: true, stdio: ['ignore', fd, fd] });
-    closeSync(fd);
-    portals.push(child);
-    await waitFor(async () => (await fetch(`${portalUrl}/api/v2/user`, { headers: { Authorization: `token ${token}` } }).catch(() => undefined))?.status === 200, {
-      what: 'the portal process to answer',
-      ...WAIT,
-    }).catch((e: Error) => {
-      throw new Error(`${e.message}\n${readFileSync(portalLog, 'utf8').slice(-3000)}`);
-    });
-    return child;
-  };
-  const killGroup = (c: ChildProcess) => {
-    try {
-      process.kill(-c.pid!, 'SIGKILL');
-    } catch {
-      // already gone
-    }
-  };
-  const exitOf = (c: ChildProcess) => new Promise<void>((resolve) => (c.exitCode !== null || c.signalCode !== null ? resolve() : c.once('exit', () => resolve())));
-  const nodeRow = async () => (await db.query<{ online: boolean }>('SELECT online FROM nodes WHERE node_id = $1', [NODE])).rows[0];
-  /** The node's events of a job in the outbox, in outbox order: `<type> <test_case>` and the node's event id. */
-  const outboxOf = async (uid: string) =>
-    (
-      await db.query<{ type: string; test_case: string | null; node_event_id: string }>(
-        `SELECT type, data->>'test_case' AS test_case, node_event_id FROM events_outbox WHERE data->>'job_uid' = $1 ORDER BY seq`,
-        [uid],
-      )
-    ).rows;
+  const startPortalProcess = () => farm.startPortal();
+  const nodeRow = () => farm.nodeRow();
+  const outboxOf = (uid: string) => farm.outboxOf(uid);
 
   /** The node's journal's events of a job (`<data_dir>/events/*.jsonl`), in its order. */
   const journalOf = async (uid: string) => {
@@ -103,66 +45,19 @@ describe('farm: the node stream survives the portal and the node SIGKILLed mid-s
 
   before(async function () {
     this.timeout(180_000);
-    cluster = await startPostgres();
-    db = new pg.Pool({ connectionString: connectionString(cluster), max: 2 });
-    await migrate(db);
+    farm = await startProcessFarm(NODE, 'farm-node-stream-');
+    ({ db, dataDir, nodeToken } = farm);
     // What the index holds at the instant a job is closed: in the closing transaction (an AFTER trigger sees its writes).
     await db.query(`CREATE TABLE closed_with (job_uid text, results int)`);
     await db.query(`CREATE FUNCTION note_closed() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
         INSERT INTO closed_with SELECT NEW.job_uid, (SELECT count(*) FROM results WHERE job_uid = NEW.job_uid); RETURN NEW; END $$`);
     await db.query(`CREATE TRIGGER note_closed AFTER UPDATE OF state ON jobs FOR EACH ROW WHEN (OLD.state = 'running' AND NEW.state = 'exited') EXECUTE FUNCTION note_closed()`);
-    work = await mkdtemp(path.join(os.tmpdir(), 'farm-node-stream-'));
-    pack = await makeTestPack(STANDARD_FILES);
-    await new PgUsers(db).add('erin');
-    token = (await new PgTokens(db).createToken('erin')).token;
-    const credFile = path.join(work, 'credential');
-    await writeFile(credFile, `${await registerNode(db, NODE)}\n`, { mode: 0o600 });
-    const port = await freePort();
-    portalUrl = `http://127.0.0.1:${port}`;
-    portalConfig = path.join(work, 'portal.json');
-    portalLog = path.join(work, 'portal.log');
-    await writeFile(
-      portalConfig,
-      JSON.stringify({
-        listen: `127.0.0.1:${port}`,
-        database: connectionString(cluster),
-        storage_dir: path.join(work, 'storage'),
-        heartbeat_secs: 1,
-        flush_secs: 1,
-        log_level: 'info',
-        rate_limit: { requests_per_second: 1000, burst: 10000 },
-      }),
-    );
-    dataDir = path.join(work, 'node-data');
-    nodeConfig = path.join(work, 'node.json');
-    await writeFile(
-      nodeConfig,
-      JSON.stringify({
-        node_id: NODE,
-        listen: '127.0.0.1:0',
-        data_dir: dataDir,
-        test_pack: { url: pack.dir },
-        capture: { uri: 'none:' },
-        log_level: 'warn',
-        runner: { kill_grace_secs: 1 },
-        portal: { url: portalUrl, node_credential_file: credFile },
-      }),
-    );
-    nodeToken = (await new TokenStore(tokensFile(dataDir)).create('erin')).token;
   });
-  after(async () => {
-    for (const c of portals) killGroup(c);
-    for (const n of nodes) await kill(n);
-    await pack?.cleanup();
-    await db?.end();
-    await cluster?.stop();
-    if (work) await rm(work, { recursive: true, force: true });
-  });
+  after(() => farm?.stop());
 
   it("every event of a job once in the portal's tables, in the node's order; its results in the index when it closes", async () => {
     let portal = await startPortalProcess();
-    const first = await startCli(nodeConfig);
-    nodes.push(first);
+    const first = await farm.startNode();
     await waitFor(async () => (await nodeRow())?.online, { what: 'the node joined to the portal', ...WAIT });
 
     const run = await fetch(`${first.url}/api/v2/run_tests`, {
@@ -192,8 +87,7 @@ describe('farm: the node stream survives the portal and the node SIGKILLed mid-s
     });
     await kill(first);
     // Restarted on the same data directory: its recovery records the run in flight and ends the job; then the portal comes back.
-    const second = await startCli(nodeConfig);
-    nodes.push(second);
+    await farm.startNode();
     portal = await startPortalProcess();
 
     const outbox = await waitFor(async () => {
