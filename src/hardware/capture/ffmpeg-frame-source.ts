@@ -45,9 +45,9 @@ export interface FfmpegFrameSourceOptions {
   live_fps?: number;
   /**
    * The live view's own picture width (height by the picture's aspect, even). When below `width` and `live_fps`
-   * is above `preview_fps`, ffmpeg writes the live view's frames at this size on a pipe of their own
-   * (`liveOutput`) and the preview keeps `preview_fps` (screenshots, checks, the stream clock): the live view's
-   * JPEG is a quarter of the pixels at 640 of 1280 (docs/portal.md, "The first viewer's CPU"). Otherwise the
+   * is above `preview_fps`, ffmpeg writes the live view's pictures at this size as JPEGs on a pipe of
+   * their own (`liveOutput`, MJPEG: `latestLiveJpeg`) and the preview keeps `preview_fps` (screenshots, checks,
+   * the stream clock) (docs/portal.md, "ffmpeg makes the live JPEG"). Otherwise the
    * live view gets the full-size preview at `live_fps`.
    */
   live_width?: number;
