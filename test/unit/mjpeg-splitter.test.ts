@@ -48,7 +48,7 @@ describe('MJPEG splitter: the live output on real ffmpeg', function () {
       const pics = split(bytes, sizes);
       expect(pics).to.have.length(20);
       expect(Buffer.concat(pics).equals(bytes)).to.equal(true);
-      const meta = await sharp(pics[19]!).metadata();
+      const meta = await sharp(pics[19]).metadata();
       expect([meta.width, meta.height]).to.deep.equal([160, 90]);
     }
   });
@@ -60,7 +60,7 @@ describe('MJPEG splitter: the live output on real ffmpeg', function () {
     const withCom = Buffer.concat([pic!.subarray(0, 2), com, pic!.subarray(2)]);
     const pics = split(Buffer.concat([withCom, withCom]), [13]);
     expect(pics.map((p) => p.length)).to.deep.equal([withCom.length, withCom.length]);
-    await sharp(pics[0]!).metadata();
+    await sharp(pics[0]).metadata();
   });
 
   it('identical input frames give identical JPEG bytes (a still picture is not sent again)', async () => {
