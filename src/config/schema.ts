@@ -82,7 +82,7 @@ export const configSchema = z.strictObject({
       /**
        * The live view's picture width (height by the aspect). Below `width`, ffmpeg makes the live view's pictures
        * at this size as JPEGs (MJPEG) on an output of their own, which the live view passes on, and the full-size
-       * preview keeps `preview_fps`: a viewer costs ~0.01 cores instead of ~0.1 when every frame changes
+       * preview keeps `preview_fps`: the first viewer costs ~0.03 cores at most directly instead of ~0.1 when every frame changes
        * (docs/portal.md, "ffmpeg makes the live JPEG"). 0: the live view gets the full-size preview at `live_fps`.
        */
       live_width: z.number().int().nonnegative().max(7680).default(640),
