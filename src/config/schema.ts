@@ -80,10 +80,10 @@ export const configSchema = z.strictObject({
        */
       live_fps: z.number().nonnegative().max(60).default(25),
       /**
-       * The live view's picture width (height by the aspect). Below `width`, ffmpeg makes the live view's frames
-       * at this size on an output of their own and the full-size preview keeps `preview_fps`: a quarter of the
-       * pixels to encode at 640 of 1280, so a viewer costs ~0.03 cores instead of ~0.1 when every frame changes
-       * (docs/portal.md, "The first viewer's CPU"). 0: the live view gets the full-size preview at `live_fps`.
+       * The live view's picture width (height by the aspect). Below `width`, ffmpeg makes the live view's pictures
+       * at this size as JPEGs (MJPEG) on an output of their own, which the live view passes on, and the full-size
+       * preview keeps `preview_fps`: the first viewer costs ~0.03 cores at most directly instead of ~0.1 when every frame changes
+       * (docs/portal.md, "ffmpeg makes the live JPEG"). 0: the live view gets the full-size preview at `live_fps`.
        */
       live_width: z.number().int().nonnegative().max(7680).default(640),
       /** V4L2 input format, e.g. `mjpeg` or `yuyv422`; ffmpeg's choice when unset. */

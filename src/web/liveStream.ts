@@ -2,12 +2,15 @@
  * The live view's video: the capture's preview frames as Motion JPEG, sent
  * as `multipart/x-mixed-replace` (docs/portal.md, "Live view and web remote").
  *
- * One shared encoder: each new frame is encoded once (sharp, libjpeg-turbo,
- * settings chosen by bench/live-transport-bench.ts: see LIVE_JPEG) while at
- * least one viewer watches, and the same JPEG goes to every viewer. A frame
- * equal to the one encoded last (a still picture, the common case on a
- * set-top box menu) is neither encoded nor sent again: the viewers already
- * show it. A new viewer gets the last JPEG at once. With no viewer the
+ * When the capture makes the live view's JPEGs itself (`capture.live_width`,
+ * the shipped configuration: ffmpeg's MJPEG output on a pipe of its own), the
+ * live view only passes ffmpeg's bytes on. Otherwise (`live_width: 0`) one
+ * shared encoder encodes each new frame once (sharp, libjpeg-turbo, settings
+ * chosen by bench/live-transport-bench.ts: see LIVE_JPEG) while at least one
+ * viewer watches. Either way the same JPEG goes to every viewer, and a frame
+ * equal to the last one (a still picture, the common case on a set-top box
+ * menu: the same raw frame, or the same JPEG bytes, ffmpeg's encoder being
+ * deterministic) is not sent again: the viewers already show it. A new viewer gets the last JPEG at once. With no viewer the
  * encoder is not subscribed to frames at all.
  *
  * Slow viewers never hold anyone up: a frame is written to a viewer only when
@@ -25,7 +28,10 @@ export interface LiveFrameSource {
   onFrames(listener: () => void): () => void;
   withLatestFrame<T>(fn: (frame: RawFrame) => Promise<T>): Promise<T>;
   /** The live view's own frame when the capture makes one (smaller: `capture.live_width`); else `withLatestFrame`. */
-  withLatestLiveFrame?<T>(fn: (frame: RawFrame) => Promise<T>): Promise<T>;
+  /** True when the capture makes the live view's JPEGs itself (`capture.live_width`): `latestLiveJpeg` has them. */
+  readonly liveIsJpeg?: boolean;
+  /** The capture's latest live JPEG and its number; throws when there is none (offline). */
+  latestLiveJpeg?(): { jpeg: Buffer; seq: number };
 }
 
 export const isLiveFrameSource = (x: unknown): x is LiveFrameSource =>
@@ -71,7 +77,7 @@ export class LiveStream {
   private lastRaw: Buffer | undefined;
   private last: Encoded | undefined;
   /** Counters for tests, the benchmark and the docs (`unchanged`: frames equal to the last, neither encoded nor sent). */
-  readonly stats = { encoded: 0, unchanged: 0, sent: 0, skipped: 0 };
+  readonly stats = { encoded: 0, passed: 0, unchanged: 0, sent: 0, skipped: 0 };
 
   constructor(
     private readonly source: LiveFrameSource,
@@ -143,8 +149,8 @@ export class LiveStream {
   }
 
   private async encodeLatest(): Promise<Encoded | undefined> {
-    const latest = this.source.withLatestLiveFrame?.bind(this.source) ?? this.source.withLatestFrame.bind(this.source);
-    return latest(async (f) => {
+    if (this.source.liveIsJpeg && this.source.latestLiveJpeg) return this.passLatest(this.source.latestLiveJpeg());
+    return this.source.withLatestFrame(async (f) => {
       if (this.last && this.last.seq === f.seq) return undefined;
       if (this.last && this.lastRaw?.length === f.data.length && this.lastRaw.equals(f.data)) {
         // The viewers show this picture already (a new viewer got it on arrival): nothing to send.
@@ -162,6 +168,18 @@ export class LiveStream {
       this.stats.encoded++;
       return { jpeg, seq: f.seq };
     });
+  }
+
+  /** ffmpeg's JPEG as it is (`passed`), unless it is the one the viewers show (`unchanged`). */
+  private passLatest(j: { jpeg: Buffer; seq: number }): Encoded | undefined {
+    if (this.last && this.last.seq === j.seq) return undefined;
+    if (this.last && this.last.jpeg.equals(j.jpeg)) {
+      this.last.seq = j.seq;
+      this.stats.unchanged++;
+      return undefined;
+    }
+    this.stats.passed++;
+    return { jpeg: j.jpeg, seq: j.seq };
   }
 
   private send(viewer: Viewer, frame: Encoded): void {

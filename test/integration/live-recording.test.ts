@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { expect } from 'chai';
+import sharp from 'sharp';
 import { FfmpegFrameSource } from '../../src/hardware/capture/index.js';
 import { startTestDaemon, waitOnline, type TestDaemon } from '../helpers/daemon.js';
 import { waitFor } from '../helpers/wait.js';
@@ -52,7 +53,7 @@ describe('live view on the shipped configuration: recording on', function () {
     }
   });
 
-  it('with live_width (the default 640): the live view gets frames of that size at live_fps on a pipe of their own, and the full-size preview keeps preview_fps (per second of the recording)', async () => {
+  it('with live_width (the default 640): the live view gets JPEGs of that size from ffmpeg at live_fps on a pipe of their own, and the full-size preview keeps preview_fps (per second of the recording)', async () => {
     const tmp = await mkdtemp(join(tmpdir(), 'farmhand-live-width-'));
     const source = new FfmpegFrameSource({
       uri: 'testsrc:', width: W, height: H, fps: 25, preview_fps: 5, live_fps: 25, live_width: W / 2, ffmpeg: 'ffmpeg', recording: { dir: join(tmp, 'recording') },
@@ -71,8 +72,12 @@ describe('live view on the shipped configuration: recording on', function () {
       expect((live - l0) / secs).to.be.within(20, 30);
       expect(source.stats().liveFramesReceived).to.be.at.least(live);
       expect(source.commandArgs()).to.include('pipe:4');
-      const sizes = await source.withLatestLiveFrame(async (f) => [f.width, f.height, f.data.length]);
-      expect(sizes).to.deep.equal([W / 2, H / 2, (W / 2) * (H / 2) * 3]);
+      // ffmpeg writes the live view's pictures as JPEGs (MJPEG), one whole picture per frame.
+      expect(source.liveIsJpeg).to.equal(true);
+      const { jpeg } = source.latestLiveJpeg();
+      expect([jpeg[0], jpeg[1], jpeg[jpeg.length - 2], jpeg[jpeg.length - 1]]).to.deep.equal([0xff, 0xd8, 0xff, 0xd9]);
+      const meta = await sharp(jpeg).metadata();
+      expect([meta.format, meta.width, meta.height]).to.deep.equal(['jpeg', W / 2, H / 2]);
       expect((await source.withLatestFrame(async (f) => [f.width, f.height]))).to.deep.equal([W, H]);
       unwatch();
     } finally {

@@ -114,32 +114,43 @@ describe('live view: the shared MJPEG stream', function () {
     b.close();
   });
 
-  it('a source with a live frame of its own (capture.live_width): that smaller frame is encoded, not the full-size one', async () => {
-    // The full-size frame stays for screenshots and reference images; the live view gets a quarter of the pixels.
-    const small = { data: Buffer.alloc((W / 2) * (H / 2) * 3, 90), width: W / 2, height: H / 2, seq: 1, at: Date.now() };
-    const withSmall = Object.assign(new TestFrames(), {
-      withLatestLiveFrame: <T>(fn: (frame: RawFrame) => Promise<T>): Promise<T> => fn(small),
-    });
-    const s2 = new LiveStream(withSmall, { maxViewers: 4 });
+  it('a source that makes the live JPEGs itself (capture.live_width): its bytes are sent as they are, never encoded; equal bytes are not sent again', async () => {
+    // ffmpeg's MJPEG output (the shipped configuration): the live view only passes the pictures on.
+    const jpegOf = (fill: number) => sharp(Buffer.alloc((W / 2) * (H / 2) * 3, fill), { raw: { width: W / 2, height: H / 2, channels: 3 } }).jpeg({ quality: 50 }).toBuffer();
+    const pictures = [await jpegOf(90), await jpegOf(90), await jpegOf(30)];
+    let current = { jpeg: pictures[0]!, seq: 1 };
+    const withJpeg = Object.assign(new TestFrames(), { liveIsJpeg: true, latestLiveJpeg: () => current });
+    const s2 = new LiveStream(withJpeg, { maxViewers: 4 });
     const server2 = http.createServer((_req, res) => s2.add(res));
     await new Promise<void>((r) => server2.listen(0, '127.0.0.1', r));
     try {
-      withSmall.publish(200);
-      const got: { jpeg?: Buffer } = {};
+      withJpeg.publish(200); // a full-size raw frame too: it must not be what the viewer gets
+      const got: Buffer[] = [];
+      let buf = Buffer.alloc(0);
       const req = http.get(`http://127.0.0.1:${(server2.address() as AddressInfo).port}/`, (res) => {
-        let buf = Buffer.alloc(0);
         res.on('data', (c: Buffer) => {
           buf = Buffer.concat([buf, c]);
-          const end = buf.indexOf('\r\n\r\n');
-          const len = Number(/Content-Length: (\d+)/.exec(buf.subarray(0, Math.max(0, end)).toString())?.[1]);
-          if (end >= 0 && buf.length >= end + 4 + len) got.jpeg ??= buf.subarray(end + 4, end + 4 + len);
+          for (;;) {
+            const end = buf.indexOf('\r\n\r\n');
+            const len = Number(/Content-Length: (\d+)/.exec(buf.subarray(0, Math.max(0, end)).toString())?.[1]);
+            if (end < 0 || buf.length < end + 4 + len + 2) return;
+            got.push(buf.subarray(end + 4, end + 4 + len));
+            buf = buf.subarray(end + 4 + len + 2);
+          }
         });
       });
-      const jpeg = await waitFor(() => got.jpeg, { what: 'the first picture', timeoutMs: 25_000 });
+      await waitFor(() => got.length === 1, { what: 'the first picture', timeoutMs: 25_000 });
+      expect(got[0]!.equals(pictures[0]!)).to.equal(true);
+      // The same bytes again under a new number (a still picture): not sent.
+      current = { jpeg: pictures[1]!, seq: 2 };
+      withJpeg.publish(200);
+      await waitFor(() => s2.stats.unchanged === 1, { what: 'the equal picture seen', timeoutMs: 25_000 });
+      current = { jpeg: pictures[2]!, seq: 3 };
+      withJpeg.publish(200);
+      await waitFor(() => got.length === 2, { what: 'the changed picture', timeoutMs: 25_000 });
       req.destroy();
-      const meta = await sharp(jpeg).metadata();
-      expect([meta.width, meta.height]).to.deep.equal([W / 2, H / 2]);
-      expect((await sharp(jpeg).raw().toBuffer())[0]).to.be.closeTo(90, 4);
+      expect(got[1]!.equals(pictures[2]!)).to.equal(true);
+      expect(s2.stats).to.include({ encoded: 0, passed: 2, unchanged: 1 });
     } finally {
       server2.closeAllConnections();
       await new Promise((r) => server2.close(r));

@@ -16,6 +16,7 @@ import type { CaptureHealth, FrameSource, Logger } from '../../core/ports.js';
 import { Backoff } from './backoff.js';
 import { writeFileAtomic } from '../../storage/atomic.js';
 import { encodePng, encodeThumbnail } from './encode.js';
+import { MjpegSplitter } from './mjpeg-splitter.js';
 import { ffmpegArgs, inputArgs, liveOutput, previewOutput, type InputSpec, type OutputSpec } from './ffmpeg-args.js';
 import { describeExit, FfmpegChild, type ChildExit } from './ffmpeg-child.js';
 import { FrameRing, type RawFrame } from './frame-ring.js';
@@ -44,9 +45,9 @@ export interface FfmpegFrameSourceOptions {
   live_fps?: number;
   /**
    * The live view's own picture width (height by the picture's aspect, even). When below `width` and `live_fps`
-   * is above `preview_fps`, ffmpeg writes the live view's frames at this size on a pipe of their own
-   * (`liveOutput`) and the preview keeps `preview_fps` (screenshots, checks, the stream clock): the live view's
-   * JPEG is a quarter of the pixels at 640 of 1280 (docs/portal.md, "The first viewer's CPU"). Otherwise the
+   * is above `preview_fps`, ffmpeg writes the live view's pictures at this size as JPEGs on a pipe of
+   * their own (`liveOutput`, MJPEG: `latestLiveJpeg`) and the preview keeps `preview_fps` (screenshots, checks,
+   * the stream clock) (docs/portal.md, "ffmpeg makes the live JPEG"). Otherwise the
    * live view gets the full-size preview at `live_fps`.
    */
   live_width?: number;
@@ -95,8 +96,10 @@ type Phase = 'idle' | 'starting' | 'running' | 'waiting' | 'stopped';
 
 export class FfmpegFrameSource implements FrameSource {
   private readonly ring: FrameRing;
-  /** The live view's frames when it has an output of its own (`live_width`); undefined when it takes the preview. */
-  private readonly liveRing: FrameRing | undefined;
+  /** The live view's JPEGs when it has an output of its own (`live_width`, MJPEG from ffmpeg); undefined when it takes the preview. */
+  private readonly liveSplitter: MjpegSplitter | undefined;
+  /** The live output's latest JPEG and its number (counted across runs). */
+  private liveLatest: { jpeg: Buffer; seq: number } | undefined;
   private readonly live: OutputSpec | undefined;
   /** Frames a second the live view gets (`live_fps` capped, or the preview's rate). */
   private readonly liveRate: number;
@@ -159,7 +162,7 @@ export class FfmpegFrameSource implements FrameSource {
     this.liveRate = previewRate(o);
     this.rate = live ? o.preview_fps : this.liveRate;
     if (live) {
-      this.liveRing = new FrameRing(live.width, live.height);
+      this.liveSplitter = new MjpegSplitter();
       this.live = liveOutput({ ...live, rate: this.liveRate, pipe: 'pipe:4' });
     }
     // The ring keeps at least preview_fps frames a second (25 / 10: one in 2); the check takes preview_fps of them.
@@ -243,7 +246,7 @@ export class FfmpegFrameSource implements FrameSource {
     const last = this.ring.latestMonotonic();
     return {
       framesReceived: this.framesReceived,
-      liveFramesReceived: this.liveRing ? this.liveFramesReceived : this.framesReceived,
+      liveFramesReceived: this.liveSplitter ? this.liveFramesReceived : this.framesReceived,
       frameAgeSecs: last === undefined ? undefined : Math.max(0, performance.now() - last) / 1000,
       restarts: Math.max(0, this.runs - 1),
       signal: this.signal().signal,
@@ -270,16 +273,19 @@ export class FfmpegFrameSource implements FrameSource {
     };
   }
 
+  /** True when ffmpeg makes the live view's JPEGs itself (`live_width`): read them with `latestLiveJpeg`. */
+  get liveIsJpeg(): boolean {
+    return this.liveSplitter !== undefined;
+  }
+
   /**
-   * Run `fn` on the live view's latest frame without copying it: the live output's (smaller, `live_width`) when
-   * there is one, else the preview's (`withLatestFrame`). Call on `onFrames`.
+   * The live output's latest JPEG (ffmpeg's MJPEG, `live_width` wide) and its number; call on `onFrames`.
+   * FarmError `device_unavailable` when offline or when there is no live output (`liveIsJpeg` false).
    */
-  async withLatestLiveFrame<T>(fn: (frame: RawFrame) => Promise<T>): Promise<T> {
-    if (this.liveRing === undefined) return this.withLatestFrame(fn);
-    const reason = this.offlineReason();
-    const out = reason === null ? await this.liveRing.withLatest(fn) : undefined;
-    if (out === undefined) throw new FarmError('device_unavailable', `capture is offline: ${reason ?? 'no frame yet'}`);
-    return out;
+  latestLiveJpeg(): { jpeg: Buffer; seq: number } {
+    const reason = this.liveSplitter ? this.offlineReason() : 'no live output';
+    if (reason !== null || this.liveLatest === undefined) throw new FarmError('device_unavailable', `capture is offline: ${reason ?? 'no frame yet'}`);
+    return this.liveLatest;
   }
 
   /**
@@ -405,7 +411,7 @@ export class FfmpegFrameSource implements FrameSource {
 
   private spawnChild(): void {
     this.ring.resetPartial();
-    this.liveRing?.resetPartial();
+    this.liveSplitter?.reset();
     this.monitor.reset();
     this.sinceCheck = 1; // the first frame of a run is checked
     this.phase = 'starting';
@@ -423,7 +429,7 @@ export class FfmpegFrameSource implements FrameSource {
       logger: this.stderrWatch(),
       onStdout: (chunk) => this.onData(child, chunk),
       ...(video && { onFd3: (chunk: Buffer) => video.listData(run, chunk) }),
-      ...(this.liveRing && { onFd4: (chunk: Buffer) => this.onLiveData(child, chunk) }),
+      ...(this.liveSplitter && { onFd4: (chunk: Buffer) => this.onLiveData(child, chunk) }),
     });
     this.child = child;
     void child.closed.then((exit) => {
@@ -462,15 +468,16 @@ export class FfmpegFrameSource implements FrameSource {
       this.watchdogDue = performance.now() + this.staleMs;
       this.watchdog?.refresh();
     }
-    if (this.liveRing === undefined) for (const listener of this.frameListeners) listener();
+    if (this.liveSplitter === undefined) for (const listener of this.frameListeners) listener();
   }
 
   /** Bytes of the live view's own output: its frames go to the live view (`onFrames`), nothing else. */
   private onLiveData(child: FfmpegChild, chunk: Buffer): void {
     if (child !== this.child) return;
-    const frames = this.liveRing!.push(chunk);
-    if (frames === 0) return;
-    this.liveFramesReceived += frames;
+    const jpegs = this.liveSplitter!.push(chunk);
+    if (jpegs.length === 0) return;
+    this.liveFramesReceived += jpegs.length;
+    this.liveLatest = { jpeg: jpegs[jpegs.length - 1]!, seq: this.liveFramesReceived };
     for (const listener of this.frameListeners) listener();
   }
 
