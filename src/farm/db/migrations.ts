@@ -287,4 +287,25 @@ CREATE INDEX audit_who ON audit (who, id);
 CREATE INDEX audit_node ON audit (node_id, id) WHERE node_id IS NOT NULL;
 `,
   },
+  {
+    id: 10,
+    name: 'portal replicas: leases and node ownership with an epoch (docs/farm.md, "Many portals")',
+    sql: `
+-- Each portal process of a farm run with replicas "many" is a replica: it holds a lease, renewed while it lives. A
+-- replica whose lease has lapsed is gone: the others apply the offline and fault rules to its nodes (the sweeper).
+-- url is where the other replicas reach it, to pass on a request for a node connected to it.
+CREATE TABLE portal_replicas (
+  replica_id   text COLLATE "C" PRIMARY KEY,
+  url          text NOT NULL,
+  started_at   timestamptz NOT NULL DEFAULT now(),
+  lease_until  timestamptz NOT NULL
+);
+-- The replica a node is connected to, and an epoch raised at every change of owner. A replica writes about a node
+-- only while it is still the owner at the epoch it took (WHERE owner_replica = $me AND owner_epoch = $epoch): a
+-- stale replica cannot mark offline, fault or overwrite a node that moved to another.
+ALTER TABLE nodes ADD COLUMN owner_replica text COLLATE "C";
+ALTER TABLE nodes ADD COLUMN owner_epoch bigint NOT NULL DEFAULT 0;
+CREATE INDEX nodes_owner ON nodes (owner_replica) WHERE owner_replica IS NOT NULL;
+`,
+  },
 ];
