@@ -150,6 +150,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       publicUrl: cfg.public_url,
       v1RequiresToken: cfg.auth.v1_requires_token,
       audit: trail,
+      admins: async () => (await pool.query<{ username: string }>("SELECT username FROM users WHERE role = 'admin' ORDER BY username LIMIT 5")).rows.map((r) => r.username),
       routers: [
         auditRouter(audit, roleOf),
         auditPageRouter(audit, { farm: true, roleOf }),
