@@ -194,6 +194,10 @@ export function auditTrail(o: AuditTrailOptions): AuditTrail {
       case 'reservation.extend':
         entries.push({ ...base, target: str(p.id), detail: { duration_secs: req.duration_secs ?? null } });
         break;
+      case 'node.maintenance':
+        // on, and the message when put in (200 characters at most), as asked; the outcome says whether it was done.
+        entries.push({ ...base, target: node, detail: { on: typeof req.on === 'boolean' ? req.on : null, ...(req.on === true && typeof req.message === 'string' && { message: clip(req.message) }) } });
+        break;
       case 'reservation.interrupt':
         entries.push({ ...base, target: str(p.id), detail: typeof req.message === 'string' ? { message: clip(req.message) } : {} });
         break;
