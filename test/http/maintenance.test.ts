@@ -84,6 +84,10 @@ describe('maintenance of a node', function () {
     expect(after).to.not.have.property('maintenance');
     const made = await as(runner).post('/api/v2/reservations').send({ node_ids: [NODE], message: 'nightly' });
     expect(made.status, made.text).to.equal(200);
+    // rob's reservation does not stop the administrator (the reservation rule is for using the node).
+    expect((await maintenance(admin, { on: true, message: 'urgent' })).status).to.equal(200);
+    expect((await status()).not_available_reason).to.match(/^in maintenance: urgent/);
+    expect((await maintenance(admin, { on: false })).status).to.equal(200);
     const end = await request(d.daemon.url).delete(`/api/v2/reservations/${made.body.reservations[0].reservation_id}`).set('Authorization', `token ${runner}`);
     expect(end.status).to.equal(204);
   });
@@ -105,6 +109,8 @@ describe('maintenance of a node', function () {
     const done = entries.filter((e) => e.outcome === 200);
     expect(done.map((e) => [e.who, e.detail])).to.deep.equal([
       ['ada', { on: true, message: 'rewiring the HDMI switch until 15:00' }],
+      ['ada', { on: false }],
+      ['ada', { on: true, message: 'urgent' }],
       ['ada', { on: false }],
       ['ada', { on: true, message: 'waiting for a new remote' }],
       ['ada', { on: false }],
