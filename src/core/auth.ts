@@ -41,6 +41,8 @@ export interface VerifiedToken {
 export interface TokenVerifier {
   /** The token's user and id, or undefined when it is malformed, unknown or revoked. */
   verify(token: string): VerifiedToken | undefined;
+  /** The users whose role is `admin` (named on the 403 page as whom to ask); optional. */
+  admins?(): string[];
 }
 
 /** A token as stored: never the secret, only its hash. */
