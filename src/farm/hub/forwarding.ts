@@ -11,6 +11,10 @@ import type { ForwardRequest, ForwardResponse } from '../contract.js';
 import { decodeChunk, encodeChunk } from '../protocol.js';
 import type { Conn, NodeTable } from './nodes.js';
 
+/** Retry-After of the 503 for a node not connected (it reconnects within its back-off; a client asks again). */
+export const NODE_AWAY_RETRY_SECS = 5;
+const retry = { retryAfter: NODE_AWAY_RETRY_SECS };
+
 /** Body bytes per binary frame of a forwarded request. */
 const CHUNK_BYTES = 256 * 1024;
 
@@ -26,7 +30,7 @@ export class Forwarding {
     const conn = entry?.conn;
     if (!entry || !conn || !entry.link.online) {
       const why = entry?.link.offlineReason ?? 'it has not connected to the portal';
-      return Promise.reject(new FarmError('device_unavailable', `node ${nodeId} is offline (${why}); try again when it is back`));
+      return Promise.reject(new FarmError('device_unavailable', `node ${nodeId} is offline (${why}); try again when it is back`, retry));
     }
     if (signal?.aborted) return Promise.reject(abortError());
     this.stats.forwards++;
@@ -95,7 +99,7 @@ export class Forwarding {
     const p = conn.pending.get(id);
     if (!p) return;
     if (!p.body) {
-      this.settle(conn, id, new FarmError('device_unavailable', `node ${conn.nodeId} could not answer: ${error ?? 'it ended the request without a response'}`));
+      this.settle(conn, id, new FarmError('device_unavailable', `node ${conn.nodeId} could not answer: ${error ?? 'it ended the request without a response'}`, retry));
       return;
     }
     conn.pending.delete(id);
@@ -107,7 +111,7 @@ export class Forwarding {
   /** Every forward on `conn` ends with an error: its connection went. */
   failPending(conn: Conn, why: string): void {
     for (const id of [...conn.pending.keys()]) {
-      this.settle(conn, id, new FarmError('device_unavailable', `node ${conn.nodeId} cannot answer: ${why}`));
+      this.settle(conn, id, new FarmError('device_unavailable', `node ${conn.nodeId} cannot answer: ${why}`, retry));
     }
   }
 

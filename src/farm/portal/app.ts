@@ -6,7 +6,7 @@
  * (src/http/session.ts, the same SessionStore, sign-in page and CSRF rule as a
  * node), which the API middleware accepts where the node's does.
  */
-import Koa from 'koa';
+import Koa, { type Middleware } from 'koa';
 import type Router from '@koa/router';
 import type { TokenVerifier } from '../../core/auth.js';
 import type { Logger } from '../../core/ports.js';
@@ -26,6 +26,7 @@ import { SessionStore } from '../../http/session.js';
 import type { OidcSignIn } from '../../http/oidc.js';
 import { oidcSignInRouter, type OnOidcSignIn } from '../../web/pages/oidcSignIn.js';
 import { staticRouter } from '../../web/static.js';
+import { adoptReplicaCaller, replicaEdge } from './replicaAuth.js';
 
 export interface PortalAppOptions {
   logger: Logger;
@@ -50,6 +51,10 @@ export interface PortalAppOptions {
   ops?: Router;
   /** Records the audit trail of state-changing requests (src/http/audit.ts), as on a node. */
   audit?: AuditTrail;
+  /** The replicas' shared secret (mode "many"): requests of other replicas are believed under it; none: all refused. */
+  replicaSecret?: Buffer;
+  /** Where a node-scoped request is answered (nodePlace.ts): mounted after body parsing, before the routers. */
+  nodePlaces?: Middleware;
 }
 
 export function createPortalApp(o: PortalAppOptions): Koa {
@@ -70,7 +75,10 @@ export function createPortalApp(o: PortalAppOptions): Koa {
   for (const router of o.early ?? []) app.use(router.routes());
   // People's sessions, in the portal's memory (a portal restart ends them, as a node restart does).
   const sessions = new SessionStore(o.tokens);
+  // The replicas' headers are believed only signed by another replica, and removed here either way (replicaAuth.ts).
+  app.use(replicaEdge(o.replicaSecret));
   app.use(authenticate(o.tokens, sessions));
+  app.use(adoptReplicaCaller);
   app.use(refuseCrossSiteRequests({ publicUrl: o.publicUrl }));
   app.use(rememberCredential(o.tokens, sessions));
   // Long polls are exempt, as on the node: a held request costs a promise, and clients retry them at once.
@@ -85,6 +93,7 @@ export function createPortalApp(o: PortalAppOptions): Koa {
   // The sign-in and sign-out forms post urlencoded fields, as on a node.
   const form = formBody(Math.min(o.maxBodyBytes, 16 * 1024));
   app.use((ctx, next) => (FORM_PATHS.has(ctx.path.toLowerCase()) ? form(ctx, next) : json(ctx, next)));
+  if (o.nodePlaces) app.use(o.nodePlaces);
   if (!o.ops) {
     app.use(async (ctx, next) => {
       if (ctx.path === '/healthz') {

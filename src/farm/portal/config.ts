@@ -73,6 +73,25 @@ export const portalConfigSchema = z.strictObject({
   /** The farm's audit trail in PostgreSQL (docs/auth.md, "Audit trail"): the node's keys, the same meaning. */
   audit: node.audit,
   log_level: node.log_level,
+  /**
+   * Portals that can be many (docs/farm.md, "Many portals"; the shape of the shared design, owned by branch
+   * `replicas`: its version wins at the merge). "single": one portal per database (the advisory lock). "many":
+   * replicas; a request for a node connected to another replica is proxied to it, signed with `secret_file`'s secret.
+   */
+  replicas: z
+    .strictObject({
+      mode: z.enum(['single', 'many']).default('single'),
+      replica_id: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'letters, digits, . _ - (at most 64)').optional(),
+      advertise_url: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }).optional(),
+      secret_file: z.string().min(1).optional(),
+      lease_secs: z.number().positive().max(3600).default(10),
+    })
+    .prefault({})
+    .superRefine((r, ctx) => {
+      if (r.mode !== 'many') return;
+      if (!r.advertise_url) ctx.addIssue({ code: 'custom', path: ['advertise_url'], message: 'required when mode is "many": where the other replicas reach this one' });
+      if (!r.secret_file) ctx.addIssue({ code: 'custom', path: ['secret_file'], message: 'required when mode is "many": the secret shared by the replicas' });
+    }),
 });
 
 export type PortalConfig = z.infer<typeof portalConfigSchema>;
@@ -85,7 +104,12 @@ export function parsePortalConfig(raw: unknown, baseDir = process.cwd()): Portal
     throw new ConfigError(parsed.error.issues.map((i) => `${i.path.length ? i.path.join('.') : '(root)'}: ${i.message}`));
   }
   // A relative storage_dir is relative to the config file, as the node's data_dir is.
-  return { ...parsed.data, storage_dir: path.resolve(baseDir, parsed.data.storage_dir) };
+  const d = parsed.data;
+  return {
+    ...d,
+    storage_dir: path.resolve(baseDir, d.storage_dir),
+    replicas: { ...d.replicas, ...(d.replicas.secret_file && { secret_file: path.resolve(baseDir, d.replicas.secret_file) }) },
+  };
 }
 
 /** Read and validate the file; throws ConfigError listing every problem. */

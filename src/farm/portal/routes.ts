@@ -15,14 +15,14 @@ import { availabilityText, type Availability } from '../../core/availability.js'
 import { FarmError } from '../../core/errors.js';
 import { bodyOf } from '../../http/body.js';
 import { userOf } from '../../http/auth.js';
-import { CLIENT_ADDRESS_HEADER } from '../../http/delegateHeaders.js';
 import { presentReservation } from '../../http/presenters.js';
 import { csrfTokenOf } from '../../http/session.js';
-import type { FarmHub, FarmReservation, FarmReservations, ForwardRequest, NodeLink } from '../contract.js';
+import type { FarmHub, FarmReservation, FarmReservations, NodeLink } from '../contract.js';
 import { presentFarmJob, type FarmJobs } from '../jobs.js';
 import type { FarmResults } from '../results.js';
 import { farmNodeAvailability } from './availability.js';
-import { forwardedUser, pageHeaders, setNodeAnswerHeaders } from './nodeAnswer.js';
+import { setNodeAnswerHeaders } from './nodeAnswer.js';
+import { answerWith, forwardToNode, nodeRequest, portalBaseUrl } from './nodeForward.js';
 import { SharedForwards } from './sharedForward.js';
 
 export interface PortalRouteDeps {
@@ -42,12 +42,6 @@ export interface PortalRouteDeps {
 
 /** await_completion requests this close together share one long poll to the node (sharedForward.ts). */
 export const AWAIT_JOIN_MS = 1_000;
-
-/**
- * Request headers passed on to the node (the rest describe the client's hop to the portal, or the person: never
- * her cookie, token or CSRF token). Its answer's headers: nodeAnswer.ts.
- */
-const PASSED_REQUEST_HEADERS = ['content-type', 'accept', 'range', 'if-none-match', 'if-modified-since', 'last-event-id'];
 
 const JOB = '/api/v2/jobs/:node/:hex/:num';
 /** How long a Job answered as exited waits for the node's events before it to be folded, by default (see settle). */
@@ -69,9 +63,7 @@ async function readSmall(stream: AsyncIterable<Buffer | string>, max: number): P
 }
 const NODE = '/api/v2/nodes/:node_id';
 
-export function portalBaseUrl(ctx: Context, publicUrl?: string): string {
-  return (publicUrl ?? `${ctx.protocol}://${ctx.host}`).replace(/\/+$/, '');
-}
+export { portalBaseUrl };
 
 /**
  * Every registered node as a v2 Node object (`GET /api/v2/nodes`, and the portal's front door): the node's
@@ -141,50 +133,22 @@ export function portalRouter(d: PortalRouteDeps): Router {
   };
   const settleMs = d.settleMs ?? SETTLE_MS;
 
-  const passedHeaders = (ctx: Context): Record<string, string> => {
-    const headers: Record<string, string> = {};
-    for (const h of PASSED_REQUEST_HEADERS) {
-      const v = ctx.get(h);
-      if (v) headers[h] = v;
-    }
-    // Who called, for the node's audit trail (believed by the node only with the link's delegate secret).
-    const from = ctx.request.socket.remoteAddress;
-    if (from) headers[CLIENT_ADDRESS_HEADER] = from;
-    return pageHeaders(ctx, headers);
-  };
-
   /** Pass the request to the node and stream its answer back (`opts.settle`: a Job answer, see settle). */
   const forward = async (ctx: Context, nodeId: string, body?: Buffer, opts: { settle?: boolean; whole?: boolean } = {}) => {
-    const headers = passedHeaders(ctx);
-    if (body !== undefined) headers['content-type'] = 'application/json';
-    // A page is rendered by the node for nobody it is told of: the node learns only whether the reader is signed
-    // in on the portal (pageHeaders), never who, her session or its CSRF token (nodeAnswer.ts).
-    const req: ForwardRequest = { method: ctx.method, path: ctx.url, headers, body, user: forwardedUser(ctx), baseUrl: base(ctx) };
-    const ac = new AbortController();
-    const onClose = () => {
-      if (!ctx.res.writableFinished) ac.abort();
-    };
-    ctx.res.once('close', onClose);
-    const res = await d.hub.forward(nodeId, req, ac.signal);
-    setNodeAnswerHeaders(ctx, res.status, res.headers, d.publicUrl);
-    if (res.status === 204 || res.status === 304 || ctx.method === 'HEAD') {
-      res.body.resume();
+    const res = await forwardToNode(d.hub, ctx, nodeId, d.publicUrl, body);
+    if (res.status !== 200 || ctx.method === 'HEAD' || !(opts.settle || opts.whole)) {
+      answerWith(ctx, res, d.publicUrl);
       return;
     }
-    if (opts.settle && res.status === 200) {
+    setNodeAnswerHeaders(ctx, res.status, res.headers, d.publicUrl);
+    if (opts.settle) {
       const answer = await readSmall(res.body, MAX_JOB_BYTES);
       await settle(nodeId, answer);
       ctx.body = answer;
       return;
     }
-    if (opts.whole && res.status === 200) {
-      // A Job object, whole: the audit trail names the job it started (src/http/audit.ts).
-      ctx.body = await readSmall(res.body, MAX_JOB_BYTES);
-      return;
-    }
-    const length = ctx.response.get('Content-Length');
-    ctx.body = res.body;
-    if (length) ctx.set('Content-Length', length);
+    // A Job object, whole: the audit trail names the job it started (src/http/audit.ts).
+    ctx.body = await readSmall(res.body, MAX_JOB_BYTES);
   };
 
   /** Forward to a registered node (404 otherwise); the hub answers 503 when it is not connected. */
@@ -200,9 +164,8 @@ export function portalRouter(d: PortalRouteDeps): Router {
   const awaits = d.awaits ?? new SharedForwards({ joinMs: AWAIT_JOIN_MS });
   const awaitOnNode = async (ctx: Context, nodeId: string) => {
     if (!d.hub.link(nodeId)) await registered(nodeId);
-    const headers = passedHeaders(ctx);
-    const req: ForwardRequest = { method: 'GET', path: ctx.url, headers, user: forwardedUser(ctx), baseUrl: base(ctx) };
-    const key = JSON.stringify([nodeId, req.path, req.user, req.baseUrl, headers]);
+    const req = nodeRequest(ctx, d.publicUrl);
+    const key = JSON.stringify([nodeId, req.path, req.user, req.baseUrl, req.headers]);
     const { answer, leave } = awaits.join(key, async (signal) => {
       const res = await d.hub.forward(nodeId, req, signal);
       return { status: res.status, headers: res.headers, body: await readSmall(res.body, MAX_JOB_BYTES) };
