@@ -62,7 +62,7 @@ export function verifyReplicaRequest(
   now = Date.now(),
 ): ReplicaCaller | { refused: string } {
   if (!secret) return { refused: 'this portal takes no requests from other replicas (replicas.mode is "single")' };
-  const one = (h: string) => (typeof headers[h] === 'string' ? (headers[h] as string) : undefined);
+  const one = (h: string) => (typeof headers[h] === 'string' ? (headers[h]) : undefined);
   const replica = one(REPLICA_HEADER)?.trim();
   const userRaw = one(REPLICA_USER_HEADER);
   const m = /^t=(\d{1,15});role=([a-z]*);v1=([0-9a-f]{64})$/.exec(one(REPLICA_SIGNATURE_HEADER)?.trim() ?? '');

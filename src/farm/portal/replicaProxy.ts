@@ -11,7 +11,6 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { Context } from 'koa';
-import type { Role } from '../../core/roles.js';
 import { FarmError } from '../../core/errors.js';
 import { userOf } from '../../http/auth.js';
 import { bodyOf } from '../../http/body.js';
@@ -74,7 +73,7 @@ export class ReplicaProxy {
     const headers: Record<string, string> = {
       ...passedRequestHeaders(ctx),
       host: ctx.get('host') || target.host,
-      ...signReplicaRequest(this.o.secret, ctx.method, ctx.url, { replica: this.o.replicaId, user: user?.login ?? '', role: user?.role as Role | undefined }),
+      ...signReplicaRequest(this.o.secret, ctx.method, ctx.url, { replica: this.o.replicaId, user: user?.login ?? '', role: user?.role }),
     };
     let body: Buffer | undefined;
     if (BODY_METHODS.has(ctx.method)) {
