@@ -40,6 +40,8 @@ describe('farm: a node of another replica, proxied to it', function () {
        ON CONFLICT (replica_id) DO UPDATE SET url = EXCLUDED.url, lease_until = EXCLUDED.lease_until`,
       [owner, urlOfOwner, leaseSecs],
     );
+    // B reads a node's owner again after OWNER_CACHE_MS (nodePlace.ts); the test does not wait for that.
+    b.portal.places.forget(NODE);
   };
   const atB = (p: string, init: RequestInit = {}) =>
     fetch(`${b.url}${p}`, { ...init, headers: { Authorization: `token ${alice}`, ...(init.body ? { 'Content-Type': 'application/json' } : {}), ...(init.headers as Record<string, string>) } });

@@ -26,19 +26,48 @@ export type NodePlace = { kind: 'here' } | { kind: 'replica'; replicaId: string;
 /** Whether this portal holds the node's connection now: its routers answer for it (own copy, or the node). */
 export const isHere = (hub: Pick<FarmHub, 'link'>, nodeId: string): boolean => hub.link(nodeId)?.online === true;
 
+/**
+ * How long a node's owner replica, once read, is used without reading it again. A node that moved in that time has
+ * its requests passed to the replica it left, which answers 503 (the node is away there, and a passed request is not
+ * passed on again): the entry is dropped at once (`forget`), so the client's retry finds the new owner.
+ */
+export const OWNER_CACHE_MS = 1_000;
+
 export class NodePlaces {
+  private readonly owners = new Map<string, { place: NodePlace & { kind: 'replica' }; until: number }>();
+
   constructor(
     private readonly o: {
       pool: pg.Pool;
       hub: Pick<FarmHub, 'link'>;
       /** This replica's id; undefined in mode "single". */
       replicaId?: string;
+      now?: () => number;
     },
   ) {}
+
+  /** Drop what is known of the node's owner (it did not answer, or answered that the node is away). */
+  forget(nodeId: string): void {
+    this.owners.delete(nodeId);
+  }
 
   async where(nodeId: string): Promise<NodePlace> {
     if (isHere(this.o.hub, nodeId)) return { kind: 'here' };
     if (this.o.replicaId === undefined) return this.o.hub.link(nodeId) ? { kind: 'away' } : this.registered(nodeId);
+    const now = (this.o.now ?? Date.now)();
+    const known = this.owners.get(nodeId);
+    if (known && known.until > now) return known.place;
+    const place = await this.owner(nodeId);
+    if (place.kind === 'replica') {
+      if (this.owners.size > 10_000) this.owners.clear();
+      this.owners.set(nodeId, { place, until: now + OWNER_CACHE_MS });
+    } else {
+      this.owners.delete(nodeId);
+    }
+    return place;
+  }
+
+  private async owner(nodeId: string): Promise<NodePlace> {
     const { rows } = await this.o.pool.query<{ owner_replica: string | null; url: string | null; live: boolean | null }>(
       `SELECT n.owner_replica, r.url, r.lease_until > now() AS live
        FROM nodes n LEFT JOIN portal_replicas r ON r.replica_id = n.owner_replica WHERE n.node_id = $1`,
@@ -104,7 +133,13 @@ export function placeNodeRequests(o: { places: NodePlaces; proxy: ReplicaProxy }
     const nodeId = replicaCallerOf(ctx) ? undefined : nodeOfRequest(ctx);
     const place = nodeId === undefined ? undefined : await o.places.where(nodeId);
     if (place?.kind === 'replica') {
-      await o.proxy.pass(ctx, nodeId!, place);
+      try {
+        await o.proxy.pass(ctx, nodeId!, place);
+      } catch (e) {
+        o.places.forget(nodeId!);
+        throw e;
+      }
+      if (ctx.status === 503) o.places.forget(nodeId!);
       return;
     }
     await next();

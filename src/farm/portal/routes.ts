@@ -24,6 +24,7 @@ import { farmNodeAvailability } from './availability.js';
 import { setNodeAnswerHeaders } from './nodeAnswer.js';
 import { answerWith, forwardToNode, nodeRequest, portalBaseUrl } from './nodeForward.js';
 import { SharedForwards } from './sharedForward.js';
+import { isHere } from './nodePlace.js';
 
 export interface PortalRouteDeps {
   pool: pg.Pool;
@@ -237,7 +238,7 @@ export function portalRouter(d: PortalRouteDeps): Router {
    */
   const getJob = async (ctx: Context, v: 'v1' | 'v2') => {
     const nodeId = jobNode(ctx);
-    if (d.hub.link(nodeId)?.online) return toNode(ctx, nodeId, { settle: v === 'v2' });
+    if (isHere(d.hub, nodeId)) return toNode(ctx, nodeId, { settle: v === 'v2' });
     const { hex, num } = ctx.params as Record<string, string>;
     const uid = `/${nodeId}/${hex}/${num}`;
     const row = await d.jobs.get(uid);
@@ -254,7 +255,7 @@ export function portalRouter(d: PortalRouteDeps): Router {
   r.get(`${JOB}/log`, (ctx) => toNode(ctx, jobNode(ctx)));
   r.get(`${JOB}/await_completion`, async (ctx) => {
     const nodeId = jobNode(ctx);
-    if (d.hub.link(nodeId)?.online) return awaitOnNode(ctx, nodeId);
+    if (isHere(d.hub, nodeId)) return awaitOnNode(ctx, nodeId);
     // The node is away: an ended job is answered at once, as the node would; a running one waits for its node.
     const uid = `/${nodeId}/${ctx.params.hex}/${ctx.params.num}`;
     const row = await d.jobs.get(uid);
