@@ -34,6 +34,8 @@ export class Forwarding {
     }
     if (signal?.aborted) return Promise.reject(abortError());
     this.stats.forwards++;
+    // The HTTP/2 prototype (src/farm/h2Tunnel.ts): a stream of its own, with flow control and reset.
+    if (conn.h2) return conn.h2.client.forward(req, signal);
     const id = conn.newId();
     return new Promise<ForwardResponse>((resolve, reject) => {
       const onAbort = () => {
@@ -56,7 +58,7 @@ export class Forwarding {
   /** Forwarded requests not yet answered in full, over every connection (/metrics). */
   inFlight(): number {
     let n = 0;
-    for (const e of this.nodes.entries.values()) n += e.conn?.pending.size ?? 0;
+    for (const e of this.nodes.entries.values()) n += (e.conn?.pending.size ?? 0) + (e.conn?.h2?.client.inFlight ?? 0);
     return n;
   }
 

@@ -29,6 +29,7 @@ import {
 import { backoffDelay, DEFAULT_BACKOFF, type BackoffSettings } from './backoff.js';
 import { EventStream } from './eventStream.js';
 import { Forwarder } from './forwarder.js';
+import { isTunnelFrame, linkH2Enabled } from '../h2Tunnel.js';
 import { Heartbeat } from './heartbeat.js';
 import type { PortalLinkOptions } from './options.js';
 import { closeMeaning, describeError, refusal } from './reasons.js';
@@ -42,6 +43,8 @@ export class PortalLink {
   private readonly events: EventStream;
   private readonly snapshots: SnapshotSender;
   private readonly forwarder: Forwarder;
+  /** The HTTP/2 prototype on the current socket (offered in the hello; src/farm/h2Tunnel.ts). */
+  private h2: ReturnType<Forwarder['openH2']> | undefined;
   private ws: WebSocket | undefined;
   private stopped = true;
   private attempt = 0;
@@ -176,7 +179,8 @@ export class PortalLink {
     if (ws !== this.ws || ws.readyState !== WebSocket.OPEN) return;
     this.snapshots.remember(snapshot);
     const localIp = typeof snapshot.snapshot.local_ip_address === 'string' ? snapshot.snapshot.local_ip_address : null;
-    this.send(ws, { t: 'hello', protocol: PROTOCOL_VERSION, node_id: this.o.nodeId, version: this.o.version, ...snapshot, local_ip: localIp, job: this.o.job() });
+    this.h2 = linkH2Enabled() ? this.forwarder.openH2(ws) : undefined;
+    this.send(ws, { t: 'hello', protocol: PROTOCOL_VERSION, node_id: this.o.nodeId, version: this.o.version, ...snapshot, local_ip: localIp, job: this.o.job(), ...(this.h2 && { h2: true }) });
   }
 
   private onClose(ws: WebSocket, code: number, reason: string): void {
@@ -217,11 +221,14 @@ export class PortalLink {
     this.stableTimer = undefined;
     this.snapshots.reset();
     this.forwarder.abortAll();
+    this.h2?.close();
+    this.h2 = undefined;
   }
 
   private onMessage(ws: WebSocket, data: Buffer, isBinary: boolean): void {
     if (isBinary) {
-      this.forwarder.requestBody(data);
+      if (this.h2 && isTunnelFrame(data)) this.h2.deliver(data);
+      else this.forwarder.requestBody(data);
       return;
     }
     let m: PortalMessage;
@@ -260,6 +267,8 @@ export class PortalLink {
       ws.close(1002, 'protocol version mismatch');
       return;
     }
+    if (!w.h2) this.h2?.close(); // the portal did not take the offer
+    if (!w.h2) this.h2 = undefined;
     this.live = true;
     this.connectedCount++;
     this.lastFailure = undefined;
