@@ -16,16 +16,8 @@
  */
 import WebSocket from 'ws';
 import type { FarmEvent } from '../../core/events.js';
-import {
-  CLOSE_REPLACED,
-  CONNECT_PATH,
-  DEFAULT_HEARTBEAT_SECS,
-  PROTOCOL_VERSION,
-  type NodeMessage,
-  type NodeSnapshot,
-  type PortalMessage,
-  type Welcome,
-} from '../protocol.js';
+import { CLOSE_REPLACED, CONNECT_PATH, DEFAULT_HEARTBEAT_SECS, PROTOCOL_VERSION } from '../protocol.js';
+import type { NodeMessage, NodeSnapshot, PortalMessage, Welcome } from '../protocol.js';
 import { backoffDelay, DEFAULT_BACKOFF, type BackoffSettings } from './backoff.js';
 import { EventStream } from './eventStream.js';
 import { Forwarder } from './forwarder.js';
@@ -43,8 +35,7 @@ export class PortalLink {
   private readonly events: EventStream;
   private readonly snapshots: SnapshotSender;
   private readonly forwarder: Forwarder;
-  /** The HTTP/2 prototype on the current socket (offered in the hello; src/farm/h2Tunnel.ts). */
-  private h2: ReturnType<Forwarder['openH2']> | undefined;
+  private h2: ReturnType<Forwarder['openH2']> | undefined; // HTTP/2 prototype, offered in the hello (h2Tunnel.ts)
   private ws: WebSocket | undefined;
   private stopped = true;
   private attempt = 0;
@@ -221,8 +212,7 @@ export class PortalLink {
     this.stableTimer = undefined;
     this.snapshots.reset();
     this.forwarder.abortAll();
-    this.h2?.close();
-    this.h2 = undefined;
+    this.h2 = void this.h2?.close();
   }
 
   private onMessage(ws: WebSocket, data: Buffer, isBinary: boolean): void {
@@ -267,8 +257,7 @@ export class PortalLink {
       ws.close(1002, 'protocol version mismatch');
       return;
     }
-    if (!w.h2) this.h2?.close(); // the portal did not take the offer
-    if (!w.h2) this.h2 = undefined;
+    if (!w.h2) this.h2 = void this.h2?.close(); // the portal did not take the offer
     this.live = true;
     this.connectedCount++;
     this.lastFailure = undefined;
