@@ -84,6 +84,8 @@ describe('farm: a node of another replica, proxied to it', function () {
     const press = await atB(`/api/v2/nodes/${NODE}/press`, { method: 'POST', body: JSON.stringify({ key: 'KEY_OK' }) });
     expect(press.status, await press.clone().text()).to.equal(204);
     expect(b.portal.proxy!.stats.total).to.be.at.least(3);
+    const metrics = await (await atB('/metrics')).text();
+    expect(Number(/^farmhand_portal_replica_proxied_total (\d+)$/m.exec(metrics)?.[1])).to.be.at.least(3);
   });
 
   it('runs a job through B: run_tests, await_completion and the job log, the job named as the caller', async () => {
@@ -99,7 +101,8 @@ describe('farm: a node of another replica, proxied to it', function () {
       { what: 'the job to end, awaited through B', timeoutMs: 120_000 },
     );
     expect(done).to.include({ job_uid: job.job_uid, status: 'exited' });
-    expect(done.username ?? 'alice').to.equal('alice');
+    // The node ran it for the caller B authenticated, named to A in the signed request.
+    expect((await a.db.query<{ username: string }>('SELECT username FROM jobs WHERE job_uid = $1', [job.job_uid])).rows[0]?.username).to.equal('alice');
     const log = await atB(`/api/v2/jobs${job.job_uid}/log`, { redirect: 'follow' });
     expect(log.status, await log.clone().text()).to.equal(200);
     expect(await log.text()).to.include('test_pass');

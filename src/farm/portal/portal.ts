@@ -144,19 +144,20 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
     const roles = farmRoleOf(pool);
     const roleOf = (ctx: Context) => roles(userOf(ctx)?.login ?? '');
     const h0 = hub;
+    const places = new NodePlaces({ pool, hub, ...(many && { replicaId }) });
+    const proxy = replicaSecret
+      ? new ReplicaProxy({ secret: replicaSecret, replicaId, retryAfterSecs: Math.ceil(cfg.replicas.lease_secs), ...(cfg.public_url && { publicUrl: cfg.public_url }) })
+      : undefined;
     const ops = portalOps({
       pool,
       lock,
       links: () => h0.links(),
       forwards: () => ({ inFlight: h0.forwardsInFlight(), total: h0.stats.forwards }),
+      ...(proxy && { replicaProxy: () => proxy.stats }),
       logger: logger.child({ part: 'ops' }),
       ...parts.opsSources,
     });
     const oidc = cfg.oidc && oidcSecret !== undefined ? portalOidc(cfg.oidc, cfg.public_url, pool, oidcSecret, logger.child({ part: 'oidc' })) : undefined;
-    const places = new NodePlaces({ pool, hub, ...(many && { replicaId }) });
-    const proxy = replicaSecret
-      ? new ReplicaProxy({ secret: replicaSecret, replicaId, retryAfterSecs: Math.ceil(cfg.replicas.lease_secs), ...(cfg.public_url && { publicUrl: cfg.public_url }) })
-      : undefined;
     const app = createPortalApp({
       ...(oidc && { oidc }),
       ...(replicaSecret && { replicaSecret }),
