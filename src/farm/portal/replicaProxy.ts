@@ -38,7 +38,8 @@ export interface ReplicaProxyOptions {
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 export class ReplicaProxy {
-  private readonly agents = { http: new http.Agent({ keepAlive: true, maxSockets: 512 }), https: new https.Agent({ keepAlive: true, maxSockets: 512 }) };
+  // No cap on sockets: a request queued behind long-lived streams (MJPEG, long polls) would wait for ever; the owner's own limits apply.
+  private readonly agents = { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) };
   /** Requests passed to other replicas since start, and of them those not answered in full yet. */
   readonly stats = { total: 0, inFlight: 0 };
 
