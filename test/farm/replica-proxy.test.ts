@@ -22,6 +22,15 @@ const NODE = 'replica-node';
 const HANG = 'tests/hang.py::test_hang';
 const PASS = 'tests/basic.py::test_pass';
 
+/** A loopback port nothing listens on now. */
+async function freePort(): Promise<number> {
+  const s = http.createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
+  const port = (s.address() as { port: number }).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}
+
 describe('farm: a node of another replica, proxied to it', function () {
   this.timeout(240_000);
   let cluster: TestPostgres;
@@ -32,15 +41,24 @@ describe('farm: a node of another replica, proxied to it', function () {
   let secret: string;
   let alice: string;
 
-  /** Ownership as the replica the node connected to records it, and both replicas' live leases. */
-  const own = async (owner: string, urlOfOwner: string, leaseSecs = 3600) => {
-    await a.db.query(`UPDATE nodes SET owner_replica = $1, owner_epoch = owner_epoch + 1 WHERE node_id = $2`, [owner, NODE]);
-    await a.db.query(
-      `INSERT INTO portal_replicas (replica_id, url, lease_until) VALUES ($1, $2, now() + make_interval(secs => $3))
-       ON CONFLICT (replica_id) DO UPDATE SET url = EXCLUDED.url, lease_until = EXCLUDED.lease_until`,
-      [owner, urlOfOwner, leaseSecs],
-    );
+  /**
+   * The node's owner as the replica it connected to records it at hello, with that replica's lease (where branch
+   * `replicas` already wrote them, nothing changes: the same owner, its epoch kept, its own lease row).
+   */
+  const own = async (owner: string, urlOfOwner: string) => {
+    await a.db.query(`UPDATE nodes SET owner_replica = $1, owner_epoch = owner_epoch + 1 WHERE node_id = $2 AND owner_replica IS DISTINCT FROM $1`, [owner, NODE]);
+    await a.db.query(`INSERT INTO portal_replicas (replica_id, url, lease_until) VALUES ($1, $2, now() + interval '1 hour') ON CONFLICT (replica_id) DO NOTHING`, [owner, urlOfOwner]);
     // B reads a node's owner again after OWNER_CACHE_MS (nodePlace.ts); the test does not wait for that.
+    b.portal.places.forget(NODE);
+  };
+  /** A third replica, 'pc', that nobody runs: its row says what the test wants (a dead URL, a lapsed lease). */
+  const ghost = async (url: string, leaseSecs: number) => {
+    await a.db.query(
+      `INSERT INTO portal_replicas (replica_id, url, lease_until) VALUES ('pc', $1, now() + make_interval(secs => $2))
+       ON CONFLICT (replica_id) DO UPDATE SET url = EXCLUDED.url, lease_until = EXCLUDED.lease_until`,
+      [url, leaseSecs],
+    );
+    await a.db.query(`UPDATE nodes SET owner_replica = 'pc', owner_epoch = owner_epoch + 1 WHERE node_id = $1`, [NODE]);
     b.portal.places.forget(NODE);
   };
   const atB = (p: string, init: RequestInit = {}) =>
@@ -53,11 +71,15 @@ describe('farm: a node of another replica, proxied to it', function () {
     dir = await mkdtemp(path.join(os.tmpdir(), 'replica-secret-'));
     secret = randomBytes(32).toString('hex');
     await writeFile(path.join(dir, 'secret'), `${secret}\n`, { mode: 0o600 });
-    const replicas = (id: string) => ({ mode: 'many' as const, replica_id: id, advertise_url: 'http://127.0.0.1:1', secret_file: path.join(dir, 'secret') });
+    // Each replica listens where it advertises (a port picked free just before).
+    const replica = async (id: string) => {
+      const port = await freePort();
+      return { listen: `127.0.0.1:${port}`, replicas: { mode: 'many' as const, replica_id: id, advertise_url: `http://127.0.0.1:${port}`, secret_file: path.join(dir, 'secret') } };
+    };
     // Both replicas start before the node connects (each marks the farm's nodes offline at start: branch replicas
     // limits that to the replica's own nodes).
-    a = await startTestFarm({ cluster, portal: { replicas: replicas('pa') } });
-    b = await startTestFarm({ cluster, portal: { replicas: replicas('pb') } });
+    a = await startTestFarm({ cluster, portal: await replica('pa') });
+    b = await startTestFarm({ cluster, portal: await replica('pb') });
     await a.addNode(NODE, { pack, config: { runner: { stop_response_secs: 60 }, ir: { uri: 'virtual:' } } });
     await own('pa', a.url);
     alice = await b.tokenFor('alice');
@@ -171,29 +193,32 @@ describe('farm: a node of another replica, proxied to it', function () {
   });
 
   it('answers 503 with Retry-After when the owner replica does not answer, or its lease lapsed', async () => {
-    // A port nothing listens on: the owner is gone (its lease not yet lapsed).
-    const gone = http.createServer();
-    await new Promise<void>((r) => gone.listen(0, '127.0.0.1', () => r()));
-    const port = (gone.address() as { port: number }).port;
-    await new Promise<void>((r) => gone.close(() => r()));
+    // The node's owner is a replica at a port nothing listens on: gone, its lease not yet lapsed.
+    const dead = `http://127.0.0.1:${await freePort()}`;
     try {
-      await own('pa', `http://127.0.0.1:${port}`);
+      await ghost(dead, 3600);
       for (const p of [`/api/v2/nodes/${NODE}/screenshot.png`, `/api/v2/nodes/${NODE}/job`]) {
         const r = await atB(p);
         expect(r.status, p).to.equal(503);
         expect(r.headers.get('retry-after'), p).to.match(/^[1-9][0-9]*$/);
         expect(await r.json()).to.include({ error: 'device_unavailable' });
       }
-      // The lease lapsed: nobody holds the node; B answers as for a node away, 503 with Retry-After.
-      await own('pa', a.url, -1);
+      // Its lease lapsed: nobody holds the node; B answers as for a node away, 503 with Retry-After.
+      await ghost(dead, -1);
       const r = await atB(`/api/v2/nodes/${NODE}/screenshot.png`);
       expect(r.status).to.equal(503);
       expect(r.headers.get('retry-after')).to.match(/^[1-9][0-9]*$/);
     } finally {
       await own('pa', a.url);
     }
-    const back = await atB(`/api/v2/nodes/${NODE}/screenshot.png`);
-    expect(back.status).to.equal(200);
-    await back.arrayBuffer();
+    // The node's owner again (with branch replicas, A may have dropped and taken the node back meanwhile).
+    await waitFor(
+      async () => {
+        const back = await atB(`/api/v2/nodes/${NODE}/screenshot.png`);
+        await back.arrayBuffer();
+        return back.status === 200;
+      },
+      'the node answering through B again',
+    );
   });
 });
