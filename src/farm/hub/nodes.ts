@@ -7,13 +7,13 @@
  */
 import type { Readable } from 'node:stream';
 import type { WebSocket } from 'ws';
+import type { WsTunnel } from '../h2Tunnel.js';
+import type { H2LinkClient } from './h2Client.js';
 import type { Logger } from '../../core/ports.js';
 import type { ForwardResponse, NodeLink } from '../contract.js';
 import { isDatabaseUnavailable } from '../db/pool.js';
 import type { StreamItem } from '../fold.js';
 import type { Hello, PortalMessage } from '../protocol.js';
-import type { WsTunnel } from '../h2Tunnel.js';
-import type { H2LinkClient } from './h2Client.js';
 
 /** A forwarded request not yet answered in full. */
 export interface Pending {
