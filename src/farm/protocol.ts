@@ -55,6 +55,8 @@ export interface Hello extends NodeSnapshot {
   local_ip: string | null;
   /** The node's current job, or its last one (job_uid and status), so the portal can reconcile. */
   job: { job_uid: string; status: 'running' | 'exited' } | null;
+  /** The node offers its forwarded requests over HTTP/2 in the link (a prototype behind FARMHAND_LINK_H2: src/farm/h2Tunnel.ts). */
+  h2?: boolean;
 }
 
 export interface Heartbeat {
@@ -90,6 +92,8 @@ export interface Welcome {
   t: 'welcome';
   protocol: number;
   heartbeat_secs: number;
+  /** The portal takes the node's HTTP/2 offer: forwarded requests go as HTTP/2 streams from now on (src/farm/h2Tunnel.ts). */
+  h2?: boolean;
   /**
    * Jobs of this node the portal has already ended (it marked the node offline and closed them):
    * the node stops any of them still running, and never reports them as running again.

@@ -26,7 +26,7 @@ import { resultIdFromParams } from '../http/params.js';
 import { presentResultDetail, presentResultSummary } from '../http/presenters.js';
 import { LOG_NAMES } from '../http/resultRoutes.js';
 import type { FarmHub } from './contract.js';
-import { forwardedUser, pageHeaders, setNodeAnswerHeaders } from './portal/nodeAnswer.js';
+import { answerWith, forwardToNode } from './portal/nodeForward.js';
 import type { StoredResults } from './storedResults.js';
 
 /** Pass the request in `ctx` to the node that owns it and answer with the node's response. */
@@ -140,26 +140,9 @@ export function farmResultRouter(o: FarmResultRoutesOptions): Router {
   return r;
 }
 
-const PASSED_REQUEST_HEADERS = ['accept', 'range', 'if-none-match', 'if-modified-since', 'content-type', 'last-event-id'];
-
-/** `forward` for farmResultRouter through the hub's connection to the node (FarmHub.forward), as the caller. */
+/** `forward` for farmResultRouter through the hub's connection to the node, as the caller: the one forward (src/farm/portal/nodeForward.ts). */
 export function forwardThroughHub(hub: Pick<FarmHub, 'forward'>, publicUrl?: string): ForwardToNode {
   return async (nodeId, ctx) => {
-    const headers: Record<string, string> = {};
-    for (const h of PASSED_REQUEST_HEADERS) if (ctx.get(h)) headers[h] = ctx.get(h);
-    const abort = new AbortController();
-    const onClose = (): void => abort.abort();
-    ctx.req.once('close', onClose);
-    const baseUrl = (publicUrl ?? `${ctx.protocol}://${ctx.host}`).replace(/\/+$/, '');
-    try {
-      // The node's answer as any other a node gives through the portal: its content headers, the portal's CSP (nodeAnswer.ts).
-      const res = await hub.forward(nodeId, { method: ctx.method, path: ctx.url, headers: pageHeaders(ctx, headers), user: forwardedUser(ctx), baseUrl }, abort.signal);
-      const length = res.headers['content-length'];
-      setNodeAnswerHeaders(ctx, res.status, res.headers, publicUrl);
-      ctx.body = res.body;
-      if (length) ctx.set('Content-Length', length);
-    } finally {
-      ctx.req.off('close', onClose);
-    }
+    answerWith(ctx, await forwardToNode(hub, ctx, nodeId, publicUrl), publicUrl);
   };
 }

@@ -57,7 +57,8 @@ export function errorHandler(logger: Logger) {
       }
     } catch (e) {
       if (isFarmError(e)) {
-        if (e.code === 'rate_limited' && typeof e.details?.retryAfter === 'number') {
+        // A 429, or a 503 of something that comes back (a node or replica away: the farm portal's proxy).
+        if ((e.code === 'rate_limited' || e.code === 'device_unavailable') && typeof e.details?.retryAfter === 'number') {
           ctx.set('Retry-After', String(e.details.retryAfter));
         }
         sendError(ctx, STATUS[e.code], e.code, e.message);

@@ -5,6 +5,8 @@
  * dispatch of each message to the file whose concern it is: liveness.ts (any message is a heartbeat), intake.ts
  * (events), forwarding.ts (answers). Uses all of those; none of them uses this file.
  */
+import { isTunnelFrame, linkH2Enabled, WsTunnel } from '../h2Tunnel.js';
+import { H2LinkClient } from './h2Client.js';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
@@ -75,7 +77,9 @@ export class Connections {
     ws.on('message', (data: RawData, isBinary: boolean) => {
       try {
         if (isBinary) {
-          if (this.liveness.current(conn)) this.forwarding.onChunk(conn, toBuffer(data));
+          const frame = toBuffer(data);
+          if (conn.h2 && isTunnelFrame(frame)) conn.h2.tunnel.deliver(frame);
+          else if (this.liveness.current(conn)) this.forwarding.onChunk(conn, frame);
         } else this.onMessage(conn, JSON.parse(toBuffer(data).toString('utf8')) as NodeMessage, helloTimer);
       } catch (e) {
         this.o.logger.warn({ err: e, node: nodeId }, 'a node sent a message the portal cannot read; closing its connection');
@@ -85,6 +89,8 @@ export class Connections {
     ws.on('error', (e) => this.o.logger.debug({ err: e, node: nodeId }, 'node connection error'));
     ws.on('close', () => {
       clearTimeout(helloTimer);
+      conn.h2?.client.close();
+      conn.h2?.tunnel.destroy();
       const entry = this.nodes.get(nodeId);
       if (entry?.conn === conn) this.liveness.goOffline(nodeId, 'connection closed');
       else this.forwarding.failPending(conn, 'its connection closed');
@@ -132,6 +138,10 @@ export class Connections {
       return;
     }
     conn.hello = hello;
+    if (hello.h2 === true && linkH2Enabled()) {
+      const tunnel = new WsTunnel(conn.ws);
+      conn.h2 = { tunnel, client: new H2LinkClient(tunnel, nodeId) };
+    }
     this.liveness.grace.delete(nodeId);
     const known = this.nodes.get(nodeId);
     const wasOnline = known?.link.online ?? false;
@@ -166,7 +176,7 @@ export class Connections {
       // "The node stream"); one folded but not acknowledged is not sent again.
       const fold = this.o.fold;
       const last = fold ? { last_event_id: await fold.cursor(nodeId) } : {};
-      if (entry.conn === conn) conn.send({ t: 'welcome', protocol: PROTOCOL_VERSION, heartbeat_secs: this.o.heartbeatSecs, ended_jobs: ended, ...last });
+      if (entry.conn === conn) conn.send({ t: 'welcome', protocol: PROTOCOL_VERSION, heartbeat_secs: this.o.heartbeatSecs, ended_jobs: ended, ...last, ...(conn.h2 && { h2: true }) });
     }, () => {
       entry.dirty = true; // the next flush writes the state
       conn.ws.close(1011, 'the portal could not record the connection');

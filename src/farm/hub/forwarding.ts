@@ -11,6 +11,10 @@ import type { ForwardRequest, ForwardResponse } from '../contract.js';
 import { decodeChunk, encodeChunk } from '../protocol.js';
 import type { Conn, NodeTable } from './nodes.js';
 
+/** Retry-After of the 503 for a node not connected (it reconnects within its back-off; a client asks again). */
+export const NODE_AWAY_RETRY_SECS = 5;
+const retry = { retryAfter: NODE_AWAY_RETRY_SECS };
+
 /** Body bytes per binary frame of a forwarded request. */
 const CHUNK_BYTES = 256 * 1024;
 
@@ -26,10 +30,12 @@ export class Forwarding {
     const conn = entry?.conn;
     if (!entry || !conn || !entry.link.online) {
       const why = entry?.link.offlineReason ?? 'it has not connected to the portal';
-      return Promise.reject(new FarmError('device_unavailable', `node ${nodeId} is offline (${why}); try again when it is back`));
+      return Promise.reject(new FarmError('device_unavailable', `node ${nodeId} is offline (${why}); try again when it is back`, retry));
     }
     if (signal?.aborted) return Promise.reject(abortError());
     this.stats.forwards++;
+    // The HTTP/2 prototype (src/farm/h2Tunnel.ts): a stream of its own, with flow control and reset.
+    if (conn.h2) return conn.h2.client.forward(req, signal);
     const id = conn.newId();
     return new Promise<ForwardResponse>((resolve, reject) => {
       const onAbort = () => {
@@ -52,7 +58,7 @@ export class Forwarding {
   /** Forwarded requests not yet answered in full, over every connection (/metrics). */
   inFlight(): number {
     let n = 0;
-    for (const e of this.nodes.entries.values()) n += e.conn?.pending.size ?? 0;
+    for (const e of this.nodes.entries.values()) n += (e.conn?.pending.size ?? 0) + (e.conn?.h2?.client.inFlight ?? 0);
     return n;
   }
 
@@ -95,7 +101,7 @@ export class Forwarding {
     const p = conn.pending.get(id);
     if (!p) return;
     if (!p.body) {
-      this.settle(conn, id, new FarmError('device_unavailable', `node ${conn.nodeId} could not answer: ${error ?? 'it ended the request without a response'}`));
+      this.settle(conn, id, new FarmError('device_unavailable', `node ${conn.nodeId} could not answer: ${error ?? 'it ended the request without a response'}`, retry));
       return;
     }
     conn.pending.delete(id);
@@ -107,7 +113,7 @@ export class Forwarding {
   /** Every forward on `conn` ends with an error: its connection went. */
   failPending(conn: Conn, why: string): void {
     for (const id of [...conn.pending.keys()]) {
-      this.settle(conn, id, new FarmError('device_unavailable', `node ${conn.nodeId} cannot answer: ${why}`));
+      this.settle(conn, id, new FarmError('device_unavailable', `node ${conn.nodeId} cannot answer: ${why}`, retry));
     }
   }
 

@@ -7,6 +7,8 @@
  */
 import type { Readable } from 'node:stream';
 import type { WebSocket } from 'ws';
+import type { WsTunnel } from '../h2Tunnel.js';
+import type { H2LinkClient } from './h2Client.js';
 import type { Logger } from '../../core/ports.js';
 import type { ForwardResponse, NodeLink } from '../contract.js';
 import { isDatabaseUnavailable } from '../db/pool.js';
@@ -29,6 +31,8 @@ export class Conn {
   nextId = 1;
   readonly pending = new Map<number, Pending>();
   hello: Hello | undefined;
+  /** The HTTP/2 prototype, when both sides use it (src/farm/h2Tunnel.ts). */
+  h2?: { tunnel: WsTunnel; client: H2LinkClient };
   constructor(
     readonly ws: WebSocket,
     readonly nodeId: string,

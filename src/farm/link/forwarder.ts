@@ -10,12 +10,14 @@ import type WebSocket from 'ws';
 import { BASE_URL_HEADER, decodeChunk, DELEGATE_HEADER, encodeChunk, ON_BEHALF_HEADER, type NodeMessage, type RequestHead } from '../protocol.js';
 import type { Logger } from '../../core/ports.js';
 import { describeError } from './reasons.js';
+import { WsTunnel } from '../h2Tunnel.js';
+import { serveH2 } from './h2Server.js';
 
 /** Past this many bytes queued on the socket, forwarded answers pause until it drains below LOW_WATER. */
 const HIGH_WATER = 1024 * 1024;
 const LOW_WATER = 256 * 1024;
 /** Hop-by-hop and identity headers never passed from the portal to the node's server. */
-const DROPPED_REQUEST_HEADERS = new Set([
+export const DROPPED_REQUEST_HEADERS = new Set([
   'host',
   'connection',
   'keep-alive',
@@ -31,7 +33,7 @@ const DROPPED_REQUEST_HEADERS = new Set([
   ON_BEHALF_HEADER,
   BASE_URL_HEADER,
 ]);
-const DROPPED_RESPONSE_HEADERS = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'trailer']);
+export const DROPPED_RESPONSE_HEADERS = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'trailer']);
 
 /** A forwarded request in flight. */
 interface Forwarded {
@@ -163,6 +165,13 @@ export class Forwarder {
   abortAll(): void {
     for (const [id, f] of this.inflight) this.abortForwarded(id, f);
     this.paused.clear();
+  }
+
+  /** The HTTP/2 prototype on `ws` (src/farm/h2Tunnel.ts): its tunnel frames go to `deliver`; `close` when the socket goes. */
+  openH2(ws: WebSocket): { deliver(frame: Buffer): void; close(): void } {
+    const tunnel = new WsTunnel(ws);
+    const server = serveH2(tunnel, { local: this.o.local, delegateSecret: this.o.delegateSecret, agent: this.agent, answered: this.o.answered });
+    return { deliver: (frame) => tunnel.deliver(frame), close: () => server.close() };
   }
 
   /** The link stopped: its keep-alive connections to the node's server go. */

@@ -16,19 +16,12 @@
  */
 import WebSocket from 'ws';
 import type { FarmEvent } from '../../core/events.js';
-import {
-  CLOSE_REPLACED,
-  CONNECT_PATH,
-  DEFAULT_HEARTBEAT_SECS,
-  PROTOCOL_VERSION,
-  type NodeMessage,
-  type NodeSnapshot,
-  type PortalMessage,
-  type Welcome,
-} from '../protocol.js';
+import { CLOSE_REPLACED, CONNECT_PATH, DEFAULT_HEARTBEAT_SECS, PROTOCOL_VERSION } from '../protocol.js';
+import type { NodeMessage, NodeSnapshot, PortalMessage, Welcome } from '../protocol.js';
 import { backoffDelay, DEFAULT_BACKOFF, type BackoffSettings } from './backoff.js';
 import { EventStream } from './eventStream.js';
 import { Forwarder } from './forwarder.js';
+import { isTunnelFrame, linkH2Enabled } from '../h2Tunnel.js';
 import { Heartbeat } from './heartbeat.js';
 import type { PortalLinkOptions } from './options.js';
 import { closeMeaning, describeError, refusal } from './reasons.js';
@@ -42,6 +35,7 @@ export class PortalLink {
   private readonly events: EventStream;
   private readonly snapshots: SnapshotSender;
   private readonly forwarder: Forwarder;
+  private h2: ReturnType<Forwarder['openH2']> | undefined; // HTTP/2 prototype, offered in the hello (h2Tunnel.ts)
   private ws: WebSocket | undefined;
   private stopped = true;
   private attempt = 0;
@@ -176,7 +170,8 @@ export class PortalLink {
     if (ws !== this.ws || ws.readyState !== WebSocket.OPEN) return;
     this.snapshots.remember(snapshot);
     const localIp = typeof snapshot.snapshot.local_ip_address === 'string' ? snapshot.snapshot.local_ip_address : null;
-    this.send(ws, { t: 'hello', protocol: PROTOCOL_VERSION, node_id: this.o.nodeId, version: this.o.version, ...snapshot, local_ip: localIp, job: this.o.job() });
+    this.h2 = linkH2Enabled() ? this.forwarder.openH2(ws) : undefined;
+    this.send(ws, { t: 'hello', protocol: PROTOCOL_VERSION, node_id: this.o.nodeId, version: this.o.version, ...snapshot, local_ip: localIp, job: this.o.job(), ...(this.h2 && { h2: true }) });
   }
 
   private onClose(ws: WebSocket, code: number, reason: string): void {
@@ -217,11 +212,13 @@ export class PortalLink {
     this.stableTimer = undefined;
     this.snapshots.reset();
     this.forwarder.abortAll();
+    this.h2 = void this.h2?.close();
   }
 
   private onMessage(ws: WebSocket, data: Buffer, isBinary: boolean): void {
     if (isBinary) {
-      this.forwarder.requestBody(data);
+      if (this.h2 && isTunnelFrame(data)) this.h2.deliver(data);
+      else this.forwarder.requestBody(data);
       return;
     }
     let m: PortalMessage;
@@ -260,6 +257,7 @@ export class PortalLink {
       ws.close(1002, 'protocol version mismatch');
       return;
     }
+    if (!w.h2) this.h2 = void this.h2?.close(); // the portal did not take the offer
     this.live = true;
     this.connectedCount++;
     this.lastFailure = undefined;

@@ -6,7 +6,7 @@
  * (src/http/session.ts, the same SessionStore, sign-in page and CSRF rule as a
  * node), which the API middleware accepts where the node's does.
  */
-import Koa from 'koa';
+import Koa, { type Middleware } from 'koa';
 import type Router from '@koa/router';
 import type { TokenVerifier } from '../../core/auth.js';
 import type { Logger } from '../../core/ports.js';
@@ -27,6 +27,7 @@ import type { OidcSignIn } from '../../http/oidc.js';
 import { oidcSignInRouter, type OnOidcSignIn } from '../../web/pages/oidcSignIn.js';
 import { staticRouter } from '../../web/static.js';
 import { forbiddenPages } from '../../web/pages/forbidden.js';
+import { adoptReplicaCaller, replicaEdge } from './replicaAuth.js';
 
 export interface PortalAppOptions {
   logger: Logger;
@@ -53,6 +54,10 @@ export interface PortalAppOptions {
   audit?: AuditTrail;
   /** The farm's administrators, named on the 403 page as whom to ask (src/web/pages/forbidden.tsx). */
   admins?: () => Promise<string[]>;
+  /** The replicas' shared secret (mode "many"): requests of other replicas are believed under it; none: all refused. */
+  replicaSecret?: Buffer;
+  /** Where a node-scoped request is answered (nodePlace.ts): mounted after body parsing, before the routers. */
+  nodePlaces?: Middleware;
 }
 
 export function createPortalApp(o: PortalAppOptions): Koa {
@@ -73,7 +78,10 @@ export function createPortalApp(o: PortalAppOptions): Koa {
   for (const router of o.early ?? []) app.use(router.routes());
   // People's sessions, in the portal's memory (a portal restart ends them, as a node restart does).
   const sessions = new SessionStore(o.tokens);
+  // The replicas' headers are believed only signed by another replica, and removed here either way (replicaAuth.ts).
+  app.use(replicaEdge(o.replicaSecret));
   app.use(authenticate(o.tokens, sessions));
+  app.use(adoptReplicaCaller);
   app.use(refuseCrossSiteRequests({ publicUrl: o.publicUrl }));
   app.use(rememberCredential(o.tokens, sessions));
   // Long polls are exempt, as on the node: a held request costs a promise, and clients retry them at once.
@@ -90,6 +98,7 @@ export function createPortalApp(o: PortalAppOptions): Koa {
   app.use((ctx, next) => (FORM_PATHS.has(ctx.path.toLowerCase()) ? form(ctx, next) : json(ctx, next)));
   // A role check's 403 to a person's browser is a page, as on a node; to programs, JSON.
   app.use(forbiddenPages({ farm: true, ...(o.admins && { admins: o.admins }) }));
+  if (o.nodePlaces) app.use(o.nodePlaces);
   if (!o.ops) {
     app.use(async (ctx, next) => {
       if (ctx.path === '/healthz') {

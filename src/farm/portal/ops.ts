@@ -29,6 +29,8 @@ export interface PortalOpsSources {
   links: () => NodeLink[];
   /** Forwarded requests to nodes: in flight now, and since start. */
   forwards: () => { inFlight: number; total: number };
+  /** Requests passed to other replicas (mode "many", nodePlace.ts): in flight now, and since start; absent: not exported. */
+  replicaProxy?: () => { inFlight: number; total: number };
   /** Result-file uploads being written now; absent: not exported. */
   uploadsInFlight?: () => number;
   /** The nodes a live reservation holds (a database query); absent: no reservations. */
@@ -113,6 +115,26 @@ export function portalOps(s: PortalOpsSources): PortalOps {
       this.inc(s.forwards().total);
     },
   });
+  if (s.replicaProxy) {
+    const proxied = s.replicaProxy;
+    new Gauge({
+      name: 'farmhand_portal_replica_proxied_in_flight',
+      help: 'Requests for nodes of other replicas passed to them and not yet answered in full.',
+      registers,
+      collect() {
+        this.set(proxied().inFlight);
+      },
+    });
+    new Counter({
+      name: 'farmhand_portal_replica_proxied_total',
+      help: 'Requests for nodes of other replicas passed to them since the portal started.',
+      registers,
+      collect() {
+        this.reset();
+        this.inc(proxied().total);
+      },
+    });
+  }
   const pool = s.pool as pg.Pool & { totalCount: number; idleCount: number; waitingCount: number };
   new Gauge({
     name: 'farmhand_portal_database_pool',

@@ -33,6 +33,10 @@ import { portalOps, type PortalOpsSources } from './ops.js';
 import type { PortalConfig } from './config.js';
 import { AWAIT_JOIN_MS, portalRouter } from './routes.js';
 import { SharedForwards } from './sharedForward.js';
+import { NodePlaces, placeNodeRequests } from './nodePlace.js';
+import { ReplicaProxy } from './replicaProxy.js';
+import { randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import { portalWebRouters, storedJobPageRouter } from './web.js';
 
 /** What the portal is built from, beyond its config. */
@@ -71,6 +75,12 @@ export interface Portal {
   awaits: SharedForwards;
   /** The portal lock: one portal per database (src/farm/db/portalLock.ts). */
   lock: PortalLock;
+  /** This replica's id (`replicas.replica_id`, or random per start). */
+  replicaId: string;
+  /** Where node-scoped requests are answered (nodePlace.ts). */
+  places: NodePlaces;
+  /** Requests passed to other replicas (mode "many"). */
+  proxy: ReplicaProxy | undefined;
   stop(): Promise<void>;
 }
 
@@ -82,9 +92,12 @@ const isFarmTokenVerifier = (t: TokenVerifier): t is FarmTokenVerifier => typeof
 export async function startPortal(cfg: PortalConfig, logger: Logger, parts: PortalParts = {}): Promise<Portal> {
   // A config problem before anything starts: the OIDC client secret's file (ConfigError: `farmhand portal` exits 78).
   const oidcSecret = cfg.oidc && (await readOidcSecret(cfg.oidc));
+  const many = cfg.replicas.mode === 'many';
+  const replicaSecret = many ? await readReplicaSecret(cfg.replicas.secret_file!) : undefined;
+  const replicaId = cfg.replicas.replica_id ?? randomBytes(6).toString('hex');
   // First of all, before a migration or a node row: one portal per database. Another one's lock is a
   // PortalLockHeld (`farmhand portal` exits 78 with its one line); a database away is thrown as it is.
-  const lock = await PortalLock.acquire({
+  const lock = many ? noPortalLock() : await PortalLock.acquire({
     connectionString: cfg.database,
     logger: logger.child({ part: 'portal-lock' }),
     onLost: parts.onLockLost ?? ((holder) => logger.error({ holder }, 'the portal lock is held by another portal: this portal is not ready; stop it')),
@@ -127,17 +140,24 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
     audit = new PgAuditLog({ pool, keepDays: cfg.audit.keep_days, logger: logger.child({ part: 'audit' }) });
     const trail = auditTrail({ log: audit, idleMs: cfg.audit.manual_idle_secs * 1000, logger: logger.child({ part: 'audit' }) });
     const h0 = hub;
+    const places = new NodePlaces({ pool, hub, ...(many && { replicaId }) });
+    const proxy = replicaSecret
+      ? new ReplicaProxy({ secret: replicaSecret, replicaId, retryAfterSecs: Math.ceil(cfg.replicas.lease_secs), ...(cfg.public_url && { publicUrl: cfg.public_url }) })
+      : undefined;
     const ops = portalOps({
       pool,
       lock,
       links: () => h0.links(),
       forwards: () => ({ inFlight: h0.forwardsInFlight(), total: h0.stats.forwards }),
+      ...(proxy && { replicaProxy: () => proxy.stats }),
       logger: logger.child({ part: 'ops' }),
       ...parts.opsSources,
     });
     const oidc = cfg.oidc && oidcSecret !== undefined ? portalOidc(cfg.oidc, cfg.public_url, pool, oidcSecret, logger.child({ part: 'oidc' })) : undefined;
     const app = createPortalApp({
       ...(oidc && { oidc }),
+      ...(replicaSecret && { replicaSecret }),
+      ...(proxy && { nodePlaces: placeNodeRequests({ places, proxy }) }),
       ops: ops.router,
       logger,
       tokens,
@@ -182,9 +202,13 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       fold,
       awaits,
       lock,
+      replicaId,
+      places,
+      proxy,
       stop: () =>
         (stopping ??= (async () => {
           await h.close();
+          proxy?.close();
           await new Promise<void>((resolve) => {
             s.close(() => resolve());
             s.closeAllConnections();
@@ -206,6 +230,26 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
     await lock.release();
     throw e;
   }
+}
+
+/**
+ * Until branch `replicas` lands: in mode "many" no portal lock is taken (replicas share the database by design;
+ * their leases and ownership are that branch's). Always "held", for /readyz.
+ */
+function noPortalLock(): PortalLock {
+  return { held: true, lostToAnother: false, reacquired: 0, backendPid: undefined, release: () => Promise.resolve() } as unknown as PortalLock;
+}
+
+/** The replicas' shared secret (`replicas.secret_file`): at least 32 bytes, its surrounding whitespace dropped. */
+async function readReplicaSecret(file: string): Promise<Buffer> {
+  let text: string;
+  try {
+    text = (await readFile(file, 'utf8')).trim();
+  } catch (e) {
+    throw new ConfigError([`replicas.secret_file: cannot read ${file} (${(e as NodeJS.ErrnoException).code ?? String(e)})`]);
+  }
+  if (Buffer.byteLength(text) < 32) throw new ConfigError([`replicas.secret_file: ${file} holds ${Buffer.byteLength(text)} bytes; at least 32 are needed (e.g. openssl rand -hex 32)`]);
+  return Buffer.from(text, 'utf8');
 }
 
 /** Sign-in with OpenID Connect, when configured: people are recorded in `users` (PgUsers.signedInWithOidc). */

@@ -11,19 +11,18 @@ import Router from '@koa/router';
 import type { Context } from 'koa';
 import { setTimeout as delay } from 'node:timers/promises';
 import type pg from 'pg';
-import { availabilityText, type Availability } from '../../core/availability.js';
 import { FarmError } from '../../core/errors.js';
 import { bodyOf } from '../../http/body.js';
 import { userOf } from '../../http/auth.js';
-import { CLIENT_ADDRESS_HEADER } from '../../http/delegateHeaders.js';
-import { presentReservation } from '../../http/presenters.js';
 import { csrfTokenOf } from '../../http/session.js';
-import type { FarmHub, FarmReservation, FarmReservations, ForwardRequest, NodeLink } from '../contract.js';
+import type { FarmHub, FarmReservations } from '../contract.js';
 import { presentFarmJob, type FarmJobs } from '../jobs.js';
 import type { FarmResults } from '../results.js';
-import { farmNodeAvailability } from './availability.js';
-import { forwardedUser, pageHeaders, setNodeAnswerHeaders } from './nodeAnswer.js';
+import { listFarmNodes, presentFarmNode, type NodeRow } from './nodeViews.js';
+import { setNodeAnswerHeaders } from './nodeAnswer.js';
+import { answerWith, forwardToNode, nodeRequest, portalBaseUrl } from './nodeForward.js';
 import { SharedForwards } from './sharedForward.js';
+import { isHere } from './nodePlace.js';
 
 export interface PortalRouteDeps {
   pool: pg.Pool;
@@ -42,12 +41,6 @@ export interface PortalRouteDeps {
 
 /** await_completion requests this close together share one long poll to the node (sharedForward.ts). */
 export const AWAIT_JOIN_MS = 1_000;
-
-/**
- * Request headers passed on to the node (the rest describe the client's hop to the portal, or the person: never
- * her cookie, token or CSRF token). Its answer's headers: nodeAnswer.ts.
- */
-const PASSED_REQUEST_HEADERS = ['content-type', 'accept', 'range', 'if-none-match', 'if-modified-since', 'last-event-id'];
 
 const JOB = '/api/v2/jobs/:node/:hex/:num';
 /** How long a Job answered as exited waits for the node's events before it to be folded, by default (see settle). */
@@ -69,32 +62,8 @@ async function readSmall(stream: AsyncIterable<Buffer | string>, max: number): P
 }
 const NODE = '/api/v2/nodes/:node_id';
 
-export function portalBaseUrl(ctx: Context, publicUrl?: string): string {
-  return (publicUrl ?? `${ctx.protocol}://${ctx.host}`).replace(/\/+$/, '');
-}
-
-/**
- * Every registered node as a v2 Node object (`GET /api/v2/nodes`, and the portal's front door): the node's
- * last snapshot with the portal's overlays, as `caller` sees it.
- */
-export async function listFarmNodes(d: Pick<PortalRouteDeps, 'pool' | 'hub' | 'reservations'>, caller: string, base: string): Promise<Record<string, unknown>[]> {
-  return (await listFarmNodeViews(d, caller, base)).map((v) => v.node);
-}
-
-/** listFarmNodes with each node's availability as a kind and a detail beside it (the front door reads the kind). */
-export async function listFarmNodeViews(
-  d: Pick<PortalRouteDeps, 'pool' | 'hub' | 'reservations'>,
-  caller: string,
-  base: string,
-): Promise<{ node: Record<string, unknown>; availability: Availability }[]> {
-  const { rows } = await d.pool.query<NodeRow>(`SELECT node_id, version, online, offline_reason, last_seen FROM nodes ORDER BY node_id`);
-  const held = (await d.reservations?.activeAll()) ?? new Map<string, FarmReservation>();
-  return rows.map((row) => {
-    const link = d.hub.link(row.node_id);
-    const res = held.get(row.node_id);
-    return { node: presentFarmNode(row, link, res, caller, base), availability: farmNodeAvailability(link, offlineReasonOfRow(row, link), res) };
-  });
-}
+export { portalBaseUrl };
+export { listFarmNodes, listFarmNodeViews } from './nodeViews.js';
 
 export function portalRouter(d: PortalRouteDeps): Router {
   const r = new Router();
@@ -141,50 +110,22 @@ export function portalRouter(d: PortalRouteDeps): Router {
   };
   const settleMs = d.settleMs ?? SETTLE_MS;
 
-  const passedHeaders = (ctx: Context): Record<string, string> => {
-    const headers: Record<string, string> = {};
-    for (const h of PASSED_REQUEST_HEADERS) {
-      const v = ctx.get(h);
-      if (v) headers[h] = v;
-    }
-    // Who called, for the node's audit trail (believed by the node only with the link's delegate secret).
-    const from = ctx.request.socket.remoteAddress;
-    if (from) headers[CLIENT_ADDRESS_HEADER] = from;
-    return pageHeaders(ctx, headers);
-  };
-
   /** Pass the request to the node and stream its answer back (`opts.settle`: a Job answer, see settle). */
   const forward = async (ctx: Context, nodeId: string, body?: Buffer, opts: { settle?: boolean; whole?: boolean } = {}) => {
-    const headers = passedHeaders(ctx);
-    if (body !== undefined) headers['content-type'] = 'application/json';
-    // A page is rendered by the node for nobody it is told of: the node learns only whether the reader is signed
-    // in on the portal (pageHeaders), never who, her session or its CSRF token (nodeAnswer.ts).
-    const req: ForwardRequest = { method: ctx.method, path: ctx.url, headers, body, user: forwardedUser(ctx), baseUrl: base(ctx) };
-    const ac = new AbortController();
-    const onClose = () => {
-      if (!ctx.res.writableFinished) ac.abort();
-    };
-    ctx.res.once('close', onClose);
-    const res = await d.hub.forward(nodeId, req, ac.signal);
-    setNodeAnswerHeaders(ctx, res.status, res.headers, d.publicUrl);
-    if (res.status === 204 || res.status === 304 || ctx.method === 'HEAD') {
-      res.body.resume();
+    const res = await forwardToNode(d.hub, ctx, nodeId, d.publicUrl, body);
+    if (res.status !== 200 || ctx.method === 'HEAD' || !(opts.settle || opts.whole)) {
+      answerWith(ctx, res, d.publicUrl);
       return;
     }
-    if (opts.settle && res.status === 200) {
+    setNodeAnswerHeaders(ctx, res.status, res.headers, d.publicUrl);
+    if (opts.settle) {
       const answer = await readSmall(res.body, MAX_JOB_BYTES);
       await settle(nodeId, answer);
       ctx.body = answer;
       return;
     }
-    if (opts.whole && res.status === 200) {
-      // A Job object, whole: the audit trail names the job it started (src/http/audit.ts).
-      ctx.body = await readSmall(res.body, MAX_JOB_BYTES);
-      return;
-    }
-    const length = ctx.response.get('Content-Length');
-    ctx.body = res.body;
-    if (length) ctx.set('Content-Length', length);
+    // A Job object, whole: the audit trail names the job it started (src/http/audit.ts).
+    ctx.body = await readSmall(res.body, MAX_JOB_BYTES);
   };
 
   /** Forward to a registered node (404 otherwise); the hub answers 503 when it is not connected. */
@@ -200,9 +141,8 @@ export function portalRouter(d: PortalRouteDeps): Router {
   const awaits = d.awaits ?? new SharedForwards({ joinMs: AWAIT_JOIN_MS });
   const awaitOnNode = async (ctx: Context, nodeId: string) => {
     if (!d.hub.link(nodeId)) await registered(nodeId);
-    const headers = passedHeaders(ctx);
-    const req: ForwardRequest = { method: 'GET', path: ctx.url, headers, user: forwardedUser(ctx), baseUrl: base(ctx) };
-    const key = JSON.stringify([nodeId, req.path, req.user, req.baseUrl, headers]);
+    const req = nodeRequest(ctx, d.publicUrl);
+    const key = JSON.stringify([nodeId, req.path, req.user, req.baseUrl, req.headers]);
     const { answer, leave } = awaits.join(key, async (signal) => {
       const res = await d.hub.forward(nodeId, req, signal);
       return { status: res.status, headers: res.headers, body: await readSmall(res.body, MAX_JOB_BYTES) };
@@ -276,7 +216,7 @@ export function portalRouter(d: PortalRouteDeps): Router {
    */
   const getJob = async (ctx: Context, v: 'v1' | 'v2') => {
     const nodeId = jobNode(ctx);
-    if (d.hub.link(nodeId)?.online) return toNode(ctx, nodeId, { settle: v === 'v2' });
+    if (isHere(d.hub, nodeId)) return toNode(ctx, nodeId, { settle: v === 'v2' });
     const { hex, num } = ctx.params as Record<string, string>;
     const uid = `/${nodeId}/${hex}/${num}`;
     const row = await d.jobs.get(uid);
@@ -293,7 +233,7 @@ export function portalRouter(d: PortalRouteDeps): Router {
   r.get(`${JOB}/log`, (ctx) => toNode(ctx, jobNode(ctx)));
   r.get(`${JOB}/await_completion`, async (ctx) => {
     const nodeId = jobNode(ctx);
-    if (d.hub.link(nodeId)?.online) return awaitOnNode(ctx, nodeId);
+    if (isHere(d.hub, nodeId)) return awaitOnNode(ctx, nodeId);
     // The node is away: an ended job is answered at once, as the node would; a running one waits for its node.
     const uid = `/${nodeId}/${ctx.params.hex}/${ctx.params.num}`;
     const row = await d.jobs.get(uid);
@@ -343,58 +283,4 @@ export function portalRouter(d: PortalRouteDeps): Router {
   r.get('/app/nodes/:node_id/live/frame.png', (ctx) => toNode(ctx, nodeParam(ctx)));
 
   return r;
-}
-
-
-interface NodeRow {
-  node_id: string;
-  version: string | null;
-  online: boolean;
-  offline_reason: string | null;
-  last_seen: Date | null;
-}
-
-/** Why a node is offline: its connection's word, else the database's (a node not connected since the portal started). */
-const offlineReasonOfRow = (row: NodeRow, link: NodeLink | undefined): string | null =>
-  link ? link.offlineReason : (row.offline_reason ?? 'it has never connected to the portal');
-
-/**
- * The v2 Node object on the portal: the node's own (its last snapshot), with what only the portal knows laid
- * over it: whether it is connected, the address it connects from, the farm's reservation, its URL on the portal,
- * and available / not_available_reason worked out again from those.
- */
-export function presentFarmNode(row: NodeRow, link: NodeLink | undefined, res: FarmReservation | undefined, caller: string, base: string): Record<string, unknown> {
-  const snap = link?.snapshot ?? {};
-  const connected = link?.online ?? false;
-  const offlineReason = offlineReasonOfRow(row, link);
-  const capturing = snap.online !== false;
-  const online = connected && capturing && link?.snapshot != null;
-  const reason = availabilityText(farmNodeAvailability(link, offlineReason, res));
-  return {
-    node_id: row.node_id,
-    ...snap,
-    node_url: `${base}/api/v2/nodes/${encodeURIComponent(row.node_id)}`,
-    available: reason === null,
-    not_available_reason: reason,
-    online,
-    config: snap.config ?? {},
-    device_type: snap.device_type ?? null,
-    friendly_name: snap.friendly_name ?? null,
-    external_ip_address: link?.externalIp ?? snap.external_ip_address ?? null,
-    local_ip_address: snap.local_ip_address ?? null,
-    geoip_city: snap.geoip_city ?? null,
-    geoip_country: snap.geoip_country ?? null,
-    job: snap.job ?? null,
-    last_used_by: snap.last_used_by ?? null,
-    last_used_time: snap.last_used_time ?? null,
-    licence_expiry: snap.licence_expiry ?? null,
-    reservation: res ? presentReservation({ ...res, ended: null }, caller) : null,
-    // Not in the spec: the portal's view of the node's connection.
-    farm: {
-      connected,
-      offline_reason: connected ? null : offlineReason,
-      version: link?.version ?? row.version,
-      last_seen: (link?.lastSeen ?? row.last_seen)?.toISOString() ?? null,
-    },
-  };
 }

@@ -40,6 +40,7 @@ import { presentFarmJob, type FarmJobs } from '../jobs.js';
 import type { FarmResults } from '../results.js';
 import type { StoredResults } from '../storedResults.js';
 import { listFarmNodeViews, portalBaseUrl } from './routes.js';
+import { isHere } from './nodePlace.js';
 
 export interface PortalWebDeps {
   pool: pg.Pool;
@@ -112,13 +113,13 @@ export function storedResultPageRouter(d: { store: StoredResults; hub: Pick<Farm
   const stored = async (ctx: Context, o: { offlineOnly: boolean; what?: 'detail' | 'files' }): Promise<{ record: ResultRecord; nodeId: string } | undefined> => {
     const { id, parsed } = resultIdFromParams(ctx);
     if (!parsed) return undefined;
-    if (o.offlineOnly && d.hub.link(parsed.job.nodeId)?.online) return undefined;
+    if (o.offlineOnly && isHere(d.hub, parsed.job.nodeId)) return undefined;
     const found = await d.store.get(id);
     if (found === 'deleted') throw new FarmError('gone', `result ${id} has been deleted (retention); it is no longer available`);
     if (!found) return undefined;
     // A record sent ahead of its files (docs/farm.md, "The upload protocol"): while its node is connected the
     // node answers (it has the files), except for the detail of a run the portal declared lost (its record stands).
-    if (d.hub.link(parsed.job.nodeId)?.online && (await d.store.filesOnNode(id))) {
+    if (isHere(d.hub, parsed.job.nodeId) && (await d.store.filesOnNode(id))) {
       if (o.what === 'files' || !(await d.store.endedByPortal(found.job_uid))) return undefined;
     }
     return { record: found, nodeId: parsed.job.nodeId };
@@ -188,7 +189,7 @@ export function storedJobPageRouter(d: { hub: Pick<FarmHub, 'link'>; jobs: Pick<
   r.get('/app/jobs/:node/:hex/:num', async (ctx: Context, next: Next): Promise<void> => {
     const { node: nodeId, hex, num } = ctx.params as { node: string; hex: string; num: string };
     // A job the portal has no record of is the node's to answer (forwarded: the hub's 503 while it is offline).
-    const row = d.hub.link(nodeId)?.online ? undefined : await d.jobs.get(`/${nodeId}/${hex}/${num}`);
+    const row = isHere(d.hub, nodeId) ? undefined : await d.jobs.get(`/${nodeId}/${hex}/${num}`);
     if (!row) {
       await next();
       return;

@@ -1,0 +1,143 @@
+/**
+ * The request of a node held by another replica, passed to that replica over plain HTTP (docs/farm.md, "Many
+ * portals: the proxy"): the same method, path and query, the request headers the portal passes to a node, the
+ * client's Host (so the owner's URLs are the ones the client called), a JSON body re-serialised from the parsed one
+ * (the portal parsed it to read `node_id` and to hold it to the body limit), and the caller signed with the shared
+ * secret (replicaAuth.ts). The owner's answer streams back as it comes (bodies, long polls, the live MJPEG stream),
+ * through the same header policy as a node's answer (nodeAnswer.ts); nothing is buffered whole. A client that goes
+ * away ends the request to the owner (its socket is destroyed, so the owner sees its client go too). An owner that
+ * cannot be reached, or breaks off before answering: 503 `device_unavailable` with Retry-After.
+ */
+import http from 'node:http';
+import https from 'node:https';
+import type { Context } from 'koa';
+import { FarmError } from '../../core/errors.js';
+import { userOf } from '../../http/auth.js';
+import { bodyOf } from '../../http/body.js';
+import { setNodeAnswerHeaders } from './nodeAnswer.js';
+import { signReplicaRequest } from './replicaAuth.js';
+import { passedRequestHeaders } from './nodeForward.js';
+
+export interface ReplicaTarget {
+  replicaId: string;
+  /** The owner's advertise_url. */
+  url: string;
+}
+
+export interface ReplicaProxyOptions {
+  secret: Buffer;
+  /** This replica's id (named to the owner). */
+  replicaId: string;
+  publicUrl?: string;
+  /** Retry-After of a 503 when the owner does not answer (about a lease: by then the sweeper has moved the node). */
+  retryAfterSecs: number;
+  /** Giving up on connecting to an owner that does not answer at all (a host gone without a reset). */
+  connectTimeoutMs?: number;
+}
+
+const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+export class ReplicaProxy {
+  // No cap on sockets: a request queued behind long-lived streams (MJPEG, long polls) would wait for ever; the owner's own limits apply.
+  private readonly agents = { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) };
+  /** Requests passed to other replicas since start, and of them those not answered in full yet. */
+  readonly stats = { total: 0, inFlight: 0 };
+
+  constructor(private readonly o: ReplicaProxyOptions) {}
+
+  /** Answer `ctx` with the owner's answer to the same request. */
+  async pass(ctx: Context, nodeId: string, to: ReplicaTarget): Promise<void> {
+    const res = await this.request(ctx, nodeId, to, true);
+    this.stats.total++;
+    const length = res.headers['content-length'];
+    setNodeAnswerHeaders(ctx, res.statusCode ?? 502, flatHeaders(res.headers), this.o.publicUrl);
+    if (res.statusCode === 204 || res.statusCode === 304 || ctx.method === 'HEAD') {
+      res.resume();
+      return;
+    }
+    this.stats.inFlight++;
+    let counted = true;
+    const done = () => {
+      if (counted) this.stats.inFlight--;
+      counted = false;
+    };
+    res.once('close', done);
+    // Koa pipes it and destroys it when the client goes away (the socket to the owner with it: the owner's
+    // request ends, and with it the node's).
+    ctx.body = res;
+    if (typeof length === 'string') ctx.set('Content-Length', length);
+  }
+
+  private request(ctx: Context, nodeId: string, to: ReplicaTarget, mayRetry: boolean): Promise<http.IncomingMessage> {
+    const target = new URL(to.url);
+    const user = userOf(ctx);
+    const headers: Record<string, string> = {
+      ...passedRequestHeaders(ctx),
+      host: ctx.get('host') || target.host,
+      ...signReplicaRequest(this.o.secret, ctx.method, ctx.url, { replica: this.o.replicaId, user: user?.login ?? '', role: user?.role }),
+    };
+    let body: Buffer | undefined;
+    if (BODY_METHODS.has(ctx.method)) {
+      body = Buffer.from(JSON.stringify(bodyOf(ctx)));
+      headers['content-type'] = 'application/json';
+      headers['content-length'] = String(body.length);
+    }
+    const secure = target.protocol === 'https:';
+    const prefix = target.pathname.replace(/\/+$/, '');
+    return new Promise<http.IncomingMessage>((resolve, reject) => {
+      const req = (secure ? https : http).request({
+        protocol: target.protocol,
+        hostname: target.hostname.replace(/^\[|\]$/g, ''),
+        port: target.port || (secure ? 443 : 80),
+        method: ctx.method,
+        path: prefix + ctx.url,
+        headers,
+        agent: secure ? this.agents.https : this.agents.http,
+      });
+      let answered = false;
+      const onClientGone = () => {
+        if (!ctx.res.writableFinished) req.destroy();
+      };
+      ctx.res.once('close', onClientGone);
+      req.once('socket', (socket) => {
+        if (!socket.connecting) return;
+        const timer = setTimeout(() => req.destroy(new Error(`no connection within ${this.o.connectTimeoutMs ?? 3000} ms`)), this.o.connectTimeoutMs ?? 3000);
+        socket.once('connect', () => clearTimeout(timer));
+        socket.once('close', () => clearTimeout(timer));
+      });
+      req.once('response', (res) => {
+        answered = true;
+        res.once('close', () => ctx.res.off('close', onClientGone));
+        resolve(res);
+      });
+      req.once('error', (e: NodeJS.ErrnoException) => {
+        if (answered) return;
+        ctx.res.off('close', onClientGone);
+        // A kept-alive socket the owner had just closed: a read is tried once more on a new one.
+        if (mayRetry && req.reusedSocket && (ctx.method === 'GET' || ctx.method === 'HEAD') && !ctx.res.destroyed) {
+          this.request(ctx, nodeId, to, false).then(resolve, reject);
+          return;
+        }
+        reject(
+          new FarmError(
+            'device_unavailable',
+            `node ${nodeId} is connected to portal replica ${to.replicaId}, which does not answer (${e.code ?? e.message}); try again shortly`,
+            { retryAfter: this.o.retryAfterSecs },
+          ),
+        );
+      });
+      req.end(body);
+    });
+  }
+
+  close(): void {
+    this.agents.http.destroy();
+    this.agents.https.destroy();
+  }
+}
+
+function flatHeaders(h: http.IncomingHttpHeaders): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(h)) if (v !== undefined) out[k] = Array.isArray(v) ? v.join(', ') : v;
+  return out;
+}
