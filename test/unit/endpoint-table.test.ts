@@ -12,7 +12,9 @@ import request from 'supertest';
 import { authenticate, guardApi } from '../../src/http/auth.js';
 import { authorizeRoutes, mountedRoutes } from '../../src/http/endpoints/authorize.js';
 import { endpointsMarkdown } from '../../src/http/endpoints/doc.js';
-import { endpointOfOperation } from '../../src/http/endpoints/table.js';
+import { ENDPOINTS, endpointOfOperation, isDocumented } from '../../src/http/endpoints/table.js';
+import { auditRouteOf } from '../../src/http/auditActions.js';
+import { OPERATIONS, openApiPath } from '../../src/http/openapi/endpoint.js';
 import { errorHandler } from '../../src/http/errors.js';
 import { buildDocument } from '../../src/http/openapi/document.js';
 import { FileTokenVerifier, parseTokensFileContent, TokenFileError, TokenStore, tokensFile } from '../../src/storage/tokens.js';
@@ -138,5 +140,27 @@ describe('roles: the tokens file, the per-route check, the OpenAPI document and 
     const doc = readFileSync(new URL('../../docs/auth.md', import.meta.url), 'utf8');
     const expected = endpointsMarkdown();
     expect(doc.includes(expected), `docs/auth.md must contain, between its markers, exactly:\n${expected}`).to.equal(true);
+  });
+
+  it('the audit trail records what the table says: each entry with `audit` as that action, no other route', () => {
+    const concrete = (p: string) => p.replace(/:\w+/g, (m) => (m === ':num' ? '7' : `x-${m.slice(1)}`)).replace(/\*\w+/g, 'a/b');
+    const audited = ENDPOINTS.filter((x) => x.audit);
+    expect(audited.map((x) => `${x.method} ${x.path}`)).to.include.members(['POST /api/v2/run_tests', 'DELETE /api/v2/reservations/:id', 'POST /api/v2/nodes/:node_id/press', 'POST /github/post-receive']);
+    for (const x of ENDPOINTS) {
+      const hit = auditRouteOf(x.method, concrete(x.path));
+      if (x.audit) expect(hit?.action, `${x.method} ${x.path}`).to.equal(x.audit);
+      else expect(hit, `${x.method} ${x.path}`).to.equal(undefined);
+    }
+    expect(auditRouteOf('POST', '/api/v2/reservations/12/interrupt')?.params).to.deep.equal({ id: '12' });
+  });
+
+  it('the OpenAPI operations are the entries with a summary, each path parameter named by the entry\'s params', () => {
+    expect(OPERATIONS.length).to.equal(ENDPOINTS.filter(isDocumented).length);
+    // The routes the document leaves out: the portal's fallbacks to a node, its session probe, the nodes' upload API.
+    const left = ENDPOINTS.filter((x) => !isDocumented(x)).map((x) => x.path);
+    for (const p of left) expect(p, p).to.match(/\*rest$|^\/app\/session$|^\/farm\/v1\//);
+    expect(openApiPath({ method: 'POST', path: '/api/v2/reservations/:id/extend', params: { reservation_id: 'id' } })).to.equal('/api/v2/reservations/{reservation_id}/extend');
+    expect(() => openApiPath({ method: 'GET', path: '/a/:x/:y', params: { x: 'x' } })).to.throw(/more path parameters/);
+    expect(() => openApiPath({ method: 'GET', path: '/a/:x', params: { x: 'x', y: 'y' } })).to.throw(/2 params for 1/);
   });
 });

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { parseRunRequest } from '../../src/core/runRequest.js';
 import { buildDocument } from '../../src/http/openapi/document.js';
 import { apiPage } from '../../src/http/openapi/page.js';
-import { ENDPOINTS } from '../../src/http/openapi/registry.js';
+import { OPERATIONS as ENDPOINTS } from '../../src/http/openapi/endpoint.js';
 import { V1RunTestsRequest, V2RunTestsRequest } from '../../src/http/openapi/schemas.js';
 import { ContractChecker, type SeenResponse } from '../helpers/contract.js';
 
