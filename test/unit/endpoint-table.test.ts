@@ -10,7 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import request from 'supertest';
 import { authenticate, guardApi } from '../../src/http/auth.js';
-import { authorizeRoutes, mountedRoutes } from '../../src/http/endpoints/authorize.js';
+import { authorizeRoutes, bindEndpoints, mountedRoutes } from '../../src/http/endpoints/authorize.js';
+import { jsonBody } from '../../src/http/body.js';
 import { endpointsMarkdown } from '../../src/http/endpoints/doc.js';
 import { ENDPOINTS, endpointOfOperation, isDocumented } from '../../src/http/endpoints/table.js';
 import { auditRouteOf } from '../../src/http/auditActions.js';
@@ -162,5 +163,35 @@ describe('roles: the tokens file, the per-route check, the OpenAPI document and 
     expect(openApiPath({ method: 'POST', path: '/api/v2/reservations/:id/extend', params: { reservation_id: 'id' } })).to.equal('/api/v2/reservations/{reservation_id}/extend');
     expect(() => openApiPath({ method: 'GET', path: '/a/:x/:y', params: { x: 'x' } })).to.throw(/more path parameters/);
     expect(() => openApiPath({ method: 'GET', path: '/a/:x', params: { x: 'x', y: 'y' } })).to.throw(/2 params for 1/);
+  });
+
+  it('bindEndpoints puts the entry\'s request check behind the role check: 403 for a role too low, then 400 with the check\'s message, then the handler', async () => {
+    const store = new TokenStore(tokensFile(dir));
+    const reader = (await store.create('reader', { role: 'read' })).token;
+    const runner = (await store.create('runner', { role: 'run' })).token;
+    const build = (validate: boolean) => {
+      const a = new Koa();
+      a.silent = true;
+      const r = new Router();
+      r.post('/api/v1/run_tests', (ctx) => {
+        ctx.status = 204;
+      });
+      a.use(errorHandler(capturingLogger()));
+      a.use(authenticate(new FileTokenVerifier(tokensFile(dir), capturingLogger())));
+      a.use(jsonBody(1024));
+      a.use(r.routes());
+      bindEndpoints(a, { validate });
+      return a.callback();
+    };
+    const post = (app: ReturnType<typeof build>, token: string, body: unknown) =>
+      request(app).post('/api/v1/run_tests').set('Authorization', `token ${token}`).set('Content-Type', 'application/json').send(JSON.stringify(body));
+    const app = build(true);
+    expect((await post(app, reader, {})).status).to.equal(403);
+    const bad = await post(app, runner, { test_pack_revision: 'main', test_cases: ['nope'] });
+    expect(bad.status).to.equal(400);
+    expect(bad.body).to.deep.equal({ error: 'invalid_request', message: 'test_cases: "nope" is not a test case name of the form <file>::<function>' });
+    expect((await post(app, runner, { test_pack_revision: 'main', test_cases: ['a.py::t'] })).status).to.equal(204);
+    // Without validation bound (the portal), the handler gets the body as it came.
+    expect((await post(build(false), runner, { test_cases: ['nope'] })).status).to.equal(204);
   });
 });

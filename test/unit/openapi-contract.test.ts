@@ -5,7 +5,9 @@ import SwaggerParser from '@apidevtools/swagger-parser';
 import { expect } from 'chai';
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { parseRunRequest } from '../../src/core/runRequest.js';
+import { parseRunRequest, type RunTestsBody } from '../../src/core/runRequest.js';
+import { endpointOf } from '../../src/http/endpoints/table.js';
+import { validateBody } from '../../src/http/endpoints/validate.js';
 import { buildDocument } from '../../src/http/openapi/document.js';
 import { apiPage } from '../../src/http/openapi/page.js';
 import { OPERATIONS as ENDPOINTS } from '../../src/http/openapi/endpoint.js';
@@ -54,7 +56,7 @@ describe('OpenAPI document', () => {
     expect(page).not.to.match(/<script|<link|src=|https?:\/\//i);
   });
 
-  it('describes run_tests bodies as the server checks them (the zod schemas agree with parseRunRequest)', () => {
+  it('describes run_tests bodies as the server checks them (the published schemas agree with the route\'s check and the domain\'s tag rules)', () => {
     const base = { test_pack_revision: 'main', test_cases: ['tests/a.py::test_x'] };
     const bodies: unknown[] = [
       base, {}, null, [], 'x', { ...base, test_cases: [] }, { ...base, test_cases: ['nope'] }, { ...base, test_cases: [5] }, { ...base, test_pack_revision: '' },
@@ -65,7 +67,8 @@ describe('OpenAPI document', () => {
     for (const body of bodies) {
       let accepted = true;
       try {
-        parseRunRequest(body, 'v1');
+        validateBody(endpointOf('POST', '/api/v1/run_tests')!, body);
+        parseRunRequest(body as RunTestsBody, 'v1');
       } catch {
         accepted = false;
       }
@@ -75,6 +78,7 @@ describe('OpenAPI document', () => {
     for (const tags of [{ a: 'b' }, { 'a:b': 'c' }, { _x: '1' }, { a: 5 }, [], null, { ' ': 'x' }]) {
       let accepted = true;
       try {
+        validateBody(endpointOf('POST', '/api/v2/run_tests')!, { ...v2, tags });
         parseRunRequest({ ...v2, tags }, 'v2');
       } catch {
         accepted = false;

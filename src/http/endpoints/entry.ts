@@ -57,6 +57,11 @@ export interface Endpoint extends Partial<ApiFields> {
   /** What the caller would do, for the 403 message: "<role> may not <action>". */
   action: string;
   served: Served;
+  /**
+   * Checked before the route's handlers on a node (validate.ts): a body this schema refuses is a 400 with the
+   * message of its first problem. Usually `body` itself; a rule it leaves out is the handler's (docs/openapi.md).
+   */
+  check?: z.ZodType;
   /** Recorded in the audit trail as this action (docs/auth.md, "Audit trail"); absent: not recorded (reads change nothing). */
   audit?: AuditRouteAction;
 }

@@ -60,6 +60,7 @@ export const V2: Endpoint[] = [
     auth: 'token',
     params: NODE_PARAMS,
     body: S.PressRequest,
+    check: S.PressRequest,
     responses: {
       204: none('Pressed.'),
       403: error('The node is reserved by someone else.'),
@@ -77,6 +78,7 @@ export const V2: Endpoint[] = [
     tag: 'v2',
     auth: 'token',
     body: S.V2RunTestsRequest,
+    check: S.V2RunTestsCheck,
     responses: {
       200: json(S.JobWithNotices, 'The job started.'),
       403: error('Licence expired, or the node is reserved by someone else.'),

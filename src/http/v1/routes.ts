@@ -5,7 +5,7 @@
  */
 import Router from '@koa/router';
 import { parseResultQuery } from '../../core/query.js';
-import { parseRunRequest } from '../../core/runRequest.js';
+import { parseRunRequest, type RunTestsBody } from '../../core/runRequest.js';
 import { bodyOf } from '../body.js';
 import { baseUrl, callerOf, type Services } from '../context.js';
 import { presentJob, presentResultSummary, presentV1RunTests } from '../presenters.js';
@@ -33,7 +33,7 @@ export function v1Router(s: Services): Router {
 
   r.post('/api/v1/run_tests', async (ctx) => {
     // The same policy as v2: licence, reservation (a v2 reservation holds the node for v1 clients too), busy, online.
-    const started = await s.policy.runTests(callerOf(ctx, 'v1'), parseRunRequest(bodyOf(ctx), 'v1'));
+    const started = await s.policy.runTests(callerOf(ctx, 'v1'), parseRunRequest(bodyOf(ctx) as RunTestsBody, 'v1'));
     ctx.body = presentV1RunTests(started.value, baseUrl(ctx, s));
   });
 

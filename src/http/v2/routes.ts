@@ -8,7 +8,7 @@ import type { Context } from 'koa';
 import { FarmError } from '../../core/errors.js';
 import type { JobRecord } from '../../core/model.js';
 import { parseResultQuery, parseTimeZone } from '../../core/query.js';
-import { parseRunRequest } from '../../core/runRequest.js';
+import { parseRunRequest, type RunTestsBody } from '../../core/runRequest.js';
 import { bodyOf } from '../body.js';
 import { baseUrl, callerOf, userOf, type Services } from '../context.js';
 import { presentJob, presentResultSummary } from '../presenters.js';
@@ -51,16 +51,11 @@ export function v2Router(s: Services): Router {
   });
 
   // COMPAT: manual remote control. The same path as a test script's press(): remote, encoder, transport.
+  // The body is checked before this runs (the table's PressRequest).
   r.post(`${NODE}/press`, async (ctx) => {
     ourNode(ctx);
-    const b = bodyOf(ctx) as Record<string, unknown> | null;
-    const key = b?.key;
-    if (typeof key !== 'string' || !/^[A-Za-z0-9_+.-]{1,64}$/.test(key)) throw new FarmError('invalid_request', 'key is required: a key name of the remote control, e.g. "KEY_OK"');
-    const rev = b?.test_pack_revision ?? undefined;
-    const remote = b?.remote_control ?? null;
-    if (rev !== undefined && typeof rev !== 'string') throw new FarmError('invalid_request', 'test_pack_revision must be a string');
-    if (remote !== null && typeof remote !== 'string') throw new FarmError('invalid_request', 'remote_control must be a string');
-    await s.policy.press(caller(ctx), key, { revision: rev, remote });
+    const b = bodyOf(ctx) as { key: string; test_pack_revision?: string | null; remote_control?: string | null };
+    await s.policy.press(caller(ctx), b.key, { revision: b.test_pack_revision ?? undefined, remote: b.remote_control ?? null });
     ctx.status = 204;
   });
 
@@ -69,11 +64,10 @@ export function v2Router(s: Services): Router {
     ctx.body = await s.testPack.testCaseNames(rev.sha);
   });
 
+  // The body's shape is checked before this runs (the table's V2RunTestsCheck); a node other than this one is a 404.
   r.post('/api/v2/run_tests', async (ctx) => {
-    const body = bodyOf(ctx);
-    const nodeId = (body as { node_id?: unknown } | null)?.node_id;
-    if (typeof nodeId !== 'string') throw new FarmError('invalid_request', 'node_id is required (string)');
-    if (nodeId !== s.nodeId) throw new FarmError('not_found', `no node ${JSON.stringify(nodeId)}; this node is ${s.nodeId}`);
+    const body = bodyOf(ctx) as RunTestsBody & { node_id: string };
+    if (body.node_id !== s.nodeId) throw new FarmError('not_found', `no node ${JSON.stringify(body.node_id)}; this node is ${s.nodeId}`);
     const started = await s.policy.runTests(caller(ctx), parseRunRequest(body, 'v2'));
     ctx.body = withNotices(present(ctx, started.value), started);
   });
