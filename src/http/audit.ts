@@ -22,6 +22,7 @@ import { auditRouteOf } from './auditActions.js';
 import { clientAddressOf, userOf, viaPortal } from './auth.js';
 import { STATUS } from './errors.js';
 import { sessionOf } from './session.js';
+import { mount } from './endpoints/mount.js';
 
 export const DEFAULT_MANUAL_IDLE_SECS = 300;
 
@@ -220,7 +221,7 @@ export function auditTrail(o: AuditTrailOptions): AuditTrail {
  */
 export function auditRouter(log: AuditLog, roleOf?: (ctx: Context) => Promise<Role | undefined>): Router {
   const r = new Router();
-  r.get('/api/v2/audit', async (ctx) => {
+  mount(r, 'GET /api/v2/audit', async (ctx) => {
     await requireAuditReader(ctx, roleOf);
     const q = parseAuditQuery(ctx.query, (b) => log.isCursor(b));
     ctx.set('Cache-Control', 'no-store');

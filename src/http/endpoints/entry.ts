@@ -62,6 +62,8 @@ export interface Endpoint extends Partial<ApiFields> {
    * message of its first problem. Usually `body` itself; a rule it leaves out is the handler's (docs/openapi.md).
    */
   check?: z.ZodType;
+  /** Mounted only when this part of the configuration is there (`oidc`: the `[oidc]` section); otherwise an unknown path, 404. */
+  mountedWhen?: 'oidc';
   /** Recorded in the audit trail as this action (docs/auth.md, "Audit trail"); absent: not recorded (reads change nothing). */
   audit?: AuditRouteAction;
 }

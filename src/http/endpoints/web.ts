@@ -65,6 +65,7 @@ export const FRONT_DOOR: Endpoint[] = [
   {
     // OIDC sign-in: open, as the sign-in form is.
     ...e('GET', '/app/sign-in/oidc', 'public', 'sign in'),
+    mountedWhen: 'oidc',
     summary: 'Sign in with OpenID Connect: start (only when `oidc` is configured)',
     description:
       'Always open. `next`: the path of this site to return to. Sends the browser to the identity provider (Authorization Code with PKCE, state and nonce) with the `farmhand_oidc` flow cookie (HttpOnly, SameSite=Lax, Path=/app/oidc/callback, 10 minutes). docs/auth.md, "Sign-in with OpenID Connect".',
@@ -78,6 +79,7 @@ export const FRONT_DOOR: Endpoint[] = [
   },
   {
     ...e('GET', '/app/oidc/callback', 'public', 'sign in'),
+    mountedWhen: 'oidc',
     summary: "Sign in with OpenID Connect: the provider's answer",
     description:
       'Always open. Checks the answer (the flow cookie, state, then the code exchange with the PKCE verifier and the ID token: issuer, audience, nonce, signature), maps the claims to a user name and a role and makes a session.',
