@@ -12,6 +12,7 @@ import request from 'supertest';
 import { authenticate, guardApi } from '../../src/http/auth.js';
 import { authorizeRoutes, bindEndpoints, mountedRoutes } from '../../src/http/endpoints/authorize.js';
 import { jsonBody } from '../../src/http/body.js';
+import { mount } from '../../src/http/endpoints/mount.js';
 import { endpointsMarkdown } from '../../src/http/endpoints/doc.js';
 import { ENDPOINTS, endpointOfOperation, isDocumented } from '../../src/http/endpoints/table.js';
 import { auditRouteOf } from '../../src/http/auditActions.js';
@@ -193,5 +194,25 @@ describe('roles: the tokens file, the per-route check, the OpenAPI document and 
     expect((await post(app, runner, { test_pack_revision: 'main', test_cases: ['a.py::t'] })).status).to.equal(204);
     // Without validation bound (the portal), the handler gets the body as it came.
     expect((await post(build(false), runner, { test_cases: ['nope'] })).status).to.equal(204);
+  });
+
+  it('mount: a route by its key in the table, a router\'s prefix included; a key with no entry throws when the router is built', async () => {
+    const r = new Router();
+    expect(() => mount(r, 'GET /api/v2/not-in-the-table', () => undefined)).to.throw(/no entry "GET \/api\/v2\/not-in-the-table" in the table of endpoints/);
+    expect(() => mount(r, 'PATCH /api/v2/user', () => undefined)).to.throw(/no entry/);
+    expect(() => mount(r, ['GET /api/v2/events', 'POST /api/v2/run_tests'], () => undefined)).to.throw(/mixes methods/);
+    mount(r, 'GET /api/v2/user', (ctx) => {
+      ctx.body = { login: 'x' };
+    });
+    const up = new Router({ prefix: '/farm/v1/results' });
+    mount(up, 'PUT /farm/v1/results/:node/:hex/:num/:stamp/record', (ctx) => {
+      ctx.status = 204;
+    });
+    expect(() => mount(up, 'GET /api/v2/user', () => undefined)).to.throw(/outside the router's prefix/);
+    const a = new Koa();
+    a.use(r.routes()).use(up.routes());
+    expect(mountedRoutes(a).map((x) => `${x.method} ${x.path}`)).to.deep.equal(['GET /api/v2/user', 'PUT /farm/v1/results/:node/:hex/:num/:stamp/record']);
+    expect((await request(a.callback()).head('/api/v2/user')).status).to.equal(200);
+    expect((await request(a.callback()).put('/farm/v1/results/n/ab/1/s/record')).status).to.equal(204);
   });
 });
