@@ -1,5 +1,5 @@
 /**
- * Authorisation from the table of endpoints (table.ts). `authorizeRoutes(app)` runs once, when the app is
+ * Authorisation from the table of endpoints (table.ts). `bindEndpoints(app)` runs once, when the app is
  * built: for every route mounted on the app's routers it looks the route up in the table and puts a check in
  * front of the route's own handlers. A request therefore pays for no lookup at all: the check of the route
  * it reached is already bound to its entry, and costs a property read and a comparison (bench/auth-bench.ts).
@@ -23,7 +23,7 @@ import { validator } from './validate.js';
 export interface MountedRoute {
   method: string;
   path: string;
-  /** Whether authorizeRoutes has given the route its check (a router mounted after it was called has none). */
+  /** Whether bindEndpoints has given the route its check (a router mounted after it was called has none). */
   checked?: boolean;
 }
 

@@ -2,7 +2,7 @@
  * The bodies of the API as zod schemas: what the server sends (Job, Result,
  * Node, Reservation, the error body, ...) and what it reads. Each schema with
  * an `id` becomes one entry of the document's `components.schemas`; the
- * registry (registry.ts) refers to these by value.
+ * table of endpoints (src/http/endpoints/) refers to these by value.
  *
  * Response objects are strict (`additionalProperties: false` in the
  * document): a field the server adds without documenting it fails the suite's
