@@ -1,7 +1,9 @@
 /**
- * Validation of a run_tests request body, shared by v1 and v2 (v2 adds
- * node_id and tags). Every rule of the spec, with a message that says what to
- * change; the first problem found is reported.
+ * A run_tests request, shared by v1 and v2 (v2 adds node_id and tags). The body's shape (an object, a
+ * revision, 1 to MAX_TEST_CASES names of the form <file>::<function>, soak, shuffle, remote_control, a
+ * category without the characters the spec forbids) is checked before the handler runs, by the route's
+ * schema in the table of endpoints (src/http/openapi/schemas.ts `V1RunTestsRequest`, `V2RunTestsRequest`),
+ * with the messages below. What is left here: a v2 tag's rules (the message names the tag) and the defaults.
  */
 import { invalid } from './errors.js';
 import type { Soak } from './model.js';
@@ -16,34 +18,39 @@ export interface RunRequest {
   tags: Record<string, string>;
 }
 
-const MAX_TEST_CASES = 10_000;
+/** A body the route's schema has accepted. */
+export interface RunTestsBody {
+  test_pack_revision: string;
+  test_cases: string[];
+  category?: string | null;
+  soak?: Soak | null;
+  shuffle?: boolean | null;
+  remote_control?: string | null;
+  tags?: unknown;
+}
 
-/** Parse a run_tests body. `version` decides whether `tags` are accepted. */
-export function parseRunRequest(body: unknown, version: 'v1' | 'v2'): RunRequest {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-    throw invalid('the request body must be a JSON object');
-  }
-  const b = body as Record<string, unknown>;
-  const revision = b.test_pack_revision;
-  if (typeof revision !== 'string' || revision.length === 0 || revision.length > 256) {
-    throw invalid('test_pack_revision is required: a commit SHA, branch, tag or ref name (string)');
-  }
-  const cases = b.test_cases;
-  if (!Array.isArray(cases) || cases.length === 0 || cases.length > MAX_TEST_CASES) {
-    throw invalid(`test_cases is required: an array of 1 to ${MAX_TEST_CASES} test case names`);
-  }
-  for (const c of cases) {
-    if (typeof c !== 'string' || !/^[^\0\n]+::[A-Za-z_][A-Za-z0-9_]*$/.test(c)) {
-      throw invalid(`test_cases: ${JSON.stringify(c)} is not a test case name of the form <file>::<function>`);
-    }
-  }
+export const MAX_TEST_CASES = 10_000;
+
+/** The messages of the shape's rules, one per field, as the schemas give them (the first problem found is answered). */
+export const RUN_TESTS_MESSAGES = {
+  body: 'the request body must be a JSON object',
+  revision: 'test_pack_revision is required: a commit SHA, branch, tag or ref name (string)',
+  testCases: `test_cases is required: an array of 1 to ${MAX_TEST_CASES} test case names`,
+  testCase: (c: unknown) => `test_cases: ${JSON.stringify(c)} is not a test case name of the form <file>::<function>`,
+  soak: 'soak must be "run once" or "run forever"',
+  shuffle: 'shuffle must be true or false',
+  remoteControl: 'remote_control must be the name of a file config/remote-control/<name>.lircd.conf in the test pack, without the suffix',
+} as const;
+
+/** A run_tests body the route's schema accepted, as a RunRequest. `version` decides whether `tags` are accepted. */
+export function parseRunRequest(b: RunTestsBody, version: 'v1' | 'v2'): RunRequest {
   return {
-    test_pack_revision: revision,
-    test_cases: cases as string[],
-    category: b.category === undefined || b.category === null ? 'default' : checkCategory(b.category),
-    soak: parseSoak(b.soak),
-    shuffle: parseShuffle(b.shuffle),
-    remote_control: parseRemote(b.remote_control),
+    test_pack_revision: b.test_pack_revision,
+    test_cases: b.test_cases,
+    category: b.category ?? 'default',
+    soak: b.soak ?? 'run once',
+    shuffle: b.shuffle ?? false,
+    remote_control: b.remote_control ?? null,
     tags: version === 'v2' ? parseTags(b.tags) : {},
   };
 }
@@ -53,39 +60,20 @@ export function parseRunRequest(body: unknown, version: 'v1' | 'v2'): RunRequest
  * NUL, `$` or any control character; must not start with `.` or `-`."
  */
 export function checkCategory(v: unknown): string {
-  if (typeof v !== 'string') throw invalid('category must be a string');
-  if (v.length === 0) throw invalid('category must not be empty');
-  if (!v.isWellFormed()) throw invalid('category must be valid UTF-8');
+  const problem = categoryProblem(v);
+  if (problem) throw invalid(problem, { field: 'category' });
+  return v as string;
+}
+
+/** What is wrong with a category, naming the character it must not contain; undefined when it is good. */
+export function categoryProblem(v: unknown): string | undefined {
+  if (typeof v !== 'string') return 'category must be a string';
+  if (v.length === 0) return 'category must not be empty';
+  if (!v.isWellFormed()) return 'category must be valid UTF-8';
   const bad = /[/:$\p{Cc}]/u.exec(v);
-  if (bad) {
-    throw invalid(`category must not contain ${describeChar(bad[0])}; choose a name without it`, {
-      field: 'category',
-    });
-  }
-  if (v.startsWith('.') || v.startsWith('-')) throw invalid('category must not start with "." or "-"');
-  return v;
-}
-
-function parseSoak(v: unknown): Soak {
-  if (v === undefined || v === null) return 'run once';
-  if (v === 'run once' || v === 'run forever') return v;
-  throw invalid('soak must be "run once" or "run forever"');
-}
-
-function parseShuffle(v: unknown): boolean {
-  if (v === undefined || v === null) return false;
-  if (typeof v === 'boolean') return v;
-  throw invalid('shuffle must be true or false');
-}
-
-function parseRemote(v: unknown): string | null {
-  if (v === undefined || v === null) return null;
-  if (typeof v !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$/.test(v)) {
-    throw invalid(
-      'remote_control must be the name of a file config/remote-control/<name>.lircd.conf in the test pack, without the suffix',
-    );
-  }
-  return v;
+  if (bad) return `category must not contain ${describeChar(bad[0])}; choose a name without it`;
+  if (v.startsWith('.') || v.startsWith('-')) return 'category must not start with "." or "-"';
+  return undefined;
 }
 
 /** COMPAT.md: names not blank, < 500 chars, no `:` `=` `$` `<` `>` or control characters, not starting with `/` `-` `.` `_`. */

@@ -14,6 +14,7 @@ import { userOf } from '../http/context.js';
 import { presentReservation } from '../http/presenters.js';
 import type { FarmReservation, FarmReservations } from './contract.js';
 import { parseReserveBody } from './reservations.js';
+import { mount } from '../http/endpoints/mount.js';
 
 export interface FarmReservationRouterDeps {
   reservations: FarmReservations;
@@ -50,7 +51,7 @@ export function farmReservationRouter(d: FarmReservationRouterDeps): Router {
   const r = new Router();
   const idOf = (ctx: Context) => parseReservationId((ctx.params as Record<string, string>).id!);
 
-  r.post('/api/v2/reservations', async (ctx) => {
+  mount(r, 'POST /api/v2/reservations', async (ctx) => {
     const user = userIn(ctx);
     const made = await d.reservations.reserve(parseReserveBody(bodyOf(ctx), user), clientGone(ctx));
     const notices = (await d.notices?.(user, {})) ?? [];
@@ -58,7 +59,7 @@ export function farmReservationRouter(d: FarmReservationRouterDeps): Router {
     ctx.body = notices.length ? { reservations, notices } : { reservations };
   });
 
-  r.post('/api/v2/reservations/:id/extend', async (ctx) => {
+  mount(r, 'POST /api/v2/reservations/:id/extend', async (ctx) => {
     const user = userIn(ctx);
     const id = idOf(ctx);
     const body = bodyOf(ctx) as { duration_secs?: unknown } | null;
@@ -72,13 +73,13 @@ export function farmReservationRouter(d: FarmReservationRouterDeps): Router {
     ctx.status = 204;
   });
 
-  r.delete('/api/v2/reservations/:id', async (ctx) => {
+  mount(r, 'DELETE /api/v2/reservations/:id', async (ctx) => {
     const user = userIn(ctx);
     await d.reservations.end(idOf(ctx), user);
     ctx.status = 204;
   });
 
-  r.post('/api/v2/reservations/:id/interrupt', async (ctx) => {
+  mount(r, 'POST /api/v2/reservations/:id/interrupt', async (ctx) => {
     const user = userIn(ctx);
     const id = idOf(ctx);
     const body = bodyOf(ctx) as { message?: unknown } | null;

@@ -28,6 +28,7 @@ import { LOG_NAMES } from '../http/resultRoutes.js';
 import type { FarmHub } from './contract.js';
 import { answerWith, forwardToNode } from './portal/nodeForward.js';
 import type { StoredResults } from './storedResults.js';
+import { mount } from '../http/endpoints/mount.js';
 
 /** Pass the request in `ctx` to the node that owns it and answer with the node's response. */
 export type ForwardToNode = (nodeId: string, ctx: Context) => Promise<void>;
@@ -46,21 +47,21 @@ export function farmResultRouter(o: FarmResultRoutesOptions): Router {
   const base = (ctx: Context): string => (o.publicUrl ?? `${ctx.protocol}://${ctx.host}`).replace(/\/+$/, '');
   const index = o.store.index;
 
-  r.get('/api/v2/results', async (ctx) => {
+  mount(r, 'GET /api/v2/results', async (ctx) => {
     const q = parseResultQuery(ctx.query);
     const b = base(ctx);
     // Only the summary's fields are read (querySummaries): the list's JSON is the same, in half the time.
     ctx.body = (await index.querySummaries(q)).map((x) => presentResultSummary(x, b, 'v2'));
   });
 
-  r.get('/api/v2/results.csv', async (ctx) => {
+  mount(r, 'GET /api/v2/results.csv', async (ctx) => {
     const q = parseResultQuery(ctx.query);
     const rows = await index.query(q);
     ctx.type = 'text/csv; charset=utf-8';
     ctx.body = resultsCsv(rows, { base: base(ctx), tz: q.tz });
   });
 
-  r.get('/api/v2/results.xml', async (ctx) => {
+  mount(r, 'GET /api/v2/results.xml', async (ctx) => {
     const q = parseResultQuery(ctx.query);
     const xml = junitQueryOptions(ctx.query);
     const rows = await index.query(q);
@@ -93,13 +94,13 @@ export function farmResultRouter(o: FarmResultRoutesOptions): Router {
     return undefined;
   };
 
-  r.get(`/api/v2/results${ID}`, async (ctx) => {
+  mount(r, `GET /api/v2/results${ID}`, async (ctx) => {
     const rec = await uploaded(ctx, 'detail');
     if (rec) ctx.body = presentResultDetail(rec, await o.store.artifacts(rec.result_id), base(ctx), 'v2');
   });
 
   for (const name of LOG_NAMES) {
-    r.get(`/api/v2/results${ID}/${name}`, async (ctx) => {
+    mount(r, `GET /api/v2/results${ID}/${name}`, async (ctx) => {
       const rec = await uploaded(ctx);
       if (!rec) return;
       const file = await o.store.openArtifact(rec.result_id, 'farmhand.log');
@@ -115,7 +116,7 @@ export function farmResultRouter(o: FarmResultRoutesOptions): Router {
 
   // The web pages (the node's result page and results list, seen through the portal) read a result's files
   // through v1, which is open to readers: the same answers from the portal's storage (else the node).
-  r.get([`/api/v2/results${ID}/screenshot.png`, `/api/v1/result${ID}/screenshot.png`], async (ctx) => {
+  mount(r, [`GET /api/v2/results${ID}/screenshot.png`, `GET /api/v1/result${ID}/screenshot.png`], async (ctx) => {
     const rec = await uploaded(ctx);
     if (!rec) return;
     const file = await o.store.openArtifact(rec.result_id, 'screenshot.png');
@@ -123,12 +124,12 @@ export function farmResultRouter(o: FarmResultRoutesOptions): Router {
     await sendFile(ctx, file, 'screenshot.png');
   });
 
-  r.get(`/api/v2/results${ID}/artifacts`, async (ctx) => {
+  mount(r, `GET /api/v2/results${ID}/artifacts`, async (ctx) => {
     const rec = await uploaded(ctx);
     if (rec) ctx.body = await o.store.artifacts(rec.result_id);
   });
 
-  r.get([`/api/v2/results${ID}/artifacts/*path`, `/api/v1/result${ID}/artifacts/*path`], async (ctx) => {
+  mount(r, [`GET /api/v2/results${ID}/artifacts/*path`, `GET /api/v1/result${ID}/artifacts/*path`], async (ctx) => {
     const rec = await uploaded(ctx);
     if (!rec) return;
     const rel = String((ctx.params).path);

@@ -24,6 +24,7 @@ import { FarmError } from '../core/errors.js';
 import type { NodeCredentials } from './contract.js';
 import type { FarmUploads } from './uploads.js';
 import type { StoredResults } from './storedResults.js';
+import { mount } from '../http/endpoints/mount.js';
 
 export const UPLOAD_PREFIX = '/farm/v1/results';
 const ID = '/:node/:hex/:num/:stamp';
@@ -41,12 +42,12 @@ export function uploadRouter(o: UploadRouterOptions): Router {
   const r = new Router({ prefix: UPLOAD_PREFIX });
   const FILE = `${ID}/files/*path`;
 
-  r.get(FILE, async (ctx) => {
+  mount(r, `GET ${UPLOAD_PREFIX}${FILE}`, async (ctx) => {
     const { id, rel } = await target(ctx, o.credentials);
     ctx.body = await o.uploads.status(id, rel);
   });
 
-  r.put(FILE, async (ctx) => {
+  mount(r, `PUT ${UPLOAD_PREFIX}${FILE}`, async (ctx) => {
     const { id, rel } = await target(ctx, o.credentials);
     const raw = ctx.query.offset;
     const offset = typeof raw === 'string' && /^(0|[1-9][0-9]{0,15})$/.test(raw) ? Number(raw) : NaN;
@@ -71,24 +72,24 @@ export function uploadRouter(o: UploadRouterOptions): Router {
     }
   });
 
-  r.post(FILE, async (ctx) => {
+  mount(r, `POST ${UPLOAD_PREFIX}${FILE}`, async (ctx) => {
     const { id, rel } = await target(ctx, o.credentials);
     const body = (await jsonOf(ctx, MAX_COMPLETE_BYTES)) as { sha256?: unknown } | null;
     ctx.body = await o.uploads.complete(id, rel, body?.sha256);
   });
 
-  r.delete(FILE, async (ctx) => {
+  mount(r, `DELETE ${UPLOAD_PREFIX}${FILE}`, async (ctx) => {
     const { id, rel } = await target(ctx, o.credentials);
     await o.uploads.discard(id, rel);
     ctx.status = 204;
   });
 
-  r.post(`${ID}/complete`, async (ctx) => {
+  mount(r, `POST ${UPLOAD_PREFIX}${ID}/complete`, async (ctx) => {
     const { id, node } = await target(ctx, o.credentials);
     ctx.body = await o.store.complete(id, node);
   });
 
-  r.put(`${ID}/record`, async (ctx) => {
+  mount(r, `PUT ${UPLOAD_PREFIX}${ID}/record`, async (ctx) => {
     const { id, node } = await target(ctx, o.credentials);
     const body = await jsonOf(ctx, MAX_RECORD_BYTES);
     if ((body as { result_id?: unknown } | null)?.result_id !== id) throw new FarmError('invalid_request', `the record's result_id must be the id in the path (${id})`);

@@ -5,7 +5,7 @@
 import Koa from 'koa';
 import type { Context, Middleware, Next } from 'koa';
 import type { TokenVerifier } from '../core/auth.js';
-import { authorizeRoutes } from './endpoints/authorize.js';
+import { bindEndpoints } from './endpoints/authorize.js';
 import { auditRouter, type AuditTrail } from './audit.js';
 import { authenticate, FORM_PATHS, guardApi, type DelegateRule } from './auth.js';
 import { formBody, jsonBody } from './body.js';
@@ -79,8 +79,8 @@ export function createApp(s: Services, opts: AppOptions): Koa {
     app.use(router.routes());
     app.use(router.allowedMethods());
   }
-  // Every route's role check, from the table of endpoints (src/http/endpoints/).
-  if (opts.authorize !== false) authorizeRoutes(app);
+  // Every route's role check and request validation, from the table of endpoints (src/http/endpoints/).
+  bindEndpoints(app, { roles: opts.authorize !== false, validate: true });
   return app;
 }
 

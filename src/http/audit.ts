@@ -22,6 +22,7 @@ import { auditRouteOf } from './auditActions.js';
 import { clientAddressOf, userOf, viaPortal } from './auth.js';
 import { STATUS } from './errors.js';
 import { sessionOf } from './session.js';
+import { mount } from './endpoints/mount.js';
 
 export const DEFAULT_MANUAL_IDLE_SECS = 300;
 
@@ -221,7 +222,7 @@ export function auditTrail(o: AuditTrailOptions): AuditTrail {
 /** `GET /api/v2/audit` (admin: the table of endpoints checks the role first; requireAuditReader holds without it). */
 export function auditRouter(log: AuditLog): Router {
   const r = new Router();
-  r.get('/api/v2/audit', async (ctx) => {
+  mount(r, 'GET /api/v2/audit', async (ctx) => {
     requireAuditReader(ctx);
     const q = parseAuditQuery(ctx.query, (b) => log.isCursor(b));
     ctx.set('Cache-Control', 'no-store');

@@ -1,30 +1,17 @@
 /**
- * Which request is which audited action (docs/auth.md, "Audit trail"): `METHOD path` as the routers mount it
- * (`:name` is one path segment). The same table serves a node and the portal, which answer the same paths.
- * A request matching none is not recorded: reads change nothing.
+ * Which request is which audited action (docs/auth.md, "Audit trail"): the `audit` field of the table of
+ * endpoints (src/http/endpoints/), matched against the request's method and path (`:name` is one path
+ * segment). The same table serves a node and the portal, which answer the same paths. A request matching
+ * no entry with an `audit` is not recorded: reads change nothing.
  *
- * `remote.press` is not an entry of its own: presses are gathered into manual control sessions
- * (src/http/audit.ts).
+ * The path is matched here, before routing, rather than read from the route the router chose: the trail
+ * also records a request that the body parser refuses (its outcome a 4xx), and that one never reaches a route.
+ *
+ * `remote.press` is gathered into manual control sessions (src/http/audit.ts).
  */
-import type { AuditAction } from '../core/audit.js';
+import { ENDPOINTS, type AuditRouteAction } from './endpoints/table.js';
 
-export type AuditRouteAction = AuditAction | 'remote.press';
-
-export const AUDIT_ROUTES: Readonly<Record<string, AuditRouteAction>> = {
-  'POST /api/v1/run_tests': 'job.run',
-  'POST /api/v2/run_tests': 'job.run',
-  'POST /api/v1/jobs/:node/:hex/:num/stop': 'job.stop',
-  'POST /api/v2/jobs/:node/:hex/:num/stop': 'job.stop',
-  'PUT /api/v2/jobs/:node/:hex/:num/stop': 'job.stop',
-  'POST /api/v2/nodes/:node_id/job/stop': 'job.stop',
-  'POST /api/v2/reservations': 'reservation.create',
-  'POST /api/v2/reservations/:id/extend': 'reservation.extend',
-  'DELETE /api/v2/reservations/:id': 'reservation.end',
-  'POST /api/v2/reservations/:id/interrupt': 'reservation.interrupt',
-  'POST /api/v2/nodes/:node_id/press': 'remote.press',
-  'POST /api/v2/nodes/:node_id/maintenance': 'node.maintenance',
-  'POST /github/post-receive': 'testpack.fetch',
-};
+export type { AuditRouteAction };
 
 interface Compiled {
   method: string;
@@ -33,8 +20,9 @@ interface Compiled {
   action: AuditRouteAction;
 }
 
-const COMPILED: Compiled[] = Object.entries(AUDIT_ROUTES).map(([key, action]) => {
-  const [method, path] = key.split(' ') as [string, string];
+const COMPILED: Compiled[] = ENDPOINTS.flatMap(({ method, path, audit: action }) => {
+  if (!action) return [];
+  if (path.includes('*')) throw new Error(`table of endpoints: ${method} ${path}: an audited route has only one-segment parameters`);
   const names: string[] = [];
   const re = path
     .split('/')
@@ -45,7 +33,7 @@ const COMPILED: Compiled[] = Object.entries(AUDIT_ROUTES).map(([key, action]) =>
     })
     .join('/');
   // The routers match case-insensitively, and trailing slashes are folded before routing.
-  return { method, re: new RegExp(`^${re}/*$`, 'i'), names, action };
+  return [{ method, re: new RegExp(`^${re}/*$`, 'i'), names, action }];
 });
 
 const decode = (v: string): string => {

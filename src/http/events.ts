@@ -22,6 +22,7 @@
  * (src/farm/events.ts), whose resume point is read from PostgreSQL.
  */
 import Router from '@koa/router';
+import { mount } from './endpoints/mount.js';
 import type { ServerResponse } from 'node:http';
 import { FarmError, invalid } from '../core/errors.js';
 import { EventHub, isEventId, type FarmEvent, type Resume, type Subscription } from '../core/events.js';
@@ -141,7 +142,7 @@ export class EventStream {
     const r = new Router();
     // `/app/events`: the same stream for the portal's pages, under the web pages' rule (open unless
     // auth.v1_requires_token), so a page read without signing in still updates live (docs/portal.md).
-    r.get(['/api/v2/events', '/app/events'], async (ctx) => {
+    mount(r, ['GET /api/v2/events', 'GET /app/events'], async (ctx) => {
       const q = ctx.query.last_event_id;
       if (Array.isArray(q)) throw invalid('last_event_id: give it once');
       const lastId = q || ctx.get('Last-Event-ID') || undefined; // empty means none

@@ -7,6 +7,7 @@
  */
 import Router from '@koa/router';
 import type { Readiness } from '../service/readiness.js';
+import { mount } from './endpoints/mount.js';
 
 export interface OpsEndpoints {
   version: string;
@@ -23,11 +24,11 @@ export const healthBody = (version: string, starting: boolean) => ({ status: 'ok
 
 export function opsRouter(ops: OpsEndpoints): Router {
   const r = new Router();
-  r.get('/healthz', (ctx) => {
+  mount(r, 'GET /healthz', (ctx) => {
     ctx.set('Cache-Control', 'no-store');
     ctx.body = healthBody(ops.version, false);
   });
-  r.get('/readyz', async (ctx) => {
+  mount(r, 'GET /readyz', async (ctx) => {
     const readiness = await ops.readiness();
     ctx.set('Cache-Control', 'no-store');
     ctx.status = readiness.ready ? 200 : 503;
@@ -35,7 +36,7 @@ export function opsRouter(ops: OpsEndpoints): Router {
   });
   const metrics = ops.metrics;
   if (metrics) {
-    r.get('/metrics', async (ctx) => {
+    mount(r, 'GET /metrics', async (ctx) => {
       const text = await metrics.scrape();
       ctx.set('Cache-Control', 'no-store');
       ctx.type = metrics.contentType;

@@ -17,6 +17,7 @@ import { baseUrl, type ApiVersion, type Services } from './context.js';
 import { openServed, sendFile } from './files.js';
 import { resultIdFromParams } from './params.js';
 import { presentResultDetail } from './presenters.js';
+import { mount } from './endpoints/mount.js';
 
 const ID = '/:node/:hex/:num/:stamp';
 export const LOG_NAMES = ['farmhand.log', 'stbt.log'] as const;
@@ -101,13 +102,13 @@ export function mountResultRoutes(
   s: Services,
   logTransform: LogTransform = () => undefined,
 ): void {
-  router.get(`${prefix}${ID}`, async (ctx) => {
+  mount(router, `GET ${prefix}${ID}`, async (ctx) => {
     const r = resultFromParams(ctx, s);
     ctx.body = presentResultDetail(r, await s.results.artifacts(r.result_id), baseUrl(ctx, s), v);
   });
 
   for (const name of LOG_NAMES) {
-    router.get(`${prefix}${ID}/${name}`, async (ctx) => {
+    mount(router, `GET ${prefix}${ID}/${name}`, async (ctx) => {
       const live = runInProgress(ctx, s);
       if (live) return sendLiveLog(ctx, s.results.dirOf(live.result_id), logTransform(ctx));
       const r = resultFromParams(ctx, s);
@@ -122,19 +123,19 @@ export function mountResultRoutes(
     });
   }
 
-  router.get(`${prefix}${ID}/screenshot.png`, async (ctx) => {
+  mount(router, `GET ${prefix}${ID}/screenshot.png`, async (ctx) => {
     const r = resultFromParams(ctx, s);
     const file = await s.results.openArtifact(r.result_id, 'screenshot.png');
     if (!file) throw new FarmError('not_found', `result ${r.result_id} has no screenshot (the capture was offline when it ended)`);
     await sendFile(ctx, file, 'screenshot.png');
   });
 
-  router.get(`${prefix}${ID}/artifacts`, async (ctx) => {
+  mount(router, `GET ${prefix}${ID}/artifacts`, async (ctx) => {
     const r = resultFromParams(ctx, s);
     ctx.body = await s.results.artifacts(r.result_id);
   });
 
-  router.get(`${prefix}${ID}/artifacts/*path`, async (ctx) => {
+  mount(router, `GET ${prefix}${ID}/artifacts/*path`, async (ctx) => {
     const r = resultFromParams(ctx, s);
     const rel = String((ctx.params).path);
     const file = await s.results.openArtifact(r.result_id, rel);

@@ -6,10 +6,11 @@
 import Router from '@koa/router';
 import { FarmError } from '../core/errors.js';
 import type { Services } from './context.js';
+import { mount } from './endpoints/mount.js';
 
 export function webhookRouter(s: Services): Router {
   const r = new Router();
-  r.post('/github/post-receive', async (ctx) => {
+  mount(r, 'POST /github/post-receive', async (ctx) => {
     await s.testPack.fetch().catch((e: unknown) => {
       s.logger.warn({ err: e }, 'post-receive: fetching the test pack failed');
       throw new FarmError('device_unavailable', `could not fetch the test-pack repository: ${(e as Error).message}`);

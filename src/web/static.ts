@@ -9,6 +9,7 @@ import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Router from '@koa/router';
 import { FarmError } from '../core/errors.js';
+import { mount } from '../http/endpoints/mount.js';
 
 /** The folder beside this module (src/web/static, or dist/web/static after the build copies it). */
 const DIR = fileURLToPath(new URL('./static/', import.meta.url));
@@ -33,14 +34,14 @@ export function staticRouter(): Router {
   const r = new Router();
   // Our own icon (an SVG), where browsers look for it unasked; cached for a day.
   const icon = files.get('favicon.svg');
-  r.get('/favicon.ico', (ctx) => {
+  mount(r, 'GET /favicon.ico', (ctx) => {
     if (!icon) throw new FarmError('not_found', 'no icon');
     ctx.type = icon.type;
     ctx.set('Cache-Control', 'public, max-age=86400');
     ctx.set('X-Content-Type-Options', 'nosniff');
     ctx.body = icon.body;
   });
-  r.get('/static/:file', (ctx) => {
+  mount(r, 'GET /static/:file', (ctx) => {
     const f = files.get(ctx.params.file ?? '');
     if (!f) throw new FarmError('not_found', `no static file ${ctx.params.file}; the portal's files are: ${[...files.keys()].join(', ')}`);
     ctx.type = f.type;

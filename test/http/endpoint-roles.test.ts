@@ -144,6 +144,19 @@ describe('roles: the table of endpoints, enforced on a node and on the portal', 
     expect(keys.length).to.equal(new Set(keys).size);
   });
 
+  it('every entry served by the node is mounted on the node, and every entry served by the portal on the portal (and nothing else is)', () => {
+    const unmounted: string[] = [];
+    for (const [where, app] of [['node', d.daemon.app], ['portal', farm.portal.app]] as const) {
+      const mounted = new Set(routesOf(app).map((r) => `${r.method} ${r.path}`));
+      for (const e of ENDPOINTS) {
+        // OIDC sign-in is mounted only with an `[oidc]` section (test/web/oidc*.test.ts mount it).
+        if ((e.served !== 'both' && e.served !== where) || e.mountedWhen === 'oidc') continue;
+        if (!mounted.has(`${e.method} ${e.path}`)) unmounted.push(`${where}: ${e.method} ${e.path}`);
+      }
+    }
+    expect(unmounted, 'entries not mounted where they say they are served').to.deep.equal([]);
+  });
+
   it('a node with no roles configured works as before: a signed-in user may do everything, tokens without roles in the file', async () => {
     const store = new TokenStore(tokensFile(d.dataDir));
     const { token } = await store.create('legacy');

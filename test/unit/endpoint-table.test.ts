@@ -10,9 +10,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import request from 'supertest';
 import { authenticate, guardApi } from '../../src/http/auth.js';
-import { authorizeRoutes, mountedRoutes } from '../../src/http/endpoints/authorize.js';
+import { authorizeRoutes, bindEndpoints, mountedRoutes } from '../../src/http/endpoints/authorize.js';
+import { jsonBody } from '../../src/http/body.js';
+import { mount } from '../../src/http/endpoints/mount.js';
 import { endpointsMarkdown } from '../../src/http/endpoints/doc.js';
-import { endpointOfOperation } from '../../src/http/endpoints/table.js';
+import { ENDPOINTS, endpointOfOperation, isDocumented } from '../../src/http/endpoints/table.js';
+import { auditRouteOf } from '../../src/http/auditActions.js';
+import { OPERATIONS, openApiPath } from '../../src/http/openapi/endpoint.js';
 import { errorHandler } from '../../src/http/errors.js';
 import { buildDocument } from '../../src/http/openapi/document.js';
 import { FileTokenVerifier, parseTokensFileContent, TokenFileError, TokenStore, tokensFile } from '../../src/storage/tokens.js';
@@ -138,5 +142,77 @@ describe('roles: the tokens file, the per-route check, the OpenAPI document and 
     const doc = readFileSync(new URL('../../docs/auth.md', import.meta.url), 'utf8');
     const expected = endpointsMarkdown();
     expect(doc.includes(expected), `docs/auth.md must contain, between its markers, exactly:\n${expected}`).to.equal(true);
+  });
+
+  it('the audit trail records what the table says: each entry with `audit` as that action, no other route', () => {
+    const concrete = (p: string) => p.replace(/:\w+/g, (m) => (m === ':num' ? '7' : `x-${m.slice(1)}`)).replace(/\*\w+/g, 'a/b');
+    const audited = ENDPOINTS.filter((x) => x.audit);
+    expect(audited.map((x) => `${x.method} ${x.path}`)).to.include.members(['POST /api/v2/run_tests', 'DELETE /api/v2/reservations/:id', 'POST /api/v2/nodes/:node_id/press', 'POST /github/post-receive']);
+    for (const x of ENDPOINTS) {
+      const hit = auditRouteOf(x.method, concrete(x.path));
+      if (x.audit) expect(hit?.action, `${x.method} ${x.path}`).to.equal(x.audit);
+      else expect(hit, `${x.method} ${x.path}`).to.equal(undefined);
+    }
+    expect(auditRouteOf('POST', '/api/v2/reservations/12/interrupt')?.params).to.deep.equal({ id: '12' });
+  });
+
+  it('the OpenAPI operations are the entries with a summary, each path parameter named by the entry\'s params', () => {
+    expect(OPERATIONS.length).to.equal(ENDPOINTS.filter(isDocumented).length);
+    // The routes the document leaves out: the portal's fallbacks to a node, its session probe, the nodes' upload API.
+    const left = ENDPOINTS.filter((x) => !isDocumented(x)).map((x) => x.path);
+    for (const p of left) expect(p, p).to.match(/\*rest$|^\/app\/session$|^\/farm\/v1\//);
+    expect(openApiPath({ method: 'POST', path: '/api/v2/reservations/:id/extend', params: { reservation_id: 'id' } })).to.equal('/api/v2/reservations/{reservation_id}/extend');
+    expect(() => openApiPath({ method: 'GET', path: '/a/:x/:y', params: { x: 'x' } })).to.throw(/more path parameters/);
+    expect(() => openApiPath({ method: 'GET', path: '/a/:x', params: { x: 'x', y: 'y' } })).to.throw(/2 params for 1/);
+  });
+
+  it('bindEndpoints puts the entry\'s request check behind the role check: 403 for a role too low, then 400 with the check\'s message, then the handler', async () => {
+    const store = new TokenStore(tokensFile(dir));
+    const reader = (await store.create('reader', { role: 'read' })).token;
+    const runner = (await store.create('runner', { role: 'run' })).token;
+    const build = (validate: boolean) => {
+      const a = new Koa();
+      a.silent = true;
+      const r = new Router();
+      r.post('/api/v1/run_tests', (ctx) => {
+        ctx.status = 204;
+      });
+      a.use(errorHandler(capturingLogger()));
+      a.use(authenticate(new FileTokenVerifier(tokensFile(dir), capturingLogger())));
+      a.use(jsonBody(1024));
+      a.use(r.routes());
+      bindEndpoints(a, { validate });
+      return a.callback();
+    };
+    const post = (app: ReturnType<typeof build>, token: string, body: unknown) =>
+      request(app).post('/api/v1/run_tests').set('Authorization', `token ${token}`).set('Content-Type', 'application/json').send(JSON.stringify(body));
+    const app = build(true);
+    expect((await post(app, reader, {})).status).to.equal(403);
+    const bad = await post(app, runner, { test_pack_revision: 'main', test_cases: ['nope'] });
+    expect(bad.status).to.equal(400);
+    expect(bad.body).to.deep.equal({ error: 'invalid_request', message: 'test_cases: "nope" is not a test case name of the form <file>::<function>' });
+    expect((await post(app, runner, { test_pack_revision: 'main', test_cases: ['a.py::t'] })).status).to.equal(204);
+    // Without validation bound (the portal), the handler gets the body as it came.
+    expect((await post(build(false), runner, { test_cases: ['nope'] })).status).to.equal(204);
+  });
+
+  it('mount: a route by its key in the table, a router\'s prefix included; a key with no entry throws when the router is built', async () => {
+    const r = new Router();
+    expect(() => mount(r, 'GET /api/v2/not-in-the-table', () => undefined)).to.throw(/no entry "GET \/api\/v2\/not-in-the-table" in the table of endpoints/);
+    expect(() => mount(r, 'PATCH /api/v2/user', () => undefined)).to.throw(/no entry/);
+    expect(() => mount(r, ['GET /api/v2/events', 'POST /api/v2/run_tests'], () => undefined)).to.throw(/mixes methods/);
+    mount(r, 'GET /api/v2/user', (ctx) => {
+      ctx.body = { login: 'x' };
+    });
+    const up = new Router({ prefix: '/farm/v1/results' });
+    mount(up, 'PUT /farm/v1/results/:node/:hex/:num/:stamp/record', (ctx) => {
+      ctx.status = 204;
+    });
+    expect(() => mount(up, 'GET /api/v2/user', () => undefined)).to.throw(/outside the router's prefix/);
+    const a = new Koa();
+    a.use(r.routes()).use(up.routes());
+    expect(mountedRoutes(a).map((x) => `${x.method} ${x.path}`)).to.deep.equal(['GET /api/v2/user', 'PUT /farm/v1/results/:node/:hex/:num/:stamp/record']);
+    expect((await request(a.callback()).head('/api/v2/user')).status).to.equal(200);
+    expect((await request(a.callback()).put('/farm/v1/results/n/ab/1/s/record')).status).to.equal(204);
   });
 });

@@ -4,11 +4,14 @@
 import SwaggerParser from '@apidevtools/swagger-parser';
 import { expect } from 'chai';
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { parseRunRequest } from '../../src/core/runRequest.js';
+import { readdirSync, readFileSync } from 'node:fs';
+import { parseRunRequest, type RunTestsBody } from '../../src/core/runRequest.js';
+import { endpointOf } from '../../src/http/endpoints/table.js';
+import { validateBody } from '../../src/http/endpoints/validate.js';
+import { entryOfKey } from '../../src/http/endpoints/mount.js';
 import { buildDocument } from '../../src/http/openapi/document.js';
 import { apiPage } from '../../src/http/openapi/page.js';
-import { ENDPOINTS } from '../../src/http/openapi/registry.js';
+import { OPERATIONS as ENDPOINTS } from '../../src/http/openapi/endpoint.js';
 import { V1RunTestsRequest, V2RunTestsRequest } from '../../src/http/openapi/schemas.js';
 import { ContractChecker, type SeenResponse } from '../helpers/contract.js';
 
@@ -29,23 +32,28 @@ describe('OpenAPI document', () => {
     expect((api as { openapi: string }).openapi).to.equal('3.1.0');
   });
 
-  it('lists every route the routers mount (each r.<method>(path) in src/http has a registry entry)', () => {
-    // resultRoutes.ts mounts its paths under a prefix; the fuzz run and the result tests cover those. The portal's pages (src/web/pages) are listed too.
-    const files: Record<string, string> = { 'v1/routes.ts': 'v1', 'v2/routes.ts': 'v2', 'v2/nodeRoutes.ts': 'v2', '../web/pages/result.tsx': '', 'webhooks.ts': '', 'openapi/routes.ts': '', '../web/pages/apiReference.ts': '' };
-    const documented = new Set(ENDPOINTS.map((e) => `${e.method} ${e.path.replace(/\{[^}]+\}/g, '*')}`));
-    const missing: string[] = [];
-    let seen = 0;
-    for (const [f, v] of Object.entries(files)) {
-      const src = readFileSync(new URL(`../../src/http/${f}`, import.meta.url), 'utf8');
-      for (const m of src.matchAll(/\br\.(get|post|put|delete)\(\s*[`'"]([^`'"]+)[`'"]/g)) {
-        const path = m[2]!.replace('${JOB}', `/api/${v}/jobs/:node/:hex/:num`).replace('${NODE}', '/api/v2/nodes/:node_id');
-        const key = `${m[1]} ${path.replace(/[:*][A-Za-z_]+/g, '*')}`;
-        seen++;
-        if (!documented.has(key)) missing.push(key);
+  it('routes are mounted only through the table: no router verb called in src/ but by the mounter, and each literal key has an entry', () => {
+    // Every route is mounted by `mount(router, 'METHOD path', ...)` (src/http/endpoints/mount.ts), which throws
+    // at start for a key without an entry; a router's own get/post/put/delete would bypass the table.
+    const direct: string[] = [];
+    let keys = 0;
+    const walk = (dir: URL): void => {
+      for (const d of readdirSync(dir, { withFileTypes: true })) {
+        if (d.isDirectory()) walk(new URL(`${d.name}/`, dir));
+        else if (/\.tsx?$/.test(d.name) && !dir.pathname.endsWith('/src/http/endpoints/')) {
+          const src = readFileSync(new URL(d.name, dir), 'utf8');
+          for (const m of src.matchAll(/\b(r|router|\w+Router)\.(get|post|put|delete|patch|all)\(/g)) direct.push(`${d.name}: ${m[0]}`);
+          for (const m of src.matchAll(/\bmount\(\w+, '([A-Z]+ [^']+)'/g)) {
+            expect(() => entryOfKey(m[1]!), `${d.name}: ${m[1]}`).to.not.throw();
+            keys++;
+          }
+        }
       }
-    }
-    expect(seen).to.be.greaterThan(25);
-    expect(missing).to.deep.equal([]);
+    };
+    walk(new URL('../../src/', import.meta.url));
+    expect(direct).to.deep.equal([]);
+    expect(keys).to.be.greaterThan(40);
+    expect(() => entryOfKey('GET /api/v2/not-in-the-table')).to.throw(/no entry "GET \/api\/v2\/not-in-the-table" in the table of endpoints/);
   });
 
   it('has a reference page with every path, no script and no external asset', () => {
@@ -54,7 +62,7 @@ describe('OpenAPI document', () => {
     expect(page).not.to.match(/<script|<link|src=|https?:\/\//i);
   });
 
-  it('describes run_tests bodies as the server checks them (the zod schemas agree with parseRunRequest)', () => {
+  it('describes run_tests bodies as the server checks them (the published schemas agree with the route\'s check and the domain\'s tag rules)', () => {
     const base = { test_pack_revision: 'main', test_cases: ['tests/a.py::test_x'] };
     const bodies: unknown[] = [
       base, {}, null, [], 'x', { ...base, test_cases: [] }, { ...base, test_cases: ['nope'] }, { ...base, test_cases: [5] }, { ...base, test_pack_revision: '' },
@@ -65,7 +73,8 @@ describe('OpenAPI document', () => {
     for (const body of bodies) {
       let accepted = true;
       try {
-        parseRunRequest(body, 'v1');
+        validateBody(endpointOf('POST', '/api/v1/run_tests')!, body);
+        parseRunRequest(body as RunTestsBody, 'v1');
       } catch {
         accepted = false;
       }
@@ -75,6 +84,7 @@ describe('OpenAPI document', () => {
     for (const tags of [{ a: 'b' }, { 'a:b': 'c' }, { _x: '1' }, { a: 5 }, [], null, { ' ': 'x' }]) {
       let accepted = true;
       try {
+        validateBody(endpointOf('POST', '/api/v2/run_tests')!, { ...v2, tags });
         parseRunRequest({ ...v2, tags }, 'v2');
       } catch {
         accepted = false;

@@ -12,7 +12,7 @@
 import { expect } from 'chai';
 import type { Browser, BrowserContext } from 'playwright-core';
 import { VSTB_LIRCD_CONF } from '../../src/hardware/virtual/index.js';
-import { ENDPOINTS } from '../../src/http/openapi/registry.js';
+import { OPERATIONS as ENDPOINTS } from '../../src/http/openapi/endpoint.js';
 import { STANDARD_FILES } from '../fixtures/testPack.js';
 import { asUser } from '../helpers/auth.js';
 import { launchBrowser } from '../helpers/browser.js';

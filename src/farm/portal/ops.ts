@@ -17,6 +17,7 @@ import { isDatabaseUnavailable } from '../db/pool.js';
 import type { PortalLock } from '../db/portalLock.js';
 import { healthBody } from '../../http/opsRoutes.js';
 import { version } from '../../version.js';
+import { mount } from '../../http/endpoints/mount.js';
 
 /** Checks behind /readyz, in this order. */
 export const PORTAL_READINESS_CHECKS = ['database', 'portal_lock'] as const;
@@ -187,11 +188,11 @@ export function portalOps(s: PortalOpsSources): PortalOps {
   };
 
   const router = new Router();
-  router.get('/healthz', (ctx) => {
+  mount(router, 'GET /healthz', (ctx) => {
     ctx.set('Cache-Control', 'no-store');
     ctx.body = healthBody(version, false);
   });
-  router.get('/readyz', async (ctx) => {
+  mount(router, 'GET /readyz', async (ctx) => {
     const r = await readiness();
     ctx.set('Cache-Control', 'no-store');
     ctx.status = r.ready ? 200 : 503;
@@ -205,7 +206,7 @@ export function portalOps(s: PortalOpsSources): PortalOps {
           checks: r.checks,
         };
   });
-  router.get('/metrics', async (ctx) => {
+  mount(router, 'GET /metrics', async (ctx) => {
     const text = await registry.metrics();
     ctx.set('Cache-Control', 'no-store');
     ctx.type = registry.contentType;

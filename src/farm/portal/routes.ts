@@ -23,6 +23,7 @@ import { setNodeAnswerHeaders } from './nodeAnswer.js';
 import { answerWith, forwardToNode, nodeRequest, portalBaseUrl } from './nodeForward.js';
 import { SharedForwards } from './sharedForward.js';
 import { isHere } from './nodePlace.js';
+import { mount } from '../../http/endpoints/mount.js';
 
 export interface PortalRouteDeps {
   pool: pg.Pool;
@@ -158,24 +159,24 @@ export function portalRouter(d: PortalRouteDeps): Router {
   const nodeParam = (ctx: Context) => (ctx.params as Record<string, string>).node_id!;
   const jobNode = (ctx: Context) => (ctx.params as Record<string, string>).node!;
 
-  r.get('/api/v2/user', (ctx) => {
+  mount(r, 'GET /api/v2/user', (ctx) => {
     ctx.body = { login: user(ctx) };
   });
 
   // The person reading a node's page through the portal, for the portal's own scripts on it (api.js): the node is
   // told neither (nodeAnswer.ts). Same origin only (no CORS), never cached.
-  r.get('/app/session', (ctx) => {
+  mount(r, 'GET /app/session', (ctx) => {
     ctx.set('Cache-Control', 'no-store');
     ctx.body = { login: userOf(ctx)?.login ?? null, csrf: csrfTokenOf(ctx) ?? null };
   });
 
-  r.get('/api/v2/nodes', async (ctx) => {
+  mount(r, 'GET /api/v2/nodes', async (ctx) => {
     ctx.body = await listFarmNodes(d, user(ctx), base(ctx));
   });
 
   // One node: its own answer, fresh, when it is connected (a client that has just started a job sees
   // it, as on the node); the last snapshot otherwise, or if the node does not answer.
-  r.get(NODE, async (ctx) => {
+  mount(r, `GET ${NODE}`, async (ctx) => {
     const row = await registered(nodeParam(ctx));
     const res = await d.reservations?.active(row.node_id);
     let link = d.hub.link(row.node_id);
@@ -189,22 +190,22 @@ export function portalRouter(d: PortalRouteDeps): Router {
     ctx.body = presentFarmNode(row, link, res, user(ctx), base(ctx));
   });
 
-  r.get(`${NODE}/screenshot.png`, (ctx) => toNode(ctx, nodeParam(ctx)));
-  r.get(`${NODE}/thumbnail.jpg`, (ctx) => toNode(ctx, nodeParam(ctx)));
-  r.post(`${NODE}/press`, (ctx) => toNode(ctx, nodeParam(ctx), { reservation: 'press a key', body: true }));
-  r.get(`${NODE}/job`, (ctx) => toNode(ctx, nodeParam(ctx), { settle: true }));
-  r.get(`${NODE}/job/await_completion`, (ctx) => awaitOnNode(ctx, nodeParam(ctx)));
-  r.post(`${NODE}/job/stop`, (ctx) => toNode(ctx, nodeParam(ctx), { reservation: 'stop the job', body: true, settle: true }));
+  mount(r, `GET ${NODE}/screenshot.png`, (ctx) => toNode(ctx, nodeParam(ctx)));
+  mount(r, `GET ${NODE}/thumbnail.jpg`, (ctx) => toNode(ctx, nodeParam(ctx)));
+  mount(r, `POST ${NODE}/press`, (ctx) => toNode(ctx, nodeParam(ctx), { reservation: 'press a key', body: true }));
+  mount(r, `GET ${NODE}/job`, (ctx) => toNode(ctx, nodeParam(ctx), { settle: true }));
+  mount(r, `GET ${NODE}/job/await_completion`, (ctx) => awaitOnNode(ctx, nodeParam(ctx)));
+  mount(r, `POST ${NODE}/job/stop`, (ctx) => toNode(ctx, nodeParam(ctx), { reservation: 'stop the job', body: true, settle: true }));
   // Maintenance (admin, checked by the table before this): the node keeps the switch; its next snapshot tells the portal.
-  r.post(`${NODE}/maintenance`, (ctx) => toNode(ctx, nodeParam(ctx), { body: true }));
+  mount(r, `POST ${NODE}/maintenance`, (ctx) => toNode(ctx, nodeParam(ctx), { body: true }));
 
-  r.post('/api/v2/run_tests', async (ctx) => {
+  mount(r, 'POST /api/v2/run_tests', async (ctx) => {
     const nodeId = (bodyOf(ctx) as { node_id?: unknown } | null)?.node_id;
     if (typeof nodeId !== 'string') throw new FarmError('invalid_request', 'node_id is required (string): the node to run on (GET /api/v2/nodes lists them)');
     await toNode(ctx, nodeId, { reservation: 'run tests', body: true, whole: true });
   });
 
-  r.get('/api/v2/test_pack/*rev/test_case_names', async (ctx) => {
+  mount(r, 'GET /api/v2/test_pack/*rev/test_case_names', async (ctx) => {
     const online = d.hub.links().filter((l) => l.online);
     if (online.length === 0) throw new FarmError('device_unavailable', 'no node is connected to the portal, and the test pack is read by the nodes; try again when one is online');
     await forward(ctx, online[Math.floor(Math.random() * online.length)]!.nodeId);
@@ -226,12 +227,12 @@ export function portalRouter(d: PortalRouteDeps): Router {
     }
     ctx.body = presentFarmJob(row, base(ctx), v);
   };
-  r.get(JOB, (ctx) => getJob(ctx, 'v2'));
+  mount(r, `GET ${JOB}`, (ctx) => getJob(ctx, 'v2'));
   // The job's own log (the node's job.log_url before its first run starts; v2/routes.ts): the node's answer,
   // whose redirect to a run's log leads back to the portal (a path of the portal: nodeAnswer.ts); 503 while the
   // node is not connected, as the log of a run in progress.
-  r.get(`${JOB}/log`, (ctx) => toNode(ctx, jobNode(ctx)));
-  r.get(`${JOB}/await_completion`, async (ctx) => {
+  mount(r, `GET ${JOB}/log`, (ctx) => toNode(ctx, jobNode(ctx)));
+  mount(r, `GET ${JOB}/await_completion`, async (ctx) => {
     const nodeId = jobNode(ctx);
     if (isHere(d.hub, nodeId)) return awaitOnNode(ctx, nodeId);
     // The node is away: an ended job is answered at once, as the node would; a running one waits for its node.
@@ -244,16 +245,16 @@ export function portalRouter(d: PortalRouteDeps): Router {
     await toNode(ctx, nodeId);
   });
   // "PUT /api/v2/jobs/{job_uid}/stop (POST behaves identically)"
-  r.put(`${JOB}/stop`, (ctx) => toNode(ctx, jobNode(ctx), { reservation: 'stop the job', body: true, settle: true }));
-  r.post(`${JOB}/stop`, (ctx) => toNode(ctx, jobNode(ctx), { reservation: 'stop the job', body: true, settle: true }));
+  mount(r, `PUT ${JOB}/stop`, (ctx) => toNode(ctx, jobNode(ctx), { reservation: 'stop the job', body: true, settle: true }));
+  mount(r, `POST ${JOB}/stop`, (ctx) => toNode(ctx, jobNode(ctx), { reservation: 'stop the job', body: true, settle: true }));
 
   // Results: hD puts the portal's storage in front of these; until then the owning node answers.
-  r.get('/api/v2/results/:node/:hex/:num/:stamp', (ctx) => toNode(ctx, jobNode(ctx)));
-  r.get('/api/v2/results/:node/:hex/:num/:stamp/*rest', (ctx) => toNode(ctx, jobNode(ctx)));
+  mount(r, 'GET /api/v2/results/:node/:hex/:num/:stamp', (ctx) => toNode(ctx, jobNode(ctx)));
+  mount(r, 'GET /api/v2/results/:node/:hex/:num/:stamp/*rest', (ctx) => toNode(ctx, jobNode(ctx)));
 
   // COMPAT: "a push happened; fetch the test-pack repository now": every connected node fetches; the
   // answer comes once they all have (a node that fails logs it, as a single node does).
-  r.post('/github/post-receive', async (ctx) => {
+  mount(r, 'POST /github/post-receive', async (ctx) => {
     const online = d.hub.links().filter((l) => l.online);
     await Promise.all(
       online.map(async (l) => {
@@ -267,20 +268,20 @@ export function portalRouter(d: PortalRouteDeps): Router {
   // The result and job pages (triage_url, the job's page) are the owning node's pages, passed on: their
   // links are relative, so what they call next comes back to the portal. While the node is offline the
   // portal renders both itself, in front of these (web.ts: storedResultPageRouter, storedJobPageRouter).
-  r.get('/app/results/:node/:hex/:num/:stamp', (ctx) => toNode(ctx, jobNode(ctx)));
-  r.get('/app/results/:node/:hex/:num/:stamp/*rest', (ctx) => toNode(ctx, jobNode(ctx)));
-  r.get('/app/jobs/:node/:hex/:num', (ctx) => toNode(ctx, jobNode(ctx)));
+  mount(r, 'GET /app/results/:node/:hex/:num/:stamp', (ctx) => toNode(ctx, jobNode(ctx)));
+  mount(r, 'GET /app/results/:node/:hex/:num/:stamp/*rest', (ctx) => toNode(ctx, jobNode(ctx)));
+  mount(r, 'GET /app/jobs/:node/:hex/:num', (ctx) => toNode(ctx, jobNode(ctx)));
   // What those pages read through v1 (open to readers, as on the node): a result's log, files and Job.
   // The screenshot and artifact files come from the portal's storage once uploaded (resultRoutes.ts);
   // the Job from PostgreSQL while its node is offline (getJob), as v2's.
-  r.get('/api/v1/result/:node/:hex/:num/:stamp', (ctx) => toNode(ctx, jobNode(ctx)));
-  r.get('/api/v1/result/:node/:hex/:num/:stamp/*rest', (ctx) => toNode(ctx, jobNode(ctx)));
-  r.get('/api/v1/jobs/:node/:hex/:num', (ctx) => getJob(ctx, 'v1'));
+  mount(r, 'GET /api/v1/result/:node/:hex/:num/:stamp', (ctx) => toNode(ctx, jobNode(ctx)));
+  mount(r, 'GET /api/v1/result/:node/:hex/:num/:stamp/*rest', (ctx) => toNode(ctx, jobNode(ctx)));
+  mount(r, 'GET /api/v1/jobs/:node/:hex/:num', (ctx) => getJob(ctx, 'v1'));
   // A node's live view and web remote, its picture (MJPEG, streamed through the hub) and frames: the
   // node's own page; its presses go to the portal's POST /api/v2/nodes/<id>/press (reservations apply).
-  r.get('/app/nodes/:node_id/live', (ctx) => toNode(ctx, nodeParam(ctx)));
-  r.get('/app/nodes/:node_id/live/stream.mjpeg', (ctx) => toNode(ctx, nodeParam(ctx)));
-  r.get('/app/nodes/:node_id/live/frame.png', (ctx) => toNode(ctx, nodeParam(ctx)));
+  mount(r, 'GET /app/nodes/:node_id/live', (ctx) => toNode(ctx, nodeParam(ctx)));
+  mount(r, 'GET /app/nodes/:node_id/live/stream.mjpeg', (ctx) => toNode(ctx, nodeParam(ctx)));
+  mount(r, 'GET /app/nodes/:node_id/live/frame.png', (ctx) => toNode(ctx, nodeParam(ctx)));
 
   return r;
 }

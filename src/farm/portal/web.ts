@@ -41,6 +41,7 @@ import type { FarmResults } from '../results.js';
 import type { StoredResults } from '../storedResults.js';
 import { listFarmNodeViews, portalBaseUrl } from './routes.js';
 import { isHere } from './nodePlace.js';
+import { mount } from '../../http/endpoints/mount.js';
 
 export interface PortalWebDeps {
   pool: pg.Pool;
@@ -130,7 +131,7 @@ export function storedResultPageRouter(d: { store: StoredResults; hub: Pick<Farm
     history: (record) => farmHistory(d.pool, record, nodeId),
   });
 
-  r.get(`/app/results${ID}`, async (ctx: Context, next: Next): Promise<void> => {
+  mount(r, `GET /app/results${ID}`, async (ctx: Context, next: Next): Promise<void> => {
     const s = await stored(ctx, { offlineOnly: true });
     if (!s) {
       await next();
@@ -145,7 +146,7 @@ export function storedResultPageRouter(d: { store: StoredResults; hub: Pick<Farm
     });
     sendResultPage(ctx, data, { farm: true });
   });
-  r.get(`/app/results${ID}/log.vtt`, async (ctx: Context, next: Next): Promise<void> => {
+  mount(r, `GET /app/results${ID}/log.vtt`, async (ctx: Context, next: Next): Promise<void> => {
     const s = await stored(ctx, { offlineOnly: true });
     if (!s) {
       await next();
@@ -154,7 +155,7 @@ export function storedResultPageRouter(d: { store: StoredResults; hub: Pick<Farm
     await sendLogVtt(ctx, src(s.nodeId), s.record);
   });
   // The v1 reads the page links to, from storage once uploaded (as the screenshot and artifacts are).
-  r.get(`/api/v1/result${ID}`, async (ctx: Context, next: Next): Promise<void> => {
+  mount(r, `GET /api/v1/result${ID}`, async (ctx: Context, next: Next): Promise<void> => {
     const s = await stored(ctx, { offlineOnly: false });
     if (!s) {
       await next();
@@ -163,7 +164,7 @@ export function storedResultPageRouter(d: { store: StoredResults; hub: Pick<Farm
     ctx.body = presentResultDetail(s.record, await d.store.artifacts(s.record.result_id), portalBaseUrl(ctx, d.publicUrl), 'v1');
   });
   for (const name of LOG_NAMES) {
-    r.get(`/api/v1/result${ID}/${name}`, async (ctx: Context, next: Next): Promise<void> => {
+    mount(r, `GET /api/v1/result${ID}/${name}`, async (ctx: Context, next: Next): Promise<void> => {
       const s = await stored(ctx, { offlineOnly: false, what: 'files' });
       if (!s) {
         await next();
@@ -186,7 +187,7 @@ export function storedResultPageRouter(d: { store: StoredResults; hub: Pick<Farm
  */
 export function storedJobPageRouter(d: { hub: Pick<FarmHub, 'link'>; jobs: Pick<FarmJobs, 'get'>; results: Pick<FarmResults, 'query'> }): Router {
   const r = new Router();
-  r.get('/app/jobs/:node/:hex/:num', async (ctx: Context, next: Next): Promise<void> => {
+  mount(r, 'GET /app/jobs/:node/:hex/:num', async (ctx: Context, next: Next): Promise<void> => {
     const { node: nodeId, hex, num } = ctx.params as { node: string; hex: string; num: string };
     // A job the portal has no record of is the node's to answer (forwarded: the hub's 503 while it is offline).
     const row = isHere(d.hub, nodeId) ? undefined : await d.jobs.get(`/${nodeId}/${hex}/${num}`);

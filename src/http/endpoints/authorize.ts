@@ -1,5 +1,5 @@
 /**
- * Authorisation from the table of endpoints (table.ts). `authorizeRoutes(app)` runs once, when the app is
+ * Authorisation from the table of endpoints (table.ts). `bindEndpoints(app)` runs once, when the app is
  * built: for every route mounted on the app's routers it looks the route up in the table and puts a check in
  * front of the route's own handlers. A request therefore pays for no lookup at all: the check of the route
  * it reached is already bound to its entry, and costs a property read and a comparison (bench/auth-bench.ts).
@@ -17,12 +17,13 @@ import { FarmError } from '../../core/errors.js';
 import { permits, type Role } from '../../core/roles.js';
 import type { AuthUser } from '../../core/auth.js';
 import { endpointOf, type Endpoint } from './table.js';
+import { validator } from './validate.js';
 
 /** A route as mounted: its methods (HEAD folded into GET) and the router's pattern. */
 export interface MountedRoute {
   method: string;
   path: string;
-  /** Whether authorizeRoutes has given the route its check (a router mounted after it was called has none). */
+  /** Whether bindEndpoints has given the route its check (a router mounted after it was called has none). */
   checked?: boolean;
 }
 
@@ -68,11 +69,19 @@ function guard(e: Endpoint, need: Role): Middleware {
   };
 }
 
+export interface BindOptions {
+  /** Role checks (default true; bench/auth-bench.ts turns them off to measure them). */
+  roles?: boolean;
+  /** Request validation from the entries' `check` (validate.ts): the node's app, whose handlers own the bodies (default false). */
+  validate?: boolean;
+}
+
 /**
- * Put each mounted route's check in front of its handlers. Call once, after every router is mounted.
- * Returns the routes that had no entry (each then needs `admin`).
+ * Bind the table to the app's routes: in front of each mounted route's handlers, its role check, then its
+ * request validation (validate.ts). Call once, after every router is mounted. Returns the routes that had no
+ * entry (each then needs `admin`).
  */
-export function authorizeRoutes(app: Koa): MountedRoute[] {
+export function bindEndpoints(app: Koa, o: BindOptions = {}): MountedRoute[] {
   const unlisted: MountedRoute[] = [];
   for (const layer of layersOf(app)) {
     if (guarded.has(layer)) continue;
@@ -83,14 +92,21 @@ export function authorizeRoutes(app: Koa): MountedRoute[] {
     const path = String(layer.path);
     // One layer may serve several methods (router.all, or GET with HEAD): the strictest entry among them.
     let chosen: { e: Endpoint; need: Role } | undefined;
+    const checks: Middleware[] = [];
     for (const method of methods) {
       const found = endpointOf(method, path);
       if (!found) unlisted.push({ method, path });
       const e = found ?? UNLISTED(method, path);
+      const check = o.validate ? validator(e) : undefined;
+      if (check) checks.push(check);
       if (e.role === 'public' || e.role === 'node') continue;
       if (!chosen || !permits(chosen.need, e.role)) chosen = { e, need: e.role };
     }
-    if (chosen) layer.stack.unshift(guard(chosen.e, chosen.need));
+    if (checks.length > 1) throw new Error(`table of endpoints: ${path} is mounted for ${methods.join(', ')} at once, and more than one of them has a check`);
+    layer.stack.unshift(...(chosen && o.roles !== false ? [guard(chosen.e, chosen.need)] : []), ...checks);
   }
   return unlisted;
 }
+
+/** The role checks alone (the portal, whose handlers forward the bodies to the nodes that check them). */
+export const authorizeRoutes = (app: Koa): MountedRoute[] => bindEndpoints(app);

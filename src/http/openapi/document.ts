@@ -1,14 +1,13 @@
 /**
- * The OpenAPI 3.1 document, built from the registry with zod's own JSON
+ * The OpenAPI 3.1 document, built from the table of endpoints (src/http/endpoints/, as operations:
+ * endpoint.ts) with zod's own JSON
  * Schema output (draft 2020-12, the dialect of OpenAPI 3.1). Schemas with an
  * `id` go to `components.schemas` and are referred to by `$ref`. Built once
- * per process: the registry does not change while the daemon runs.
+ * per process: the table does not change while the daemon runs.
  */
 import { z } from 'zod';
-import { MULTI_SEGMENT, type Answer, type Body, type Endpoint } from './endpoint.js';
-import { ENDPOINTS } from './registry.js';
+import { MULTI_SEGMENT, OPERATIONS, type Answer, type Body, type Operation } from './endpoint.js';
 import { ErrorBody } from './schemas.js';
-import { endpointOfOperation } from '../endpoints/table.js';
 
 type Json = Record<string, unknown>;
 
@@ -44,7 +43,7 @@ function content(body: Body, components: Record<string, Json>): Json {
 const ERROR = (description: string): Answer => ({ description, content: { 'application/json': ErrorBody } });
 
 /** The answers every endpoint of a kind can give, besides its own. */
-export function commonAnswers(e: Endpoint): Record<number, Answer> {
+export function commonAnswers(e: Operation): Record<number, Answer> {
   const out: Record<number, Answer> = {};
   if (['post', 'put', 'delete'].includes(e.method)) {
     out[400] = ERROR('The body is not valid JSON (or not valid for its Content-Encoding), or a field is invalid.');
@@ -66,9 +65,9 @@ export function commonAnswers(e: Endpoint): Record<number, Answer> {
 }
 
 /** Every answer of an endpoint: its own first, the common ones where it has none of that status. */
-export const answersOf = (e: Endpoint): Record<number, Answer> => ({ ...commonAnswers(e), ...e.responses });
+export const answersOf = (e: Operation): Record<number, Answer> => ({ ...commonAnswers(e), ...e.responses });
 
-function parameters(e: Endpoint, components: Record<string, Json>): Json[] {
+function parameters(e: Operation, components: Record<string, Json>): Json[] {
   const out: Json[] = [];
   for (const [name, description] of Object.entries(e.params ?? {})) {
     const multi = MULTI_SEGMENT.has(name);
@@ -89,7 +88,7 @@ function parameters(e: Endpoint, components: Record<string, Json>): Json[] {
   return out;
 }
 
-function operation(e: Endpoint, components: Record<string, Json>): Json {
+function operation(e: Operation, components: Record<string, Json>): Json {
   const responses: Json = {};
   const answers = answersOf(e);
   for (const status of Object.keys(answers).sort()) {
@@ -100,11 +99,10 @@ function operation(e: Endpoint, components: Record<string, Json>): Json {
     };
   }
   const params = parameters(e, components);
-  // Who may call it, from the table of endpoints (src/http/endpoints/table.ts): a role, public, or node.
-  const role = endpointOfOperation(e.method, e.path)?.role;
   return {
     operationId: operationId(e),
-    ...(role ? { 'x-farmhand-role': role } : {}),
+    // Who may call it, from the table of endpoints: a role, public, or node.
+    'x-farmhand-role': e.role,
     summary: e.summary,
     ...(e.description ? { description: e.description } : {}),
     tags: [e.tag],
@@ -116,19 +114,19 @@ function operation(e: Endpoint, components: Record<string, Json>): Json {
 }
 
 /** `get /api/v2/jobs/{node}/{hex}/{num}` -> `get_api_v2_jobs_node_hex_num`: stable and unique. */
-export const operationId = (e: Pick<Endpoint, 'method' | 'path'>): string =>
+export const operationId = (e: Pick<Operation, 'method' | 'path'>): string =>
   `${e.method}${e.path.replace(/[{}]/g, '').replace(/[^A-Za-z0-9]+/g, '_')}`.replace(/_+$/, '');
 
 export interface DocumentInfo {
   version: string;
 }
 
-export function buildDocument(info: DocumentInfo, endpoints: readonly Endpoint[] = ENDPOINTS): Json {
+export function buildDocument(info: DocumentInfo, endpoints: readonly Operation[] = OPERATIONS): Json {
   const components: Record<string, Json> = {};
   const paths: Record<string, Json> = {};
   for (const e of endpoints) {
     const item = (paths[e.path] ??= {});
-    if (item[e.method]) throw new Error(`openapi registry: ${e.method.toUpperCase()} ${e.path} is listed twice`);
+    if (item[e.method]) throw new Error(`table of endpoints: ${e.method.toUpperCase()} ${e.path} is listed twice`);
     item[e.method] = operation(e, components);
   }
   return {

@@ -1,5 +1,5 @@
 /**
- * The API reference page (`/app/api`): the registry as HTML inside the web
+ * The API reference page (`/app/api`): the table of endpoints' operations as HTML inside the web
  * pages' layout (header, navigation, the page CSP: no script, no inline
  * style), rendered on the server. Descriptions are Markdown (marked, raw HTML
  * shown as text). A table of contents, one section per endpoint group, and
@@ -9,7 +9,7 @@
 import { html } from '../formats/text.js';
 import { renderMarkdown, renderMarkdownInline } from '../markdown.js';
 import { answersOf, asciiJson } from './document.js';
-import type { Endpoint } from './endpoint.js';
+import type { Operation } from './endpoint.js';
 
 /** The page's policy: the web pages' own (default-src 'none', scripts and styles only from this origin). */
 export const API_PAGE_CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; media-src 'self' blob:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
@@ -20,8 +20,8 @@ type Doc = { info: { title: string; version: string; description: string }; comp
 const schemaHtml = (schema: unknown): string => html(asciiJson(JSON.stringify(schema, null, 2))).replace(/&quot;\$ref&quot;: &quot;#\/components\/schemas\/([A-Za-z0-9_]+)&quot;/g, (_m, id: string) => `&quot;$ref&quot;: <a href="#schema-${id}">${id}</a>`);
 
 /** The page's main content (the layout goes around it). */
-export function apiPage(doc: Doc, endpoints: readonly Endpoint[]): string {
-  const byTag = new Map<string, Endpoint[]>();
+export function apiPage(doc: Doc, endpoints: readonly Operation[]): string {
+  const byTag = new Map<string, Operation[]>();
   for (const e of endpoints) byTag.set(e.tag, [...(byTag.get(e.tag) ?? []), e]);
   const toc = [...byTag].map(([t, list]) => `<li><a href="#tag-${html(slug(t))}">${html(t)}</a> <span class="api-count">(${list.length})</span></li>`).join('');
   const back = '<p class="api-back"><a href="#api-contents">Back to contents</a></p>';
@@ -37,7 +37,7 @@ export function apiPage(doc: Doc, endpoints: readonly Endpoint[]): string {
   ].join('\n');
 }
 
-function endpoint(e: Endpoint): string {
+function endpoint(e: Operation): string {
   const answers = Object.entries(answersOf(e))
     .map(([status, a]) => {
       const types = Object.entries(a.content ?? {})

@@ -5,10 +5,11 @@
 import Router from '@koa/router';
 import type { Services } from '../context.js';
 import { documentJson } from './document.js';
+import { mount } from '../endpoints/mount.js';
 
 export function openApiRouter(s: Services): Router {
   const r = new Router();
-  r.get('/api/openapi.json', (ctx) => {
+  mount(r, 'GET /api/openapi.json', (ctx) => {
     // The document changes only with the daemon's version: an hour of caching is safe, and ETag-free revalidation is cheap.
     ctx.set('Cache-Control', 'public, max-age=3600');
     ctx.type = 'application/json; charset=utf-8';

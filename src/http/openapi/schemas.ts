@@ -2,13 +2,14 @@
  * The bodies of the API as zod schemas: what the server sends (Job, Result,
  * Node, Reservation, the error body, ...) and what it reads. Each schema with
  * an `id` becomes one entry of the document's `components.schemas`; the
- * registry (registry.ts) refers to these by value.
+ * table of endpoints (src/http/endpoints/) refers to these by value.
  *
  * Response objects are strict (`additionalProperties: false` in the
  * document): a field the server adds without documenting it fails the suite's
  * contract check, which is the point.
  */
 import { INFRASTRUCTURE_KINDS } from '../../core/infrastructure.js';
+import { categoryProblem, MAX_TEST_CASES, RUN_TESTS_MESSAGES } from '../../core/runRequest.js';
 import { z } from 'zod';
 import { STATUS } from '../errors.js';
 import { PATTERNS, type DualPattern } from './patterns.js';
@@ -174,32 +175,46 @@ export const TestCaseNames = z.array(z.string()).meta({ id: 'TestCaseNames', des
 
 export const User = z.object({ login: z.string() }).meta({ id: 'User' });
 
-// --- Requests. The server's own checks (core/runRequest.ts, core/reservations.ts) are the authority; these describe them, and test/unit/openapi-requests.test.ts keeps the two in step.
+// --- Requests. The routes' bodies are validated with these before their handlers run (src/http/endpoints/
+// validate.ts; an entry's `check`), with the messages the hand validators gave (core/runRequest.ts
+// RUN_TESTS_MESSAGES): the first problem found is answered, fields in the order below.
 
-const testCaseName = patterned(PATTERNS.testCaseName);
+const R = RUN_TESTS_MESSAGES;
+const testCaseName = patterned(PATTERNS.testCaseName, z.string({ error: (iss) => R.testCase(iss.input) }));
 
 const runTestsFields = {
-  test_pack_revision: z.string().min(1).max(256).meta({ description: 'Commit SHA, branch, tag or ref name.' }),
-  test_cases: z.array(testCaseName).min(1).max(10_000),
-  category: patterned(PATTERNS.category).nullish().meta({ description: 'Default `default`. Not empty; no `/`, `:`, `$` or control characters; not starting with `.` or `-`.' }),
-  soak: z.enum(['run once', 'run forever']).nullish(),
-  shuffle: z.boolean().nullish(),
-  remote_control: patterned(PATTERNS.remoteControl).nullish(),
+  test_pack_revision: z.string({ error: R.revision }).min(1).max(256).meta({ description: 'Commit SHA, branch, tag or ref name.' }),
+  test_cases: z.array(testCaseName, { error: R.testCases }).min(1).max(MAX_TEST_CASES),
+  category: patterned(PATTERNS.category, z.string({ error: (iss) => categoryProblem(iss.input) }))
+    .refine((v) => v.isWellFormed())
+    .nullish()
+    .meta({ description: 'Default `default`. Not empty; no `/`, `:`, `$` or control characters; not starting with `.` or `-`.' }),
+  soak: z.enum(['run once', 'run forever'], { error: R.soak }).nullish(),
+  shuffle: z.boolean({ error: R.shuffle }).nullish(),
+  remote_control: patterned(PATTERNS.remoteControl, z.string({ error: R.remoteControl })).nullish(),
 };
 
-export const V1RunTestsRequest = z.looseObject(runTestsFields).meta({ id: 'V1RunTestsRequest' });
+export const V1RunTestsRequest = z.looseObject(runTestsFields, { error: R.body }).meta({ id: 'V1RunTestsRequest' });
 
+const NODE_ID_REQUIRED = 'node_id is required (string)';
 const tagName = patterned(PATTERNS.tagName, z.string().max(499));
 export const V2RunTestsRequest = z
-  .looseObject({ node_id: z.string(), ...runTestsFields, tags: z.record(tagName, z.string().max(499)).nullish() })
+  .looseObject({ node_id: z.string({ error: NODE_ID_REQUIRED }), ...runTestsFields, tags: z.record(tagName, z.string().max(499)).nullish() }, { error: NODE_ID_REQUIRED })
   .meta({ id: 'V2RunTestsRequest' });
+/** What the route checks of a v2 run_tests body: all but `tags`, whose rules (the message names the tag) are core/runRequest.ts's, checked last as before. */
+export const V2RunTestsCheck = V2RunTestsRequest.omit({ tags: true });
 
+const KEY_REQUIRED = 'key is required: a key name of the remote control, e.g. "KEY_OK"';
 export const PressRequest = z
-  .looseObject({
-    key: patterned(PATTERNS.key).meta({ description: 'A key name of the remote control, e.g. KEY_OK.' }),
-    test_pack_revision: z.string().nullish(),
-    remote_control: z.string().nullish(),
-  })
+  .looseObject(
+    {
+      key: patterned(PATTERNS.key, z.string({ error: KEY_REQUIRED })).meta({ description: 'A key name of the remote control, e.g. KEY_OK.' }),
+      test_pack_revision: z.string({ error: 'test_pack_revision must be a string' }).nullish(),
+      remote_control: z.string({ error: 'remote_control must be a string' }).nullish(),
+    },
+    // A body that is no object has no key.
+    { error: KEY_REQUIRED },
+  )
   .meta({ id: 'PressRequest' });
 
 /** A node's maintenance (core/maintenance.ts; docs/api-notes.md, "Maintenance"). */

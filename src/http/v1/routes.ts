@@ -5,55 +5,56 @@
  */
 import Router from '@koa/router';
 import { parseResultQuery } from '../../core/query.js';
-import { parseRunRequest } from '../../core/runRequest.js';
+import { parseRunRequest, type RunTestsBody } from '../../core/runRequest.js';
 import { bodyOf } from '../body.js';
 import { baseUrl, callerOf, type Services } from '../context.js';
 import { presentJob, presentResultSummary, presentV1RunTests } from '../presenters.js';
 import { jobFromParams } from '../params.js';
 import { mountResultRoutes } from '../resultRoutes.js';
+import { mount } from '../endpoints/mount.js';
 
 const JOB = '/api/v1/jobs/:node/:hex/:num';
 
 export function v1Router(s: Services): Router {
   const r = new Router();
 
-  r.get('/api/v1/device/screenshot.png', async (ctx) => {
+  mount(r, 'GET /api/v1/device/screenshot.png', async (ctx) => {
     ctx.type = 'image/png';
     ctx.body = await s.policy.picture(callerOf(ctx, 'v1'), 'screenshot');
   });
-  r.get('/api/v1/device/thumbnail.jpg', async (ctx) => {
+  mount(r, 'GET /api/v1/device/thumbnail.jpg', async (ctx) => {
     ctx.type = 'image/jpeg';
     ctx.body = await s.policy.picture(callerOf(ctx, 'v1'), 'thumbnail');
   });
 
-  r.get('/api/v1/test_pack/*rev/test_case_names', async (ctx) => {
+  mount(r, 'GET /api/v1/test_pack/*rev/test_case_names', async (ctx) => {
     const rev = await s.testPack.resolve(String((ctx.params).rev), { fresh: true });
     ctx.body = await s.testPack.testCaseNames(rev.sha);
   });
 
-  r.post('/api/v1/run_tests', async (ctx) => {
+  mount(r, 'POST /api/v1/run_tests', async (ctx) => {
     // The same policy as v2: licence, reservation (a v2 reservation holds the node for v1 clients too), busy, online.
-    const started = await s.policy.runTests(callerOf(ctx, 'v1'), parseRunRequest(bodyOf(ctx), 'v1'));
+    const started = await s.policy.runTests(callerOf(ctx, 'v1'), parseRunRequest(bodyOf(ctx) as RunTestsBody, 'v1'));
     ctx.body = presentV1RunTests(started.value, baseUrl(ctx, s));
   });
 
-  r.get(JOB, (ctx) => {
+  mount(r, `GET ${JOB}`, (ctx) => {
     ctx.body = presentJob(jobFromParams(ctx, s), baseUrl(ctx, s), 'v1');
   });
 
-  r.post(`${JOB}/stop`, async (ctx) => {
+  mount(r, `POST ${JOB}/stop`, async (ctx) => {
     const { value } = await s.policy.stop(callerOf(ctx, 'v1'), jobFromParams(ctx, s).job_uid);
     ctx.status = value.stopped ? 200 : 202;
     ctx.body = presentJob(value.job, baseUrl(ctx, s), 'v1');
   });
 
-  r.get(`${JOB}/results`, (ctx) => {
+  mount(r, `GET ${JOB}/results`, (ctx) => {
     const job = jobFromParams(ctx, s);
     const q = parseResultQuery({ ...ctx.query, filter: `job:${job.job_uid}` });
     ctx.body = s.results.query(q).map((x) => presentResultSummary(x, baseUrl(ctx, s), 'v1'));
   });
 
-  r.get('/api/v1/results', (ctx) => {
+  mount(r, 'GET /api/v1/results', (ctx) => {
     const q = parseResultQuery(ctx.query);
     const base = baseUrl(ctx, s);
     ctx.body = s.results.query(q).map((x) => presentResultSummary(x, base, 'v1'));

@@ -11,6 +11,7 @@ import type { Noticed } from '../../core/nodePolicy.js';
 import { bodyOf } from '../body.js';
 import { baseUrl, callerOf, userOf, type Services } from '../context.js';
 import { presentNode, presentReservation } from '../presenters.js';
+import { mount } from '../endpoints/mount.js';
 
 /** `{...body, notices}` when there are any; the body unchanged otherwise. */
 export const withNotices = <T extends object>(body: T, n: Pick<Noticed<unknown>, 'notices'>) => (n.notices.length ? { ...body, notices: n.notices } : body);
@@ -18,36 +19,36 @@ export const withNotices = <T extends object>(body: T, n: Pick<Noticed<unknown>,
 export function mountNodeRoutes(r: Router, s: Services): void {
   const caller = (ctx: Context) => callerOf(ctx, 'v2');
 
-  r.get('/api/v2/nodes', async (ctx) => {
+  mount(r, 'GET /api/v2/nodes', async (ctx) => {
     const n = await s.policy.status(caller(ctx));
     ctx.body = [withNotices(presentNode(n.value, userOf(ctx), baseUrl(ctx, s)), n)];
   });
 
-  r.get('/api/v2/nodes/:node_id', async (ctx) => {
+  mount(r, 'GET /api/v2/nodes/:node_id', async (ctx) => {
     const n = await s.policy.status(caller(ctx), (ctx.params).node_id);
     ctx.body = withNotices(presentNode(n.value, userOf(ctx), baseUrl(ctx, s)), n);
   });
 
-  r.post('/api/v2/reservations', async (ctx) => {
+  mount(r, 'POST /api/v2/reservations', async (ctx) => {
     const made = await s.policy.reserve(caller(ctx), bodyOf(ctx));
     ctx.body = withNotices({ reservations: made.value.map((x) => presentReservation(x, userOf(ctx))) }, made);
   });
 
   const idOf = (ctx: Context) => parseReservationId((ctx.params as Record<string, string>).id!);
 
-  r.post('/api/v2/reservations/:id/extend', async (ctx) => {
+  mount(r, 'POST /api/v2/reservations/:id/extend', async (ctx) => {
     const id = idOf(ctx);
     const body = bodyOf(ctx) as { duration_secs?: unknown } | null;
     await s.policy.extend(caller(ctx), id, body?.duration_secs);
     ctx.status = 204;
   });
 
-  r.delete('/api/v2/reservations/:id', async (ctx) => {
+  mount(r, 'DELETE /api/v2/reservations/:id', async (ctx) => {
     await s.policy.endReservation(caller(ctx), idOf(ctx));
     ctx.status = 204;
   });
 
-  r.post('/api/v2/reservations/:id/interrupt', async (ctx) => {
+  mount(r, 'POST /api/v2/reservations/:id/interrupt', async (ctx) => {
     const body = bodyOf(ctx) as { message?: unknown } | null;
     await s.policy.interrupt(caller(ctx), idOf(ctx), body?.message);
     ctx.status = 204;

@@ -8,7 +8,7 @@ import type { Context } from 'koa';
 import { FarmError } from '../../core/errors.js';
 import type { JobRecord } from '../../core/model.js';
 import { parseResultQuery, parseTimeZone } from '../../core/query.js';
-import { parseRunRequest } from '../../core/runRequest.js';
+import { parseRunRequest, type RunTestsBody } from '../../core/runRequest.js';
 import { bodyOf } from '../body.js';
 import { baseUrl, callerOf, userOf, type Services } from '../context.js';
 import { presentJob, presentResultSummary } from '../presenters.js';
@@ -18,6 +18,7 @@ import { createLogTzTransform } from '../formats/logTz.js';
 import { jobFromParams } from '../params.js';
 import { mountResultRoutes } from '../resultRoutes.js';
 import { mountNodeRoutes, withNotices } from './nodeRoutes.js';
+import { mount } from '../endpoints/mount.js';
 
 const JOB = '/api/v2/jobs/:node/:hex/:num';
 const NODE = '/api/v2/nodes/:node_id';
@@ -39,63 +40,57 @@ export function v2Router(s: Services): Router {
     return job;
   };
 
-  r.get(`${NODE}/screenshot.png`, async (ctx) => {
+  mount(r, `GET ${NODE}/screenshot.png`, async (ctx) => {
     ourNode(ctx);
     ctx.type = 'image/png';
     ctx.body = await s.policy.picture(caller(ctx), 'screenshot');
   });
-  r.get(`${NODE}/thumbnail.jpg`, async (ctx) => {
+  mount(r, `GET ${NODE}/thumbnail.jpg`, async (ctx) => {
     ourNode(ctx);
     ctx.type = 'image/jpeg';
     ctx.body = await s.policy.picture(caller(ctx), 'thumbnail');
   });
 
   // COMPAT: manual remote control. The same path as a test script's press(): remote, encoder, transport.
-  r.post(`${NODE}/press`, async (ctx) => {
+  // The body is checked before this runs (the table's PressRequest).
+  mount(r, `POST ${NODE}/press`, async (ctx) => {
     ourNode(ctx);
-    const b = bodyOf(ctx) as Record<string, unknown> | null;
-    const key = b?.key;
-    if (typeof key !== 'string' || !/^[A-Za-z0-9_+.-]{1,64}$/.test(key)) throw new FarmError('invalid_request', 'key is required: a key name of the remote control, e.g. "KEY_OK"');
-    const rev = b?.test_pack_revision ?? undefined;
-    const remote = b?.remote_control ?? null;
-    if (rev !== undefined && typeof rev !== 'string') throw new FarmError('invalid_request', 'test_pack_revision must be a string');
-    if (remote !== null && typeof remote !== 'string') throw new FarmError('invalid_request', 'remote_control must be a string');
-    await s.policy.press(caller(ctx), key, { revision: rev, remote });
+    const b = bodyOf(ctx) as { key: string; test_pack_revision?: string | null; remote_control?: string | null };
+    await s.policy.press(caller(ctx), b.key, { revision: b.test_pack_revision ?? undefined, remote: b.remote_control ?? null });
     ctx.status = 204;
   });
 
   // Maintenance (admin, from the table of endpoints): docs/api-notes.md, "Maintenance".
-  r.post(`${NODE}/maintenance`, async (ctx) => {
+  mount(r, `POST ${NODE}/maintenance`, async (ctx) => {
     const node_id = ourNode(ctx);
     const maintenance = await s.policy.setMaintenance(caller(ctx), bodyOf(ctx));
     ctx.body = { node_id, maintenance };
   });
 
-  r.get('/api/v2/test_pack/*rev/test_case_names', async (ctx) => {
+  mount(r, 'GET /api/v2/test_pack/*rev/test_case_names', async (ctx) => {
     const rev = await s.testPack.resolve(String((ctx.params).rev), { fresh: true });
     ctx.body = await s.testPack.testCaseNames(rev.sha);
   });
 
-  r.post('/api/v2/run_tests', async (ctx) => {
-    const body = bodyOf(ctx);
-    const nodeId = (body as { node_id?: unknown } | null)?.node_id;
-    if (typeof nodeId !== 'string') throw new FarmError('invalid_request', 'node_id is required (string)');
-    if (nodeId !== s.nodeId) throw new FarmError('not_found', `no node ${JSON.stringify(nodeId)}; this node is ${s.nodeId}`);
+  // The body's shape is checked before this runs (the table's V2RunTestsCheck); a node other than this one is a 404.
+  mount(r, 'POST /api/v2/run_tests', async (ctx) => {
+    const body = bodyOf(ctx) as RunTestsBody & { node_id: string };
+    if (body.node_id !== s.nodeId) throw new FarmError('not_found', `no node ${JSON.stringify(body.node_id)}; this node is ${s.nodeId}`);
     const started = await s.policy.runTests(caller(ctx), parseRunRequest(body, 'v2'));
     ctx.body = withNotices(present(ctx, started.value), started);
   });
 
-  r.get(JOB, (ctx) => {
+  mount(r, `GET ${JOB}`, (ctx) => {
     ctx.body = present(ctx, jobOf(ctx));
   });
-  r.get(`${NODE}/job`, (ctx) => {
+  mount(r, `GET ${NODE}/job`, (ctx) => {
     ctx.body = present(ctx, nodeJob(ctx));
   });
 
   // Not in the spec: the job's own log, the node's job.log_url until its first run starts (presenters.ts
   // jobLogUrl). The log of the run in progress, else of the job's latest run (a redirect, query kept: `tz`);
   // an empty log so far while the job has had no run. Never cached: where it leads changes as the job runs.
-  r.get(`${JOB}/log`, (ctx) => {
+  mount(r, `GET ${JOB}/log`, (ctx) => {
     const job = jobOf(ctx);
     const run = job.current_run?.result_id ?? s.results.query(parseResultQuery({ filter: `job:${job.job_uid}` }, { limit: 1 }))[0]?.result_id;
     ctx.set('Cache-Control', 'no-store');
@@ -115,8 +110,8 @@ export function v2Router(s: Services): Router {
     ctx.status = (await waitForEnd(ctx, s, job)) ? 200 : 202;
     ctx.body = present(ctx, s.jobs.get(job.job_uid) ?? job);
   };
-  r.get(`${JOB}/await_completion`, (ctx) => awaitCompletion(ctx, jobOf(ctx)));
-  r.get(`${NODE}/job/await_completion`, async (ctx) => {
+  mount(r, `GET ${JOB}/await_completion`, (ctx) => awaitCompletion(ctx, jobOf(ctx)));
+  mount(r, `GET ${NODE}/job/await_completion`, async (ctx) => {
     ourNode(ctx);
     const job = s.jobs.current();
     if (!job) {
@@ -132,30 +127,30 @@ export function v2Router(s: Services): Router {
     ctx.status = done.value.stopped ? 200 : 202;
     ctx.body = withNotices(present(ctx, done.value.job), done);
   };
-  r.put(`${JOB}/stop`, (ctx) => stop(ctx, jobOf(ctx)));
-  r.post(`${JOB}/stop`, (ctx) => stop(ctx, jobOf(ctx)));
-  r.post(`${NODE}/job/stop`, (ctx) => stop(ctx, nodeJob(ctx)));
+  mount(r, `PUT ${JOB}/stop`, (ctx) => stop(ctx, jobOf(ctx)));
+  mount(r, `POST ${JOB}/stop`, (ctx) => stop(ctx, jobOf(ctx)));
+  mount(r, `POST ${NODE}/job/stop`, (ctx) => stop(ctx, nodeJob(ctx)));
 
-  r.get('/api/v2/results', (ctx) => {
+  mount(r, 'GET /api/v2/results', (ctx) => {
     const q = parseResultQuery(ctx.query);
     const base = baseUrl(ctx, s);
     ctx.body = s.results.query(q).map((x) => presentResultSummary(x, base, 'v2'));
   });
 
-  r.get('/api/v2/results.csv', (ctx) => {
+  mount(r, 'GET /api/v2/results.csv', (ctx) => {
     const q = parseResultQuery(ctx.query);
     ctx.type = 'text/csv; charset=utf-8';
     ctx.body = resultsCsv(s.results.query(q), { base: baseUrl(ctx, s), tz: q.tz });
   });
 
-  r.get('/api/v2/results.xml', (ctx) => {
+  mount(r, 'GET /api/v2/results.xml', (ctx) => {
     const q = parseResultQuery(ctx.query);
     const xml = junitQueryOptions(ctx.query);
     ctx.type = 'application/xml; charset=utf-8';
     ctx.body = resultsJunitXml(s.results.query(q), { ...xml, tz: q.tz });
   });
 
-  r.get('/api/v2/user', (ctx) => {
+  mount(r, 'GET /api/v2/user', (ctx) => {
     ctx.body = { login: userOf(ctx) ?? 'anonymous' };
   });
 

@@ -7,15 +7,16 @@ import Router from '@koa/router';
 import { h } from 'preact';
 import type { Services } from '../../http/context.js';
 import { buildDocument } from '../../http/openapi/document.js';
+import { OPERATIONS } from '../../http/openapi/endpoint.js';
 import { apiPage } from '../../http/openapi/page.js';
-import { ENDPOINTS } from '../../http/openapi/registry.js';
 import { sendPage } from '../layout.js';
+import { mount } from '../../http/endpoints/mount.js';
 
 export function apiReferenceRouter(s: Services): Router {
   const r = new Router();
   let page: string | undefined;
-  r.get('/app/api', (ctx) => {
-    page ??= apiPage(buildDocument({ version: s.version }) as Parameters<typeof apiPage>[0], ENDPOINTS);
+  mount(r, 'GET /app/api', (ctx) => {
+    page ??= apiPage(buildDocument({ version: s.version }) as Parameters<typeof apiPage>[0], OPERATIONS);
     // Inside the layout (its header names who is signed in): not cached, as every page.
     sendPage(ctx, h('div', { dangerouslySetInnerHTML: { __html: page } }), { title: 'API reference', section: 'api', scripts: ['api-reference.js'] });
   });

@@ -11,6 +11,7 @@ import { isFarmError } from '../../core/errors.js';
 import { requireAuditReader } from '../../http/audit.js';
 import { userOf } from '../../http/auth.js';
 import { sendPage, wantsPage } from '../layout.js';
+import { mount } from '../../http/endpoints/mount.js';
 
 const FIELDS = ['user', 'action', 'node', 'since', 'until', 'limit'] as const;
 type Params = Partial<Record<(typeof FIELDS)[number] | 'before', string>>;
@@ -123,7 +124,7 @@ function AuditList({ p, page, problem }: { p: Params; page?: AuditPage; problem?
 /** `/app/audit` over `log`; who may, as for `GET /api/v2/audit` (src/http/audit.ts). */
 export function auditPageRouter(log: AuditLog, o: { farm?: boolean } = {}): Router {
   const r = new Router();
-  r.get('/app/audit', async (ctx) => {
+  mount(r, 'GET /app/audit', async (ctx) => {
     const opts = { title: 'Audit trail', ...(o.farm && { farm: true }) };
     if (!userOf(ctx) && wantsPage(ctx)) {
       ctx.status = 303;

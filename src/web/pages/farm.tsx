@@ -17,6 +17,7 @@ import { ReserveFields } from '../components/reserve-fields.js';
 import { sendPage } from '../layout.js';
 import { jobPageUrl, When } from './front.js';
 import { liveBaseOf } from './live.js';
+import { mount } from '../../http/endpoints/mount.js';
 
 /**
  * A v2 Node object on the portal: the node's own, with the portal's `farm` object; and, for this page only (not
@@ -253,12 +254,12 @@ function ReserveForm({ data }: { data: FarmFrontData }): VNode | null {
 
 export function farmFrontRouter(load: LoadFarmFront): Router {
   const r = new Router();
-  r.get('/', async (ctx) => {
+  mount(r, 'GET /', async (ctx) => {
     const data = await load(ctx);
     sendPage(ctx, <FarmFront data={data} />, { title: 'Farm', section: 'node', scripts: ['farm.js'], farm: true });
   });
   // The node's pages link their navigation's "Live & remote" here: on a farm, each node has its own (`/app/nodes/<id>/live`).
-  r.get('/app/live', (ctx) => {
+  mount(r, 'GET /app/live', (ctx) => {
     ctx.status = 303;
     ctx.redirect('/');
   });

@@ -16,6 +16,7 @@ import { baseUrl, callerOf, userOf, type Services } from '../../http/context.js'
 import { presentNode, type NodeStatus, type Reservation } from '../../http/presenters.js';
 import { ReserveFields } from '../components/reserve-fields.js';
 import { sendPage } from '../layout.js';
+import { mount } from '../../http/endpoints/mount.js';
 
 /** How many results the front door lists. */
 export const FRONT_RESULTS = 5;
@@ -265,6 +266,6 @@ export async function renderFront(ctx: Context, s: Services): Promise<void> {
 
 export function frontRouter(s: Services): Router {
   const r = new Router();
-  r.get('/', (ctx) => renderFront(ctx, s));
+  mount(r, 'GET /', (ctx) => renderFront(ctx, s));
   return r;
 }

@@ -24,6 +24,7 @@ import { jobFromParams } from '../../http/params.js';
 import { presentJob } from '../../http/presenters.js';
 import { sendPage, wantsPage } from '../layout.js';
 import { formatTime, ResultRow } from './results.js';
+import { mount } from '../../http/endpoints/mount.js';
 
 /** How much of the running log the page shows when it is rendered (the script then follows the rest). */
 export const LOG_TAIL_BYTES = 16 * 1024;
@@ -208,7 +209,7 @@ export function sendJobPage(ctx: Context, p: JobPageProps, o: { farm?: boolean }
 
 export function jobRouter(s: Services): Router {
   const r = new Router();
-  r.get('/app/jobs/:node/:hex/:num', async (ctx) => {
+  mount(r, 'GET /app/jobs/:node/:hex/:num', async (ctx) => {
     const tz = parseTimeZone(ctx.query.tz);
     let record: JobRecord;
     try {

@@ -23,6 +23,7 @@ import { signedIn } from '../../http/auth.js';
 import { sendPage } from '../layout.js';
 import { isLiveFrameSource, LiveStream } from '../liveStream.js';
 import { arrange, loadRemotes, type WebRemote } from '../liveRemote.js';
+import { mount } from '../../http/endpoints/mount.js';
 
 /** Viewers at once; each costs a socket and a copy of every frame's bytes. */
 const MAX_VIEWERS = 32;
@@ -37,14 +38,14 @@ export function liveRouter(s: Services): Router {
   const stream = isLiveFrameSource(s.frames) ? new LiveStream(s.frames, { maxViewers: MAX_VIEWERS, logger: s.logger }) : undefined;
   const mine = liveBaseOf(s.nodeId);
   /** The node-scoped paths name this node; another node's id is a 404 (the portal routes by it). */
-  const paths = (tail: string): string[] => [`/app/live${tail}`, `/app/nodes/:node_id/live${tail}`];
+  const paths = (tail: string): string[] => [`GET /app/live${tail}`, `GET /app/nodes/:node_id/live${tail}`];
   const checkNode = async (ctx: Context, next: () => Promise<unknown>): Promise<void> => {
     const id = (ctx.params as Record<string, string | undefined>).node_id;
     if (id !== undefined && id !== s.nodeId) throw new FarmError('not_found', `this is node ${s.nodeId}, not ${id}: its live view is ${mine}`);
     await next();
   };
 
-  r.get(paths(''), checkNode, async (ctx) => {
+  mount(r, paths(''), checkNode, async (ctx) => {
     const revision = s.jobs.current()?.test_pack_sha ?? 'HEAD';
     const remotes = await loadRemotes(s.testPack, revision);
     const size = frameSize(s);
@@ -55,7 +56,7 @@ export function liveRouter(s: Services): Router {
     );
   });
 
-  r.get(paths('/stream.mjpeg'), checkNode, (ctx) => {
+  mount(r, paths('/stream.mjpeg'), checkNode, (ctx) => {
     if (!stream) throw new FarmError('device_unavailable', 'this node has no capture (capture.uri is none:): there is no picture to show');
     if (stream.full) {
       ctx.set('Retry-After', '10');
@@ -70,7 +71,7 @@ export function liveRouter(s: Services): Router {
     stream.add(ctx.res);
   });
 
-  r.get(paths('/frame.png'), checkNode, async (ctx) => {
+  mount(r, paths('/frame.png'), checkNode, async (ctx) => {
     const name = one(ctx, 'name');
     if (name !== undefined && !NAME.test(name)) {
       throw invalid('name: letters, digits, _ . - (up to 64, not starting with . or -); it becomes <name>.png');

@@ -20,6 +20,7 @@ import { CALLBACK_PATH, FLOW_COOKIE, FLOW_TTL_MS, OidcFailure, type OidcSignIn }
 import { sessionOf, setSessionCookie, setSessionOf, type SessionStore } from '../../http/session.js';
 import { sendPage, wantsPage } from '../layout.js';
 import { safeNext } from './signIn.js';
+import { mount } from '../../http/endpoints/mount.js';
 
 /** What the app adds to a sign-in (the portal: the users table); answers the role the session gets. */
 export type OnOidcSignIn = (who: { login: string; role: Role }) => Promise<Role>;
@@ -81,7 +82,7 @@ export function oidcSignInRouter(sessions: SessionStore, oidc: OidcSignIn, o: { 
     sendPage(ctx, <FailurePage message={message} retry={retryUrl(next)} provider={oidc.name} />, { title: 'Sign-in failed', section: 'sign-in', farm }, status);
   };
 
-  r.get('/app/sign-in/oidc', async (ctx) => {
+  mount(r, 'GET /app/sign-in/oidc', async (ctx) => {
     const next = safeNext(ctx.query.next);
     try {
       const { url, flowId } = await oidc.start(`${ctx.protocol}://${ctx.host}`, next);
@@ -95,7 +96,7 @@ export function oidcSignInRouter(sessions: SessionStore, oidc: OidcSignIn, o: { 
     }
   });
 
-  r.get(CALLBACK_PATH, async (ctx) => {
+  mount(r, `GET ${CALLBACK_PATH}`, async (ctx) => {
     const flowId = ctx.cookies.get(FLOW_COOKIE);
     // Used once: the cookie goes whatever happens next.
     if (flowId) flowCookie(ctx, '', 0);

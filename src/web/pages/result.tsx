@@ -39,6 +39,7 @@ import {
   type ArtifactNode,
   type CheckView,
 } from '../result-data.js';
+import { mount } from '../../http/endpoints/mount.js';
 
 /**
  * Where the page reads a finished result from: the node's own store, or the portal's storage of the
@@ -110,7 +111,7 @@ export function resultRouter(s: Services): Router {
     openArtifact: (id, rel) => s.results.openArtifact(id, rel),
     history: (record) => history(s.results, record),
   };
-  r.get('/app/results/:node/:hex/:num/:stamp', async (ctx) => {
+  mount(r, 'GET /app/results/:node/:hex/:num/:stamp', async (ctx) => {
     const tz = parseTimeZone(ctx.query.tz);
     const live = runInProgress(ctx, s);
     if (live) return sendRunning(ctx, live, tz);
@@ -118,7 +119,7 @@ export function resultRouter(s: Services): Router {
     const job = s.jobs.get(record.job_uid);
     sendResultPage(ctx, await resultPageData(src, record, { tz, nodeId: s.nodeId, remote: job?.remote_control ?? null, signedIn: signedIn(ctx) }));
   });
-  r.get('/app/results/:node/:hex/:num/:stamp/log.vtt', (ctx) => sendLogVtt(ctx, src, resultFromParams(ctx, s)));
+  mount(r, 'GET /app/results/:node/:hex/:num/:stamp/log.vtt', (ctx) => sendLogVtt(ctx, src, resultFromParams(ctx, s)));
   return r;
 }
 

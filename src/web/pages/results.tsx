@@ -15,6 +15,7 @@ import type { ResultRecord } from '../../core/model.js';
 import { DEFAULT_RESULT_LIMIT, parseResultQuery, type ResultQuery, type SortField } from '../../core/query.js';
 import type { Services } from '../../http/context.js';
 import { sendPage, wantsPage } from '../layout.js';
+import { mount } from '../../http/endpoints/mount.js';
 
 /**
  * Where the list reads its results: the node's in-memory index (`nodeResults`), or on the farm's
@@ -216,7 +217,7 @@ export function resultsRouter(source: ResultsSource): Router {
   const r = new Router();
   const farm = source.farm ?? false;
 
-  r.get('/app/results', async (ctx) => {
+  mount(r, 'GET /app/results', async (ctx) => {
     const p = paramsOf(ctx);
     // On the farm's portal, the farm's navigation (a node's own links /app/live and /app/api, which the portal has not).
     const opts = { title: 'Results', section: 'results' as const, scripts: ['results.js'], ...(farm && { farm: true }) };
@@ -236,7 +237,7 @@ export function resultsRouter(source: ResultsSource): Router {
   });
 
   // The live script's question "does this new result belong in my list?": the row when it matches the filter, else 204.
-  r.get('/app/results/row', async (ctx) => {
+  mount(r, 'GET /app/results/row', async (ctx) => {
     const q = parseResultQuery({ filter: ctx.query.filter, tz: ctx.query.tz });
     const id = ctx.query.result_id;
     if (typeof id !== 'string' || id === '') throw new FarmError('invalid_request', 'result_id is required: the id of a finished result');

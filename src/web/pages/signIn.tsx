@@ -14,6 +14,7 @@ import { userOf } from '../../http/auth.js';
 import { bodyOf } from '../../http/body.js';
 import { sendPage, wantsPage } from '../layout.js';
 import { clearSessionCookie, csrfMatches, sessionOf, setSessionCookie, setSessionOf, type SessionStore } from '../../http/session.js';
+import { mount } from '../../http/endpoints/mount.js';
 
 /**
  * Where to go after signing in: a path of this site only, else `/`. The check is made on the URL as a
@@ -112,11 +113,11 @@ export function signInRouter(sessions: SessionStore, o: { farm?: boolean; oidc?:
   const farm = o.farm ?? false;
   const oidc = o.oidc;
 
-  r.get('/app/sign-in', (ctx) => {
+  mount(r, 'GET /app/sign-in', (ctx) => {
     sendPage(ctx, <SignInForm next={safeNext(ctx.query.next)} login={userOf(ctx)?.login} farm={farm} oidc={oidc} />, { title: 'Sign in', section: 'sign-in', farm });
   });
 
-  r.post('/app/sign-in', (ctx) => {
+  mount(r, 'POST /app/sign-in', (ctx) => {
     refuseCrossSite(ctx);
     const form = bodyOf(ctx) as Record<string, unknown>;
     const next = safeNext(form.next);
@@ -137,7 +138,7 @@ export function signInRouter(sessions: SessionStore, o: { farm?: boolean; oidc?:
     ctx.redirect(next);
   });
 
-  r.post('/app/sign-out', (ctx) => {
+  mount(r, 'POST /app/sign-out', (ctx) => {
     refuseCrossSite(ctx);
     const session = sessionOf(ctx);
     if (session) {

@@ -1,0 +1,99 @@
+/**
+ * The shape of one entry of the table of endpoints (table.ts), and the helpers the area files (ops.ts, v1.ts,
+ * v2.ts, results.ts, web.ts, farm.ts) write their entries with. In a module of its own so that the area files
+ * and table.ts, which concatenates them, do not import each other.
+ */
+import type { z } from 'zod';
+import type { AuditAction } from '../../core/audit.js';
+import type { Role } from '../../core/roles.js';
+import { ErrorBody } from '../openapi/schemas.js';
+
+export type Need = Role | 'public' | 'node';
+export type Method = 'GET' | 'POST' | 'PUT' | 'DELETE' | 'PATCH';
+/** Where the route is served: by a node, by the portal, or both. */
+export type Served = 'node' | 'portal' | 'both';
+/** What the audit trail records a request of the route as; `remote.press` is gathered into manual control sessions (src/http/audit.ts). */
+export type AuditRouteAction = AuditAction | 'remote.press';
+
+/** One content type of an answer: a zod schema for JSON, or the kind of bytes. */
+export type Body = z.ZodType | 'text' | 'binary';
+
+export interface Answer {
+  description: string;
+  /** Content type -> body; none for an answer without a body (204). */
+  content?: Record<string, Body>;
+}
+
+/** Groups of the API reference page and the document's tags, in their order there. */
+export const TAGS = ['meta', 'web', 'v1', 'results', 'v2', 'extras', 'v2 nodes'] as const;
+export type Tag = (typeof TAGS)[number];
+
+/** The OpenAPI side of an entry (docs/openapi.md). */
+export interface ApiFields {
+  summary: string;
+  description?: string;
+  tag: Tag;
+  /** Who must send a token: every v2 call; v1 and the web pages only with `auth.v1_requires_token`; nobody. */
+  auth: 'token' | 'v1' | 'none';
+  /**
+   * Path parameter descriptions, one per parameter of `path` and in its order. The keys are the names the
+   * OpenAPI document uses (`{test_pack_revision}` for the router's `*rev`): the k-th key names the k-th
+   * parameter of the pattern.
+   */
+  params?: Record<string, string>;
+  query?: z.ZodObject;
+  body?: z.ZodType;
+  /** The entry's own answers, its own 4xx included; the common ones (403 token, 429, 500, ...) are added by the builder. */
+  responses: Record<number, Answer>;
+  /** false: not counted by the rate limiter (long polls). */
+  rateLimited?: boolean;
+}
+
+export interface Endpoint extends Partial<ApiFields> {
+  method: Method;
+  /** The router's pattern (path-to-regexp syntax, as mounted). */
+  path: string;
+  role: Need;
+  /** What the caller would do, for the 403 message: "<role> may not <action>". */
+  action: string;
+  served: Served;
+  /**
+   * Checked before the route's handlers on a node (validate.ts): a body this schema refuses is a 400 with the
+   * message of its first problem. Usually `body` itself; a rule it leaves out is the handler's (docs/openapi.md).
+   */
+  check?: z.ZodType;
+  /** Mounted only when this part of the configuration is there (`oidc`: the `[oidc]` section); otherwise an unknown path, 404. */
+  mountedWhen?: 'oidc';
+  /** Recorded in the audit trail as this action (docs/auth.md, "Audit trail"); absent: not recorded (reads change nothing). */
+  audit?: AuditRouteAction;
+}
+
+/** An entry of the OpenAPI document: one with a summary (the routes the document leaves out have none: `*rest` fallbacks, the nodes' upload API, the session probe). */
+export type Documented = Endpoint & ApiFields;
+export const isDocumented = (x: Endpoint): x is Documented => x.summary !== undefined;
+
+/** An entry: method, the router's pattern, the role it needs, the action named in a 403, where it is served. Spread it and add the OpenAPI fields and `audit`. */
+export const e = (method: Method, path: string, role: Need, action: string, served: Served = 'both'): Endpoint => ({ method, path, role, action, served });
+
+// Answers, for the entries' `responses`.
+export const json = (schema: z.ZodType, description: string): Answer => ({ description, content: { 'application/json': schema } });
+export const none = (description: string): Answer => ({ description });
+export const file = (type: string, description: string): Answer => ({ description, content: { [type]: 'binary' } });
+export const text = (type: string, description: string): Answer => ({ description, content: { [type]: 'text' } });
+export const error = (description: string): Answer => json(ErrorBody, description);
+export const page = (description: string): Answer => ({ description, content: { 'text/html': 'text' } });
+/** An error answered as a page to a browser (`Accept: text/html`) and as the API's JSON error to anyone else. */
+export const pageOrError = (description: string): Answer => ({ description, content: { 'text/html': 'text', 'application/json': ErrorBody } });
+export const redirect = (description: string): Answer => ({ description, content: { 'text/html': 'text', 'text/plain': 'text' } });
+
+// Path patterns and parameter descriptions the areas share.
+export const RESULT = '/:node/:hex/:num/:stamp';
+export const JOB = '/:node/:hex/:num';
+export const NODE = '/api/v2/nodes/:node_id';
+export const JOB_PARAMS = {
+  node: 'The node id: the first segment of the job_uid (job_uid `/<node>/<hex>/<num>` is written without its leading slash).',
+  hex: 'The second segment of the job_uid.',
+  num: 'The third segment of the job_uid (the job number).',
+};
+export const RESULT_PARAMS = { ...JOB_PARAMS, stamp: 'The run stamp `<YYYY-MM-DD>_<hh.mm.ss>`: the last segment of the result_id.' };
+export const NODE_PARAMS = { node_id: "This node's id; any other is a 404." };

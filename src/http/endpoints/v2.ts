@@ -1,0 +1,270 @@
+/**
+ * The table's entries for v2 (src/http/v2/routes.ts, nodeRoutes.ts; the event stream, src/http/events.ts; the
+ * audit trail, src/http/audit.ts; the results: results.ts). On the portal the same paths cover the farm.
+ */
+import { z } from 'zod';
+import * as S from '../openapi/schemas.js';
+import { e, error, JOB, JOB_PARAMS, json, NODE, NODE_PARAMS, none, text, type Endpoint } from './entry.js';
+import { resultEntries } from './results.js';
+import { pictures, resultsQuery, testCaseNames } from './v1.js';
+
+const tzQuery = z.object({ tz: z.string().optional().meta({ description: 'IANA time zone of the timestamps (v2 log) or of the page; default UTC.' }) });
+const RESERVATION = { reservation_id: 'A positive integer.' };
+
+const AUDIT_QUERY = z.object({
+  user: z.string().optional().meta({ description: 'Entries of this user.' }),
+  action: z.string().optional().meta({ description: 'An action (`job.run`) or a family (`reservation`).' }),
+  node: z.string().optional().meta({ description: 'Entries about this node.' }),
+  since: z.string().optional().meta({ description: 'ISO 8601 time with a zone, or a date: entries at or after it.' }),
+  until: z.string().optional().meta({ description: 'ISO 8601 time with a zone, or a date: entries at or before it.' }),
+  before: z.string().optional().meta({ description: "The previous page's `next_before`." }),
+  limit: z.string().optional().meta({ description: 'At most this many, 1 to 1000; default 100.' }),
+});
+
+const stopAnswers = (unknown: string) => ({
+  200: json(S.JobWithNotices, 'Stopped (or had already exited).'),
+  202: json(S.JobWithNotices, 'Still stopping; retry.'),
+  403: error('The node is reserved by someone else.'),
+  404: error(unknown),
+});
+
+/** `GET /api/v2/events` (docs/events.md); the portal's `/app/events` is the same stream under the web pages' rule. */
+const EVENTS: Endpoint = {
+  ...e('GET', '/api/v2/events', 'read', 'read events'),
+  summary: 'Server-sent events: jobs, runs, node online/offline, reservations, key presses',
+  description:
+    'A `text/event-stream` that stays open: each event has an `id:`, an `event:` type and JSON `data:`. ' +
+    'Resume with the `Last-Event-ID` header (or `last_event_id`) from a bounded buffer; when events were missed, a ' +
+    '`stream.missed` event says so first. One request for the rate limiter however long it stays open.',
+  tag: 'v2',
+  auth: 'token',
+  query: z.object({ last_event_id: z.string().optional().meta({ description: 'The id of the last event received (as the Last-Event-ID header).' }) }),
+  responses: {
+    200: text('text/event-stream', 'The stream of events.'),
+    400: error('A malformed last event id.'),
+    503: error('Too many event-stream clients (`events.max_clients`); retry after Retry-After.'),
+  },
+};
+
+export const V2: Endpoint[] = [
+  // The caller, nodes and their pictures.
+  { ...e('GET', '/api/v2/user', 'read', 'read who they are'), summary: 'Who the token belongs to', tag: 'extras', auth: 'token', responses: { 200: json(S.User, 'The user.') } },
+  { ...e('GET', '/api/v2/nodes', 'read', 'read node status'), summary: 'Node list (this one node)', tag: 'v2 nodes', auth: 'token', responses: { 200: json(z.array(S.Node), 'The nodes.') } },
+  { ...e('GET', NODE, 'read', 'read node status'), summary: 'Node status', tag: 'v2 nodes', auth: 'token', params: NODE_PARAMS, responses: { 200: json(S.Node, 'The node.'), 404: error('Unknown node_id.') } },
+  ...pictures(NODE, NODE_PARAMS, 'v2', 'token', 'both'),
+  {
+    // Maintenance of a node (docs/api-notes.md): an administrator takes it out of service and back.
+    ...e('POST', `${NODE}/maintenance`, 'admin', 'put nodes in maintenance'),
+    audit: 'node.maintenance',
+    summary: 'Put the node in maintenance, or take it out (administrators)',
+    tag: 'extras',
+    auth: 'token',
+    params: NODE_PARAMS,
+    body: S.MaintenanceRequest,
+    responses: {
+      200: json(S.MaintenanceAnswer, 'Done: the maintenance now (null: in service).'),
+      400: error('A bad body: `on` missing, no message with `on: true`, an unknown field.'),
+      403: error('The role is below admin.'),
+      404: error('Unknown node_id.'),
+      503: error('Through the portal: the node is not connected.'),
+    },
+  },
+  {
+    ...e('POST', `${NODE}/press`, 'manual', 'press keys on the remote control'),
+    audit: 'remote.press',
+    summary: 'Press a key on the remote control (manual control)',
+    tag: 'extras',
+    auth: 'token',
+    params: NODE_PARAMS,
+    body: S.PressRequest,
+    check: S.PressRequest,
+    responses: {
+      204: none('Pressed.'),
+      403: error('The node is reserved by someone else.'),
+      404: error('Unknown node_id, revision, remote control or key.'),
+      409: error('A job is running.'),
+      503: error('The infrared transport is not answering.'),
+    },
+  },
+  // Tests and jobs.
+  testCaseNames('v2', 'run', 'both'),
+  {
+    ...e('POST', '/api/v2/run_tests', 'run', 'run tests'),
+    audit: 'job.run',
+    summary: 'Start a job (v2)',
+    tag: 'v2',
+    auth: 'token',
+    body: S.V2RunTestsRequest,
+    check: S.V2RunTestsCheck,
+    responses: {
+      200: json(S.JobWithNotices, 'The job started.'),
+      403: error('Licence expired, or the node is reserved by someone else.'),
+      404: error('Unknown node_id; revision, test case or remote control not found.'),
+      409: error('A job is already running.'),
+      503: error('The node is offline, or the test pack cannot be fetched.'),
+      507: error('The disk is full.'),
+    },
+  },
+  { ...e('GET', `/api/v2/jobs${JOB}`, 'read', 'read jobs'), summary: 'Job status', tag: 'v2', auth: 'token', params: JOB_PARAMS, responses: { 200: json(S.Job, 'The job.'), 404: error('Unknown job_uid.') } },
+  {
+    ...e('GET', `${NODE}/job`, 'read', 'read jobs'),
+    summary: "The node's current job, or its last",
+    tag: 'v2',
+    auth: 'token',
+    params: NODE_PARAMS,
+    responses: { 200: json(S.Job, 'The job.'), 404: error('Unknown node_id, or the node has never run a job.') },
+  },
+  {
+    ...e('GET', `/api/v2/jobs${JOB}/log`, 'read', 'read logs'),
+    summary: "The job's log (not in the spec): the node's job.log_url until its first run starts",
+    description:
+      "A redirect (302, query kept: `tz`) to the `farmhand.log` of the job's run in progress, else of its latest run; " +
+      'while the job has had no run yet (its test pack is being checked out), an empty log so far. Never cached.',
+    tag: 'v2',
+    auth: 'token',
+    params: JOB_PARAMS,
+    query: tzQuery,
+    responses: {
+      200: text('text/plain', 'The job has had no run yet: nothing is written so far.'),
+      302: text('text/plain', "`Location` is the log of the job's run in progress, else of its latest run."),
+      404: error('Unknown job_uid.'),
+    },
+  },
+  {
+    ...e('GET', `/api/v2/jobs${JOB}/await_completion`, 'read', 'read jobs'),
+    summary: 'Long poll until the job ends',
+    tag: 'v2',
+    auth: 'token',
+    params: JOB_PARAMS,
+    rateLimited: false,
+    responses: { 200: json(S.Job, 'The job has ended.'), 202: json(S.Job, 'Still running after the hold time (55 s); retry.'), 404: error('Unknown job_uid.') },
+  },
+  {
+    ...e('GET', `${NODE}/job/await_completion`, 'read', 'read jobs'),
+    summary: "Long poll until the node's current job ends",
+    tag: 'v2',
+    auth: 'token',
+    params: NODE_PARAMS,
+    rateLimited: false,
+    responses: {
+      200: json(z.union([S.Job, S.NoJob]), 'The job has ended, or the node has never run one.'),
+      202: json(S.Job, 'Still running after the hold time; retry.'),
+      404: error('Unknown node_id.'),
+    },
+  },
+  ...(['PUT', 'POST'] as const).map(
+    (method): Endpoint => ({
+      ...e(method, `/api/v2/jobs${JOB}/stop`, 'run', 'stop tests'),
+      audit: 'job.stop',
+      summary: `Stop a job (${method}; PUT and POST are the same)`,
+      tag: 'v2',
+      auth: 'token',
+      params: JOB_PARAMS,
+      responses: stopAnswers('Unknown job_uid.'),
+    }),
+  ),
+  {
+    ...e('POST', `${NODE}/job/stop`, 'run', 'stop tests'),
+    audit: 'job.stop',
+    summary: "Stop the node's current job",
+    tag: 'v2',
+    auth: 'token',
+    params: NODE_PARAMS,
+    responses: stopAnswers('Unknown node_id, or the node has never run a job.'),
+  },
+  // Results (one result's files: results.ts).
+  {
+    ...e('GET', '/api/v2/results', 'read', 'read results'),
+    summary: 'Results list',
+    description: 'At most 2,000 runs; runs in progress are left out.',
+    tag: 'v2',
+    auth: 'token',
+    query: resultsQuery,
+    responses: { 200: json(z.array(S.ResultSummaryV2), 'Matching results.') },
+  },
+  {
+    ...e('GET', '/api/v2/results.csv', 'read', 'read results'),
+    summary: 'Results list as CSV',
+    description: 'Columns in docs/results-formats.md.',
+    tag: 'v2',
+    auth: 'token',
+    query: resultsQuery,
+    responses: { 200: text('text/csv', 'Matching results.') },
+  },
+  {
+    ...e('GET', '/api/v2/results.xml', 'read', 'read results'),
+    summary: 'Results list as jUnit XML',
+    tag: 'v2',
+    auth: 'token',
+    query: resultsQuery.extend({
+      include_tz: z.enum(['true', 'false']).optional().meta({ description: 'Zone offsets in the timestamps; default false.' }),
+      junit_classname: z.string().optional().meta({ description: 'How testcase classnames are made (docs/results-formats.md); default path.' }),
+    }),
+    responses: { 200: text('application/xml', 'Matching results.') },
+  },
+  ...resultEntries('v2'),
+  // Reservations. The spec: extend and end are the owner's, interrupt is open to any authenticated user.
+  // Reserving and extending need `run`; ending one's own and interrupting stay open to every signed-in user
+  // (an owner whose role was lowered can still give the node back).
+  {
+    ...e('POST', '/api/v2/reservations', 'run', 'reserve nodes'),
+    audit: 'reservation.create',
+    summary: 'Reserve nodes (all or none)',
+    tag: 'v2 nodes',
+    auth: 'token',
+    body: S.ReserveRequest,
+    responses: { 200: json(S.ReservationsAnswer, 'All reserved.'), 404: error('Unknown node_id.'), 409: error('A node is reserved or busy; nothing was reserved.') },
+  },
+  {
+    ...e('POST', '/api/v2/reservations/:id/extend', 'run', 'extend reservations'),
+    audit: 'reservation.extend',
+    summary: 'Extend a reservation (its creator only)',
+    tag: 'v2 nodes',
+    auth: 'token',
+    params: RESERVATION,
+    body: S.ExtendRequest,
+    responses: { 204: none('Extended.'), 403: error('Not made by the caller.'), 404: error('No such reservation.') },
+  },
+  {
+    ...e('DELETE', '/api/v2/reservations/:id', 'read', 'end reservations'),
+    audit: 'reservation.end',
+    summary: 'End a reservation (its creator only)',
+    tag: 'v2 nodes',
+    auth: 'token',
+    params: RESERVATION,
+    responses: { 204: none('Ended, or had already ended.'), 403: error('Not made by the caller.'), 404: error('No such reservation.') },
+  },
+  {
+    ...e('POST', '/api/v2/reservations/:id/interrupt', 'read', 'interrupt reservations'),
+    audit: 'reservation.interrupt',
+    summary: "End anyone's reservation, with a message to its owner",
+    tag: 'v2 nodes',
+    auth: 'token',
+    params: RESERVATION,
+    body: S.InterruptRequest,
+    responses: { 204: none('Interrupted, or had already ended.'), 404: error('No such reservation.') },
+  },
+  // The event stream (docs/events.md), for programs and for the pages.
+  EVENTS,
+  {
+    // The same stream for the portal's pages, under the web pages' rule (src/http/events.ts).
+    ...EVENTS,
+    ...e('GET', '/app/events', 'read', 'read events'),
+    summary: "The same event stream, for the portal's pages",
+    description: "What `/api/v2/events` sends, under the web pages' rule (a token or a session only with `auth.v1_requires_token`). " + EVENTS.description!,
+    tag: 'web',
+    auth: 'v1',
+  },
+  // The audit trail (src/http/audit.ts; docs/auth.md, "Audit trail").
+  {
+    ...e('GET', '/api/v2/audit', 'admin', 'read the audit trail'),
+    summary: 'The audit trail: who did what, when, from where (administrators)',
+    description:
+      'Newest first. Every run, stop, reservation change, manual control session, test-pack fetch, token and role change. ' +
+      "On a farm portal, the farm's trail (PostgreSQL); on a node, the node's (its data directory).",
+    tag: 'extras',
+    auth: 'token',
+    query: AUDIT_QUERY,
+    responses: { 200: json(S.AuditPage, 'The entries.'), 400: error('A bad filter (`invalid_filter`), naming it.'), 403: error('The caller is not an administrator.') },
+  },
+];
