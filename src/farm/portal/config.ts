@@ -73,6 +73,32 @@ export const portalConfigSchema = z.strictObject({
   /** The farm's audit trail in PostgreSQL (docs/auth.md, "Audit trail"): the node's keys, the same meaning. */
   audit: node.audit,
   log_level: node.log_level,
+  /**
+   * One portal per database, or many replicas of it on one database (docs/farm.md, "Many portals"). "single"
+   * (default): the portal lock, a second portal refuses to start. "many": no lock; each process holds a lease in
+   * `portal_replicas` and writes about a node only while it owns it at the epoch it took at the node's hello.
+   */
+  replicas: z
+    .strictObject({
+      mode: z.enum(['single', 'many']).default('single'),
+      /** This replica's id in `portal_replicas` and `nodes.owner_replica`; default: a random id per process start. */
+      replica_id: z
+        .string()
+        .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, 'letters, digits, ".", "_" and "-", at most 63, e.g. p1')
+        .optional(),
+      /** Where the OTHER replicas reach this one (a request for a node connected here is passed on to it). */
+      advertise_url: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }).optional(),
+      /** A file holding the secret every replica shares: it authenticates requests between replicas. */
+      secret_file: z.string().min(1).optional(),
+      /** The lease's length; renewed every lease_secs/3. A replica that cannot renew within it stops acting. */
+      lease_secs: z.number().min(0.3).max(600).default(10),
+    })
+    .prefault({})
+    .superRefine((r, ctx) => {
+      if (r.mode !== 'many') return;
+      if (r.advertise_url === undefined) ctx.addIssue({ code: 'custom', path: ['advertise_url'], message: 'required with mode "many": where the other replicas reach this one, e.g. http://10.0.0.5:8080' });
+      if (r.secret_file === undefined) ctx.addIssue({ code: 'custom', path: ['secret_file'], message: 'required with mode "many": a file with the secret all replicas share' });
+    }),
 });
 
 export type PortalConfig = z.infer<typeof portalConfigSchema>;
@@ -84,8 +110,13 @@ export function parsePortalConfig(raw: unknown, baseDir = process.cwd()): Portal
   if (!parsed.success) {
     throw new ConfigError(parsed.error.issues.map((i) => `${i.path.length ? i.path.join('.') : '(root)'}: ${i.message}`));
   }
-  // A relative storage_dir is relative to the config file, as the node's data_dir is.
-  return { ...parsed.data, storage_dir: path.resolve(baseDir, parsed.data.storage_dir) };
+  // A relative storage_dir (and secret_file) is relative to the config file, as the node's data_dir is.
+  const r = parsed.data.replicas;
+  return {
+    ...parsed.data,
+    storage_dir: path.resolve(baseDir, parsed.data.storage_dir),
+    replicas: { ...r, ...(r.secret_file !== undefined && { secret_file: path.resolve(baseDir, r.secret_file) }) },
+  };
 }
 
 /** Read and validate the file; throws ConfigError listing every problem. */
