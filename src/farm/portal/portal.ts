@@ -18,6 +18,8 @@ import { migrate } from '../db/migrate.js';
 import { newPool } from '../db/pool.js';
 import { PortalLock, type LockHolder } from '../db/portalLock.js';
 import { PortalHub } from '../hub/index.js';
+import { ReplicaLease } from '../replicas/lease.js';
+import { Sweeper } from '../replicas/sweeper.js';
 import { PgNodeFold } from '../fold.js';
 import { FarmJobs } from '../jobs.js';
 import { FarmResults } from '../results.js';
@@ -54,6 +56,11 @@ export interface PortalParts {
    * without another database write. `farmhand portal` exits; the default only logs (and /readyz answers 503).
    */
   onLockLost?: (holder: LockHolder | undefined) => void;
+  /**
+   * Replicas "many": this replica lost its lease (src/farm/replicas/lease.ts) and stopped acting (its nodes'
+   * connections closed, nothing more written). `farmhand portal` exits 1; the default only logs (/readyz 503).
+   */
+  onLeaseLost?: (why: string) => void;
   /** What /metrics reads beyond the hub, the pool and the lock (the farm's uploads and reservations); read at each scrape. */
   opsSources?: Pick<PortalOpsSources, 'uploadsInFlight' | 'reservedNodes' | 'busyReason'>;
 }
@@ -71,8 +78,10 @@ export interface Portal {
   fold: PgNodeFold;
   /** Identical await_completion long polls sharing one forward to their node. */
   awaits: SharedForwards;
-  /** The portal lock: one portal per database (src/farm/db/portalLock.ts). */
+  /** The portal lock: one portal per database (src/farm/db/portalLock.ts); shared by replicas "many". */
   lock: PortalLock;
+  /** The replica's lease (src/farm/replicas/lease.ts); replicas "many" only. */
+  lease: ReplicaLease | undefined;
   stop(): Promise<void>;
 }
 
@@ -84,13 +93,18 @@ const isFarmTokenVerifier = (t: TokenVerifier): t is FarmTokenVerifier => typeof
 export async function startPortal(cfg: PortalConfig, logger: Logger, parts: PortalParts = {}): Promise<Portal> {
   // A config problem before anything starts: the OIDC client secret's file (ConfigError: `farmhand portal` exits 78).
   const oidcSecret = cfg.oidc && (await readOidcSecret(cfg.oidc));
-  // First of all, before a migration or a node row: one portal per database. Another one's lock is a
-  // PortalLockHeld (`farmhand portal` exits 78 with its one line); a database away is thrown as it is.
+  const many = cfg.replicas.mode === 'many';
+  // First of all, before a migration or a node row: one portal per database (replicas "single"). Another one's
+  // lock is a PortalLockHeld (`farmhand portal` exits 78 with its one line); a database away is thrown as it is.
+  // Replicas "many" take it shared (they never contend; a "single" portal and they refuse each other), then a lease.
   const lock = await PortalLock.acquire({
     connectionString: cfg.database,
     logger: logger.child({ part: 'portal-lock' }),
+    shared: many,
     onLost: parts.onLockLost ?? ((holder) => logger.error({ holder }, 'the portal lock is held by another portal: this portal is not ready; stop it')),
   });
+  let lease: ReplicaLease | undefined;
+  let sweeper: Sweeper | undefined;
   // A client losing its server (PostgreSQL restarted) must not crash the process; the next query reconnects.
   const pool = newPool({
     connectionString: cfg.database,
@@ -104,6 +118,21 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
   let audit: PgAuditLog | undefined;
   try {
     await migrate(pool);
+    if (many) {
+      lease = await ReplicaLease.take({
+        connectionString: cfg.database,
+        ...(cfg.replicas.replica_id !== undefined && { replicaId: cfg.replicas.replica_id }),
+        url: cfg.replicas.advertise_url!,
+        leaseSecs: cfg.replicas.lease_secs,
+        logger: logger.child({ part: 'replica-lease' }),
+        onLost: (why) => {
+          // Stop acting: no node is ours any more, no sweep; /readyz answers 503 (ops.ts reads the lease).
+          hub?.abandon('this portal replica lost its lease');
+          void sweeper?.stop();
+          (parts.onLeaseLost ?? (() => logger.error('this portal replica lost its lease: it is not ready; restart it')))(why);
+        },
+      });
+    }
     if (!parts.tokens) logger.warn('no token verifier is wired: every v2 call is refused');
     if (!parts.credentials) logger.warn('no node credentials are wired: no node can connect');
     tokens = parts.tokens?.(pool) ?? NO_TOKENS;
@@ -122,7 +151,22 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       ...(cfg.restart_grace_secs !== undefined && { restartGraceMs: cfg.restart_grace_secs * 1000 }),
       maxBufferedBytes: cfg.max_buffered_response_bytes,
       jobs,
+      ...(lease && { replicaId: lease.replicaId }),
     });
+    if (lease) {
+      const h1 = hub;
+      const l1 = lease;
+      sweeper = new Sweeper({
+        pool,
+        replicaId: lease.replicaId,
+        periodMs: lease.leaseMs,
+        graceMs: hub.restartGraceMs,
+        logger: logger.child({ part: 'replica-sweeper' }),
+        held: () => l1.held,
+        fault: (nodeId, reason, t) => jobs.nodeOffline(nodeId, reason, t),
+        onOffline: (nodeId, reason) => h1.emitPortalEvent('node.offline', nodeId, { online: false, reason }),
+      });
+    }
     const reservations = parts.reservations?.(pool, hub);
     const awaits = new SharedForwards({ joinMs: AWAIT_JOIN_MS });
     // The farm's audit trail (docs/auth.md): the portal's requests, in PostgreSQL.
@@ -134,6 +178,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
     const ops = portalOps({
       pool,
       lock,
+      ...(lease && { lease, sweeps: () => sweeper?.sweeps ?? 0 }),
       links: () => h0.links(),
       forwards: () => ({ inFlight: h0.forwardsInFlight(), total: h0.stats.forwards }),
       logger: logger.child({ part: 'ops' }),
@@ -165,11 +210,12 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
     server.headersTimeout = 30_000;
     server.requestTimeout = 120_000; // forwarded long polls hold 55 s
     await hub.start(server);
+    sweeper?.start();
     await listen(server, cfg.listen);
     const addr = server.address() as AddressInfo;
     const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
     const url = `http://${host}:${addr.port}`;
-    logger.info({ url, heartbeat_secs: cfg.heartbeat_secs }, 'farmhand portal is listening');
+    logger.info({ url, heartbeat_secs: cfg.heartbeat_secs, ...(lease && { replica: lease.replicaId }) }, 'farmhand portal is listening');
     const s = server;
     const h = hub;
     const t = tokens;
@@ -185,8 +231,10 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       fold,
       awaits,
       lock,
+      lease,
       stop: () =>
         (stopping ??= (async () => {
+          await sweeper?.stop();
           await h.close();
           await new Promise<void>((resolve) => {
             s.close(() => resolve());
@@ -197,6 +245,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
           if (isFarmTokenVerifier(t)) await t.close();
           await pool.end();
           await lock.release();
+          await lease?.release();
           logger.info('farmhand portal stopped');
         })()),
     };
@@ -205,8 +254,10 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
     await hub?.close().catch(() => undefined);
     server?.close();
     if (tokens && isFarmTokenVerifier(tokens)) await tokens.close().catch(() => undefined);
+    await sweeper?.stop();
     await pool.end().catch(() => undefined);
     await lock.release();
+    await lease?.release();
     throw e;
   }
 }
