@@ -103,8 +103,8 @@ export async function startHaproxy(work: string, servers: Record<string, number>
   );
   const child = spawn('haproxy', ['-db', '-f', cfg], { stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
-  child.stdout!.on('data', (b: Buffer) => (log += b.toString()));
-  child.stderr!.on('data', (b: Buffer) => (log += b.toString()));
+  child.stdout.on('data', (b: Buffer) => (log += b.toString()));
+  child.stderr.on('data', (b: Buffer) => (log += b.toString()));
   const net = await import('node:net');
   const command = (c: string) =>
     new Promise<string>((resolve, reject) => {
