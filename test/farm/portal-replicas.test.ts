@@ -170,9 +170,12 @@ describe('farm: portal replicas ("many") on one database, behind a real HAProxy'
     }
     expect(Number((await nodeRow())!.owner_epoch), 'a new epoch').to.be.greaterThan(before);
     // a, resumed with its lease still valid, finds the node's socket closed: offline and the fault rule, under its old epoch.
-    await waitFor(() => a.out().includes('the fault rule left a node alone: it moved to another portal replica'), { what: `a's fault rule to run and match nothing (${a.out().slice(-2000)})`, ...WAIT });
+    const LEFT = 'the fault rule left a node alone: it moved to another portal replica';
+    const ENDED = 'jobs ended: their node went offline';
+    await waitFor(() => a.out().includes(LEFT) || a.out().includes(ENDED), { what: `a's fault rule to run (${a.out().slice(-2000)})`, ...WAIT });
     expect(await nodeRow(), 'the node row after a`s writes').to.deep.include({ online: true, offline_reason: null, owner_replica: 'b' });
     expect(await jobRow(), 'the job after a`s writes').to.deep.include({ state: 'running', end_reason: null });
+    expect(a.out()).to.include(LEFT);
     await waitFor(async () => (await haproxy.state('a')) === 2, { what: 'HAProxy to see replica a up again', ...WAIT });
     expect(await metric(a, 'farmhand_portal_replica_lease_held')).to.equal(1);
   });
