@@ -256,15 +256,8 @@ export class FarmJobs implements HubJobs {
     return rows.map((r) => r.job_uid);
   }
 
-  /** Nodes with a running job; with `owner`, only the nodes that replica owns. */
-  async nodesWithRunningJobs(owner?: string): Promise<string[]> {
-    const { rows } =
-      owner === undefined
-        ? await this.o.pool.query<{ node_id: string }>(`SELECT DISTINCT node_id FROM jobs WHERE state = 'running'`)
-        : await this.o.pool.query<{ node_id: string }>(
-            `SELECT DISTINCT j.node_id FROM jobs j JOIN nodes n ON n.node_id = j.node_id WHERE j.state = 'running' AND n.owner_replica = $1`,
-            [owner],
-          );
+  async nodesWithRunningJobs(): Promise<string[]> {
+    const { rows } = await this.o.pool.query<{ node_id: string }>(`SELECT DISTINCT node_id FROM jobs WHERE state = 'running'`);
     return rows.map((r) => r.node_id);
   }
 

@@ -16,7 +16,7 @@ export interface HubJobs {
   /** The node is back: the jobs of it the portal has ended (the welcome's ended_jobs). */
   reconcile(nodeId: string): Promise<string[]>;
   /** Nodes with a job the portal still has as running (for the grace period after a portal restart). */
-  nodesWithRunningJobs(owner?: string): Promise<string[]>;
+  nodesWithRunningJobs(): Promise<string[]>;
 }
 
 export interface PortalHubOptions {
