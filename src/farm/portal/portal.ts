@@ -210,6 +210,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
     server.headersTimeout = 30_000;
     server.requestTimeout = 120_000; // forwarded long polls hold 55 s
     await hub.start(server);
+    if (lease?.lost) hub.abandon('this portal replica lost its lease'); // lost before the hub was there to drop
     sweeper?.start();
     await listen(server, cfg.listen);
     const addr = server.address() as AddressInfo;
