@@ -5,7 +5,7 @@
  * already running on the database (one line naming it; systemd's unit does not
  * restart on 78), 1 when it cannot start. A portal whose lock another portal
  * took while its database connection was down exits 1 at once, writing nothing
- * more (src/farm/db/portalLock.ts).
+ * more (src/farm/db/portalLock.ts); so does a replica (replicas "many") that lost its lease.
  */
 import type { Writable } from 'node:stream';
 import { ConfigError, EX_CONFIG } from '../config/load.js';
@@ -33,6 +33,11 @@ export async function runPortalCommand(o: { config: string }, out: Writable, err
       // As a SIGKILL would: no hub close, no flush, no "offline" rows; the other portal owns the farm now.
       onLockLost: (holder) => {
         err.write(`farmhand: another farmhand portal took this database's portal lock while this one's connection was down (${describeHolder(holder)}); this portal stops\n`);
+        process.exit(1);
+      },
+      // Replicas "many": the lease lost, the replica stopped acting (its nodes reconnect elsewhere); systemd restarts it.
+      onLeaseLost: (why) => {
+        err.write(`farmhand: this portal replica lost its lease (${why}); it stops and writes nothing more (docs/farm.md, "Many portals")\n`);
         process.exit(1);
       },
     });

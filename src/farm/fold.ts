@@ -17,6 +17,7 @@ import { recountEndedJob } from './storedResults.js';
 import type { OutboxEntry } from './events.js';
 import type { FarmJobs } from './jobs.js';
 import { nodeEventOrder } from './protocol.js';
+import { holdNode, type Tenure } from './replicas/ownership.js';
 import type { FarmResults } from './results.js';
 
 /** One event of a node's stream as the hub received it. */
@@ -31,7 +32,7 @@ export interface StreamItem {
 /** What the hub asks of the fold. */
 export interface HubFold {
   /** Fold one node's events in one transaction; resolves with the events kept (to publish), after the commit. */
-  fold(nodeId: string, items: readonly StreamItem[]): Promise<FarmEvent[]>;
+  fold(nodeId: string, items: readonly StreamItem[], tenure?: Tenure): Promise<FarmEvent[]>;
   /** The id of the last of the node's events folded (the welcome's last_event_id); null when none. */
   cursor(nodeId: string): Promise<string | null>;
 }
@@ -64,12 +65,17 @@ export class PgNodeFold implements HubFold {
     return rows[0]?.event_id ?? null;
   }
 
-  async fold(nodeId: string, items: readonly StreamItem[]): Promise<FarmEvent[]> {
+  /**
+   * With a tenure (replicas "many"), only while the node is owned as it says: the node's row is locked first, and
+   * NodeMoved thrown (nothing written) when it moved to another replica (src/farm/replicas/ownership.ts).
+   */
+  async fold(nodeId: string, items: readonly StreamItem[], tenure?: Tenure): Promise<FarmEvent[]> {
     const kept: FarmEvent[] = [];
     const records: ResultRecord[] = [];
     let folded = 0;
     await inTransaction(this.o.pool, async (client) => {
       kept.length = records.length = folded = 0;
+      await holdNode(client, nodeId, tenure);
       // The node's cursor, locked: a second fold of the same node (another portal's) waits for this one.
       const { rows } = await client.query<{ boot: string; n: string }>('SELECT boot, n FROM node_event_cursors WHERE node_id = $1 FOR UPDATE', [nodeId]);
       let cursor: Order | null = rows[0] ? [Number(rows[0].boot), Number(rows[0].n)] : null;

@@ -24,6 +24,7 @@ import type { Logger } from '../core/ports.js';
 import type { HubJobs } from './hub/index.js';
 import { nodeEventOrder } from './protocol.js';
 import { inTransaction } from './db/pool.js';
+import { holdNode, NodeMoved, type Tenure } from './replicas/ownership.js';
 
 /** The Job fields kept per row (the v2 Job object without job_uid and job_url, which are derived). */
 export interface StoredJob {
@@ -152,10 +153,23 @@ export class FarmJobs implements HubJobs {
     }
   }
 
-  async nodeOffline(nodeId: string, reason: string): Promise<void> {
+  /**
+   * The fault rule. With a tenure (replicas "many"), only while the node is still owned as it says: false, and
+   * nothing written, when the node moved to another replica (src/farm/replicas/ownership.ts).
+   */
+  async nodeOffline(nodeId: string, reason: string, tenure?: Tenure): Promise<boolean> {
     const lost: ResultRecord[] = [];
     const exited: { job_uid: string; end_time: string; result_counts: ResultCounts }[] = [];
+    let moved = false;
     await inTransaction(this.o.pool, async (client) => {
+      moved = false;
+      try {
+        await holdNode(client, nodeId, tenure);
+      } catch (e) {
+        if (!(e instanceof NodeMoved)) throw e;
+        moved = true;
+        return;
+      }
       const { rows } = await client.query<{
         job_uid: string;
         username: string;
@@ -225,6 +239,8 @@ export class FarmJobs implements HubJobs {
     }
     for (const j of exited) this.o.emit?.('job.exited', nodeId, j);
     if (exited.length > 0) this.o.logger.warn({ node: nodeId, jobs: exited.map((j) => j.job_uid), lost_runs: lost.length, reason }, 'jobs ended: their node went offline');
+    if (moved) this.o.logger.info({ node: nodeId, reason }, 'the fault rule left a node alone: it moved to another portal replica');
+    return !moved;
   }
 
   /**

@@ -40,11 +40,18 @@ export interface LockHolder {
 /** Thrown by PortalLock.acquire when another session holds the lock: its message is the one-line refusal. */
 export class PortalLockHeld extends Error {
   override readonly name = 'PortalLockHeld';
-  constructor(readonly holder: LockHolder | undefined) {
+  constructor(
+    readonly holder: LockHolder | undefined,
+    shared = false,
+  ) {
     super(
-      `another farmhand portal already runs on this database (it holds the portal lock: ${describeHolder(holder)}); ` +
-        'only one portal may run on a farm database: stop that one first, or give this one another database ' +
-        `(if that portal's host is gone, PostgreSQL releases the lock within about a minute, or at once with SELECT pg_terminate_backend(${holder?.pid ?? '<pid>'}); docs/farm.md, "One portal per database")`,
+      shared
+        ? `a farmhand portal configured as the only one (replicas "single") runs on this database (it holds the portal lock: ${describeHolder(holder)}); ` +
+            'a replica (replicas "many") cannot start beside it: stop it first, or configure it with replicas "many" too (docs/farm.md, "Many portals")'
+        : `another farmhand portal already runs on this database (it holds the portal lock: ${describeHolder(holder)}); ` +
+            'only one portal may run on a farm database: stop that one first, or give this one another database ' +
+            `(if that portal's host is gone, PostgreSQL releases the lock within about a minute, or at once with SELECT pg_terminate_backend(${holder?.pid ?? '<pid>'}); docs/farm.md, "One portal per database"; ` +
+            'for many portals on one database, configure every one with replicas "many": docs/farm.md, "Many portals")',
     );
   }
 }
@@ -64,6 +71,11 @@ export interface PortalLockOptions {
   onLost?: (holder: LockHolder | undefined) => void;
   /** A connection not made within this is a failure (default 10 s). */
   connectTimeoutMs?: number;
+  /**
+   * Replicas "many": the lock taken SHARED (`pg_try_advisory_lock_shared`): replicas never contend on it, but a
+   * portal configured as the only one (exclusive) cannot start beside them, nor they beside it.
+   */
+  shared?: boolean;
 }
 
 const RETRY_FIRST_MS = 500;
@@ -91,7 +103,7 @@ export class PortalLock {
   static async acquire(o: PortalLockOptions): Promise<PortalLock> {
     const lock = new PortalLock(o);
     const holder = await lock.tryTake();
-    if (holder !== true) throw new PortalLockHeld(holder);
+    if (holder !== true) throw new PortalLockHeld(holder, o.shared);
     return lock;
   }
 
@@ -138,7 +150,8 @@ export class PortalLock {
     client.on('error', (e) => this.o.logger.warn({ err: e }, "the portal lock's database connection failed"));
     try {
       await client.connect();
-      const { rows } = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1::bigint) AS ok', [PORTAL_LOCK_KEY]);
+      const take = this.o.shared ? 'pg_try_advisory_lock_shared' : 'pg_try_advisory_lock';
+      const { rows } = await client.query<{ ok: boolean }>(`SELECT ${take}($1::bigint) AS ok`, [PORTAL_LOCK_KEY]);
       if (!rows[0]?.ok) {
         const holder = await holderOf(client);
         await client.end().catch(() => undefined);
@@ -191,7 +204,8 @@ export class PortalLock {
       }
       return;
     }
-    // This process's own earlier connection, its backend not gone yet: wait for it.
+    // This process's own earlier connection, its backend not gone yet: wait for it. (Shared: only an exclusive
+    // holder refuses a shared take, so whoever holds it is a portal configured as the only one.)
     if (got?.applicationName?.includes(this.instance)) {
       this.scheduleRetry();
       return;

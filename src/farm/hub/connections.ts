@@ -12,6 +12,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import type { NodeLink } from '../contract.js';
 import { CONNECT_PATH, PROTOCOL_VERSION, type Hello, type NodeMessage } from '../protocol.js';
+import { takeNode } from '../replicas/ownership.js';
 import { nodeAvailability } from './availability.js';
 import type { Forwarding } from './forwarding.js';
 import type { EventIntake } from './intake.js';
@@ -170,7 +171,9 @@ export class Connections {
     });
     const seen = new Date(now).toISOString();
     this.nodes.enqueue(entry, async () => {
-      await this.o.pool.query(`UPDATE nodes SET online = true, offline_reason = NULL, version = $2, last_seen = $3 WHERE node_id = $1`, [nodeId, hello.version, seen]);
+      // Replicas "many": the node is this replica's from now, at a new epoch (src/farm/replicas/ownership.ts).
+      if (this.o.replicaId !== undefined) entry.epoch = await takeNode(this.o.pool, this.o.replicaId, nodeId, hello.version, seen);
+      else await this.o.pool.query(`UPDATE nodes SET online = true, offline_reason = NULL, version = $2, last_seen = $3 WHERE node_id = $1`, [nodeId, hello.version, seen]);
       const ended = (await this.o.jobs?.reconcile(nodeId)) ?? [];
       // Read after the node's earlier events on this chain were folded: the node sends those after it (docs/farm.md,
       // "The node stream"); one folded but not acknowledged is not sent again.

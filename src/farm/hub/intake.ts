@@ -7,6 +7,7 @@
 import type { EventPayloads, EventType, FarmEvent } from '../../core/events.js';
 import { parseJobUid, parseResultId } from '../../core/ids.js';
 import type { EventOrigin } from '../contract.js';
+import { NodeMoved } from '../replicas/ownership.js';
 import type { Entry, NodeTable } from './nodes.js';
 import type { PortalHubOptions } from './options.js';
 
@@ -81,15 +82,17 @@ export class EventIntake {
       let kept: FarmEvent[];
       try {
         // Retried while the database is away: a run.finished or job.exited lost to a PostgreSQL restart would leave the job running here.
-        kept = await this.nodes.untilDatabaseBack(() => fold.fold(nodeId, batch));
+        kept = await this.nodes.untilDatabaseBack(() => fold.fold(nodeId, batch, this.nodes.tenure(entry)));
       } catch (err) {
+        if (this.moved(entry, err)) return;
         // Not the database being away: a bad event. One at a time, so only the bad one is skipped (logged).
         this.o.logger.error({ err, node: nodeId, events: batch.length }, "folding a batch of a node's events failed; folding them one at a time");
         kept = [];
         for (const item of batch) {
           try {
-            kept.push(...(await this.nodes.untilDatabaseBack(() => fold.fold(nodeId, [item]))));
+            kept.push(...(await this.nodes.untilDatabaseBack(() => fold.fold(nodeId, [item], this.nodes.tenure(entry)))));
           } catch (e) {
+            if (this.moved(entry, e)) return;
             this.o.logger.error({ err: e, node: nodeId, event: item.event.id, type: item.event.type }, "a node's event could not be folded; skipped");
           }
         }
@@ -99,6 +102,14 @@ export class EventIntake {
       // The ack goes on the node's current connection; a node that reconnected meanwhile learns the cursor from its welcome.
       entry.conn?.send({ t: 'ack', last_event_id: batch[batch.length - 1]!.event.id });
     }
+  }
+
+  /** The node moved to another replica (NodeMoved): its connection dropped, its queued events left (it sends them again there). */
+  private moved(entry: Entry, err: unknown): boolean {
+    if (!(err instanceof NodeMoved)) return false;
+    this.nodes.dropMoved(entry, err.tenure);
+    entry.inbox.length = 0;
+    return true;
   }
 
   /** Publish an event of the portal's own making about a node (node.online, node.offline, the fault rule's). */

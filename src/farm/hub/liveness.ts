@@ -13,6 +13,7 @@ import type { Forwarding } from './forwarding.js';
 import type { EventIntake } from './intake.js';
 import type { Conn, Entry, NodeTable } from './nodes.js';
 import type { PortalHubOptions } from './options.js';
+import { tenureSql } from '../replicas/ownership.js';
 
 export class Liveness {
   /** Nodes that had a running job when the portal started, and when they must have connected by. */
@@ -75,9 +76,14 @@ export class Liveness {
       const times: string[] = [];
       const online: boolean[] = [];
       const reasons: (string | null)[] = [];
+      const epochs: number[] = [];
+      const many = this.nodes.replicaId;
       for (const [id, e] of this.nodes.entries) {
         if (!e.dirty) continue;
+        // Replicas "many": a node not yet taken here (its hello's write not yet done) waits for the next flush.
+        if (many !== undefined && e.epoch === undefined) continue;
         e.dirty = false;
+        epochs.push(e.epoch ?? -1);
         ids.push(id);
         times.push(new Date(e.lastSeenMs).toISOString());
         online.push(e.link.online);
@@ -86,13 +92,22 @@ export class Liveness {
       if (ids.length > 0) {
         try {
           // The state goes too (the same values unless a state write was lost to a database restart): memory is the truth.
-          await this.o.pool.query(
+          // Replicas "many": only for the nodes still owned here at their epoch; the others moved (dropped below).
+          const { rows } = await this.o.pool.query<{ node_id: string }>(
             `UPDATE nodes SET last_seen = CASE WHEN nodes.last_seen IS NULL OR nodes.last_seen < v.t THEN v.t ELSE nodes.last_seen END,
                               online = v.o, offline_reason = v.r
-               FROM unnest($1::text[], $2::timestamptz[], $3::boolean[], $4::text[]) AS v(id, t, o, r)
-              WHERE nodes.node_id = v.id`,
-            [ids, times, online, reasons],
+               FROM unnest($1::text[], $2::timestamptz[], $3::boolean[], $4::text[], $5::bigint[]) AS v(id, t, o, r, e)
+              WHERE nodes.node_id = v.id${many === undefined ? '' : ' AND nodes.owner_replica = $6 AND nodes.owner_epoch = v.e'}
+              RETURNING nodes.node_id`,
+            [ids, times, online, reasons, epochs, ...(many === undefined ? [] : [many])],
           );
+          if (many !== undefined) {
+            const written = new Set(rows.map((r) => r.node_id));
+            ids.forEach((id, i) => {
+              const entry = this.nodes.get(id);
+              if (!written.has(id) && entry) this.nodes.dropMoved(entry, { replica: many, epoch: epochs[i]! });
+            });
+          }
         } catch (e) {
           // Kept dirty for the next flush: a database restart loses no liveness.
           for (const id of ids) {
@@ -129,9 +144,11 @@ export class Liveness {
     this.nodes.enqueue(
       entry,
       async () => {
+        // Replicas "many": only while the node is still this replica's at its epoch (else it moved: nothing written).
+        const t = tenureSql(this.nodes.tenure(entry), 4);
         await this.o.pool.query(
-          `UPDATE nodes SET online = false, offline_reason = $2, last_seen = greatest(last_seen, $3::timestamptz) WHERE node_id = $1`,
-          [nodeId, reason, seen],
+          `UPDATE nodes SET online = false, offline_reason = $2, last_seen = greatest(last_seen, $3::timestamptz) WHERE node_id = $1${t.sql}`,
+          [nodeId, reason, seen, ...t.params],
         );
       },
       () => (entry.dirty = true), // the next flush writes the state
@@ -159,7 +176,8 @@ export class Liveness {
     if (!this.o.jobs) return;
     this.nodes.enqueue(
       entry,
-      () => this.o.jobs!.nodeOffline(nodeId, reason),
+      // Replicas "many": under the node's tenure, read when it runs (a node that moved is left alone).
+      async () => void (await this.o.jobs!.nodeOffline(nodeId, reason, this.nodes.tenure(entry))),
       () => this.faultRetry.set(nodeId, reason),
     );
   }

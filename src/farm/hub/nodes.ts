@@ -14,6 +14,8 @@ import type { ForwardResponse, NodeLink } from '../contract.js';
 import { isDatabaseUnavailable } from '../db/pool.js';
 import type { StreamItem } from '../fold.js';
 import type { Hello, PortalMessage } from '../protocol.js';
+import type { Tenure } from '../replicas/ownership.js';
+import { CLOSE_MOVED } from './options.js';
 
 /** A forwarded request not yet answered in full. */
 export interface Pending {
@@ -61,6 +63,8 @@ export interface Entry {
   chain: Promise<void>;
   /** The node's events received and not yet folded (intake.ts). */
   inbox: StreamItem[];
+  /** Replicas "many": the ownership epoch taken at the node's last hello here (undefined before the first). */
+  epoch?: number;
 }
 
 export class NodeTable {
@@ -70,7 +74,30 @@ export class NodeTable {
     private readonly logger: Logger,
     /** Whether the hub is closed (work failing on a database away is then not retried). */
     private readonly closed: () => boolean,
+    /** Replicas "many": this replica's id (writes about a node are conditioned on owning it). */
+    readonly replicaId?: string,
   ) {}
+
+  /** The condition of a write about the node, read when the write runs: undefined for replicas "single". */
+  tenure(entry: Entry): Tenure | undefined {
+    return this.replicaId === undefined ? undefined : { replica: this.replicaId, epoch: entry.epoch ?? -1 };
+  }
+
+  /**
+   * A write under `t` matched no row: the node moved to another replica. Its connection here (if still the one
+   * of that epoch) is dropped, with nothing more written about it; it reconnects, maybe here again.
+   */
+  dropMoved(entry: Entry, t: Tenure): void {
+    if (entry.epoch === undefined || entry.epoch !== t.epoch) return;
+    const conn = entry.conn;
+    entry.conn = undefined;
+    entry.epoch = undefined;
+    entry.dirty = false;
+    entry.link.online = false;
+    entry.link.offlineReason = 'connected to another portal replica';
+    this.logger.warn({ node: entry.link.nodeId, epoch: t.epoch }, 'a node moved to another portal replica: its connection here is dropped, nothing more is written about it');
+    conn?.ws.close(CLOSE_MOVED, 'the node is owned by another portal replica');
+  }
 
   get(nodeId: string): Entry | undefined {
     return this.entries.get(nodeId);

@@ -7,11 +7,12 @@ import type { Logger } from '../../core/ports.js';
 import type { NodeCredentials } from '../contract.js';
 import type { HubFold } from '../fold.js';
 import { CLOSE_REPLACED } from '../protocol.js';
+import type { Tenure } from '../replicas/ownership.js';
 
 /** What the hub asks of the jobs table (jobs.ts's FarmJobs); each call runs on the node's chain. */
 export interface HubJobs {
   /** The node went offline: end its running job, record the run in flight as an error. */
-  nodeOffline(nodeId: string, reason: string): Promise<void>;
+  nodeOffline(nodeId: string, reason: string, tenure?: Tenure): Promise<unknown>;
   /** The node is back: the jobs of it the portal has ended (the welcome's ended_jobs). */
   reconcile(nodeId: string): Promise<string[]>;
   /** Nodes with a job the portal still has as running (for the grace period after a portal restart). */
@@ -36,6 +37,12 @@ export interface PortalHubOptions {
   maxBufferedBytes?: number;
   /** After a portal start, how long a node that had a running job has to connect (default: restartGraceMs). */
   restartGraceMs?: number;
+  /**
+   * Replicas "many" (docs/farm.md, "Many portals"): this replica's id. The hub then takes a node at its hello with
+   * an epoch and conditions every write about it on that ownership; start-up touches only its own nodes. Absent:
+   * replicas "single", today's writes exactly.
+   */
+  replicaId?: string;
   /** Milliseconds since the epoch; tests may pass another clock. */
   now?: () => number;
 }
@@ -46,3 +53,5 @@ export const DEFAULT_MAX_BUFFERED_BYTES = 64 * 1024 * 1024;
 export { CLOSE_REPLACED };
 export const CLOSE_PROTOCOL = 4002;
 export const CLOSE_OFFLINE = 4003;
+/** The node moved to another portal replica, or this replica lost its lease: the node reconnects (to another one). */
+export const CLOSE_MOVED = 4004;

@@ -20,7 +20,8 @@ import { Forwarding } from './forwarding.js';
 import { EventIntake } from './intake.js';
 import { Liveness } from './liveness.js';
 import { NodeTable } from './nodes.js';
-import { DEFAULT_MAX_BUFFERED_BYTES, type PortalHubOptions } from './options.js';
+import { CLOSE_MOVED, DEFAULT_MAX_BUFFERED_BYTES, type PortalHubOptions } from './options.js';
+import { releaseNodes, releaseOwnedAtStart } from '../replicas/ownership.js';
 
 export class PortalHub implements FarmHub {
   /** Node events refused because they name another node's job or result (foreignIds); forwards made. */
@@ -38,7 +39,7 @@ export class PortalHub implements FarmHub {
   constructor(private readonly o: PortalHubOptions) {
     const now = (this.now = o.now ?? Date.now);
     const closed = () => this.closed;
-    this.nodes = new NodeTable(o.logger, closed);
+    this.nodes = new NodeTable(o.logger, closed, o.replicaId);
     this.intake = new EventIntake(o, this.nodes, now, this.stats);
     this.forwarding = new Forwarding(this.nodes, o.maxBufferedBytes ?? DEFAULT_MAX_BUFFERED_BYTES, this.stats);
     this.liveness = new Liveness(o, this.nodes, this.forwarding, this.intake, now);
@@ -60,9 +61,15 @@ export class PortalHub implements FarmHub {
    * still has as online (the portal stopped without saying so) are marked offline until they connect.
    */
   async start(server: Server): Promise<void> {
-    await this.o.pool.query(`UPDATE nodes SET online = false, offline_reason = 'not connected since the portal started' WHERE online`);
-    const deadline = this.now() + this.restartGraceMs;
-    for (const nodeId of (await this.o.jobs?.nodesWithRunningJobs()) ?? []) this.liveness.grace.set(nodeId, deadline);
+    if (this.o.replicaId !== undefined) {
+      // Replicas "many": only this replica's own nodes (left by a previous process of a fixed replica_id) become no
+      // one's; the sweeper gives their running jobs the restart grace, as it does for every gone replica's nodes.
+      await releaseOwnedAtStart(this.o.pool, this.o.replicaId);
+    } else {
+      await this.o.pool.query(`UPDATE nodes SET online = false, offline_reason = 'not connected since the portal started' WHERE online`);
+      const deadline = this.now() + this.restartGraceMs;
+      for (const nodeId of (await this.o.jobs?.nodesWithRunningJobs()) ?? []) this.liveness.grace.set(nodeId, deadline);
+    }
     this.server = server;
     server.on('upgrade', this.onUpgrade);
     this.liveness.startTimers();
@@ -114,6 +121,31 @@ export class PortalHub implements FarmHub {
     this.intake.emit(type, nodeId, data);
   }
 
+  /**
+   * Replicas "many", the lease lost (src/farm/replicas/lease.ts): stop acting at once, without another database
+   * write. No more connections are taken; every node's is closed with CLOSE_MOVED so it reconnects to another
+   * replica, and no offline state or fault rule is written (the node is not at fault, and it is not ours anymore).
+   */
+  abandon(why: string): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.liveness.stopTimers();
+    this.server?.off('upgrade', this.onUpgrade);
+    for (const e of this.nodes.entries.values()) {
+      const conn = e.conn;
+      e.conn = undefined;
+      e.epoch = undefined;
+      e.dirty = false;
+      e.inbox.length = 0;
+      e.link.online = false;
+      e.link.offlineReason = why;
+      if (conn) {
+        this.forwarding.failPending(conn, why);
+        conn.ws.close(CLOSE_MOVED, why.slice(0, 120));
+      }
+    }
+  }
+
   /** Stop taking connections, close every node's (they reconnect to the next portal), flush, record them offline. */
   async close(): Promise<void> {
     if (this.closed) return;
@@ -133,7 +165,16 @@ export class PortalHub implements FarmHub {
     }
     await this.idle();
     await this.flush();
-    if (online.length > 0) {
+    if (this.o.replicaId !== undefined) {
+      // Replicas "many": its nodes become no one's (they reconnect to another replica; the sweepers give the grace).
+      const held = online.flatMap((nodeId) => {
+        const epoch = this.nodes.get(nodeId)?.epoch;
+        return epoch === undefined ? [] : [{ nodeId, epoch }];
+      });
+      await releaseNodes(this.o.pool, this.o.replicaId, held, 'the portal stopped').catch((e: unknown) =>
+        this.o.logger.warn({ err: e }, 'could not record the nodes offline at portal stop'),
+      );
+    } else if (online.length > 0) {
       await this.o.pool
         .query(`UPDATE nodes SET online = false, offline_reason = 'the portal stopped' WHERE node_id = ANY($1::text[])`, [online])
         .catch((e: unknown) => this.o.logger.warn({ err: e }, 'could not record the nodes offline at portal stop'));

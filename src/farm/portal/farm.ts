@@ -44,7 +44,7 @@ export function busyReason(link: NodeLink | undefined): string | null {
   return availabilityText(linkAvailability(link));
 }
 
-export async function startFarmPortal(cfg: PortalConfig, logger: Logger, o: Pick<PortalParts, 'onLockLost'> = {}): Promise<FarmPortal> {
+export async function startFarmPortal(cfg: PortalConfig, logger: Logger, o: Pick<PortalParts, 'onLockLost' | 'onLeaseLost'> = {}): Promise<FarmPortal> {
   let reservations: PgReservations | undefined;
   let log: PgEventLog | undefined;
   let listener: OutboxListener | undefined;

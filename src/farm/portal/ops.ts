@@ -1,6 +1,6 @@
 /**
  * The portal's operator contract (docs/farm.md, "Operating the portal"): `GET /healthz` (the process
- * answers), `GET /readyz` (the database answers and this portal holds the portal lock; 503 with the
+ * answers), `GET /readyz` (the database answers and this portal holds the portal lock, or its replica lease; 503 with the
  * JSON error otherwise: what a load balancer's health check reads) and `GET /metrics` (Prometheus text,
  * farm-wide figures read at each scrape from the hub's memory, the pool and the lock; one database
  * query per scrape, for the reservations, whose last answer is kept while the database is away).
@@ -15,17 +15,23 @@ import type { NodeLink } from '../contract.js';
 import type { Logger } from '../../core/ports.js';
 import { isDatabaseUnavailable } from '../db/pool.js';
 import type { PortalLock } from '../db/portalLock.js';
+import type { ReplicaLease } from '../replicas/lease.js';
 import { healthBody } from '../../http/opsRoutes.js';
 import { version } from '../../version.js';
 import { mount } from '../../http/endpoints/mount.js';
 
-/** Checks behind /readyz, in this order. */
-export const PORTAL_READINESS_CHECKS = ['database', 'portal_lock'] as const;
+/** Checks behind /readyz, in this order: portal_lock with replicas "single", replica_lease with "many". */
+export const PORTAL_READINESS_CHECKS = ['database', 'portal_lock', 'replica_lease'] as const;
 type Check = (typeof PORTAL_READINESS_CHECKS)[number];
 
 export interface PortalOpsSources {
   pool: pg.Pool;
-  lock: PortalLock;
+  /** Replicas "single": the portal lock. */
+  lock?: PortalLock;
+  /** Replicas "many": this replica's lease. */
+  lease?: Pick<ReplicaLease, 'held' | 'lost' | 'liveReplicas'>;
+  /** Replicas "many": the sweeps this replica has done (src/farm/replicas/sweeper.ts). */
+  sweeps?: () => number;
   /** The nodes' links as the hub has them (src/farm/hub/). */
   links: () => NodeLink[];
   /** Forwarded requests to nodes: in flight now, and since start. */
@@ -148,25 +154,61 @@ export function portalOps(s: PortalOpsSources): PortalOps {
       this.set({ state: 'waiting' }, pool.waitingCount);
     },
   });
-  new Gauge({
-    name: 'farmhand_portal_lock_held',
-    help: '1 while this portal holds the portal lock (one portal per database); 0 while it is taking it again after its connection dropped.',
-    registers,
-    collect() {
-      this.set(s.lock.held ? 1 : 0);
-    },
-  });
-  new Counter({
-    name: 'farmhand_portal_lock_reacquired_total',
-    help: 'Times the portal lock was taken again after its database connection dropped.',
-    registers,
-    collect() {
-      this.reset();
-      this.inc(s.lock.reacquired);
-    },
-  });
+  const lock = s.lock;
+  if (lock) {
+    new Gauge({
+      name: 'farmhand_portal_lock_held',
+      help: '1 while this portal holds the portal lock (one portal per database); 0 while it is taking it again after its connection dropped.',
+      registers,
+      collect() {
+        this.set(lock.held ? 1 : 0);
+      },
+    });
+    new Counter({
+      name: 'farmhand_portal_lock_reacquired_total',
+      help: 'Times the portal lock was taken again after its database connection dropped.',
+      registers,
+      collect() {
+        this.reset();
+        this.inc(lock.reacquired);
+      },
+    });
+  }
+  const lease = s.lease;
+  if (lease) {
+    let replicas = 0;
+    new Gauge({
+      name: 'farmhand_portal_replica_lease_held',
+      help: '1 while this portal replica holds its lease (replicas "many"); 0 once it lost it and stopped acting.',
+      registers,
+      collect() {
+        this.set(lease.held ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: 'farmhand_portal_replicas',
+      help: 'Portal replicas with a live lease on this database, this one included (the last answer while the database is away).',
+      registers,
+      async collect() {
+        replicas = await lease.liveReplicas().catch(() => replicas);
+        this.set(replicas);
+      },
+    });
+    const sweeps = s.sweeps;
+    if (sweeps) {
+      new Counter({
+        name: 'farmhand_portal_replica_sweeps_total',
+        help: "Sweeps of gone replicas' nodes done by this replica (every lease_secs while it holds its lease).",
+        registers,
+        collect() {
+          this.reset();
+          this.inc(sweeps());
+        },
+      });
+    }
+  }
 
-  const readiness = async (): Promise<{ ready: boolean; failed: Check[]; checks: Record<Check, { ok: boolean; detail: string }> }> => {
+  const readiness = async (): Promise<{ ready: boolean; failed: Check[]; checks: Partial<Record<Check, { ok: boolean; detail: string }>> }> => {
     const database = await s.pool
       .query({ text: 'SELECT 1', query_timeout: s.readyTimeoutMs ?? 2000 } as pg.QueryConfig)
       .then(
@@ -177,13 +219,20 @@ export function portalOps(s: PortalOpsSources): PortalOps {
           return { ok: false, detail: isDatabaseUnavailable(e) ? 'does not answer (the log says why)' : 'refused the probe (the log says why)' };
         },
       );
-    const portal_lock = s.lock.held
-      ? { ok: true, detail: 'held by this portal' }
-      : s.lock.lostToAnother
-        ? { ok: false, detail: 'another portal took it: this portal must stop' }
-        : { ok: false, detail: 'lost with its database connection; being taken again' };
-    const checks = { database, portal_lock };
-    const failed = PORTAL_READINESS_CHECKS.filter((c) => !checks[c].ok);
+    const checks: Partial<Record<Check, { ok: boolean; detail: string }>> = { database };
+    if (s.lock) {
+      checks.portal_lock = s.lock.held
+        ? { ok: true, detail: 'held by this portal' }
+        : s.lock.lostToAnother
+          ? { ok: false, detail: 'another portal took it: this portal must stop' }
+          : { ok: false, detail: 'lost with its database connection; being taken again' };
+    }
+    if (s.lease) {
+      checks.replica_lease = s.lease.held
+        ? { ok: true, detail: 'held by this replica' }
+        : { ok: false, detail: s.lease.lost ? 'lost: this replica stopped acting; restart it' : 'not renewed in time' };
+    }
+    const failed = PORTAL_READINESS_CHECKS.filter((c) => checks[c] && !checks[c].ok);
     return { ready: failed.length === 0, failed, checks };
   };
 
@@ -200,7 +249,7 @@ export function portalOps(s: PortalOpsSources): PortalOps {
       ? { ready: true, failed: [], checks: r.checks }
       : {
           error: 'not_ready',
-          message: `the portal is not ready (${r.failed.map((c) => `${c}: ${r.checks[c].detail}`).join('; ')}); a load balancer sends requests to another one`,
+          message: `the portal is not ready (${r.failed.map((c) => `${c}: ${r.checks[c]!.detail}`).join('; ')}); a load balancer sends requests to another one`,
           ready: false,
           failed: r.failed,
           checks: r.checks,

@@ -17,6 +17,8 @@ import { migrate } from '../db/migrate.js';
 import { newPool } from '../db/pool.js';
 import { PortalLock, type LockHolder } from '../db/portalLock.js';
 import { PortalHub } from '../hub/index.js';
+import { ReplicaLease } from '../replicas/lease.js';
+import { Sweeper } from '../replicas/sweeper.js';
 import { PgNodeFold } from '../fold.js';
 import { FarmJobs } from '../jobs.js';
 import { FarmResults } from '../results.js';
@@ -56,6 +58,11 @@ export interface PortalParts {
    * without another database write. `farmhand portal` exits; the default only logs (and /readyz answers 503).
    */
   onLockLost?: (holder: LockHolder | undefined) => void;
+  /**
+   * Replicas "many": this replica lost its lease (src/farm/replicas/lease.ts) and stopped acting (its nodes'
+   * connections closed, nothing more written). `farmhand portal` exits 1; the default only logs (/readyz 503).
+   */
+  onLeaseLost?: (why: string) => void;
   /** What /metrics reads beyond the hub, the pool and the lock (the farm's uploads and reservations); read at each scrape. */
   opsSources?: Pick<PortalOpsSources, 'uploadsInFlight' | 'reservedNodes' | 'busyReason'>;
 }
@@ -73,7 +80,7 @@ export interface Portal {
   fold: PgNodeFold;
   /** Identical await_completion long polls sharing one forward to their node. */
   awaits: SharedForwards;
-  /** The portal lock: one portal per database (src/farm/db/portalLock.ts). */
+  /** The portal lock: one portal per database (src/farm/db/portalLock.ts); shared by replicas "many". */
   lock: PortalLock;
   /** This replica's id (`replicas.replica_id`, or random per start). */
   replicaId: string;
@@ -81,6 +88,8 @@ export interface Portal {
   places: NodePlaces;
   /** Requests passed to other replicas (mode "many"). */
   proxy: ReplicaProxy | undefined;
+  /** The replica's lease (src/farm/replicas/lease.ts); replicas "many" only. */
+  lease: ReplicaLease | undefined;
   stop(): Promise<void>;
 }
 
@@ -94,14 +103,17 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
   const oidcSecret = cfg.oidc && (await readOidcSecret(cfg.oidc));
   const many = cfg.replicas.mode === 'many';
   const replicaSecret = many ? await readReplicaSecret(cfg.replicas.secret_file!) : undefined;
-  const replicaId = cfg.replicas.replica_id ?? randomBytes(6).toString('hex');
-  // First of all, before a migration or a node row: one portal per database. Another one's lock is a
-  // PortalLockHeld (`farmhand portal` exits 78 with its one line); a database away is thrown as it is.
-  const lock = many ? noPortalLock() : await PortalLock.acquire({
+  // First of all, before a migration or a node row: one portal per database (replicas "single"). Another one's
+  // lock is a PortalLockHeld (`farmhand portal` exits 78 with its one line); a database away is thrown as it is.
+  // Replicas "many" take it shared (they never contend; a "single" portal and they refuse each other), then a lease.
+  const lock = await PortalLock.acquire({
     connectionString: cfg.database,
     logger: logger.child({ part: 'portal-lock' }),
+    shared: many,
     onLost: parts.onLockLost ?? ((holder) => logger.error({ holder }, 'the portal lock is held by another portal: this portal is not ready; stop it')),
   });
+  let lease: ReplicaLease | undefined;
+  let sweeper: Sweeper | undefined;
   // A client losing its server (PostgreSQL restarted) must not crash the process; the next query reconnects.
   const pool = newPool({
     connectionString: cfg.database,
@@ -115,6 +127,21 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
   let audit: PgAuditLog | undefined;
   try {
     await migrate(pool);
+    if (many) {
+      lease = await ReplicaLease.take({
+        connectionString: cfg.database,
+        ...(cfg.replicas.replica_id !== undefined && { replicaId: cfg.replicas.replica_id }),
+        url: cfg.replicas.advertise_url!,
+        leaseSecs: cfg.replicas.lease_secs,
+        logger: logger.child({ part: 'replica-lease' }),
+        onLost: (why) => {
+          // Stop acting: no node is ours any more, no sweep; /readyz answers 503 (ops.ts reads the lease).
+          hub?.abandon('this portal replica lost its lease');
+          void sweeper?.stop();
+          (parts.onLeaseLost ?? (() => logger.error('this portal replica lost its lease: it is not ready; restart it')))(why);
+        },
+      });
+    }
     if (!parts.tokens) logger.warn('no token verifier is wired: every v2 call is refused');
     if (!parts.credentials) logger.warn('no node credentials are wired: no node can connect');
     tokens = parts.tokens?.(pool) ?? NO_TOKENS;
@@ -133,13 +160,30 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       ...(cfg.restart_grace_secs !== undefined && { restartGraceMs: cfg.restart_grace_secs * 1000 }),
       maxBufferedBytes: cfg.max_buffered_response_bytes,
       jobs,
+      ...(lease && { replicaId: lease.replicaId }),
     });
+    if (lease) {
+      const h1 = hub;
+      const l1 = lease;
+      sweeper = new Sweeper({
+        pool,
+        replicaId: lease.replicaId,
+        periodMs: lease.leaseMs,
+        graceMs: hub.restartGraceMs,
+        logger: logger.child({ part: 'replica-sweeper' }),
+        held: () => l1.held,
+        fault: (nodeId, reason, t) => jobs.nodeOffline(nodeId, reason, t),
+        onOffline: (nodeId, reason) => h1.emitPortalEvent('node.offline', nodeId, { online: false, reason }),
+      });
+    }
     const reservations = parts.reservations?.(pool, hub);
     const awaits = new SharedForwards({ joinMs: AWAIT_JOIN_MS });
     // The farm's audit trail (docs/auth.md): the portal's requests, in PostgreSQL.
     audit = new PgAuditLog({ pool, keepDays: cfg.audit.keep_days, logger: logger.child({ part: 'audit' }) });
     const trail = auditTrail({ log: audit, idleMs: cfg.audit.manual_idle_secs * 1000, logger: logger.child({ part: 'audit' }) });
     const h0 = hub;
+    // One id for the replica: its lease's (configured or random), so the proxy's loop guard and the lease agree.
+    const replicaId = lease?.replicaId ?? cfg.replicas.replica_id ?? randomBytes(6).toString('hex');
     const places = new NodePlaces({ pool, hub, ...(many && { replicaId }) });
     const proxy = replicaSecret
       ? new ReplicaProxy({ secret: replicaSecret, replicaId, retryAfterSecs: Math.ceil(cfg.replicas.lease_secs), ...(cfg.public_url && { publicUrl: cfg.public_url }) })
@@ -147,6 +191,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
     const ops = portalOps({
       pool,
       lock,
+      ...(lease && { lease, sweeps: () => sweeper?.sweeps ?? 0 }),
       links: () => h0.links(),
       forwards: () => ({ inFlight: h0.forwardsInFlight(), total: h0.stats.forwards }),
       ...(proxy && { replicaProxy: () => proxy.stats }),
@@ -182,11 +227,13 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
     server.headersTimeout = 30_000;
     server.requestTimeout = 120_000; // forwarded long polls hold 55 s
     await hub.start(server);
+    if (lease?.lost) hub.abandon('this portal replica lost its lease'); // lost before the hub was there to drop
+    sweeper?.start();
     await listen(server, cfg.listen);
     const addr = server.address() as AddressInfo;
     const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
     const url = `http://${host}:${addr.port}`;
-    logger.info({ url, heartbeat_secs: cfg.heartbeat_secs }, 'farmhand portal is listening');
+    logger.info({ url, heartbeat_secs: cfg.heartbeat_secs, ...(lease && { replica: lease.replicaId }) }, 'farmhand portal is listening');
     const s = server;
     const h = hub;
     const t = tokens;
@@ -205,8 +252,10 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       replicaId,
       places,
       proxy,
+      lease,
       stop: () =>
         (stopping ??= (async () => {
+          await sweeper?.stop();
           await h.close();
           proxy?.close();
           await new Promise<void>((resolve) => {
@@ -218,6 +267,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
           if (isFarmTokenVerifier(t)) await t.close();
           await pool.end();
           await lock.release();
+          await lease?.release();
           logger.info('farmhand portal stopped');
         })()),
     };
@@ -226,19 +276,14 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
     await hub?.close().catch(() => undefined);
     server?.close();
     if (tokens && isFarmTokenVerifier(tokens)) await tokens.close().catch(() => undefined);
+    await sweeper?.stop();
     await pool.end().catch(() => undefined);
     await lock.release();
+    await lease?.release();
     throw e;
   }
 }
 
-/**
- * Until branch `replicas` lands: in mode "many" no portal lock is taken (replicas share the database by design;
- * their leases and ownership are that branch's). Always "held", for /readyz.
- */
-function noPortalLock(): PortalLock {
-  return { held: true, lostToAnother: false, reacquired: 0, backendPid: undefined, release: () => Promise.resolve() } as unknown as PortalLock;
-}
 
 /** The replicas' shared secret (`replicas.secret_file`): at least 32 bytes, its surrounding whitespace dropped. */
 async function readReplicaSecret(file: string): Promise<Buffer> {

@@ -257,8 +257,8 @@ export const Health = z
   .meta({ id: 'Health', description: 'The process answers (GET /healthz).' });
 
 const check = z.object({ ok: z.boolean(), detail: z.string() });
-// A node's checks (src/service/readiness.ts) and a portal's (src/farm/portal/ops.ts: database, portal_lock).
-const checkName = z.enum(['capture', 'test_pack', 'data_dir', 'disk', 'startup', 'database', 'portal_lock']);
+// A node's checks (src/service/readiness.ts) and a portal's (src/farm/portal/ops.ts: database, portal_lock or replica_lease).
+const checkName = z.enum(['capture', 'test_pack', 'data_dir', 'disk', 'startup', 'database', 'portal_lock', 'replica_lease']);
 
 export const Ready = z
   .object({ ready: z.literal(true), failed: z.array(checkName).max(0), checks: z.partialRecord(checkName, check) })
