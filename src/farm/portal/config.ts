@@ -73,6 +73,20 @@ export const portalConfigSchema = z.strictObject({
   /** The farm's audit trail in PostgreSQL (docs/auth.md, "Audit trail"): the node's keys, the same meaning. */
   audit: node.audit,
   log_level: node.log_level,
+  /**
+   * Portals that can be many (docs/farm.md, "Many portals"; the shape agreed in issue 19's design, owned by the
+   * replicas work): "single" (default) takes the portal lock, one portal per database; "many" runs replicas on one
+   * database, without the lock.
+   */
+  replicas: z
+    .strictObject({
+      mode: z.enum(['single', 'many']).default('single'),
+      replica_id: z.string().min(1).max(64).optional(),
+      advertise_url: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }).optional(),
+      secret_file: z.string().min(1).optional(),
+      lease_secs: z.number().positive().max(3600).default(10),
+    })
+    .prefault({}),
 });
 
 export type PortalConfig = z.infer<typeof portalConfigSchema>;

@@ -44,7 +44,13 @@ export function busyReason(link: NodeLink | undefined): string | null {
   return availabilityText(linkAvailability(link));
 }
 
-export async function startFarmPortal(cfg: PortalConfig, logger: Logger, o: Pick<PortalParts, 'onLockLost'> = {}): Promise<FarmPortal> {
+export interface FarmPortalOptions extends Pick<PortalParts, 'onLockLost'> {
+  /** How often waiting reservation requests look again without a wake-up (default 500 ms; tests make it long). */
+  reservationRecheckMs?: number;
+}
+
+export async function startFarmPortal(cfg: PortalConfig, logger: Logger, opts: FarmPortalOptions = {}): Promise<FarmPortal> {
+  const { reservationRecheckMs, ...o } = opts;
   let reservations: PgReservations | undefined;
   let log: PgEventLog | undefined;
   let listener: OutboxListener | undefined;
@@ -63,9 +69,16 @@ export async function startFarmPortal(cfg: PortalConfig, logger: Logger, o: Pick
     },
     tokens: (pool) => new PgTokenVerifier(pool, { logger: partsLogger('tokens') }),
     credentials: (pool) => new PgNodeCredentials(pool),
-    reservations: (pool, hub) => {
+    reservations: (pool, hub, wakeups) => {
       log = new PgEventLog({ pool, logger: partsLogger('events'), keepRows: cfg.events.buffer_size });
-      reservations = new PgReservations({ pool, isBusy: (id) => busyReason(hub.link(id)), events: log, logger: partsLogger('reservations') });
+      reservations = new PgReservations({
+        pool,
+        isBusy: (id) => busyReason(hub.link(id)),
+        events: log,
+        logger: partsLogger('reservations'),
+        wakeups,
+        ...(reservationRecheckMs !== undefined && { recheckMs: reservationRecheckMs }),
+      });
       return reservations;
     },
     routers: ({ pool, hub, results, fold }): Router[] => {

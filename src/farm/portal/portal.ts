@@ -26,6 +26,8 @@ import type { OidcConfig } from '../../config/oidc.js';
 import { OidcSignIn, readClientSecret } from '../../http/oidc.js';
 import type { OnOidcSignIn } from '../../web/pages/oidcSignIn.js';
 import { PgUsers } from '../users.js';
+import { FarmWakeups } from '../wakeups.js';
+import { PgSessionStore } from '../webSessions.js';
 import { createPortalApp } from './app.js';
 import { farmRoleOf, PgAuditLog } from '../audit.js';
 import { auditRouter, auditTrail } from '../../http/audit.js';
@@ -44,11 +46,11 @@ export interface PortalParts {
   /** Node credentials (hB's PgNodeCredentials). Default: no node may connect. */
   credentials?: (pool: pg.Pool) => NodeCredentials;
   /** Reservations (hC). Default: none, nodes are never reserved. */
-  reservations?: (pool: pg.Pool, hub: PortalHub) => FarmReservations;
+  reservations?: (pool: pg.Pool, hub: PortalHub, wakeups: FarmWakeups) => FarmReservations;
   /** More routers, mounted before the portal's own (results storage, events, reservations). */
-  routers?: (p: { pool: pg.Pool; hub: PortalHub; jobs: FarmJobs; results: FarmResults; fold: PgNodeFold }) => Router[];
+  routers?: (p: { pool: pg.Pool; hub: PortalHub; jobs: FarmJobs; results: FarmResults; fold: PgNodeFold; wakeups: FarmWakeups }) => Router[];
   /** Routers with their own authentication and bodies, mounted before the API's middleware (the nodes' uploads); made after `routers`. */
-  early?: (p: { pool: pg.Pool; hub: PortalHub; jobs: FarmJobs; results: FarmResults }) => Router[];
+  early?: (p: { pool: pg.Pool; hub: PortalHub; jobs: FarmJobs; results: FarmResults; wakeups: FarmWakeups }) => Router[];
   /**
    * The portal lock was lost and another portal took it (src/farm/db/portalLock.ts): this portal must stop
    * without another database write. `farmhand portal` exits; the default only logs (and /readyz answers 503).
@@ -71,13 +73,19 @@ export interface Portal {
   fold: PgNodeFold;
   /** Identical await_completion long polls sharing one forward to their node. */
   awaits: SharedForwards;
-  /** The portal lock: one portal per database (src/farm/db/portalLock.ts). */
+  /** The portal lock: one portal per database (src/farm/db/portalLock.ts); a stand-in always held with replicas "many". */
   lock: PortalLock;
+  /** People's sign-in sessions, in PostgreSQL (src/farm/webSessions.ts). */
+  sessions: PgSessionStore;
+  /** The farmhand channel: wake-ups from the other replicas (src/farm/wakeups.ts). */
+  wakeups: FarmWakeups;
   stop(): Promise<void>;
 }
 
 const NO_TOKENS: TokenVerifier = { verify: () => undefined };
 const NO_NODES: NodeCredentials = { verify: () => Promise.resolve(false) };
+/** A replica of "many" takes no portal lock; /readyz and /metrics read this one as held. */
+const NO_LOCK = { held: true, lostToAnother: false, reacquired: 0, backendPid: undefined, release: () => Promise.resolve() } as unknown as PortalLock;
 
 const isFarmTokenVerifier = (t: TokenVerifier): t is FarmTokenVerifier => typeof (t as Partial<FarmTokenVerifier>).start === 'function';
 
@@ -86,11 +94,15 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
   const oidcSecret = cfg.oidc && (await readOidcSecret(cfg.oidc));
   // First of all, before a migration or a node row: one portal per database. Another one's lock is a
   // PortalLockHeld (`farmhand portal` exits 78 with its one line); a database away is thrown as it is.
-  const lock = await PortalLock.acquire({
-    connectionString: cfg.database,
-    logger: logger.child({ part: 'portal-lock' }),
-    onLost: parts.onLockLost ?? ((holder) => logger.error({ holder }, 'the portal lock is held by another portal: this portal is not ready; stop it')),
-  });
+  // With replicas "many" there is no portal lock: replicas share the database by design (docs/farm.md, "Many portals").
+  const lock =
+    cfg.replicas.mode === 'many'
+      ? NO_LOCK
+      : await PortalLock.acquire({
+          connectionString: cfg.database,
+          logger: logger.child({ part: 'portal-lock' }),
+          onLost: parts.onLockLost ?? ((holder) => logger.error({ holder }, 'the portal lock is held by another portal: this portal is not ready; stop it')),
+        });
   // A client losing its server (PostgreSQL restarted) must not crash the process; the next query reconnects.
   const pool = newPool({
     connectionString: cfg.database,
@@ -102,12 +114,19 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
   let hub: PortalHub | undefined;
   let tokens: TokenVerifier | undefined;
   let audit: PgAuditLog | undefined;
+  let wakeups: FarmWakeups | undefined;
+  let sessions: PgSessionStore | undefined;
   try {
     await migrate(pool);
+    wakeups = new FarmWakeups({ pool, logger: logger.child({ part: 'wakeups' }) });
+    await wakeups.start();
     if (!parts.tokens) logger.warn('no token verifier is wired: every v2 call is refused');
     if (!parts.credentials) logger.warn('no node credentials are wired: no node can connect');
     tokens = parts.tokens?.(pool) ?? NO_TOKENS;
     if (isFarmTokenVerifier(tokens)) await tokens.start();
+    sessions = new PgSessionStore({ pool, tokens, wakeups, logger: logger.child({ part: 'sessions' }) });
+    await sessions.start();
+    const w = wakeups;
     const results = new FarmResults(pool);
     // The fault rule's events (the lost run, the ended job) go out through the hub, made just below.
     const jobs = new FarmJobs({ pool, logger, onRunLost: (r) => results.put([r]), emit: (type, nodeId, data) => hub?.emitPortalEvent(type, nodeId, data) });
@@ -123,7 +142,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       maxBufferedBytes: cfg.max_buffered_response_bytes,
       jobs,
     });
-    const reservations = parts.reservations?.(pool, hub);
+    const reservations = parts.reservations?.(pool, hub, w);
     const awaits = new SharedForwards({ joinMs: AWAIT_JOIN_MS });
     // The farm's audit trail (docs/auth.md): the portal's requests, in PostgreSQL.
     audit = new PgAuditLog({ pool, keepDays: cfg.audit.keep_days, logger: logger.child({ part: 'audit' }) });
@@ -145,6 +164,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       ops: ops.router,
       logger,
       tokens,
+      sessions,
       rateLimit: cfg.rate_limit,
       maxBodyBytes: cfg.api.max_body_bytes,
       publicUrl: cfg.public_url,
@@ -153,13 +173,13 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       routers: [
         auditRouter(audit, roleOf),
         auditPageRouter(audit, { farm: true, roleOf }),
-        ...(parts.routers?.({ pool, hub, jobs, results, fold }) ?? []),
+        ...(parts.routers?.({ pool, hub, jobs, results, fold, wakeups: w }) ?? []),
         // In front of the forwarding: an offline node's job page, from the jobs table and the index.
         storedJobPageRouter({ hub, jobs, results }),
         portalRouter({ pool, hub, jobs, reservations, results, awaits, publicUrl: cfg.public_url, settleMs: cfg.read_your_writes_max_secs * 1000 }),
         ...portalWebRouters({ pool, hub, reservations, results, publicUrl: cfg.public_url }),
       ],
-      early: parts.early?.({ pool, hub, jobs, results }) ?? [],
+      early: parts.early?.({ pool, hub, jobs, results, wakeups: w }) ?? [],
     });
     server = createServer(app.callback());
     server.headersTimeout = 30_000;
@@ -174,6 +194,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
     const h = hub;
     const t = tokens;
     const a = audit;
+    const sess = sessions;
     let stopping: Promise<void> | undefined;
     return {
       url,
@@ -185,6 +206,8 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       fold,
       awaits,
       lock,
+      sessions: sess,
+      wakeups: w,
       stop: () =>
         (stopping ??= (async () => {
           await h.close();
@@ -195,6 +218,8 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
           trail.close(); // open manual control sessions end here
           await a.close();
           if (isFarmTokenVerifier(t)) await t.close();
+          sess.close();
+          await w.close();
           await pool.end();
           await lock.release();
           logger.info('farmhand portal stopped');
@@ -205,6 +230,8 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
     await hub?.close().catch(() => undefined);
     server?.close();
     if (tokens && isFarmTokenVerifier(tokens)) await tokens.close().catch(() => undefined);
+    sessions?.close();
+    await wakeups?.close();
     await pool.end().catch(() => undefined);
     await lock.release();
     throw e;
