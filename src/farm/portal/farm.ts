@@ -18,6 +18,7 @@ import { PgReservations } from '../reservations.js';
 import { farmResultRouter, forwardThroughHub } from '../resultRoutes.js';
 import { StoredResults } from '../storedResults.js';
 import { uploadRouter } from '../uploadRoutes.js';
+import { PgUploadLocks } from '../uploadLocks.js';
 import { FarmUploads } from '../uploads.js';
 import { PgTokenVerifier } from '../users.js';
 import { FarmWebhooks } from '../webhooks.js';
@@ -101,7 +102,12 @@ export async function startFarmPortal(cfg: PortalConfig, logger: Logger, opts: F
         stream.router(),
       ];
     },
-    early: ({ pool }) => [uploadRouter({ uploads: (uploads = new FarmUploads(store!, { maxPartialBytesPerNode: cfg.max_partial_upload_bytes_per_node })), store: store!, credentials: new PgNodeCredentials(pool) })],
+    early: ({ pool }) => {
+      // Replicas share storage_dir: one writer per partial file among them, by a lease in PostgreSQL (docs/farm.md, "Many portals").
+      const locks = cfg.replicas.mode === 'many' ? new PgUploadLocks(pool, { ...(cfg.replicas.replica_id && { holder: cfg.replicas.replica_id }) }) : undefined;
+      uploads = new FarmUploads(store!, { maxPartialBytesPerNode: cfg.max_partial_upload_bytes_per_node, ...(locks && { locks }) });
+      return [uploadRouter({ uploads, store: store!, credentials: new PgNodeCredentials(pool) })];
+    },
   });
   const webhooks = new FarmWebhooks({
     pool: portal.pool,

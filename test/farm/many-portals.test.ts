@@ -1,0 +1,166 @@
+/**
+ * Portals that can be many (docs/farm.md, "Many portals"): two real portals (startFarmPortal, replicas
+ * "many") on one throwaway PostgreSQL cluster and one storage folder, with a real `farmhand serve` node.
+ *
+ * - A session made on portal A works on portal B; signed out on A, it is refused on B at once; a
+ *   session survives its portal's restart; sessions are stored by hash only; prune deletes expired ones.
+ * - A reservation request waiting on B is granted when its holder ends the reservation on A: B's
+ *   periodic recheck is made an hour long here, so only the NOTIFY of A can wake it.
+ * - The farmhand channel's LISTEN connection comes back after it is cut.
+ */
+import { expect } from 'chai';
+import { createHash } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import type { PortalConfigInput } from '../../src/farm/portal/config.js';
+import { startTestFarm, type TestFarm } from '../helpers/farm.js';
+import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { freePort } from '../helpers/processFarm.js';
+import { waitFor } from '../helpers/wait.js';
+
+const NODE = 'many-a';
+const HOUR_MS = 3_600_000;
+
+/** A person's session through the sign-in form: the cookie's value and the CSRF token the portal gave it. */
+async function signIn(url: string, token: string): Promise<{ cookie: string; csrf: string }> {
+  const res = await fetch(`${url}/app/sign-in`, {
+    method: 'POST',
+    redirect: 'manual',
+    headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ token, next: '/' }).toString(),
+  });
+  expect(res.status, await res.text()).to.equal(303);
+  const cookie = /farmhand_session=([^;]+)/.exec(res.headers.get('set-cookie') ?? '')?.[1];
+  expect(cookie, 'a session cookie').to.be.a('string');
+  const who = await whoIs(url, cookie!);
+  expect(who.login).to.be.a('string');
+  return { cookie: cookie!, csrf: who.csrf! };
+}
+
+/** GET /app/session with the cookie: who the portal says is signed in (null: nobody). */
+async function whoIs(url: string, cookie: string): Promise<{ login: string | null; csrf: string | null }> {
+  const res = await fetch(`${url}/app/session`, { headers: { Cookie: `farmhand_session=${cookie}` } });
+  expect(res.status).to.equal(200);
+  return (await res.json()) as { login: string | null; csrf: string | null };
+}
+
+describe('farm: many portals on one database (sessions, wake-ups)', function () {
+  this.timeout(240_000);
+  let cluster: TestPostgres;
+  let shared: string;
+  let a: TestFarm;
+  let b: TestFarm;
+  let portArun: number;
+  let many: Partial<PortalConfigInput>;
+
+  const startA = () => startTestFarm({ cluster, portal: { ...many, listen: `127.0.0.1:${portArun}` }, options: { reservationRecheckMs: HOUR_MS } });
+
+  before(async () => {
+    cluster = await startPostgres();
+    shared = await mkdtemp(path.join(os.tmpdir(), 'farmhand-many-'));
+    const secret = path.join(shared, 'replica.secret');
+    await writeFile(secret, 'a shared secret of the replicas, for tests only\n', { mode: 0o600 });
+    portArun = await freePort();
+    many = {
+      storage_dir: path.join(shared, 'storage'),
+      replicas: { mode: 'many', advertise_url: 'http://127.0.0.1:1', secret_file: secret },
+    };
+    a = await startA();
+    b = await startTestFarm({ cluster, portal: many, options: { reservationRecheckMs: HOUR_MS } });
+  });
+
+  after(async () => {
+    await b?.stop();
+    await a?.stop();
+    await cluster?.stop();
+    await rm(shared, { recursive: true, force: true });
+  });
+
+  /** A token that both portals accept (each hears of it by NOTIFY). */
+  async function tokenOnBoth(user: string): Promise<string> {
+    const token = await a.tokenFor(user);
+    await waitFor(async () => (await fetch(`${b.url}/api/v2/user`, { headers: { Authorization: `token ${token}` } })).status === 200, {
+      what: `portal B to accept ${user}'s token`,
+      timeoutMs: 40_000,
+    });
+    return token;
+  }
+
+  it('a session made on A works on B; signed out on A, B refuses it at once; the table holds only its hash', async () => {
+    const token = await tokenOnBoth('alice');
+    const s = await signIn(a.url, token);
+    expect(await whoIs(b.url, s.cookie)).to.deep.equal({ login: 'alice', csrf: s.csrf });
+    // A state-changing request on B with A's session and its CSRF token is accepted as alice's.
+    const made = await fetch(`${b.url}/api/v2/reservations`, {
+      method: 'POST',
+      headers: { Cookie: `farmhand_session=${s.cookie}`, 'X-CSRF-Token': s.csrf, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ node_ids: ['no-such-node'], message: 'x' }),
+    });
+    expect(made.status, 'the session is alice on B: the request reaches the reservations (404: no such node)').to.equal(404);
+
+    const { rows } = await a.db.query<{ id_hash: Buffer; username: string; origin: string }>('SELECT id_hash, username, origin FROM web_sessions');
+    expect(rows.map((r) => [r.username, r.origin])).to.deep.equal([['alice', 'token']]);
+    expect(rows[0]!.id_hash.equals(createHash('sha256').update(s.cookie).digest()), 'the sha256 of the cookie is stored').to.equal(true);
+    const text = JSON.stringify((await a.db.query('SELECT * FROM web_sessions')).rows);
+    expect(text, 'neither the cookie nor the token is in the table').not.to.include(s.cookie).and.not.to.include(token);
+
+    const out = await fetch(`${a.url}/app/sign-out`, { method: 'POST', redirect: 'manual', headers: { Cookie: `farmhand_session=${s.cookie}`, 'X-CSRF-Token': s.csrf } });
+    expect(out.status).to.equal(303);
+    expect(await whoIs(b.url, s.cookie), 'signed out on A: nobody on B').to.deep.equal({ login: null, csrf: null });
+    expect((await a.db.query('SELECT 1 FROM web_sessions')).rowCount).to.equal(0);
+  });
+
+  it('a session survives a restart of its portal; a revoked token ends its sessions on every portal', async () => {
+    const token = await tokenOnBoth('bob');
+    const s = await signIn(a.url, token);
+    await a.stop();
+    a = await startA();
+    expect(await whoIs(a.url, s.cookie), 'the same cookie after the restart').to.deep.equal({ login: 'bob', csrf: s.csrf });
+    await a.db.query("UPDATE tokens SET revoked_at = now() WHERE username = 'bob'");
+    await waitFor(async () => (await whoIs(b.url, s.cookie)).login === null, { what: 'B to end the session of the revoked token', timeoutMs: 40_000 });
+    expect((await a.db.query("SELECT 1 FROM web_sessions WHERE username = 'bob'")).rowCount, 'the refused session is deleted').to.equal(0);
+  });
+
+  it('prune deletes expired and idle sessions, and an expired one is refused', async () => {
+    const token = await tokenOnBoth('carol');
+    const s1 = await signIn(a.url, token);
+    const s2 = await signIn(a.url, token);
+    await a.db.query("UPDATE web_sessions SET expires_at = now() - interval '1 second' WHERE id_hash = $1", [createHash('sha256').update(s1.cookie).digest()]);
+    await a.db.query("UPDATE web_sessions SET last_used_at = now() - interval '13 hours' WHERE id_hash = $1", [createHash('sha256').update(s2.cookie).digest()]);
+    expect((await whoIs(b.url, s1.cookie)).login, 'past its expiry').to.equal(null);
+    expect(await a.portal.sessions.prune()).to.equal(1);
+    expect((await a.db.query("SELECT 1 FROM web_sessions WHERE username = 'carol'")).rowCount).to.equal(0);
+  });
+
+  it('a reservation request waiting on B is granted when the holder ends the reservation on A (a NOTIFY, not a poll)', async () => {
+    await b.addNode(NODE);
+    const holder = await tokenOnBoth('holder');
+    const waiter = await tokenOnBoth('waiter');
+    const reserve = (url: string, token: string, body: Record<string, unknown>) =>
+      fetch(`${url}/api/v2/reservations`, { method: 'POST', headers: { Authorization: `token ${token}`, 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+    const held = await reserve(b.url, holder, { node_ids: [NODE], message: 'holding' });
+    expect(held.status, await held.clone().text()).to.equal(200);
+    const id = ((await held.json()) as { reservations: { reservation_id: number }[] }).reservations[0]!.reservation_id;
+    const waiting = reserve(b.url, waiter, { node_ids: [NODE], message: 'waiting', wait_secs: 90 });
+    await waitFor(() => b.portal.reservations.waiting === 1, { what: 'the request to wait on B', timeoutMs: 30_000 });
+    const ended = await fetch(`${a.url}/api/v2/reservations/${id}`, { method: 'DELETE', headers: { Authorization: `token ${holder}` } });
+    expect(ended.status).to.be.oneOf([200, 204]);
+    const granted = await waiting;
+    expect(granted.status, await granted.clone().text()).to.equal(200);
+    const body = (await granted.json()) as { reservations: { node_id: string; username: string }[] };
+    expect(body.reservations.map((r) => [r.node_id, r.username])).to.deep.equal([[NODE, 'waiter']]);
+  });
+
+  it('the farmhand channel listens again after its connection is cut, and wakes waiters then', async () => {
+    const w = b.portal.wakeups;
+    const pid = w.listenerPid;
+    expect(pid).to.be.a('number');
+    const before = w.reconnects;
+    await a.db.query('SELECT pg_terminate_backend($1)', [pid]);
+    await waitFor(() => w.reconnects > before && w.listening, { what: "B's LISTEN connection to come back", timeoutMs: 60_000 });
+    const heard = w.received;
+    await a.portal.wakeups.notify('result_stored', { result_id: 'x' });
+    await waitFor(() => w.received > heard, { what: 'B to hear A again', timeoutMs: 30_000 });
+  });
+});
