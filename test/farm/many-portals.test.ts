@@ -6,14 +6,20 @@
  *   session survives its portal's restart; sessions are stored by hash only; prune deletes expired ones.
  * - A reservation request waiting on B is granted when its holder ends the reservation on A: B's
  *   periodic recheck is made an hour long here, so only the NOTIFY of A can wake it.
+ * - One storage folder: while a chunk of a file is being written through A, B refuses to write that file
+ *   (409, no offset: the node backs off), so the bytes never interleave; the file completed through B
+ *   is whole, and A sees it.
  * - The farmhand channel's LISTEN connection comes back after it is cut.
  */
 import { expect } from 'chai';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { registerNode } from '../../src/farm/nodeCredentials.js';
 import type { PortalConfigInput } from '../../src/farm/portal/config.js';
+import { rawRequest } from '../helpers/rawRequest.js';
 import { startTestFarm, type TestFarm } from '../helpers/farm.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { freePort } from '../helpers/processFarm.js';
@@ -150,6 +156,37 @@ describe('farm: many portals on one database (sessions, wake-ups)', function () 
     expect(granted.status, await granted.clone().text()).to.equal(200);
     const body = (await granted.json()) as { reservations: { node_id: string; username: string }[] };
     expect(body.reservations.map((r) => [r.node_id, r.username])).to.deep.equal([[NODE, 'waiter']]);
+  });
+
+  it('one storage folder: a file being written through A is not written through B meanwhile; completed on B, A has it', async () => {
+    const node = 'up-node';
+    const credential = await registerNode(a.db, node);
+    const headers = { Authorization: `node ${credential}`, 'X-Farmhand-Node': node };
+    const file = `/farm/v1/results/${node}/abcd/1/2026-11-24_01.02.03/files/big.bin`;
+    const half = 64 * 1024;
+    const bytes = randomBytes(2 * half);
+    // A chunk through A, of which only the first half has arrived: the request stays open.
+    const reqA = httpRequest(`${a.url}${file}?offset=0`, { method: 'PUT', headers: { ...headers, 'Content-Length': String(bytes.length) } });
+    const answerA = new Promise<number>((resolve, reject) => {
+      reqA.on('response', (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      });
+      reqA.on('error', reject);
+    });
+    reqA.write(bytes.subarray(0, half));
+    await waitFor(async () => (await rawRequest(b.url, 'GET', file, undefined, headers)).json.offset === half, { what: "A's first half on the shared storage", timeoutMs: 30_000 });
+    // Through B, at the offset the storage holds: refused while A writes (today both would append).
+    const during = await rawRequest(b.url, 'PUT', `${file}?offset=${half}`, randomBytes(half), headers);
+    expect(during.status, during.text).to.equal(409);
+    expect(during.json).to.include({ error: 'conflict' }).and.not.to.have.property('offset');
+    reqA.end(bytes.subarray(half));
+    expect(await answerA).to.equal(200);
+    const sha256 = createHash('sha256').update(bytes).digest('hex');
+    const done = await rawRequest(b.url, 'POST', file, JSON.stringify({ sha256 }), { ...headers, 'Content-Type': 'application/json' });
+    expect(done.status, done.text).to.equal(200);
+    expect((await rawRequest(a.url, 'GET', file, undefined, headers)).json).to.deep.equal({ offset: 0, complete_size: bytes.length });
+    expect((await a.db.query('SELECT 1 FROM upload_locks')).rowCount, 'every lease released').to.equal(0);
   });
 
   it('the farmhand channel listens again after its connection is cut, and wakes waiters then', async () => {
