@@ -9,11 +9,15 @@
  *   transaction would be sent at its commit too, the database's triggers use that).
  * - `on(kind, fn)` hears every replica's notifications, its own included (a wake-up is idempotent:
  *   a waiter that finds nothing new waits again).
+ * - A job's end and a result stored already reach every replica in order through the events outbox
+ *   (its rows are written in the fold's transaction and announced on `farm_events`, src/farm/events.ts):
+ *   `whenJobExited` waits on that, with no second notification for the same thing.
  * - The LISTEN connection is a pg.Client of its own (never a pooled one); when it drops (PostgreSQL
  *   restarted) it is re-established with a jittered back-off, and the subscribers of `resync` are
  *   called: notifications sent meanwhile are lost, so each one looks again at what it waits for.
  */
 import pg from 'pg';
+import type { FarmEvent } from '../core/events.js';
 import type { Logger } from '../core/ports.js';
 
 export const WAKEUP_CHANNEL = 'farmhand';
@@ -164,4 +168,36 @@ export class FarmWakeups {
     );
     this.reconnectTimer.unref();
   }
+}
+
+/** What `whenJobExited` needs of the outbox listener (src/farm/events.ts OutboxListener). */
+export interface OutboxFeed {
+  subscribe(fn: (e: FarmEvent) => void): { close(): void };
+}
+
+/**
+ * Resolves when the outbox delivers `job.exited` of `uid` (folded on any replica, after its commit); rejects when
+ * `signal` aborts. Subscribes at once: read the job's row after calling it, and an end in between is not missed.
+ */
+export function whenJobExited(feed: OutboxFeed, uid: string, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) {
+      reject(new Error('aborted'));
+      return;
+    }
+    const sub = feed.subscribe((e) => {
+      if (e.type !== 'job.exited' || (e.data as { job_uid?: unknown }).job_uid !== uid) return;
+      done();
+      resolve();
+    });
+    const onAbort = () => {
+      done();
+      reject(new Error('aborted'));
+    };
+    const done = () => {
+      sub.close();
+      signal.removeEventListener('abort', onAbort);
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
 }

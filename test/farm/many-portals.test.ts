@@ -24,6 +24,7 @@ import { startTestFarm, type TestFarm } from '../helpers/farm.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { freePort } from '../helpers/processFarm.js';
 import { waitFor } from '../helpers/wait.js';
+import { STANDARD_FILES } from '../fixtures/testPack.js';
 
 const NODE = 'many-a';
 const HOUR_MS = 3_600_000;
@@ -59,6 +60,7 @@ describe('farm: many portals on one database (sessions, wake-ups)', function () 
   let b: TestFarm;
   let portArun: number;
   let many: Partial<PortalConfigInput>;
+  let gate: string;
 
   const startA = () => startTestFarm({ cluster, portal: { ...many, listen: `127.0.0.1:${portArun}` }, options: { reservationRecheckMs: HOUR_MS } });
 
@@ -68,12 +70,16 @@ describe('farm: many portals on one database (sessions, wake-ups)', function () 
     const secret = path.join(shared, 'replica.secret');
     await writeFile(secret, 'a shared secret of the replicas, for tests only\n', { mode: 0o600 });
     portArun = await freePort();
+    gate = path.join(shared, 'gate');
     many = {
       storage_dir: path.join(shared, 'storage'),
       replicas: { mode: 'many', advertise_url: 'http://127.0.0.1:1', secret_file: secret },
     };
     a = await startA();
     b = await startTestFarm({ cluster, portal: many, options: { reservationRecheckMs: HOUR_MS } });
+    // A real node, connected to B; its one test waits for the gate file.
+    const files = { ...STANDARD_FILES, 'tests/gate.py': ['import os, time', '', 'def test_gate():', `    while not os.path.exists(${JSON.stringify(gate)}):`, '        time.sleep(0.05)', ''].join('\n') };
+    await b.addNode(NODE, { files });
   });
 
   after(async () => {
@@ -140,7 +146,6 @@ describe('farm: many portals on one database (sessions, wake-ups)', function () 
   });
 
   it('a reservation request waiting on B is granted when the holder ends the reservation on A (a NOTIFY, not a poll)', async () => {
-    await b.addNode(NODE);
     const holder = await tokenOnBoth('holder');
     const waiter = await tokenOnBoth('waiter');
     const reserve = (url: string, token: string, body: Record<string, unknown>) =>
@@ -156,6 +161,28 @@ describe('farm: many portals on one database (sessions, wake-ups)', function () 
     expect(granted.status, await granted.clone().text()).to.equal(200);
     const body = (await granted.json()) as { reservations: { node_id: string; username: string }[] };
     expect(body.reservations.map((r) => [r.node_id, r.username])).to.deep.equal([[NODE, 'waiter']]);
+    const [mine] = body.reservations as unknown as { reservation_id: number }[];
+    expect((await fetch(`${a.url}/api/v2/reservations/${mine!.reservation_id}`, { method: 'DELETE', headers: { Authorization: `token ${waiter}` } })).ok).to.equal(true);
+  });
+
+  it("await_completion on A of a job of B's node answers when the job exits (the outbox's job.exited, not a poll)", async () => {
+    const runner = await tokenOnBoth('runner');
+    const started = await fetch(`${b.url}/api/v2/run_tests`, {
+      method: 'POST',
+      headers: { Authorization: `token ${runner}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ node_id: NODE, test_pack_revision: 'main', test_cases: ['tests/gate.py::test_gate'], category: 'many' }),
+    });
+    expect(started.status, await started.clone().text()).to.equal(200);
+    const uid = ((await started.json()) as { job_uid: string }).job_uid;
+    await waitFor(async () => (await a.db.query("SELECT 1 FROM jobs WHERE job_uid = $1 AND state = 'running'", [uid])).rowCount === 1, { what: 'the job in the table', timeoutMs: 30_000 });
+    const listener = a.portal.events.listener;
+    const subscribed = listener.subscriberCount;
+    const answer = fetch(`${a.url}/api/v2/jobs${uid}/await_completion`, { headers: { Authorization: `token ${runner}` } });
+    await waitFor(() => listener.subscriberCount > subscribed, { what: 'A to hold the request, listening for the job`s end', timeoutMs: 30_000 });
+    await writeFile(gate, '');
+    const done = await answer;
+    expect(done.status, await done.clone().text()).to.equal(200);
+    expect(await done.json()).to.deep.include({ job_uid: uid, status: 'exited' }).and.nested.include({ 'result_counts.pass': 1 });
   });
 
   it('one storage folder: a file being written through A is not written through B meanwhile; completed on B, A has it', async () => {

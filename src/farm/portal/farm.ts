@@ -19,6 +19,7 @@ import { farmResultRouter, forwardThroughHub } from '../resultRoutes.js';
 import { StoredResults } from '../storedResults.js';
 import { uploadRouter } from '../uploadRoutes.js';
 import { PgUploadLocks } from '../uploadLocks.js';
+import { whenJobExited } from '../wakeups.js';
 import { FarmUploads } from '../uploads.js';
 import { PgTokenVerifier } from '../users.js';
 import { FarmWebhooks } from '../webhooks.js';
@@ -68,6 +69,7 @@ export async function startFarmPortal(cfg: PortalConfig, logger: Logger, opts: F
       reservedNodes: async () => (reservations ? (await reservations.activeAll()).keys() : []),
       busyReason,
     },
+    jobExited: (uid, signal) => whenJobExited(listener!, uid, signal),
     tokens: (pool) => new PgTokenVerifier(pool, { logger: partsLogger('tokens') }),
     credentials: (pool) => new PgNodeCredentials(pool),
     reservations: (pool, hub, wakeups) => {

@@ -56,6 +56,11 @@ export interface PortalParts {
    * without another database write. `farmhand portal` exits; the default only logs (and /readyz answers 503).
    */
   onLockLost?: (holder: LockHolder | undefined) => void;
+  /**
+   * Replicas "many": resolves when a job exited, folded on any replica (the events outbox: src/farm/wakeups.ts
+   * whenJobExited); await_completion of a job whose node is not connected here waits on it.
+   */
+  jobExited?: (uid: string, signal: AbortSignal) => Promise<void>;
   /** What /metrics reads beyond the hub, the pool and the lock (the farm's uploads and reservations); read at each scrape. */
   opsSources?: Pick<PortalOpsSources, 'uploadsInFlight' | 'reservedNodes' | 'busyReason'>;
 }
@@ -176,7 +181,17 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
         ...(parts.routers?.({ pool, hub, jobs, results, fold, wakeups: w }) ?? []),
         // In front of the forwarding: an offline node's job page, from the jobs table and the index.
         storedJobPageRouter({ hub, jobs, results }),
-        portalRouter({ pool, hub, jobs, reservations, results, awaits, publicUrl: cfg.public_url, settleMs: cfg.read_your_writes_max_secs * 1000 }),
+        portalRouter({
+          pool,
+          hub,
+          jobs,
+          reservations,
+          results,
+          awaits,
+          publicUrl: cfg.public_url,
+          settleMs: cfg.read_your_writes_max_secs * 1000,
+          ...(cfg.replicas.mode === 'many' && parts.jobExited && { jobExited: parts.jobExited, awaitHoldMs: cfg.api.await_completion_secs * 1000 }),
+        }),
         ...portalWebRouters({ pool, hub, reservations, results, publicUrl: cfg.public_url }),
       ],
       early: parts.early?.({ pool, hub, jobs, results, wakeups: w }) ?? [],
