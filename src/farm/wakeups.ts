@@ -7,8 +7,8 @@
  *
  * - `notify(kind, data)` sends after the caller's commit (pg_notify from the pool; a NOTIFY in a
  *   transaction would be sent at its commit too, the database's triggers use that).
- * - `on(kind, fn)` hears every replica's notifications, its own included (a wake-up is idempotent:
- *   a waiter that finds nothing new waits again).
+ * - `on(kind, fn)` hears every replica's notifications, its own included (`from` is the sender's
+ *   `id`; a wake-up is idempotent: a waiter that finds nothing new waits again).
  * - A job's end and a result stored already reach every replica in order through the events outbox
  *   (its rows are written in the fold's transaction and announced on `farm_events`, src/farm/events.ts):
  *   `whenJobExited` waits on that, with no second notification for the same thing.
@@ -16,6 +16,7 @@
  *   restarted) it is re-established with a jittered back-off, and the subscribers of `resync` are
  *   called: notifications sent meanwhile are lost, so each one looks again at what it waits for.
  */
+import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { FarmEvent } from '../core/events.js';
 import type { Logger } from '../core/ports.js';
@@ -36,6 +37,8 @@ export interface FarmWakeupsOptions {
 }
 
 export class FarmWakeups {
+  /** This process's name on the channel (`from` of what it sends), so a subscriber can tell its own. */
+  readonly id = randomBytes(6).toString('hex');
   private client: pg.Client | undefined;
   private closed = false;
   private reconnectTimer: NodeJS.Timeout | undefined;
@@ -85,7 +88,7 @@ export class FarmWakeups {
   async notify(kind: Exclude<WakeupKind, 'resync'>, data: Record<string, unknown> = {}): Promise<void> {
     if (this.closed || this.o.pool.ending) return;
     try {
-      await this.o.pool.query('SELECT pg_notify($1, $2)', [WAKEUP_CHANNEL, JSON.stringify({ ...data, kind })]);
+      await this.o.pool.query('SELECT pg_notify($1, $2)', [WAKEUP_CHANNEL, JSON.stringify({ ...data, kind, from: this.id })]);
     } catch (err) {
       this.o.logger?.warn({ err, kind }, 'wake-ups: could not notify the other replicas; they find it at their next check');
     }

@@ -165,7 +165,7 @@ describe('farm: many portals on one database (sessions, wake-ups)', function () 
     expect((await fetch(`${a.url}/api/v2/reservations/${mine!.reservation_id}`, { method: 'DELETE', headers: { Authorization: `token ${waiter}` } })).ok).to.equal(true);
   });
 
-  it("await_completion on A of a job of B's node answers when the job exits (the outbox's job.exited, not a poll)", async () => {
+  it("await_completion on A of a job of B's node answers when the job exits (the outbox's job.exited, not a poll); A hears of its result", async () => {
     const runner = await tokenOnBoth('runner');
     const started = await fetch(`${b.url}/api/v2/run_tests`, {
       method: 'POST',
@@ -179,7 +179,12 @@ describe('farm: many portals on one database (sessions, wake-ups)', function () 
     const subscribed = listener.subscriberCount;
     const answer = fetch(`${a.url}/api/v2/jobs${uid}/await_completion`, { headers: { Authorization: `token ${runner}` } });
     await waitFor(() => listener.subscriberCount > subscribed, { what: 'A to hold the request, listening for the job`s end', timeoutMs: 30_000 });
+    // A's read-your-writes listeners hear of the results B stores (result_stored on the farmhand channel).
+    const heard = new Set<string>();
+    const stop = a.portal.results.onPut((jobs) => jobs.forEach((j) => heard.add(j)));
     await writeFile(gate, '');
+    await waitFor(() => heard.has(uid), { what: 'A to hear of the result B stored', timeoutMs: 30_000 });
+    stop();
     const done = await answer;
     expect(done.status, await done.clone().text()).to.equal(200);
     expect(await done.json()).to.deep.include({ job_uid: uid, status: 'exited' }).and.nested.include({ 'result_counts.pass': 1 });
@@ -213,7 +218,7 @@ describe('farm: many portals on one database (sessions, wake-ups)', function () 
     const done = await rawRequest(b.url, 'POST', file, JSON.stringify({ sha256 }), { ...headers, 'Content-Type': 'application/json' });
     expect(done.status, done.text).to.equal(200);
     expect((await rawRequest(a.url, 'GET', file, undefined, headers)).json).to.deep.equal({ offset: 0, complete_size: bytes.length });
-    expect((await a.db.query('SELECT 1 FROM upload_locks')).rowCount, 'every lease released').to.equal(0);
+    expect((await a.db.query("SELECT 1 FROM upload_locks WHERE file_key LIKE 'up-node.%'")).rowCount, 'every lease of its files released').to.equal(0);
   });
 
   it('the farmhand channel listens again after its connection is cut, and wakes waiters then', async () => {

@@ -132,7 +132,8 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
     sessions = new PgSessionStore({ pool, tokens, wakeups, logger: logger.child({ part: 'sessions' }) });
     await sessions.start();
     const w = wakeups;
-    const results = new FarmResults(pool);
+    // Replicas "many": the results stored here are told to the others (their read-your-writes listeners).
+    const results = new FarmResults(pool, cfg.replicas.mode === 'many' ? wakeups : undefined);
     // The fault rule's events (the lost run, the ended job) go out through the hub, made just below.
     const jobs = new FarmJobs({ pool, logger, onRunLost: (r) => results.put([r]), emit: (type, nodeId, data) => hub?.emitPortalEvent(type, nodeId, data) });
     const fold = new PgNodeFold({ pool, jobs, results, logger: logger.child({ part: 'fold' }) });
