@@ -36,6 +36,15 @@ export class PgUploadLocks {
     return rowCount === 1;
   }
 
+  /**
+   * Leases this holder left behind when it died: with a fixed `replicas.replica_id` a restarted replica is the
+   * same holder, and frees its files at once instead of after the lease (called at start, before any upload).
+   */
+  async releaseMine(): Promise<number> {
+    const { rowCount } = await this.pool.query('DELETE FROM upload_locks WHERE holder = $1', [this.holder]);
+    return rowCount ?? 0;
+  }
+
   async release(key: string): Promise<void> {
     await this.pool.query('DELETE FROM upload_locks WHERE file_key = $1 AND holder = $2', [key, this.holder]);
   }

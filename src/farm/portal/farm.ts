@@ -59,6 +59,7 @@ export async function startFarmPortal(cfg: PortalConfig, logger: Logger, opts: F
   let stream: EventStream | undefined;
   let store: StoredResults | undefined;
   let uploads: FarmUploads | undefined;
+  let locks: PgUploadLocks | undefined;
   let sweeper: NodeJS.Timeout | undefined;
   let retainer: NodeJS.Timeout | undefined;
   const partsLogger = (part: string): Logger => logger.child({ part });
@@ -106,7 +107,7 @@ export async function startFarmPortal(cfg: PortalConfig, logger: Logger, opts: F
     },
     early: ({ pool }) => {
       // Replicas share storage_dir: one writer per partial file among them, by a lease in PostgreSQL (docs/farm.md, "Many portals").
-      const locks = cfg.replicas.mode === 'many' ? new PgUploadLocks(pool, { ...(cfg.replicas.replica_id && { holder: cfg.replicas.replica_id }) }) : undefined;
+      locks = cfg.replicas.mode === 'many' ? new PgUploadLocks(pool, { ...(cfg.replicas.replica_id && { holder: cfg.replicas.replica_id }) }) : undefined;
       uploads = new FarmUploads(store!, { maxPartialBytesPerNode: cfg.max_partial_upload_bytes_per_node, ...(locks && { locks }) });
       return [uploadRouter({ uploads, store: store!, credentials: new PgNodeCredentials(pool) })];
     },
@@ -120,6 +121,7 @@ export async function startFarmPortal(cfg: PortalConfig, logger: Logger, opts: F
   });
   try {
     await store!.open();
+    if (cfg.replicas.replica_id) await locks?.releaseMine();
     await reservations!.start();
     log!.start();
     await listener!.start();
