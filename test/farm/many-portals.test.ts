@@ -20,6 +20,7 @@ import path from 'node:path';
 import { registerNode } from '../../src/farm/nodeCredentials.js';
 import type { PortalConfigInput } from '../../src/farm/portal/config.js';
 import { rawRequest } from '../helpers/rawRequest.js';
+import { SseClient } from '../helpers/sse.js';
 import { startTestFarm, type TestFarm } from '../helpers/farm.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { freePort } from '../helpers/processFarm.js';
@@ -99,7 +100,7 @@ describe('farm: many portals on one database (sessions, wake-ups)', function () 
     return token;
   }
 
-  it('a session made on A works on B; signed out on A, B refuses it at once; the table holds only its hash', async () => {
+  it('a session made on A works on B; signed out on A, B refuses it at once and ends its event stream; the table holds only its hash', async () => {
     const token = await tokenOnBoth('alice');
     const s = await signIn(a.url, token);
     expect(await whoIs(b.url, s.cookie)).to.deep.equal({ login: 'alice', csrf: s.csrf });
@@ -117,8 +118,12 @@ describe('farm: many portals on one database (sessions, wake-ups)', function () 
     const text = JSON.stringify((await a.db.query('SELECT * FROM web_sessions')).rows);
     expect(text, 'neither the cookie nor the token is in the table').not.to.include(s.cookie).and.not.to.include(token);
 
+    // An event stream held on B by the session: it ends when the session ends on A (the trigger's session_ended).
+    const stream = await SseClient.open(`${b.url}/app/events`, { Cookie: `farmhand_session=${s.cookie}` });
+    expect(stream.res.statusCode).to.equal(200);
     const out = await fetch(`${a.url}/app/sign-out`, { method: 'POST', redirect: 'manual', headers: { Cookie: `farmhand_session=${s.cookie}`, 'X-CSRF-Token': s.csrf } });
     expect(out.status).to.equal(303);
+    await waitFor(() => stream.ended, { what: "B's event stream of the session to end, before any request on B", timeoutMs: 30_000 });
     expect(await whoIs(b.url, s.cookie), 'signed out on A: nobody on B').to.deep.equal({ login: null, csrf: null });
     expect((await a.db.query('SELECT 1 FROM web_sessions')).rowCount).to.equal(0);
   });
