@@ -128,12 +128,22 @@ describe('farm: many portals on one database (sessions, wake-ups)', function () 
     expect((await a.db.query('SELECT 1 FROM web_sessions')).rowCount).to.equal(0);
   });
 
-  it('a session survives a restart of its portal; a revoked token ends its sessions on every portal', async () => {
+  it('a session survives a restart of its portal; a role change applies to it; a revoked token ends its sessions on every portal', async () => {
     const token = await tokenOnBoth('bob');
     const s = await signIn(a.url, token);
     await a.stop();
     a = await startA();
     expect(await whoIs(a.url, s.cookie), 'the same cookie after the restart').to.deep.equal({ login: 'bob', csrf: s.csrf });
+    // bob's role changed: his session on B has the new role at once (as his token does).
+    const reserveAs = () =>
+      fetch(`${b.url}/api/v2/reservations`, {
+        method: 'POST',
+        headers: { Cookie: `farmhand_session=${s.cookie}`, 'X-CSRF-Token': s.csrf, 'Content-Type': 'application/json' },
+        body: JSON.stringify({ node_ids: ['no-such-node'], message: 'x' }),
+      });
+    expect((await reserveAs()).status, 'role run: the request reaches the reservations').to.equal(404);
+    await a.db.query("UPDATE users SET role = 'read' WHERE username = 'bob'");
+    await waitFor(async () => (await reserveAs()).status === 403, { what: "bob's session on B to have the read role", timeoutMs: 40_000 });
     await a.db.query("UPDATE tokens SET revoked_at = now() WHERE username = 'bob'");
     await waitFor(async () => (await whoIs(b.url, s.cookie)).login === null, { what: 'B to end the session of the revoked token', timeoutMs: 40_000 });
     expect((await a.db.query("SELECT 1 FROM web_sessions WHERE username = 'bob'")).rowCount, 'the refused session is deleted').to.equal(0);
