@@ -49,7 +49,8 @@ import { auditTrail } from './http/audit.js';
 import { FileJobRepository } from './storage/jobStore.js';
 import { FileResultRepository } from './storage/results/index.js';
 import { ResultUploader, UPLOAD_QUEUE_FILE } from './farm/uploader.js';
-import { StateNodeUsageStore, StateReservationStore, StateStore } from './storage/state.js';
+import { StateMaintenanceStore, StateNodeUsageStore, StateReservationStore, StateStore } from './storage/state.js';
+import { maintenanceDetail, MaintenanceService } from './core/maintenance.js';
 import { runTempPrefixes, sweepTemps, type TempSweepReport } from './storage/sweep.js';
 import { FileTokenVerifier, tokensFile } from './storage/tokens.js';
 import { describeReadiness, ReadinessChecks, statfsFreeBytes, type Readiness } from './service/readiness.js';
@@ -296,10 +297,17 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
   // Its folder, when it ran as another user: the test's files given back, the folder taken back (as after every run).
   if (testUser) await reclaimInterruptedRuns(path.join(dataDir, 'results'), testUser, cfg.runner.python, logger);
 
+  // An administrator's maintenance switch (docs/api-notes.md, "Maintenance"), kept in state.json.
+  const maintenance = new MaintenanceService({ store: new StateMaintenanceStore(state) });
+  const maintained = (): string | null => {
+    const m = maintenance.current();
+    return m && maintenanceDetail(m);
+  };
   const reservations = new ReservationService({
     store: new StateReservationStore(state),
     knownNodes: () => [cfg.node_id],
     isBusy: (id) => id === cfg.node_id && jobs.isRunning(),
+    maintenance: (id) => (id === cfg.node_id ? maintained() : null),
     logger: logger.child({ module: 'reservations' }),
     events: hub,
   });
@@ -317,6 +325,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     reservations,
     usage: new StateNodeUsageStore(state),
     healthProblem: () => late.healthCheck?.problem() ?? null,
+    maintenance: () => maintenance.current(),
     logger: logger.child({ module: 'node' }),
   });
   const checks = new HealthCheckService({
@@ -326,7 +335,8 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
       return (await jobs.runTests(req, HEALTH_CHECK_USER, 'v1')).job_uid;
     },
     whenEnded: (uid) => jobs.whenEnded(uid),
-    busy: () => jobs.isRunning() || reservations.active(cfg.node_id) !== undefined || !online().online,
+    // A node in maintenance is not checked either: it is under an administrator's hands.
+    busy: () => jobs.isRunning() || reservations.active(cfg.node_id) !== undefined || !online().online || maintenance.current() !== null,
     settings: {
       afterInfrastructureErrors: cfg.health_check.after_infrastructure_errors,
       intervalSecs: cfg.health_check.interval_secs,
@@ -359,7 +369,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
     logger,
     publicUrl: cfg.public_url,
     awaitCompletionSecs: cfg.api.await_completion_secs,
-    policy: new NodePolicy({ nodeId: cfg.node_id, jobs, reservations, node, health: online, healthProblem: () => checks.problem(), testPack, keys, frames, events: hub }),
+    policy: new NodePolicy({ nodeId: cfg.node_id, jobs, reservations, node, health: online, healthProblem: () => checks.problem(), testPack, keys, frames, events: hub, maintenance }),
     events: { hub, stream, webhooks },
     audit: auditLog,
   };

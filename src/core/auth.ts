@@ -46,6 +46,8 @@ export interface TokenVerifier {
    * by id and never keep it (src/farm/webSessions.ts). A verifier without it ends every token's session there.
    */
   verifyId?(tokenId: string): VerifiedToken | undefined;
+  /** The users whose role is `admin` (named on the 403 page as whom to ask); optional. */
+  admins?(): string[];
 }
 
 /** A token as stored: never the secret, only its hash. */

@@ -6,13 +6,13 @@
  */
 
 /** Why a node is not available; `available` when it is. */
-export type AvailabilityKind = 'available' | 'offline' | 'licence_expired' | 'unhealthy' | 'reserved' | 'running';
+export type AvailabilityKind = 'available' | 'offline' | 'licence_expired' | 'maintenance' | 'unhealthy' | 'reserved' | 'running';
 
-export const AVAILABILITY_KINDS: readonly AvailabilityKind[] = ['available', 'offline', 'licence_expired', 'unhealthy', 'reserved', 'running'];
+export const AVAILABILITY_KINDS: readonly AvailabilityKind[] = ['available', 'offline', 'licence_expired', 'maintenance', 'unhealthy', 'reserved', 'running'];
 
 /**
  * `detail` by kind: offline, why (the capture's or the connection's reason); licence_expired, the expiry
- * day `YYYY-MM-DD`; unhealthy, the health check's whole reason (`health check failed: ...`); reserved,
+ * day `YYYY-MM-DD`; maintenance, `<message> (<who>, since <when>)` (core/maintenance.ts); unhealthy, the health check's whole reason (`health check failed: ...`); reserved,
  * `<user> (reservation <id>)`; running, the job_uid (or `starting`); available, null.
  */
 export interface Availability {
@@ -32,6 +32,8 @@ export function availabilityText(a: Availability): string | null {
       return `offline: ${detail}`;
     case 'licence_expired':
       return `licence expired on ${detail}`;
+    case 'maintenance':
+      return `in maintenance: ${detail}`;
     case 'unhealthy':
       return detail;
     case 'reserved':

@@ -7,6 +7,7 @@
  * reads comes in as a function or a port, so this module stays pure; the
  * reason strings are listed in docs/reservations.md.
  */
+import { maintenanceDetail, type MaintenanceState } from './maintenance.js';
 import { AVAILABLE, availabilityText, type Availability } from './availability.js';
 import { notFound } from './errors.js';
 import type { JobRecord } from './model.js';
@@ -69,6 +70,8 @@ export interface NodeState {
   test_pack_problem?: string;
   /** Not in the spec: present only while runs are not recorded on video though it is configured ("no video: disk full"). */
   video_problem?: string;
+  /** Not in the spec: present only while an administrator holds the node in maintenance (core/maintenance.ts). */
+  maintenance?: MaintenanceState;
 }
 
 export interface NodeServiceOptions {
@@ -87,6 +90,8 @@ export interface NodeServiceOptions {
   usage: NodeUsageStore;
   /** Why the node's health check holds it back ("health check failed: ..."); null when it does not. */
   healthProblem?: () => string | null;
+  /** The node's maintenance (core/maintenance.ts); null or absent: in service. */
+  maintenance?: () => MaintenanceState | null;
   clock?: Clock;
   logger?: Logger;
   /** How long status waits for the test pack before answering with the last config it read; default 3 s. */
@@ -152,6 +157,7 @@ export class NodeService {
       reservation: res ?? null,
       ...testPackProblem(o.testPack),
       ...(health.video !== undefined && { video_problem: health.video }),
+      ...maintenanceOf(o),
     };
   }
 
@@ -208,6 +214,8 @@ export class NodeService {
   private availabilityNow(health: CaptureHealth, res: ReservationRecord | undefined): Availability {
     if (!health.online) return { kind: 'offline', detail: health.reason ?? 'no picture from the device under test' };
     if (this.licenceExpired()) return { kind: 'licence_expired', detail: this.o.settings.licence_expiry };
+    const maintenance = this.o.maintenance?.() ?? null;
+    if (maintenance !== null) return { kind: 'maintenance', detail: maintenanceDetail(maintenance) };
     const unhealthy = this.o.healthProblem?.() ?? null;
     if (unhealthy !== null) return { kind: 'unhealthy', detail: unhealthy };
     if (res) return { kind: 'reserved', detail: `${res.username} (reservation ${res.reservation_id})` };
@@ -260,6 +268,11 @@ export function localIpAddress(ifaces: Record<string, InterfaceAddress[] | undef
   const v6 = all.filter((a) => a.family === 'IPv6' || a.family === 6);
   return (v6.find((a) => !a.scopeid) ?? v6[0])?.address ?? null;
 }
+
+const maintenanceOf = (o: NodeServiceOptions): { maintenance?: MaintenanceState } => {
+  const m = o.maintenance?.() ?? null;
+  return m === null ? {} : { maintenance: { ...m } };
+};
 
 const testPackProblem = (tp: Pick<TestPack, 'problem'>): { test_pack_problem?: string } => {
   const problem = tp.problem?.();

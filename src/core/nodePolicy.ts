@@ -12,6 +12,7 @@ import type { JobRecord } from './model.js';
 import type { NodeService, NodeState } from './node.js';
 import type { CaptureHealth, FrameSource, TestPack } from './ports.js';
 import { chooseRemote } from './remoteControl.js';
+import { inMaintenance, parseMaintenanceRequest, type MaintenanceService, type MaintenanceState } from './maintenance.js';
 import { formatNotice, type InterruptionNotice, type ReservationRecord, type ReservationService } from './reservations.js';
 import type { RunRequest } from './runRequest.js';
 
@@ -43,6 +44,8 @@ export interface NodePolicyDeps {
   frames: Pick<FrameSource, 'screenshotPng' | 'thumbnailJpeg'>;
   /** `key.pressed` for manual presses goes here (docs/events.md). */
   events?: EventSink;
+  /** The node's maintenance (core/maintenance.ts); absent: never in maintenance. */
+  maintenance?: MaintenanceService;
 }
 
 export class NodePolicy {
@@ -56,6 +59,8 @@ export class NodePolicy {
     if (this.d.node.licenceExpired()) {
       throw new FarmError('forbidden', `the licence of node ${this.d.nodeId} expired on ${this.d.node.licenceExpiry}; renew it (node.licence_expiry in the config)`);
     }
+    const maintenance = this.d.maintenance?.current() ?? null;
+    if (maintenance !== null) throw inMaintenance(this.d.nodeId, maintenance);
     this.assertFree(caller, 'run tests');
     const running = this.d.jobs.isRunning();
     if (running) {
@@ -120,6 +125,17 @@ export class NodePolicy {
 
   async interrupt(caller: Caller, id: number, message: unknown): Promise<void> {
     await this.d.reservations.interrupt(this.authenticated(caller), id, message);
+  }
+
+  /**
+   * Put the node in maintenance or take it out (`{"on": true, "message": "..."}` / `{"on": false}`); the
+   * role check (admin) is the HTTP layer's. Answers the maintenance now (null: in service).
+   */
+  async setMaintenance(caller: Caller, body: unknown): Promise<MaintenanceState | null> {
+    if (!this.d.maintenance) throw new FarmError('not_found', 'this node has no maintenance switch');
+    const req = parseMaintenanceRequest(body);
+    const { after } = await this.d.maintenance.set(req, caller.user ?? 'anonymous');
+    return after;
   }
 
   /** The node's state (404 for another node id), with the caller's notices about it. */

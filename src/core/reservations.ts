@@ -94,6 +94,8 @@ export interface ReservationServiceOptions {
   knownNodes: () => readonly string[];
   /** True while a job runs on the node. */
   isBusy: (nodeId: string) => boolean;
+  /** Why an administrator holds the node out of service (core/maintenance.ts), or null; absent: never. */
+  maintenance?: (nodeId: string) => string | null;
   clock?: Clock;
   logger?: Logger;
   limits?: Partial<ReservationLimits>;
@@ -274,6 +276,8 @@ export class ReservationService {
   }
 
   private whyTaken(nodeId: string): string | undefined {
+    const maintenance = this.o.maintenance?.(nodeId) ?? null;
+    if (maintenance !== null) return `node ${nodeId} is in maintenance: ${maintenance}`;
     const r = this.active(nodeId);
     if (r) return `node ${nodeId} is reserved by ${r.username} (reservation ${r.reservation_id})`;
     if (this.o.isBusy(nodeId)) return `node ${nodeId} is running a test job`;

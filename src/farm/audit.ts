@@ -11,7 +11,6 @@
 import { userInfo } from 'node:os';
 import type pg from 'pg';
 import { actionMatches, type AuditAction, type AuditEntry, type AuditLog, type AuditPage, type AuditQuery, type AuditVia, type NewAuditEntry } from '../core/audit.js';
-import { isRole, type Role } from '../core/roles.js';
 import type { Logger } from '../core/ports.js';
 import { silentLogger } from '../logger.js';
 
@@ -172,11 +171,3 @@ const entryOf = (r: Row): AuditEntry => ({
   outcome: r.outcome,
 });
 
-/** The role of the request's user by the farm's users table, where it is one of the four (else undefined: no roles). */
-export const farmRoleOf =
-  (pool: pg.Pool) =>
-  async (login: string): Promise<Role | undefined> => {
-    const { rows } = await pool.query<{ role: string }>('SELECT role FROM users WHERE username = $1', [login]);
-    const role = rows[0]?.role;
-    return isRole(role) ? role : undefined;
-  };

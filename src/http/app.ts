@@ -21,6 +21,7 @@ import { v1Router } from './v1/routes.js';
 import { v2Router } from './v2/routes.js';
 import { webhookRouter } from './webhooks.js';
 import { portalRouters } from '../web/routes.js';
+import { forbiddenPages } from '../web/pages/forbidden.js';
 import { SessionStore } from './session.js';
 import type { OidcSignIn } from './oidc.js';
 
@@ -70,6 +71,8 @@ export function createApp(s: Services, opts: AppOptions): Koa {
   // The sign-in and sign-out forms post urlencoded fields; a token and a CSRF token fit in 16 KiB.
   const form = formBody(Math.min(opts.maxBodyBytes ?? 1024 * 1024, 16 * 1024));
   app.use((ctx, next) => (FORM_PATHS.has(ctx.path.toLowerCase()) ? form(ctx, next) : json(ctx, next)));
+  // A role check's 403 to a person's browser is a page (src/web/pages/forbidden.tsx); to programs, JSON.
+  app.use(forbiddenPages({ admins: () => opts.tokens.admins?.() ?? [] }));
   const eventRouters = s.events ? [s.events.stream.router()] : [];
   if (s.audit) eventRouters.push(auditRouter(s.audit));
   for (const router of [v1Router(s), v2Router(s), ...eventRouters, webhookRouter(s), ...portalRouters(s, sessions, opts.oidc), openApiRouter(s), ...(opts.ops ? [opsRouter(opts.ops)] : [])]) {

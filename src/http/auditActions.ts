@@ -22,6 +22,7 @@ export const AUDIT_ROUTES: Readonly<Record<string, AuditRouteAction>> = {
   'DELETE /api/v2/reservations/:id': 'reservation.end',
   'POST /api/v2/reservations/:id/interrupt': 'reservation.interrupt',
   'POST /api/v2/nodes/:node_id/press': 'remote.press',
+  'POST /api/v2/nodes/:node_id/maintenance': 'node.maintenance',
   'POST /github/post-receive': 'testpack.fetch',
 };
 

@@ -229,7 +229,7 @@ export function guardApi(opts: GuardOptions): Middleware {
       await next();
       return;
     }
-    if (!state(ctx).user && wantsSignInPage(ctx)) {
+    if (!state(ctx).user && asksForPage(ctx)) {
       // A person in a browser: the sign-in page, then back here (API clients keep the JSON 403).
       ctx.status = 303;
       ctx.redirect(`/app/sign-in?next=${encodeURIComponent(ctx.originalUrl)}`);
@@ -240,7 +240,7 @@ export function guardApi(opts: GuardOptions): Middleware {
 }
 
 /** A browser asking for a web page (not the event stream, not JSON): GET or HEAD of `/` or `/app/...` with Accept text/html. */
-function wantsSignInPage(ctx: Context): boolean {
+export function asksForPage(ctx: Context): boolean {
   if (ctx.method !== 'GET' && ctx.method !== 'HEAD') return false;
   if (!/^\/(app(\/|$)|$)/.test(normalise(ctx.path))) return false;
   return ctx.accepts('application/json', 'text/html') === 'text/html' && /text\/html/i.test(ctx.get('Accept'));

@@ -11,6 +11,7 @@ import { Low } from 'lowdb';
 import type { Adapter } from 'lowdb';
 import { FarmError } from '../core/errors.js';
 import type { JobRecord } from '../core/model.js';
+import type { MaintenanceState, MaintenanceStore } from '../core/maintenance.js';
 import type { NodeUsage, NodeUsageStore } from '../core/node.js';
 import type { Logger } from '../core/ports.js';
 import type { ReservationRecord, ReservationState, ReservationStore } from '../core/reservations.js';
@@ -28,6 +29,8 @@ export interface StateData {
   reservations: ReservationRecord[];
   /** Who used the node last, and when; null if nobody ever did. */
   node_usage: NodeUsage | null;
+  /** The node's maintenance (core/maintenance.ts); null: in service. An older version ignores the field. */
+  maintenance: MaintenanceState | null;
 }
 
 /** Fields a state file written by an older version lacks. */
@@ -37,6 +40,7 @@ const defaults = (): StateData => ({
   last_reservation_id: 0,
   reservations: [],
   node_usage: null,
+  maintenance: null,
 });
 
 /** Why a state file was not usable as it was read. */
@@ -179,9 +183,26 @@ export class StateNodeUsageStore implements NodeUsageStore {
   }
 }
 
+/** The node's maintenance, persisted in the state file (a restart keeps a node under repair out of service). */
+export class StateMaintenanceStore implements MaintenanceStore {
+  constructor(private readonly state: StateStore) {}
+  load(): MaintenanceState | null {
+    return this.state.data.maintenance;
+  }
+  save(m: MaintenanceState | null): Promise<void> {
+    return this.state.update((s) => {
+      s.maintenance = m && { ...m };
+    });
+  }
+}
 
 const isHex4 = (v: unknown): v is string => typeof v === 'string' && /^[0-9a-f]{4}$/.test(v);
 const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+
+const isMaintenance = (v: unknown): boolean => {
+  const m = v as Partial<Record<string, unknown>> | null;
+  return typeof m === 'object' && m !== null && typeof m.message === 'string' && typeof m.by === 'string' && typeof m.since === 'string';
+};
 
 /** Why a parsed state file cannot be trusted as it is, or undefined when it can. */
 function problemOf(raw: unknown): string | undefined {
@@ -192,6 +213,7 @@ function problemOf(raw: unknown): string | undefined {
   if (r.last_reservation_id !== undefined && !isCount(r.last_reservation_id)) return 'last_reservation_id is not a count';
   if (r.reservations !== undefined && !Array.isArray(r.reservations)) return 'reservations is not a list';
   if (r.node_usage !== undefined && r.node_usage !== null && typeof r.node_usage !== 'object') return 'node_usage is not an object';
+  if (r.maintenance !== undefined && r.maintenance !== null && !isMaintenance(r.maintenance)) return 'maintenance is not {message, by, since}';
   return undefined;
 }
 

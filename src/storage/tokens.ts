@@ -278,6 +278,12 @@ export class FileTokenVerifier implements TokenVerifier {
     return { user: known.user, tokenId: t.id, role: this.roles.get(known.user) ?? UNLISTED_ROLE };
   }
 
+  /** The users with the role `admin` now, sorted (the 403 page names them as whom to ask). */
+  admins(): string[] {
+    this.refresh();
+    return [...this.roles].filter(([, r]) => r === 'admin').map(([u]) => u).sort();
+  }
+
   /** For health reports and tests: whether tokens are being accepted, and how many exist. */
   status(): { ok: boolean; count: number; roles: number; problem?: string } {
     this.refresh();

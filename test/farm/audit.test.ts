@@ -3,7 +3,7 @@
  * real node: reserve, run, stop, press and end through the portal are rows in `audit` (who is the portal's
  * user); the node records the same requests with who = that user, via = portal, and from = the address the
  * caller called the portal from; `GET /api/v2/audit` and `/app/audit` read PostgreSQL with the filters;
- * a user whose role is below admin gets 403; `farmhand farm token create` is recorded; retention deletes old rows.
+ * a user whose role is below admin gets 403 (the role the token carries: no users-table fallback); `farmhand farm token create` is recorded; retention deletes old rows.
  */
 import { expect } from 'chai';
 import http from 'node:http';
@@ -144,7 +144,11 @@ describe('audit trail on the farm', function () {
 
   it("a user whose role is 'read' gets 403 from the API and the page", async () => {
     await farm.db.query(`UPDATE users SET role = 'read' WHERE username = 'bob'`);
-    const res = await as(bob).get('/api/v2/audit');
+    // The role comes with the token (the portal's verifier reloads on the users table's NOTIFY; bob had run).
+    const res = await waitFor(async () => {
+      const r = await as(bob).get('/api/v2/audit');
+      return r.status === 403 && /^read /.test(String(r.body.message)) ? r : undefined;
+    }, "the portal's verifier to see bob's new role");
     expectError(res, 403, 'forbidden');
     expect(res.body.message).to.match(/^read may not read the audit trail/);
     expect((await as(bob).get('/app/audit').set('Accept', 'text/html')).status).to.equal(403);

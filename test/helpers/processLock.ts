@@ -9,23 +9,27 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { isAlive } from './processes.js';
+import { waitFor } from './wait.js';
 
 /** Resolves with the release once this process holds the lock `name` (letters, digits, - and _); rejects after `timeoutMs`. */
 export async function processLock(name: string, timeoutMs = 10 * 60_000): Promise<() => void> {
   const lock = path.join(os.tmpdir(), `farmhand-lock-${name}`);
   const owner = path.join(lock, 'pid');
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
+  /** One try: the release when taken; throws "held by ..." (not yet, for waitFor's message) while another holds it. */
+  const take = (): { release: () => void } | { failed: unknown } => {
     try {
       mkdirSync(lock);
       writeFileSync(owner, String(process.pid));
       let held = true;
-      return () => {
-        if (held) rmSync(lock, { recursive: true, force: true });
-        held = false;
+      return {
+        release: () => {
+          if (held) rmSync(lock, { recursive: true, force: true });
+          held = false;
+        },
       };
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+      // Anything but "already there" is not worth waiting for (a read-only or full /tmp).
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') return { failed: e };
     }
     let pid = 0;
     try {
@@ -35,10 +39,12 @@ export async function processLock(name: string, timeoutMs = 10 * 60_000): Promis
     }
     if (pid > 0 && !isAlive(pid)) {
       rmSync(lock, { recursive: true, force: true });
-      continue;
+      return take();
     }
-    if (Date.now() > deadline) throw new Error(`lock ${lock} still held by pid ${pid || '(unknown)'} after ${timeoutMs / 1000} s`);
-    // Held by another test process, for as long as its file needs: nothing to wait on across processes but the folder.
-    await new Promise((r) => setTimeout(r, 200));
-  }
+    throw new Error(`still held by pid ${pid || '(unknown)'}`);
+  };
+  // Held by another test process, for as long as its file needs: nothing to wait on across processes but the folder.
+  const got = await waitFor(take, { what: `the lock ${lock}`, timeoutMs, maxIntervalMs: 200 });
+  if ('failed' in got) throw got.failed;
+  return got.release;
 }

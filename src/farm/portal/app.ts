@@ -26,6 +26,7 @@ import { SessionStore, type WebSessionStore } from '../../http/session.js';
 import type { OidcSignIn } from '../../http/oidc.js';
 import { oidcSignInRouter, type OnOidcSignIn } from '../../web/pages/oidcSignIn.js';
 import { staticRouter } from '../../web/static.js';
+import { forbiddenPages } from '../../web/pages/forbidden.js';
 
 export interface PortalAppOptions {
   logger: Logger;
@@ -52,6 +53,8 @@ export interface PortalAppOptions {
   ops?: Router;
   /** Records the audit trail of state-changing requests (src/http/audit.ts), as on a node. */
   audit?: AuditTrail;
+  /** The farm's administrators, named on the 403 page as whom to ask (src/web/pages/forbidden.tsx). */
+  admins?: () => Promise<string[]>;
 }
 
 export function createPortalApp(o: PortalAppOptions): Koa {
@@ -87,6 +90,8 @@ export function createPortalApp(o: PortalAppOptions): Koa {
   // The sign-in and sign-out forms post urlencoded fields, as on a node.
   const form = formBody(Math.min(o.maxBodyBytes, 16 * 1024));
   app.use((ctx, next) => (FORM_PATHS.has(ctx.path.toLowerCase()) ? form(ctx, next) : json(ctx, next)));
+  // A role check's 403 to a person's browser is a page, as on a node; to programs, JSON.
+  app.use(forbiddenPages({ farm: true, ...(o.admins && { admins: o.admins }) }));
   if (!o.ops) {
     app.use(async (ctx, next) => {
       if (ctx.path === '/healthz') {

@@ -1,6 +1,6 @@
 /**
  * Whether a node of the farm takes a job, as the portal decides it (docs/farm.md, "Availability"): by the
- * kinds, never by parsing the English reason. The node's own kinds (offline capture, licence, health check)
+ * kinds, never by parsing the English reason. The node's own kinds (offline capture, licence, maintenance, health check)
  * stand; whether it is reserved is the farm's database's word and whether it runs a job its ordered events'
  * (NodeLink.job), so the node's own `reserved` and `running` are left to those.
  */
@@ -16,7 +16,7 @@ export function nodeJob(link: Pick<NodeLink, 'job' | 'snapshot'> | undefined): {
 /** The node's availability if it is one of its own reasons (not reserved, not running, not available); else null. */
 export function nodeOwnReason(link: Pick<NodeLink, 'availability'> | undefined): Availability | null {
   const a = link?.availability;
-  return a && (a.kind === 'offline' || a.kind === 'licence_expired' || a.kind === 'unhealthy') ? a : null;
+  return a && (a.kind === 'offline' || a.kind === 'licence_expired' || a.kind === 'maintenance' || a.kind === 'unhealthy') ? a : null;
 }
 
 const running = (job: ReturnType<typeof nodeJob>): Availability | null =>

@@ -9,7 +9,6 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type Router from '@koa/router';
 import type Koa from 'koa';
-import type { Context } from 'koa';
 import type pg from 'pg';
 import type { TokenVerifier } from '../../core/auth.js';
 import type { Logger } from '../../core/ports.js';
@@ -29,9 +28,8 @@ import { PgUsers } from '../users.js';
 import { FarmWakeups } from '../wakeups.js';
 import { PgSessionStore } from '../webSessions.js';
 import { createPortalApp } from './app.js';
-import { farmRoleOf, PgAuditLog } from '../audit.js';
+import { PgAuditLog } from '../audit.js';
 import { auditRouter, auditTrail } from '../../http/audit.js';
-import { userOf } from '../../http/auth.js';
 import { auditPageRouter } from '../../web/pages/audit.js';
 import { portalOps, type PortalOpsSources } from './ops.js';
 import type { PortalConfig } from './config.js';
@@ -153,8 +151,6 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
     // The farm's audit trail (docs/auth.md): the portal's requests, in PostgreSQL.
     audit = new PgAuditLog({ pool, keepDays: cfg.audit.keep_days, logger: logger.child({ part: 'audit' }) });
     const trail = auditTrail({ log: audit, idleMs: cfg.audit.manual_idle_secs * 1000, logger: logger.child({ part: 'audit' }) });
-    const roles = farmRoleOf(pool);
-    const roleOf = (ctx: Context) => roles(userOf(ctx)?.login ?? '');
     const h0 = hub;
     const ops = portalOps({
       pool,
@@ -176,9 +172,10 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       publicUrl: cfg.public_url,
       v1RequiresToken: cfg.auth.v1_requires_token,
       audit: trail,
+      admins: async () => (await pool.query<{ username: string }>("SELECT username FROM users WHERE role = 'admin' ORDER BY username LIMIT 5")).rows.map((r) => r.username),
       routers: [
-        auditRouter(audit, roleOf),
-        auditPageRouter(audit, { farm: true, roleOf }),
+        auditRouter(audit),
+        auditPageRouter(audit, { farm: true }),
         ...(parts.routers?.({ pool, hub, jobs, results, fold, wakeups: w }) ?? []),
         // In front of the forwarding: an offline node's job page, from the jobs table and the index.
         storedJobPageRouter({ hub, jobs, results }),

@@ -263,6 +263,8 @@ export function portalRouter(d: PortalRouteDeps): Router {
   r.get(`${NODE}/job`, (ctx) => toNode(ctx, nodeParam(ctx), { settle: true }));
   r.get(`${NODE}/job/await_completion`, (ctx) => awaitOnNode(ctx, nodeParam(ctx)));
   r.post(`${NODE}/job/stop`, (ctx) => toNode(ctx, nodeParam(ctx), { reservation: 'stop the job', body: true, settle: true }));
+  // Maintenance (admin, checked by the table before this): the node keeps the switch; its next snapshot tells the portal.
+  r.post(`${NODE}/maintenance`, (ctx) => toNode(ctx, nodeParam(ctx), { body: true }));
 
   r.post('/api/v2/run_tests', async (ctx) => {
     const nodeId = (bodyOf(ctx) as { node_id?: unknown } | null)?.node_id;

@@ -55,7 +55,8 @@ const UNLISTED = (method: string, path: string): Endpoint => ({ method: 'GET', p
 
 /** The 403 for a caller whose role is below the entry's. */
 export function forbidden(role: Role, e: Endpoint): FarmError {
-  return new FarmError('forbidden', `${role} may not ${e.action}: this needs the role ${e.role} or above; ask an administrator to change the user's role`);
+  // details: what the web pages' 403 page says (src/web/pages/forbidden.tsx); the JSON answer carries only the message.
+  return new FarmError('forbidden', `${role} may not ${e.action}: this needs the role ${e.role} or above; ask an administrator to change the user's role`, { role, need: e.role, action: e.action });
 }
 
 /** The check in front of one route's handlers, bound to its entry. */

@@ -117,6 +117,8 @@ export const ENDPOINTS: readonly Endpoint[] = [
   e('GET', '/app/events', 'read', 'read events'),
   // The audit trail (branch audit).
   e('GET', '/api/v2/audit', 'admin', 'read the audit trail'),
+  // Maintenance of a node (docs/api-notes.md): an administrator takes it out of service and back.
+  e('POST', `${NODE}/maintenance`, 'admin', 'put nodes in maintenance'),
 
   // Web pages.
   e('GET', '/', 'read', 'read node status'),

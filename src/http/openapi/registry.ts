@@ -253,6 +253,22 @@ export const ENDPOINTS: Endpoint[] = [
       503: error('The infrared transport is not answering.'),
     },
   },
+  {
+    method: 'post',
+    path: '/api/v2/nodes/{node_id}/maintenance',
+    summary: 'Put the node in maintenance, or take it out (administrators)',
+    tag: 'extras',
+    auth: 'token',
+    params: NODE,
+    body: S.MaintenanceRequest,
+    responses: {
+      200: json(S.MaintenanceAnswer, 'Done: the maintenance now (null: in service).'),
+      400: error('A bad body: `on` missing, no message with `on: true`, an unknown field.'),
+      403: error('The role is below admin.'),
+      404: error('Unknown node_id.'),
+      503: error('Through the portal: the node is not connected.'),
+    },
+  },
   testCaseNames('v2'),
   {
     method: 'post',

@@ -153,6 +153,10 @@ export const Node = z
     reservation: Reservation.nullable(),
     test_pack_problem: z.string().optional().meta({ description: 'Not in the spec: present only while the test pack cannot be fetched.' }),
     video_problem: z.string().optional().meta({ description: 'Not in the spec: present only while runs are not recorded on video though configured.' }),
+    maintenance: z
+      .object({ message: z.string(), by: z.string(), since: isoTime() })
+      .optional()
+      .meta({ description: 'Not in the spec: present only while an administrator holds the node in maintenance (POST /api/v2/nodes/{node_id}/maintenance).' }),
     notices,
     farm: z
       .object({
@@ -197,6 +201,18 @@ export const PressRequest = z
     remote_control: z.string().nullish(),
   })
   .meta({ id: 'PressRequest' });
+
+/** A node's maintenance (core/maintenance.ts; docs/api-notes.md, "Maintenance"). */
+export const MaintenanceState = z.object({ message: z.string(), by: z.string(), since: isoTime() }).meta({ id: 'MaintenanceState' });
+
+export const MaintenanceRequest = z
+  .object({
+    on: z.boolean().meta({ description: 'true: put the node in maintenance; false: take it out.' }),
+    message: z.string().max(500).nullish().meta({ description: 'Required with on: true: why, and until when (one line).' }),
+  })
+  .meta({ id: 'MaintenanceRequest' });
+
+export const MaintenanceAnswer = z.object({ node_id: z.string(), maintenance: MaintenanceState.nullable() }).meta({ id: 'MaintenanceAnswer' });
 
 const durationSecs = z.number().int().min(1);
 

@@ -64,6 +64,13 @@ export function v2Router(s: Services): Router {
     ctx.status = 204;
   });
 
+  // Maintenance (admin, from the table of endpoints): docs/api-notes.md, "Maintenance".
+  r.post(`${NODE}/maintenance`, async (ctx) => {
+    const node_id = ourNode(ctx);
+    const maintenance = await s.policy.setMaintenance(caller(ctx), bodyOf(ctx));
+    ctx.body = { node_id, maintenance };
+  });
+
   r.get('/api/v2/test_pack/*rev/test_case_names', async (ctx) => {
     const rev = await s.testPack.resolve(String((ctx.params).rev), { fresh: true });
     ctx.body = await s.testPack.testCaseNames(rev.sha);

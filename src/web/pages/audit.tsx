@@ -8,7 +8,6 @@ import type { Context } from 'koa';
 import type { VNode } from 'preact';
 import { AUDIT_ACTIONS, parseAuditQuery, type AuditEntry, type AuditLog, type AuditPage } from '../../core/audit.js';
 import { isFarmError } from '../../core/errors.js';
-import type { Role } from '../../core/roles.js';
 import { requireAuditReader } from '../../http/audit.js';
 import { userOf } from '../../http/auth.js';
 import { sendPage, wantsPage } from '../layout.js';
@@ -121,8 +120,8 @@ function AuditList({ p, page, problem }: { p: Params; page?: AuditPage; problem?
   );
 }
 
-/** `/app/audit` over `log`; `roleOf` as for `GET /api/v2/audit` (src/http/audit.ts). */
-export function auditPageRouter(log: AuditLog, o: { farm?: boolean; roleOf?: (ctx: Context) => Promise<Role | undefined> } = {}): Router {
+/** `/app/audit` over `log`; who may, as for `GET /api/v2/audit` (src/http/audit.ts). */
+export function auditPageRouter(log: AuditLog, o: { farm?: boolean } = {}): Router {
   const r = new Router();
   r.get('/app/audit', async (ctx) => {
     const opts = { title: 'Audit trail', ...(o.farm && { farm: true }) };
@@ -131,7 +130,7 @@ export function auditPageRouter(log: AuditLog, o: { farm?: boolean; roleOf?: (ct
       ctx.redirect(`/app/sign-in?next=${encodeURIComponent(ctx.originalUrl)}`);
       return;
     }
-    await requireAuditReader(ctx, o.roleOf);
+    requireAuditReader(ctx);
     const p = paramsOf(ctx);
     let page: AuditPage;
     try {
