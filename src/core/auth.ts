@@ -41,6 +41,11 @@ export interface VerifiedToken {
 export interface TokenVerifier {
   /** The token's user and id, or undefined when it is malformed, unknown or revoked. */
   verify(token: string): VerifiedToken | undefined;
+  /**
+   * The token of this public id, when it is valid now: the portal's sessions in PostgreSQL name their token
+   * by id and never keep it (src/farm/webSessions.ts). A verifier without it ends every token's session there.
+   */
+  verifyId?(tokenId: string): VerifiedToken | undefined;
   /** The users whose role is `admin` (named on the 403 page as whom to ask); optional. */
   admins?(): string[];
 }

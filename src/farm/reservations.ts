@@ -12,6 +12,7 @@
  * Everything else lives in the database, so a restarted portal sees every reservation.
  */
 import type pg from 'pg';
+import type { FarmWakeups } from './wakeups.js';
 import { FarmError, invalid, notFound } from '../core/errors.js';
 import type { EventType, ReservationData, ReservationEndedData } from '../core/events.js';
 import type { Logger } from '../core/ports.js';
@@ -35,6 +36,11 @@ export interface PgReservationsOptions {
   sweepMs?: number;
   /** How often waiting requests are tried again while any waits (default 500 ms): isBusy changes outside the database. */
   recheckMs?: number;
+  /**
+   * The farmhand channel (src/farm/wakeups.ts): an end on any replica is told to every replica, whose waiting
+   * requests are tried at once instead of at their next recheck.
+   */
+  wakeups?: FarmWakeups | undefined;
 }
 
 /** The longest wait_secs: an HTTP request held open this long (one hour). */
@@ -198,6 +204,7 @@ export class PgReservations implements FarmReservations {
   private pumpAgain = false;
   private events: Promise<void> = Promise.resolve();
   private closed = false;
+  private readonly unwake: (() => void)[] = [];
 
   constructor(private readonly o: PgReservationsOptions) {
     this.pool = o.pool;
@@ -205,6 +212,14 @@ export class PgReservations implements FarmReservations {
 
   /** Start the sweeper (ends what expired while no portal ran, then about every second). */
   async start(): Promise<void> {
+    const w = this.o.wakeups;
+    if (w) {
+      // Another replica (or this one) ended reservations, or the LISTEN connection came back: waiters try now.
+      const wake = () => {
+        if (this.queue.length && !this.closed) void this.pump();
+      };
+      this.unwake.push(w.on('reservation_ended', wake), w.on('resync', wake));
+    }
     await this.sweep();
     this.sweeper = setInterval(() => void this.sweep(), this.o.sweepMs ?? 1000);
     this.sweeper.unref();
@@ -213,6 +228,7 @@ export class PgReservations implements FarmReservations {
   /** Stop the timers; waiting requests are answered 503 (the portal is stopping). Events already made are delivered. */
   async close(): Promise<void> {
     this.closed = true;
+    for (const u of this.unwake.splice(0)) u();
     clearInterval(this.sweeper);
     clearInterval(this.recheck);
     for (const w of [...this.queue]) this.settle(w, gone('the portal is stopping; send the request again'));
@@ -498,6 +514,8 @@ export class PgReservations implements FarmReservations {
   private announceEnded(rows: Row[]): void {
     for (const r of rows) this.emit(r.end_reason === 'interrupted' ? 'reservation.interrupted' : 'reservation.ended', r.node_id, endedData(r));
     if (rows.length && this.queue.length) void this.pump();
+    // Waiters on the other replicas: told after the commit (this runs after the transaction).
+    if (rows.length) void this.o.wakeups?.notify('reservation_ended', { node_ids: [...new Set(rows.map((r) => r.node_id))] });
   }
 
   /**

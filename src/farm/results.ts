@@ -7,6 +7,7 @@
  */
 import { kindOfRecord } from '../core/infrastructure.js';
 import pg from 'pg';
+import type { FarmWakeups } from './wakeups.js';
 import { lowerCode } from '../core/glob.js';
 import { jobNumber, type FilterTerm, type ResultQuery, type SortField } from '../core/query.js';
 import type { ResultRecord, ResultSummaryFields } from '../core/model.js';
@@ -70,11 +71,21 @@ export const escapeLike = (s: string): string => s.replace(/[\\%_]/g, (c) => '\\
 export class FarmResults {
   private readonly putListeners = new Set<(jobUids: ReadonlySet<string>) => void>();
 
-  constructor(private readonly pool: pg.Pool) {}
+  constructor(
+    private readonly pool: pg.Pool,
+    /** Replicas: each put is told to the others (`result_stored` on the farmhand channel), whose listeners hear it too. */
+    private readonly wakeups?: FarmWakeups,
+  ) {
+    wakeups?.on('result_stored', (w) => {
+      if (w.from === wakeups.id || !Array.isArray(w.job_uids)) return;
+      const jobs = new Set(w.job_uids.filter((u): u is string => typeof u === 'string'));
+      for (const fn of [...this.putListeners]) fn(jobs);
+    });
+  }
 
   /**
-   * Called after each `put` in this process with the job uids it wrote (the portal's read-your-writes
-   * hold wakes on it instead of polling). Returns the unsubscribe.
+   * Called after each `put` in this process, or on another replica (with `wakeups`), with the job uids it
+   * wrote (the portal's read-your-writes hold wakes on it instead of polling). Returns the unsubscribe.
    */
   onPut(fn: (jobUids: ReadonlySet<string>) => void): () => void {
     this.putListeners.add(fn);
@@ -97,8 +108,11 @@ export class FarmResults {
 
   /** Tell the put listeners of records now committed. */
   notePut(records: readonly ResultRecord[]): void {
-    if (this.putListeners.size === 0 || records.length === 0) return;
+    if (records.length === 0) return;
     const jobs = new Set(records.map((r) => r.job_uid));
+    // The other replicas, after the commit: a few job uids per notification (a payload holds at most 8000 bytes).
+    const uids = [...jobs];
+    for (let i = 0; this.wakeups && i < uids.length; i += 20) void this.wakeups.notify('result_stored', { job_uids: uids.slice(i, i + 20) });
     for (const fn of [...this.putListeners]) fn(jobs);
   }
 

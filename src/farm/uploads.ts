@@ -11,8 +11,10 @@
  *   partial file into the result's folder (atomic), a mismatch deletes it
  *   (the node starts that file again) and is a 400.
  *
- * One operation at a time per file (an in-memory lock): two requests for the
- * same file (a retry racing its first attempt) cannot interleave their bytes.
+ * One operation at a time per file (an in-memory lock, and with `locks` a lease in
+ * PostgreSQL for replicas sharing the storage, src/farm/uploadLocks.ts): two requests
+ * for the same file (a retry racing its first attempt, on this portal or another)
+ * cannot interleave their bytes.
  *
  * Each node's partial files together hold at most `maxPartialBytesPerNode`
  * (the portal's `max_partial_upload_bytes_per_node`): a chunk that would pass it
@@ -24,13 +26,14 @@
 import { createHash } from 'node:crypto';
 import { constants } from 'node:fs';
 import { mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { FarmError } from '../core/errors.js';
 import { parseResultId } from '../core/ids.js';
 import { syncDir } from '../storage/atomic.js';
 import { isSafeRelPath, RECORD_FILE } from '../storage/results/artifacts.js';
 import { PARTIAL_DIR, type StoredResults } from './storedResults.js';
+import type { PgUploadLocks } from './uploadLocks.js';
 
 export const DEFAULT_MAX_CHUNK_BYTES = 8 << 20;
 /** A partial file untouched this long belongs to an upload that was given up (docs/farm.md, "Storage layout"). */
@@ -63,6 +66,8 @@ export interface UploadStats {
 
 export class FarmUploads {
   private readonly locks = new Map<string, Promise<unknown>>();
+  /** Leases shared by the replicas on one storage (absent: this process is the only writer). */
+  private readonly leases: PgUploadLocks | undefined;
   readonly stats: UploadStats = { bytesReceived: 0, filesCompleted: 0, checksumMismatches: 0, quotaRefusals: 0, stalePartialsReleased: 0 };
   readonly maxChunkBytes: number;
   readonly maxPartialBytesPerNode: number;
@@ -72,8 +77,9 @@ export class FarmUploads {
 
   constructor(
     private readonly store: StoredResults,
-    opts: { maxChunkBytes?: number; maxPartialBytesPerNode?: number } = {},
+    opts: { maxChunkBytes?: number; maxPartialBytesPerNode?: number; locks?: PgUploadLocks } = {},
   ) {
+    this.leases = opts.locks;
     this.maxChunkBytes = opts.maxChunkBytes ?? DEFAULT_MAX_CHUNK_BYTES;
     this.maxPartialBytesPerNode = opts.maxPartialBytesPerNode ?? DEFAULT_MAX_PARTIAL_BYTES_PER_NODE;
   }
@@ -177,6 +183,11 @@ export class FarmUploads {
    */
   append(resultId: string, relPath: string, offset: number, body: Readable, declaredBytes = 0): Promise<UploadStatus> {
     const f = this.files(resultId, relPath);
+    // Another replica writes this file now: no offset in the answer (it is moving), so the node's uploader backs off and asks again.
+    const busy = (): Promise<never> => {
+      body.resume();
+      return othersBusy(relPath)();
+    };
     return this.locked(f.partial, async () => {
       const have = await sizeOf(f.partial);
       if (offset !== have) {
@@ -238,7 +249,7 @@ export class FarmUploads {
         await this.track(f.node, f.partial, await sizeOf(f.partial));
       }
       return { offset: have + written, complete_size: null };
-    });
+    }, busy);
   }
 
   /** Check the whole file's sha256 and move it into the result's folder; 400 (and the partial file deleted) on a mismatch. */
@@ -277,7 +288,7 @@ export class FarmUploads {
       await syncDir(dirname(f.final));
       this.stats.filesCompleted++;
       return { size: await sizeOf(f.final), sha256 };
-    });
+    }, othersBusy(relPath));
   }
 
   /** Forget a partial file (the node's copy changed, or it starts again). */
@@ -286,7 +297,7 @@ export class FarmUploads {
     return this.locked(f.partial, async () => {
       await rm(f.partial, { force: true });
       await this.track(f.node, f.partial, undefined);
-    });
+    }, othersBusy(relPath));
   }
 
   /**
@@ -310,7 +321,7 @@ export class FarmUploads {
         const node = PARTIAL_NAME.exec(name)?.[1];
         if (node !== undefined) await this.track(node, file, undefined);
         removed++;
-      });
+      }, () => Promise.resolve()); // another replica works on it: not given up
     }
     return removed;
   }
@@ -328,9 +339,13 @@ export class FarmUploads {
     return { partial: join(this.store.dir, PARTIAL_DIR, `${node}.${key}.part`), final: join(this.store.dirOf(resultId), relPath), node };
   }
 
-  private locked<T>(key: string, fn: () => Promise<T>): Promise<T> {
+  /** One operation at a time on `file`: chained here, and under its lease among replicas (`busy` when another holds it). */
+  private locked<T>(file: string, fn: () => Promise<T>, busy: () => Promise<T>): Promise<T> {
+    const key = file;
+    const leases = this.leases;
+    const op = leases ? () => leases.with(basename(file), fn, busy) : fn;
     const prev = this.locks.get(key) ?? Promise.resolve();
-    const run = prev.then(fn, fn);
+    const run = prev.then(op, op);
     const tail = run.catch(() => undefined);
     this.locks.set(key, tail);
     void tail.then(() => {
@@ -339,6 +354,9 @@ export class FarmUploads {
     return run;
   }
 }
+
+const othersBusy = (relPath: string) => (): Promise<never> =>
+  Promise.reject(new FarmError('conflict', `another portal is working on ${relPath} now; try again in a moment`));
 
 async function sizeOf(file: string): Promise<number> {
   const st = await stat(file).catch(() => undefined);

@@ -267,6 +267,11 @@ export class PgTokenVerifier implements FarmTokenVerifier {
     return same && known && known.expires > this.now() ? { user: known.user, tokenId: t.id, role: known.role } : undefined;
   }
 
+  verifyId(tokenId: string): VerifiedToken | undefined {
+    const known = this.tokens.get(tokenId);
+    return known && known.expires > this.now() ? { user: known.user, tokenId, role: known.role } : undefined;
+  }
+
   /** LISTEN first, then load: a change committed between the two is either loaded or notified. */
   async start(): Promise<void> {
     await this.listen();

@@ -17,7 +17,7 @@ import type { Context, Middleware, Next } from 'koa';
 import { parseToken, type AuthUser, type TokenVerifier } from '../core/auth.js';
 import { BASE_URL_HEADER, CLIENT_ADDRESS_HEADER, DELEGATE_HEADER, ON_BEHALF_HEADER, SIGNED_IN_HEADER } from './delegateHeaders.js';
 import { FarmError } from '../core/errors.js';
-import { clearSessionCookie, csrfMatches, SESSION_COOKIE, setSessionOf, type SessionStore } from './session.js';
+import { clearSessionCookie, csrfMatches, SESSION_COOKIE, setSessionOf, type WebSessionStore } from './session.js';
 
 /** Why a request carries no user; `requireUser` turns it into an actionable message. */
 type Problem = 'missing' | 'scheme' | 'malformed' | 'invalid' | 'session';
@@ -129,7 +129,7 @@ export const OIDC_PATHS = new Set(['/app/sign-in/oidc', '/app/oidc/callback']);
  * token header are not affected. With `delegate`, a request of the node's
  * portal link is the portal user it names (DelegateRule).
  */
-export function authenticate(verifier: TokenVerifier, sessions?: SessionStore, delegate?: DelegateRule): Middleware {
+export function authenticate(verifier: TokenVerifier, sessions?: WebSessionStore, delegate?: DelegateRule): Middleware {
   return async function authenticateRequest(ctx: Context, next: Next): Promise<void> {
     const s = state(ctx);
     s.user = undefined;
@@ -156,7 +156,7 @@ export function authenticate(verifier: TokenVerifier, sessions?: SessionStore, d
       s.authProblem = parsed.problem;
       const cookie = sessions ? ctx.cookies.get(SESSION_COOKIE) : undefined;
       if (parsed.problem === 'missing' && cookie) {
-        const session = sessions!.get(cookie);
+        const session = await sessions!.get(cookie);
         if (session) {
           if (!SAFE_METHODS.has(ctx.method) && !FORM_PATHS.has(ctx.path.toLowerCase()) && !csrfMatches(session, ctx.get('X-CSRF-Token'))) {
             throw new FarmError(

@@ -11,7 +11,7 @@
 import type { Context, Middleware, Next } from 'koa';
 import type { TokenVerifier } from '../core/auth.js';
 import { tokenFromHeader, userOf, viaPortal } from './auth.js';
-import { sessionOf, type Session, type SessionStore } from './session.js';
+import { sessionOf, type Session, type WebSessionStore } from './session.js';
 
 export interface HeldCredential {
   /** What the per-caller share counts against. */
@@ -36,7 +36,7 @@ export function heldCredentialOf(ctx: Context): HeldCredential {
   return { key: user ? `token:${user.tokenId}` : `address:${ctx.ip}`, authenticated: !!user, valid: () => true, onEnd: () => () => undefined };
 }
 
-export function rememberCredential(verifier: TokenVerifier, sessions: SessionStore): Middleware {
+export function rememberCredential(verifier: TokenVerifier, sessions: WebSessionStore): Middleware {
   // Sessions that end: their held connections are told at once.
   const watchers = new Map<string, Set<() => void>>();
   sessions.onEnd((s) => {

@@ -3,12 +3,13 @@
  * CSRF token that every state-changing browser request sends back
  * (docs/portal.md, "Signing in").
  *
- * Sessions live in memory only: a random 256-bit id (the cookie) maps to the
+ * On a node, sessions live in memory only ({@link SessionStore}); on the portal, in PostgreSQL
+ * (src/farm/webSessions.ts), behind the same {@link WebSessionStore} interface. A random 256-bit id (the cookie) maps to the
  * person, the access token they signed in with, and a second random 256-bit
  * CSRF token. Every request re-verifies the session's token, so revoking the
  * token (`farmhand token revoke`) ends its sessions at once. A session ends
  * after {@link SESSION_IDLE_MS} without a request and at most
- * {@link SESSION_MAX_MS} after sign-in; a daemon restart ends them all.
+ * {@link SESSION_MAX_MS} after sign-in; a daemon restart ends them all (a portal restart ends none).
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Context } from 'koa';
@@ -65,7 +66,28 @@ export function csrfMatches(session: Session, given: unknown): boolean {
   return a.length === b.length && timingSafeEqual(a, b);
 }
 
-export class SessionStore {
+/**
+ * Where sessions live: the node's memory ({@link SessionStore}), or the portal's PostgreSQL
+ * (src/farm/webSessions.ts `PgSessionStore`, seen by every replica, surviving a restart). Callers
+ * await every answer but `isLive`, which a held connection asks synchronously.
+ */
+export interface WebSessionStore {
+  /** A new session for a valid token; undefined when the token is not valid. */
+  create(token: string): Session | undefined | Promise<Session | undefined>;
+  /** A new session for a person the identity provider signed in (OIDC). */
+  createOidc(who: OidcIdentity): Session | Promise<Session>;
+  /** The live session of this cookie value (its use recorded), or undefined. */
+  get(id: string | undefined): Session | undefined | Promise<Session | undefined>;
+  /** Sign-out: the session ends (everywhere). */
+  end(id: string): void | Promise<void>;
+  /** Whether a session got earlier is still live, without recording a use (held connections). */
+  isLive(s: Session): boolean;
+  /** Called with every session that ends (here or, for the portal's store, on any replica). */
+  onEnd(fn: (s: Session) => void): void;
+}
+
+/** The node's sessions: in memory, so a restart ends them (a node has no database). */
+export class SessionStore implements WebSessionStore {
   /** Insertion order is kept as last-use order (a touched session is re-inserted), so the first is the least recently used. */
   private readonly sessions = new Map<string, Session>();
   /** Live sessions per user name, for {@link SESSIONS_PER_USER}. */

@@ -13,17 +13,17 @@ import { liveRouter } from './pages/live.js';
 import { resultRouter } from './pages/result.js';
 import { nodeResults, resultsRouter } from './pages/results.js';
 import { signInRouter } from './pages/signIn.js';
-import type { SessionStore } from '../http/session.js';
+import type { WebSessionStore } from '../http/session.js';
 import type { OidcSignIn } from '../http/oidc.js';
 import { oidcSignInRouter } from './pages/oidcSignIn.js';
 import { staticRouter } from './static.js';
 
 /** `oidc`: sign-in with OpenID Connect, when configured (docs/auth.md). */
-export function portalRouters(s: Services, sessions: SessionStore, oidc?: OidcSignIn): Router[] {
+export function portalRouters(s: Services, sessions: WebSessionStore, oidc?: OidcSignIn): Router[] {
   return [staticRouter(), ...(oidc ? [oidcSignInRouter(sessions, oidc)] : []), ...pageRouters(s, sessions, oidc)];
 }
 
-function pageRouters(s: Services, sessions: SessionStore, oidc?: OidcSignIn): Router[] {
+function pageRouters(s: Services, sessions: WebSessionStore, oidc?: OidcSignIn): Router[] {
   const audit = s.audit ? [auditPageRouter(s.audit)] : [];
   return [signInRouter(sessions, { ...(oidc && { oidc: oidc.name }) }), frontRouter(s), resultsRouter(nodeResults(s)), resultRouter(s), jobRouter(s), liveRouter(s), apiReferenceRouter(s), ...audit];
 }

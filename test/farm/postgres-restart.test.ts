@@ -80,6 +80,7 @@ describe('farm fault: PostgreSQL restarted under the portal', function () {
 
       // ---- 1. pg_ctl restart -m fast: every connection is cut, the server is back at once.
       const listenerReconnects = farm.portal.events.listener.reconnects;
+      const wakeupReconnects = farm.portal.wakeups.reconnects;
       await cluster.restart('fast');
       await waitFor(async () => (await call(alice, 'GET', '/api/v2/nodes')).status === 200, { what: 'the portal answering v2 again', timeoutMs: 30_000 });
       const who = await json(await call(alice, 'GET', '/api/v2/user'));
@@ -92,6 +93,11 @@ describe('farm fault: PostgreSQL restarted under the portal', function () {
       // The LISTEN parts are back: the outbox listener reconnected, both channels are listened on again.
       await waitFor(() => farm.portal.events.listener.reconnects > listenerReconnects, { what: 'the outbox listener to reconnect', timeoutMs: 30_000 });
       await waitFor(async () => (await listening('farm_tokens')) === 1 && (await listening('farm_events')) === 1, { what: 'LISTEN on both channels again', timeoutMs: 30_000 });
+      // The wake-up channel of many portals (src/farm/wakeups.ts) too, and it hears a notification sent after the restart.
+      await waitFor(async () => farm.portal.wakeups.reconnects > wakeupReconnects && (await listening('farmhand')) === 1, { what: 'LISTEN farmhand again', timeoutMs: 30_000 });
+      const heard = farm.portal.wakeups.received;
+      await farm.db.query(`SELECT pg_notify('farmhand', '{"kind": "result_stored", "job_uids": []}')`);
+      await waitFor(() => farm.portal.wakeups.received > heard, { what: 'a wake-up heard after the restart', timeoutMs: 20_000 });
       // A token made after the restart is accepted (tokenFor waits for it), one revoked is refused.
       const carol = await farm.tokenFor('carol');
       await farm.db.query(`UPDATE tokens SET revoked_at = now() WHERE token_id = $1`, [carol.split('_')[1]]);

@@ -12,7 +12,7 @@ import request from 'supertest';
 import type { Role } from '../../src/core/roles.js';
 import { registerNode } from '../../src/farm/nodeCredentials.js';
 import { parsePortalConfig, type PortalConfigInput } from '../../src/farm/portal/config.js';
-import { startFarmPortal, type FarmPortal } from '../../src/farm/portal/farm.js';
+import { startFarmPortal, type FarmPortal, type FarmPortalOptions } from '../../src/farm/portal/farm.js';
 import { PgTokens, PgUsers } from '../../src/farm/users.js';
 import type { Files, TestPackRepo } from '../fixtures/testPack.js';
 import { makeTestPack } from '../fixtures/testPack.js';
@@ -40,7 +40,7 @@ export interface TestFarm {
   stop(): Promise<void>;
 }
 
-export async function startTestFarm(o: { portal?: Partial<PortalConfigInput>; cluster?: TestPostgres } = {}): Promise<TestFarm> {
+export async function startTestFarm(o: { portal?: Partial<PortalConfigInput>; cluster?: TestPostgres; options?: FarmPortalOptions } = {}): Promise<TestFarm> {
   const cluster = o.cluster ?? (await startPostgres());
   const storage = await mkdtemp(path.join(os.tmpdir(), 'farmhand-portal-'));
   const log = daemonLogger();
@@ -54,7 +54,7 @@ export async function startTestFarm(o: { portal?: Partial<PortalConfigInput>; cl
     heartbeat_secs: 1,
     ...o.portal,
   });
-  const portal = await startFarmPortal(config, log.logger);
+  const portal = await startFarmPortal(config, log.logger, o.options);
   const db = new pg.Pool({ connectionString: connectionString(cluster), max: 2 });
   // An idle client losing its server (a test restarts PostgreSQL) must not crash the test run.
   db.on('error', () => undefined);

@@ -39,6 +39,10 @@ export async function startTestPortal(
       const user = tokens.get(t);
       return user === undefined ? undefined : { user, tokenId: t.slice(3, 11) };
     },
+    verifyId: (id) => {
+      const t = [...tokens.keys()].find((k) => k.slice(3, 11) === id);
+      return t === undefined ? undefined : { user: tokens.get(t)!, tokenId: id };
+    },
   };
   const config = parsePortalConfig({
     listen: '127.0.0.1:0',

@@ -308,4 +308,44 @@ ALTER TABLE nodes ADD COLUMN owner_epoch bigint NOT NULL DEFAULT 0;
 CREATE INDEX nodes_owner ON nodes (owner_replica) WHERE owner_replica IS NOT NULL;
 `,
   },
+  {
+    id: 11,
+    name: 'many portals: web sessions, upload locks, the farmhand wake-up channel (docs/farm.md, "Many portals")',
+    sql: `
+-- People's sign-in sessions (src/farm/webSessions.ts), seen by every replica and kept over a restart. Only the
+-- sha256 of the session id (the cookie) is stored: a copy of the table signs nobody in. A token's session names its
+-- token (token_id; the token itself is never stored) and takes its user's role from it at each use; an OIDC
+-- session keeps the role the provider's claims gave at sign-in. No foreign keys: a token's revocation or a user's
+-- removal ends the session at its next use (the verifier no longer knows the token), as on a node.
+CREATE TABLE web_sessions (
+  id_hash      bytea PRIMARY KEY CHECK (length(id_hash) = 32),
+  username     text COLLATE "C" NOT NULL,
+  origin       text NOT NULL CHECK (origin IN ('token', 'oidc')),
+  token_id     text COLLATE "C",
+  role         text,
+  csrf         text NOT NULL,
+  created_at   timestamptz NOT NULL DEFAULT now(),
+  last_used_at timestamptz NOT NULL DEFAULT now(),
+  expires_at   timestamptz NOT NULL,
+  CHECK ((origin = 'token') = (token_id IS NOT NULL))
+);
+CREATE INDEX web_sessions_user ON web_sessions (username, last_used_at);
+CREATE INDEX web_sessions_expiry ON web_sessions (expires_at);
+-- A session that ends (sign-out, expiry, a cap, the prune) is told to every replica at once, so their held
+-- connections of it (event streams) end too: a notification on the farmhand channel (src/farm/wakeups.ts).
+CREATE FUNCTION web_sessions_ended() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_notify('farmhand', json_build_object('kind', 'session_ended', 'hash', encode(OLD.id_hash, 'hex'))::text);
+  RETURN NULL;
+END $$;
+CREATE TRIGGER web_sessions_ended AFTER DELETE ON web_sessions FOR EACH ROW EXECUTE FUNCTION web_sessions_ended();
+-- One operation at a time on each partial upload file, whichever replica receives it (src/farm/uploads.ts): a
+-- lease, so a replica that dies holding one does not block the file for ever.
+CREATE TABLE upload_locks (
+  file_key  text COLLATE "C" PRIMARY KEY,
+  holder    text NOT NULL,
+  until     timestamptz NOT NULL
+);
+`,
+  },
 ];

@@ -3,8 +3,8 @@
  * who is calling -> rate limit -> token required on v2 -> body -> routes),
  * with the portal's routes behind it. Programs call the portal with v2 tokens;
  * people sign in once with one and carry the node's session cookie
- * (src/http/session.ts, the same SessionStore, sign-in page and CSRF rule as a
- * node), which the API middleware accepts where the node's does.
+ * (src/http/session.ts: the same sign-in page and CSRF rule as a node; the
+ * sessions themselves in PostgreSQL, src/farm/webSessions.ts), which the API middleware accepts where the node's does.
  */
 import Koa, { type Middleware } from 'koa';
 import type Router from '@koa/router';
@@ -22,7 +22,7 @@ import { rateLimit, type RateLimitSettings } from '../../http/rateLimit.js';
 import { securityHeaders } from '../../http/securityHeaders.js';
 import { databaseUnavailable, isDatabaseUnavailable } from '../db/pool.js';
 import { signInRouter } from '../../web/pages/signIn.js';
-import { SessionStore } from '../../http/session.js';
+import { SessionStore, type WebSessionStore } from '../../http/session.js';
 import type { OidcSignIn } from '../../http/oidc.js';
 import { oidcSignInRouter, type OnOidcSignIn } from '../../web/pages/oidcSignIn.js';
 import { staticRouter } from '../../web/static.js';
@@ -32,6 +32,8 @@ import { adoptReplicaCaller, replicaEdge } from './replicaAuth.js';
 export interface PortalAppOptions {
   logger: Logger;
   tokens: TokenVerifier;
+  /** People's sessions: the portal's PostgreSQL store (src/farm/webSessions.ts); default in memory (a restart ends them). */
+  sessions?: WebSessionStore;
   rateLimit: RateLimitSettings;
   maxBodyBytes: number;
   /** The config's `public_url`: an `Origin` of it is the portal's own (src/http/crossSite.ts). */
@@ -76,8 +78,8 @@ export function createPortalApp(o: PortalAppOptions): Koa {
   });
   app.use(foldTrailingSlash);
   for (const router of o.early ?? []) app.use(router.routes());
-  // People's sessions, in the portal's memory (a portal restart ends them, as a node restart does).
-  const sessions = new SessionStore(o.tokens);
+  // People's sessions: in PostgreSQL on the portal (every replica sees them; a restart ends none).
+  const sessions = o.sessions ?? new SessionStore(o.tokens);
   // The replicas' headers are believed only signed by another replica, and removed here either way (replicaAuth.ts).
   app.use(replicaEdge(o.replicaSecret));
   app.use(authenticate(o.tokens, sessions));

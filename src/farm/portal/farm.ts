@@ -18,6 +18,8 @@ import { PgReservations } from '../reservations.js';
 import { farmResultRouter, forwardThroughHub } from '../resultRoutes.js';
 import { StoredResults } from '../storedResults.js';
 import { uploadRouter } from '../uploadRoutes.js';
+import { PgUploadLocks } from '../uploadLocks.js';
+import { whenJobExited } from '../wakeups.js';
 import { FarmUploads } from '../uploads.js';
 import { PgTokenVerifier } from '../users.js';
 import { FarmWebhooks } from '../webhooks.js';
@@ -44,13 +46,20 @@ export function busyReason(link: NodeLink | undefined): string | null {
   return availabilityText(linkAvailability(link));
 }
 
-export async function startFarmPortal(cfg: PortalConfig, logger: Logger, o: Pick<PortalParts, 'onLockLost' | 'onLeaseLost'> = {}): Promise<FarmPortal> {
+export interface FarmPortalOptions extends Pick<PortalParts, 'onLockLost' | 'onLeaseLost'> {
+  /** How often waiting reservation requests look again without a wake-up (default 500 ms; tests make it long). */
+  reservationRecheckMs?: number;
+}
+
+export async function startFarmPortal(cfg: PortalConfig, logger: Logger, opts: FarmPortalOptions = {}): Promise<FarmPortal> {
+  const { reservationRecheckMs, ...o } = opts;
   let reservations: PgReservations | undefined;
   let log: PgEventLog | undefined;
   let listener: OutboxListener | undefined;
   let stream: EventStream | undefined;
   let store: StoredResults | undefined;
   let uploads: FarmUploads | undefined;
+  let locks: PgUploadLocks | undefined;
   let sweeper: NodeJS.Timeout | undefined;
   let retainer: NodeJS.Timeout | undefined;
   const partsLogger = (part: string): Logger => logger.child({ part });
@@ -61,11 +70,19 @@ export async function startFarmPortal(cfg: PortalConfig, logger: Logger, o: Pick
       reservedNodes: async () => (reservations ? (await reservations.activeAll()).keys() : []),
       busyReason,
     },
+    jobExited: (uid, signal) => whenJobExited(listener!, uid, signal),
     tokens: (pool) => new PgTokenVerifier(pool, { logger: partsLogger('tokens') }),
     credentials: (pool) => new PgNodeCredentials(pool),
-    reservations: (pool, hub) => {
+    reservations: (pool, hub, wakeups) => {
       log = new PgEventLog({ pool, logger: partsLogger('events'), keepRows: cfg.events.buffer_size });
-      reservations = new PgReservations({ pool, isBusy: (id) => busyReason(hub.link(id)), events: log, logger: partsLogger('reservations') });
+      reservations = new PgReservations({
+        pool,
+        isBusy: (id) => busyReason(hub.link(id)),
+        events: log,
+        logger: partsLogger('reservations'),
+        wakeups,
+        ...(reservationRecheckMs !== undefined && { recheckMs: reservationRecheckMs }),
+      });
       return reservations;
     },
     routers: ({ pool, hub, results, fold }): Router[] => {
@@ -88,7 +105,12 @@ export async function startFarmPortal(cfg: PortalConfig, logger: Logger, o: Pick
         stream.router(),
       ];
     },
-    early: ({ pool }) => [uploadRouter({ uploads: (uploads = new FarmUploads(store!, { maxPartialBytesPerNode: cfg.max_partial_upload_bytes_per_node })), store: store!, credentials: new PgNodeCredentials(pool) })],
+    early: ({ pool }) => {
+      // Replicas share storage_dir: one writer per partial file among them, by a lease in PostgreSQL (docs/farm.md, "Many portals").
+      locks = cfg.replicas.mode === 'many' ? new PgUploadLocks(pool, { ...(cfg.replicas.replica_id && { holder: cfg.replicas.replica_id }) }) : undefined;
+      uploads = new FarmUploads(store!, { maxPartialBytesPerNode: cfg.max_partial_upload_bytes_per_node, ...(locks && { locks }) });
+      return [uploadRouter({ uploads, store: store!, credentials: new PgNodeCredentials(pool) })];
+    },
   });
   const webhooks = new FarmWebhooks({
     pool: portal.pool,
@@ -99,6 +121,7 @@ export async function startFarmPortal(cfg: PortalConfig, logger: Logger, o: Pick
   });
   try {
     await store!.open();
+    if (cfg.replicas.replica_id) await locks?.releaseMine();
     await reservations!.start();
     log!.start();
     await listener!.start();

@@ -27,6 +27,8 @@ import type { OidcConfig } from '../../config/oidc.js';
 import { OidcSignIn, readClientSecret } from '../../http/oidc.js';
 import type { OnOidcSignIn } from '../../web/pages/oidcSignIn.js';
 import { PgUsers } from '../users.js';
+import { FarmWakeups } from '../wakeups.js';
+import { PgSessionStore } from '../webSessions.js';
 import { createPortalApp } from './app.js';
 import { PgAuditLog } from '../audit.js';
 import { auditRouter, auditTrail } from '../../http/audit.js';
@@ -48,11 +50,11 @@ export interface PortalParts {
   /** Node credentials (hB's PgNodeCredentials). Default: no node may connect. */
   credentials?: (pool: pg.Pool) => NodeCredentials;
   /** Reservations (hC). Default: none, nodes are never reserved. */
-  reservations?: (pool: pg.Pool, hub: PortalHub) => FarmReservations;
+  reservations?: (pool: pg.Pool, hub: PortalHub, wakeups: FarmWakeups) => FarmReservations;
   /** More routers, mounted before the portal's own (results storage, events, reservations). */
-  routers?: (p: { pool: pg.Pool; hub: PortalHub; jobs: FarmJobs; results: FarmResults; fold: PgNodeFold }) => Router[];
+  routers?: (p: { pool: pg.Pool; hub: PortalHub; jobs: FarmJobs; results: FarmResults; fold: PgNodeFold; wakeups: FarmWakeups }) => Router[];
   /** Routers with their own authentication and bodies, mounted before the API's middleware (the nodes' uploads); made after `routers`. */
-  early?: (p: { pool: pg.Pool; hub: PortalHub; jobs: FarmJobs; results: FarmResults }) => Router[];
+  early?: (p: { pool: pg.Pool; hub: PortalHub; jobs: FarmJobs; results: FarmResults; wakeups: FarmWakeups }) => Router[];
   /**
    * The portal lock was lost and another portal took it (src/farm/db/portalLock.ts): this portal must stop
    * without another database write. `farmhand portal` exits; the default only logs (and /readyz answers 503).
@@ -63,6 +65,11 @@ export interface PortalParts {
    * connections closed, nothing more written). `farmhand portal` exits 1; the default only logs (/readyz 503).
    */
   onLeaseLost?: (why: string) => void;
+  /**
+   * Replicas "many": resolves when a job exited, folded on any replica (the events outbox: src/farm/wakeups.ts
+   * whenJobExited); await_completion of a job whose node is not connected here waits on it.
+   */
+  jobExited?: (uid: string, signal: AbortSignal) => Promise<void>;
   /** What /metrics reads beyond the hub, the pool and the lock (the farm's uploads and reservations); read at each scrape. */
   opsSources?: Pick<PortalOpsSources, 'uploadsInFlight' | 'reservedNodes' | 'busyReason'>;
 }
@@ -90,6 +97,10 @@ export interface Portal {
   proxy: ReplicaProxy | undefined;
   /** The replica's lease (src/farm/replicas/lease.ts); replicas "many" only. */
   lease: ReplicaLease | undefined;
+  /** People's sign-in sessions, in PostgreSQL (src/farm/webSessions.ts). */
+  sessions: PgSessionStore;
+  /** The farmhand channel: wake-ups from the other replicas (src/farm/wakeups.ts). */
+  wakeups: FarmWakeups;
   stop(): Promise<void>;
 }
 
@@ -125,6 +136,8 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
   let hub: PortalHub | undefined;
   let tokens: TokenVerifier | undefined;
   let audit: PgAuditLog | undefined;
+  let wakeups: FarmWakeups | undefined;
+  let sessions: PgSessionStore | undefined;
   try {
     await migrate(pool);
     if (many) {
@@ -142,11 +155,17 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
         },
       });
     }
+    wakeups = new FarmWakeups({ pool, logger: logger.child({ part: 'wakeups' }) });
+    await wakeups.start();
     if (!parts.tokens) logger.warn('no token verifier is wired: every v2 call is refused');
     if (!parts.credentials) logger.warn('no node credentials are wired: no node can connect');
     tokens = parts.tokens?.(pool) ?? NO_TOKENS;
     if (isFarmTokenVerifier(tokens)) await tokens.start();
-    const results = new FarmResults(pool);
+    sessions = new PgSessionStore({ pool, tokens, wakeups, logger: logger.child({ part: 'sessions' }) });
+    await sessions.start();
+    const w = wakeups;
+    // Replicas "many": the results stored here are told to the others (their read-your-writes listeners).
+    const results = new FarmResults(pool, cfg.replicas.mode === 'many' ? wakeups : undefined);
     // The fault rule's events (the lost run, the ended job) go out through the hub, made just below.
     const jobs = new FarmJobs({ pool, logger, onRunLost: (r) => results.put([r]), emit: (type, nodeId, data) => hub?.emitPortalEvent(type, nodeId, data) });
     const fold = new PgNodeFold({ pool, jobs, results, logger: logger.child({ part: 'fold' }) });
@@ -176,7 +195,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
         onOffline: (nodeId, reason) => h1.emitPortalEvent('node.offline', nodeId, { online: false, reason }),
       });
     }
-    const reservations = parts.reservations?.(pool, hub);
+    const reservations = parts.reservations?.(pool, hub, w);
     const awaits = new SharedForwards({ joinMs: AWAIT_JOIN_MS });
     // The farm's audit trail (docs/auth.md): the portal's requests, in PostgreSQL.
     audit = new PgAuditLog({ pool, keepDays: cfg.audit.keep_days, logger: logger.child({ part: 'audit' }) });
@@ -206,6 +225,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       ops: ops.router,
       logger,
       tokens,
+      sessions,
       rateLimit: cfg.rate_limit,
       maxBodyBytes: cfg.api.max_body_bytes,
       publicUrl: cfg.public_url,
@@ -215,13 +235,23 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       routers: [
         auditRouter(audit),
         auditPageRouter(audit, { farm: true }),
-        ...(parts.routers?.({ pool, hub, jobs, results, fold }) ?? []),
+        ...(parts.routers?.({ pool, hub, jobs, results, fold, wakeups: w }) ?? []),
         // In front of the forwarding: an offline node's job page, from the jobs table and the index.
         storedJobPageRouter({ hub, jobs, results }),
-        portalRouter({ pool, hub, jobs, reservations, results, awaits, publicUrl: cfg.public_url, settleMs: cfg.read_your_writes_max_secs * 1000 }),
+        portalRouter({
+          pool,
+          hub,
+          jobs,
+          reservations,
+          results,
+          awaits,
+          publicUrl: cfg.public_url,
+          settleMs: cfg.read_your_writes_max_secs * 1000,
+          ...(cfg.replicas.mode === 'many' && parts.jobExited && { jobExited: parts.jobExited, awaitHoldMs: cfg.api.await_completion_secs * 1000 }),
+        }),
         ...portalWebRouters({ pool, hub, reservations, results, publicUrl: cfg.public_url }),
       ],
-      early: parts.early?.({ pool, hub, jobs, results }) ?? [],
+      early: parts.early?.({ pool, hub, jobs, results, wakeups: w }) ?? [],
     });
     server = createServer(app.callback());
     server.headersTimeout = 30_000;
@@ -238,6 +268,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
     const h = hub;
     const t = tokens;
     const a = audit;
+    const sess = sessions;
     let stopping: Promise<void> | undefined;
     return {
       url,
@@ -253,6 +284,8 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       places,
       proxy,
       lease,
+      sessions: sess,
+      wakeups: w,
       stop: () =>
         (stopping ??= (async () => {
           await sweeper?.stop();
@@ -265,6 +298,8 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
           trail.close(); // open manual control sessions end here
           await a.close();
           if (isFarmTokenVerifier(t)) await t.close();
+          sess.close();
+          await w.close();
           await pool.end();
           await lock.release();
           await lease?.release();
@@ -277,6 +312,8 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
     server?.close();
     if (tokens && isFarmTokenVerifier(tokens)) await tokens.close().catch(() => undefined);
     await sweeper?.stop();
+    sessions?.close();
+    await wakeups?.close();
     await pool.end().catch(() => undefined);
     await lock.release();
     await lease?.release();

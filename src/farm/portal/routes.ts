@@ -38,6 +38,14 @@ export interface PortalRouteDeps {
   awaits?: SharedForwards;
   /** The read-your-writes hold's limit (config `read_your_writes_max_secs`; default SETTLE_MS). */
   settleMs?: number;
+  /**
+   * Replicas "many" (docs/farm.md, "Many portals"): resolves when job `uid` has exited, folded on any replica
+   * (its job.exited read from the events outbox); an await_completion of a job whose node is not connected here
+   * waits on it, up to `awaitHoldMs`, instead of answering 503.
+   */
+  jobExited?: (uid: string, signal: AbortSignal) => Promise<void>;
+  /** How long such an await_completion is held (the node's `api.await_completion_secs`, default 55 s); then 202. */
+  awaitHoldMs?: number;
 }
 
 /** await_completion requests this close together share one long poll to the node (sharedForward.ts). */
@@ -237,6 +245,15 @@ export function portalRouter(d: PortalRouteDeps): Router {
     if (isHere(d.hub, nodeId)) return awaitOnNode(ctx, nodeId);
     // The node is away: an ended job is answered at once, as the node would; a running one waits for its node.
     const uid = `/${nodeId}/${ctx.params.hex}/${ctx.params.num}`;
+    if (d.jobExited) {
+      // Another replica's node, or none's: its end reaches every replica through the outbox (the fold's commit).
+      const held = await holdUntilExited(ctx, uid, d.jobExited, d.awaitHoldMs ?? 55_000);
+      if (held) {
+        ctx.status = held.state === 'exited' ? 200 : 202;
+        ctx.body = presentFarmJob(held, base(ctx));
+        return;
+      }
+    }
     const row = await d.jobs.get(uid);
     if (row?.state === 'exited') {
       ctx.body = presentFarmJob(row, base(ctx));
@@ -244,6 +261,23 @@ export function portalRouter(d: PortalRouteDeps): Router {
     }
     await toNode(ctx, nodeId);
   });
+  /** The job row once it exited (or as it is after `holdMs`, still running); undefined when the portal has no row of it. */
+  const holdUntilExited = async (ctx: Context, uid: string, exited: NonNullable<PortalRouteDeps['jobExited']>, holdMs: number) => {
+    const ac = new AbortController();
+    const onClose = () => ac.abort();
+    ctx.res.once('close', onClose);
+    try {
+      // Listening first, then reading: an end committed in between is either in the row or heard.
+      const ended = exited(uid, ac.signal).catch(() => undefined);
+      const row = await d.jobs.get(uid);
+      if (row?.state !== 'running') return row;
+      await Promise.race([ended, delay(holdMs, undefined, { signal: ac.signal }).catch(() => undefined)]);
+      return await d.jobs.get(uid);
+    } finally {
+      ac.abort();
+      ctx.res.off('close', onClose);
+    }
+  };
   // "PUT /api/v2/jobs/{job_uid}/stop (POST behaves identically)"
   mount(r, `PUT ${JOB}/stop`, (ctx) => toNode(ctx, jobNode(ctx), { reservation: 'stop the job', body: true, settle: true }));
   mount(r, `POST ${JOB}/stop`, (ctx) => toNode(ctx, jobNode(ctx), { reservation: 'stop the job', body: true, settle: true }));

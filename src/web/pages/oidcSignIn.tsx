@@ -17,7 +17,7 @@ import { identityFromClaims } from '../../core/oidc.js';
 import type { Role } from '../../core/roles.js';
 import { sendError } from '../../http/errors.js';
 import { CALLBACK_PATH, FLOW_COOKIE, FLOW_TTL_MS, OidcFailure, type OidcSignIn } from '../../http/oidc.js';
-import { sessionOf, setSessionCookie, setSessionOf, type SessionStore } from '../../http/session.js';
+import { sessionOf, setSessionCookie, setSessionOf, type WebSessionStore } from '../../http/session.js';
 import { sendPage, wantsPage } from '../layout.js';
 import { safeNext } from './signIn.js';
 import { mount } from '../../http/endpoints/mount.js';
@@ -68,7 +68,7 @@ function Continue(p: { login: string; role: Role; next: string }) {
 const flowCookie = (ctx: Context, value: string, maxAge: number) =>
   ctx.cookies.set(FLOW_COOKIE, value, { httpOnly: true, sameSite: 'lax', path: CALLBACK_PATH, secure: ctx.protocol === 'https', overwrite: true, maxAge });
 
-export function oidcSignInRouter(sessions: SessionStore, oidc: OidcSignIn, o: { farm?: boolean; onSignIn?: OnOidcSignIn } = {}): Router {
+export function oidcSignInRouter(sessions: WebSessionStore, oidc: OidcSignIn, o: { farm?: boolean; onSignIn?: OnOidcSignIn } = {}): Router {
   const r = new Router();
   const farm = o.farm ?? false;
   const retryUrl = (next: string) => `/app/sign-in/oidc?next=${encodeURIComponent(next)}`;
@@ -115,9 +115,9 @@ export function oidcSignInRouter(sessions: SessionStore, oidc: OidcSignIn, o: { 
       return;
     }
     const role = o.onSignIn ? await o.onSignIn(who) : who.role;
-    const session = sessions.createOidc({ login: who.login, role, maxMs: oidc.sessionMaxMs });
+    const session = await sessions.createOidc({ login: who.login, role, maxMs: oidc.sessionMaxMs });
     const old = sessionOf(ctx);
-    if (old) sessions.end(old.id);
+    if (old) await sessions.end(old.id);
     setSessionOf(ctx, session);
     setSessionCookie(ctx, session);
     // This answer is already the person's (the page header: who, the role, sign-out).

@@ -13,7 +13,7 @@ import { FarmError } from '../../core/errors.js';
 import { userOf } from '../../http/auth.js';
 import { bodyOf } from '../../http/body.js';
 import { sendPage, wantsPage } from '../layout.js';
-import { clearSessionCookie, csrfMatches, sessionOf, setSessionCookie, setSessionOf, type SessionStore } from '../../http/session.js';
+import { clearSessionCookie, csrfMatches, sessionOf, setSessionCookie, setSessionOf, type WebSessionStore } from '../../http/session.js';
 import { mount } from '../../http/endpoints/mount.js';
 
 /**
@@ -108,7 +108,7 @@ const BAD_TOKEN =
   "That token was not accepted: it is unknown, revoked, or not whole (tokens look like fh_<8 hex digits>_<43 characters>). Paste it again, or ask the node's administrator for a new one.";
 
 /** `farm`: the farm's portal (its token command, its navigation); `oidc`: the provider's name for the "Sign in with" button. */
-export function signInRouter(sessions: SessionStore, o: { farm?: boolean; oidc?: string } = {}): Router {
+export function signInRouter(sessions: WebSessionStore, o: { farm?: boolean; oidc?: string } = {}): Router {
   const r = new Router();
   const farm = o.farm ?? false;
   const oidc = o.oidc;
@@ -117,12 +117,12 @@ export function signInRouter(sessions: SessionStore, o: { farm?: boolean; oidc?:
     sendPage(ctx, <SignInForm next={safeNext(ctx.query.next)} login={userOf(ctx)?.login} farm={farm} oidc={oidc} />, { title: 'Sign in', section: 'sign-in', farm });
   });
 
-  mount(r, 'POST /app/sign-in', (ctx) => {
+  mount(r, 'POST /app/sign-in', async (ctx) => {
     refuseCrossSite(ctx);
     const form = bodyOf(ctx) as Record<string, unknown>;
     const next = safeNext(form.next);
     const token = typeof form.token === 'string' ? form.token.trim() : '';
-    const session = token ? sessions.create(token) : undefined;
+    const session = token ? await sessions.create(token) : undefined;
     if (!session) {
       const message = token ? BAD_TOKEN : 'Enter your access token.';
       // A program posting the form gets the API's JSON error; a browser gets the form again with the error.
@@ -131,14 +131,14 @@ export function signInRouter(sessions: SessionStore, o: { farm?: boolean; oidc?:
       return;
     }
     const old = sessionOf(ctx);
-    if (old) sessions.end(old.id);
+    if (old) await sessions.end(old.id);
     setSessionOf(ctx, session);
     setSessionCookie(ctx, session);
     ctx.status = 303;
     ctx.redirect(next);
   });
 
-  mount(r, 'POST /app/sign-out', (ctx) => {
+  mount(r, 'POST /app/sign-out', async (ctx) => {
     refuseCrossSite(ctx);
     const session = sessionOf(ctx);
     if (session) {
@@ -146,7 +146,7 @@ export function signInRouter(sessions: SessionStore, o: { farm?: boolean; oidc?:
       if (!csrfMatches(session, ctx.get('X-CSRF-Token') || form.csrf)) {
         throw new FarmError('forbidden', 'signing out needs the session\'s CSRF token (the sign-out button\'s form carries it): reload the page and press "Sign out" again');
       }
-      sessions.end(session.id);
+      await sessions.end(session.id);
     }
     clearSessionCookie(ctx);
     ctx.status = 303;
