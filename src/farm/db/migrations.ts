@@ -308,4 +308,14 @@ ALTER TABLE nodes ADD COLUMN owner_epoch bigint NOT NULL DEFAULT 0;
 CREATE INDEX nodes_owner ON nodes (owner_replica) WHERE owner_replica IS NOT NULL;
 `,
   },
+  {
+    id: 11,
+    name: 'the node\'s state from its stream (docs/farm.md, "The node\'s state")',
+    sql: `
+-- The payload of the node's last node.state folded (its v2 Node object and its availability as a kind and a detail),
+-- and that event's id: written in the fold's transaction, read when the node is not connected to this portal process.
+ALTER TABLE nodes ADD COLUMN state jsonb;
+ALTER TABLE nodes ADD COLUMN state_event_id text;
+`,
+  },
 ];
