@@ -26,6 +26,8 @@ const significant = (s: NodeStateData): string => JSON.stringify({ ...s, node: {
 
 export class NodeStatePublisher {
   private timer: NodeJS.Timeout | undefined;
+  /** Set while a change of last_used_time alone waits for usageMs after the last publish. */
+  private usageTimer: NodeJS.Timeout | undefined;
   private refreshTimer: NodeJS.Timeout | undefined;
   private building = false;
   private again = false;
@@ -33,16 +35,26 @@ export class NodeStatePublisher {
   /** The last state published (or found in the journal at start). */
   private last: { whole: string; significant: string; at: number } | undefined;
   private count = 0;
+  private readCount = 0;
 
   constructor(private readonly o: NodeStateOptions) {
     // The last state the journal holds (an earlier run's): a restart with the same state adds nothing.
     const prev = o.events.buffered({ internal: true }).findLast((e) => e.type === 'node.state') as FarmEvent<'node.state'> | undefined;
-    if (prev) this.last = { whole: JSON.stringify(prev.data.availability) + JSON.stringify(strip(prev.data)), significant: significant(strip(prev.data)), at: 0 };
+    if (prev) {
+      const d = strip(prev.data);
+      // Its time counts as now: a change of the last use's time alone waits usageMs from this start, as from a publish.
+      this.last = { whole: JSON.stringify(d.availability) + JSON.stringify(d.node), significant: significant(d), at: (o.now ?? Date.now)() };
+    }
   }
 
   /** node.state events published since start. */
   get published(): number {
     return this.count;
+  }
+
+  /** Times the state was read and compared (tests wait on it). */
+  get reads(): number {
+    return this.readCount;
   }
 
   start(): void {
@@ -56,18 +68,19 @@ export class NodeStatePublisher {
     this.stopped = true;
     clearInterval(this.refreshTimer);
     clearTimeout(this.timer);
-    this.refreshTimer = this.timer = undefined;
+    clearTimeout(this.usageTimer);
+    this.refreshTimer = this.timer = this.usageTimer = undefined;
   }
 
   /** Publish the state soon, if it changed. */
-  schedule(delayMs = this.o.debounceMs ?? 250): void {
+  schedule(): void {
     if (this.stopped) return;
     if (this.building) {
       this.again = true; // the one being built may have read the state before this change
       return;
     }
     if (this.timer) return;
-    this.timer = setTimeout(() => void this.build(), delayMs);
+    this.timer = setTimeout(() => void this.build(), this.o.debounceMs ?? 250);
   }
 
   private async build(): Promise<void> {
@@ -76,6 +89,7 @@ export class NodeStatePublisher {
     let wait: number | undefined;
     try {
       const s = await this.o.state();
+      this.readCount++;
       const data: NodeStateData = { node: s.snapshot, availability: s.availability };
       const whole = JSON.stringify(data.availability) + JSON.stringify(data.node);
       const sig = significant(data);
@@ -89,6 +103,8 @@ export class NodeStatePublisher {
         this.o.events.publish('node.state', data);
         this.last = { whole, significant: sig, at: now };
         this.count++;
+        clearTimeout(this.usageTimer);
+        this.usageTimer = undefined;
       }
     } catch (e) {
       this.o.logger.warn({ err: e }, "could not read the node's state for the portal");
@@ -97,7 +113,12 @@ export class NodeStatePublisher {
     if (this.again) {
       this.again = false;
       this.schedule();
-    } else if (wait !== undefined) this.schedule(wait);
+    } else if (wait !== undefined && !this.usageTimer && !this.stopped) {
+      this.usageTimer = setTimeout(() => {
+        this.usageTimer = undefined;
+        this.schedule();
+      }, wait);
+    }
   }
 }
 
