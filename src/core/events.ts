@@ -324,7 +324,9 @@ export class EventHub implements EventSink {
    */
   since(lastId: string | undefined, opts: ReadOptions = {}): Resume {
     const r = this.sinceAll(lastId);
-    return opts.internal ? r : { ...r, events: r.events.filter((e) => !isInternalEvent(e)) };
+    if (opts.internal) return r;
+    const events = r.events.filter((e) => !isInternalEvent(e));
+    return { events, missed: r.missed && { ...r.missed, oldest_event_id: r.missed.oldest_event_id === null ? null : (this.buffered()[0]?.id ?? null) } };
   }
 
   private sinceAll(lastId: string | undefined): Resume {

@@ -10,7 +10,6 @@
  * - eventStream.ts: the node's events, passed on and replayed at each welcome;
  * - nodeState.ts: the node's state (Node object, availability), published as `node.state` when it changes;
  * - forwarder.ts: forwarded requests, made to the node's own server and streamed back with backpressure.
- *
  * Dependencies go one way: portalLink.ts -> heartbeat, eventStream, nodeState, forwarder -> options, backoff,
  * reasons (and protocol.ts).
  */
@@ -107,11 +106,6 @@ export class PortalLink {
   /** The last of the node's events the portal acknowledged (folded in a committed transaction); undefined before the first. */
   get lastAcked(): string | undefined {
     return this.events.lastAcked;
-  }
-
-  /** node.state events published since start. */
-  get statesPublished(): number {
-    return this.state.published;
   }
 
   /** Times a forwarded answer was paused because the socket's queue was full (backpressure engaged). */
