@@ -159,6 +159,20 @@ describe('farm portal (HTTP)', function () {
     // On the previous code the text 'reserved by bob ...' was read as the node's own reservation: available.
     expect(await nodeOf('no-kind')).to.deep.include({ available: false });
     expect(await nodeOf('odd-kind')).to.deep.include({ available: false });
+    // A state too large to keep (it would sit in the nodes row) is refused; the next, of a sane size, is kept.
+    const odd = nodes.find((n) => n.o.nodeId === 'odd-kind')!;
+    odd.state({ node_id: 'odd-kind', ...base, friendly_name: 'sane' }, { kind: 'unhealthy', detail: 'health check failed: no signal' });
+    await waitFor(() => t.portal.hub.link('odd-kind')?.snapshot?.friendly_name === 'sane', WAIT);
+    odd.state({ node_id: 'odd-kind', ...base, friendly_name: 'big', padding: 'x'.repeat(300 * 1024) });
+    // A key press after it: once the portal has it, it has read the big state before it; then both are folded.
+    let pressed = false;
+    const off = t.portal.hub.onEvent((e) => (pressed ||= e.type === 'key.pressed' && e.data.node_id === 'odd-kind'));
+    odd.event({ id: 'sim.key.1', type: 'key.pressed', time: new Date().toISOString(), data: { node_id: 'odd-kind', key: 'KEY_OK', remote: 'r', hold_ms: 0, source: 'api', username: 'x', result_id: null } });
+    await waitFor(() => pressed, WAIT);
+    off();
+    expect(t.portal.hub.link('odd-kind')!.snapshot).to.include({ friendly_name: 'sane' });
+    const kept = await t.portal.pool.query<{ name: string }>(`SELECT state->'node'->>'friendly_name' AS name FROM nodes WHERE node_id = 'odd-kind'`);
+    expect(kept.rows[0]!.name).to.equal('sane');
     // A node of the previous protocol (its state in its hello and snapshots) is closed at its hello, with the reason.
     const cred = await t.registerNode('old-proto');
     const old = new SimNode({ portalUrl: t.portal.url, nodeId: 'old-proto', credential: cred });

@@ -33,6 +33,8 @@ export function foreignIds(data: Record<string, unknown>, nodeId: string): strin
 
 /** At most this many events of one node are folded in one transaction. */
 export const MAX_FOLD_BATCH = 500;
+/** A node.state frame larger than this is refused (a Node object is a few KiB; this one would sit in the nodes row). */
+export const MAX_STATE_BYTES = 256 * 1024;
 /** A node's events held in memory, not yet folded, at most (docs/farm.md, "The portal's inbox"); past it the node is asked to resend. */
 export const DEFAULT_MAX_INBOX_EVENTS = 5_000;
 /** ... and their frames' bytes at most. */
@@ -73,18 +75,22 @@ export class EventIntake {
     if (this.o.fold && !this.take(entry, nodeId, bytes)) return;
     // A node speaks for itself only: its node_id, and only its own jobs and results.
     const e = { ...event, data: { ...event.data, node_id: nodeId } } as FarmEvent;
-    if (e.type === 'node.state') this.followState(entry, e);
-    const foreign = foreignIds(e.data as unknown as Record<string, unknown>, nodeId);
-    if (foreign.length > 0) {
-      this.stats.foreignEventsRefused++;
-      this.o.logger.warn({ node: nodeId, type: e.type, ids: foreign }, "refused a node's event naming a job or result that is not the node's own (dropped: not stored, not sent)");
-    } else this.followJob(entry, e);
+    let refused = false;
+    if (e.type === 'node.state') refused = !this.followState(entry, nodeId, e, bytes);
+    else {
+      const foreign = foreignIds(e.data as unknown as Record<string, unknown>, nodeId);
+      refused = foreign.length > 0;
+      if (refused) {
+        this.stats.foreignEventsRefused++;
+        this.o.logger.warn({ node: nodeId, type: e.type, ids: foreign }, "refused a node's event naming a job or result that is not the node's own (dropped: not stored, not sent)");
+      } else this.followJob(entry, e);
+    }
     if (!this.o.fold) {
-      if (foreign.length === 0 && e.type !== 'node.state') this.publish(e, 'node');
+      if (!refused && e.type !== 'node.state') this.publish(e, 'node');
       return;
     }
     // Handled all the same when refused, in the node's order: the cursor moves past it, the node is not asked again.
-    entry.inbox.push({ event: e, ...(record !== undefined && { record }), ...(foreign.length > 0 && { refused: true }), bytes });
+    entry.inbox.push({ event: e, ...(record !== undefined && { record }), ...(refused && { refused: true }), bytes });
     entry.inboxBytes += bytes;
     this.stats.inboxPeak = Math.max(this.stats.inboxPeak, entry.inbox.length);
     if (entry.inbox.length > 1) return; // a drain is queued already
@@ -153,15 +159,23 @@ export class EventIntake {
     if (entry.deferring?.phase === 'replay' && entry.deferring.after === after) entry.deferring = undefined;
   }
 
-  /** A node.state in the node's order: kept in memory at once (the database gets it with its batch's fold). */
-  private followState(entry: Entry, e: FarmEvent): void {
-    const at = nodeEventOrder(e.id);
+  /**
+   * A node.state in the node's order: kept in memory at once (the database gets it with its batch's fold). False
+   * when refused (not a state, or larger than MAX_STATE_BYTES: it would sit in the nodes row; logged).
+   */
+  private followState(entry: Entry, nodeId: string, e: FarmEvent, bytes: number): boolean {
     const s = nodeState(e.data);
-    if (!s) return;
-    if (at && entry.stateAt && (at[0] < entry.stateAt[0] || (at[0] === entry.stateAt[0] && at[1] <= entry.stateAt[1]))) return;
+    const why = !s ? 'not a node state' : bytes > MAX_STATE_BYTES ? `larger than ${MAX_STATE_BYTES} bytes (${bytes})` : undefined;
+    if (!s || why) {
+      this.o.logger.warn({ node: nodeId, event: e.id, why }, "refused a node's state (dropped: the portal keeps its previous one)");
+      return false;
+    }
+    const at = nodeEventOrder(e.id);
+    if (at && entry.stateAt && (at[0] < entry.stateAt[0] || (at[0] === entry.stateAt[0] && at[1] <= entry.stateAt[1]))) return true;
     entry.stateAt = at;
     entry.link.snapshot = s.snapshot;
     entry.link.availability = s.availability;
+    return true;
   }
 
   /** Publish an event of the portal's own making about a node (node.online, node.offline, the fault rule's). */
