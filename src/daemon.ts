@@ -422,7 +422,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
       version,
       localUrl: url,
       delegateSecret,
-      snapshot: async () => {
+      state: async () => {
         const state = await node.stateOf(cfg.node_id);
         return { snapshot: presentNode(state, undefined, portalBase), availability: state.availability };
       },

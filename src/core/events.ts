@@ -100,6 +100,17 @@ export interface KeyPressedData {
   result_id: string | null;
 }
 
+/**
+ * The node's state as the farm portal keeps it (`node.state`, docs/farm.md "The node's state"): its v2 Node object
+ * and whether it takes a job as a kind and a detail. Internal to the farm link: journaled and streamed to the
+ * portal like the other events, never served on GET /api/v2/events or to webhooks (INTERNAL_EVENT_TYPES).
+ */
+export interface NodeStateData {
+  /** The node's own v2 Node object (links use the portal's origin). */
+  node: Record<string, unknown>;
+  availability: { kind: string; detail: string | null };
+}
+
 /** Each event type and its payload (without the `node_id` every payload carries). */
 export interface EventPayloads {
   'job.started': JobStartedData;
@@ -113,10 +124,27 @@ export interface EventPayloads {
   'reservation.ended': ReservationEndedData;
   'reservation.interrupted': ReservationEndedData;
   'key.pressed': KeyPressedData;
+  /** Internal (INTERNAL_EVENT_TYPES): the farm link's, not a public event. */
+  'node.state': NodeStateData;
 }
 
 export type EventType = keyof EventPayloads;
 
+/**
+ * Events the hub journals and numbers like the others but hands only to a subscriber that asks for them (the farm
+ * link): not on GET /api/v2/events, not to webhooks, not in docs/events.md.
+ */
+export const INTERNAL_EVENT_TYPES: readonly EventType[] = ['node.state'];
+const INTERNAL = new Set<string>(INTERNAL_EVENT_TYPES);
+/** Whether an event is internal to the farm link (INTERNAL_EVENT_TYPES). */
+export const isInternalEvent = (e: { type: string }): boolean => INTERNAL.has(e.type);
+
+/** Which events a reader of the hub gets: the public ones (default), or every one (the farm link). */
+export interface ReadOptions {
+  internal?: boolean;
+}
+
+/** The public event types (GET /api/v2/events, webhooks, docs/events.md). */
 export const EVENT_TYPES: readonly EventType[] = [
   'job.started',
   'run.started',
@@ -266,9 +294,9 @@ export class EventHub implements EventSink {
   }
 
   /** Receive every event published from now on, synchronously; `fn` must not block. */
-  subscribe(fn: (e: FarmEvent) => void): Subscription {
+  subscribe(fn: (e: FarmEvent) => void, opts: ReadOptions = {}): Subscription {
     // A Set keeps one entry per function: wrap so the same function can subscribe twice.
-    const entry = (e: FarmEvent) => fn(e);
+    const entry = opts.internal ? (e: FarmEvent) => fn(e) : (e: FarmEvent) => void (isInternalEvent(e) || fn(e));
     this.subscribers.add(entry);
     let open = true;
     const close = () => {
@@ -294,9 +322,16 @@ export class EventHub implements EventSink {
    * it is of an earlier run whose events were not kept (no journal, or lost
    * with it), `unknown_id` when it was never handed out.
    */
-  since(lastId: string | undefined): Resume {
+  since(lastId: string | undefined, opts: ReadOptions = {}): Resume {
+    const r = this.sinceAll(lastId);
+    if (opts.internal) return r;
+    const events = r.events.filter((e) => !isInternalEvent(e));
+    return { events, missed: r.missed && { ...r.missed, oldest_event_id: r.missed.oldest_event_id === null ? null : (this.buffered()[0]?.id ?? null) } };
+  }
+
+  private sinceAll(lastId: string | undefined): Resume {
     if (lastId === undefined) return { events: [], missed: null };
-    const all = this.buffered();
+    const all = this.buffered({ internal: true });
     const missed = (reason: MissedReason): Resume => ({ events: all, missed: { reason, last_event_id: lastId, oldest_event_id: all[0]?.id ?? null } });
     const at = orderOf(lastId);
     if (!at) return missed('unknown_id');
@@ -312,10 +347,10 @@ export class EventHub implements EventSink {
   }
 
   /** The buffered events, oldest first (with a journal, those of earlier runs first). */
-  buffered(): FarmEvent[] {
-    if (this.pos <= this.size) return this.ring.slice(0, this.pos);
+  buffered(opts: ReadOptions = {}): FarmEvent[] {
     const start = this.pos % this.size;
-    return [...this.ring.slice(start), ...this.ring.slice(0, start)];
+    const all = this.pos <= this.size ? this.ring.slice(0, this.pos) : [...this.ring.slice(start), ...this.ring.slice(0, start)];
+    return opts.internal ? all : all.filter((e) => !isInternalEvent(e));
   }
 
   /** Events published since start. */

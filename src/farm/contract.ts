@@ -67,20 +67,20 @@ export interface NodeLink {
   /** Last heartbeat or message received. */
   lastSeen: Date | null;
   /**
-   * The node's own v2 Node object (what `GET /api/v2/nodes/<id>` answers on the node), as last sent
-   * by the node; the portal overlays online, reservation, available, not_available_reason,
+   * The node's own v2 Node object (what `GET /api/v2/nodes/<id>` answers on the node), as its last `node.state`
+   * event said it (hub/intake.ts; before the first, the one folded into nodes.state); the portal overlays online, reservation, available, not_available_reason,
    * external_ip_address and node_url.
    */
   snapshot: Record<string, unknown> | null;
   /**
-   * Whether the node takes a job, as its last hello or snapshot said it (a kind and a detail; hub/availability.ts
-   * reads a previous version's reason string); null before the first. The portal decides by the kind, never by
-   * the text (farm.ts busyReason, routes.ts presentFarmNode).
+   * Whether the node takes a job, as its last `node.state` said it (a kind and a detail, checked by
+   * hub/availability.ts); null before the first. The portal decides by the kind, never by the text (farm.ts
+   * busyReason, routes.ts presentFarmNode).
    */
   availability: Availability | null;
   /**
    * The node's current or last job as its own ordered stream says: its hello's, then each job.started and
-   * job.exited as it arrives. Ahead of `snapshot`, which the node sends after a debounce: a job.exited comes
+   * job.exited as it arrives. Ahead of `snapshot`, which the node publishes after a debounce: a job.exited comes
    * before the node's answer to the stop that ended the job (the same socket, in order), so once a stop through
    * the portal answers, this already says exited (docs/farm.md, "A stopped job through the portal").
    */

@@ -27,6 +27,8 @@ export interface StreamItem {
   record?: unknown;
   /** Refused by the hub (it names another node's job or result): folded as nothing, the cursor moves past it. */
   refused?: boolean;
+  /** The bytes of its frame (the hub's inbox bound). */
+  bytes?: number;
 }
 
 /** What the hub asks of the fold. */
@@ -35,6 +37,8 @@ export interface HubFold {
   fold(nodeId: string, items: readonly StreamItem[], tenure?: Tenure): Promise<FarmEvent[]>;
   /** The id of the last of the node's events folded (the welcome's last_event_id); null when none. */
   cursor(nodeId: string): Promise<string | null>;
+  /** The node's last state folded (the payload of its last node.state, and that event's id); null when none. */
+  state(nodeId: string): Promise<{ data: unknown; event_id: string } | null>;
 }
 
 /** Where the fold writes the outbox rows of the events it keeps (PgEventLog.appendIn, which takes the outbox's lock). */
@@ -63,6 +67,14 @@ export class PgNodeFold implements HubFold {
   async cursor(nodeId: string): Promise<string | null> {
     const { rows } = await this.o.pool.query<{ event_id: string }>('SELECT event_id FROM node_event_cursors WHERE node_id = $1', [nodeId]);
     return rows[0]?.event_id ?? null;
+  }
+
+  async state(nodeId: string): Promise<{ data: unknown; event_id: string } | null> {
+    const { rows } = await this.o.pool.query<{ state: unknown; state_event_id: string }>(
+      'SELECT state, state_event_id FROM nodes WHERE node_id = $1 AND state IS NOT NULL',
+      [nodeId],
+    );
+    return rows[0] ? { data: rows[0].state, event_id: rows[0].state_event_id } : null;
   }
 
   /**
@@ -98,10 +110,17 @@ export class PgNodeFold implements HubFold {
       }
       // The records first: a job.exited of this batch then finds its runs' results already in the index.
       await this.putRecords(client, records);
+      let state: FarmEvent | undefined;
       for (const item of fresh) {
         if (item.refused) continue;
-        if (await this.o.jobs.record(item.event, client)) kept.push(item.event);
+        // The node's state (internal: not in the outbox): the last of the batch is kept, in the nodes row.
+        if (item.event.type === 'node.state') state = item.event;
+        else if (await this.o.jobs.record(item.event, client)) kept.push(item.event);
         else this.o.logger.info({ node: nodeId, type: item.event.type, job: (item.event.data as { job_uid?: string }).job_uid }, 'dropped a late event of a job the portal ended');
+      }
+      if (state) {
+        const { node_id: _n, ...data } = state.data;
+        await client.query('UPDATE nodes SET state = $2, state_event_id = $3 WHERE node_id = $1', [nodeId, JSON.stringify(data), state.id]);
       }
       if (last) {
         await client.query(

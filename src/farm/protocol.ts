@@ -15,11 +15,14 @@
  * frames with the body, then `end`. Either side may send `cancel` / `end`
  * with an error. Ids are chosen by the portal, unique per connection.
  */
-import type { Availability } from '../core/availability.js';
 import type { FarmEvent } from '../core/events.js';
 import type { ResultRecord } from '../core/model.js';
 
-export const PROTOCOL_VERSION = 1;
+/**
+ * 2: the node's state is the stream's `node.state` event (no snapshot message, no state in the hello), and the
+ * portal may ask for a `resend`. A node of protocol 1 is refused at its hello with the reason.
+ */
+export const PROTOCOL_VERSION = 2;
 export const CONNECT_PATH = '/farm/v1/connect';
 /** The heartbeat interval the portal asks for unless configured otherwise. */
 export const DEFAULT_HEARTBEAT_SECS = 5;
@@ -36,23 +39,15 @@ export const RECONNECT_CAP_MS = 30_000;
 // ---- node -> portal ----------------------------------------------------------------------------
 
 /**
- * The node's state as its hello and snapshots carry it: its v2 Node object, and whether it takes a job as a
- * typed value (core/availability.ts). A node of an earlier version sends no `availability`; the portal reads
- * its `not_available_reason` instead, in one place (hub/availability.ts; docs/farm.md, "Availability").
+ * The node says who it is. Its state (Node object, availability) is not in it: it is the stream's `node.state`
+ * event, which the portal has already folded or gets in the replay after the welcome (docs/farm.md, "The node's
+ * state").
  */
-export interface NodeSnapshot {
-  /** The node's own v2 Node object (see FarmHub's NodeLink.snapshot). */
-  snapshot: Record<string, unknown>;
-  availability?: Availability;
-}
-
-export interface Hello extends NodeSnapshot {
+export interface Hello {
   t: 'hello';
   protocol: number;
   node_id: string;
   version: string;
-  /** Addresses of the node's interfaces (local_ip_address). */
-  local_ip: string | null;
   /** The node's current job, or its last one (job_uid and status), so the portal can reconcile. */
   job: { job_uid: string; status: 'running' | 'exited' } | null;
   /** The node offers its forwarded requests over HTTP/2 in the link (a prototype behind FARMHAND_LINK_H2: src/farm/h2Tunnel.ts). */
@@ -61,11 +56,6 @@ export interface Hello extends NodeSnapshot {
 
 export interface Heartbeat {
   t: 'hb';
-}
-
-/** The node's state changed (job, reservation-relevant usage, online...): its new Node object. */
-export interface Snapshot extends NodeSnapshot {
-  t: 'snapshot';
 }
 
 /**
@@ -77,6 +67,15 @@ export interface NodeEventMessage {
   event: FarmEvent;
   /** With `run.finished`: the node's record of the run (absent from a node of the previous version). */
   record?: ResultRecord;
+}
+
+/**
+ * The node's answer to `resend`: the events after `after` follow this marker, from the node's journal, then its live
+ * events. The portal takes none of the node's events between its `resend` and this marker (they are in the replay).
+ */
+export interface ReplayMarker {
+  t: 'replay';
+  after: string | null;
 }
 
 export interface ResponseHead {
@@ -115,6 +114,15 @@ export interface Ack {
   last_event_id: string;
 }
 
+/**
+ * The portal held as many of the node's events as it will (the database is away: docs/farm.md, "The portal's
+ * inbox") and took none after `after`: the node sends `replay` and its events after `after` again, from its journal.
+ */
+export interface Resend {
+  t: 'resend';
+  after: string | null;
+}
+
 export interface RequestHead {
   t: 'req';
   id: number;
@@ -149,8 +157,8 @@ export interface Cancel {
   id: number;
 }
 
-export type NodeMessage = Hello | Heartbeat | Snapshot | NodeEventMessage | ResponseHead | End;
-export type PortalMessage = Welcome | Ack | RequestHead | RequestEnd | Cancel;
+export type NodeMessage = Hello | Heartbeat | NodeEventMessage | ReplayMarker | ResponseHead | End;
+export type PortalMessage = Welcome | Ack | Resend | RequestHead | RequestEnd | Cancel;
 
 /**
  * Where a node's own event stands among that node's events: [boot, n] of its id `<boot>-<n>` (boot is the

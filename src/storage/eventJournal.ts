@@ -37,7 +37,7 @@ import { closeSync, constants, fdatasync, close as closeFd, fstatSync, ftruncate
 import { mkdir, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { EVENT_TYPES, isEventId, type EventJournal, type FarmEvent } from '../core/events.js';
+import { EVENT_TYPES, INTERNAL_EVENT_TYPES, isEventId, type EventJournal, type FarmEvent } from '../core/events.js';
 import type { Logger } from '../core/ports.js';
 import { silentLogger } from '../logger.js';
 import { syncDir } from './atomic.js';
@@ -48,7 +48,7 @@ const closeP = promisify(closeFd);
 
 const SEGMENT = /^(\d{12})\.jsonl$/;
 const segmentName = (n: number) => `${String(n).padStart(12, '0')}.jsonl`;
-const TYPES = new Set<string>(EVENT_TYPES);
+const TYPES = new Set<string>([...EVENT_TYPES, ...INTERNAL_EVENT_TYPES]);
 
 export const EVENTS_DIR = 'events';
 export const DEFAULT_FSYNC_MS = 100;

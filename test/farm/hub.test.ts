@@ -143,17 +143,19 @@ describe('farm hub (portal side of the node connections)', function () {
       for (let i = 1; i <= 100; i++) {
         for (const n of ns) n.heartbeat();
       }
-      // A snapshot after the heartbeats: once the hub has it, it has read every heartbeat before it.
-      for (const n of ns) n.send({ t: 'snapshot', snapshot: { node_id: n.o.nodeId, marker: 100 } });
+      // A state after the heartbeats: once the hub has it, it has read every heartbeat before it.
+      for (const n of ns) n.state({ node_id: n.o.nodeId, marker: 100 });
       for (const n of ns) await waitFor(() => t.portal.hub.link(n.o.nodeId)?.snapshot?.marker === 100, WAIT);
       await t.portal.hub.idle();
-      expect(await count()).to.equal(before, 'no row written for 300 heartbeats');
+      // (The node.state is folded: one UPDATE of nodes.state per node, not counted as a heartbeat's.)
+      const folded = before + ns.length;
+      expect(await count()).to.equal(folded, 'no row written for 300 heartbeats');
       await t.portal.hub.flush();
-      expect(await count()).to.equal(before + 3, 'one row per node seen, in the flush');
+      expect(await count()).to.equal(folded + 3, 'one row per node seen, in the flush');
       const lastSeen = (await nodeRow('beat-2')).last_seen!;
       expect(lastSeen.getTime()).to.equal(t.portal.hub.link('beat-2')!.lastSeen!.getTime());
       await t.portal.hub.flush();
-      expect(await count()).to.equal(before + 3, 'a flush with nothing new writes nothing');
+      expect(await count()).to.equal(folded + 3, 'a flush with nothing new writes nothing');
     } finally {
       await db.query('DROP TRIGGER IF EXISTS count_node_updates ON nodes');
     }
@@ -294,7 +296,7 @@ describe('farm hub (portal side of the node connections)', function () {
     expect(Number(rows[0]!.c)).to.equal(1);
   });
 
-  it("the node's job as its ordered events say: the hello's, then job.started and job.exited as they arrive, whatever the snapshot says; a job.exited of another job changes nothing; each run counted once in runs_finished", async () => {
+  it("the node's job as its ordered events say: the hello's, then job.started and job.exited as they arrive, whatever the node's state says; a job.exited of another job changes nothing; each run counted once in runs_finished", async () => {
     const n = await node('order-1', { job: { job_uid: '/order-1/aaaa/1', status: 'exited' } });
     await online(n);
     expect(t.portal.hub.link('order-1')?.job).to.deep.equal({ job_uid: '/order-1/aaaa/1', status: 'exited' });
@@ -311,10 +313,10 @@ describe('farm hub (portal side of the node connections)', function () {
     const finished = ev('run.finished', { job_uid: uid, result_id: rid, test_case: 'a', result: 'pass' });
     n.event(finished);
     n.event(finished); // sent again (at least once): counted once
-    // A snapshot still saying the job runs (built before the stop, sent after it) does not bring the job back.
+    // A state still saying the job runs (built before the stop, sent after it) does not bring the job back.
     const exited = ev('job.exited', { job_uid: uid, end_time: '2026-11-26T01:03:00.000Z', result_counts: { pass: 1, fail: 0, error: 0, total: 2 } });
     n.event(exited);
-    n.send({ t: 'snapshot', snapshot: { node_id: 'order-1', online: true, job: { job_uid: uid, status: 'running' } } });
+    n.state({ node_id: 'order-1', online: true, job: { job_uid: uid, status: 'running' } });
     await waitFor(() => t.portal.hub.link('order-1')?.job?.status === 'exited', WAIT);
     await waitFor(() => (t.portal.hub.link('order-1')?.snapshot?.job as { status?: string } | undefined)?.status === 'running', WAIT);
     expect(t.portal.hub.link('order-1')?.job).to.deep.equal({ job_uid: uid, status: 'exited' });

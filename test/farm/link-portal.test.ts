@@ -44,6 +44,8 @@ describe('a node joins a real portal (link <-> hub)', function () {
     await waitOnline(d);
     token = t.tokenFor('alice');
     await waitFor(() => t.portal.hub.link(NODE)?.online && d.daemon.portalLink?.connected, { what: 'the node to be online on the portal', ...WAIT });
+    // Its state follows the welcome, in its stream (node.state).
+    await waitFor(() => t.portal.hub.link(NODE)?.snapshot, { what: "the node's state on the portal", ...WAIT });
   });
   after(async () => {
     await d?.stop();
@@ -56,7 +58,7 @@ describe('a node joins a real portal (link <-> hub)', function () {
   const auth = { Authorization: '' };
   beforeEach(() => (auth.Authorization = `token ${token}`));
 
-  it('the portal lists the node from its hello: version and snapshot', async () => {
+  it('the portal lists the node from its hello and its stream: version, and its state (node.state, also in nodes.state)', async () => {
     const link = t.portal.hub.link(NODE)!;
     expect(link.version).to.be.a('string').and.not.equal('');
     expect(link.snapshot).to.include({ node_id: NODE });
@@ -64,6 +66,10 @@ describe('a node joins a real portal (link <-> hub)', function () {
     expect(res.status, res.text).to.equal(200);
     expect(res.body).to.include({ node_id: NODE, online: true, node_url: `${t.portal.url}/api/v2/nodes/${NODE}` });
     expect(res.body.farm).to.include({ connected: true });
+    await waitFor(async () => (await t.portal.pool.query("SELECT state->'node'->>'node_id' AS id FROM nodes WHERE node_id = $1", [NODE])).rows[0]?.id === NODE, {
+      what: 'the state folded into nodes.state',
+      ...WAIT,
+    });
   });
 
   it('a screenshot through the portal is the node\'s PNG, and the node records the portal user', async () => {
@@ -73,7 +79,7 @@ describe('a node joins a real portal (link <-> hub)', function () {
     const body = res.body as Buffer;
     expect(body.subarray(0, 4).toString('latin1')).to.equal('\x89PNG');
     // The node's own status (asked directly, with no token it would be a 403) says alice used it.
-    await waitFor(async () => (await portal().get(`/api/v2/nodes/${NODE}`).set(auth)).body.last_used_by === 'alice', { what: 'the snapshot with alice', ...WAIT });
+    await waitFor(async () => (await portal().get(`/api/v2/nodes/${NODE}`).set(auth)).body.last_used_by === 'alice', { what: 'the state with alice', ...WAIT });
   });
 
   it('run_tests through the portal runs on the node; its links point at the portal; the events reach the hub', async () => {

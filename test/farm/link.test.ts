@@ -187,21 +187,27 @@ describe('the node side of the portal connection (src/farm/link/)', function () 
     await rm(credDir, { recursive: true, force: true });
   });
 
-  it('connects with the credential and its node id, and says hello with its v2 Node object', async () => {
+  it("connects with the credential and its node id, says hello, and its state follows in its stream: node.state, typed, after the welcome", async () => {
     const c = await portal.connection();
     expect(c.headers.authorization).to.equal(`node ${CREDENTIAL}`);
     expect(c.headers['x-farmhand-node']).to.equal(NODE);
     const hello = c.of('hello')[0] as Hello;
     expect(hello).to.include({ protocol: PROTOCOL_VERSION, node_id: NODE, job: null });
     expect(hello.version).to.be.a('string').and.not.equal('');
-    expect(hello.snapshot).to.include({ node_id: NODE, node_url: `${new URL(portal.url).origin}/api/v2/nodes/${NODE}` });
-    expect(hello.snapshot).to.have.property('available');
-    expect(hello.local_ip).to.equal(hello.snapshot.local_ip_address);
+    expect(hello).not.to.have.any.keys('snapshot', 'availability');
+    // The state is an event of the stream (journaled: the node's hub has it with its internal events, not its public ones).
+    await waitFor(() => c.of('event').some((m) => m.event.type === 'node.state'), 'a node.state event');
+    const state = c.of('event').filter((m) => m.event.type === 'node.state').at(-1)!.event.data as unknown as { node: Record<string, unknown>; availability: { kind: string; detail: string | null } };
+    expect(state.node).to.include({ node_id: NODE, node_url: `${new URL(portal.url).origin}/api/v2/nodes/${NODE}` });
+    expect(state.node).to.have.property('available');
     // Its availability typed (a kind and a detail), the v2 reason rendered from it, the v2 object itself unchanged.
-    expect(hello.availability).to.be.an('object');
-    expect(AVAILABILITY_KINDS).to.include(hello.availability!.kind);
-    expect(hello.snapshot.not_available_reason).to.equal(availabilityText(hello.availability!));
-    expect(hello.snapshot).not.to.have.property('availability');
+    expect(AVAILABILITY_KINDS).to.include(state.availability.kind);
+    expect(state.node.not_available_reason).to.equal(availabilityText(state.availability as never));
+    expect(state.node).not.to.have.property('availability');
+    const hub = d.daemon.services.events!.hub;
+    expect(hub.buffered({ internal: true }).some((e) => e.type === 'node.state')).to.equal(true);
+    expect(hub.buffered().some((e) => e.type === 'node.state')).to.equal(false, 'not a public event');
+    expect(c.of('snapshot' as never)).to.have.length(0);
     await waitFor(() => d.daemon.portalLink?.connected, 'the link to be welcomed');
     const metrics = await request(d.url).get('/metrics');
     expect(metrics.text).to.match(/^farmhand_portal_connected 1$/m);
@@ -225,7 +231,7 @@ describe('the node side of the portal connection (src/farm/link/)', function () 
     expect(JSON.parse(status.body.toString())).to.include({ last_used_by: 'carol', node_url: `${PORTAL_BASE}/api/v2/nodes/${NODE}` });
   });
 
-  it('answers a forwarded run_tests (a body in frames) with links to the portal; the run events and a new snapshot follow', async () => {
+  it('answers a forwarded run_tests (a body in frames) with links to the portal; the run events and a new node.state follow', async () => {
     const c = await portal.connection();
     const before = c.messages.length;
     const a = await c.forward('POST', '/api/v2/run_tests', {
@@ -241,13 +247,11 @@ describe('the node side of the portal connection (src/farm/link/)', function () 
     expect(events().map((e) => e.type)).to.include.members(['job.started', 'run.started', 'run.finished', 'job.exited']);
     const started = events().find((e) => e.type === 'job.started')!;
     expect(started.data).to.include({ job_uid: job.job_uid, username: 'dave', node_id: NODE });
-    // The node's state changed: a snapshot with the job and its user.
+    // The node's state changed: a node.state with the job and its user.
+    const stateOf = (e: { data: unknown }) => (e.data as { node: { job?: { job_uid?: string } | null; last_used_by?: string } }).node;
     await waitFor(
-      () =>
-        c
-          .messages.slice(before)
-          .some((m) => m.t === 'snapshot' && (m.snapshot.job as { job_uid?: string; status?: string } | null)?.job_uid === job.job_uid && m.snapshot.last_used_by === 'dave'),
-      { what: 'a snapshot with the new job', timeoutMs: 30_000 },
+      () => events().some((e) => e.type === 'node.state' && stateOf(e).job?.job_uid === job.job_uid && stateOf(e).last_used_by === 'dave'),
+      { what: 'a node.state with the new job', timeoutMs: 30_000 },
     );
   });
 
@@ -337,14 +341,19 @@ describe('the node side of the portal connection (src/farm/link/)', function () 
       c.ws.terminate();
       const next = await portal.connection(n + 1);
       await waitFor(() => users(next).includes('resend-3'), 'the two unrecorded presses sent again');
-      expect(users(next)).to.deep.equal(['resend-2', 'resend-3']);
+      expect(next.of('event').filter((m) => m.event.type === 'key.pressed').map((m) => (m.event.data as { username?: string }).username)).to.deep.equal(['resend-2', 'resend-3']);
       // Nothing recorded: the whole buffer.
       portal.lastEventId = null;
       n = hellos();
       next.ws.terminate();
       const again = await portal.connection(n + 1);
-      await waitFor(() => again.of('event').length >= hub.buffered().length, 'every buffered event sent');
-      expect(again.of('event').map((m) => m.event.id)).to.deep.equal(hub.buffered().map((e) => e.id));
+      // Every buffered event, and of the node's states (internal) only the last: it says all the earlier ones did.
+      const all = hub.buffered({ internal: true });
+      const lastState = all.findLastIndex((e) => e.type === 'node.state');
+      const expected = all.filter((e, i) => e.type !== 'node.state' || i === lastState).map((e) => e.id);
+      await waitFor(() => again.of('event').length >= expected.length, 'every buffered event sent');
+      expect(again.of('event').map((m) => m.event.id)).to.deep.equal(expected);
+      expect(lastState).to.be.greaterThan(-1);
     } finally {
       portal.lastEventId = undefined;
     }
@@ -441,7 +450,7 @@ describe('a refused credential', function () {
       version: 'test',
       localUrl: 'http://127.0.0.1:9',
       delegateSecret: 'unused',
-      snapshot: () => Promise.resolve({ snapshot: {}, availability: { kind: 'available', detail: null } }),
+      state: () => Promise.resolve({ snapshot: {}, availability: { kind: 'available', detail: null } }),
       job: () => null,
       stopJob: () => Promise.resolve(),
       events: new EventHub({ nodeId: NODE }),

@@ -8,9 +8,9 @@
  *   waits for results that never come runs into mocha's timeout instead of passing late;
  * - "once stop answers 200 the node may be used at once": a reservation made right after the stop's answer
  *   is 200, every time (the portal's view of the node follows the node's job.exited, which the node sends
- *   before its answer, not the snapshot that follows it). The test holds the node's snapshots on the portal
- *   from the moment one says the job runs until the reservation is made: the snapshot the node sends after the
- *   stop (250 ms after, debounced, or later on a loaded machine) is late every time, not only sometimes.
+ *   before its answer, not the node.state that follows it). The test holds the node's node.state events on the
+ *   portal from the moment one says the job runs until the reservation is made: the state the node publishes after
+ *   the stop (250 ms after, debounced, or later on a loaded machine) is late every time, not only sometimes.
  */
 import { expect } from 'chai';
 import { startTestFarm, type TestFarm } from '../helpers/farm.js';
@@ -84,17 +84,18 @@ describe('farm: a job stopped through the portal', function () {
     expect(rows[0]).to.deep.equal({ state: 'exited', runs: 1 });
   });
 
-  it('"once stop answers 200 the node may be used at once": a reservation made right after the stop\'s answer is 200, on each of three nodes, twice, with the node\'s snapshots late', async () => {
-    // The hub's handling of a node's messages (src/farm/hub/connections.ts), wrapped: the snapshots of the node in
+  it('"once stop answers 200 the node may be used at once": a reservation made right after the stop\'s answer is 200, on each of three nodes, twice, with the node\'s states late', async () => {
+    // The hub's handling of a node's messages (src/farm/hub/connections.ts), wrapped: the node.state events of the node in
     // `holding` wait in `held`.
-    type OnMessage = (conn: { nodeId: string }, m: { t: string }, helloTimer: unknown) => void;
+    type OnMessage = (conn: { nodeId: string }, m: { t: string; event?: { type: string } }, helloTimer: unknown, bytes: number) => void;
     const hub = (farm.portal.hub as unknown as { connections: { onMessage: OnMessage } }).connections;
     const original = hub.onMessage.bind(hub);
     let holding: string | null = null;
     const held: Array<() => void> = [];
-    hub.onMessage = (conn, m, helloTimer) => {
-      if (m.t === 'snapshot' && conn.nodeId === holding) held.push(() => original(conn, m, helloTimer));
-      else original(conn, m, helloTimer);
+    hub.onMessage = (conn, m, helloTimer, bytes) => {
+      // The node's states (node.state in its stream) are held: they arrive late, after the events that follow them.
+      if (m.t === 'event' && m.event?.type === 'node.state' && conn.nodeId === holding) held.push(() => original(conn, m, helloTimer, bytes));
+      else original(conn, m, helloTimer, bytes);
     };
     const release = () => {
       holding = null;
@@ -104,11 +105,11 @@ describe('farm: a job stopped through the portal', function () {
       for (let round = 0; round < 2; round++) {
         for (const node of NODES) {
           const uid = await startHanging(node, [HANG]);
-          // The portal's snapshot says the job runs; the node's next ones are held (late).
+          // The portal's copy of the node's state says the job runs; the node's next ones are held (late).
           await waitFor(() => {
             const job = farm.portal.hub.link(node)?.snapshot?.job as { job_uid?: string; status?: string } | null | undefined;
             return job?.job_uid === uid && job.status === 'running';
-          }, `a snapshot of ${node} running ${uid}`);
+          }, `a node.state of ${node} running ${uid}`);
           holding = node;
           await stopThenReserve(node, uid, round);
           release();

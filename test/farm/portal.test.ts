@@ -18,6 +18,7 @@ import { runCaptured } from '../helpers/cli.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { startTestPortal, type TestPortal } from '../helpers/farmPortal.js';
 import { SimNode, type SimNodeOptions } from '../helpers/farmNodes.js';
+import { PROTOCOL_VERSION } from '../../src/farm/protocol.js';
 import { waitFor } from '../helpers/wait.js';
 
 const WAIT = { timeoutMs: 30_000 };
@@ -136,8 +137,8 @@ describe('farm portal (HTTP)', function () {
     expect(busyReason(t.portal.hub.link('kind-health'))).to.equal(rewiring);
     expect(await nodeOf('kind-own-res')).to.deep.include({ available: true, not_available_reason: null });
     expect(busyReason(t.portal.hub.link('kind-own-res'))).to.equal(null);
-    // A snapshot changes the kind: its licence expired (the reason rendered from the kind and detail, as on the node).
-    own.send({ t: 'snapshot', snapshot: { node_id: 'kind-own-res', ...base, not_available_reason: 'licence expired on 2020-01-01' }, availability: { kind: 'licence_expired', detail: '2020-01-01' } });
+    // A node.state changes the kind: its licence expired (the reason rendered from the kind and detail, as on the node).
+    own.state({ node_id: 'kind-own-res', ...base, not_available_reason: 'licence expired on 2020-01-01' }, { kind: 'licence_expired', detail: '2020-01-01' });
     await waitFor(() => t.portal.hub.link('kind-own-res')?.availability?.kind === 'licence_expired', WAIT);
     expect(await nodeOf('kind-own-res')).to.deep.include({ available: false, not_available_reason: 'licence expired on 2020-01-01' });
     expect(busyReason(t.portal.hub.link('kind-own-res'))).to.equal('licence expired on 2020-01-01');
@@ -145,18 +146,41 @@ describe('farm portal (HTTP)', function () {
     expect(await nodeOf('kind-health')).not.to.have.property('availability');
   });
 
-  it('reads a node of the previous version (no kind) by its reason string, in one place; an unknown kind is read the same way', async () => {
+  it("never reads the reason's text: a state with no kind, or a kind this portal does not know, holds the node back (unhealthy, saying so); a node of protocol 1 is refused", async () => {
     const base = { online: true, available: false, job: null };
-    await node('old-licence', { snapshot: { node_id: 'old-licence', ...base, not_available_reason: 'licence expired on 2020-01-01' } });
-    await node('old-reserved', { snapshot: { node_id: 'old-reserved', ...base, not_available_reason: 'reserved by bob (reservation 3)' } });
+    await node('no-kind', { snapshot: { node_id: 'no-kind', ...base, not_available_reason: 'reserved by bob (reservation 3)' }, availability: null });
     await node('odd-kind', { snapshot: { node_id: 'odd-kind', ...base, not_available_reason: 'health check failed: no signal' }, availability: { kind: 'on fire', detail: 7 } });
-    expect(t.portal.hub.link('old-licence')?.availability).to.deep.equal({ kind: 'licence_expired', detail: '2020-01-01' });
-    expect(t.portal.hub.link('old-reserved')?.availability).to.deep.equal({ kind: 'reserved', detail: 'bob (reservation 3)' });
-    expect(t.portal.hub.link('odd-kind')?.availability).to.deep.equal({ kind: 'unhealthy', detail: 'health check failed: no signal' });
+    for (const id of ['no-kind', 'odd-kind']) {
+      await waitFor(() => t.portal.hub.link(id)?.availability != null, WAIT);
+      expect(t.portal.hub.link(id)!.availability!.kind, id).to.equal('unhealthy');
+      expect(t.portal.hub.link(id)!.availability!.detail, id).to.include('upgrade the portal');
+    }
     const nodeOf = async (id: string) => json(await call(alice, `/api/v2/nodes/${id}`));
-    expect(await nodeOf('old-licence')).to.deep.include({ available: false, not_available_reason: 'licence expired on 2020-01-01' });
-    expect(await nodeOf('old-reserved')).to.deep.include({ available: true, not_available_reason: null });
-    expect(await nodeOf('odd-kind')).to.deep.include({ available: false, not_available_reason: 'health check failed: no signal' });
+    // On the previous code the text 'reserved by bob ...' was read as the node's own reservation: available.
+    expect(await nodeOf('no-kind')).to.deep.include({ available: false });
+    expect(await nodeOf('odd-kind')).to.deep.include({ available: false });
+    // A state too large to keep (it would sit in the nodes row) is refused; the next, of a sane size, is kept.
+    const odd = nodes.find((n) => n.o.nodeId === 'odd-kind')!;
+    odd.state({ node_id: 'odd-kind', ...base, friendly_name: 'sane' }, { kind: 'unhealthy', detail: 'health check failed: no signal' });
+    await waitFor(() => t.portal.hub.link('odd-kind')?.snapshot?.friendly_name === 'sane', WAIT);
+    odd.state({ node_id: 'odd-kind', ...base, friendly_name: 'big', padding: 'x'.repeat(300 * 1024) });
+    // A key press after it: once the portal has it, it has read the big state before it; then both are folded.
+    let pressed = false;
+    const off = t.portal.hub.onEvent((e) => (pressed ||= e.type === 'key.pressed' && e.data.node_id === 'odd-kind'));
+    odd.event({ id: 'sim.key.1', type: 'key.pressed', time: new Date().toISOString(), data: { node_id: 'odd-kind', key: 'KEY_OK', remote: 'r', hold_ms: 0, source: 'api', username: 'x', result_id: null } });
+    await waitFor(() => pressed, WAIT);
+    off();
+    expect(t.portal.hub.link('odd-kind')!.snapshot).to.include({ friendly_name: 'sane' });
+    const kept = await t.portal.pool.query<{ name: string }>(`SELECT state->'node'->>'friendly_name' AS name FROM nodes WHERE node_id = 'odd-kind'`);
+    expect(kept.rows[0]!.name).to.equal('sane');
+    // A node of the previous protocol (its state in its hello and snapshots) is closed at its hello, with the reason.
+    const cred = await t.registerNode('old-proto');
+    const old = new SimNode({ portalUrl: t.portal.url, nodeId: 'old-proto', credential: cred });
+    nodes.push(old);
+    await old.connect({ hello: false });
+    old.send({ t: 'hello', protocol: 1, node_id: 'old-proto', version: 'old', job: null });
+    await waitFor(() => old.closed, WAIT);
+    expect(old.closed!.reason).to.equal(`protocol ${PROTOCOL_VERSION} expected`);
   });
 
   it('forwards node-scoped calls with the caller and the portal URL; 404 for an unknown node, 503 for an offline one', async () => {

@@ -27,8 +27,9 @@ export interface SimNodeOptions {
   portalUrl: string;
   nodeId: string;
   credential: string;
+  /** The Node object of the node.state sent after the hello. */
   snapshot?: Record<string, unknown>;
-  /** The hello's typed availability; none by default (as a node of the previous version says hello). */
+  /** The node.state's typed availability; `available` by default. */
   availability?: unknown;
   job?: Hello['job'];
   /** Answer a forwarded request; `reply` sends res, chunks, end. */
@@ -77,17 +78,20 @@ export class SimNode {
     });
   }
 
+  private states = 0;
+
+  /** Hello, then the node's state (node.state in its stream, as a real node's replay brings it). */
   hello(): void {
-    this.send({
-      t: 'hello',
-      protocol: PROTOCOL_VERSION,
-      node_id: this.o.nodeId,
-      version: 'sim-1',
-      snapshot: this.o.snapshot ?? { node_id: this.o.nodeId, online: true, available: true, not_available_reason: null, job: null },
-      local_ip: '127.0.0.1',
-      job: this.o.job ?? null,
-      ...(this.o.availability !== undefined && { availability: this.o.availability as Hello['availability'] }),
-    });
+    this.send({ t: 'hello', protocol: PROTOCOL_VERSION, node_id: this.o.nodeId, version: 'sim-1', job: this.o.job ?? null });
+    this.state(this.o.snapshot ?? { node_id: this.o.nodeId, online: true, available: true, not_available_reason: null, job: null }, this.o.availability);
+  }
+
+  /**
+   * A node.state event (its id is not of the `<boot>-<n>` form, so it moves no cursor and the test's own events keep
+   * theirs).
+   */
+  state(node: Record<string, unknown>, availability: unknown = { kind: 'available', detail: null }): void {
+    this.event({ id: `sim.state.${++this.states}`, type: 'node.state', time: new Date().toISOString(), data: { node_id: this.o.nodeId, node, availability } } as FarmEvent);
   }
 
   send(m: NodeMessage): void {

@@ -61,6 +61,8 @@ export interface ProcessFarm {
   nodeRow(): Promise<{ online: boolean } | undefined>;
   /** The node's events of a job in the portal's outbox, in outbox order. */
   outboxOf(uid: string): Promise<{ type: string; test_case: string | null; node_event_id: string }[]>;
+  /** SIGKILL every node process started (those already gone are left alone). */
+  stopNodes(): Promise<void>;
   /** Kill every process started, remove the cluster and the files. */
   stop(): Promise<void>;
 }
@@ -139,6 +141,9 @@ export async function startProcessFarm(nodeId: string, prefix: string): Promise<
           [uid],
         )
       ).rows,
+    async stopNodes() {
+      for (const n of nodes.splice(0)) await kill(n);
+    },
     async stop() {
       for (const c of portals) killGroup(c);
       for (const n of nodes) await kill(n);

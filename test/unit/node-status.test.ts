@@ -7,7 +7,7 @@ import path from 'node:path';
 import { availabilityText } from '../../src/core/availability.js';
 import type { JobRecord } from '../../src/core/model.js';
 import { presentNode } from '../../src/http/presenters.js';
-import { legacyAvailability } from '../../src/farm/hub/availability.js';
+import { nodeState } from '../../src/farm/hub/availability.js';
 import { localIpAddress, NodeService, type NodeServiceOptions, type NodeUsage, type NodeUsageStore } from '../../src/core/node.js';
 import type { CaptureHealth, TestPack } from '../../src/core/ports.js';
 import { ReservationService, type ReservationState } from '../../src/core/reservations.js';
@@ -291,13 +291,14 @@ describe('node status: availability as a kind and a detail', () => {
     expect(await seen()).to.deep.equal({ kind: 'offline', detail: 'ffmpeg exited' });
   });
 
-  it("a previous version's reason strings read back to the same kind and text", () => {
-    for (const text of ['offline: ffmpeg exited', 'licence expired on 2030-06-15', 'health check failed: x', 'reserved by alice (reservation 1)', 'running a test job (/n/beef/7)']) {
-      expect(availabilityText(legacyAvailability(text)), text).to.equal(text);
+  it("the portal reads a node.state's availability by its kind only: a known one as is, anything else unhealthy (never from the text)", () => {
+    const node = { not_available_reason: 'reserved by alice (reservation 1)' };
+    expect(nodeState({ node, availability: { kind: 'reserved', detail: 'alice (reservation 1)' } })!.availability).to.deep.equal({ kind: 'reserved', detail: 'alice (reservation 1)' });
+    for (const availability of [undefined, null, { kind: 'on fire', detail: null }, { kind: 'available', detail: 'x' }, 'reserved by alice']) {
+      expect(nodeState({ node, availability })!.availability.kind, JSON.stringify(availability)).to.equal('unhealthy');
     }
-    expect(legacyAvailability(null)).to.deep.equal({ kind: 'available', detail: null });
-    expect(legacyAvailability('running a test job (/n/beef/7)')).to.deep.equal({ kind: 'running', detail: '/n/beef/7' });
-    expect(legacyAvailability('health check failed: x')).to.deep.equal({ kind: 'unhealthy', detail: 'health check failed: x' });
+    expect(nodeState({ availability: { kind: 'available', detail: null } })).to.equal(undefined);
+    expect(nodeState(null)).to.equal(undefined);
   });
 });
 

@@ -348,4 +348,14 @@ CREATE TABLE upload_locks (
 );
 `,
   },
+  {
+    id: 12,
+    name: 'the node\'s state from its stream (docs/farm.md, "The node\'s state")',
+    sql: `
+-- The payload of the node's last node.state folded (its v2 Node object and its availability as a kind and a detail),
+-- and that event's id: written in the fold's transaction, read when the node is not connected to this portal process.
+ALTER TABLE nodes ADD COLUMN state jsonb;
+ALTER TABLE nodes ADD COLUMN state_event_id text;
+`,
+  },
 ];

@@ -1,29 +1,24 @@
 /**
- * The portal's reading of a node's availability (docs/farm.md, "Availability"). A node of this version sends
- * it typed, a kind and a detail, in its hello and snapshots. A node of the previous version (same protocol
- * number) sends only its v2 `not_available_reason`: this is the one place where that string is read, by the
- * prefixes docs/reservations.md fixes, so that a farm can upgrade its portal first and its nodes one by one.
- * Nothing else on the portal looks at the text.
+ * The portal's reading of a node's state (docs/farm.md, "The node's state" and "Availability"): the `node.state`
+ * event of the node's stream carries its v2 Node object and whether it takes a job, typed (a kind and a detail).
+ * Checked, never parsed from the English `not_available_reason`: a kind this version does not know, or a malformed
+ * value, is read as the node's own reason not to take a job (`unhealthy`), so it is never offered by mistake.
  */
-import { AVAILABLE, asAvailability, type Availability } from '../../core/availability.js';
-import type { NodeSnapshot } from '../protocol.js';
+import { asAvailability, type Availability } from '../../core/availability.js';
 
-/** The node's availability as its hello or snapshot says it: typed if it sent one this version knows, else from its reason string. */
-export function nodeAvailability(m: NodeSnapshot): Availability {
-  return asAvailability(m.availability) ?? legacyAvailability((m.snapshot as Partial<Record<string, unknown>> | null)?.not_available_reason);
+/** What the portal keeps of a node's state (NodeLink.snapshot and NodeLink.availability, and the nodes.state column). */
+export interface KeptState {
+  snapshot: Record<string, unknown>;
+  availability: Availability;
 }
 
-/** A previous version's `not_available_reason`, by prefix; a reason none matches is the node's own (a health check's). */
-export function legacyAvailability(reason: unknown): Availability {
-  if (reason === null || reason === undefined) return AVAILABLE;
-  const text = typeof reason === 'string' ? reason : JSON.stringify(reason);
-  const prefixed: [string, Availability['kind']][] = [
-    ['offline: ', 'offline'],
-    ['licence expired on ', 'licence_expired'],
-    ['reserved by ', 'reserved'],
-  ];
-  for (const [prefix, kind] of prefixed) if (text.startsWith(prefix)) return { kind, detail: text.slice(prefix.length) };
-  const running = /^running a test job \((.*)\)$/s.exec(text);
-  if (running) return { kind: 'running', detail: running[1]! };
-  return { kind: 'unhealthy', detail: text };
+/** A node.state event's payload as the portal keeps it; undefined when it is not one (no Node object). */
+export function nodeState(data: unknown): KeptState | undefined {
+  const d = data as { node?: unknown; availability?: unknown } | null;
+  if (typeof d !== 'object' || d === null || typeof d.node !== 'object' || d.node === null || Array.isArray(d.node)) return undefined;
+  const availability = asAvailability(d.availability) ?? {
+    kind: 'unhealthy',
+    detail: `the node said whether it takes a job in a way this portal does not know (${JSON.stringify(d.availability)?.slice(0, 200)}); upgrade the portal`,
+  };
+  return { snapshot: d.node as Record<string, unknown>, availability };
 }

@@ -13,14 +13,14 @@ import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import type { NodeLink } from '../contract.js';
 import { CONNECT_PATH, PROTOCOL_VERSION, type Hello, type NodeMessage } from '../protocol.js';
 import { takeNode } from '../replicas/ownership.js';
-import { nodeAvailability } from './availability.js';
+import { nodeState } from './availability.js';
 import type { Forwarding } from './forwarding.js';
 import type { EventIntake } from './intake.js';
 import type { Liveness } from './liveness.js';
 import { Conn, type NodeTable } from './nodes.js';
 import { CLOSE_PROTOCOL, CLOSE_REPLACED, type PortalHubOptions } from './options.js';
 
-/** Largest frame a node may send (a response chunk, a snapshot). */
+/** Largest frame a node may send (a response chunk, an event with its record). */
 const MAX_FRAME_BYTES = 16 * 1024 * 1024;
 /** A connection that has not said hello by then is closed. */
 const HELLO_TIMEOUT_MS = 10_000;
@@ -81,7 +81,10 @@ export class Connections {
           const frame = toBuffer(data);
           if (conn.h2 && isTunnelFrame(frame)) conn.h2.tunnel.deliver(frame);
           else if (this.liveness.current(conn)) this.forwarding.onChunk(conn, frame);
-        } else this.onMessage(conn, JSON.parse(toBuffer(data).toString('utf8')) as NodeMessage, helloTimer);
+        } else {
+          const text = toBuffer(data);
+          this.onMessage(conn, JSON.parse(text.toString('utf8')) as NodeMessage, helloTimer, text.length);
+        }
       } catch (e) {
         this.o.logger.warn({ err: e, node: nodeId }, 'a node sent a message the portal cannot read; closing its connection');
         ws.close(CLOSE_PROTOCOL, 'unreadable message');
@@ -98,7 +101,7 @@ export class Connections {
     });
   }
 
-  private onMessage(conn: Conn, m: NodeMessage, helloTimer: NodeJS.Timeout): void {
+  private onMessage(conn: Conn, m: NodeMessage, helloTimer: NodeJS.Timeout, bytes: number): void {
     if (!conn.hello) {
       if (m.t !== 'hello') throw new Error(`expected hello first, got ${String((m as { t?: unknown }).t)}`);
       clearTimeout(helloTimer);
@@ -110,12 +113,11 @@ export class Connections {
     switch (m.t) {
       case 'hb':
         return;
-      case 'snapshot':
-        entry.link.snapshot = m.snapshot;
-        entry.link.availability = nodeAvailability(m);
-        return;
       case 'event':
-        this.intake.onNodeEvent(entry, conn.nodeId, m.event, m.record);
+        this.intake.onNodeEvent(entry, conn.nodeId, m.event, m.record, bytes);
+        return;
+      case 'replay':
+        this.intake.onReplay(entry, m.after);
         return;
       case 'res':
         this.forwarding.onResponseHead(conn, m.id, m.status, m.headers);
@@ -165,10 +167,10 @@ export class Connections {
       version: hello.version,
       externalIp: conn.ip,
       lastSeen: new Date(now),
-      snapshot: hello.snapshot,
-      availability: nodeAvailability(hello),
       job: validJob(hello.job) ?? null,
     });
+    // The node's state is its stream's (node.state): kept from its last connection, else read below, then the replay's.
+    entry.deferring = undefined; // the welcome's replay starts after the cursor
     const seen = new Date(now).toISOString();
     this.nodes.enqueue(entry, async () => {
       // Replicas "many": the node is this replica's from now, at a new epoch (src/farm/replicas/ownership.ts).
@@ -179,6 +181,12 @@ export class Connections {
       // "The node stream"); one folded but not acknowledged is not sent again.
       const fold = this.o.fold;
       const last = fold ? { last_event_id: await fold.cursor(nodeId) } : {};
+      if (fold && entry.link.snapshot === null) {
+        // Not known to this process (it started since): the last state folded, until the stream brings a newer one.
+        const kept = await fold.state(nodeId);
+        const s = kept && nodeState(kept.data);
+        if (s && entry.stateAt === null) Object.assign(entry.link, { snapshot: s.snapshot, availability: s.availability });
+      }
       if (entry.conn === conn) conn.send({ t: 'welcome', protocol: PROTOCOL_VERSION, heartbeat_secs: this.o.heartbeatSecs, ended_jobs: ended, ...last, ...(conn.h2 && { h2: true }) });
     }, () => {
       entry.dirty = true; // the next flush writes the state

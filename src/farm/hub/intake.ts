@@ -8,6 +8,8 @@ import type { EventPayloads, EventType, FarmEvent } from '../../core/events.js';
 import { parseJobUid, parseResultId } from '../../core/ids.js';
 import type { EventOrigin } from '../contract.js';
 import { NodeMoved } from '../replicas/ownership.js';
+import { nodeEventOrder } from '../protocol.js';
+import { nodeState } from './availability.js';
 import type { Entry, NodeTable } from './nodes.js';
 import type { PortalHubOptions } from './options.js';
 
@@ -32,6 +34,20 @@ export function foreignIds(data: Record<string, unknown>, nodeId: string): strin
 
 /** At most this many events of one node are folded in one transaction. */
 export const MAX_FOLD_BATCH = 500;
+/** A node.state frame larger than this is refused (a Node object is a few KiB; this one would sit in the nodes row). */
+export const MAX_STATE_BYTES = 256 * 1024;
+/** A node's events held in memory, not yet folded, at most (docs/farm.md, "The portal's inbox"); past it the node is asked to resend. */
+export const DEFAULT_MAX_INBOX_EVENTS = 5_000;
+/** ... and their frames' bytes at most. */
+export const DEFAULT_MAX_INBOX_BYTES = 32 * 1024 * 1024;
+
+export interface IntakeStats {
+  foreignEventsRefused: number;
+  /** Events not taken because the node's inbox was full (or a resend was awaited); the node sends them again. */
+  eventsDeferred: number;
+  /** The most events one node's inbox has held. */
+  inboxPeak: number;
+}
 
 export class EventIntake {
   private readonly listeners = new Set<(e: FarmEvent, from: EventOrigin) => void>();
@@ -39,10 +55,10 @@ export class EventIntake {
   private seq = 0;
 
   constructor(
-    private readonly o: Pick<PortalHubOptions, 'logger' | 'fold'>,
+    private readonly o: Pick<PortalHubOptions, 'logger' | 'fold' | 'maxInboxEvents' | 'maxInboxBytes'>,
     private readonly nodes: NodeTable,
     private readonly now: () => number,
-    private readonly stats: { foreignEventsRefused: number },
+    private readonly stats: IntakeStats,
   ) {
     this.boot = this.now().toString(36);
   }
@@ -56,20 +72,28 @@ export class EventIntake {
    * One event of a node's stream (docs/farm.md, "The node stream"): checked, its job followed at once, then
    * queued for the node's next fold (every event that arrives while a fold runs goes in the next one).
    */
-  onNodeEvent(entry: Entry, nodeId: string, event: FarmEvent, record?: unknown): void {
+  onNodeEvent(entry: Entry, nodeId: string, event: FarmEvent, record?: unknown, bytes = 0): void {
+    if (this.o.fold && !this.take(entry, nodeId, bytes)) return;
     // A node speaks for itself only: its node_id, and only its own jobs and results.
     const e = { ...event, data: { ...event.data, node_id: nodeId } } as FarmEvent;
-    const foreign = foreignIds(e.data as unknown as Record<string, unknown>, nodeId);
-    if (foreign.length > 0) {
-      this.stats.foreignEventsRefused++;
-      this.o.logger.warn({ node: nodeId, type: e.type, ids: foreign }, "refused a node's event naming a job or result that is not the node's own (dropped: not stored, not sent)");
-    } else this.followJob(entry, e);
+    let refused = false;
+    if (e.type === 'node.state') refused = !this.followState(entry, nodeId, e, bytes);
+    else {
+      const foreign = foreignIds(e.data as unknown as Record<string, unknown>, nodeId);
+      refused = foreign.length > 0;
+      if (refused) {
+        this.stats.foreignEventsRefused++;
+        this.o.logger.warn({ node: nodeId, type: e.type, ids: foreign }, "refused a node's event naming a job or result that is not the node's own (dropped: not stored, not sent)");
+      } else this.followJob(entry, e);
+    }
     if (!this.o.fold) {
-      if (foreign.length === 0) this.publish(e, 'node');
+      if (!refused && e.type !== 'node.state') this.publish(e, 'node');
       return;
     }
     // Handled all the same when refused, in the node's order: the cursor moves past it, the node is not asked again.
-    entry.inbox.push({ event: e, ...(record !== undefined && { record }), ...(foreign.length > 0 && { refused: true }) });
+    entry.inbox.push({ event: e, ...(record !== undefined && { record }), ...(refused && { refused: true }), bytes });
+    entry.inboxBytes += bytes;
+    this.stats.inboxPeak = Math.max(this.stats.inboxPeak, entry.inbox.length);
     if (entry.inbox.length > 1) return; // a drain is queued already
     this.nodes.enqueue(entry, () => this.drain(entry, nodeId));
   }
@@ -98,10 +122,63 @@ export class EventIntake {
         }
       }
       entry.inbox.splice(0, batch.length);
+      for (const item of batch) entry.inboxBytes -= item.bytes ?? 0;
       for (const e of kept) this.publish(e, 'node');
       // The ack goes on the node's current connection; a node that reconnected meanwhile learns the cursor from its welcome.
       entry.conn?.send({ t: 'ack', last_event_id: batch[batch.length - 1]!.event.id });
     }
+    if (entry.deferring?.phase === 'full' && entry.conn) {
+      // All held is folded: the node sends what it was refused again, from its journal, after its replay marker.
+      entry.deferring.phase = 'replay';
+      this.o.logger.info({ node: nodeId, after: entry.deferring.after }, "the node's events held are folded: asking the node for those it was refused");
+      entry.conn.send({ t: 'resend', after: entry.deferring.after });
+    }
+  }
+
+  /**
+   * Whether the portal takes this event of the node into its inbox (docs/farm.md, "The portal's inbox"): not past
+   * the inbox's bound (the database is away and the events pile up), nor until the node's replay after a resend.
+   * An event not taken is neither acknowledged nor folded: the node keeps it in its journal and sends it again.
+   */
+  private take(entry: Entry, nodeId: string, bytes: number): boolean {
+    if (entry.deferring) {
+      this.stats.eventsDeferred++;
+      return false;
+    }
+    const maxEvents = this.o.maxInboxEvents ?? DEFAULT_MAX_INBOX_EVENTS;
+    const maxBytes = this.o.maxInboxBytes ?? DEFAULT_MAX_INBOX_BYTES;
+    if (entry.inbox.length === 0 || (entry.inbox.length < maxEvents && entry.inboxBytes + bytes <= maxBytes)) return true;
+    entry.deferring = { phase: 'full', after: entry.inbox[entry.inbox.length - 1]!.event.id };
+    this.stats.eventsDeferred++;
+    this.o.logger.warn(
+      { node: nodeId, held: entry.inbox.length, held_bytes: entry.inboxBytes, after: entry.deferring.after },
+      "the node's events wait for the database and the portal holds as many as it will: taking no more of them until those are folded (the node keeps them in its journal and sends them again)",
+    );
+    return false;
+  }
+
+  /** The node's replay marker (protocol.ts ReplayMarker): its events after `after` follow, taken again. */
+  onReplay(entry: Entry, after: string | null): void {
+    if (entry.deferring?.phase === 'replay' && entry.deferring.after === after) entry.deferring = undefined;
+  }
+
+  /**
+   * A node.state in the node's order: kept in memory at once (the database gets it with its batch's fold). False
+   * when refused (not a state, or larger than MAX_STATE_BYTES: it would sit in the nodes row; logged).
+   */
+  private followState(entry: Entry, nodeId: string, e: FarmEvent, bytes: number): boolean {
+    const s = nodeState(e.data);
+    const why = !s ? 'not a node state' : bytes > MAX_STATE_BYTES ? `larger than ${MAX_STATE_BYTES} bytes (${bytes})` : undefined;
+    if (!s || why) {
+      this.o.logger.warn({ node: nodeId, event: e.id, why }, "refused a node's state (dropped: the portal keeps its previous one)");
+      return false;
+    }
+    const at = nodeEventOrder(e.id);
+    if (at && entry.stateAt && (at[0] < entry.stateAt[0] || (at[0] === entry.stateAt[0] && at[1] <= entry.stateAt[1]))) return true;
+    entry.stateAt = at;
+    entry.link.snapshot = s.snapshot;
+    entry.link.availability = s.availability;
+    return true;
   }
 
   /** The node moved to another replica (NodeMoved): its connection dropped, its queued events left (it sends them again there). */

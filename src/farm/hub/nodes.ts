@@ -61,10 +61,19 @@ export interface Entry {
   dirty: boolean;
   /** The node's database work, in order. */
   chain: Promise<void>;
-  /** The node's events received and not yet folded (intake.ts). */
+  /** The node's events received and not yet folded (intake.ts), bounded (docs/farm.md, "The portal's inbox"). */
   inbox: StreamItem[];
   /** Replicas "many": the ownership epoch taken at the node's last hello here (undefined before the first). */
   epoch?: number;
+  /** The bytes of the frames in `inbox`. */
+  inboxBytes: number;
+  /**
+   * Set while the portal takes none of the node's events: `full` (the inbox reached its bound; the node is asked to
+   * resend after `after` once it is empty), `replay` (asked; until the node's replay marker for `after` arrives).
+   */
+  deferring?: { phase: 'full' | 'replay'; after: string | null };
+  /** Where the node.state now in `link` stands among the node's events ([boot, n]); null: none from this stream yet. */
+  stateAt: [number, number] | null;
 }
 
 export class NodeTable {
@@ -114,6 +123,8 @@ export class NodeTable {
         dirty: false,
         chain: Promise.resolve(),
         inbox: [],
+        inboxBytes: 0,
+        stateAt: null,
       };
       this.entries.set(nodeId, entry);
     }

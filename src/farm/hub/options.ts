@@ -33,6 +33,10 @@ export interface PortalHubOptions {
    * welcome's last_event_id is its cursor. Without one (tests of the connection alone) events are only published.
    */
   fold?: HubFold;
+  /** A node's events held in memory before they are folded, at most (intake.ts; docs/farm.md, "The portal's inbox"). */
+  maxInboxEvents?: number;
+  /** ... and their frames' bytes at most. */
+  maxInboxBytes?: number;
   /** A forwarded response with more than this buffered on the portal (its client reads too slowly) is cancelled. */
   maxBufferedBytes?: number;
   /** After a portal start, how long a node that had a running job has to connect (default: restartGraceMs). */

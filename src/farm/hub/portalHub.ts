@@ -25,7 +25,7 @@ import { releaseNodes, releaseOwnedAtStart } from '../replicas/ownership.js';
 
 export class PortalHub implements FarmHub {
   /** Node events refused because they name another node's job or result (foreignIds); forwards made. */
-  readonly stats = { foreignEventsRefused: 0, forwards: 0 };
+  readonly stats = { foreignEventsRefused: 0, forwards: 0, eventsDeferred: 0, inboxPeak: 0 };
   private readonly nodes: NodeTable;
   private readonly forwarding: Forwarding;
   private readonly intake: EventIntake;

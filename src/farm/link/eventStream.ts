@@ -42,7 +42,8 @@ export class EventStream {
   replay(ws: WebSocket, recorded: string | null | undefined): number {
     const from = recorded === undefined ? this.lastEventId : recorded ?? undefined;
     // None recorded, or a first connection to an older portal: every event since the node started (start-up's recovery too).
-    const r = from === undefined ? { events: this.o.events.buffered(), missed: null } : this.o.events.since(from);
+    const all = { internal: true };
+    const r = from === undefined ? { events: this.o.events.buffered(all), missed: null } : this.o.events.since(from, all);
     if (r.missed?.reason === 'restarted') {
       // The portal's last is of an earlier run of this node: what that run sent, it sent; this run's events all go.
       this.o.logger.debug({ last_event_id: r.missed.last_event_id }, "the portal's last recorded event is of an earlier run of this node; passing on this run's events");
@@ -54,8 +55,11 @@ export class EventStream {
         'events published while the portal was unreachable are gone from the buffer (events.buffer_size) before the portal recorded them; passing on those kept',
       );
     }
-    for (const e of r.events) this.sendEvent(ws, e);
-    return r.events.length;
+    // Of the node's states, the last one says it all: the earlier ones are not sent again.
+    const lastState = r.events.findLastIndex((e) => e.type === 'node.state');
+    const events = r.events.filter((e, i) => e.type !== 'node.state' || i === lastState);
+    for (const e of events) this.sendEvent(ws, e);
+    return events.length;
   }
 
   sendEvent(ws: WebSocket, e: FarmEvent): void {

@@ -4,7 +4,7 @@
  * - portalLink.ts: `PortalLink`, the connection's life (connect, hello, welcome, reconnect);
  * - heartbeat.ts: the portal's liveness (heartbeats, a silent portal cut);
  * - eventStream.ts: the node's events, passed on and replayed after what the portal recorded;
- * - snapshots.ts: the Node object, sent again when it changed;
+ * - nodeState.ts: the node's state (Node object, availability), the internal event `node.state` when it changed;
  * - forwarder.ts: forwarded requests to the node's own server, streamed back with backpressure;
  * - backoff.ts, reasons.ts, options.ts: the reconnect back-off, failures in words, what the link is given.
  *

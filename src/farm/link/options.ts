@@ -6,7 +6,7 @@
 import type { EventHub } from '../../core/events.js';
 import type { ResultRecord } from '../../core/model.js';
 import type { Logger } from '../../core/ports.js';
-import type { NodeSnapshot } from '../protocol.js';
+import type { Availability } from '../../core/availability.js';
 import type { BackoffSettings } from './backoff.js';
 
 export interface PortalLinkOptions {
@@ -19,13 +19,17 @@ export interface PortalLinkOptions {
   localUrl: string;
   /** The secret that makes the node's server believe the on-behalf headers (http/auth.ts DelegateRule). */
   delegateSecret: string;
-  /** The node's v2 Node object now (what GET /api/v2/nodes/<id> answers) and its availability as a kind and a detail. */
-  snapshot: () => Promise<Required<NodeSnapshot>>;
+  /**
+   * The node's v2 Node object now (what GET /api/v2/nodes/<id> answers) and its availability as a kind and a
+   * detail: published as `node.state` when it changes (nodeState.ts).
+   */
+  state: () => Promise<NodeStateNow>;
   /** The current job, or the last one. */
   job: () => { job_uid: string; status: 'running' | 'exited' } | null;
   /** Stop a job the portal has ended (resolves when it stopped or stopping was given up). */
   stopJob: (jobUid: string) => Promise<unknown>;
-  events: Pick<EventHub, 'subscribe' | 'since' | 'buffered'>;
+  /** The node's event hub: read with its internal events (node.state), which the link also publishes there. */
+  events: Pick<EventHub, 'subscribe' | 'since' | 'buffered' | 'publish'>;
   /**
    * The node's record of a run, sent with its `run.finished` (docs/farm.md, "The node stream"); undefined when
    * the node no longer has it (deleted by retention before the portal got it).
@@ -36,8 +40,16 @@ export interface PortalLinkOptions {
   onState?: (connected: boolean) => void;
   backoff?: Partial<BackoffSettings>;
   random?: () => number;
-  /** Snapshots are sent at most this often after a change (default 250 ms). */
-  snapshotDebounceMs?: number;
-  /** A snapshot is also compared this often, for changes no event announces (default 30 s). */
-  snapshotRefreshMs?: number;
+  /** node.state is published this long after a change (default 250 ms: several changes in a row make one). */
+  stateDebounceMs?: number;
+  /** A change of last_used_time alone is published at most this often (default 30 s). */
+  stateUsageMs?: number;
+  /** The state is also compared this often, for changes no event announces (default 30 s). */
+  stateRefreshMs?: number;
+}
+
+/** The node's state as the daemon reads it. */
+export interface NodeStateNow {
+  snapshot: Record<string, unknown>;
+  availability: Availability;
 }

@@ -8,16 +8,22 @@
  *
  * - heartbeat.ts: heartbeats as the welcome asks, and a silent portal cut;
  * - eventStream.ts: the node's events, passed on and replayed at each welcome;
- * - snapshots.ts: a new Node object when the state changes;
+ * - nodeState.ts: the node's state (Node object, availability), published as `node.state` when it changes;
  * - forwarder.ts: forwarded requests, made to the node's own server and streamed back with backpressure.
- *
- * Dependencies go one way: portalLink.ts -> heartbeat, eventStream, snapshots, forwarder -> options, backoff,
+ * Dependencies go one way: portalLink.ts -> heartbeat, eventStream, nodeState, forwarder -> options, backoff,
  * reasons (and protocol.ts).
  */
 import WebSocket from 'ws';
 import type { FarmEvent } from '../../core/events.js';
-import { CLOSE_REPLACED, CONNECT_PATH, DEFAULT_HEARTBEAT_SECS, PROTOCOL_VERSION } from '../protocol.js';
-import type { NodeMessage, NodeSnapshot, PortalMessage, Welcome } from '../protocol.js';
+import {
+  CLOSE_REPLACED,
+  CONNECT_PATH,
+  DEFAULT_HEARTBEAT_SECS,
+  PROTOCOL_VERSION,
+  type NodeMessage,
+  type PortalMessage,
+  type Welcome,
+} from '../protocol.js';
 import { backoffDelay, DEFAULT_BACKOFF, type BackoffSettings } from './backoff.js';
 import { EventStream } from './eventStream.js';
 import { Forwarder } from './forwarder.js';
@@ -25,7 +31,7 @@ import { isTunnelFrame, linkH2Enabled } from '../h2Tunnel.js';
 import { Heartbeat } from './heartbeat.js';
 import type { PortalLinkOptions } from './options.js';
 import { closeMeaning, describeError, refusal } from './reasons.js';
-import { SnapshotSender } from './snapshots.js';
+import { NodeStatePublisher } from './nodeState.js';
 
 export class PortalLink {
   private readonly backoff: BackoffSettings;
@@ -33,7 +39,7 @@ export class PortalLink {
   /** The URL as logs show it (no user info). */
   private readonly shownUrl: string;
   private readonly events: EventStream;
-  private readonly snapshots: SnapshotSender;
+  private readonly state: NodeStatePublisher;
   private readonly forwarder: Forwarder;
   private h2: ReturnType<Forwarder['openH2']> | undefined; // HTTP/2 prototype, offered in the hello (h2Tunnel.ts)
   private ws: WebSocket | undefined;
@@ -64,14 +70,14 @@ export class PortalLink {
     const current = () => this.ws;
     this.heartbeat = new Heartbeat(o.logger, send);
     this.events = new EventStream(o, send);
-    this.snapshots = new SnapshotSender({ ...o, current, live: () => this.live, send });
+    this.state = new NodeStatePublisher({ ...o, debounceMs: o.stateDebounceMs, usageMs: o.stateUsageMs, refreshMs: o.stateRefreshMs });
     this.forwarder = new Forwarder({
       local: new URL(o.localUrl),
       delegateSecret: o.delegateSecret,
       logger: o.logger,
       current,
       send,
-      answered: () => this.snapshots.schedule(), // a use of the node changes last_used_by
+      answered: () => this.state.schedule(), // a use of the node changes last_used_by
     });
   }
 
@@ -112,8 +118,9 @@ export class PortalLink {
   start(): void {
     if (!this.stopped) return;
     this.stopped = false;
-    const sub = this.o.events.subscribe((e) => this.passOn(e));
+    const sub = this.o.events.subscribe((e) => this.passOn(e), { internal: true });
     this.unsubscribe = () => sub.close();
+    this.state.start();
     this.o.logger.info({ portal: this.shownUrl }, 'connecting to the portal');
     this.connect();
   }
@@ -123,6 +130,7 @@ export class PortalLink {
     if (this.stopped) return;
     this.stopped = true;
     this.unsubscribe?.();
+    this.state.stop();
     clearTimeout(this.retryTimer);
     const ws = this.ws;
     this.teardown();
@@ -147,7 +155,7 @@ export class PortalLink {
     });
     this.ws = ws;
     let why = '';
-    ws.on('open', () => void this.hello(ws));
+    ws.on('open', () => this.hello(ws));
     ws.on('message', (data, isBinary) => {
       if (ws !== this.ws) return;
       this.heartbeat.heard();
@@ -158,20 +166,11 @@ export class PortalLink {
     ws.on('close', (code, reason) => this.onClose(ws, code, reason.toString() || why));
   }
 
-  private async hello(ws: WebSocket): Promise<void> {
-    let snapshot: Required<NodeSnapshot>;
-    try {
-      snapshot = await this.o.snapshot();
-    } catch (e) {
-      this.o.logger.error({ err: e }, 'could not build the node snapshot for the portal; reconnecting');
-      ws.terminate();
-      return;
-    }
+  /** Who the node is; its state follows in the stream (node.state). */
+  private hello(ws: WebSocket): void {
     if (ws !== this.ws || ws.readyState !== WebSocket.OPEN) return;
-    this.snapshots.remember(snapshot);
-    const localIp = typeof snapshot.snapshot.local_ip_address === 'string' ? snapshot.snapshot.local_ip_address : null;
     this.h2 = linkH2Enabled() ? this.forwarder.openH2(ws) : undefined;
-    this.send(ws, { t: 'hello', protocol: PROTOCOL_VERSION, node_id: this.o.nodeId, version: this.o.version, ...snapshot, local_ip: localIp, job: this.o.job(), ...(this.h2 && { h2: true }) });
+    this.send(ws, { t: 'hello', protocol: PROTOCOL_VERSION, node_id: this.o.nodeId, version: this.o.version, job: this.o.job(), ...(this.h2 && { h2: true }) });
   }
 
   private onClose(ws: WebSocket, code: number, reason: string): void {
@@ -210,7 +209,6 @@ export class PortalLink {
     this.heartbeat.stop();
     clearTimeout(this.stableTimer);
     this.stableTimer = undefined;
-    this.snapshots.reset();
     this.forwarder.abortAll();
     this.h2 = void this.h2?.close();
   }
@@ -234,6 +232,13 @@ export class PortalLink {
         break;
       case 'ack':
         if (this.live) this.events.acked(m.last_event_id);
+        break;
+      case 'resend':
+        // The portal held all it will while its database is away: the events after `after` again, from the journal.
+        if (this.live) {
+          this.send(ws, { t: 'replay', after: m.after });
+          this.events.replay(ws, m.after);
+        }
         break;
       case 'req':
         this.forwarder.forward(ws, m);
@@ -266,8 +271,7 @@ export class PortalLink {
     this.o.onState?.(true);
     this.stableTimer = setTimeout(() => (this.attempt = 0), this.backoff.stableMs);
     this.heartbeat.start(ws);
-    this.snapshots.startRefresh();
-    if (this.events.replay(ws, w.last_event_id) > 0) this.snapshots.schedule();
+    this.events.replay(ws, w.last_event_id);
     for (const uid of w.ended_jobs ?? []) void this.endJob(uid);
   }
 
@@ -284,9 +288,9 @@ export class PortalLink {
   }
 
   private passOn(e: FarmEvent): void {
+    if (e.type !== 'node.state') this.state.schedule(); // an event may change the state (a job, a reservation)
     if (!this.live || !this.ws) return; // the next connection replays it from the hub's buffer
     this.events.sendEvent(this.ws, e);
-    this.snapshots.schedule();
   }
 
   private send(ws: WebSocket, m: NodeMessage): void {

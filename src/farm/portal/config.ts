@@ -53,6 +53,13 @@ export const portalConfigSchema = z.strictObject({
   read_your_writes_max_secs: z.number().positive().max(3600).default(30),
   /** Largest forwarded response a slow client may leave buffered on the portal before it is cut off. */
   max_buffered_response_bytes: z.number().int().min(64 * 1024).default(64 * 1024 * 1024),
+  /**
+   * A node's events held in memory while they wait to be folded (the database is away), at most; past it the portal
+   * takes no more of that node's events until those are folded, then asks for the rest (docs/farm.md, "The portal's inbox").
+   */
+  max_node_inbox_events: z.number().int().min(1).default(5000),
+  /** ... and their bytes (as sent) at most. */
+  max_node_inbox_bytes: z.number().int().min(64 * 1024).default(32 * 1024 * 1024),
   /** What the portal keeps of the uploaded results: the node's keys, the same meaning (docs/farm.md). */
   retention: z
     .strictObject({

@@ -29,7 +29,7 @@ export async function listFarmNodeViews(
   caller: string,
   base: string,
 ): Promise<{ node: Record<string, unknown>; availability: Availability }[]> {
-  const { rows } = await d.pool.query<NodeRow>(`SELECT node_id, version, online, offline_reason, last_seen FROM nodes ORDER BY node_id`);
+  const { rows } = await d.pool.query<NodeRow>(`SELECT node_id, version, online, offline_reason, last_seen, state FROM nodes ORDER BY node_id`);
   const held = (await d.reservations?.activeAll()) ?? new Map<string, FarmReservation>();
   return rows.map((row) => {
     const link = d.hub.link(row.node_id);
@@ -44,6 +44,8 @@ export interface NodeRow {
   online: boolean;
   offline_reason: string | null;
   last_seen: Date | null;
+  /** The node's last state folded from its stream (fold.ts; its Node object under `node`), for a node this process has not heard from. */
+  state?: { node?: Record<string, unknown> } | null;
 }
 
 /** Why a node is offline: its connection's word, else the database's (a node not connected since the portal started). */
@@ -56,7 +58,7 @@ const offlineReasonOfRow = (row: NodeRow, link: NodeLink | undefined): string | 
  * and available / not_available_reason worked out again from those.
  */
 export function presentFarmNode(row: NodeRow, link: NodeLink | undefined, res: FarmReservation | undefined, caller: string, base: string): Record<string, unknown> {
-  const snap = link?.snapshot ?? {};
+  const snap = link?.snapshot ?? row.state?.node ?? {};
   const connected = link?.online ?? false;
   const offlineReason = offlineReasonOfRow(row, link);
   const capturing = snap.online !== false;

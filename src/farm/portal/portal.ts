@@ -178,6 +178,8 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       flushSecs: cfg.flush_secs,
       ...(cfg.restart_grace_secs !== undefined && { restartGraceMs: cfg.restart_grace_secs * 1000 }),
       maxBufferedBytes: cfg.max_buffered_response_bytes,
+      maxInboxEvents: cfg.max_node_inbox_events,
+      maxInboxBytes: cfg.max_node_inbox_bytes,
       jobs,
       ...(lease && { replicaId: lease.replicaId }),
     });

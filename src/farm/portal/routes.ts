@@ -81,7 +81,7 @@ export function portalRouter(d: PortalRouteDeps): Router {
 
   /** The registered node (its row), or 404. */
   const registered = async (nodeId: string): Promise<NodeRow> => {
-    const { rows } = await d.pool.query<NodeRow>(`SELECT node_id, version, online, offline_reason, last_seen FROM nodes WHERE node_id = $1`, [nodeId]);
+    const { rows } = await d.pool.query<NodeRow>(`SELECT node_id, version, online, offline_reason, last_seen, state FROM nodes WHERE node_id = $1`, [nodeId]);
     if (!rows[0]) throw new FarmError('not_found', `no node ${JSON.stringify(nodeId)} on this portal; GET /api/v2/nodes lists them`);
     return rows[0];
   };
