@@ -60,10 +60,13 @@ describe('farm: many portals on one database (sessions, wake-ups)', function () 
   let a: TestFarm;
   let b: TestFarm;
   let portArun: number;
+  let portB: number;
   let many: Partial<PortalConfigInput>;
   let gate: string;
 
-  const startA = () => startTestFarm({ cluster, portal: { ...many, listen: `127.0.0.1:${portArun}` }, options: { reservationRecheckMs: HOUR_MS } });
+  // Each replica advertises where it listens: a request for a node connected to the other is passed on to it.
+  const replica = (port: number): Partial<PortalConfigInput> => ({ ...many, listen: `127.0.0.1:${port}`, replicas: { ...many.replicas!, advertise_url: `http://127.0.0.1:${port}` } });
+  const startA = () => startTestFarm({ cluster, portal: replica(portArun), options: { reservationRecheckMs: HOUR_MS } });
 
   before(async () => {
     cluster = await startPostgres();
@@ -71,13 +74,14 @@ describe('farm: many portals on one database (sessions, wake-ups)', function () 
     const secret = path.join(shared, 'replica.secret');
     await writeFile(secret, 'a shared secret of the replicas, for tests only\n', { mode: 0o600 });
     portArun = await freePort();
+    portB = await freePort();
     gate = path.join(shared, 'gate');
     many = {
       storage_dir: path.join(shared, 'storage'),
       replicas: { mode: 'many', advertise_url: 'http://127.0.0.1:1', secret_file: secret },
     };
     a = await startA();
-    b = await startTestFarm({ cluster, portal: many, options: { reservationRecheckMs: HOUR_MS } });
+    b = await startTestFarm({ cluster, portal: replica(portB), options: { reservationRecheckMs: HOUR_MS } });
     // A real node, connected to B; its one test waits for the gate file.
     const files = { ...STANDARD_FILES, 'tests/gate.py': ['import os, time', '', 'def test_gate():', `    while not os.path.exists(${JSON.stringify(gate)}):`, '        time.sleep(0.05)', ''].join('\n') };
     await b.addNode(NODE, { files });
@@ -180,7 +184,7 @@ describe('farm: many portals on one database (sessions, wake-ups)', function () 
     expect((await fetch(`${a.url}/api/v2/reservations/${mine!.reservation_id}`, { method: 'DELETE', headers: { Authorization: `token ${waiter}` } })).ok).to.equal(true);
   });
 
-  it("await_completion on A of a job of B's node answers when the job exits (the outbox's job.exited, not a poll); A hears of its result", async () => {
+  it("await_completion on A of a job of B's node: passed on to B, answered when the job exits; A hears of its result", async () => {
     const runner = await tokenOnBoth('runner');
     const started = await fetch(`${b.url}/api/v2/run_tests`, {
       method: 'POST',
@@ -190,10 +194,11 @@ describe('farm: many portals on one database (sessions, wake-ups)', function () 
     expect(started.status, await started.clone().text()).to.equal(200);
     const uid = ((await started.json()) as { job_uid: string }).job_uid;
     await waitFor(async () => (await a.db.query("SELECT 1 FROM jobs WHERE job_uid = $1 AND state = 'running'", [uid])).rowCount === 1, { what: 'the job in the table', timeoutMs: 30_000 });
-    const listener = a.portal.events.listener;
-    const subscribed = listener.subscriberCount;
+    // The node is B's (its connection, a live lease): A passes the long poll on to B (docs/farm.md, "Many portals:
+    // the proxy"). A holds such a request itself, on the outbox's job.exited, only for a node no replica holds.
+    const proxied = a.portal.proxy!.stats.total;
     const answer = fetch(`${a.url}/api/v2/jobs${uid}/await_completion`, { headers: { Authorization: `token ${runner}` } });
-    await waitFor(() => listener.subscriberCount > subscribed, { what: 'A to hold the request, listening for the job`s end', timeoutMs: 30_000 });
+    await waitFor(() => b.portal.hub.forwardsInFlight() === 1, { what: 'B to hold the long poll A passed on, forwarded to its node', timeoutMs: 30_000 });
     // A's read-your-writes listeners hear of the results B stores (result_stored on the farmhand channel).
     const heard = new Set<string>();
     const stop = a.portal.results.onPut((jobs) => jobs.forEach((j) => heard.add(j)));
@@ -202,6 +207,7 @@ describe('farm: many portals on one database (sessions, wake-ups)', function () 
     stop();
     const done = await answer;
     expect(done.status, await done.clone().text()).to.equal(200);
+    expect(a.portal.proxy!.stats.total, 'passed on by A').to.equal(proxied + 1);
     expect(await done.json()).to.deep.include({ job_uid: uid, status: 'exited' }).and.nested.include({ 'result_counts.pass': 1 });
   });
 

@@ -20,7 +20,7 @@ describe('farm: a portal replica that loses its lease stops acting', function ()
 
   before(async () => {
     work = await mkdtemp(path.join(os.tmpdir(), 'farm-replica-lease-'));
-    await writeFile(path.join(work, 'replica.secret'), 'shared\n', { mode: 0o600 });
+    await writeFile(path.join(work, 'replica.secret'), 'a-secret-shared-by-the-test-replicas-0123456789\n', { mode: 0o600 });
   });
   afterEach(async () => {
     await farm?.stop();
