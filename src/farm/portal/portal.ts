@@ -6,6 +6,7 @@
  * else.
  */
 import { createServer, type Server } from 'node:http';
+import { Drain } from './drain.js';
 import type { AddressInfo } from 'node:net';
 import type Router from '@koa/router';
 import type Koa from 'koa';
@@ -104,6 +105,12 @@ export interface Portal {
   stop(): Promise<void>;
 }
 
+/**
+ * How long a replica's stop waits for the requests under way (docs/farm.md, "Many portals: faults and figures"): a
+ * CI client's calls take well under a second; a long poll held by a node (55 s) is answered 503 with Retry-After
+ * after this.
+ */
+const DRAIN_MS = 5000;
 const NO_TOKENS: TokenVerifier = { verify: () => undefined };
 const NO_NODES: NodeCredentials = { verify: () => Promise.resolve(false) };
 
@@ -256,6 +263,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       early: parts.early?.({ pool, hub, jobs, results, wakeups: w }) ?? [],
     });
     server = createServer(app.callback());
+    const drain = new Drain(server);
     server.headersTimeout = 30_000;
     server.requestTimeout = 120_000; // forwarded long polls hold 55 s
     await hub.start(server);
@@ -290,6 +298,10 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       wakeups: w,
       stop: () =>
         (stopping ??= (async () => {
+          // Requests under way end first, while the nodes are still connected (drain.ts): a replica's rolling
+          // restart resets no request. A single portal has no other to send the next request to: it does not wait.
+          const answered = await drain.run(many ? DRAIN_MS : 0, many ? Math.ceil(cfg.replicas.lease_secs) : 5);
+          if (answered > 0) logger.info({ answered }, 'stopping: requests still unanswered were answered 503 with Retry-After');
           await sweeper?.stop();
           await h.close();
           proxy?.close();
