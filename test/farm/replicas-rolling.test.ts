@@ -174,6 +174,8 @@ describe('farm: replicas` faults, three replicas behind a real HAProxy, real nod
     const node = nodes[0]!;
     const tally = newTally();
     const c = new CountingClient(front.url, token, tally);
+    for (const r of REPLICAS) await waitFor(async () => (await front.state(r)) === 2, { what: `HAProxy to see ${r} up`, ...WAIT });
+    await waitFor(async () => (await nodeRow(id))?.online, { what: `${id} online`, ...WAIT });
     const reservation = (await c.call('POST', '/api/v2/reservations', { node_ids: [id], message: 'failover test' })).json.reservations[0];
     const started = await c.call('POST', '/api/v2/run_tests', {
       node_id: id,

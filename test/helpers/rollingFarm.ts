@@ -51,7 +51,7 @@ export async function startFront(work: string, servers: Record<string, number>):
       '    option httpchk',
       '    http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host farm',
       '    http-check expect status 200',
-      '    default-server inter 300ms fall 2 rise 1 on-marked-down shutdown-sessions',
+      '    default-server inter 300ms fall 2 rise 1',
       ...Object.entries(servers).map(([name, p]) => `    server ${name} 127.0.0.1:${p} check`),
       '',
     ].join('\n'),
