@@ -140,6 +140,7 @@ describe('farm: replicas` faults, three replicas behind a real HAProxy, real nod
     console.log(
       `      rolling restart of 3 replicas: ${done.length} jobs, ${tally.requests} requests, ${tally.unavailable} answered 503 + Retry-After (${((100 * tally.unavailable) / tally.requests).toFixed(2)} %), ${tally.resets.length} resets`,
     );
+    for (const w of tally.unavailableWhat) console.log(`        503: ${w}`);
     expect(tally.errors, 'errors other than 503 + Retry-After').to.deep.equal([]);
     expect(tally.resets, 'connections reset on requests that had started').to.deep.equal([]);
     for (const { uid, job, results } of done) {

@@ -110,13 +110,15 @@ export interface Tally {
   requests: number;
   /** 503 answers with a Retry-After (retried after it, as the spec lets a client). */
   unavailable: number;
+  /** Which requests were answered 503 (method, path without the query, the error code). */
+  unavailableWhat: string[];
   /** Any other failure: 5xx, 503 without Retry-After, an unexpected status. */
   errors: string[];
   /** Requests whose connection broke after it was made (fetch failed): retried for GET, counted here. */
   resets: string[];
 }
 
-export const newTally = (): Tally => ({ requests: 0, unavailable: 0, errors: [], resets: [] });
+export const newTally = (): Tally => ({ requests: 0, unavailable: 0, unavailableWhat: [], errors: [], resets: [] });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -159,6 +161,7 @@ export class CountingClient {
       }
       if (status === 503 && retryAfter !== null && Number(retryAfter) >= 0) {
         this.tally.unavailable++;
+        this.tally.unavailableWhat.push(`${method} ${p.split('?')[0]}: ${text.slice(0, 160)}`);
         await sleep(Number(retryAfter) * 1000);
         continue;
       }
