@@ -4,7 +4,7 @@
  * haproxy in front (`balance roundrobin`, checking /readyz), real nodes connected through it.
  *
  * 1. Failover: a replica holding nodes SIGKILLed; the time until every one of its nodes answers
- *    `GET /api/v2/nodes/<id>/job` through HAProxy again (target <= 10 s). `--rounds` times, the replica started again
+ *    `GET /api/v2/nodes/<id>/job/await_completion` (no job: 200 at once, from the node) through HAProxy again (target <= 10 s). `--rounds` times, the replica started again
  *    between rounds.
  * 2. Rolling restart: `--clients` CI-like clients (run_tests, await_completion, the Job, the results) on the real
  *    nodes while each replica in turn is stopped (SIGTERM) and started again; every request counted, the 503s with
@@ -15,7 +15,7 @@
  *    triggers) per heartbeat (target 0), and pg_stat_database's xact_commit delta (every transaction, reads and the
  *    leases' renewals included).
  *
- *   node --import tsx bench/replicas-failover-bench.ts [--rounds 3] [--clients 4] [--sim 100] [--interval 5] [--secs 30]
+ *   node --import tsx bench/replicas-failover-bench.ts [--rounds 3] [--clients 4] [--sim 100] [--interval 5] [--secs 30] [--flush 30] [--lease 10]
  */
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -45,6 +45,7 @@ const SIM = arg('sim', 100);
 const INTERVAL = arg('interval', 5);
 const SECS = arg('secs', 30);
 const LEASE = arg('lease', 10);
+const FLUSH = arg('flush', 30);
 const REPLICAS = ['r1', 'r2', 'r3'];
 const NODES = ['bench-node-1', 'bench-node-2', 'bench-node-3'];
 const WAIT = { timeoutMs: 300_000, maxIntervalMs: 100 };
@@ -73,7 +74,7 @@ async function main(): Promise<void> {
       port: ports[name]!,
       database: connectionString(cluster),
       leaseSecs: LEASE,
-      extra: { heartbeat_secs: INTERVAL, flush_secs: 30, log_level: 'warn' },
+      extra: { heartbeat_secs: INTERVAL, flush_secs: FLUSH, log_level: 'warn' },
     });
     const p = startPortalProcess(name, ports[name]!, file);
     all.push(p);
@@ -83,6 +84,20 @@ async function main(): Promise<void> {
   };
   const owners = async () =>
     new Map((await db.query<{ node_id: string; owner_replica: string | null; online: boolean }>('SELECT node_id, owner_replica, online FROM nodes')).rows.map((r) => [r.node_id, r]));
+  let cleaned = false;
+  const cleanup = async () => {
+    if (cleaned) return;
+    cleaned = true;
+    for (const s of sims) s.kill();
+    for (const n of nodes) await n.stop().catch(() => undefined);
+    for (const p of all) p.signal('SIGKILL');
+    front.stop();
+    await pack.cleanup();
+    await db.end();
+    await cluster.stop();
+    await rm(work, { recursive: true, force: true });
+  };
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => void cleanup().finally(() => process.exit(130)));
   try {
     for (const r of REPLICAS) await start(r);
     for (const id of NODES) {
@@ -107,7 +122,7 @@ async function main(): Promise<void> {
       await replicas[victim]!.exited;
       await Promise.all(
         held.map((id) =>
-          waitFor(async () => (await fetch(`${front.url}/api/v2/nodes/${id}/job`, { headers: { Authorization: `token ${token}` } }).catch(() => undefined))?.status === 200, {
+          waitFor(async () => (await fetch(`${front.url}/api/v2/nodes/${id}/job/await_completion`, { headers: { Authorization: `token ${token}` } }).catch(() => undefined))?.status === 200, {
             what: `${id} usable again`,
             intervalMs: 20,
             ...WAIT,
@@ -193,10 +208,11 @@ async function main(): Promise<void> {
       const spread = await db.query<{ owner_replica: string; n: number }>(
         `SELECT owner_replica, count(*)::int AS n FROM nodes WHERE node_id LIKE 'sim-%' AND online GROUP BY 1 ORDER BY 1`,
       );
-      await db.query(`CREATE TABLE IF NOT EXISTS bench_node_rows (n int);
+      await db.query(`CREATE TABLE IF NOT EXISTS bench_node_rows (n int); CREATE TABLE IF NOT EXISTS bench_node_stmts (n int);
         CREATE OR REPLACE FUNCTION bench_count_row() RETURNS trigger AS $$ BEGIN INSERT INTO bench_node_rows VALUES (1); RETURN NULL; END $$ LANGUAGE plpgsql;
-        DROP TRIGGER IF EXISTS bench_node_rows ON nodes;
-        CREATE TRIGGER bench_node_rows AFTER UPDATE ON nodes FOR EACH ROW EXECUTE FUNCTION bench_count_row();`);
+        CREATE OR REPLACE FUNCTION bench_count_stmt() RETURNS trigger AS $$ BEGIN INSERT INTO bench_node_stmts VALUES (1); RETURN NULL; END $$ LANGUAGE plpgsql;
+        CREATE TRIGGER bench_node_rows AFTER UPDATE ON nodes FOR EACH ROW EXECUTE FUNCTION bench_count_row();
+        CREATE TRIGGER bench_node_stmts AFTER UPDATE ON nodes FOR EACH STATEMENT EXECUTE FUNCTION bench_count_stmt();`);
       await sleep(INTERVAL * 1000 * 2); // steady state: every node's heartbeats under way
       const tick = Number((await import('node:child_process')).execSync('getconf CLK_TCK').toString().trim()) || 100;
       const cpuOf = async (p: PortalProcess) => {
@@ -204,10 +220,11 @@ async function main(): Promise<void> {
         return (Number(f[11]) + Number(f[12])) / tick; // utime, stime (fields 14 and 15)
       };
       const counts = async () => {
-        const { rows } = await db.query<{ rows: string; commits: string }>(
-          `SELECT (SELECT count(*) FROM bench_node_rows) AS rows, (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()) AS commits`,
+        const { rows } = await db.query<{ rows: string; stmts: string; commits: string }>(
+          `SELECT (SELECT count(*) FROM bench_node_rows) AS rows, (SELECT count(*) FROM bench_node_stmts) AS stmts,
+                  (SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()) AS commits`,
         );
-        return { rows: Number(rows[0]!.rows), commits: Number(rows[0]!.commits) };
+        return { rows: Number(rows[0]!.rows), stmts: Number(rows[0]!.stmts), commits: Number(rows[0]!.commits) };
       };
       const cpu0 = await Promise.all(REPLICAS.map((r) => cpuOf(replicas[r]!)));
       const c0 = await counts();
@@ -223,18 +240,14 @@ async function main(): Promise<void> {
         `  at rest: ${SIM} simulated nodes (${spread.rows.map((r) => `${r.owner_replica} ${r.n}`).join(', ')}), heartbeat every ${INTERVAL} s, ${wall.toFixed(1)} s measured, ${beats} heartbeats`,
       );
       REPLICAS.forEach((r, i) => console.log(`    ${r} CPU: ${((cpu1[i]! - cpu0[i]!) / wall).toFixed(4)} cores (target <= 0.1)`));
-      console.log(`    nodes rows updated: ${c1.rows - c0.rows} -> ${((c1.rows - c0.rows) / Math.max(1, beats)).toFixed(4)} per heartbeat (target 0)`);
+      console.log(
+        `    nodes rows updated: ${c1.rows - c0.rows} by ${c1.stmts - c0.stmts} UPDATE statements (the last_seen flush: one statement per replica ` +
+          `per ${FLUSH} s, one row per node); ${((c1.stmts - c0.stmts) / Math.max(1, beats)).toFixed(4)} statements per heartbeat (target 0)`,
+      );
       console.log(`    transactions committed (all, reads and lease renewals included): ${c1.commits - c0.commits} (${((c1.commits - c0.commits) / wall).toFixed(2)} per s)`);
     }
   } finally {
-    for (const s of sims) s.kill();
-    for (const n of nodes) await n.stop().catch(() => undefined);
-    for (const p of all) p.signal('SIGKILL');
-    front.stop();
-    await pack.cleanup();
-    await db.end();
-    await cluster.stop();
-    await rm(work, { recursive: true, force: true });
+    await cleanup();
   }
 }
 

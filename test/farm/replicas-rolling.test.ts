@@ -168,6 +168,10 @@ describe('farm: replicas` faults, three replicas behind a real HAProxy, real nod
     );
     expect(exits.rows.length).to.equal(uids.length);
     expect(exits.rows.filter((r) => r.n !== 1)).to.deep.equal([]);
+    // No job the clients do not know of: a run_tests answered 503 (so sent again by its client) after the node had
+    // started the job would leave one.
+    const orphans = await db.query<{ job_uid: string }>('SELECT job_uid FROM jobs WHERE node_id = ANY($1) AND NOT (job_uid = ANY($2))', [NODES, uids]);
+    expect(orphans.rows, 'jobs started that no client was told of').to.deep.equal([]);
   });
 
   it('(b) the owner SIGKILLed during a job, an upload, a long poll and a reservation: nothing ended, lost or changed', async () => {

@@ -22,7 +22,7 @@ export interface Front {
 
 /**
  * HAProxy in front of the replicas, `balance roundrobin` (nodes and clients spread over every replica, so most
- * requests are proxied between replicas), checking /readyz every 300 ms, as docs/farm.md's configuration but faster.
+ * requests are proxied between replicas), checking /readyz every second, as docs/farm.md's configuration but faster.
  */
 export async function startFront(work: string, servers: Record<string, number>): Promise<Front> {
   if (spawnSync('haproxy', ['-v']).error) throw new Error('haproxy is not installed: scripts/setup.sh installs it (apt-get install haproxy)');
@@ -51,7 +51,9 @@ export async function startFront(work: string, servers: Record<string, number>):
       '    option httpchk',
       '    http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host farm',
       '    http-check expect status 200',
-      '    default-server inter 300ms fall 2 rise 1',
+      // As documented, `on-marked-down shutdown-sessions`; down after 5 failed checks 1 s apart (at least 4 s), longer
+    // than a stopping replica's drain (3 s), as the documented `inter 2s fall 3` is.
+    '    default-server inter 1s fall 5 rise 1 on-marked-down shutdown-sessions',
       ...Object.entries(servers).map(([name, p]) => `    server ${name} 127.0.0.1:${p} check`),
       '',
     ].join('\n'),

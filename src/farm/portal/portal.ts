@@ -108,9 +108,10 @@ export interface Portal {
 /**
  * How long a replica's stop waits for the requests under way (docs/farm.md, "Many portals: faults and figures"): a
  * CI client's calls take well under a second; a long poll held by a node (55 s) is answered 503 with Retry-After
- * after this.
+ * after this. Shorter than HAProxy takes to mark a stopped replica down with the documented checks (`inter 2s fall 3`:
+ * at least 4 s), whose `on-marked-down shutdown-sessions` would cut what is still under way.
  */
-const DRAIN_MS = 5000;
+const DRAIN_MS = 3000;
 const NO_TOKENS: TokenVerifier = { verify: () => undefined };
 const NO_NODES: NodeCredentials = { verify: () => Promise.resolve(false) };
 
