@@ -171,6 +171,7 @@ describe('farm: replicas` faults, three replicas behind a real HAProxy, real nod
     // No job the clients do not know of: a run_tests answered 503 (so sent again by its client) after the node had
     // started the job would leave one.
     const orphans = await db.query<{ job_uid: string }>('SELECT job_uid FROM jobs WHERE node_id = ANY($1) AND NOT (job_uid = ANY($2))', [NODES, uids]);
+    if (orphans.rows.length) for (const p of all) console.log(p.name, p.out().split('\n').filter((l) => /drained|stopping|run_tests|forward/.test(l)).join('\n'));
     expect(orphans.rows, 'jobs started that no client was told of').to.deep.equal([]);
   });
 

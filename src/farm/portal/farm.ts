@@ -166,9 +166,11 @@ export async function startFarmPortal(cfg: PortalConfig, logger: Logger, opts: F
     events: { log: log!, listener: listener!, stream: stream!, webhooks },
     store: store!,
     uploads: uploads!,
-    // The hub first (no more events come in), then what feeds on them, the pool last (portal.stop).
+    // The requests under way first (while the nodes are connected: drain.ts), then the hub (no more events come
+    // in), then what feeds on them, the pool last (portal.stop).
     stop: () =>
       (stopping ??= (async () => {
+        await portal.drain();
         await portal.hub.close();
         await closeParts();
         await portal.stop();
