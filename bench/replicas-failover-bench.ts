@@ -144,13 +144,14 @@ async function main(): Promise<void> {
     // 2. Rolling restart under CI-like clients.
     const tally = newTally();
     let jobs = 0;
+    const uids: string[] = [];
     let stop = false;
     const clients = Array.from({ length: CLIENTS }, async (_, i) => {
       const c = new CountingClient(front.url, token, tally);
       const id = NODES[i % NODES.length]!;
       while (!stop) {
         try {
-          await c.runJob(id, JOB);
+          uids.push((await c.runJob(id, JOB)).uid);
           jobs++;
         } catch (e) {
           if (!/: 409 /.test((e as Error).message)) throw e;
@@ -181,6 +182,8 @@ async function main(): Promise<void> {
         `${tally.unavailable} answered 503 + Retry-After (${((100 * tally.unavailable) / tally.requests).toFixed(2)} %, target <= 1 %), ` +
         `${tally.errors.length} other errors, ${tally.resets.length} connections reset`,
     );
+    const orphans = await db.query('SELECT job_uid FROM jobs WHERE NOT (job_uid = ANY($1)) AND created_at > now() - $2::interval', [uids, `${Math.ceil((performance.now() - t0) / 1000) + 60} seconds`]);
+    console.log(`    jobs in PostgreSQL that no client was told of (a run_tests answered 503 after its job started): ${orphans.rowCount}`);
     for (const e of [...tally.errors, ...tally.resets].slice(0, 10)) console.log(`    ${e}`);
     for (const e of tally.unavailableWhat.slice(0, 20)) console.log(`    503: ${e}`);
 
