@@ -91,7 +91,7 @@ describe('farm: portal replicas ("many") on one database, behind a real HAProxy'
     db = new pg.Pool({ connectionString: connectionString(cluster), max: 2 });
     await migrate(db);
     work = await mkdtemp(path.join(os.tmpdir(), 'farm-replicas-'));
-    await writeFile(path.join(work, 'replica.secret'), 'a secret every replica shares\n', { mode: 0o600 });
+    await writeFile(path.join(work, 'replica.secret'), 'a secret every replica shares, long enough\n', { mode: 0o600 });
     gate = path.join(work, 'gate');
     pack = await makeTestPack({
       ...STANDARD_FILES,
