@@ -23,7 +23,7 @@ import { whenJobExited } from '../wakeups.js';
 import { FarmUploads } from '../uploads.js';
 import { PgTokenVerifier } from '../users.js';
 import { FarmWebhooks } from '../webhooks.js';
-import { linkAvailability } from './availability.js';
+import { linkAvailability, storedAvailability } from './availability.js';
 import type { PortalConfig } from './config.js';
 import { startPortal, type Portal, type PortalParts } from './portal.js';
 import { storedResultPageRouter } from './web.js';
@@ -77,7 +77,9 @@ export async function startFarmPortal(cfg: PortalConfig, logger: Logger, opts: F
       log = new PgEventLog({ pool, logger: partsLogger('events'), keepRows: cfg.events.buffer_size });
       reservations = new PgReservations({
         pool,
-        isBusy: (id) => busyReason(hub.link(id)),
+        // A node held by another replica ("many"): what the database knows of it, not this replica's "not connected".
+        isBusy: async (id, db) =>
+          cfg.replicas.mode === 'many' && !hub.link(id)?.online ? availabilityText(await storedAvailability(db, id)) : busyReason(hub.link(id)),
         events: log,
         logger: partsLogger('reservations'),
         wakeups,
@@ -164,9 +166,11 @@ export async function startFarmPortal(cfg: PortalConfig, logger: Logger, opts: F
     events: { log: log!, listener: listener!, stream: stream!, webhooks },
     store: store!,
     uploads: uploads!,
-    // The hub first (no more events come in), then what feeds on them, the pool last (portal.stop).
+    // The requests under way first (while the nodes are connected: drain.ts), then the hub (no more events come
+    // in), then what feeds on them, the pool last (portal.stop).
     stop: () =>
       (stopping ??= (async () => {
+        await portal.drain();
         await portal.hub.close();
         await closeParts();
         await portal.stop();

@@ -6,6 +6,7 @@
  * else.
  */
 import { createServer, type Server } from 'node:http';
+import { Drain } from './drain.js';
 import type { AddressInfo } from 'node:net';
 import type Router from '@koa/router';
 import type Koa from 'koa';
@@ -101,9 +102,26 @@ export interface Portal {
   sessions: PgSessionStore;
   /** The farmhand channel: wake-ups from the other replicas (src/farm/wakeups.ts). */
   wakeups: FarmWakeups;
+  /**
+   * Let the requests under way end (drain.ts; replicas "many": up to 3 s, 30 s for those that change something),
+   * answer the rest 503 with Retry-After, take no more. The node connections stay. `stop` does it first.
+   */
+  drain(): Promise<void>;
   stop(): Promise<void>;
 }
 
+/**
+ * How long a replica's stop waits for the requests under way (docs/farm.md, "Many portals: faults and figures"): a
+ * CI client's calls take well under a second; a long poll held by a node (55 s) is answered 503 with Retry-After
+ * after this. Shorter than HAProxy takes to mark a stopped replica down with the documented checks (`inter 2s fall 3`:
+ * at least 4 s), whose `on-marked-down shutdown-sessions` would cut what is still under way.
+ */
+const DRAIN_MS = 3000;
+/**
+ * How long it waits for a request under way that is not a GET or HEAD (a `run_tests` the node is starting): answered
+ * 503, its client would send it again while the node runs the first one.
+ */
+const DRAIN_UNSAFE_MS = 30_000;
 const NO_TOKENS: TokenVerifier = { verify: () => undefined };
 const NO_NODES: NodeCredentials = { verify: () => Promise.resolve(false) };
 
@@ -255,7 +273,8 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       ],
       early: parts.early?.({ pool, hub, jobs, results, wakeups: w }) ?? [],
     });
-    server = createServer(app.callback());
+    server = createServer();
+    const drain = new Drain(server, app.callback(), (o) => logger.info(o, 'stopping: the requests under way drained'));
     server.headersTimeout = 30_000;
     server.requestTimeout = 120_000; // forwarded long polls hold 55 s
     await hub.start(server);
@@ -272,6 +291,14 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
     const a = audit;
     const sess = sessions;
     let stopping: Promise<void> | undefined;
+    let draining: Promise<void> | undefined;
+    // Requests under way end first, while the nodes are still connected (drain.ts): a replica's rolling restart
+    // resets no request. A single portal has no other to send the next request to: it does not wait.
+    const drained = () =>
+      (draining ??= (async () => {
+        const answered = await drain.run(many ? DRAIN_MS : 0, many ? DRAIN_UNSAFE_MS : 0, many ? Math.ceil(cfg.replicas.lease_secs) : 5);
+        if (answered > 0) logger.info({ answered }, 'stopping: requests still unanswered were answered 503 with Retry-After');
+      })());
     return {
       url,
       app,
@@ -288,8 +315,10 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       lease,
       sessions: sess,
       wakeups: w,
+      drain: drained,
       stop: () =>
         (stopping ??= (async () => {
+          await drained();
           await sweeper?.stop();
           await h.close();
           proxy?.close();

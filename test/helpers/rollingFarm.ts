@@ -1,0 +1,220 @@
+/**
+ * Parts for the replicas' faults and figures (issue 19, item 5; test/farm/replicas-rolling.test.ts and
+ * bench/replicas-failover-bench.ts): HAProxy spreading nodes and clients over N replicas, a replica's config file,
+ * a CI-like v2 client that counts what it sees (503s with Retry-After, other errors, connections reset), and the
+ * sha256 of a folder's files. Replica processes themselves come from `replicaFarm.ts`.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { readdir, readFile, writeFile } from 'node:fs/promises';
+import net from 'node:net';
+import path from 'node:path';
+import { freePort } from './processFarm.js';
+
+export interface Front {
+  url: string;
+  child: ChildProcess;
+  log: () => string;
+  /** HAProxy's operational state of a server: 2 running, 0 stopped. */
+  state(server: string): Promise<number | undefined>;
+  stop(): void;
+}
+
+/**
+ * HAProxy in front of the replicas, `balance roundrobin` (nodes and clients spread over every replica, so most
+ * requests are proxied between replicas), checking /readyz every second, as docs/farm.md's configuration but faster.
+ */
+export async function startFront(work: string, servers: Record<string, number>): Promise<Front> {
+  if (spawnSync('haproxy', ['-v']).error) throw new Error('haproxy is not installed: scripts/setup.sh installs it (apt-get install haproxy)');
+  const port = await freePort();
+  const socket = path.join(work, 'front.sock');
+  const cfg = path.join(work, 'front.cfg');
+  await writeFile(
+    cfg,
+    [
+      'global',
+      `    stats socket ${socket} mode 600 level admin`,
+      'defaults',
+      '    mode http',
+      '    timeout connect 1s',
+      '    timeout client 120s',
+      '    timeout server 120s',
+      '    timeout tunnel 1h',
+      '    timeout check 1s',
+      '    retries 2',
+      '    option redispatch',
+      'frontend farm',
+      `    bind 127.0.0.1:${port}`,
+      '    default_backend portals',
+      'backend portals',
+      '    balance roundrobin',
+      '    option httpchk',
+      '    http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host farm',
+      '    http-check expect status 200',
+      // As documented, `on-marked-down shutdown-sessions`; down after 5 failed checks 1 s apart (at least 4 s), longer
+    // than a stopping replica's drain (3 s), as the documented `inter 2s fall 3` is.
+    '    default-server inter 1s fall 5 rise 1 on-marked-down shutdown-sessions',
+      ...Object.entries(servers).map(([name, p]) => `    server ${name} 127.0.0.1:${p} check`),
+      '',
+    ].join('\n'),
+  );
+  const child = spawn('haproxy', ['-db', '-f', cfg], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let log = '';
+  child.stdout.on('data', (b: Buffer) => (log += b.toString()));
+  child.stderr.on('data', (b: Buffer) => (log += b.toString()));
+  const command = (c: string) =>
+    new Promise<string>((resolve, reject) => {
+      const s = net.connect(socket);
+      let text = '';
+      s.on('data', (b: Buffer) => (text += b.toString('utf8')));
+      s.on('end', () => resolve(text));
+      s.on('error', reject);
+      s.end(`${c}\n`);
+    });
+  return {
+    url: `http://127.0.0.1:${port}`,
+    child,
+    log: () => log,
+    async state(server) {
+      const text = await command('show servers state portals').catch(() => '');
+      const line = text.split('\n').find((l) => l.includes(` ${server} `));
+      return line === undefined ? undefined : Number(line.split(' ')[5]);
+    },
+    stop: () => child.kill('SIGKILL'),
+  };
+}
+
+/** Write a replica's portal config ("many"); returns its path. */
+export async function replicaConfig(
+  work: string,
+  o: { name: string; port: number; database: string; leaseSecs: number; extra?: Record<string, unknown> },
+): Promise<string> {
+  const file = path.join(work, `${o.name}.json`);
+  await writeFile(
+    file,
+    JSON.stringify({
+      listen: `127.0.0.1:${o.port}`,
+      database: o.database,
+      storage_dir: path.join(work, 'storage'),
+      heartbeat_secs: 1,
+      flush_secs: 1,
+      log_level: 'info',
+      rate_limit: { requests_per_second: 1000, burst: 10000 },
+      replicas: { mode: 'many', replica_id: o.name, advertise_url: `http://127.0.0.1:${o.port}`, secret_file: path.join(work, 'replica.secret'), lease_secs: o.leaseSecs },
+      ...o.extra,
+    }),
+  );
+  return file;
+}
+
+/** What a client saw, over all its requests. */
+export interface Tally {
+  requests: number;
+  /** 503 answers with a Retry-After (retried after it, as the spec lets a client). */
+  unavailable: number;
+  /** Which requests were answered 503 (method, path without the query, the error code). */
+  unavailableWhat: string[];
+  /** Any other failure: 5xx, 503 without Retry-After, an unexpected status. */
+  errors: string[];
+  /** Requests whose connection broke after it was made (fetch failed): retried for GET, counted here. */
+  resets: string[];
+}
+
+export const newTally = (): Tally => ({ requests: 0, unavailable: 0, unavailableWhat: [], errors: [], resets: [] });
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * A CI-like v2 client (as scripts/farmhand-v2-client.py): run_tests, await_completion until 200, the Job, the
+ * job's results. A 503 with Retry-After is waited out and retried (counted); a GET whose connection broke is
+ * retried (counted as a reset); everything else that is not the expected status is an error.
+ */
+export class CountingClient {
+  constructor(
+    readonly base: string,
+    readonly token: string,
+    readonly tally: Tally = newTally(),
+  ) {}
+
+  async call(method: string, p: string, body?: unknown, ok: number[] = [200]): Promise<{ status: number; json: any }> {
+    for (;;) {
+      this.tally.requests++;
+      let status: number;
+      let text: string;
+      let retryAfter: string | null;
+      try {
+        const res = await fetch(`${this.base}${p}`, {
+          method,
+          headers: { Authorization: `token ${this.token}`, ...(body !== undefined && { 'Content-Type': 'application/json' }) },
+          ...(body !== undefined && { body: JSON.stringify(body) }),
+          signal: AbortSignal.timeout(180_000),
+        });
+        status = res.status;
+        retryAfter = res.headers.get('retry-after');
+        text = await res.text();
+      } catch (e) {
+        const cause = (e as { cause?: { code?: string; message?: string } }).cause;
+        this.tally.resets.push(`${method} ${p}: ${cause?.code ?? ''} ${cause?.message ?? (e as Error).message}`);
+        if (method === 'GET') {
+          await sleep(200);
+          continue;
+        }
+        throw e;
+      }
+      if (status === 503 && retryAfter !== null && Number(retryAfter) >= 0) {
+        this.tally.unavailable++;
+        this.tally.unavailableWhat.push(`${method} ${p.split('?')[0]}: ${text.slice(0, 160)}`);
+        await sleep(Number(retryAfter) * 1000);
+        continue;
+      }
+      let json: unknown;
+      try {
+        json = text ? JSON.parse(text) : undefined;
+      } catch {
+        json = text;
+      }
+      if (!ok.includes(status)) {
+        this.tally.errors.push(`${method} ${p}: ${status} ${text.slice(0, 300)}`);
+        throw new Error(`${method} ${p}: ${status} ${text.slice(0, 300)}`);
+      }
+      return { status, json };
+    }
+  }
+
+  /** One job as a CI job runs it; resolves with its uid and its Job (exited). */
+  async runJob(nodeId: string, testCases: string[], extra: Record<string, unknown> = {}): Promise<{ uid: string; job: any; results: any[] }> {
+    const started = await this.call('POST', '/api/v2/run_tests', { node_id: nodeId, test_pack_revision: 'main', test_cases: testCases, shuffle: false, tags: {}, ...extra });
+    const uid = started.json.job_uid as string;
+    const job = await this.awaitJob(uid);
+    const runs = ['pass', 'fail', 'error'].reduce((n, k) => n + ((job.result_counts?.[k] as number | undefined) ?? 0), 0);
+    let results: any[] = [];
+    for (;;) {
+      results = (await this.call('GET', `/api/v2/results?filter=${encodeURIComponent(`job:${uid}`)}&sort=date:asc`)).json as any[];
+      if (results.length >= runs) break;
+      await sleep(500);
+    }
+    return { uid, job, results };
+  }
+
+  async awaitJob(uid: string): Promise<any> {
+    for (;;) {
+      const r = await this.call('GET', `/api/v2/jobs${uid}/await_completion`, undefined, [200, 202]);
+      if (r.status === 200) break;
+    }
+    return (await this.call('GET', `/api/v2/jobs${uid}`)).json;
+  }
+}
+
+/** sha256 of every file under a folder, by relative path (the record file aside: each side writes its own). */
+export async function filesOf(dir: string): Promise<Record<string, string>> {
+  const out: Record<string, string> = {};
+  const walk = async (d: string, prefix: string): Promise<void> => {
+    for (const e of await readdir(d, { withFileTypes: true })) {
+      const rel = prefix + e.name;
+      if (e.isDirectory()) await walk(path.join(d, e.name), rel + '/');
+      else if (rel !== 'result.json') out[rel] = createHash('sha256').update(await readFile(path.join(d, e.name))).digest('hex');
+    }
+  };
+  await walk(dir, '');
+  return out;
+}
