@@ -12,6 +12,7 @@ import type Koa from 'koa';
 import type pg from 'pg';
 import type { TokenVerifier } from '../../core/auth.js';
 import type { Logger } from '../../core/ports.js';
+import type { Role } from '../../core/roles.js';
 import type { FarmReservations, FarmTokenVerifier, NodeCredentials } from '../contract.js';
 import { migrate } from '../db/migrate.js';
 import { newPool } from '../db/pool.js';
@@ -249,9 +250,11 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
           awaits,
           publicUrl: cfg.public_url,
           settleMs: cfg.read_your_writes_max_secs * 1000,
+          ...(many && { replicaId }),
+          ...(many && proxy && { atOtherReplicas: atOtherReplicas(pool, proxy, replicaId, logger.child({ part: 'replicas' })) }),
           ...(cfg.replicas.mode === 'many' && parts.jobExited && { jobExited: parts.jobExited, awaitHoldMs: cfg.api.await_completion_secs * 1000 }),
         }),
-        ...portalWebRouters({ pool, hub, reservations, results, publicUrl: cfg.public_url }),
+        ...portalWebRouters({ pool, hub, reservations, results, publicUrl: cfg.public_url, ...(many && { replicaId }) }),
       ],
       early: parts.early?.({ pool, hub, jobs, results, wakeups: w }) ?? [],
     });
@@ -365,4 +368,23 @@ async function listen(server: Server, listenOn: string): Promise<void> {
       resolve();
     });
   });
+}
+
+/**
+ * Replicas "many": the same request at every other replica with a live lease (routes.ts `atOtherReplicas`), each
+ * failure logged. The replicas read now, not cached: a push is rare.
+ */
+function atOtherReplicas(pool: pg.Pool, proxy: ReplicaProxy, replicaId: string, logger: Logger) {
+  return async (method: string, path: string, caller: { user: string; role?: Role | undefined }): Promise<void> => {
+    const { rows } = await pool.query<{ replica_id: string; url: string }>(
+      `SELECT replica_id, url FROM portal_replicas WHERE lease_until > now() AND replica_id <> $1`,
+      [replicaId],
+    );
+    await Promise.all(
+      rows.map(async (r) => {
+        const status = await proxy.call({ replicaId: r.replica_id, url: r.url }, method, path, caller).catch((e: Error) => e.message);
+        if (status !== 204 && status !== 200) logger.warn({ replica: r.replica_id, path, answer: status }, 'a request passed to every replica failed at one');
+      }),
+    );
+  };
 }
