@@ -28,8 +28,11 @@ export interface PgReservation extends FarmReservation {
 
 export interface PgReservationsOptions {
   pool: pg.Pool;
-  /** Why a node cannot be reserved now (offline, running a job, licence expired); null = free. */
-  isBusy(nodeId: string): string | null;
+  /**
+   * Why a node cannot be reserved now (offline, running a job, licence expired); null = free. `db` is the reserving
+   * transaction's client (the node's row locked), for a portal replica that reads a node of another replica there.
+   */
+  isBusy(nodeId: string, db: pg.PoolClient): string | null | Promise<string | null>;
   events?: FarmEventLog;
   logger: Logger;
   /** How often expired reservations and leases are marked ended (default 1,000 ms). */
@@ -398,7 +401,7 @@ export class PgReservations implements FarmReservations {
         const taken: string[] = [];
         for (const node of c.nodeIds) {
           const r = holder.get(node);
-          const busy = r ? null : this.o.isBusy(node);
+          const busy = r ? null : await this.o.isBusy(node, db);
           if (r) taken.push(`node ${node} is reserved by ${r.username} (reservation ${r.reservation_id})`);
           else if (busy !== null) taken.push(`node ${node} is not free: ${busy}`);
         }

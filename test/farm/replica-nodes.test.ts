@@ -49,22 +49,37 @@ describe('farm: the node`s state read at every replica (3 replicas behind HAProx
             const one = await get(r.url, `/api/v2/nodes/${NODE}`);
             expect(list.status).to.equal(200);
             expect(one.status).to.equal(200);
-            // Each replica's URLs are its own (node_url, the job's links: the base the client called): named alike.
-            const own = JSON.stringify({ list: (list.body as Obj[]).map(bare), one: bare(one.body as Obj) }).replaceAll(r.url, '<replica>');
+            // URLs carry the base the client called (node_url; the job's links, the base of the request the node
+            // last answered): here each replica's own address, behind HAProxy one public one. Named alike.
+            let own = JSON.stringify({ list: (list.body as Obj[]).map(bare), one: bare(one.body as Obj) });
+            for (const x of farm.replicas) own = own.replaceAll(x.url, '<replica>');
             seen.push(JSON.parse(own) as { list: Obj[]; one: Obj });
           }
-          last = JSON.stringify(seen, null, 1);
-          const [a, ...others] = seen;
-          if (!check(a!.list)) return undefined;
-          return others.every((o) => JSON.stringify(o) === JSON.stringify(a)) ? seen : undefined;
+          last = `${differences(seen)}\nr1's node: ${JSON.stringify(mine(seen[0]!.list))}`;
+          // Compared by value: the Node object from nodes.state (jsonb) has its keys in another order.
+          return check(seen[0]!.list) && differences(seen) === '' ? seen : undefined;
         },
         { what, ...WAIT },
       );
     } catch (e) {
-      throw new Error(`${(e as Error).message}\nlast seen (r1, r2, r3): ${last}`);
+      throw new Error(`${(e as Error).message}\nwhere r2 or r3 differ from r1: ${last}`);
     }
   };
-  const mine = (list: Obj[]) => list.find((n) => n.node_id === NODE)!;
+  /** The paths where r2's or r3's answers differ from r1's, with both values. */
+const differences = (seen: unknown[]): string => {
+  const flat = (v: unknown, p: string, out: Map<string, string>) => {
+    if (v !== null && typeof v === 'object') for (const [k, x] of Object.entries(v)) flat(x, `${p}.${k}`, out);
+    else out.set(p, JSON.stringify(v));
+    return out;
+  };
+  const [a, ...others] = seen.map((x) => flat(x, '', new Map()));
+  const lines: string[] = [];
+  others.forEach((o, i) => {
+    for (const k of new Set([...a!.keys(), ...o.keys()])) if (a!.get(k) !== o.get(k)) lines.push(`r${i + 2} ${k}: ${o.get(k)} (r1: ${a!.get(k)})`);
+  });
+  return lines.join('\n');
+};
+const mine = (list: Obj[]) => list.find((n) => n.node_id === NODE)!;
 
   before(async function () {
     this.timeout(300_000);

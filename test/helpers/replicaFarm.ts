@@ -167,6 +167,9 @@ export interface ReplicaFarm {
   tokenFor(user: string): Promise<string>;
   /** Register `nodeId` and write its credential file; returns the file. */
   credentialFor(nodeId: string): Promise<string>;
+  /** Register a node and start it joined through HAProxy; resolves once a replica holds it online with its state. */
+  addNode: TestFarm['addNode'];
+  /** Stop the nodes added, the replicas, HAProxy and the cluster. */
   stop(): Promise<void>;
 }
 
@@ -183,7 +186,9 @@ export async function startReplicaFarm(n: number, o: { balance?: 'first' | 'roun
   const replicas: PortalProcess[] = [];
   let haproxy: Haproxy | undefined;
   const work = await mkdtemp(path.join(os.tmpdir(), 'farm-replica-farm-'));
+  const nodes: TestDaemon[] = [];
   const stop = async () => {
+    for (const d of nodes) await d.stop().catch(() => undefined);
     for (const r of replicas) r.signal('SIGKILL');
     haproxy?.stop();
     await db.end();
@@ -227,6 +232,12 @@ export async function startReplicaFarm(n: number, o: { balance?: 'first' | 'roun
   }
   const users = new PgUsers(db);
   const tokens = new PgTokens(db);
+  const credentialFor = async (nodeId: string) => {
+    const file = path.join(work, `${nodeId}.credential`);
+    await writeFile(file, `${await registerNode(db, nodeId)}\n`, { mode: 0o600 });
+    return file;
+  };
+  const url = haproxy.url;
   return {
     cluster,
     db,
@@ -247,10 +258,21 @@ export async function startReplicaFarm(n: number, o: { balance?: 'first' | 'roun
       }
       return token;
     },
-    async credentialFor(nodeId) {
-      const file = path.join(work, `${nodeId}.credential`);
-      await writeFile(file, `${await registerNode(db, nodeId)}\n`, { mode: 0o600 });
-      return file;
+    credentialFor,
+    async addNode(nodeId, a = {}) {
+      const file = await credentialFor(nodeId);
+      const d = await startTestDaemon({
+        ...(a.files && { files: a.files }),
+        ...(a.pack && { pack: a.pack }),
+        config: { ...a.config, node_id: nodeId, portal: { url, node_credential_file: file } },
+      });
+      nodes.push(d);
+      await waitFor(async () => (await db.query(`SELECT 1 FROM nodes WHERE node_id = $1 AND online AND owner_replica IS NOT NULL AND state IS NOT NULL`, [nodeId])).rowCount === 1, {
+        what: `node ${nodeId} to join a replica`,
+        timeoutMs: 60_000,
+        maxIntervalMs: 200,
+      });
+      return d;
     },
     stop,
   };
@@ -268,13 +290,7 @@ export async function startNodeBehindReplicas(
   const pack = opts.pack ?? (await makeTestPack(opts.files));
   const nodeId = opts.config?.node_id ?? 'farmhand-test';
   try {
-    const credential = await farm.credentialFor(nodeId);
-    const node = await startTestDaemon({ pack, config: { ...opts.config, node_id: nodeId, portal: { url: farm.url, node_credential_file: credential } } });
-    await waitFor(
-      async () =>
-        (await farm.db.query(`SELECT 1 FROM nodes WHERE node_id = $1 AND online AND owner_replica IS NOT NULL AND state IS NOT NULL`, [nodeId])).rowCount === 1,
-      { what: `node ${nodeId} to join a replica`, timeoutMs: 60_000, maxIntervalMs: 200 },
-    );
+    const node = await farm.addNode(nodeId, { pack, ...(opts.config && { config: opts.config }) });
     return {
       ...node,
       url: farm.url,
@@ -284,8 +300,7 @@ export async function startNodeBehindReplicas(
       async stop() {
         // Evidence that the tests went through every replica: the sessions HAProxy sent each.
         console.log(`      through HAProxy (roundrobin): sessions per replica ${JSON.stringify(await farm.haproxy.sent())}`);
-        await node.stop();
-        await farm.stop();
+        await farm.stop(); // the node first
         if (!opts.pack) await pack.cleanup();
       },
     };

@@ -51,7 +51,8 @@ export interface PortalParts {
   /** Node credentials (hB's PgNodeCredentials). Default: no node may connect. */
   credentials?: (pool: pg.Pool) => NodeCredentials;
   /** Reservations (hC). Default: none, nodes are never reserved. */
-  reservations?: (pool: pg.Pool, hub: PortalHub, wakeups: FarmWakeups) => FarmReservations;
+  /** `replicaId`: replicas "many", this replica's id (a node of another replica is read from the database). */
+  reservations?: (pool: pg.Pool, hub: PortalHub, wakeups: FarmWakeups, replicaId: string | undefined) => FarmReservations;
   /** More routers, mounted before the portal's own (results storage, events, reservations). */
   routers?: (p: { pool: pg.Pool; hub: PortalHub; jobs: FarmJobs; results: FarmResults; fold: PgNodeFold; wakeups: FarmWakeups }) => Router[];
   /** Routers with their own authentication and bodies, mounted before the API's middleware (the nodes' uploads); made after `routers`. */
@@ -198,7 +199,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
         onOffline: (nodeId, reason) => h1.emitPortalEvent('node.offline', nodeId, { online: false, reason }),
       });
     }
-    const reservations = parts.reservations?.(pool, hub, w);
+    const reservations = parts.reservations?.(pool, hub, w, lease?.replicaId);
     const awaits = new SharedForwards({ joinMs: AWAIT_JOIN_MS });
     // The farm's audit trail (docs/auth.md): the portal's requests, in PostgreSQL.
     audit = new PgAuditLog({ pool, keepDays: cfg.audit.keep_days, logger: logger.child({ part: 'audit' }) });
