@@ -52,7 +52,7 @@ const FARMS: { title: string; start: () => Promise<ClientFarm>; joined?: (f: Cli
     title: 'against 3 portal replicas behind HAProxy (roundrobin) with three nodes',
     start: async () => {
       const r = await startReplicaFarm(3, { portal: { heartbeat_secs: 5 } });
-      return { url: r.url, db: r.db, tokenFor: r.tokenFor, addNode: (id, o) => r.addNode(id, o), stop: r.stop };
+      return { url: r.url, db: r.db, tokenFor: (u) => r.tokenFor(u), addNode: (id, o) => r.addNode(id, o), stop: () => r.stop() };
     },
     async joined(f) {
       const { rows } = await f.db.query<{ node_id: string; owner_replica: string }>('SELECT node_id, owner_replica FROM nodes ORDER BY node_id');
