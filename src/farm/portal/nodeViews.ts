@@ -23,11 +23,13 @@ export interface NodeViewDeps {
 
 /**
  * The columns a Node object is built from: the node's row, and (replicas "many") whether its owner replica's lease
- * is live and the job the jobs table says it runs.
+ * is live and the job the jobs table says it runs (read by the partial index jobs_node_running, for nodes online at
+ * a replica only).
  */
 export const NODE_COLUMNS = `n.node_id, n.version, n.online, n.offline_reason, n.last_seen, n.state, n.owner_replica, n.external_ip,
   (r.lease_until IS NOT NULL AND r.lease_until > now()) AS owner_live,
-  (SELECT j.job_uid FROM jobs j WHERE j.node_id = n.node_id AND j.state = 'running' ORDER BY j.created_at DESC LIMIT 1) AS running_job
+  CASE WHEN n.online AND n.owner_replica IS NOT NULL
+    THEN (SELECT j.job_uid FROM jobs j WHERE j.node_id = n.node_id AND j.state = 'running' LIMIT 1) END AS running_job
   FROM nodes n LEFT JOIN portal_replicas r ON r.replica_id = n.owner_replica`;
 
 /**
