@@ -69,7 +69,9 @@ describe('farm: portal replicas ("many") on one database, behind a real HAProxy'
   const start = async (name: string, port: number, file: string) => {
     const p = startPortalProcess(name, port, file);
     children.push(p);
-    await waitFor(() => p.out().includes('portal listening on'), { what: `portal ${name} to listen (stderr: ${p.err()})`, ...WAIT });
+    await waitFor(() => p.out().includes('portal listening on'), { what: `portal ${name} to listen`, ...WAIT }).catch((e: Error) => {
+      throw new Error(`${e.message}; stderr: ${p.err()}; stdout: ${p.out().slice(-2000)}`);
+    });
     return p;
   };
   const nodeRow = async () =>
@@ -91,7 +93,7 @@ describe('farm: portal replicas ("many") on one database, behind a real HAProxy'
     db = new pg.Pool({ connectionString: connectionString(cluster), max: 2 });
     await migrate(db);
     work = await mkdtemp(path.join(os.tmpdir(), 'farm-replicas-'));
-    await writeFile(path.join(work, 'replica.secret'), 'a secret every replica shares\n', { mode: 0o600 });
+    await writeFile(path.join(work, 'replica.secret'), 'a secret every replica of this farm shares, 32 bytes or more\n', { mode: 0o600 });
     gate = path.join(work, 'gate');
     pack = await makeTestPack({
       ...STANDARD_FILES,
