@@ -14,6 +14,7 @@ import { expect } from 'chai';
 import { TokenStore, tokensFile } from '../../src/storage/tokens.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { startTestFarm, type TestFarm } from '../helpers/farm.js';
+import { startReplicaFarm } from '../helpers/replicaFarm.js';
 import { waitFor } from '../helpers/wait.js';
 import { makeTestPack, STANDARD_FILES, type TestPackRepo } from '../fixtures/testPack.js';
 
@@ -39,6 +40,27 @@ function client(cwd: string, args: string[], env: Record<string, string> = {}): 
     });
   });
 }
+/** What the flows need of a farm: a single portal (startTestFarm) or replicas behind HAProxy (startReplicaFarm). */
+type ClientFarm = Pick<TestFarm, 'url' | 'db' | 'tokenFor' | 'addNode' | 'stop'>;
+
+const FARMS: { title: string; start: () => Promise<ClientFarm>; joined?: (f: ClientFarm) => Promise<void> }[] = [
+  // Heartbeats every 5 s (the default): a node in this loaded test process must not miss 3 of them.
+  { title: 'against a portal with three nodes', start: () => startTestFarm({ portal: { heartbeat_secs: 5 } }) },
+  // Issue 19: stbt_rig's flows through 3 replicas behind HAProxy (roundrobin): the nodes join through it, so to
+  // different replicas, and every request of the client lands on the next replica, which proxies it to the node's.
+  {
+    title: 'against 3 portal replicas behind HAProxy (roundrobin) with three nodes',
+    start: async () => {
+      const r = await startReplicaFarm(3, { portal: { heartbeat_secs: 5 } });
+      return { url: r.url, db: r.db, tokenFor: (u) => r.tokenFor(u), addNode: (id, o) => r.addNode(id, o), stop: () => r.stop() };
+    },
+    async joined(f) {
+      const { rows } = await f.db.query<{ node_id: string; owner_replica: string }>('SELECT node_id, owner_replica FROM nodes ORDER BY node_id');
+      console.log(`      the nodes' replicas: ${rows.map((x) => `${x.node_id} on ${x.owner_replica}`).join(', ')}`);
+    },
+  },
+];
+
 const said = (r: Ran) => `exit ${r.code}\n--- stdout\n${r.stdout}--- stderr\n${r.stderr}`;
 
 /** The jUnit XML's testcases as [classname, name, time]; the suite's timestamp. */
@@ -101,8 +123,8 @@ describe('the command-line v2 client (scripts/farmhand-v2-client.py)', function 
   // test took 235 s. Generous, not a speed target.
   this.timeout(600_000);
 
-  describe('against a portal with three nodes', () => {
-    let farm: TestFarm;
+  for (const kind of FARMS) describe(kind.title, () => {
+    let farm: ClientFarm;
     let pack: TestPackRepo;
     let work: string;
     let base: string[];
@@ -114,8 +136,9 @@ describe('the command-line v2 client (scripts/farmhand-v2-client.py)', function 
       const remote = await readFile(path.join(ROOT, 'examples/test-pack/config/remote-control/vstb.lircd.conf'), 'utf8');
       pack = await makeTestPack({ ...STANDARD_FILES, 'config/remote-control/vstb.lircd.conf': remote });
       // Heartbeats every 5 s (the default): a node in this loaded test process must not miss 3 of them.
-      farm = await startTestFarm({ portal: { heartbeat_secs: 5 } });
+      farm = await kind.start();
       for (const id of NODES) await farm.addNode(id, { pack, ...(id === 'rack2-a' && { config: { ir: { uri: 'virtual:' } } }) });
+      await kind.joined?.(farm);
       token = await farm.tokenFor('ci');
       work = await mkdtemp(path.join(os.tmpdir(), 'farmhand-v2-client-'));
       await writeFile(path.join(work, 'token'), `${token}\n`);

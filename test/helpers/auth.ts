@@ -5,7 +5,7 @@ import { checked } from './contract.js';
 import type { TestDaemon } from './daemon.js';
 import type { TestFarm } from './farm.js';
 
-export async function asUser(d: TestDaemon & { farm?: TestFarm }, login: string) {
+export async function asUser(d: TestDaemon & { farm?: Pick<TestFarm, 'tokenFor'> }, login: string) {
   // Behind a portal (test/helpers/farm.ts) tokens are the farm's, in PostgreSQL.
   const token = d.farm ? await d.farm.tokenFor(login) : (await new TokenStore(tokensFile(d.dataDir)).create(login)).token;
   const agent = checked(request(d.url));

@@ -112,9 +112,13 @@ export async function startTestFarm(o: { portal?: Partial<PortalConfigInput>; cl
  * a farm with this one node, seen through the portal's URL. `daemon`, `dataDir` and `pack` stay the
  * node's, so the tests that look inside the node still can.
  */
-export const throughPortal = (): boolean => process.env.FARMHAND_TEST_THROUGH_PORTAL === '1';
+export const throughPortal = (): boolean => process.env.FARMHAND_TEST_THROUGH_PORTAL === '1' || throughReplicas() > 0;
 
-export async function startNodeBehindPortal(opts: { files?: Files; config?: TestConfig; pack?: TestPackRepo }): Promise<TestDaemon & { farm: TestFarm }> {
+/** FARMHAND_TEST_THROUGH_REPLICAS=n: the same tests through n portal replicas behind HAProxy (test/helpers/replicaFarm.ts). */
+export const throughReplicas = (): number => Number(process.env.FARMHAND_TEST_THROUGH_REPLICAS ?? 0) || 0;
+
+export async function startNodeBehindPortal(opts: { files?: Files; config?: TestConfig; pack?: TestPackRepo }): Promise<TestDaemon & { farm: Pick<TestFarm, 'db' | 'tokenFor'> }> {
+  if (throughReplicas() > 0) return (await import('./replicaFarm.js')).startNodeBehindReplicas(throughReplicas(), opts);
   const farm = await startTestFarm();
   const pack = opts.pack ?? (await makeTestPack(opts.files));
   const nodeId = opts.config?.node_id ?? 'farmhand-test';

@@ -4,10 +4,25 @@
  * go through HAProxy's frontend; tests kill, stop and resume the replicas.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { writeFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import request from 'supertest';
+import { migrate } from '../../src/farm/db/migrate.js';
+import { registerNode } from '../../src/farm/nodeCredentials.js';
+import { PgTokens, PgUsers } from '../../src/farm/users.js';
+import { makeTestPack, type Files, type TestPackRepo } from '../fixtures/testPack.js';
+import { checked } from './contract.js';
+import { startTestDaemon, type TestConfig, type TestDaemon } from './daemon.js';
+import type { TestFarm } from './farm.js';
+import { connectionString } from './farmPortal.js';
+import { fullLaneOnly } from './lane.js';
+import { startPostgres, type TestPostgres } from './postgres.js';
 import { freePort, killGroup } from './processFarm.js';
+import { waitFor } from './wait.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -62,6 +77,8 @@ export interface Haproxy {
   log: () => string;
   /** HAProxy's operational state of a server: 2 running, 0 stopped (`show servers state`). */
   state(server: string): Promise<number | undefined>;
+  /** Requests each server of the backend was sent so far (`show stat`, column `stot`: sessions). */
+  sent(): Promise<Record<string, number>>;
   stop(): void;
 }
 
@@ -69,7 +86,7 @@ export interface Haproxy {
  * HAProxy in front of the replicas (`servers`: name to port), as docs/farm.md's "Many portals" configuration but
  * with checks fast enough for a test: /readyz every 300 ms, down after 2 failures, up after 1 success.
  */
-export async function startHaproxy(work: string, servers: Record<string, number>): Promise<Haproxy> {
+export async function startHaproxy(work: string, servers: Record<string, number>, o: { balance?: 'first' | 'roundrobin' | 'leastconn' } = {}): Promise<Haproxy> {
   if (spawnSync('haproxy', ['-v']).error) throw new Error('haproxy is not installed: scripts/setup.sh installs it (apt-get install haproxy)');
   const port = await freePort();
   const socket = path.join(work, 'haproxy.sock');
@@ -92,7 +109,7 @@ export async function startHaproxy(work: string, servers: Record<string, number>
       `    bind 127.0.0.1:${port}`,
       '    default_backend portals',
       'backend portals',
-      '    balance first',
+      `    balance ${o.balance ?? 'first'}`,
       '    option httpchk',
       '    http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host farm',
       '    http-check expect status 200',
@@ -124,6 +141,172 @@ export async function startHaproxy(work: string, servers: Record<string, number>
       const line = text.split('\n').find((l) => l.includes(` ${server} `));
       return line === undefined ? undefined : Number(line.split(' ')[5]);
     },
+    async sent() {
+      const text = await command('show stat').catch(() => '');
+      const [head, ...lines] = text.split('\n');
+      const cols = (head ?? '').replace(/^# /, '').split(',');
+      const out: Record<string, number> = {};
+      for (const l of lines) {
+        const f = l.split(',');
+        if (f[0] === 'portals' && f[1] !== 'BACKEND') out[f[1]!] = Number(f[cols.indexOf('stot')]);
+      }
+      return out;
+    },
     stop: () => child.kill('SIGKILL'),
   };
+}
+
+export interface ReplicaFarm {
+  cluster: TestPostgres;
+  db: pg.Pool;
+  haproxy: Haproxy;
+  replicas: PortalProcess[];
+  /** HAProxy's frontend: what nodes and clients call. */
+  url: string;
+  /** A token of `user` (created if needed), once every replica accepts it. */
+  tokenFor(user: string): Promise<string>;
+  /** Register `nodeId` and write its credential file; returns the file. */
+  credentialFor(nodeId: string): Promise<string>;
+  /** Register a node and start it joined through HAProxy; resolves once a replica holds it online with its state. */
+  addNode: TestFarm['addNode'];
+  /** Stop the nodes added, the replicas, HAProxy and the cluster. */
+  stop(): Promise<void>;
+}
+
+/**
+ * `n` replicas ("many", ids r1..rn, one throwaway cluster, one shared storage folder) behind a real HAProxy with
+ * `balance` (roundrobin by default: consecutive requests land on different replicas). `portal`: more of every
+ * replica's config.
+ */
+export async function startReplicaFarm(n: number, o: { balance?: 'first' | 'roundrobin' | 'leastconn'; portal?: Record<string, unknown> } = {}): Promise<ReplicaFarm> {
+  fullLaneOnly('portal replicas (startReplicaFarm)');
+  const cluster = await startPostgres();
+  const db = new pg.Pool({ connectionString: connectionString(cluster), max: 2 });
+  db.on('error', () => undefined);
+  const replicas: PortalProcess[] = [];
+  let haproxy: Haproxy | undefined;
+  const work = await mkdtemp(path.join(os.tmpdir(), 'farm-replica-farm-'));
+  const nodes: TestDaemon[] = [];
+  const stop = async () => {
+    for (const d of nodes) await d.stop().catch(() => undefined);
+    for (const r of replicas) r.signal('SIGKILL');
+    haproxy?.stop();
+    await db.end();
+    await cluster.stop();
+    await rm(work, { recursive: true, force: true });
+  };
+  try {
+    await migrate(db);
+    await writeFile(path.join(work, 'replica.secret'), `${randomBytes(32).toString('hex')}\n`, { mode: 0o600 });
+    const ports: Record<string, number> = {};
+    for (let i = 1; i <= n; i++) ports[`r${i}`] = await freePort();
+    haproxy = await startHaproxy(work, ports, { balance: o.balance ?? 'roundrobin' });
+    const h = haproxy;
+    await Promise.all(
+      Object.entries(ports).map(async ([name, port]) => {
+        const file = path.join(work, `${name}.json`);
+        await writeFile(
+          file,
+          JSON.stringify({
+            listen: `127.0.0.1:${port}`,
+            database: connectionString(cluster),
+            storage_dir: path.join(work, 'storage'),
+            heartbeat_secs: 1,
+            flush_secs: 1,
+            log_level: 'info',
+            rate_limit: { requests_per_second: 1000, burst: 10000 },
+            ...o.portal,
+            replicas: { mode: 'many', replica_id: name, advertise_url: `http://127.0.0.1:${port}`, secret_file: path.join(work, 'replica.secret') },
+          }),
+        );
+        const p = startPortalProcess(name, port, file);
+        replicas.push(p);
+        await waitFor(() => p.out().includes('portal listening on'), { what: `replica ${name} to listen (stderr: ${p.err()})`, timeoutMs: 120_000, maxIntervalMs: 200 });
+        await waitFor(async () => (await h.state(name)) === 2, { what: `HAProxy to see replica ${name} up (${h.log()})`, timeoutMs: 120_000, maxIntervalMs: 200 });
+      }),
+    );
+    replicas.sort((x, y) => x.name.localeCompare(y.name));
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+  const users = new PgUsers(db);
+  const tokens = new PgTokens(db);
+  const credentialFor = async (nodeId: string) => {
+    const file = path.join(work, `${nodeId}.credential`);
+    await writeFile(file, `${await registerNode(db, nodeId)}\n`, { mode: 0o600 });
+    return file;
+  };
+  const url = haproxy.url;
+  return {
+    cluster,
+    db,
+    haproxy,
+    replicas,
+    url: haproxy.url,
+    async tokenFor(user) {
+      await users.add(user).catch((e: unknown) => {
+        if ((e as { code?: string }).code !== 'conflict') throw e;
+      });
+      const { token } = await tokens.createToken(user);
+      // Each replica hears of a new token by NOTIFY: wait until every one accepts it.
+      for (const r of replicas) {
+        await waitFor(async () => (await fetch(`${r.url}/api/v2/user`, { headers: { Authorization: `token ${token}` } })).status === 200, {
+          what: `replica ${r.name} to accept ${user}'s new token`,
+          timeoutMs: 40_000,
+        });
+      }
+      return token;
+    },
+    credentialFor,
+    async addNode(nodeId, a = {}) {
+      const file = await credentialFor(nodeId);
+      const d = await startTestDaemon({
+        ...(a.files && { files: a.files }),
+        ...(a.pack && { pack: a.pack }),
+        config: { ...a.config, node_id: nodeId, portal: { url, node_credential_file: file } },
+      });
+      nodes.push(d);
+      await waitFor(async () => (await db.query(`SELECT 1 FROM nodes WHERE node_id = $1 AND online AND owner_replica IS NOT NULL AND state IS NOT NULL`, [nodeId])).rowCount === 1, {
+        what: `node ${nodeId} to join a replica`,
+        timeoutMs: 60_000,
+        maxIntervalMs: 200,
+      });
+      return d;
+    },
+    stop,
+  };
+}
+
+/**
+ * The single node's v2 tests through `n` replicas behind HAProxy (FARMHAND_TEST_THROUGH_REPLICAS=n,
+ * scripts/test.sh): the node joins through HAProxy (so to one of them), the tests call HAProxy's URL.
+ */
+export async function startNodeBehindReplicas(
+  n: number,
+  opts: { files?: Files; config?: TestConfig; pack?: TestPackRepo },
+): Promise<TestDaemon & { farm: Pick<TestFarm, 'db' | 'tokenFor'>; replicas: ReplicaFarm }> {
+  const farm = await startReplicaFarm(n, { portal: { api: { await_completion_secs: opts.config?.api?.await_completion_secs ?? 55 } } });
+  const pack = opts.pack ?? (await makeTestPack(opts.files));
+  const nodeId = opts.config?.node_id ?? 'farmhand-test';
+  try {
+    const node = await farm.addNode(nodeId, { pack, ...(opts.config && { config: opts.config }) });
+    return {
+      ...node,
+      url: farm.url,
+      http: checked(request(farm.url)),
+      farm,
+      replicas: farm,
+      async stop() {
+        // Evidence that the tests went through every replica: the sessions HAProxy sent each.
+        console.log(`      through HAProxy (roundrobin): sessions per replica ${JSON.stringify(await farm.haproxy.sent())}`);
+        await farm.stop(); // the node first
+        if (!opts.pack) await pack.cleanup();
+      },
+    };
+  } catch (e) {
+    await farm.stop();
+    if (!opts.pack) await pack.cleanup();
+    throw e;
+  }
 }

@@ -242,7 +242,7 @@ describe('v2 API', function () {
   it('a revoked token is refused on its next request', async () => {
     const bob = await asUser(d, 'bob');
     expect((await bob.get('/api/v2/user')).body).to.deep.equal({ login: 'bob' });
-    const farm = (d as TestDaemon & { farm?: TestFarm }).farm;
+    const farm = (d as TestDaemon & { farm?: Pick<TestFarm, 'db'> }).farm;
     if (farm) {
       // Behind a portal tokens are in PostgreSQL; each portal hears of a revocation by NOTIFY (docs/farm.md: within 30 s at most).
       const tokens = new PgTokens(farm.db);

@@ -358,4 +358,13 @@ ALTER TABLE nodes ADD COLUMN state jsonb;
 ALTER TABLE nodes ADD COLUMN state_event_id text;
 `,
   },
+  {
+    id: 13,
+    name: 'the address a node connects from, for the other replicas (docs/farm.md, "Many portals: the node\'s state on every replica")',
+    sql: `
+-- Written at the node's hello by the replica that takes it (replicas "many"); the other replicas show it as the Node
+-- object's external_ip_address, as the owner does from the connection.
+ALTER TABLE nodes ADD COLUMN external_ip text;
+`,
+  },
 ];

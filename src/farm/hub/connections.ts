@@ -174,7 +174,7 @@ export class Connections {
     const seen = new Date(now).toISOString();
     this.nodes.enqueue(entry, async () => {
       // Replicas "many": the node is this replica's from now, at a new epoch (src/farm/replicas/ownership.ts).
-      if (this.o.replicaId !== undefined) entry.epoch = await takeNode(this.o.pool, this.o.replicaId, nodeId, hello.version, seen);
+      if (this.o.replicaId !== undefined) entry.epoch = await takeNode(this.o.pool, this.o.replicaId, nodeId, hello.version, seen, conn.ip);
       else await this.o.pool.query(`UPDATE nodes SET online = true, offline_reason = NULL, version = $2, last_seen = $3 WHERE node_id = $1`, [nodeId, hello.version, seen]);
       const ended = (await this.o.jobs?.reconcile(nodeId)) ?? [];
       // Read after the node's earlier events on this chain were folded: the node sends those after it (docs/farm.md,

@@ -39,22 +39,3 @@ export function farmNodeAvailability(link: NodeLink | undefined, offlineReason: 
   if (res) return { kind: 'reserved', detail: `${res.username} (reservation ${res.reservation_id})` };
   return running(nodeJob(link)) ?? AVAILABLE;
 }
-
-/**
- * Why a node held by another portal replica cannot be reserved, from the database (replicas "many"; docs/farm.md,
- * "Many portals: faults and figures"): offline unless its owner replica's lease is live and its row online; running
- * while the jobs table has a running job of it; else its own reason from its last node.state (nodes.state).
- */
-export async function storedAvailability(db: { query: (text: string, values: unknown[]) => Promise<{ rows: unknown[] }> }, nodeId: string): Promise<Availability> {
-  const { rows } = (await db.query(
-    `SELECT n.online AND p.replica_id IS NOT NULL AS here, n.offline_reason, n.state->'availability' AS availability,
-            (SELECT j.job_uid FROM jobs j WHERE j.node_id = n.node_id AND j.state = 'running' ORDER BY j.created_at DESC LIMIT 1) AS running
-       FROM nodes n LEFT JOIN portal_replicas p ON p.replica_id = n.owner_replica AND p.lease_until > now()
-      WHERE n.node_id = $1`,
-    [nodeId],
-  )) as { rows: { here: boolean | null; offline_reason: string | null; availability: Availability | null; running: string | null }[] };
-  const row = rows[0];
-  if (!row?.here) return { kind: 'offline', detail: row?.offline_reason ?? 'not connected to any portal replica' };
-  if (row.running) return { kind: 'running', detail: row.running };
-  return nodeOwnReason({ availability: row.availability }) ?? AVAILABLE;
-}

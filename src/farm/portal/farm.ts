@@ -23,8 +23,9 @@ import { whenJobExited } from '../wakeups.js';
 import { FarmUploads } from '../uploads.js';
 import { PgTokenVerifier } from '../users.js';
 import { FarmWebhooks } from '../webhooks.js';
-import { linkAvailability, storedAvailability } from './availability.js';
+import { linkAvailability } from './availability.js';
 import type { PortalConfig } from './config.js';
+import { NODE_COLUMNS, remoteLink, type NodeRow } from './nodeViews.js';
 import { startPortal, type Portal, type PortalParts } from './portal.js';
 import { storedResultPageRouter } from './web.js';
 
@@ -73,13 +74,17 @@ export async function startFarmPortal(cfg: PortalConfig, logger: Logger, opts: F
     jobExited: (uid, signal) => whenJobExited(listener!, uid, signal),
     tokens: (pool) => new PgTokenVerifier(pool, { logger: partsLogger('tokens') }),
     credentials: (pool) => new PgNodeCredentials(pool),
-    reservations: (pool, hub, wakeups) => {
+    reservations: (pool, hub, wakeups, replicaId) => {
       log = new PgEventLog({ pool, logger: partsLogger('events'), keepRows: cfg.events.buffer_size });
       reservations = new PgReservations({
         pool,
-        // A node held by another replica ("many"): what the database knows of it, not this replica's "not connected".
-        isBusy: async (id, db) =>
-          cfg.replicas.mode === 'many' && !hub.link(id)?.online ? availabilityText(await storedAvailability(db, id)) : busyReason(hub.link(id)),
+        // Replicas "many": a node connected to another replica is read from the database, as the node list reads it.
+        isBusy: async (id, db) => {
+          const link = hub.link(id);
+          if (link?.online || replicaId === undefined) return busyReason(link);
+          const row = (await db.query<NodeRow>(`SELECT ${NODE_COLUMNS} WHERE n.node_id = $1`, [id])).rows[0];
+          return busyReason((row && remoteLink(row, replicaId)) ?? link);
+        },
         events: log,
         logger: partsLogger('reservations'),
         wakeups,

@@ -7,13 +7,30 @@ import type pg from 'pg';
 import { availabilityText, type Availability } from '../../core/availability.js';
 import { presentReservation } from '../../http/presenters.js';
 import type { FarmHub, FarmReservation, FarmReservations, NodeLink } from '../contract.js';
+import { nodeState } from '../hub/availability.js';
 import { farmNodeAvailability } from './availability.js';
 
 export interface NodeViewDeps {
   pool: pg.Pool;
   hub: Pick<FarmHub, 'link'>;
   reservations?: Pick<FarmReservations, 'activeAll'> | undefined;
+  /**
+   * Replicas "many": this replica's id. A node connected to another replica (its owner's lease live) is then
+   * presented from the database (remoteLink) rather than as offline; undefined in mode "single".
+   */
+  replicaId?: string | undefined;
 }
+
+/**
+ * The columns a Node object is built from: the node's row, and (replicas "many") whether its owner replica's lease
+ * is live and the job the jobs table says it runs (read by the partial index jobs_node_running, for nodes online at
+ * a replica only).
+ */
+export const NODE_COLUMNS = `n.node_id, n.version, n.online, n.offline_reason, n.last_seen, n.state, n.owner_replica, n.external_ip,
+  (r.lease_until IS NOT NULL AND r.lease_until > now()) AS owner_live,
+  CASE WHEN n.online AND n.owner_replica IS NOT NULL
+    THEN (SELECT j.job_uid FROM jobs j WHERE j.node_id = n.node_id AND j.state = 'running' LIMIT 1) END AS running_job
+  FROM nodes n LEFT JOIN portal_replicas r ON r.replica_id = n.owner_replica`;
 
 /**
  * Every registered node as a v2 Node object (`GET /api/v2/nodes`, and the portal's front door): the node's
@@ -29,10 +46,10 @@ export async function listFarmNodeViews(
   caller: string,
   base: string,
 ): Promise<{ node: Record<string, unknown>; availability: Availability }[]> {
-  const { rows } = await d.pool.query<NodeRow>(`SELECT node_id, version, online, offline_reason, last_seen, state FROM nodes ORDER BY node_id`);
+  const { rows } = await d.pool.query<NodeRow>(`SELECT ${NODE_COLUMNS} ORDER BY n.node_id`);
   const held = (await d.reservations?.activeAll()) ?? new Map<string, FarmReservation>();
   return rows.map((row) => {
-    const link = d.hub.link(row.node_id);
+    const link = linkOf(d, row);
     const res = held.get(row.node_id);
     return { node: presentFarmNode(row, link, res, caller, base), availability: farmNodeAvailability(link, offlineReasonOfRow(row, link), res) };
   });
@@ -46,6 +63,48 @@ export interface NodeRow {
   last_seen: Date | null;
   /** The node's last state folded from its stream (fold.ts; its Node object under `node`), for a node this process has not heard from. */
   state?: { node?: Record<string, unknown> } | null;
+  /** Replicas: the replica holding the node's connection, whether its lease is live, and the job running on it (jobs table). */
+  owner_replica?: string | null;
+  owner_live?: boolean | null;
+  running_job?: string | null;
+  /** The address the node connects from, as its owner replica wrote it at hello. */
+  external_ip?: string | null;
+}
+
+/**
+ * The node as this portal knows it: its connection's link when it is connected here; else (replicas "many") when
+ * another replica holds its connection (`nodes.online`, its owner's lease live), a link built from the database
+ * (remoteLink); else the link this process kept of it, if any (offline).
+ */
+export function linkOf(d: Pick<NodeViewDeps, 'hub' | 'replicaId'>, row: NodeRow): NodeLink | undefined {
+  const link = d.hub.link(row.node_id);
+  if (link?.online || d.replicaId === undefined) return link;
+  return remoteLink(row, d.replicaId) ?? link;
+}
+
+/**
+ * A node connected to another replica, as the database says it (docs/farm.md, "Many portals: the node's state on
+ * every replica"): online while `nodes.online` and its owner's lease is live; its Node object and availability the
+ * last `node.state` folded into `nodes.state`; its job running when the jobs table has one running (the fold writes
+ * it from the node's ordered job events, as the owner's NodeLink.job); what only the owner's memory has (the
+ * address the node connects from, the last heartbeat not yet flushed) is the row's.
+ */
+export function remoteLink(row: NodeRow, replicaId: string): NodeLink | undefined {
+  if (!row.online || !row.owner_live || !row.owner_replica || row.owner_replica === replicaId) return undefined;
+  const kept = nodeState(row.state);
+  if (!kept) return undefined;
+  return {
+    nodeId: row.node_id,
+    online: true,
+    offlineReason: null,
+    version: row.version,
+    externalIp: row.external_ip ?? null,
+    lastSeen: row.last_seen,
+    snapshot: kept.snapshot,
+    availability: kept.availability,
+    // Not running by the jobs table: exited (the snapshot's job may lag the fold of job.exited by its debounce).
+    job: row.running_job ? { job_uid: row.running_job, status: 'running' } : { job_uid: '', status: 'exited' },
+  };
 }
 
 /** Why a node is offline: its connection's word, else the database's (a node not connected since the portal started). */

@@ -13,6 +13,7 @@ import type Koa from 'koa';
 import type pg from 'pg';
 import type { TokenVerifier } from '../../core/auth.js';
 import type { Logger } from '../../core/ports.js';
+import type { Role } from '../../core/roles.js';
 import type { FarmReservations, FarmTokenVerifier, NodeCredentials } from '../contract.js';
 import { migrate } from '../db/migrate.js';
 import { newPool } from '../db/pool.js';
@@ -51,7 +52,8 @@ export interface PortalParts {
   /** Node credentials (hB's PgNodeCredentials). Default: no node may connect. */
   credentials?: (pool: pg.Pool) => NodeCredentials;
   /** Reservations (hC). Default: none, nodes are never reserved. */
-  reservations?: (pool: pg.Pool, hub: PortalHub, wakeups: FarmWakeups) => FarmReservations;
+  /** `replicaId`: replicas "many", this replica's id (a node of another replica is read from the database). */
+  reservations?: (pool: pg.Pool, hub: PortalHub, wakeups: FarmWakeups, replicaId: string | undefined) => FarmReservations;
   /** More routers, mounted before the portal's own (results storage, events, reservations). */
   routers?: (p: { pool: pg.Pool; hub: PortalHub; jobs: FarmJobs; results: FarmResults; fold: PgNodeFold; wakeups: FarmWakeups }) => Router[];
   /** Routers with their own authentication and bodies, mounted before the API's middleware (the nodes' uploads); made after `routers`. */
@@ -215,7 +217,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
         onOffline: (nodeId, reason) => h1.emitPortalEvent('node.offline', nodeId, { online: false, reason }),
       });
     }
-    const reservations = parts.reservations?.(pool, hub, w);
+    const reservations = parts.reservations?.(pool, hub, w, lease?.replicaId);
     const awaits = new SharedForwards({ joinMs: AWAIT_JOIN_MS });
     // The farm's audit trail (docs/auth.md): the portal's requests, in PostgreSQL.
     audit = new PgAuditLog({ pool, keepDays: cfg.audit.keep_days, logger: logger.child({ part: 'audit' }) });
@@ -267,9 +269,11 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
           awaits,
           publicUrl: cfg.public_url,
           settleMs: cfg.read_your_writes_max_secs * 1000,
+          ...(many && { replicaId }),
+          ...(many && proxy && { atOtherReplicas: atOtherReplicas(pool, proxy, replicaId, logger.child({ part: 'replicas' })) }),
           ...(cfg.replicas.mode === 'many' && parts.jobExited && { jobExited: parts.jobExited, awaitHoldMs: cfg.api.await_completion_secs * 1000 }),
         }),
-        ...portalWebRouters({ pool, hub, reservations, results, publicUrl: cfg.public_url }),
+        ...portalWebRouters({ pool, hub, reservations, results, publicUrl: cfg.public_url, ...(many && { replicaId }) }),
       ],
       early: parts.early?.({ pool, hub, jobs, results, wakeups: w }) ?? [],
     });
@@ -394,4 +398,23 @@ async function listen(server: Server, listenOn: string): Promise<void> {
       resolve();
     });
   });
+}
+
+/**
+ * Replicas "many": the same request at every other replica with a live lease (routes.ts `atOtherReplicas`), each
+ * failure logged. The replicas read now, not cached: a push is rare.
+ */
+function atOtherReplicas(pool: pg.Pool, proxy: ReplicaProxy, replicaId: string, logger: Logger) {
+  return async (method: string, path: string, caller: { user: string; role?: Role | undefined }): Promise<void> => {
+    const { rows } = await pool.query<{ replica_id: string; url: string }>(
+      `SELECT replica_id, url FROM portal_replicas WHERE lease_until > now() AND replica_id <> $1`,
+      [replicaId],
+    );
+    await Promise.all(
+      rows.map(async (r) => {
+        const status = await proxy.call({ replicaId: r.replica_id, url: r.url }, method, path, caller).catch((e: Error) => e.message);
+        if (status !== 204 && status !== 200) logger.warn({ replica: r.replica_id, path, answer: status }, 'a request passed to every replica failed at one');
+      }),
+    );
+  };
 }

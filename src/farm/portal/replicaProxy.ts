@@ -12,6 +12,7 @@ import http from 'node:http';
 import https from 'node:https';
 import type { Context } from 'koa';
 import { FarmError } from '../../core/errors.js';
+import type { Role } from '../../core/roles.js';
 import { userOf } from '../../http/auth.js';
 import { bodyOf } from '../../http/body.js';
 import { setNodeAnswerHeaders } from './nodeAnswer.js';
@@ -128,6 +129,21 @@ export class ReplicaProxy {
       });
       req.end(body);
     });
+  }
+
+  /**
+   * A request of this replica's own to another replica (`path` with its query, no body), signed for `caller`: the
+   * answer's status once it came (its body dropped). Rejects when the replica does not answer within `timeoutMs`.
+   */
+  async call(to: ReplicaTarget, method: string, path: string, caller: { user: string; role?: Role | undefined }, timeoutMs = 120_000): Promise<number> {
+    const prefix = new URL(to.url).pathname.replace(/\/+$/, '');
+    const res = await fetch(new URL(prefix + path, to.url), {
+      method,
+      headers: signReplicaRequest(this.o.secret, method, path, { replica: this.o.replicaId, user: caller.user, role: caller.role }),
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    await res.body?.cancel();
+    return res.status;
   }
 
   close(): void {

@@ -12,17 +12,19 @@ import type { Context } from 'koa';
 import { setTimeout as delay } from 'node:timers/promises';
 import type pg from 'pg';
 import { FarmError } from '../../core/errors.js';
+import type { Role } from '../../core/roles.js';
 import { bodyOf } from '../../http/body.js';
 import { userOf } from '../../http/auth.js';
 import { csrfTokenOf } from '../../http/session.js';
 import type { FarmHub, FarmReservations } from '../contract.js';
 import { presentFarmJob, type FarmJobs } from '../jobs.js';
 import type { FarmResults } from '../results.js';
-import { listFarmNodes, presentFarmNode, type NodeRow } from './nodeViews.js';
+import { linkOf, listFarmNodes, NODE_COLUMNS, presentFarmNode, type NodeRow } from './nodeViews.js';
 import { setNodeAnswerHeaders } from './nodeAnswer.js';
 import { answerWith, forwardToNode, nodeRequest, portalBaseUrl } from './nodeForward.js';
 import { SharedForwards } from './sharedForward.js';
 import { isHere } from './nodePlace.js';
+import { replicaCallerOf } from './replicaAuth.js';
 import { mount } from '../../http/endpoints/mount.js';
 
 export interface PortalRouteDeps {
@@ -46,6 +48,14 @@ export interface PortalRouteDeps {
   jobExited?: (uid: string, signal: AbortSignal) => Promise<void>;
   /** How long such an await_completion is held (the node's `api.await_completion_secs`, default 55 s); then 202. */
   awaitHoldMs?: number;
+  /** Replicas "many": this replica's id (a node of another replica is presented from the database: nodeViews.ts). */
+  replicaId?: string;
+  /**
+   * Replicas "many": make the same request (no body) at every other replica with a live lease, signed for the caller,
+   * and resolve once each answered or failed (a failure is logged, not thrown). For what concerns every node of the
+   * farm, not one (POST /github/post-receive).
+   */
+  atOtherReplicas?: (method: string, path: string, caller: { user: string; role?: Role | undefined }) => Promise<void>;
 }
 
 /** await_completion requests this close together share one long poll to the node (sharedForward.ts). */
@@ -81,7 +91,7 @@ export function portalRouter(d: PortalRouteDeps): Router {
 
   /** The registered node (its row), or 404. */
   const registered = async (nodeId: string): Promise<NodeRow> => {
-    const { rows } = await d.pool.query<NodeRow>(`SELECT node_id, version, online, offline_reason, last_seen, state FROM nodes WHERE node_id = $1`, [nodeId]);
+    const { rows } = await d.pool.query<NodeRow>(`SELECT ${NODE_COLUMNS} WHERE n.node_id = $1`, [nodeId]);
     if (!rows[0]) throw new FarmError('not_found', `no node ${JSON.stringify(nodeId)} on this portal; GET /api/v2/nodes lists them`);
     return rows[0];
   };
@@ -187,8 +197,8 @@ export function portalRouter(d: PortalRouteDeps): Router {
   mount(r, `GET ${NODE}`, async (ctx) => {
     const row = await registered(nodeParam(ctx));
     const res = await d.reservations?.active(row.node_id);
-    let link = d.hub.link(row.node_id);
-    if (link?.online) {
+    let link = linkOf(d, row);
+    if (link && d.hub.link(row.node_id)?.online) {
       const fresh = await d.hub
         .forward(row.node_id, { method: 'GET', path: `/api/v2/nodes/${encodeURIComponent(row.node_id)}`, headers: { accept: 'application/json' }, user: user(ctx), baseUrl: base(ctx) })
         .then(async (answer) => (answer.status === 200 ? (JSON.parse((await readSmall(answer.body, MAX_JOB_BYTES)).toString('utf8')) as Record<string, unknown>) : (answer.body.resume(), undefined)))
@@ -288,14 +298,18 @@ export function portalRouter(d: PortalRouteDeps): Router {
 
   // COMPAT: "a push happened; fetch the test-pack repository now": every connected node fetches; the
   // answer comes once they all have (a node that fails logs it, as a single node does).
+  // Replicas "many": the nodes connected to the other replicas too, through them (a request another replica passed
+  // here is its nodes' only, never passed on again).
   mount(r, 'POST /github/post-receive', async (ctx) => {
     const online = d.hub.links().filter((l) => l.online);
-    await Promise.all(
-      online.map(async (l) => {
+    const caller = userOf(ctx);
+    await Promise.all([
+      ...online.map(async (l) => {
         const res = await d.hub.forward(l.nodeId, { method: 'POST', path: '/github/post-receive', headers: {}, user: user(ctx), baseUrl: base(ctx) }).catch(() => undefined);
         res?.body.resume();
       }),
-    );
+      replicaCallerOf(ctx) ? undefined : d.atOtherReplicas?.('POST', '/github/post-receive', { user: caller?.login ?? '', role: caller?.role }),
+    ]);
     ctx.status = 204;
   });
 

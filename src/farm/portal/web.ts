@@ -49,6 +49,8 @@ export interface PortalWebDeps {
   reservations?: FarmReservations;
   results: Pick<FarmResults, 'query' | 'get'>;
   publicUrl?: string;
+  /** Replicas "many": this replica's id (nodeViews.ts). */
+  replicaId?: string;
 }
 
 /** How often a live row's wait looks for its result in the index. */

@@ -45,11 +45,11 @@ export function tenureSql(t: Tenure | undefined, from: number, table = 'nodes'):
  * A node's hello on replica `replicaId`: the node is this replica's now, at a new epoch (returned), and online.
  * One statement: the row lock orders it with any other replica's conditioned write (which then matches nothing).
  */
-export async function takeNode(q: Queryable, replicaId: string, nodeId: string, version: string, seen: string): Promise<number> {
+export async function takeNode(q: Queryable, replicaId: string, nodeId: string, version: string, seen: string, ip: string | null = null): Promise<number> {
   const { rows } = await q.query<{ owner_epoch: string }>(
-    `UPDATE nodes SET owner_replica = $2, owner_epoch = owner_epoch + 1, online = true, offline_reason = NULL, version = $3, last_seen = $4
+    `UPDATE nodes SET owner_replica = $2, owner_epoch = owner_epoch + 1, online = true, offline_reason = NULL, version = $3, last_seen = $4, external_ip = $5
       WHERE node_id = $1 RETURNING owner_epoch`,
-    [nodeId, replicaId, version, seen],
+    [nodeId, replicaId, version, seen, ip],
   );
   if (!rows[0]) throw new Error(`node ${nodeId} has no row (it was removed from the farm)`);
   return Number(rows[0].owner_epoch);
