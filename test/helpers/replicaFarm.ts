@@ -86,7 +86,11 @@ export interface Haproxy {
  * HAProxy in front of the replicas (`servers`: name to port), as docs/farm.md's "Many portals" configuration but
  * with checks fast enough for a test: /readyz every 300 ms, down after 2 failures, up after 1 success.
  */
-export async function startHaproxy(work: string, servers: Record<string, number>, o: { balance?: 'first' | 'roundrobin' | 'leastconn' } = {}): Promise<Haproxy> {
+export async function startHaproxy(
+  work: string,
+  servers: Record<string, number>,
+  o: { balance?: 'first' | 'roundrobin' | 'leastconn'; /** The backend's `default-server` line (its checks). */ defaultServer?: string } = {},
+): Promise<Haproxy> {
   if (spawnSync('haproxy', ['-v']).error) throw new Error('haproxy is not installed: scripts/setup.sh installs it (apt-get install haproxy)');
   const port = await freePort();
   const socket = path.join(work, 'haproxy.sock');
@@ -113,7 +117,7 @@ export async function startHaproxy(work: string, servers: Record<string, number>
       '    option httpchk',
       '    http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host farm',
       '    http-check expect status 200',
-      '    default-server inter 300ms fall 2 rise 1',
+      `    default-server ${o.defaultServer ?? 'inter 300ms fall 2 rise 1'}`,
       ...Object.entries(servers).map(([name, p]) => `    server ${name} 127.0.0.1:${p} check`),
       '',
     ].join('\n'),

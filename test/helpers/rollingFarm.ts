@@ -4,85 +4,22 @@
  * a CI-like v2 client that counts what it sees (503s with Retry-After, other errors, connections reset), and the
  * sha256 of a folder's files. Replica processes themselves come from `replicaFarm.ts`.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readdir, readFile, writeFile } from 'node:fs/promises';
-import net from 'node:net';
 import path from 'node:path';
-import { freePort } from './processFarm.js';
+import { startHaproxy, type Haproxy } from './replicaFarm.js';
 
-export interface Front {
-  url: string;
-  child: ChildProcess;
-  log: () => string;
-  /** HAProxy's operational state of a server: 2 running, 0 stopped. */
-  state(server: string): Promise<number | undefined>;
-  stop(): void;
-}
+/** HAProxy in front of the replicas (replicaFarm.ts's, with this file's checks). */
+export type Front = Haproxy;
 
 /**
  * HAProxy in front of the replicas, `balance roundrobin` (nodes and clients spread over every replica, so most
- * requests are proxied between replicas), checking /readyz every second, as docs/farm.md's configuration but faster.
+ * requests are proxied between replicas), checking /readyz every second: as documented, `on-marked-down
+ * shutdown-sessions`, down after 5 failed checks 1 s apart (at least 4 s), longer than a stopping replica's drain
+ * (3 s), as the documented `inter 2s fall 3` is.
  */
-export async function startFront(work: string, servers: Record<string, number>): Promise<Front> {
-  if (spawnSync('haproxy', ['-v']).error) throw new Error('haproxy is not installed: scripts/setup.sh installs it (apt-get install haproxy)');
-  const port = await freePort();
-  const socket = path.join(work, 'front.sock');
-  const cfg = path.join(work, 'front.cfg');
-  await writeFile(
-    cfg,
-    [
-      'global',
-      `    stats socket ${socket} mode 600 level admin`,
-      'defaults',
-      '    mode http',
-      '    timeout connect 1s',
-      '    timeout client 120s',
-      '    timeout server 120s',
-      '    timeout tunnel 1h',
-      '    timeout check 1s',
-      '    retries 2',
-      '    option redispatch',
-      'frontend farm',
-      `    bind 127.0.0.1:${port}`,
-      '    default_backend portals',
-      'backend portals',
-      '    balance roundrobin',
-      '    option httpchk',
-      '    http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host farm',
-      '    http-check expect status 200',
-      // As documented, `on-marked-down shutdown-sessions`; down after 5 failed checks 1 s apart (at least 4 s), longer
-    // than a stopping replica's drain (3 s), as the documented `inter 2s fall 3` is.
-    '    default-server inter 1s fall 5 rise 1 on-marked-down shutdown-sessions',
-      ...Object.entries(servers).map(([name, p]) => `    server ${name} 127.0.0.1:${p} check`),
-      '',
-    ].join('\n'),
-  );
-  const child = spawn('haproxy', ['-db', '-f', cfg], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let log = '';
-  child.stdout.on('data', (b: Buffer) => (log += b.toString()));
-  child.stderr.on('data', (b: Buffer) => (log += b.toString()));
-  const command = (c: string) =>
-    new Promise<string>((resolve, reject) => {
-      const s = net.connect(socket);
-      let text = '';
-      s.on('data', (b: Buffer) => (text += b.toString('utf8')));
-      s.on('end', () => resolve(text));
-      s.on('error', reject);
-      s.end(`${c}\n`);
-    });
-  return {
-    url: `http://127.0.0.1:${port}`,
-    child,
-    log: () => log,
-    async state(server) {
-      const text = await command('show servers state portals').catch(() => '');
-      const line = text.split('\n').find((l) => l.includes(` ${server} `));
-      return line === undefined ? undefined : Number(line.split(' ')[5]);
-    },
-    stop: () => child.kill('SIGKILL'),
-  };
-}
+export const startFront = (work: string, servers: Record<string, number>): Promise<Front> =>
+  startHaproxy(work, servers, { balance: 'roundrobin', defaultServer: 'inter 1s fall 5 rise 1 on-marked-down shutdown-sessions' });
 
 /** Write a replica's portal config ("many"); returns its path. */
 export async function replicaConfig(
