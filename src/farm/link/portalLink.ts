@@ -298,4 +298,3 @@ export class PortalLink {
     ws.send(JSON.stringify(m), () => this.forwarder.drained(ws));
   }
 }
-
