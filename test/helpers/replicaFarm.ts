@@ -160,6 +160,28 @@ export async function startHaproxy(
   };
 }
 
+/**
+ * Write a portal's config file for a test (`<work>/<name>.json`): listening on `port`, the shared storage folder
+ * `<work>/storage`, fast heartbeats and flushes, no rate limit to speak of; `fields` added last (e.g. `replicas`).
+ */
+export async function writePortalConfig(work: string, name: string, port: number, database: string, fields: Record<string, unknown> = {}): Promise<string> {
+  const file = path.join(work, `${name}.json`);
+  await writeFile(
+    file,
+    JSON.stringify({
+      listen: `127.0.0.1:${port}`,
+      database,
+      storage_dir: path.join(work, 'storage'),
+      heartbeat_secs: 1,
+      flush_secs: 1,
+      log_level: 'info',
+      rate_limit: { requests_per_second: 1000, burst: 10000 },
+      ...fields,
+    }),
+  );
+  return file;
+}
+
 export interface ReplicaFarm {
   cluster: TestPostgres;
   db: pg.Pool;
@@ -208,21 +230,10 @@ export async function startReplicaFarm(n: number, o: { balance?: 'first' | 'roun
     const h = haproxy;
     await Promise.all(
       Object.entries(ports).map(async ([name, port]) => {
-        const file = path.join(work, `${name}.json`);
-        await writeFile(
-          file,
-          JSON.stringify({
-            listen: `127.0.0.1:${port}`,
-            database: connectionString(cluster),
-            storage_dir: path.join(work, 'storage'),
-            heartbeat_secs: 1,
-            flush_secs: 1,
-            log_level: 'info',
-            rate_limit: { requests_per_second: 1000, burst: 10000 },
-            ...o.portal,
-            replicas: { mode: 'many', replica_id: name, advertise_url: `http://127.0.0.1:${port}`, secret_file: path.join(work, 'replica.secret') },
-          }),
-        );
+        const file = await writePortalConfig(work, name, port, connectionString(cluster), {
+          ...o.portal,
+          replicas: { mode: 'many', replica_id: name, advertise_url: `http://127.0.0.1:${port}`, secret_file: path.join(work, 'replica.secret') },
+        });
         const p = startPortalProcess(name, port, file);
         replicas.push(p);
         await waitFor(() => p.out().includes('portal listening on'), { what: `replica ${name} to listen (stderr: ${p.err()})`, timeoutMs: 120_000, maxIntervalMs: 200 });

@@ -5,9 +5,9 @@
  * sha256 of a folder's files. Replica processes themselves come from `replicaFarm.ts`.
  */
 import { createHash } from 'node:crypto';
-import { readdir, readFile, writeFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { startHaproxy, type Haproxy } from './replicaFarm.js';
+import { startHaproxy, writePortalConfig, type Haproxy } from './replicaFarm.js';
 
 /** HAProxy in front of the replicas (replicaFarm.ts's, with this file's checks). */
 export type Front = Haproxy;
@@ -22,27 +22,11 @@ export const startFront = (work: string, servers: Record<string, number>): Promi
   startHaproxy(work, servers, { balance: 'roundrobin', defaultServer: 'inter 1s fall 5 rise 1 on-marked-down shutdown-sessions' });
 
 /** Write a replica's portal config ("many"); returns its path. */
-export async function replicaConfig(
-  work: string,
-  o: { name: string; port: number; database: string; leaseSecs: number; extra?: Record<string, unknown> },
-): Promise<string> {
-  const file = path.join(work, `${o.name}.json`);
-  await writeFile(
-    file,
-    JSON.stringify({
-      listen: `127.0.0.1:${o.port}`,
-      database: o.database,
-      storage_dir: path.join(work, 'storage'),
-      heartbeat_secs: 1,
-      flush_secs: 1,
-      log_level: 'info',
-      rate_limit: { requests_per_second: 1000, burst: 10000 },
-      replicas: { mode: 'many', replica_id: o.name, advertise_url: `http://127.0.0.1:${o.port}`, secret_file: path.join(work, 'replica.secret'), lease_secs: o.leaseSecs },
-      ...o.extra,
-    }),
-  );
-  return file;
-}
+export const replicaConfig = (work: string, o: { name: string; port: number; database: string; leaseSecs: number; extra?: Record<string, unknown> }): Promise<string> =>
+  writePortalConfig(work, o.name, o.port, o.database, {
+    replicas: { mode: 'many', replica_id: o.name, advertise_url: `http://127.0.0.1:${o.port}`, secret_file: path.join(work, 'replica.secret'), lease_secs: o.leaseSecs },
+    ...o.extra,
+  });
 
 /** What a client saw, over all its requests. */
 export interface Tally {
