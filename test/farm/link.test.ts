@@ -423,7 +423,7 @@ describe('the portal section of the node config', function () {
     }
   });
 
-  it('reconnect_max_secs caps the wait between attempts to reach the portal; more than 30 (the portal`s restart grace) is refused', async () => {
+  it('reconnect_max_secs caps the wait between attempts to reach the portal; more than 30 (the portal`s restart grace) or less than 0.1 is refused', async () => {
     const dir = await mkdtemp(path.join(os.tmpdir(), 'farmhand-cred-'));
     const logger = capturingLogger();
     try {
@@ -449,6 +449,8 @@ describe('the portal section of the node config', function () {
       }
       const file = path.join(dir, 'farmhand.json');
       await writeFile(file, JSON.stringify({ test_pack: { url: 'https://example.com/pack.git' }, portal: { url: 'wss://portal.example', node_credential_file: 'x', reconnect_max_secs: 31 } }));
+      expect(() => loadConfig(file)).to.throw(ConfigError, /portal\.reconnect_max_secs/);
+      await writeFile(file, JSON.stringify({ test_pack: { url: 'https://example.com/pack.git' }, portal: { url: 'wss://portal.example', node_credential_file: 'x', reconnect_max_secs: 0.01 } }));
       expect(() => loadConfig(file)).to.throw(ConfigError, /portal\.reconnect_max_secs/);
     } finally {
       await rm(dir, { recursive: true, force: true });
