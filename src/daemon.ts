@@ -437,6 +437,7 @@ async function start(cfg: FarmConfig, logger: Logger, undo: Array<() => unknown>
         return r === undefined || r === 'deleted' ? undefined : r;
       },
       logger: logger.child({ module: 'portal-link' }),
+      ...(cfg.portal.reconnect_max_secs !== undefined && { backoff: { capMs: cfg.portal.reconnect_max_secs * 1000 } }),
       // The portal is back: deliver the results waiting for it now, not at the end of the uploader's back-off (up to 60 s).
       onState: (connected) => {
         if (connected) uploader?.nudge();

@@ -233,6 +233,12 @@ export const configSchema = z.strictObject({
       url: z.url({ protocol: /^(https?|wss?)$/, error: 'must be an http(s):// or ws(s):// URL, e.g. https://portal.example:8080' }),
       /** File holding the node credential that `farmhand farm node add <node_id>` printed on the portal. */
       node_credential_file: z.string().min(1),
+      /**
+       * The longest wait between two attempts to reach the portal (the jittered back-off's cap; default 30 s). At least
+       * 0.1 (no tight loop of connects against the portal by mistake), at most 30: a portal that restarts gives a node that had a running job 30 s plus 3 heartbeats to come back
+       * (its `restart_grace_secs`). The tests set it short so as not to wait out a 30 s back-off.
+       */
+      reconnect_max_secs: z.number().min(0.1).max(30).optional(),
     })
     .optional(),
   log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

@@ -423,6 +423,40 @@ describe('the portal section of the node config', function () {
     }
   });
 
+  it('reconnect_max_secs caps the wait between attempts to reach the portal; more than 30 (the portal`s restart grace) or less than 0.1 is refused', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'farmhand-cred-'));
+    const logger = capturingLogger();
+    try {
+      await writeFile(path.join(dir, 'credential'), 'some-credential\n');
+      // Nothing listens on the discard port: every attempt fails at once and logs the wait before the next.
+      const d = await startTestDaemon({
+        logger,
+        config: { capture: { uri: 'none:' }, portal: { url: 'http://127.0.0.1:9', node_credential_file: path.join(dir, 'credential'), reconnect_max_secs: 0.2 } },
+      });
+      try {
+        // By the 8th attempt the default back-off's ceiling is 30 s (0.5 s doubling): each of these waits would be
+        // over 0.2 s with a probability of 1 - 0.2 / ceiling.
+        const waits = await waitFor(
+          () => {
+            const w = logger.entries.filter((e) => typeof e.obj.retry_in_ms === 'number').map((e) => e.obj.retry_in_ms as number);
+            return w.length >= 8 ? w : undefined;
+          },
+          { what: '8 failed attempts to reach the portal', timeoutMs: 30_000 },
+        );
+        expect(Math.max(...waits), waits.join(', ')).to.be.below(200);
+      } finally {
+        await d.stop();
+      }
+      const file = path.join(dir, 'farmhand.json');
+      await writeFile(file, JSON.stringify({ test_pack: { url: 'https://example.com/pack.git' }, portal: { url: 'wss://portal.example', node_credential_file: 'x', reconnect_max_secs: 31 } }));
+      expect(() => loadConfig(file)).to.throw(ConfigError, /portal\.reconnect_max_secs/);
+      await writeFile(file, JSON.stringify({ test_pack: { url: 'https://example.com/pack.git' }, portal: { url: 'wss://portal.example', node_credential_file: 'x', reconnect_max_secs: 0.01 } }));
+      expect(() => loadConfig(file)).to.throw(ConfigError, /portal\.reconnect_max_secs/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   it('without it the node connects nowhere and the delegate headers mean nothing', async () => {
     const d = await startTestDaemon({ config: { capture: { uri: 'none:' } } });
     try {

@@ -108,7 +108,7 @@ export async function startTestFarm(o: { portal?: Partial<PortalConfigInput>; cl
 }
 
 /**
- * The single node's v2 tests through a portal (FARMHAND_TEST_THROUGH_PORTAL=1, scripts/test.sh):
+ * The single node's v2 tests through a portal (test/http/v2-portal.test.ts, or FARMHAND_TEST_THROUGH_PORTAL=1):
  * a farm with this one node, seen through the portal's URL. `daemon`, `dataDir` and `pack` stay the
  * node's, so the tests that look inside the node still can.
  */
@@ -117,8 +117,15 @@ export const throughPortal = (): boolean => process.env.FARMHAND_TEST_THROUGH_PO
 /** FARMHAND_TEST_THROUGH_REPLICAS=n: the same tests through n portal replicas behind HAProxy (test/helpers/replicaFarm.ts). */
 export const throughReplicas = (): number => Number(process.env.FARMHAND_TEST_THROUGH_REPLICAS ?? 0) || 0;
 
-export async function startNodeBehindPortal(opts: { files?: Files; config?: TestConfig; pack?: TestPackRepo }): Promise<TestDaemon & { farm: Pick<TestFarm, 'db' | 'tokenFor'> }> {
-  if (throughReplicas() > 0) return (await import('./replicaFarm.js')).startNodeBehindReplicas(throughReplicas(), opts);
+export async function startNodeBehindPortal(opts: {
+  files?: Files;
+  config?: TestConfig;
+  pack?: TestPackRepo;
+  /** Through this many portal replicas behind HAProxy instead of one portal (0: one portal); default FARMHAND_TEST_THROUGH_REPLICAS. */
+  replicas?: number;
+}): Promise<TestDaemon & { farm: Pick<TestFarm, 'db' | 'tokenFor'> }> {
+  const replicas = opts.replicas ?? throughReplicas();
+  if (replicas > 0) return (await import('./replicaFarm.js')).startNodeBehindReplicas(replicas, opts);
   const farm = await startTestFarm();
   const pack = opts.pack ?? (await makeTestPack(opts.files));
   const nodeId = opts.config?.node_id ?? 'farmhand-test';

@@ -59,8 +59,9 @@ describe('test lanes: the fast lane', () => {
   it('is `npm run test:fast`: the suite`s root hooks, test/unit and the listed in-process files, less the excluded', () => {
     const pkg = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
     expect(pkg.scripts['test:fast']).to.equal('mocha --config .mocharc.fast.cjs');
-    // The full suite stays what CI runs: every test file (in parallel worker processes, docs/testing.md).
-    expect(pkg.scripts.test).to.equal("mocha --parallel 'test/**/*.test.ts'");
+    // The full suite stays what CI runs: every test file (in parallel worker processes, longest first, docs/testing.md;
+    // test/unit/suite-order.test.ts checks that its spec is every test/**/*.test.ts).
+    expect(pkg.scripts.test).to.equal('mocha --config .mocharc.suite.cjs');
     expect(config.require).to.deep.equal([...(require(path.join(ROOT, '.mocharc.cjs')) as LaneConfig).require, 'test/helpers/fastLane.ts']);
     // Reading the lane's config does not put this process in the lane (the full suite loads this file too).
     expect(process.env.FARMHAND_TEST_LANE === 'fast', 'reading .mocharc.fast.cjs put the process in the fast lane').to.equal(inLaneAtStart);
