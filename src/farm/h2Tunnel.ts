@@ -9,8 +9,42 @@ import type WebSocket from 'ws';
 
 /** One end of the HTTP/2 byte stream in a WebSocket. Writes complete when the socket has taken them (backpressure). */
 export class WsTunnel extends Duplex {
+  private onGoaway: (() => void) | undefined;
+  /** Of the bytes written: those left to pass over (the client preface, a frame's payload), and a frame header begun. */
+  private skip = 0;
+  private head = Buffer.alloc(0);
+
   constructor(private readonly ws: WebSocket) {
     super();
+  }
+
+  /**
+   * Called when this side's HTTP/2 session writes a GOAWAY (the client side's: its bytes start with the preface).
+   * Node's session sends one when the peer breaks the protocol but then neither ends nor says so: its requests would
+   * wait for ever. The frames written are followed by their 9-byte headers (RFC 9113, 4.1) to see it.
+   */
+  watchGoaway(cb: () => void): void {
+    this.onGoaway = cb;
+    this.skip = 24;
+  }
+
+  private watch(chunk: Buffer): void {
+    for (let at = 0; at < chunk.length && this.onGoaway; ) {
+      if (this.skip > 0) {
+        const n = Math.min(this.skip, chunk.length - at);
+        this.skip -= n;
+        at += n;
+        continue;
+      }
+      const take = chunk.subarray(at, at + 9 - this.head.length);
+      this.head = Buffer.concat([this.head, take]);
+      at += take.length;
+      if (this.head.length < 9) return;
+      this.skip = this.head.readUIntBE(0, 3);
+      const goaway = this.head[3] === 0x7;
+      this.head = Buffer.alloc(0);
+      if (goaway) this.onGoaway();
+    }
   }
 
   /** A binary frame arrived: its bytes are read by the HTTP/2 session. */
@@ -27,6 +61,7 @@ export class WsTunnel extends Duplex {
       cb(new Error('the link closed'));
       return;
     }
+    if (this.onGoaway) this.watch(chunk);
     this.ws.send(chunk, { binary: true }, (e) => cb(e ?? null));
   }
 

@@ -49,6 +49,8 @@ export interface SimNodeOptions {
   onRequest?: (req: SimRequest, reply: SimReply) => void;
   /** The settings of the node's HTTP/2 server (a hostile node's). */
   h2Settings?: http2.Settings;
+  /** No HTTP/2 server: the binary frames the portal sends are kept in `rawIn`, and the test writes its own (`raw`). */
+  rawH2?: boolean;
 }
 
 export interface SimReply {
@@ -67,6 +69,8 @@ export class SimNode {
   readonly requests: SimHead[] = [];
   /** The streams (their ids) the portal reset before the node ended them: its client went away. */
   readonly cancelled = new Set<number>();
+  /** The binary frames received, with `rawH2`. */
+  readonly rawIn: Buffer[] = [];
   /** The HTTP/2 session of the current connection. */
   session: http2.ServerHttp2Session | undefined;
   private tunnel: WsTunnel | undefined;
@@ -95,7 +99,7 @@ export class SimNode {
     });
     return new Promise((resolve, reject) => {
       this.ws.once('open', () => {
-        this.serve();
+        if (!this.o.rawH2) this.serve();
         if (opts.hello !== false) this.hello();
         resolve();
       });
@@ -122,6 +126,11 @@ export class SimNode {
 
   send(m: NodeMessage): void {
     this.ws.send(JSON.stringify(m));
+  }
+
+  /** Bytes of the HTTP/2 connection, as the node's (a hostile node writing its own frames). */
+  raw(bytes: Buffer): void {
+    this.ws.send(bytes, { binary: true });
   }
 
   heartbeat(): void {
@@ -196,7 +205,8 @@ export class SimNode {
 
   private onMessage(data: Buffer, isBinary: boolean): void {
     if (isBinary) {
-      this.tunnel?.deliver(data);
+      if (this.o.rawH2) this.rawIn.push(Buffer.from(data));
+      else this.tunnel?.deliver(data);
       return;
     }
     const m = JSON.parse(data.toString('utf8')) as PortalMessage;
