@@ -53,7 +53,7 @@ export class H2LinkClient {
     this.session.setLocalWindowSize(H2_LIMITS.sessionWindowBytes);
     // A node that breaks the protocol: the session says GOAWAY and then waits, so the GOAWAY it writes ends it here.
     tunnel.watchGoaway(() => setImmediate(() => this.fail('it broke the HTTP/2 protocol (the portal sent GOAWAY)', broken)));
-    this.session.on('error', (e) => this.fail(`its HTTP/2 session failed: ${e.message}`, broken));
+    this.session.on('error', (e: Error) => this.fail(`its HTTP/2 session failed: ${e.message}`, broken));
     this.session.on('goaway', (code) => this.fail(`it ended its HTTP/2 session (GOAWAY ${code})`, broken));
     this.session.on('close', () => this.fail('its HTTP/2 session closed', broken));
   }
