@@ -7,6 +7,9 @@
 import { Duplex } from 'node:stream';
 import type WebSocket from 'ws';
 
+/** The most bytes of the HTTP/2 connection in one WebSocket message. */
+export const MAX_MESSAGE_BYTES = 1024 * 1024;
+
 /** One end of the HTTP/2 byte stream in a WebSocket. Writes complete when the socket has taken them (backpressure). */
 export class WsTunnel extends Duplex {
   private onGoaway: (() => void) | undefined;
@@ -62,7 +65,12 @@ export class WsTunnel extends Duplex {
       return;
     }
     if (this.onGoaway) this.watch(chunk);
-    this.ws.send(chunk, { binary: true }, (e) => cb(e ?? null));
+    // In frames of at most MAX_MESSAGE_BYTES (the portal takes a node's frames up to 16 MiB): the last one's send ends the write.
+    for (let at = 0; at < chunk.length; at += MAX_MESSAGE_BYTES) {
+      const last = at + MAX_MESSAGE_BYTES >= chunk.length;
+      this.ws.send(chunk.subarray(at, at + MAX_MESSAGE_BYTES), { binary: true }, last ? (e) => cb(e ?? null) : undefined);
+    }
+    if (chunk.length === 0) cb();
   }
 
   override _writev(chunks: { chunk: Buffer }[], cb: (e?: Error | null) => void): void {
