@@ -45,15 +45,28 @@ async function once(url: string, token: string): Promise<number> {
   return Number(process.hrtime.bigint() - t0) / 1e6;
 }
 
+/** A loopback port nothing listens on now. */
+async function freePort(): Promise<number> {
+  const s = http.createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
+  const port = (s.address() as { port: number }).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}
+
 const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]!;
 
 async function main(): Promise<void> {
   const cluster = await startPostgres();
   const dir = await mkdtemp(path.join(os.tmpdir(), 'farmhand-bench-replicas-'));
   await writeFile(path.join(dir, 'secret'), randomBytes(32).toString('hex'));
-  const replicas = (id: string) => ({ mode: 'many' as const, replica_id: id, advertise_url: 'http://127.0.0.1:1', secret_file: path.join(dir, 'secret') });
-  const a = await startTestPortal(cluster, { heartbeat_secs: 5, replicas: replicas('pa') });
-  const b = await startTestPortal(cluster, { heartbeat_secs: 5, replicas: replicas('pb') });
+  // Each replica listens where it advertises (its lease row says so: B proxies there), on a port picked free just before.
+  const replica = async (id: string) => {
+    const port = await freePort();
+    return { heartbeat_secs: 5, listen: `127.0.0.1:${port}`, replicas: { mode: 'many' as const, replica_id: id, advertise_url: `http://127.0.0.1:${port}`, secret_file: path.join(dir, 'secret') } };
+  };
+  const a = await startTestPortal(cluster, await replica('pa'));
+  const b = await startTestPortal(cluster, await replica('pb'));
   await writeFile(path.join(dir, 'credential'), await a.registerNode(NODE));
   const d = await startTestDaemon({
     config: { node_id: NODE, portal: { url: a.portal.url, node_credential_file: path.join(dir, 'credential') }, rate_limit: { requests_per_second: 100_000, burst: 100_000 } },
@@ -62,12 +75,8 @@ async function main(): Promise<void> {
   try {
     await waitOnline(d);
     await waitFor(() => a.portal.hub.link(NODE)?.online, { what: 'the node on replica A', timeoutMs: 30_000 });
-    // Ownership as replica A records it at hello, and both replicas' leases.
-    await db.query(`UPDATE nodes SET owner_replica = 'pa', owner_epoch = owner_epoch + 1 WHERE node_id = $1`, [NODE]);
-    await db.query(`INSERT INTO portal_replicas (replica_id, url, lease_until) VALUES ('pa', $1, now() + interval '1 hour'), ('pb', $2, now() + interval '1 hour')`, [
-      a.portal.url,
-      b.portal.url,
-    ]);
+    // Ownership as replica A records it at hello (each replica's lease row is its own, with its URL).
+    await db.query(`UPDATE nodes SET owner_replica = 'pa', owner_epoch = owner_epoch + 1 WHERE node_id = $1 AND owner_replica IS DISTINCT FROM 'pa'`, [NODE]);
     const ta = a.tokenFor('bench');
     const tb = b.tokenFor('bench');
     // One job, so the node has a job to answer with.

@@ -1,33 +1,58 @@
 /**
- * A prototype behind a flag (docs/farm.md, "The node's connection": HTTP/2 over the link): the forwarded requests
- * of a node's connection carried by HTTP/2 instead of the link's own multiplexer, for HTTP/2's per-request flow
- * control and cancellation (RST_STREAM). The HTTP/2 bytes travel inside the existing WebSocket as binary frames of
- * channel 0 (a forwarded request's id is never 0), beside the JSON messages; this Duplex is one end of that byte
- * stream. The portal is the HTTP/2 client (src/farm/hub/h2Client.ts), the node the server
- * (src/farm/link/h2Server.ts). Used only when both processes run with FARMHAND_LINK_H2=1 (the node offers it in its
- * hello, the portal accepts in its welcome); otherwise nothing changes.
+ * The byte stream of a node's link (docs/farm.md, "Forwarded requests: HTTP/2 over the WebSocket"): the binary frames
+ * of the WebSocket carry, in order, the bytes of one HTTP/2 connection whose client is the portal
+ * (src/farm/hub/h2Client.ts) and whose server is the node (src/farm/link/h2Server.ts); the text frames beside them are
+ * the JSON messages of protocol.ts. This Duplex is one end of that byte stream, on either side.
  */
 import { Duplex } from 'node:stream';
 import type WebSocket from 'ws';
-import { encodeChunk } from './protocol.js';
 
-export const H2_CHANNEL = 0;
-
-/** The flag: both sides must have it. */
-export const linkH2Enabled = (): boolean => process.env.FARMHAND_LINK_H2 === '1';
-
-/** A binary frame of the HTTP/2 channel (and not a forwarded request's body or answer). */
-export const isTunnelFrame = (frame: Buffer): boolean => frame.length >= 4 && frame.readUInt32BE(0) === H2_CHANNEL;
+/** The most bytes of the HTTP/2 connection in one WebSocket message. */
+export const MAX_MESSAGE_BYTES = 1024 * 1024;
 
 /** One end of the HTTP/2 byte stream in a WebSocket. Writes complete when the socket has taken them (backpressure). */
 export class WsTunnel extends Duplex {
+  private onGoaway: (() => void) | undefined;
+  /** Of the bytes written: those left to pass over (the client preface, a frame's payload), and a frame header begun. */
+  private skip = 0;
+  private head = Buffer.alloc(0);
+
   constructor(private readonly ws: WebSocket) {
     super();
   }
 
-  /** A frame of the channel arrived: its bytes (after the 4-byte channel id) are read by the HTTP/2 session. */
+  /**
+   * Called when this side's HTTP/2 session writes a GOAWAY (the client side's: its bytes start with the preface).
+   * Node's session sends one when the peer breaks the protocol but then neither ends nor says so: its requests would
+   * wait for ever. The frames written are followed by their 9-byte headers (RFC 9113, 4.1) to see it.
+   */
+  watchGoaway(cb: () => void): void {
+    this.onGoaway = cb;
+    this.skip = 24;
+  }
+
+  private watch(chunk: Buffer): void {
+    for (let at = 0; at < chunk.length && this.onGoaway; ) {
+      if (this.skip > 0) {
+        const n = Math.min(this.skip, chunk.length - at);
+        this.skip -= n;
+        at += n;
+        continue;
+      }
+      const take = chunk.subarray(at, at + 9 - this.head.length);
+      this.head = Buffer.concat([this.head, take]);
+      at += take.length;
+      if (this.head.length < 9) return;
+      this.skip = this.head.readUIntBE(0, 3);
+      const goaway = this.head[3] === 0x7;
+      this.head = Buffer.alloc(0);
+      if (goaway) this.onGoaway();
+    }
+  }
+
+  /** A binary frame arrived: its bytes are read by the HTTP/2 session. */
   deliver(frame: Buffer): void {
-    if (!this.destroyed) this.push(frame.subarray(4));
+    if (!this.destroyed) this.push(frame);
   }
 
   override _read(): void {
@@ -39,7 +64,13 @@ export class WsTunnel extends Duplex {
       cb(new Error('the link closed'));
       return;
     }
-    this.ws.send(encodeChunk(H2_CHANNEL, chunk), (e) => cb(e ?? null));
+    if (this.onGoaway) this.watch(chunk);
+    // In frames of at most MAX_MESSAGE_BYTES (the portal takes a node's frames up to 16 MiB): the last one's send ends the write.
+    for (let at = 0; at < chunk.length; at += MAX_MESSAGE_BYTES) {
+      const last = at + MAX_MESSAGE_BYTES >= chunk.length;
+      this.ws.send(chunk.subarray(at, at + MAX_MESSAGE_BYTES), { binary: true }, last ? (e) => cb(e ?? null) : undefined);
+    }
+    if (chunk.length === 0) cb();
   }
 
   override _writev(chunks: { chunk: Buffer }[], cb: (e?: Error | null) => void): void {

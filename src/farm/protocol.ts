@@ -6,23 +6,33 @@
  * (a 401/403 upgrade answer means a bad credential: the node logs it and keeps
  * retrying with back-off, since the operator may register it later).
  *
- * Text frames carry one JSON message each (below). Binary frames carry body
- * bytes of a forwarded request or response: 4 bytes big-endian request id,
- * then the bytes.
- *
- * A forwarded request: the portal sends `req` (and, when it has a body, binary
- * frames then `req_end`); the node answers `res` (status and headers), binary
- * frames with the body, then `end`. Either side may send `cancel` / `end`
- * with an error. Ids are chosen by the portal, unique per connection.
+ * Text frames carry one JSON message each (below). Binary frames carry the
+ * bytes of one HTTP/2 connection (RFC 9113, Node's node:http2), in order: the
+ * portal is its client, the node its server, and every forwarded request is a
+ * stream of it (src/farm/h2Tunnel.ts, src/farm/hub/h2Client.ts,
+ * src/farm/link/h2Server.ts), with HTTP/2's per-stream flow control and
+ * RST_STREAM for a client that goes away.
  */
 import type { FarmEvent } from '../core/events.js';
 import type { ResultRecord } from '../core/model.js';
 
 /**
  * 2: the node's state is the stream's `node.state` event (no snapshot message, no state in the hello), and the
- * portal may ask for a `resend`. A node of protocol 1 is refused at its hello with the reason.
+ * portal may ask for a `resend`.
+ * 3: forwarded requests are HTTP/2 streams in the binary frames (the messages req, res, end, cancel, req_end are
+ * gone). A node of another protocol is refused at its hello with PROTOCOL_MISMATCH's reason; nodes and portal
+ * upgrade together.
  */
-export const PROTOCOL_VERSION = 2;
+export const PROTOCOL_VERSION = 3;
+/** The close reason (and log line) of a peer of another protocol version (at most 123 bytes: a close reason). */
+export const protocolMismatch = (theirs: unknown): string =>
+  `protocol ${PROTOCOL_VERSION} expected, got ${String(theirs).slice(0, 12)}: upgrade the nodes and the portal together`;
+/**
+ * The portal's user and base URL on a forwarded request (an HTTP/2 stream's headers); the node makes them its own
+ * delegate headers (src/farm/link/forwardHeaders.ts) and never passes these on.
+ */
+export const FORWARD_USER_HEADER = 'farmhand-user';
+export const FORWARD_BASE_URL_HEADER = 'farmhand-base-url';
 export const CONNECT_PATH = '/farm/v1/connect';
 /** The heartbeat interval the portal asks for unless configured otherwise. */
 export const DEFAULT_HEARTBEAT_SECS = 5;
@@ -50,8 +60,6 @@ export interface Hello {
   version: string;
   /** The node's current job, or its last one (job_uid and status), so the portal can reconcile. */
   job: { job_uid: string; status: 'running' | 'exited' } | null;
-  /** The node offers its forwarded requests over HTTP/2 in the link (a prototype behind FARMHAND_LINK_H2: src/farm/h2Tunnel.ts). */
-  h2?: boolean;
 }
 
 export interface Heartbeat {
@@ -78,21 +86,12 @@ export interface ReplayMarker {
   after: string | null;
 }
 
-export interface ResponseHead {
-  t: 'res';
-  id: number;
-  status: number;
-  headers: Record<string, string>;
-}
-
 // ---- portal -> node ----------------------------------------------------------------------------
 
 export interface Welcome {
   t: 'welcome';
   protocol: number;
   heartbeat_secs: number;
-  /** The portal takes the node's HTTP/2 offer: forwarded requests go as HTTP/2 streams from now on (src/farm/h2Tunnel.ts). */
-  h2?: boolean;
   /**
    * Jobs of this node the portal has already ended (it marked the node offline and closed them):
    * the node stops any of them still running, and never reports them as running again.
@@ -123,42 +122,8 @@ export interface Resend {
   after: string | null;
 }
 
-export interface RequestHead {
-  t: 'req';
-  id: number;
-  method: string;
-  path: string;
-  headers: Record<string, string>;
-  /** The caller the node acts for. */
-  user: string;
-  /** The portal's base URL, for job_url, result_url, triage_url. */
-  base_url: string;
-  /** True when binary body frames and a `req_end` follow. */
-  has_body: boolean;
-}
-
-export interface RequestEnd {
-  t: 'req_end';
-  id: number;
-}
-
-// ---- both ways ---------------------------------------------------------------------------------
-
-/** The last frame of a response (node -> portal); `error` when it broke off. */
-export interface End {
-  t: 'end';
-  id: number;
-  error?: string;
-}
-
-/** The other side no longer wants this request (client gone, or the node is shutting down). */
-export interface Cancel {
-  t: 'cancel';
-  id: number;
-}
-
-export type NodeMessage = Hello | Heartbeat | NodeEventMessage | ReplayMarker | ResponseHead | End;
-export type PortalMessage = Welcome | Ack | Resend | RequestHead | RequestEnd | Cancel;
+export type NodeMessage = Hello | Heartbeat | NodeEventMessage | ReplayMarker;
+export type PortalMessage = Welcome | Ack | Resend;
 
 /**
  * Where a node's own event stands among that node's events: [boot, n] of its id `<boot>-<n>` (boot is the
@@ -171,18 +136,6 @@ export function nodeEventOrder(id: string): [number, number] | null {
   const boot = parseInt(m[1]!, 36);
   const n = Number(m[2]);
   return Number.isSafeInteger(boot) && Number.isSafeInteger(n) ? [boot, n] : null;
-}
-
-/** Binary frame: 4-byte big-endian id, then the bytes. */
-export function encodeChunk(id: number, bytes: Uint8Array): Buffer {
-  const head = Buffer.allocUnsafe(4);
-  head.writeUInt32BE(id, 0);
-  return Buffer.concat([head, bytes]);
-}
-
-export function decodeChunk(frame: Buffer): { id: number; bytes: Buffer } {
-  if (frame.length < 4) throw new Error('binary frame shorter than its 4-byte id');
-  return { id: frame.readUInt32BE(0), bytes: frame.subarray(4) };
 }
 
 /**

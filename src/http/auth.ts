@@ -72,7 +72,7 @@ export const clientAddressOf = (ctx: Context): string | null => state(ctx).porta
 export const viaPortal = (ctx: Context): boolean => state(ctx).viaPortal === true;
 
 /**
- * A request the node's own portal link (src/farm/link/forwarder.ts) makes on behalf of a portal user carries
+ * A request the node's own portal link (src/farm/link/h2Server.ts, its header policy in forwardHeaders.ts) makes on behalf of a portal user carries
  * the link's per-process secret in DELEGATE_HEADER. Only then are ON_BEHALF_HEADER (the user) and
  * BASE_URL_HEADER (for job_url etc.) believed; anyone else's copies of them are ignored. The secret
  * never leaves the process (the link talks to this server on loopback) and is never logged.

@@ -1,8 +1,8 @@
 /**
- * The HTTP/2 prototype of the node's link (src/farm/h2Tunnel.ts, FARMHAND_LINK_H2=1 on both sides): a real portal
- * and a real node. Requests pass as HTTP/2 streams, and a client that stops reading leaves at most the stream's
- * window on the portal while the node's live view goes on making frames (with the link's own multiplexer, what the
- * node sends piles up on the portal until max_buffered_response_bytes); dropping it ends the request.
+ * Forwarded requests as HTTP/2 streams over the node's link (src/farm/h2Tunnel.ts; protocol 3): a real portal and a
+ * real node. Requests pass as HTTP/2 streams, and a client that stops reading leaves at most the stream's window on
+ * the portal while the node's live view goes on making frames (with the link's former multiplexer, protocol 2, what
+ * the node sent piled up on the portal until max_buffered_response_bytes); dropping it ends the request.
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -12,23 +12,22 @@ import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { startTestPortal, type TestPortal } from '../helpers/farmPortal.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { waitFor } from '../helpers/wait.js';
+import { H2_LIMITS } from '../../src/farm/hub/h2Client.js';
 
 const NODE = 'h2-node';
-/** The streams' initial window (h2Server.ts, h2Client.ts). */
-const WINDOW = 256 * 1024;
+/** The streams' initial window (h2Client.ts). */
+const WINDOW = H2_LIMITS.streamWindowBytes;
 
-describe('farm link: HTTP/2 over the WebSocket (FARMHAND_LINK_H2=1)', function () {
+describe('farm link: forwarded requests are HTTP/2 streams over the WebSocket', function () {
   this.timeout(120_000);
   let cluster: TestPostgres;
   let t: TestPortal;
   let d: TestDaemon | undefined;
   let dir: string;
   let token: string;
-  const before0 = process.env.FARMHAND_LINK_H2;
 
   before(async function () {
     this.timeout(180_000);
-    process.env.FARMHAND_LINK_H2 = '1';
     cluster = await startPostgres();
     t = await startTestPortal(cluster, { heartbeat_secs: 1 });
     token = t.tokenFor('carol');
@@ -38,8 +37,6 @@ describe('farm link: HTTP/2 over the WebSocket (FARMHAND_LINK_H2=1)', function (
     await waitFor(() => t.portal.hub.link(NODE)?.online, { what: 'the node connected to the portal', timeoutMs: 30_000 });
   });
   after(async () => {
-    if (before0 === undefined) delete process.env.FARMHAND_LINK_H2;
-    else process.env.FARMHAND_LINK_H2 = before0;
     await d?.stop();
     await t?.stop();
     await cluster?.stop();

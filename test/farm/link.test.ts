@@ -22,15 +22,16 @@ import type { FileResultRepository } from '../../src/storage/results/index.js';
 import {
   BASE_URL_HEADER,
   CONNECT_PATH,
-  decodeChunk,
   DELEGATE_HEADER,
-  encodeChunk,
   ON_BEHALF_HEADER,
   PROTOCOL_VERSION,
   type Hello,
   type NodeMessage,
   type PortalMessage,
 } from '../../src/farm/protocol.js';
+import type { ForwardResponse } from '../../src/farm/contract.js';
+import { WsTunnel } from '../../src/farm/h2Tunnel.js';
+import { H2LinkClient, H2_LIMITS } from '../../src/farm/hub/h2Client.js';
 import { asUser } from '../helpers/auth.js';
 import { startTestDaemon, waitOnline, type TestDaemon } from '../helpers/daemon.js';
 import { waitFor } from '../helpers/wait.js';
@@ -45,24 +46,22 @@ interface Answer {
   status: number;
   headers: Record<string, string>;
   body: Buffer;
-  error?: string;
 }
 
-/** One node connection as the test portal sees it. */
+/** One node connection as the test portal sees it; its forwarded requests are HTTP/2 streams, made by the portal's own client. */
 class Conn {
   readonly messages: NodeMessage[] = [];
-  private nextId = 1;
-  private readonly answers = new Map<number, { head?: { status: number; headers: Record<string, string> }; chunks: Buffer[]; done: (a: Answer) => void; fail: (e: Error) => void }>();
+  readonly tunnel: WsTunnel;
+  readonly h2: H2LinkClient;
 
   constructor(
     readonly ws: WebSocket,
     readonly headers: IncomingHttpHeaders,
   ) {
+    this.tunnel = new WsTunnel(ws);
+    this.h2 = new H2LinkClient(this.tunnel, NODE, () => ws.close());
     // A request outstanding when the connection goes fails the test instead of hanging it.
-    ws.on('close', () => {
-      for (const a of this.answers.values()) a.fail(new Error('the connection closed before the answer ended'));
-      this.answers.clear();
-    });
+    ws.on('close', () => this.h2.close('the connection closed before the answer ended'));
   }
 
   of<T extends NodeMessage['t']>(t: T): Extract<NodeMessage, { t: T }>[] {
@@ -71,39 +70,29 @@ class Conn {
 
   receive(data: Buffer, isBinary: boolean): void {
     if (isBinary) {
-      const { id, bytes } = decodeChunk(data);
-      this.answers.get(id)?.chunks.push(Buffer.from(bytes));
+      this.tunnel.deliver(data);
       return;
     }
-    const m = JSON.parse(data.toString('utf8')) as NodeMessage;
-    this.messages.push(m);
-    const a = m.t === 'res' || m.t === 'end' ? this.answers.get(m.id) : undefined;
-    if (!a) return; // a request the test made by hand
-    if (m.t === 'res') a.head = { status: m.status, headers: m.headers };
-    if (m.t === 'end') {
-      this.answers.delete(m.id);
-      a.done({ status: a.head?.status ?? 0, headers: a.head?.headers ?? {}, body: Buffer.concat(a.chunks), ...(m.error !== undefined && { error: m.error }) });
-    }
+    this.messages.push(JSON.parse(data.toString('utf8')) as NodeMessage);
   }
 
   send(m: PortalMessage): void {
     this.ws.send(JSON.stringify(m));
   }
 
-  /** A forwarded request, as the portal's hub makes one. */
-  forward(method: string, p: string, opts: { user?: string; body?: unknown; headers?: Record<string, string> } = {}): Promise<Answer> {
-    const id = this.nextId++;
+  /** A forwarded request as the portal's hub makes one, its answer still streaming. */
+  stream(method: string, p: string, opts: { user?: string; body?: unknown; headers?: Record<string, string> } = {}, signal?: AbortSignal): Promise<ForwardResponse> {
     const body = opts.body === undefined ? undefined : Buffer.from(JSON.stringify(opts.body));
-    const answer = new Promise<Answer>((done, fail) => this.answers.set(id, { chunks: [], done, fail }));
     const headers = { ...(body && { 'content-type': 'application/json' }), ...opts.headers };
-    this.send({ t: 'req', id, method, path: p, headers, user: opts.user ?? 'alice', base_url: PORTAL_BASE, has_body: body !== undefined });
-    if (body) {
-      // In two frames, as a hub passing a body on as it arrives would.
-      this.ws.send(encodeChunk(id, body.subarray(0, 5)));
-      this.ws.send(encodeChunk(id, body.subarray(5)));
-      this.send({ t: 'req_end', id });
-    }
-    return answer;
+    return this.h2.forward({ method, path: p, headers, ...(body && { body }), user: opts.user ?? 'alice', baseUrl: PORTAL_BASE }, signal);
+  }
+
+  /** ... and read in full. */
+  async forward(method: string, p: string, opts: { user?: string; body?: unknown; headers?: Record<string, string> } = {}): Promise<Answer> {
+    const res = await this.stream(method, p, opts);
+    const chunks: Buffer[] = [];
+    for await (const c of res.body) chunks.push(c as Buffer);
+    return { status: res.status, headers: res.headers, body: Buffer.concat(chunks) };
   }
 }
 
@@ -221,7 +210,6 @@ describe('the node side of the portal connection (src/farm/link/)', function () 
   it('answers a forwarded screenshot with its status, headers and bytes, as the on-behalf user', async () => {
     const c = await portal.connection();
     const a = await c.forward('GET', `/api/v2/nodes/${NODE}/screenshot.png`, { user: 'carol' });
-    expect(a.error).to.equal(undefined);
     expect(a.status).to.equal(200);
     expect(a.headers['content-type']).to.equal('image/png');
     expect(a.body.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]))).to.equal(true);
@@ -277,7 +265,7 @@ describe('the node side of the portal connection (src/farm/link/)', function () 
     expect(status.body).to.include({ last_used_by: 'frank', node_url: `${d.url}/api/v2/nodes/${NODE}` });
   });
 
-  it('streams a large answer within the socket backpressure, every byte intact', async () => {
+  it("streams a large answer within its stream's window, without holding up the link, every byte intact", async () => {
     const c = await portal.connection();
     // A result with a large artifact (written into the result folder of the last run).
     const jobs = await c.forward('GET', `/api/v2/results?filter=${encodeURIComponent(`testcase:${PASS}`)}`);
@@ -287,15 +275,19 @@ describe('the node side of the portal connection (src/farm/link/)', function () 
     for (let i = 0; i < big.length; i += 4096) big.writeUInt32BE(i, i);
     await mkdir(dir, { recursive: true });
     await writeFile(path.join(dir, 'big.bin'), big);
-    const pausedBefore = d.daemon.portalLink!.answersPaused;
-    c.ws.pause(); // the portal stops reading: the node's socket queue fills
-    const answer = c.forward('GET', `/api/v2/results${r!.result_id}/artifacts/big.bin`);
-    await waitFor(() => d.daemon.portalLink!.answersPaused > pausedBefore, { what: 'the node to pause the answer', timeoutMs: 30_000 });
-    c.ws.resume();
-    const a = await answer;
-    expect(a.status, a.body.subarray(0, 200).toString()).to.equal(200);
-    expect(a.body.length).to.equal(big.length);
-    expect(a.body.equals(big)).to.equal(true);
+    // The portal does not read this answer: the node sends at most the stream's window, and the link is not held up
+    // (another request on it is answered meanwhile); then it reads, and every byte comes.
+    const res = await c.stream('GET', `/api/v2/results${r!.result_id}/artifacts/big.bin`);
+    expect(res.status).to.equal(200);
+    res.body.pause();
+    await waitFor(() => res.body.readableLength > H2_LIMITS.streamWindowBytes / 2, 'the stream window to fill');
+    expect((await c.forward('GET', `/api/v2/nodes/${NODE}`)).status).to.equal(200);
+    expect(res.body.readableLength).to.be.at.most(H2_LIMITS.streamWindowBytes);
+    const chunks: Buffer[] = [];
+    for await (const x of res.body) chunks.push(x as Buffer);
+    const body = Buffer.concat(chunks);
+    expect(body.length).to.equal(big.length);
+    expect(body.equals(big)).to.equal(true);
   });
 
   it('stops a running job the portal says it has ended (welcome.ended_jobs) on the next connection', async () => {
@@ -359,17 +351,16 @@ describe('the node side of the portal connection (src/farm/link/)', function () 
     }
   });
 
-  it('aborts a forwarded request the portal cancels, and answers the next one', async () => {
+  it('aborts a forwarded request whose stream the portal resets, and answers the next one', async () => {
     const c = await portal.connection(portal.conns.filter((x) => x.of('hello').length).length);
-    // A long poll the node holds until its job ends: no job runs, so await_completion of the last job answers at once;
-    // an events request instead is held open by the node (SSE) until cancelled.
-    const id = 900;
-    c.send({ t: 'req', id, method: 'GET', path: '/api/v2/events', headers: { accept: 'text/event-stream' }, user: 'alice', base_url: PORTAL_BASE, has_body: false });
-    await waitFor(() => c.of('res').some((m) => m.id === id), 'the event stream to answer');
-    expect(d.daemon.services.events!.stream.clientsConnected).to.be.greaterThan(0);
-    c.send({ t: 'cancel', id });
-    await waitFor(() => d.daemon.services.events!.stream.clientsConnected === 0, 'the cancelled stream to close on the node');
-    expect(c.of('end').some((m) => m.id === id)).to.equal(false);
+    // An events request is held open by the node (SSE) until its stream is reset.
+    const ac = new AbortController();
+    const res = await c.stream('GET', '/api/v2/events', { headers: { accept: 'text/event-stream' } }, ac.signal);
+    res.body.on('error', () => undefined);
+    expect(res.status).to.equal(200);
+    await waitFor(() => d.daemon.services.events!.stream.clientsConnected > 0, 'the event stream to be open on the node');
+    ac.abort();
+    await waitFor(() => d.daemon.services.events!.stream.clientsConnected === 0, 'the reset stream to close on the node');
     expect((await c.forward('GET', `/api/v2/nodes/${NODE}`)).status).to.equal(200);
   });
 

@@ -12,10 +12,9 @@ import request from 'supertest';
 import { registerNode } from '../../src/farm/nodeCredentials.js';
 import { ARTIFACT_CSP, DEFAULT_CSP } from '../../src/http/securityHeaders.js';
 import type { FarmEvent } from '../../src/core/events.js';
-import type { RequestHead } from '../../src/farm/protocol.js';
 import { launchBrowser } from '../helpers/browser.js';
 import { startTestFarm, type TestFarm } from '../helpers/farm.js';
-import { SimNode, type SimReply, type SimRequest } from '../helpers/farmNodes.js';
+import { SimNode, type SimHead, type SimReply, type SimRequest } from '../helpers/farmNodes.js';
 import { SseClient } from '../helpers/sse.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -40,7 +39,7 @@ describe('farm portal: a hostile node`s pages and headers', function () {
   let token: string;
   let evil: SimNode;
   /** Every request the portal forwarded to the hostile node. */
-  const heads: RequestHead[] = [];
+  const heads: SimHead[] = [];
   const contexts: BrowserContext[] = [];
 
   const hostile = (req: SimRequest, reply: SimReply): void => {

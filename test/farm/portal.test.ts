@@ -173,14 +173,15 @@ describe('farm portal (HTTP)', function () {
     expect(t.portal.hub.link('odd-kind')!.snapshot).to.include({ friendly_name: 'sane' });
     const kept = await t.portal.pool.query<{ name: string }>(`SELECT state->'node'->>'friendly_name' AS name FROM nodes WHERE node_id = 'odd-kind'`);
     expect(kept.rows[0]!.name).to.equal('sane');
-    // A node of the previous protocol (its state in its hello and snapshots) is closed at its hello, with the reason.
+    // A node of an older protocol (2: the link's own multiplexer) is closed at its hello, with the reason and what to do.
     const cred = await t.registerNode('old-proto');
     const old = new SimNode({ portalUrl: t.portal.url, nodeId: 'old-proto', credential: cred });
     nodes.push(old);
     await old.connect({ hello: false });
-    old.send({ t: 'hello', protocol: 1, node_id: 'old-proto', version: 'old', job: null });
+    old.send({ t: 'hello', protocol: 2, node_id: 'old-proto', version: 'old', job: null });
     await waitFor(() => old.closed, WAIT);
-    expect(old.closed!.reason).to.equal(`protocol ${PROTOCOL_VERSION} expected`);
+    expect(PROTOCOL_VERSION).to.equal(3);
+    expect(old.closed!.reason).to.equal('protocol 3 expected, got 2: upgrade the nodes and the portal together');
   });
 
   it('forwards node-scoped calls with the caller and the portal URL; 404 for an unknown node, 503 for an offline one', async () => {
@@ -239,7 +240,7 @@ describe('farm portal (HTTP)', function () {
     expect(r.status).to.equal(403);
     r = await post(bob, {}, '/api/v2/jobs/rt-1/abcd/1/stop');
     expect(r.status).to.equal(403);
-    expect(n.received.filter((m) => m.t === 'req')).to.have.length(0);
+    expect(n.requests).to.have.length(0);
     r = await post(alice, { node_id: 'rt-1', test_cases: ['a'] });
     expect(r.status).to.equal(200);
     expect(await json(r)).to.deep.equal({ got: { node_id: 'rt-1', test_cases: ['a'] }, user: 'alice' });
@@ -273,10 +274,10 @@ describe('farm portal (HTTP)', function () {
     // Online: forwarded. The node holds it; the client gives up; the node is told.
     const ac = new AbortController();
     const held = call(alice, `/api/v2/jobs${uid}/await_completion`, { signal: ac.signal }).catch((e: unknown) => e);
-    const req = await waitFor(() => n.received.find((m) => m.t === 'req'), WAIT);
+    const req = await waitFor(() => n.requests[0], WAIT);
     ac.abort();
     await held;
-    await waitFor(() => n.cancelled.has((req as { id: number }).id), { what: 'cancel at the node', ...WAIT });
+    await waitFor(() => n.cancelled.has(req.id), { what: 'the stream reset at the node', ...WAIT });
 
     n.kill();
     await waitFor(async () => (await t.portal.jobs.get(uid))?.state === 'exited', WAIT);

@@ -2,24 +2,37 @@
  * A node of the farm as a raw WebSocket client speaking the real protocol
  * (src/farm/protocol.ts): for the hub's and portal's tests and the heartbeat
  * bench. It says hello, heartbeats when asked, records what the portal sends,
- * and answers forwarded requests through `onRequest` (default: 404 JSON).
+ * and answers forwarded requests (the streams of the HTTP/2 server it runs on
+ * the socket's binary frames, as a node does) through `onRequest` (default:
+ * 404 JSON). A hostile node's test reaches the raw stream and session.
  */
+import http2 from 'node:http2';
 import { WebSocket } from 'ws';
+import { WsTunnel } from '../../src/farm/h2Tunnel.js';
 import {
   CONNECT_PATH,
+  FORWARD_BASE_URL_HEADER,
+  FORWARD_USER_HEADER,
   PROTOCOL_VERSION,
-  decodeChunk,
-  encodeChunk,
   type Hello,
   type NodeMessage,
   type PortalMessage,
-  type RequestHead,
   type Welcome,
 } from '../../src/farm/protocol.js';
 import type { FarmEvent } from '../../src/core/events.js';
 
+/** A forwarded request as the node gets it (its stream's id and headers). */
+export interface SimHead {
+  id: number;
+  method: string;
+  path: string;
+  headers: Record<string, string>;
+  user: string;
+  base_url: string;
+}
+
 export interface SimRequest {
-  head: RequestHead;
+  head: SimHead;
   body: Buffer;
 }
 
@@ -32,19 +45,35 @@ export interface SimNodeOptions {
   /** The node.state's typed availability; `available` by default. */
   availability?: unknown;
   job?: Hello['job'];
-  /** Answer a forwarded request; `reply` sends res, chunks, end. */
+  /** Answer a forwarded request (when its body is complete); `reply` sends the head, chunks, the end. */
   onRequest?: (req: SimRequest, reply: SimReply) => void;
+  /** The settings of the node's HTTP/2 server (a hostile node's). */
+  h2Settings?: http2.Settings;
+  /** No HTTP/2 server: the binary frames the portal sends are kept in `rawIn`, and the test writes its own (`raw`). */
+  rawH2?: boolean;
 }
 
 export interface SimReply {
-  head(status: number, headers?: Record<string, string>): void;
-  chunk(bytes: Uint8Array): void;
+  head(status: number, headers?: Record<string, string | string[]>): void;
+  /** False when the stream's window is full (the portal has not read what came). */
+  chunk(bytes: Uint8Array): boolean;
+  /** The end of the answer; with an error, the stream is reset instead. */
   end(error?: string): void;
+  /** The raw stream (a hostile node's test). */
+  stream: http2.ServerHttp2Stream;
 }
 
 export class SimNode {
   readonly received: PortalMessage[] = [];
+  /** Every forwarded request, at its stream's opening. */
+  readonly requests: SimHead[] = [];
+  /** The streams (their ids) the portal reset before the node ended them: its client went away. */
   readonly cancelled = new Set<number>();
+  /** The binary frames received, with `rawH2`. */
+  readonly rawIn: Buffer[] = [];
+  /** The HTTP/2 session of the current connection. */
+  session: http2.ServerHttp2Session | undefined;
+  private tunnel: WsTunnel | undefined;
   welcome: Welcome | undefined;
   closed: { code: number; reason: string } | undefined;
   private sock: WebSocket | undefined;
@@ -53,7 +82,6 @@ export class SimNode {
     return this.sock;
   }
   private hbTimer: NodeJS.Timeout | undefined;
-  private readonly bodies = new Map<number, { head: RequestHead; chunks: Buffer[] }>();
 
   constructor(readonly o: SimNodeOptions) {}
 
@@ -67,9 +95,11 @@ export class SimNode {
     this.ws.on('close', (code, reason) => {
       this.closed = { code, reason: reason.toString() };
       this.stopHeartbeats();
+      this.tunnel?.destroy();
     });
     return new Promise((resolve, reject) => {
       this.ws.once('open', () => {
+        if (!this.o.rawH2) this.serve();
         if (opts.hello !== false) this.hello();
         resolve();
       });
@@ -96,6 +126,11 @@ export class SimNode {
 
   send(m: NodeMessage): void {
     this.ws.send(JSON.stringify(m));
+  }
+
+  /** Bytes of the HTTP/2 connection, as the node's (a hostile node writing its own frames). */
+  raw(bytes: Buffer): void {
+    this.ws.send(bytes, { binary: true });
   }
 
   heartbeat(): void {
@@ -135,10 +170,43 @@ export class SimNode {
     this.sock?.terminate();
   }
 
+  /** The node's HTTP/2 server on the socket's binary frames (src/farm/link/h2Server.ts's, without the local server). */
+  private serve(): void {
+    const tunnel = (this.tunnel = new WsTunnel(this.ws));
+    const server = http2.createServer({ settings: { enablePush: false, ...this.o.h2Settings }, maxSendHeaderBlockLength: 1 << 24 });
+    server.on('session', (s) => {
+      this.session = s;
+      s.on('error', () => undefined);
+    });
+    server.on('stream', (stream, h) => {
+      stream.on('error', () => undefined);
+      const headers: Record<string, string> = {};
+      for (const [k, v] of Object.entries(h)) if (!k.startsWith(':') && v !== undefined) headers[k] = Array.isArray(v) ? v.join(', ') : String(v);
+      const head: SimHead = {
+        id: stream.id ?? 0,
+        method: String(h[':method']),
+        path: String(h[':path']),
+        headers,
+        user: String(h[FORWARD_USER_HEADER] ?? ''),
+        base_url: String(h[FORWARD_BASE_URL_HEADER] ?? ''),
+      };
+      this.requests.push(head);
+      let ended = false;
+      stream.on('close', () => {
+        // Reset by the portal (CANCEL when its client's signal aborted, NO_ERROR when the answer's reader went) before the end.
+        if (!ended && stream.rstCode !== undefined && this.closed === undefined) this.cancelled.add(head.id);
+      });
+      const chunks: Buffer[] = [];
+      stream.on('data', (c: Buffer) => chunks.push(c));
+      stream.on('end', () => this.dispatch({ head, body: Buffer.concat(chunks) }, stream, () => (ended = true)));
+    });
+    server.emit('connection', tunnel);
+  }
+
   private onMessage(data: Buffer, isBinary: boolean): void {
     if (isBinary) {
-      const { id, bytes } = decodeChunk(data);
-      this.bodies.get(id)?.chunks.push(Buffer.from(bytes));
+      if (this.o.rawH2) this.rawIn.push(Buffer.from(data));
+      else this.tunnel?.deliver(data);
       return;
     }
     const m = JSON.parse(data.toString('utf8')) as PortalMessage;
@@ -147,29 +215,22 @@ export class SimNode {
       case 'welcome':
         this.welcome = m;
         return;
-      case 'req':
-        this.bodies.set(m.id, { head: m, chunks: [] });
-        if (!m.has_body) this.dispatch(m.id);
-        return;
-      case 'req_end':
-        this.dispatch(m.id);
-        return;
-      case 'cancel':
-        this.cancelled.add(m.id);
-        return;
     }
   }
 
-  private dispatch(id: number): void {
-    const b = this.bodies.get(id);
-    if (!b) return;
-    this.bodies.delete(id);
+  private dispatch(req: SimRequest, stream: http2.ServerHttp2Stream, ended: () => void): void {
     const reply: SimReply = {
-      head: (status, headers = {}) => this.send({ t: 'res', id, status, headers }),
-      chunk: (bytes) => {
-        if (this.ws.readyState === WebSocket.OPEN) this.ws.send(encodeChunk(id, bytes));
+      head: (status, headers = {}) => {
+        if (!stream.destroyed) stream.respond({ ':status': status, ...headers });
       },
-      end: (error) => this.send(error === undefined ? { t: 'end', id } : { t: 'end', id, error }),
+      chunk: (bytes) => (stream.destroyed ? false : stream.write(bytes)),
+      end: (error) => {
+        ended();
+        if (stream.destroyed) return;
+        if (error === undefined) stream.end();
+        else stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+      },
+      stream,
     };
     const handler =
       this.o.onRequest ??
@@ -178,6 +239,6 @@ export class SimNode {
         r.chunk(Buffer.from(JSON.stringify({ error: 'not_found', message: 'sim node' })));
         r.end();
       });
-    handler({ head: b.head, body: Buffer.concat(b.chunks) }, reply);
+    handler(req, reply);
   }
 }

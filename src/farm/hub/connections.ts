@@ -3,25 +3,26 @@
  * liveness"): the WebSocket endpoint at CONNECT_PATH (the upgrade, checked against NodeCredentials and refused
  * with a JSON body), the hello and its welcome (a second connection of a node replaces the first), and the
  * dispatch of each message to the file whose concern it is: liveness.ts (any message is a heartbeat), intake.ts
- * (events), forwarding.ts (answers). Uses all of those; none of them uses this file.
+ * (events), the HTTP/2 byte stream (forwarded requests: forwarding.ts, h2Client.ts). Uses all of those; none of them uses this file.
  */
-import { isTunnelFrame, linkH2Enabled, WsTunnel } from '../h2Tunnel.js';
-import { H2LinkClient } from './h2Client.js';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import type { NodeLink } from '../contract.js';
-import { CONNECT_PATH, PROTOCOL_VERSION, type Hello, type NodeMessage } from '../protocol.js';
+import { CONNECT_PATH, PROTOCOL_VERSION, protocolMismatch, type Hello, type NodeMessage } from '../protocol.js';
 import { takeNode } from '../replicas/ownership.js';
 import { nodeState } from './availability.js';
 import type { Forwarding } from './forwarding.js';
+import { H2LinkClient } from './h2Client.js';
 import type { EventIntake } from './intake.js';
 import type { Liveness } from './liveness.js';
 import { Conn, type NodeTable } from './nodes.js';
 import { CLOSE_PROTOCOL, CLOSE_REPLACED, type PortalHubOptions } from './options.js';
 
-/** Largest frame a node may send (a response chunk, an event with its record). */
+/** Largest frame a node may send (an event with its record, bytes of its HTTP/2 connection). */
 const MAX_FRAME_BYTES = 16 * 1024 * 1024;
+/** HTTP/2 bytes a node may send before its hello is taken (its server's preface is a few dozen). */
+const MAX_BYTES_BEFORE_HELLO = 64 * 1024;
 /** A connection that has not said hello by then is closed. */
 const HELLO_TIMEOUT_MS = 10_000;
 const NODE_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
@@ -78,9 +79,9 @@ export class Connections {
     ws.on('message', (data: RawData, isBinary: boolean) => {
       try {
         if (isBinary) {
-          const frame = toBuffer(data);
-          if (conn.h2 && isTunnelFrame(frame)) conn.h2.tunnel.deliver(frame);
-          else if (this.liveness.current(conn)) this.forwarding.onChunk(conn, frame);
+          // The node's HTTP/2 bytes (its answers), read by the session made at the hello.
+          conn.tunnel.deliver(toBuffer(data));
+          if (!conn.h2 && conn.tunnel.readableLength > MAX_BYTES_BEFORE_HELLO) throw new Error('HTTP/2 bytes before the hello');
         } else {
           const text = toBuffer(data);
           this.onMessage(conn, JSON.parse(text.toString('utf8')) as NodeMessage, helloTimer, text.length);
@@ -93,11 +94,10 @@ export class Connections {
     ws.on('error', (e) => this.o.logger.debug({ err: e, node: nodeId }, 'node connection error'));
     ws.on('close', () => {
       clearTimeout(helloTimer);
-      conn.h2?.client.close();
-      conn.h2?.tunnel.destroy();
       const entry = this.nodes.get(nodeId);
       if (entry?.conn === conn) this.liveness.goOffline(nodeId, 'connection closed');
       else this.forwarding.failPending(conn, 'its connection closed');
+      conn.tunnel.destroy();
     });
   }
 
@@ -119,12 +119,6 @@ export class Connections {
       case 'replay':
         this.intake.onReplay(entry, m.after);
         return;
-      case 'res':
-        this.forwarding.onResponseHead(conn, m.id, m.status, m.headers);
-        return;
-      case 'end':
-        this.forwarding.onEnd(conn, m.id, m.error);
-        return;
       case 'hello':
         throw new Error('a second hello on one connection');
       default:
@@ -136,15 +130,18 @@ export class Connections {
     const nodeId = conn.nodeId;
     if (hello.node_id !== nodeId) throw new Error(`hello names node ${hello.node_id} on ${nodeId}'s connection`);
     if (hello.protocol !== PROTOCOL_VERSION) {
-      this.o.logger.warn({ node: nodeId, protocol: hello.protocol }, 'a node speaks another protocol version; closing');
-      conn.ws.close(CLOSE_PROTOCOL, `protocol ${PROTOCOL_VERSION} expected`);
+      this.o.logger.warn({ node: nodeId, protocol: hello.protocol }, `a node speaks another protocol version; closing: ${protocolMismatch(hello.protocol)}`);
+      conn.ws.close(CLOSE_PROTOCOL, protocolMismatch(hello.protocol));
       return;
     }
     conn.hello = hello;
-    if (hello.h2 === true && linkH2Enabled()) {
-      const tunnel = new WsTunnel(conn.ws);
-      conn.h2 = { tunnel, client: new H2LinkClient(tunnel, nodeId) };
-    }
+    // Forwarded requests: the streams of an HTTP/2 session over the socket; a node that breaks it loses its link.
+    conn.h2 = {
+      client: new H2LinkClient(conn.tunnel, nodeId, (why) => {
+        this.o.logger.warn({ node: nodeId, why }, 'a node broke the HTTP/2 session of its forwarded requests; closing its connection');
+        conn.ws.close(CLOSE_PROTOCOL, 'HTTP/2 session broken');
+      }),
+    };
     this.liveness.grace.delete(nodeId);
     const known = this.nodes.get(nodeId);
     const wasOnline = known?.link.online ?? false;
@@ -187,7 +184,7 @@ export class Connections {
         const s = kept && nodeState(kept.data);
         if (s && entry.stateAt === null) Object.assign(entry.link, { snapshot: s.snapshot, availability: s.availability });
       }
-      if (entry.conn === conn) conn.send({ t: 'welcome', protocol: PROTOCOL_VERSION, heartbeat_secs: this.o.heartbeatSecs, ended_jobs: ended, ...last, ...(conn.h2 && { h2: true }) });
+      if (entry.conn === conn) conn.send({ t: 'welcome', protocol: PROTOCOL_VERSION, heartbeat_secs: this.o.heartbeatSecs, ended_jobs: ended, ...last });
     }, () => {
       entry.dirty = true; // the next flush writes the state
       conn.ws.close(1011, 'the portal could not record the connection');

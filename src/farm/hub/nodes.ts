@@ -1,54 +1,38 @@
 /**
  * The portal's side of the nodes' connections, the hub's table of nodes (docs/farm.md, "Connections and
- * liveness"): per node its NodeLink as the portal sees it, its current connection (Conn, with the forwarded
- * requests pending on it), its in-memory last_seen, and its database work, run in order on one promise chain,
+ * liveness"): per node its NodeLink as the portal sees it, its current connection (Conn, with the HTTP/2
+ * session of its forwarded requests), its in-memory last_seen, and its database work, run in order on one promise chain,
  * so a node that comes back is answered only after its going-away was recorded. The other files of
  * src/farm/hub/ share this table; it imports none of them.
  */
-import type { Readable } from 'node:stream';
 import type { WebSocket } from 'ws';
-import type { WsTunnel } from '../h2Tunnel.js';
+import { WsTunnel } from '../h2Tunnel.js';
 import type { H2LinkClient } from './h2Client.js';
 import type { Logger } from '../../core/ports.js';
-import type { ForwardResponse, NodeLink } from '../contract.js';
+import type { NodeLink } from '../contract.js';
 import { isDatabaseUnavailable } from '../db/pool.js';
 import type { StreamItem } from '../fold.js';
 import type { Hello, PortalMessage } from '../protocol.js';
 import type { Tenure } from '../replicas/ownership.js';
 import { CLOSE_MOVED } from './options.js';
 
-/** A forwarded request not yet answered in full. */
-export interface Pending {
-  resolve(r: ForwardResponse): void;
-  reject(e: Error): void;
-  /** Set once the node answered `res`. */
-  body?: Readable;
-  /** Set when the node ends it before the consumer started reading. */
-  done: boolean;
-  unlisten(): void;
-}
-
 /** One WebSocket of a node. */
 export class Conn {
-  nextId = 1;
-  readonly pending = new Map<number, Pending>();
   hello: Hello | undefined;
-  /** The HTTP/2 prototype, when both sides use it (src/farm/h2Tunnel.ts). */
-  h2?: { tunnel: WsTunnel; client: H2LinkClient };
+  /** The HTTP/2 byte stream in the socket's binary frames (src/farm/h2Tunnel.ts), from the upgrade. */
+  readonly tunnel: WsTunnel;
+  /** The HTTP/2 session of the forwarded requests (h2Client.ts), from the hello. */
+  h2?: { client: H2LinkClient };
   constructor(
     readonly ws: WebSocket,
     readonly nodeId: string,
     readonly ip: string | null,
-  ) {}
+  ) {
+    this.tunnel = new WsTunnel(ws);
+  }
 
   send(m: PortalMessage): void {
     if (this.ws.readyState === this.ws.OPEN) this.ws.send(JSON.stringify(m));
-  }
-
-  newId(): number {
-    const id = this.nextId;
-    this.nextId = this.nextId >= 0xffffffff ? 1 : this.nextId + 1;
-    return id;
   }
 }
 

@@ -37,8 +37,6 @@ export interface PortalHubOptions {
   maxInboxEvents?: number;
   /** ... and their frames' bytes at most. */
   maxInboxBytes?: number;
-  /** A forwarded response with more than this buffered on the portal (its client reads too slowly) is cancelled. */
-  maxBufferedBytes?: number;
   /** After a portal start, how long a node that had a running job has to connect (default: restartGraceMs). */
   restartGraceMs?: number;
   /**
@@ -50,8 +48,6 @@ export interface PortalHubOptions {
   /** Milliseconds since the epoch; tests may pass another clock. */
   now?: () => number;
 }
-
-export const DEFAULT_MAX_BUFFERED_BYTES = 64 * 1024 * 1024;
 
 /** Close codes the portal uses (4000-4999 are the application's). */
 export { CLOSE_REPLACED };

@@ -4,7 +4,7 @@
  * close). Its parts, each told what it needs at construction (dependencies go one way, no cycles):
  *
  * - nodes.ts: the table of nodes (NodeLink, current connection, last_seen) and each node's ordered database work;
- * - forwarding.ts: v2 requests forwarded down a node's socket, answers streamed back, cancelled, bounded;
+ * - forwarding.ts, h2Client.ts: v2 requests forwarded as HTTP/2 streams in a node's socket, flow-controlled, bounded;
  * - intake.ts: the node's events checked, recorded in order, published; the hub's own events;
  * - liveness.ts: last_seen in memory and flushed, offline after missed heartbeats, the fault rule's trigger;
  * - connections.ts: the WebSocket endpoint, credentials, hello and welcome, each message to its part.
@@ -20,7 +20,7 @@ import { Forwarding } from './forwarding.js';
 import { EventIntake } from './intake.js';
 import { Liveness } from './liveness.js';
 import { NodeTable } from './nodes.js';
-import { CLOSE_MOVED, DEFAULT_MAX_BUFFERED_BYTES, type PortalHubOptions } from './options.js';
+import { CLOSE_MOVED, type PortalHubOptions } from './options.js';
 import { releaseNodes, releaseOwnedAtStart } from '../replicas/ownership.js';
 
 export class PortalHub implements FarmHub {
@@ -41,7 +41,7 @@ export class PortalHub implements FarmHub {
     const closed = () => this.closed;
     this.nodes = new NodeTable(o.logger, closed, o.replicaId);
     this.intake = new EventIntake(o, this.nodes, now, this.stats);
-    this.forwarding = new Forwarding(this.nodes, o.maxBufferedBytes ?? DEFAULT_MAX_BUFFERED_BYTES, this.stats);
+    this.forwarding = new Forwarding(this.nodes, this.stats);
     this.liveness = new Liveness(o, this.nodes, this.forwarding, this.intake, now);
     this.connections = new Connections(o, this.nodes, this.liveness, this.intake, this.forwarding, closed, now);
   }

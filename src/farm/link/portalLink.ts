@@ -9,10 +9,12 @@
  * - heartbeat.ts: heartbeats as the welcome asks, and a silent portal cut;
  * - eventStream.ts: the node's events, passed on and replayed at each welcome;
  * - nodeState.ts: the node's state (Node object, availability), published as `node.state` when it changes;
- * - forwarder.ts: forwarded requests, made to the node's own server and streamed back with backpressure.
- * Dependencies go one way: portalLink.ts -> heartbeat, eventStream, nodeState, forwarder -> options, backoff,
+ * - h2Server.ts: forwarded requests, the streams of the HTTP/2 connection in the socket's binary frames, made to
+ *   the node's own server with forwardHeaders.ts's header policy.
+ * Dependencies go one way: portalLink.ts -> heartbeat, eventStream, nodeState, h2Server -> options, backoff,
  * reasons (and protocol.ts).
  */
+import http from 'node:http';
 import WebSocket from 'ws';
 import type { FarmEvent } from '../../core/events.js';
 import {
@@ -20,14 +22,15 @@ import {
   CONNECT_PATH,
   DEFAULT_HEARTBEAT_SECS,
   PROTOCOL_VERSION,
+  protocolMismatch,
   type NodeMessage,
   type PortalMessage,
   type Welcome,
 } from '../protocol.js';
 import { backoffDelay, DEFAULT_BACKOFF, type BackoffSettings } from './backoff.js';
 import { EventStream } from './eventStream.js';
-import { Forwarder } from './forwarder.js';
-import { isTunnelFrame, linkH2Enabled } from '../h2Tunnel.js';
+import { WsTunnel } from '../h2Tunnel.js';
+import { serveH2 } from './h2Server.js';
 import { Heartbeat } from './heartbeat.js';
 import type { PortalLinkOptions } from './options.js';
 import { closeMeaning, describeError, refusal } from './reasons.js';
@@ -40,8 +43,10 @@ export class PortalLink {
   private readonly shownUrl: string;
   private readonly events: EventStream;
   private readonly state: NodeStatePublisher;
-  private readonly forwarder: Forwarder;
-  private h2: ReturnType<Forwarder['openH2']> | undefined; // HTTP/2 prototype, offered in the hello (h2Tunnel.ts)
+  /** Keep-alive connections to the node's own server, for forwarded requests. */
+  private readonly agent = new http.Agent({ keepAlive: true });
+  /** The current socket's HTTP/2 byte stream and server (forwarded requests), from its open to its close. */
+  private h2: { tunnel: WsTunnel; close(): void } | undefined;
   private ws: WebSocket | undefined;
   private stopped = true;
   private attempt = 0;
@@ -67,18 +72,9 @@ export class PortalLink {
     u.username = u.password = '';
     this.shownUrl = u.toString();
     const send = (ws: WebSocket, m: NodeMessage) => this.send(ws, m);
-    const current = () => this.ws;
     this.heartbeat = new Heartbeat(o.logger, send);
     this.events = new EventStream(o, send);
     this.state = new NodeStatePublisher({ ...o, debounceMs: o.stateDebounceMs, usageMs: o.stateUsageMs, refreshMs: o.stateRefreshMs });
-    this.forwarder = new Forwarder({
-      local: new URL(o.localUrl),
-      delegateSecret: o.delegateSecret,
-      logger: o.logger,
-      current,
-      send,
-      answered: () => this.state.schedule(), // a use of the node changes last_used_by
-    });
   }
 
   /** Whether the portal has welcomed the node on the current connection. */
@@ -110,11 +106,6 @@ export class PortalLink {
     return this.events.lastAcked;
   }
 
-  /** Times a forwarded answer was paused because the socket's queue was full (backpressure engaged). */
-  get answersPaused(): number {
-    return this.forwarder.answersPaused;
-  }
-
   start(): void {
     if (!this.stopped) return;
     this.stopped = false;
@@ -134,7 +125,7 @@ export class PortalLink {
     clearTimeout(this.retryTimer);
     const ws = this.ws;
     this.teardown();
-    this.forwarder.destroy();
+    this.agent.destroy();
     if (!ws || ws.readyState === WebSocket.CLOSED) return;
     const closed = new Promise<void>((resolve) => ws.once('close', () => resolve()));
     if (ws.readyState === WebSocket.CONNECTING) ws.terminate();
@@ -169,8 +160,12 @@ export class PortalLink {
   /** Who the node is; its state follows in the stream (node.state). */
   private hello(ws: WebSocket): void {
     if (ws !== this.ws || ws.readyState !== WebSocket.OPEN) return;
-    this.h2 = linkH2Enabled() ? this.forwarder.openH2(ws) : undefined;
-    this.send(ws, { t: 'hello', protocol: PROTOCOL_VERSION, node_id: this.o.nodeId, version: this.o.version, job: this.o.job(), ...(this.h2 && { h2: true }) });
+    // The HTTP/2 server first: the portal's connection preface may come before its welcome.
+    const tunnel = new WsTunnel(ws);
+    const local = new URL(this.o.localUrl);
+    const answered = () => this.state.schedule(); // a use of the node changes last_used_by
+    this.h2 = { tunnel, ...serveH2(tunnel, { local, delegateSecret: this.o.delegateSecret, agent: this.agent, answered }) };
+    this.send(ws, { t: 'hello', protocol: PROTOCOL_VERSION, node_id: this.o.nodeId, version: this.o.version, job: this.o.job() });
   }
 
   private onClose(ws: WebSocket, code: number, reason: string): void {
@@ -201,7 +196,7 @@ export class PortalLink {
     this.retryTimer = setTimeout(() => this.connect(), delay);
   }
 
-  /** Forget the current socket: timers, in-flight requests (aborted, nothing sent). */
+  /** Forget the current socket: timers, its HTTP/2 session and the requests in it (aborted, nothing sent). */
   private teardown(): void {
     if (this.live) this.o.onState?.(false);
     this.live = false;
@@ -209,14 +204,13 @@ export class PortalLink {
     this.heartbeat.stop();
     clearTimeout(this.stableTimer);
     this.stableTimer = undefined;
-    this.forwarder.abortAll();
-    this.h2 = void this.h2?.close();
+    this.h2?.close();
+    this.h2 = undefined;
   }
 
   private onMessage(ws: WebSocket, data: Buffer, isBinary: boolean): void {
     if (isBinary) {
-      if (this.h2 && isTunnelFrame(data)) this.h2.deliver(data);
-      else this.forwarder.requestBody(data);
+      this.h2?.tunnel.deliver(data); // the HTTP/2 connection's bytes (forwarded requests)
       return;
     }
     let m: PortalMessage;
@@ -240,15 +234,6 @@ export class PortalLink {
           this.events.replay(ws, m.after);
         }
         break;
-      case 'req':
-        this.forwarder.forward(ws, m);
-        break;
-      case 'req_end':
-        this.forwarder.requestEnd(m.id);
-        break;
-      case 'cancel':
-        this.forwarder.cancel(m.id);
-        break;
       default:
         // A newer portal's message: ignored, so the protocol can grow.
         this.o.logger.debug({ type: (m as { t?: unknown }).t }, 'unknown message from the portal; ignored');
@@ -258,11 +243,10 @@ export class PortalLink {
   private welcome(ws: WebSocket, w: Welcome): void {
     if (this.live) return; // one welcome per connection; a second would start a second heartbeat
     if (w.protocol !== PROTOCOL_VERSION) {
-      this.o.logger.error({ portal_protocol: w.protocol, node_protocol: PROTOCOL_VERSION }, 'the portal speaks another protocol version; upgrade the older of the two');
-      ws.close(1002, 'protocol version mismatch');
+      this.o.logger.error({ portal_protocol: w.protocol, node_protocol: PROTOCOL_VERSION }, `the portal speaks another protocol version: ${protocolMismatch(w.protocol)}`);
+      ws.close(1002, protocolMismatch(w.protocol));
       return;
     }
-    if (!w.h2) this.h2 = void this.h2?.close(); // the portal did not take the offer
     this.live = true;
     this.connectedCount++;
     this.lastFailure = undefined;
@@ -295,6 +279,6 @@ export class PortalLink {
 
   private send(ws: WebSocket, m: NodeMessage): void {
     if (ws.readyState !== WebSocket.OPEN) return;
-    ws.send(JSON.stringify(m), () => this.forwarder.drained(ws));
+    ws.send(JSON.stringify(m));
   }
 }

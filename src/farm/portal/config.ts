@@ -51,8 +51,11 @@ export const portalConfigSchema = z.strictObject({
    * index (docs/farm.md, "Read your writes through the portal"); then it is answered anyway.
    */
   read_your_writes_max_secs: z.number().positive().max(3600).default(30),
-  /** Largest forwarded response a slow client may leave buffered on the portal before it is cut off. */
-  max_buffered_response_bytes: z.number().int().min(64 * 1024).default(64 * 1024 * 1024),
+  /**
+   * Retired with protocol 3 (docs/farm.md, "Forwarded requests: HTTP/2 over the WebSocket"): each forwarded answer's
+   * HTTP/2 window bounds what waits for a slow client. Still accepted so an older config loads; ignored, with a warning.
+   */
+  max_buffered_response_bytes: z.unknown().optional(),
   /**
    * A node's events held in memory while they wait to be folded (the database is away), at most; past it the portal
    * takes no more of that node's events until those are folded, then asks for the rest (docs/farm.md, "The portal's inbox").

@@ -179,6 +179,9 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
     await wakeups.start();
     if (!parts.tokens) logger.warn('no token verifier is wired: every v2 call is refused');
     if (!parts.credentials) logger.warn('no node credentials are wired: no node can connect');
+    if (cfg.max_buffered_response_bytes !== undefined) {
+      logger.warn('max_buffered_response_bytes is retired and ignored: a forwarded answer waits for a slow client within its HTTP/2 window (256 KiB); remove the key');
+    }
     tokens = parts.tokens?.(pool) ?? NO_TOKENS;
     if (isFarmTokenVerifier(tokens)) await tokens.start();
     sessions = new PgSessionStore({ pool, tokens, wakeups, logger: logger.child({ part: 'sessions' }) });
@@ -197,7 +200,6 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       heartbeatSecs: cfg.heartbeat_secs,
       flushSecs: cfg.flush_secs,
       ...(cfg.restart_grace_secs !== undefined && { restartGraceMs: cfg.restart_grace_secs * 1000 }),
-      maxBufferedBytes: cfg.max_buffered_response_bytes,
       maxInboxEvents: cfg.max_node_inbox_events,
       maxInboxBytes: cfg.max_node_inbox_bytes,
       jobs,
