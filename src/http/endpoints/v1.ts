@@ -51,7 +51,7 @@ export const V1: Endpoint[] = [
     tag: 'v1',
     auth: 'v1',
     body: S.V1RunTestsRequest,
-    check: S.V1RunTestsRequest,
+    check: { body: S.V1RunTestsRequest },
     responses: {
       200: json(S.V1RunTestsAnswer, 'The job started.'),
       403: error('Licence expired, or the node is reserved by someone else.'),

@@ -77,7 +77,7 @@ export const V2: Endpoint[] = [
     auth: 'token',
     params: NODE_PARAMS,
     body: S.PressRequest,
-    check: S.PressRequest,
+    check: { body: S.PressRequest },
     responses: {
       204: none('Pressed.'),
       403: error('The node is reserved by someone else.'),
@@ -95,7 +95,7 @@ export const V2: Endpoint[] = [
     tag: 'v2',
     auth: 'token',
     body: S.V2RunTestsRequest,
-    check: S.V2RunTestsCheck,
+    check: { body: S.V2RunTestsCheck },
     responses: {
       200: json(S.JobWithNotices, 'The job started.'),
       403: error('Licence expired, or the node is reserved by someone else.'),
@@ -213,6 +213,8 @@ export const V2: Endpoint[] = [
     tag: 'v2 nodes',
     auth: 'token',
     body: S.ReserveRequest,
+    check: S.RESERVATION_CHECKS.reserve.node,
+    portalCheck: S.RESERVATION_CHECKS.reserve.portal,
     responses: { 200: json(S.ReservationsAnswer, 'All reserved.'), 404: error('Unknown node_id.'), 409: error('A node is reserved or busy; nothing was reserved.') },
   },
   {
@@ -223,6 +225,8 @@ export const V2: Endpoint[] = [
     auth: 'token',
     params: RESERVATION,
     body: S.ExtendRequest,
+    check: S.RESERVATION_CHECKS.extend.node,
+    portalCheck: S.RESERVATION_CHECKS.extend.portal,
     responses: { 204: none('Extended.'), 403: error('Not made by the caller.'), 404: error('No such reservation.') },
   },
   {
@@ -232,6 +236,8 @@ export const V2: Endpoint[] = [
     tag: 'v2 nodes',
     auth: 'token',
     params: RESERVATION,
+    check: S.RESERVATION_CHECKS.end.node,
+    portalCheck: S.RESERVATION_CHECKS.end.portal,
     responses: { 204: none('Ended, or had already ended.'), 403: error('Not made by the caller.'), 404: error('No such reservation.') },
   },
   {
@@ -242,6 +248,8 @@ export const V2: Endpoint[] = [
     auth: 'token',
     params: RESERVATION,
     body: S.InterruptRequest,
+    check: S.RESERVATION_CHECKS.interrupt.node,
+    portalCheck: S.RESERVATION_CHECKS.interrupt.portal,
     responses: { 204: none('Interrupted, or had already ended.'), 404: error('No such reservation.') },
   },
   // The event stream (docs/events.md), for programs and for the pages.

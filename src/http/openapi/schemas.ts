@@ -9,6 +9,7 @@
  * contract check, which is the point.
  */
 import { INFRASTRUCTURE_KINDS } from '../../core/infrastructure.js';
+import { DEFAULT_LIMITS, MAX_WAIT_SECS, reservationMessages, type ReservationLimits } from '../../core/reservations.js';
 import { categoryProblem, MAX_TEST_CASES, RUN_TESTS_MESSAGES } from '../../core/runRequest.js';
 import { z } from 'zod';
 import { STATUS } from '../errors.js';
@@ -229,21 +230,77 @@ export const MaintenanceRequest = z
 
 export const MaintenanceAnswer = z.object({ node_id: z.string(), maintenance: MaintenanceState.nullable() }).meta({ id: 'MaintenanceAnswer' });
 
-const durationSecs = z.number().int().min(1);
+// Reservations: what a node and the farm portal check (the entries' `check` and `portalCheck`, made with
+// the limits of core/reservations.ts and its messages), and what the document publishes (the farm's, with
+// the extensions a single node ignores).
 
-export const ReserveRequest = z
-  .looseObject({
-    node_ids: z.array(z.string().min(1)).min(1),
-    message: z.string(),
-    duration_secs: durationSecs.nullish(),
+/**
+ * At most `max` UTF-16 code units, as the hand validators counted (`message.length`): zod's `max` counts
+ * code points (an emoji is 1, not 2), so it is kept for the document's `maxLength` and the count is checked again.
+ */
+const atMost = (base: z.ZodString, max: number, message: string) => base.max(max, { error: message }).refine((v) => v.length <= max, { error: message });
+
+/** A whole number of seconds from 1 to `max`, every problem answered with `message`. */
+const seconds = (max: number, message: string) => z.number({ error: message }).int().min(1).max(max);
+
+/** The first node id listed twice, if any (the hand validator's: the first whose earlier twin exists). */
+const listedTwice = (ids: readonly string[]): string | undefined => ids.find((n, i) => ids.indexOf(n) !== i);
+
+/**
+ * The reservation requests' schemas for `limits`: `node` ignores the farm's extensions (lease_secs,
+ * wait_secs) as a single node always did; `farm` checks them. Each answers the hand validators' messages.
+ */
+export function reservationChecks(limits: Pick<ReservationLimits, 'maxMessageChars' | 'maxNodes' | 'maxDurationSecs'>, side: 'node' | 'farm') {
+  const M = reservationMessages(limits);
+  const nodeIds = z
+    .array(z.string({ error: M.nodeIds }).min(1), { error: M.nodeIds })
+    .min(1)
+    .max(limits.maxNodes, { error: M.tooManyNodes })
+    .refine((ids) => listedTwice(ids) === undefined, { error: (iss) => M.listedTwice(listedTwice(iss.input as string[])!) })
+    .meta({ description: `1 to ${limits.maxNodes} node ids, each once.` });
+  const extensions = {
     // Farm extensions (docs/farm.md, "Reservations"); a single node ignores them.
-    lease_secs: durationSecs.nullish().meta({ description: 'Farm only: end unless extended within this many seconds.' }),
-    wait_secs: durationSecs.max(3600).nullish().meta({ description: 'Farm only: wait (first come, first served) up to this long instead of a 409.' }),
-  })
-  .meta({ id: 'ReserveRequest' });
+    lease_secs: seconds(limits.maxDurationSecs, M.secs('lease_secs', limits.maxDurationSecs))
+      .nullish()
+      .meta({ description: 'Farm only: end unless extended within this many seconds.' }),
+    wait_secs: seconds(MAX_WAIT_SECS, M.secs('wait_secs', MAX_WAIT_SECS))
+      .nullish()
+      .meta({ description: 'Farm only: wait (first come, first served) up to this long instead of a 409.' }),
+  };
+  const reserve = z.looseObject(
+    {
+      node_ids: nodeIds,
+      message: atMost(z.string({ error: M.message }), limits.maxMessageChars, M.messageLength).meta({ description: 'Shown to other users while the reservation is active.' }),
+      duration_secs: seconds(limits.maxDurationSecs, M.duration(true)).nullish().meta({ description: 'Absent or null: no expiry.' }),
+      ...(side === 'farm' ? extensions : {}),
+    },
+    { error: M.body },
+  );
+  const extend = z.looseObject({ duration_secs: seconds(limits.maxDurationSecs, M.duration(false)) }, { error: M.duration(false) });
+  const interrupt = z.looseObject(
+    {
+      message: atMost(patterned(PATTERNS.notBlank, z.string({ error: M.interruptMessage })), limits.maxMessageChars, M.messageLength).meta({ description: 'Not blank; shown to the owner.' }),
+    },
+    { error: M.interruptMessage },
+  );
+  const id = z.looseObject({ id: z.string().regex(/^[1-9][0-9]{0,14}$/, { error: (iss) => M.id(iss.input) }) });
+  return { reserve, extend, interrupt, id };
+}
 
-export const ExtendRequest = z.looseObject({ duration_secs: durationSecs }).meta({ id: 'ExtendRequest' });
-export const InterruptRequest = z.looseObject({ message: patterned(PATTERNS.notBlank).meta({ description: 'Not blank; shown to the owner.' }) }).meta({ id: 'InterruptRequest' });
+const NODE_RESERVATIONS = reservationChecks(DEFAULT_LIMITS, 'node');
+const FARM_RESERVATIONS = reservationChecks(DEFAULT_LIMITS, 'farm');
+
+/** The checks of the reservation entries on a node (`check`) and on the portal (`portalCheck`). */
+export const RESERVATION_CHECKS = {
+  reserve: { node: { body: NODE_RESERVATIONS.reserve }, portal: { body: FARM_RESERVATIONS.reserve } },
+  extend: { node: { params: NODE_RESERVATIONS.id, body: NODE_RESERVATIONS.extend }, portal: { params: FARM_RESERVATIONS.id, body: FARM_RESERVATIONS.extend } },
+  end: { node: { params: NODE_RESERVATIONS.id }, portal: { params: FARM_RESERVATIONS.id } },
+  interrupt: { node: { params: NODE_RESERVATIONS.id, body: NODE_RESERVATIONS.interrupt }, portal: { params: FARM_RESERVATIONS.id, body: FARM_RESERVATIONS.interrupt } },
+};
+
+export const ReserveRequest = FARM_RESERVATIONS.reserve.meta({ id: 'ReserveRequest' });
+export const ExtendRequest = FARM_RESERVATIONS.extend.meta({ id: 'ExtendRequest' });
+export const InterruptRequest = FARM_RESERVATIONS.interrupt.meta({ id: 'InterruptRequest' });
 
 // --- operations (src/http/opsRoutes.ts; docs/operations.md)
 
