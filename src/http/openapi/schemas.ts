@@ -337,7 +337,7 @@ export const AuditEntry = z
     id: z.string().meta({ description: 'Opaque; orders the entries. Pass the last one of a page as `before`.' }),
     at: z.string().meta({ description: 'ISO 8601, UTC.' }),
     who: z.string().meta({ description: 'The user; `anonymous` (a v1 caller without a token); `cli` (a command on the machine).' }),
-    via: z.enum(['token', 'session', 'portal', 'cli', 'none']),
+    via: z.enum(['token', 'session', 'portal', 'cli', 'oidc', 'none']),
     token_id: z.string().nullable(),
     from: z.string().nullable().meta({ description: "The caller's address; behind a portal, the address the portal saw." }),
     action: z.string(),
