@@ -6,7 +6,7 @@ import { z } from 'zod';
 import * as S from '../openapi/schemas.js';
 import { e, error, JOB, JOB_PARAMS, json, NODE, NODE_PARAMS, none, text, type Endpoint } from './entry.js';
 import { resultEntries } from './results.js';
-import { pictures, resultsQuery, testCaseNames } from './v1.js';
+import { pictures, resultsQuery, resultsQueryCheck, testCaseNames } from './v1.js';
 
 const tzQuery = z.object({ tz: z.string().optional().meta({ description: 'IANA time zone of the timestamps (v2 log) or of the page; default UTC.' }) });
 const RESERVATION = { reservation_id: 'A positive integer.' };
@@ -38,7 +38,9 @@ const EVENTS: Endpoint = {
     '`stream.missed` event says so first. One request for the rate limiter however long it stays open.',
   tag: 'v2',
   auth: 'token',
-  query: z.object({ last_event_id: z.string().optional().meta({ description: 'The id of the last event received (as the Last-Event-ID header).' }) }),
+  query: S.EventsQuery,
+  check: { query: S.EventsQuery },
+  portalCheck: { query: S.EventsQuery },
   responses: {
     200: text('text/event-stream', 'The stream of events.'),
     400: error('A malformed last event id.'),
@@ -180,6 +182,7 @@ export const V2: Endpoint[] = [
     tag: 'v2',
     auth: 'token',
     query: resultsQuery,
+    ...resultsQueryCheck,
     responses: { 200: json(z.array(S.ResultSummaryV2), 'Matching results.') },
   },
   {
@@ -189,6 +192,7 @@ export const V2: Endpoint[] = [
     tag: 'v2',
     auth: 'token',
     query: resultsQuery,
+    ...resultsQueryCheck,
     responses: { 200: text('text/csv', 'Matching results.') },
   },
   {
@@ -196,10 +200,9 @@ export const V2: Endpoint[] = [
     summary: 'Results list as jUnit XML',
     tag: 'v2',
     auth: 'token',
-    query: resultsQuery.extend({
-      include_tz: z.enum(['true', 'false']).optional().meta({ description: 'Zone offsets in the timestamps; default false.' }),
-      junit_classname: z.string().optional().meta({ description: 'How testcase classnames are made (docs/results-formats.md); default path.' }),
-    }),
+    query: S.JunitQuery,
+    check: { query: S.JunitQuery },
+    portalCheck: { query: S.JunitQuery },
     responses: { 200: text('application/xml', 'Matching results.') },
   },
   ...resultEntries('v2'),

@@ -11,6 +11,8 @@
 import { INFRASTRUCTURE_KINDS } from '../../core/infrastructure.js';
 import { DEFAULT_LIMITS, MAX_WAIT_SECS, reservationMessages, type ReservationLimits } from '../../core/reservations.js';
 import { categoryProblem, MAX_TEST_CASES, RUN_TESTS_MESSAGES } from '../../core/runRequest.js';
+import { isTimeZoneText, RESULT_QUERY_MESSAGES, sortOfText } from '../../core/query.js';
+import { JUNIT_CLASSNAMES, type JunitClassname } from '../formats/junit.js';
 import { z } from 'zod';
 import { STATUS } from '../errors.js';
 import { PATTERNS, type DualPattern } from './patterns.js';
@@ -301,6 +303,49 @@ export const RESERVATION_CHECKS = {
 export const ReserveRequest = FARM_RESERVATIONS.reserve.meta({ id: 'ReserveRequest' });
 export const ExtendRequest = FARM_RESERVATIONS.extend.meta({ id: 'ExtendRequest' });
 export const InterruptRequest = FARM_RESERVATIONS.interrupt.meta({ id: 'InterruptRequest' });
+
+// --- Query strings the routes check (an entry's `check.query`/`portalCheck.query`, which is also its
+// documented `query`). Koa gives a parameter sent once as a string, sent more than once as an array.
+
+const Q = RESULT_QUERY_MESSAGES;
+/** A parameter given once (a string), refused with `message` otherwise. */
+const once = (message: string) => z.string({ error: message });
+const tzParam = (description: string) =>
+  once(Q.once('tz'))
+    .refine(isTimeZoneText, { error: (iss) => Q.tz(String(iss.input).trim()) })
+    .optional()
+    .meta({ description });
+
+/**
+ * The results lists' query (`GET /api/v1/results`, `/api/v2/results`, `.csv`, `.xml`; a v1 job's results
+ * without `filter`): `tz`, `sort` and `filter` each once, a known zone, a known sort, in the order the hand
+ * checks had. The filter's grammar is the domain's (core/query.ts: `invalid_filter`, naming the term).
+ */
+export const ResultsQuery = z.object({
+  tz: tzParam('IANA time zone for dates in the filter; default UTC.'),
+  sort: once(Q.once('sort'))
+    .refine((v) => sortOfText(v) !== undefined, { error: (iss) => Q.sort(String(iss.input).trim()) })
+    .optional()
+    .meta({ description: '`<field>:asc|desc`, field one of category, date, duration, job, testcase, result. Default `date:desc`.' }),
+  filter: once(Q.once('filter')).optional().meta({ description: 'Search expression (docs/filters.md); `job:<job_uid>` selects one job.' }),
+});
+
+/** results.xml's own parameters besides the list's (src/http/formats/junit.ts). */
+export const JunitQuery = ResultsQuery.extend({
+  include_tz: z.enum(['true', 'false'], { error: 'include_tz must be "true" or "false"' }).optional().meta({ description: 'Zone offsets in the timestamps; default false.' }),
+  junit_classname: z
+    .enum(JUNIT_CLASSNAMES as [JunitClassname, ...JunitClassname[]], { error: `junit_classname must be one of ${JUNIT_CLASSNAMES.join(', ')} (default path)` })
+    .optional()
+    .meta({ description: 'How testcase classnames are made (docs/results-formats.md); default path.' }),
+});
+
+/** A v2 log's `tz` (its timestamps rewritten in that zone). */
+export const LogTzQuery = z.object({ tz: tzParam('IANA time zone of the timestamps (v2 log) or of the page; default UTC.') });
+
+/** The event stream's resume point, given once; whether it is an event id is the stream's to say (its ids' form). */
+export const EventsQuery = z.object({
+  last_event_id: once('last_event_id: give it once').optional().meta({ description: 'The id of the last event received (as the Last-Event-ID header).' }),
+});
 
 // --- operations (src/http/opsRoutes.ts; docs/operations.md)
 
