@@ -36,8 +36,8 @@ export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 
 export const isAuditAction = (v: unknown): v is AuditAction => typeof v === 'string' && (AUDIT_ACTIONS as readonly string[]).includes(v);
 
-/** How the caller proved who they are. */
-export type AuditVia = 'token' | 'session' | 'portal' | 'cli' | 'none';
+/** How the caller proved who they are; `oidc`: the identity provider, at a person's sign-in (a role it changed). */
+export type AuditVia = 'token' | 'session' | 'portal' | 'cli' | 'oidc' | 'none';
 
 /** One entry, as recorded and as answered. */
 export interface AuditEntry {

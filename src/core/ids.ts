@@ -10,8 +10,6 @@
  * absolute path, a NUL or a separator.
  */
 
-import { invalid } from './errors.js';
-
 const NODE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
 /** The installation's 4 hex digits (storage/state.ts makes them). */
 const HEX = /^[0-9a-f]{4}$/;
@@ -118,12 +116,6 @@ export function stampSeconds(stamp: string): number | undefined {
 
 /** The stamp of a time in seconds, inverse of {@link stampSeconds}. */
 export const secondsStamp = (seconds: number): string => runStamp(new Date(seconds * 1000));
-
-/** A reservation id from a URL path segment; 400 unless it is a positive integer. */
-export function parseReservationId(text: string): number {
-  if (!/^[1-9][0-9]{0,14}$/.test(text)) throw invalid(`reservation id must be a positive integer, not ${JSON.stringify(text)}`);
-  return Number(text);
-}
 
 /** Folder names at each level below the results directory, for the scans that rebuild the index and recover. */
 export const isHexDir = (name: string): boolean => HEX.test(name);

@@ -13,7 +13,7 @@ import type { NodeService, NodeState } from './node.js';
 import type { CaptureHealth, FrameSource, TestPack } from './ports.js';
 import { chooseRemote } from './remoteControl.js';
 import { inMaintenance, parseMaintenanceRequest, type MaintenanceService, type MaintenanceState } from './maintenance.js';
-import { formatNotice, type InterruptionNotice, type ReservationRecord, type ReservationService } from './reservations.js';
+import { formatNotice, type InterruptionNotice, type ReservationRecord, type ReservationService, type ReserveBody } from './reservations.js';
 import type { RunRequest } from './runRequest.js';
 
 /** Who is asking, and through which API. */
@@ -104,14 +104,14 @@ export class NodePolicy {
   }
 
   /** Reserve nodes (all or none); a use of each. */
-  async reserve(caller: Caller, body: unknown): Promise<Noticed<ReservationRecord[]>> {
+  async reserve(caller: Caller, body: ReserveBody): Promise<Noticed<ReservationRecord[]>> {
     const made = await this.d.reservations.reserve(this.authenticated(caller), body);
     this.recordUse(caller);
     return { value: made, notices: this.notices(caller, {}) };
   }
 
   /** Extend a reservation; a refusal tells the owner why it ended if it was interrupted. */
-  async extend(caller: Caller, id: number, durationSecs: unknown): Promise<void> {
+  async extend(caller: Caller, id: number, durationSecs: number): Promise<void> {
     try {
       await this.d.reservations.extend(this.authenticated(caller), id, durationSecs);
     } catch (e) {
@@ -123,7 +123,7 @@ export class NodePolicy {
     await this.d.reservations.end(this.authenticated(caller), id);
   }
 
-  async interrupt(caller: Caller, id: number, message: unknown): Promise<void> {
+  async interrupt(caller: Caller, id: number, message: string): Promise<void> {
     await this.d.reservations.interrupt(this.authenticated(caller), id, message);
   }
 

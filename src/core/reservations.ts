@@ -81,12 +81,47 @@ export interface ReservationLimits {
   keepEnded: number;
 }
 
+/**
+ * The limits of a node and of the farm. The request limits (messages, nodes, durations) are checked by the
+ * routes' schemas (src/http/openapi/schemas.ts `reservationChecks`), made from these with the messages below;
+ * `keepEnded` is the service's.
+ */
 export const DEFAULT_LIMITS: ReservationLimits = {
   maxMessageChars: 10_000,
   maxNodes: 100,
   maxDurationSecs: 10 * 365 * 24 * 3600,
   keepEnded: 200,
 };
+
+/** The longest wait_secs of a farm reservation: an HTTP request held open this long (one hour). */
+export const MAX_WAIT_SECS = 3600;
+
+/**
+ * The 400 messages of the reservation requests (v2 reserve, extend, interrupt, the id in the path), for the
+ * limits the schemas are made with: the words the hand validators gave, kept once, here.
+ */
+export const reservationMessages = (l: Pick<ReservationLimits, 'maxMessageChars' | 'maxNodes' | 'maxDurationSecs'>) =>
+  ({
+    body: 'the body must be a JSON object with node_ids and message',
+    nodeIds: 'node_ids must be a non-empty array of node id strings',
+    tooManyNodes: `node_ids: at most ${l.maxNodes} nodes in one request`,
+    listedTwice: (id: string) => `node_ids: ${id} is listed twice`,
+    message: 'message is required: a string shown to other users while the reservation is active',
+    messageLength: `message: at most ${l.maxMessageChars} characters`,
+    /** duration_secs of a reserve (optional) or an extend (required). */
+    duration: (optional: boolean) => `duration_secs must be a whole number of seconds from 1 to ${l.maxDurationSecs}${optional ? ', or null for no expiry' : ''}`,
+    /** The farm's extensions (lease_secs, wait_secs). */
+    secs: (name: string, max: number) => `${name} must be a whole number of seconds from 1 to ${max}, or null`,
+    interruptMessage: 'message is required: a non-empty string telling the owner why their reservation was interrupted',
+    id: (text: unknown) => `reservation id must be a positive integer, not ${JSON.stringify(text)}`,
+  }) as const;
+
+/** A reserve body the route's schema accepted (the farm's extensions are the farm's). */
+export interface ReserveBody {
+  node_ids: string[];
+  message: string;
+  duration_secs?: number | null;
+}
 
 export interface ReservationServiceOptions {
   store: ReservationStore;
@@ -98,7 +133,8 @@ export interface ReservationServiceOptions {
   maintenance?: (nodeId: string) => string | null;
   clock?: Clock;
   logger?: Logger;
-  limits?: Partial<ReservationLimits>;
+  /** How many ended reservations are kept; the request limits are the routes' schemas' (DEFAULT_LIMITS). */
+  limits?: Partial<Pick<ReservationLimits, 'keepEnded'>>;
   /** Where made/extended/ended/interrupted events go (docs/events.md). */
   events?: EventSink;
 }
@@ -138,11 +174,12 @@ export class ReservationService {
   }
 
   /**
-   * Reserve every node in `body.node_ids` for `user`, or none (spec: atomic).
-   * 400 bad parameters, 404 an unknown node, 409 a node reserved or running a job.
+   * Reserve every node in `body.node_ids` for `user`, or none (spec: atomic). The body is the route's schema's
+   * (src/http/endpoints/v2.ts: 400 for a bad one, before this is called).
+   * 404 an unknown node, 409 a node reserved or running a job.
    */
-  async reserve(user: string, body: unknown): Promise<ReservationRecord[]> {
-    const req = this.checkReserve(body);
+  async reserve(user: string, body: ReserveBody): Promise<ReservationRecord[]> {
+    const req = { nodeIds: body.node_ids, message: body.message, durationSecs: body.duration_secs ?? null };
     const known = new Set(this.o.knownNodes());
     const unknown = req.nodeIds.filter((n) => !known.has(n));
     if (unknown.length) throw notFound(`unknown node_id: ${unknown.join(', ')}`);
@@ -178,15 +215,14 @@ export class ReservationService {
     return made;
   }
 
-  /** Move `expires` later by duration_secs. 404 unknown, 400 ended or bad duration, 403 not the creator. */
-  async extend(user: string, id: number, durationSecs: unknown): Promise<void> {
-    const secs = this.checkDuration(durationSecs, false);
+  /** Move `expires` later by duration_secs (checked by the route's schema). 404 unknown, 400 ended, 403 not the creator. */
+  async extend(user: string, id: number, secs: number): Promise<void> {
     const r = this.lookup(id);
     if (!r || r.ended) throw invalid(`reservation ${id} has already ended; make a new reservation`);
     if (r.username !== user) throw new FarmError('forbidden', `reservation ${id} was made by ${r.username}; only they can extend it`);
     // A reservation without expiry never ends by itself: extending it changes nothing (docs/reservations.md).
     if (r.expires === null) return;
-    r.expires = iso(Date.parse(r.expires) + (secs as number) * 1000);
+    r.expires = iso(Date.parse(r.expires) + secs * 1000);
     this.arm(r);
     await this.persist();
     this.o.events?.publish('reservation.extended', reservationData(r));
@@ -203,12 +239,8 @@ export class ReservationService {
     await this.persist();
   }
 
-  /** Any user ends the reservation with a message the owner is shown (see {@link takeNotice}). */
-  async interrupt(user: string, id: number, message: unknown): Promise<void> {
-    if (typeof message !== 'string' || message.trim() === '') {
-      throw invalid('message is required: a non-empty string telling the owner why their reservation was interrupted');
-    }
-    this.checkLength(message);
+  /** Any user ends the reservation with a message the owner is shown (see {@link takeNotice}); the message is the route schema's (not blank, bounded). */
+  async interrupt(user: string, id: number, message: string): Promise<void> {
     const r = this.lookup(id);
     if (!r || r.ended) return;
     this.finish(r, { how: 'interrupted', time: iso(this.clock.now()), by: user, message }, true);
@@ -338,34 +370,6 @@ export class ReservationService {
   /** For changes made on a read path (an expiry, a notice taken): write in the background. */
   private persistSoon(): void {
     this.persist().catch((e: unknown) => this.o.logger?.error({ err: e }, 'could not save reservations'));
-  }
-
-  private checkReserve(body: unknown): { nodeIds: string[]; message: string; durationSecs: number | null } {
-    if (typeof body !== 'object' || body === null || Array.isArray(body)) throw invalid('the body must be a JSON object with node_ids and message');
-    const b = body as Record<string, unknown>;
-    const ids = b['node_ids'];
-    if (!Array.isArray(ids) || ids.length === 0 || !ids.every((n) => typeof n === 'string' && n !== '')) {
-      throw invalid('node_ids must be a non-empty array of node id strings');
-    }
-    if (ids.length > this.limits.maxNodes) throw invalid(`node_ids: at most ${this.limits.maxNodes} nodes in one request`);
-    const dup = (ids as string[]).find((n, i) => ids.indexOf(n) !== i);
-    if (dup !== undefined) throw invalid(`node_ids: ${String(dup)} is listed twice`);
-    const message = b['message'];
-    if (typeof message !== 'string') throw invalid('message is required: a string shown to other users while the reservation is active');
-    this.checkLength(message);
-    return { nodeIds: ids as string[], message, durationSecs: this.checkDuration(b['duration_secs'], true) };
-  }
-
-  private checkLength(message: string): void {
-    if (message.length > this.limits.maxMessageChars) throw invalid(`message: at most ${this.limits.maxMessageChars} characters`);
-  }
-
-  private checkDuration(v: unknown, optional: boolean): number | null {
-    if (optional && (v === undefined || v === null)) return null;
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > this.limits.maxDurationSecs) {
-      throw invalid(`duration_secs must be a whole number of seconds from 1 to ${this.limits.maxDurationSecs}${optional ? ', or null for no expiry' : ''}`);
-    }
-    return v;
   }
 }
 

@@ -7,13 +7,11 @@
 import Router from '@koa/router';
 import type { Context } from 'koa';
 import { FarmError } from '../core/errors.js';
-import { parseReservationId } from '../core/ids.js';
 import { formatNotice, type InterruptionNotice } from '../core/reservations.js';
 import { bodyOf } from '../http/body.js';
 import { userOf } from '../http/context.js';
 import { presentReservation } from '../http/presenters.js';
-import type { FarmReservation, FarmReservations } from './contract.js';
-import { parseReserveBody } from './reservations.js';
+import type { FarmReservation, FarmReservations, ReserveRequest } from './contract.js';
 import { mount } from '../http/endpoints/mount.js';
 
 export interface FarmReservationRouterDeps {
@@ -47,13 +45,20 @@ function clientGone(ctx: Context): AbortSignal {
   return ac.signal;
 }
 
+/** A reserve body the entry's `portalCheck` accepted, as the request of `username` (absent fields: null). */
+export function reserveRequestOf(body: unknown, username: string): ReserveRequest {
+  const b = body as Omit<ReserveRequest, 'username'>;
+  return { node_ids: b.node_ids, message: b.message, duration_secs: b.duration_secs ?? null, username, lease_secs: b.lease_secs ?? null, wait_secs: b.wait_secs ?? null };
+}
+
 export function farmReservationRouter(d: FarmReservationRouterDeps): Router {
   const r = new Router();
-  const idOf = (ctx: Context) => parseReservationId((ctx.params as Record<string, string>).id!);
+  // The id and the bodies were checked by the entries' `portalCheck` (src/http/endpoints/v2.ts) before these run.
+  const idOf = (ctx: Context) => Number((ctx.params as Record<string, string>).id);
 
   mount(r, 'POST /api/v2/reservations', async (ctx) => {
     const user = userIn(ctx);
-    const made = await d.reservations.reserve(parseReserveBody(bodyOf(ctx), user), clientGone(ctx));
+    const made = await d.reservations.reserve(reserveRequestOf(bodyOf(ctx), user), clientGone(ctx));
     const notices = (await d.notices?.(user, {})) ?? [];
     const reservations = made.map((x) => presentFarmReservation(x, user));
     ctx.body = notices.length ? { reservations, notices } : { reservations };
@@ -62,9 +67,9 @@ export function farmReservationRouter(d: FarmReservationRouterDeps): Router {
   mount(r, 'POST /api/v2/reservations/:id/extend', async (ctx) => {
     const user = userIn(ctx);
     const id = idOf(ctx);
-    const body = bodyOf(ctx) as { duration_secs?: unknown } | null;
+    const body = bodyOf(ctx) as { duration_secs: number };
     try {
-      await d.reservations.extend(id, user, body?.duration_secs as number);
+      await d.reservations.extend(id, user, body.duration_secs);
     } catch (e) {
       // A refused extend tells the owner why the reservation ended, if it was interrupted.
       const notices = e instanceof FarmError && d.notices ? await d.notices(user, { reservationId: id }) : [];
@@ -82,8 +87,8 @@ export function farmReservationRouter(d: FarmReservationRouterDeps): Router {
   mount(r, 'POST /api/v2/reservations/:id/interrupt', async (ctx) => {
     const user = userIn(ctx);
     const id = idOf(ctx);
-    const body = bodyOf(ctx) as { message?: unknown } | null;
-    await d.reservations.interrupt(id, user, body?.message as string);
+    const body = bodyOf(ctx) as { message: string };
+    await d.reservations.interrupt(id, user, body.message);
     ctx.status = 204;
   });
 

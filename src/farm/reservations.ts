@@ -16,7 +16,7 @@ import type { FarmWakeups } from './wakeups.js';
 import { FarmError, invalid, notFound } from '../core/errors.js';
 import type { EventType, ReservationData, ReservationEndedData } from '../core/events.js';
 import type { Logger } from '../core/ports.js';
-import { DEFAULT_LIMITS, type InterruptionNotice } from '../core/reservations.js';
+import type { InterruptionNotice } from '../core/reservations.js';
 import type { FarmEventLog, FarmReservation, FarmReservations, ReserveRequest } from './contract.js';
 import { inTransaction } from './db/pool.js';
 
@@ -46,8 +46,7 @@ export interface PgReservationsOptions {
   wakeups?: FarmWakeups | undefined;
 }
 
-/** The longest wait_secs: an HTTP request held open this long (one hour). */
-export const MAX_WAIT_SECS = 3600;
+export { MAX_WAIT_SECS } from '../core/reservations.js';
 
 const LIVE = `(r.ended_at IS NULL AND (r.expires_at IS NULL OR r.expires_at > now()) AND (r.lease_until IS NULL OR r.lease_until > now()))`;
 const DUE = `(r.ended_at IS NULL AND (r.expires_at <= now() OR r.lease_until <= now()))`;
@@ -126,65 +125,17 @@ const endedData = (r: Row): ReservationEndedData => ({
   end_time: (r.ended_at ?? new Date()).toISOString(),
 });
 
-// ------------------------------------------------------------------ validation (the single node's rules)
-
-function secsRule(name: string, v: unknown, max: number, optional: boolean): number | null {
-  if (optional && (v === undefined || v === null)) return null;
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > max) {
-    throw invalid(`${name} must be a whole number of seconds from 1 to ${max}${optional ? ', or null' : ''}`);
-  }
-  return v;
-}
-
-/** duration_secs of reserve and extend: the single node's rule. */
-export function checkDuration(v: unknown, optional: boolean): number | null {
-  if (optional && (v === undefined || v === null)) return null;
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > DEFAULT_LIMITS.maxDurationSecs) {
-    throw invalid(`duration_secs must be a whole number of seconds from 1 to ${DEFAULT_LIMITS.maxDurationSecs}${optional ? ', or null for no expiry' : ''}`);
-  }
-  return v;
-}
-
-function checkLength(message: string): void {
-  if (message.length > DEFAULT_LIMITS.maxMessageChars) throw invalid(`message: at most ${DEFAULT_LIMITS.maxMessageChars} characters`);
-}
-
-/**
- * A POST /api/v2/reservations body as a ReserveRequest for `username`, or a 400 saying what is wrong
- * (the single node's rules, plus the extensions lease_secs and wait_secs).
- */
-export function parseReserveBody(body: unknown, username: string): ReserveRequest {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw invalid('the body must be a JSON object with node_ids and message');
-  const b = body as Record<string, unknown>;
-  const c = check({
-    node_ids: b['node_ids'] as string[],
-    message: b['message'] as string,
-    duration_secs: b['duration_secs'] as number | null,
-    username,
-    lease_secs: b['lease_secs'] as number | null | undefined,
-    wait_secs: b['wait_secs'] as number | null | undefined,
-  });
-  return { node_ids: c.nodeIds, message: c.message, duration_secs: c.durationSecs, username, lease_secs: c.leaseSecs, wait_secs: c.waitSecs };
-}
+// The requests' shapes and limits (the single node's rules, and the extensions lease_secs and wait_secs) are
+// checked by the routes' schemas before these are called (src/http/endpoints/v2.ts `portalCheck`).
 
 function check(req: ReserveRequest): Checked {
-  const ids: unknown = req.node_ids;
-  if (!Array.isArray(ids) || ids.length === 0 || !ids.every((n) => typeof n === 'string' && n !== '')) {
-    throw invalid('node_ids must be a non-empty array of node id strings');
-  }
-  if (ids.length > DEFAULT_LIMITS.maxNodes) throw invalid(`node_ids: at most ${DEFAULT_LIMITS.maxNodes} nodes in one request`);
-  const dup = (ids as string[]).find((n, i) => ids.indexOf(n) !== i);
-  if (dup !== undefined) throw invalid(`node_ids: ${dup} is listed twice`);
-  const message: unknown = req.message;
-  if (typeof message !== 'string') throw invalid('message is required: a string shown to other users while the reservation is active');
-  checkLength(message);
   return {
-    nodeIds: ids as string[],
-    message,
-    durationSecs: checkDuration(req.duration_secs, true),
+    nodeIds: req.node_ids,
+    message: req.message,
+    durationSecs: req.duration_secs ?? null,
     username: req.username,
-    leaseSecs: secsRule('lease_secs', req.lease_secs, DEFAULT_LIMITS.maxDurationSecs, true),
-    waitSecs: secsRule('wait_secs', req.wait_secs, MAX_WAIT_SECS, true),
+    leaseSecs: req.lease_secs ?? null,
+    waitSecs: req.wait_secs ?? null,
   };
 }
 
@@ -246,7 +197,7 @@ export class PgReservations implements FarmReservations {
   }
 
   /**
-   * All or nothing: 400 invalid, 404 an unknown node, 409 a node reserved or busy (nothing is reserved).
+   * All or nothing (the request as the route's schema accepted it): 404 an unknown node, 409 a node reserved or busy (nothing is reserved).
    * With wait_secs, a 409 becomes a place in the queue (first come, first served) for up to that long.
    */
   async reserve(req: ReserveRequest, signal?: AbortSignal): Promise<PgReservation[]> {
@@ -272,8 +223,7 @@ export class PgReservations implements FarmReservations {
   }
 
   /** expires += duration_secs (creator only); also renews the lease of every reservation the request made. */
-  async extend(id: number, username: string, durationSecs: number): Promise<void> {
-    const secs = checkDuration(durationSecs, false) as number;
+  async extend(id: number, username: string, secs: number): Promise<void> {
     const out = await this.tx(async (db): Promise<{ error?: FarmError; ended?: Row[]; extended?: Row }> => {
       const r = await this.lockOne(db, id);
       if (!r.live) return { error: invalid(`reservation ${id} has already ended; make a new reservation`), ended: await this.expireIfDue(db, r) };
@@ -308,14 +258,9 @@ export class PgReservations implements FarmReservations {
     });
   }
 
-  /** Anyone ends it with a message the owner is shown (message checked first: 400 even when ended). */
+  /** Anyone ends it with a message the owner is shown (not blank, bounded: the route's schema, so a 400 even when ended). */
   async interrupt(id: number, username: string, message: string): Promise<void> {
-    const m: unknown = message;
-    if (typeof m !== 'string' || m.trim() === '') {
-      throw invalid('message is required: a non-empty string telling the owner why their reservation was interrupted');
-    }
-    checkLength(m);
-    await this.finish(id, (db) => this.endRow(db, id, 'interrupted', username, m));
+    await this.finish(id, (db) => this.endRow(db, id, 'interrupted', username, message));
   }
 
   async active(nodeId: string): Promise<PgReservation | undefined> {

@@ -63,6 +63,7 @@ export function farmResultRouter(o: FarmResultRoutesOptions): Router {
 
   mount(r, 'GET /api/v2/results.xml', async (ctx) => {
     const q = parseResultQuery(ctx.query);
+    // include_tz and junit_classname: the entry's portalCheck (schemas.ts JunitQuery) answered a bad one.
     const xml = junitQueryOptions(ctx.query);
     const rows = await index.query(q);
     ctx.type = 'application/xml; charset=utf-8';

@@ -19,7 +19,10 @@ import { FarmError, notFound } from '../core/errors.js';
 import { isRole, ROLES, type Role } from '../core/roles.js';
 import type { Logger } from '../core/ports.js';
 import { hashSecret } from '../storage/tokens.js';
+import type { NewAuditEntry } from '../core/audit.js';
 import type { FarmTokenVerifier } from './contract.js';
+import { insertAuditEntries } from './audit.js';
+import { inTransaction } from './db/pool.js';
 
 /** The channel the identity trigger (migration 3) notifies on. */
 export const TOKENS_CHANNEL = 'farm_tokens';
@@ -92,17 +95,32 @@ export class PgUsers {
    * role claim) the provider's role replaces the stored one; without, the stored role stays (the farm
    * administrator's), unless it is not a role at all (a user added before roles: `role`). Answers the
    * role the session gets.
+   *
+   * A sign-in that changes an existing user's role writes `user.role` to the audit trail in the same
+   * transaction (who: the user; via: `oidc`; detail: before, after, and the identity provider that
+   * decided), as `farmhand farm user role` does; one that changes nothing writes nothing.
    */
-  async signedInWithOidc(username: string, role: Role, providerDecides: boolean): Promise<Role> {
+  async signedInWithOidc(username: string, role: Role, providerDecides: boolean, seen: OidcSignInSeen = {}): Promise<Role> {
     checkUserName(username);
-    const { rows } = await this.pool.query<{ role: string }>(
-      `INSERT INTO users (username, role) VALUES ($1, $2)
-       ON CONFLICT (username) DO UPDATE SET role = CASE WHEN $3 OR NOT (users.role = ANY($4)) THEN EXCLUDED.role ELSE users.role END
-       RETURNING role`,
-      [username, role, providerDecides, [...ROLES]],
-    );
-    const stored = rows[0]!.role;
-    return isRole(stored) ? stored : role;
+    return inTransaction(this.pool, async (db) => {
+      // The row locked first, so that the role read here is the one this sign-in replaces.
+      const prev = await db.query<{ role: string }>('SELECT role FROM users WHERE username = $1 FOR UPDATE', [username]);
+      const { rows } = await db.query<{ role: string }>(
+        `INSERT INTO users (username, role) VALUES ($1, $2)
+         ON CONFLICT (username) DO UPDATE SET role = CASE WHEN $3 OR NOT (users.role = ANY($4)) THEN EXCLUDED.role ELSE users.role END
+         RETURNING role`,
+        [username, role, providerDecides, [...ROLES]],
+      );
+      const stored = rows[0]!.role;
+      const after = isRole(stored) ? stored : role;
+      const was = prev.rows[0]?.role;
+      if (was !== undefined) {
+        // As setRole reports it: a stored value that is not a role read as `read`.
+        const before = isRole(was) ? was : 'read';
+        if (was !== stored) await insertAuditEntries(db, [oidcRoleEntry(username, before, after, seen)]);
+      }
+      return after;
+    });
   }
 
   /** Remove a user and (cascade) every token of it; FarmError('not_found') when there is none. */
@@ -143,6 +161,30 @@ const toToken = (r: TokenRow): FarmToken => ({
 export interface CreateTokenOptions {
   /** The token stops working this many seconds after it is made; default never. */
   expiresInSecs?: number;
+}
+
+/** What the portal saw of an OpenID Connect sign-in, for its audit entry. */
+export interface OidcSignInSeen {
+  /** The address the person's browser came from. */
+  from?: string | null;
+  /** The identity provider's issuer URL (`oidc.issuer`). */
+  issuer?: string;
+}
+
+/** The `user.role` entry of a role the identity provider changed at a sign-in. */
+function oidcRoleEntry(username: string, before: Role, after: Role, seen: OidcSignInSeen): NewAuditEntry {
+  return {
+    at: new Date().toISOString(),
+    who: username,
+    via: 'oidc',
+    token_id: null,
+    from: seen.from ?? null,
+    action: 'user.role',
+    node: null,
+    target: username,
+    detail: { before, after, by: 'identity provider', ...(seen.issuer !== undefined && { issuer: seen.issuer }) },
+    outcome: 200,
+  };
 }
 
 export class PgTokens {

@@ -80,7 +80,7 @@ export function createApp(s: Services, opts: AppOptions): Koa {
     app.use(router.allowedMethods());
   }
   // Every route's role check and request validation, from the table of endpoints (src/http/endpoints/).
-  bindEndpoints(app, { roles: opts.authorize !== false, validate: true });
+  bindEndpoints(app, { roles: opts.authorize !== false, validate: 'node' });
   return app;
 }
 

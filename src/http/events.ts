@@ -143,8 +143,8 @@ export class EventStream {
     // `/app/events`: the same stream for the portal's pages, under the web pages' rule (open unless
     // auth.v1_requires_token), so a page read without signing in still updates live (docs/portal.md).
     mount(r, ['GET /api/v2/events', 'GET /app/events'], async (ctx) => {
-      const q = ctx.query.last_event_id;
-      if (Array.isArray(q)) throw invalid('last_event_id: give it once');
+      // Given once: the entry's query check (src/http/endpoints/v2.ts); whether it is an event id is this stream's word.
+      const q = ctx.query.last_event_id as string | undefined;
       const lastId = q || ctx.get('Last-Event-ID') || undefined; // empty means none
       if (lastId !== undefined && !this.source.isEventId(lastId)) {
         throw invalid(`last_event_id / Last-Event-ID: ${JSON.stringify(lastId.slice(0, 40))} is not an event id; send the id: of the last event received (e.g. "${this.source.exampleId()}"), or none`);

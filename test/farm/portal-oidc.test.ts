@@ -9,6 +9,7 @@ import pg from 'pg';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { ConfigError } from '../../src/config/load.js';
 import { launchBrowser } from '../helpers/browser.js';
+import { client } from '../helpers/contract.js';
 import { connectionString, startTestPortal, type TestPortal } from '../helpers/farmPortal.js';
 import { CLIENT_ID, CLIENT_SECRET, startTestProvider, type TestProvider } from '../helpers/oidcProvider.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
@@ -112,6 +113,42 @@ describe('OIDC sign-in on the portal (Chromium, a real provider, PostgreSQL)', f
     await page.waitForURL(`${url}/`);
     expect(await page.locator('.who').textContent()).to.match(/Signed in as alice \(run\)/);
     expect(await roleOf('alice')).to.equal('run');
+  });
+
+  it("a role the provider changes at a sign-in is a user.role entry of the audit trail (who, before, after, the provider); a sign-in that changes nothing writes none", async () => {
+    ensureUp();
+    const url = t.portal.url;
+    const roleEntries = async () =>
+      (await db.query<{ who: string; via: string; from_addr: string | null; target: string; detail: Record<string, unknown>; outcome: number }>(
+        "SELECT who, via, from_addr, target, detail, outcome FROM audit WHERE action = 'user.role' AND target = 'alice' ORDER BY id",
+      )).rows;
+    // The farm's administrator gave alice `read` (straight into the table: no entry of its own here).
+    await db.query("INSERT INTO users (username, role) VALUES ('alice', 'read') ON CONFLICT (username) DO UPDATE SET role = 'read'");
+    const before = (await roleEntries()).length;
+    await signIn(page, url, provider.issuer, 'alice', '/');
+    await page.waitForURL(`${url}/`);
+    expect(await roleOf('alice')).to.equal('run');
+    const entries = (await roleEntries()).slice(before);
+    expect(entries).to.have.length(1);
+    expect(entries[0]).to.deep.include({ who: 'alice', via: 'oidc', target: 'alice', outcome: 200 });
+    expect(entries[0]!.detail).to.deep.equal({ before: 'read', after: 'run', by: 'identity provider', issuer: provider.issuer });
+    expect(entries[0]!.from_addr).to.match(/127\.0\.0\.1$/);
+    // Administrators read it through the API like any other entry (the document knows `via: oidc`).
+    const api = await client(url).get('/api/v2/audit?action=user.role&user=alice').set('Authorization', `token ${t.tokenFor('ops')}`);
+    expect(api.status, api.text).to.equal(200);
+    expect(api.body.entries[0]).to.deep.include({ who: 'alice', via: 'oidc', action: 'user.role', target: 'alice' });
+    // Signing in again (a new browser) with the same role changes nothing, and writes nothing.
+    const again = await browser.newContext();
+    try {
+      await again.route(/^https:\/\/fonts\./, (route) => route.abort());
+      const p2 = await again.newPage();
+      await signIn(p2, url, provider.issuer, 'alice', '/');
+      await p2.waitForURL(`${url}/`);
+      expect(await whoAmI(p2)).to.deep.equal({ status: 200, login: 'alice' });
+    } finally {
+      await again.close();
+    }
+    expect((await roleEntries()).slice(before)).to.have.length(1);
   });
 
   it('a person with no mapped role gets the default role (this config: read); the user name falls back to email', async () => {

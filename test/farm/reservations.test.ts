@@ -17,7 +17,10 @@ import { client } from '../helpers/contract.js';
 import { expectError } from '../helpers/errors.js';
 import { migrate } from '../../src/farm/db/migrate.js';
 import { PgReservations, MAX_WAIT_SECS, type PgReservation } from '../../src/farm/reservations.js';
-import { farmReservationRouter } from '../../src/farm/reservationRoutes.js';
+import { farmReservationRouter, reserveRequestOf } from '../../src/farm/reservationRoutes.js';
+import { authorizeRoutes } from '../../src/http/endpoints/authorize.js';
+import { endpointOf } from '../../src/http/endpoints/table.js';
+import { validateRequest } from '../../src/http/endpoints/validate.js';
 import type { FarmEventLog, ReserveRequest } from '../../src/farm/contract.js';
 import type { EventType } from '../../src/core/events.js';
 import { FarmError } from '../../src/core/errors.js';
@@ -52,6 +55,25 @@ async function codeOf(p: Promise<unknown>): Promise<string> {
   }
   throw new Error('expected a FarmError, but it succeeded');
 }
+
+/** What the portal does with a request: the route's checks from the table of endpoints (`portalCheck`: 400), then the service. */
+const viaRoute = {
+  reserve: (res: PgReservations, req: ReserveRequest) => {
+    const { username, ...body } = req;
+    validateRequest(endpointOf('POST', '/api/v2/reservations')!.portalCheck, { body });
+    return res.reserve(reserveRequestOf(body, username));
+  },
+  extend: (res: PgReservations, id: number, username: string, durationSecs: unknown) => {
+    const body = { duration_secs: durationSecs };
+    validateRequest(endpointOf('POST', '/api/v2/reservations/:id/extend')!.portalCheck, { params: { id: String(id) }, body });
+    return res.extend(id, username, durationSecs as number);
+  },
+  interrupt: (res: PgReservations, id: number, username: string, message: unknown) => {
+    validateRequest(endpointOf('POST', '/api/v2/reservations/:id/interrupt')!.portalCheck, { params: { id: String(id) }, body: { message } });
+    return res.interrupt(id, username, message as string);
+  },
+};
+const later = (fn: () => Promise<unknown>): Promise<unknown> => Promise.resolve().then(fn);
 
 const req = (username: string, node_ids: string[], more: Partial<ReserveRequest> = {}): ReserveRequest => ({
   node_ids, username, message: 'testing **firmware 2.1**', duration_secs: null, ...more,
@@ -135,7 +157,7 @@ describe('farm reservations (PostgreSQL)', function () {
         { duration_secs: 0 }, { duration_secs: 1.5 }, { duration_secs: '60' as unknown as number }, { duration_secs: -1 },
         { lease_secs: 0 }, { lease_secs: 2.5 }, { wait_secs: 0 }, { wait_secs: MAX_WAIT_SECS + 1 },
       ];
-      for (const b of bad) expect(await codeOf(res.reserve(req('alice', [N1], b))), JSON.stringify(b).slice(0, 80)).to.equal('invalid_request');
+      for (const b of bad) expect(await codeOf(later(() => viaRoute.reserve(res, req('alice', [N1], b)))), JSON.stringify(b).slice(0, 80)).to.equal('invalid_request');
       expect(await activeRows()).to.deep.equal([]);
     });
 
@@ -165,8 +187,8 @@ describe('farm reservations (PostgreSQL)', function () {
       const [r] = await res.reserve(req('alice', [N1], { duration_secs: 60 }));
       expect(await codeOf(res.extend(r!.reservation_id, 'bob', 30))).to.equal('forbidden');
       expect(await codeOf(res.extend(999_999, 'alice', 30))).to.equal('not_found');
-      expect(await codeOf(res.extend(r!.reservation_id, 'alice', 0))).to.equal('invalid_request');
-      expect(await codeOf(res.extend(999_999, 'alice', 1.5))).to.equal('invalid_request');
+      expect(await codeOf(later(() => viaRoute.extend(res, r!.reservation_id, 'alice', 0)))).to.equal('invalid_request');
+      expect(await codeOf(later(() => viaRoute.extend(res, 999_999, 'alice', 1.5)))).to.equal('invalid_request');
       await res.extend(r!.reservation_id, 'alice', 30);
       const after = await res.active(N1);
       expect(Date.parse(after!.expires as string) - Date.parse(r!.expires as string)).to.equal(30_000);
@@ -200,13 +222,13 @@ describe('farm reservations (PostgreSQL)', function () {
 
     it('interrupt: anyone, with a message; 400 without one (even when ended); 204 when ended; 404 never issued', async () => {
       const [r] = await res.reserve(req('alice', [N1]));
-      expect(await codeOf(res.interrupt(r!.reservation_id, 'bob', '  '))).to.equal('invalid_request');
-      expect(await codeOf(res.interrupt(r!.reservation_id, 'bob', undefined as unknown as string))).to.equal('invalid_request');
+      expect(await codeOf(later(() => viaRoute.interrupt(res, r!.reservation_id, 'bob', '  ')))).to.equal('invalid_request');
+      expect(await codeOf(later(() => viaRoute.interrupt(res, r!.reservation_id, 'bob', undefined)))).to.equal('invalid_request');
       await res.interrupt(r!.reservation_id, 'bob', 'release build needs this box');
       expect(await res.active(N1)).to.equal(undefined);
       expect(events.of('reservation.interrupted', r!.reservation_id)?.data).to.include({ how: 'interrupted', by: 'bob', end_message: 'release build needs this box' });
       await res.interrupt(r!.reservation_id, 'carol', 'again');
-      expect(await codeOf(res.interrupt(r!.reservation_id, 'carol', ''))).to.equal('invalid_request');
+      expect(await codeOf(later(() => viaRoute.interrupt(res, r!.reservation_id, 'carol', '')))).to.equal('invalid_request');
       expect(await codeOf(res.interrupt(999_999, 'carol', 'why'))).to.equal('not_found');
       expect(await codeOf(res.extend(r!.reservation_id, 'alice', 30))).to.equal('invalid_request');
     });
@@ -387,6 +409,8 @@ describe('farm reservations (PostgreSQL)', function () {
       });
       const router = farmReservationRouter({ reservations: res, notices: (u, about) => res.takeNotices(u, about) });
       app.use(router.routes()).use(router.allowedMethods());
+      // As the portal's app: the table's role checks and the portal's request checks (portalCheck).
+      authorizeRoutes(app);
       server = http.createServer(app.callback());
       await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
       url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -417,7 +441,12 @@ describe('farm reservations (PostgreSQL)', function () {
     });
 
     it('400 invalid, 404 unknown node, 409 reserved, 403 without a user', async () => {
-      expectError(await as('alice').post('/api/v2/reservations', { message: 'x' }), 400, 'invalid_request');
+      const missing = await as('alice').post('/api/v2/reservations', { message: 'x' });
+      expectError(missing, 400, 'invalid_request');
+      expect(missing.body.message).to.equal('node_ids must be a non-empty array of node id strings');
+      const tooLong = await as('alice').post('/api/v2/reservations', { node_ids: [N1], message: 'x', wait_secs: MAX_WAIT_SECS + 1 });
+      expectError(tooLong, 400, 'invalid_request');
+      expect(tooLong.body.message).to.equal(`wait_secs must be a whole number of seconds from 1 to ${MAX_WAIT_SECS}, or null`);
       expectError(await as('alice').post('/api/v2/reservations', { node_ids: [N1], message: 'x', duration_secs: '60' }), 400, 'invalid_request');
       expectError(await as('alice').post('/api/v2/reservations', { node_ids: ['nope'], message: 'x' }), 404, 'not_found');
       await as('alice').post('/api/v2/reservations', { node_ids: [N1], message: 'x' });
@@ -433,7 +462,9 @@ describe('farm reservations (PostgreSQL)', function () {
       expectError(await as('alice').post(`${path}/extend`, {}), 400, 'invalid_request');
       expectError(await as('bob').post(`${path}/extend`, { duration_secs: 30 }), 403, 'forbidden');
       expectError(await as('alice').post('/api/v2/reservations/999999/extend', { duration_secs: 30 }), 404, 'not_found');
-      expectError(await as('alice').post('/api/v2/reservations/abc/extend', { duration_secs: 30 }), 400, 'invalid_request');
+      const badId = await as('alice').post('/api/v2/reservations/abc/extend', { duration_secs: 30 });
+      expectError(badId, 400, 'invalid_request');
+      expect(badId.body.message).to.equal('reservation id must be a positive integer, not "abc"');
       expectError(await as('bob').del(path), 403, 'forbidden');
       expect((await as('alice').del(path)).status).to.equal(204);
       expect((await as('bob').del(path)).status).to.equal(204);

@@ -7,9 +7,11 @@ import {
   type ReservationServiceOptions,
   type ReservationState,
   type ReservationStore,
+  type ReserveBody,
 } from '../../src/core/reservations.js';
 import { presentReservation } from '../../src/http/presenters.js';
-import { parseReservationId } from '../../src/core/ids.js';
+import { endpointOf } from '../../src/http/endpoints/table.js';
+import { validateRequest } from '../../src/http/endpoints/validate.js';
 import { FakeClock } from '../fixtures/fakeClock.js';
 
 const T0 = Date.parse('2030-01-01T00:00:00.000Z');
@@ -44,6 +46,22 @@ function setup(over: Partial<ReservationServiceOptions> = {}) {
   const svc = new ReservationService({ store, clock, knownNodes: () => ['n1', 'n2'], isBusy: (n) => busy.has(n), ...over });
   return { clock, store, busy, svc };
 }
+
+/** What a node does with a request: the route's checks from the table of endpoints (400), then the service. */
+const viaRoute = {
+  reserve: (svc: ReservationService, user: string, body: unknown) => {
+    validateRequest(endpointOf('POST', '/api/v2/reservations')!.check, { body });
+    return svc.reserve(user, body as ReserveBody);
+  },
+  extend: (svc: ReservationService, user: string, id: string, body: unknown) => {
+    validateRequest(endpointOf('POST', '/api/v2/reservations/:id/extend')!.check, { params: { id }, body });
+    return svc.extend(user, Number(id), (body as { duration_secs: number }).duration_secs);
+  },
+  interrupt: (svc: ReservationService, user: string, id: string, body: unknown) => {
+    validateRequest(endpointOf('POST', '/api/v2/reservations/:id/interrupt')!.check, { params: { id }, body });
+    return svc.interrupt(user, Number(id), (body as { message: string }).message);
+  },
+};
 
 describe('reservations: the state table', () => {
   it('none -> reserved on POST when all nodes are free: one reservation per node, reserved_by_you true', async () => {
@@ -225,7 +243,7 @@ describe('reservations: parameters', () => {
   for (const [name, body] of bad) {
     it(`400 for ${name}`, async () => {
       const { svc } = setup();
-      expect(await code(svc.reserve('alice', body))).to.equal('invalid_request');
+      expect(await code(() => viaRoute.reserve(svc, 'alice', body))).to.equal('invalid_request');
       expect(svc.active('n1')).to.equal(undefined);
     });
   }
@@ -240,7 +258,7 @@ describe('reservations: parameters', () => {
   it('extend needs a positive whole duration_secs', async () => {
     const { svc } = setup();
     await svc.reserve('alice', { node_ids: ['n1'], message: 'm', duration_secs: 60 });
-    for (const d of [undefined, null, 0, 2.5, '10']) expect(await code(svc.extend('alice', 1, d)), String(d)).to.equal('invalid_request');
+    for (const d of [undefined, null, 0, 2.5, '10']) expect(await code(() => viaRoute.extend(svc, 'alice', '1', { duration_secs: d })), String(d)).to.equal('invalid_request');
     expect(svc.get(1)!.expires).to.equal(new Date(T0 + 60_000).toISOString());
   });
 
@@ -253,10 +271,12 @@ describe('reservations: parameters', () => {
     expect(svc.active('n1')?.reservation_id).to.equal(1);
   });
 
-  it('parseReservationId: 400 unless a positive integer', () => {
-    expect(parseReservationId('42')).to.equal(42);
+  it('the reservation id in the path: 400 unless a positive integer', async () => {
+    const { svc } = setup();
+    await svc.reserve('alice', { node_ids: ['n1'], message: 'm' });
+    expect(await code(() => viaRoute.interrupt(svc, 'bob', '1', { message: 'x' }))).to.equal(undefined);
     for (const t of ['0', '-1', '1.5', 'abc', '', '01', '1e3', '9'.repeat(16)]) {
-      expect(() => parseReservationId(t), t).to.throw(FarmError).with.property('code', 'invalid_request');
+      expect(await code(() => viaRoute.interrupt(svc, 'bob', t, { message: 'x' })), t).to.equal('invalid_request');
     }
   });
 
@@ -288,7 +308,7 @@ describe('reservations: permissions', () => {
   it('interrupt: "message required" -> 400 and the reservation stays', async () => {
     const { svc } = setup();
     await svc.reserve('alice', { node_ids: ['n1'], message: 'm' });
-    for (const m of [undefined, null, '', '   ', 7]) expect(await code(svc.interrupt('bob', 1, m)), String(m)).to.equal('invalid_request');
+    for (const m of [undefined, null, '', '   ', 7]) expect(await code(() => viaRoute.interrupt(svc, 'bob', '1', { message: m })), String(m)).to.equal('invalid_request');
     expect(svc.active('n1')?.reservation_id).to.equal(1);
   });
 

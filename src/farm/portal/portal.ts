@@ -385,7 +385,7 @@ function portalOidc(o: OidcConfig, publicUrl: string | undefined, pool: pg.Pool,
   const providerDecides = o.role_claim !== undefined;
   return {
     signIn: new OidcSignIn(o, { publicUrl, clientSecret, logger }),
-    onSignIn: (who) => users.signedInWithOidc(who.login, who.role, providerDecides),
+    onSignIn: (who) => users.signedInWithOidc(who.login, who.role, providerDecides, { from: who.from, issuer: o.issuer }),
   };
 }
 

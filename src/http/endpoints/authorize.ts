@@ -17,7 +17,7 @@ import { FarmError } from '../../core/errors.js';
 import { permits, type Role } from '../../core/roles.js';
 import type { AuthUser } from '../../core/auth.js';
 import { endpointOf, type Endpoint } from './table.js';
-import { validator } from './validate.js';
+import { validator, type Side } from './validate.js';
 
 /** A route as mounted: its methods (HEAD folded into GET) and the router's pattern. */
 export interface MountedRoute {
@@ -72,8 +72,12 @@ function guard(e: Endpoint, need: Role): Middleware {
 export interface BindOptions {
   /** Role checks (default true; bench/auth-bench.ts turns them off to measure them). */
   roles?: boolean;
-  /** Request validation from the entries' `check` (validate.ts): the node's app, whose handlers own the bodies (default false). */
-  validate?: boolean;
+  /**
+   * Request validation (validate.ts): `node`, the entries' `check` (the node's app, whose handlers own the
+   * requests); `portal`, their `portalCheck` (the portal's own reservation and results routes; what it
+   * forwards to a node, the node checks). Default: none.
+   */
+  validate?: Side;
 }
 
 /**
@@ -97,7 +101,7 @@ export function bindEndpoints(app: Koa, o: BindOptions = {}): MountedRoute[] {
       const found = endpointOf(method, path);
       if (!found) unlisted.push({ method, path });
       const e = found ?? UNLISTED(method, path);
-      const check = o.validate ? validator(e) : undefined;
+      const check = o.validate ? validator(e, o.validate) : undefined;
       if (check) checks.push(check);
       if (e.role === 'public' || e.role === 'node') continue;
       if (!chosen || !permits(chosen.need, e.role)) chosen = { e, need: e.role };
@@ -108,5 +112,5 @@ export function bindEndpoints(app: Koa, o: BindOptions = {}): MountedRoute[] {
   return unlisted;
 }
 
-/** The role checks alone (the portal, whose handlers forward the bodies to the nodes that check them). */
-export const authorizeRoutes = (app: Koa): MountedRoute[] => bindEndpoints(app);
+/** The portal's: the role checks, and the checks of the requests it answers itself (`portalCheck`). */
+export const authorizeRoutes = (app: Koa): MountedRoute[] => bindEndpoints(app, { validate: 'portal' });

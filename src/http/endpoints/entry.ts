@@ -15,6 +15,15 @@ export type Served = 'node' | 'portal' | 'both';
 /** What the audit trail records a request of the route as; `remote.press` is gathered into manual control sessions (src/http/audit.ts). */
 export type AuditRouteAction = AuditAction | 'remote.press';
 
+/** An entry's request checks (validate.ts), run in this order: path parameters, query string, body. */
+export interface Checks {
+  /** The router's `ctx.params` (strings). */
+  params?: z.ZodType;
+  /** Koa's `ctx.query`: a string per parameter, an array of strings for one given more than once. */
+  query?: z.ZodType;
+  body?: z.ZodType;
+}
+
 /** One content type of an answer: a zod schema for JSON, or the kind of bytes. */
 export type Body = z.ZodType | 'text' | 'binary';
 
@@ -58,10 +67,17 @@ export interface Endpoint extends Partial<ApiFields> {
   action: string;
   served: Served;
   /**
-   * Checked before the route's handlers on a node (validate.ts): a body this schema refuses is a 400 with the
-   * message of its first problem. Usually `body` itself; a rule it leaves out is the handler's (docs/openapi.md).
+   * Checked before the route's handlers on a node (validate.ts): the path parameters, then the query string,
+   * then the body; a request a schema refuses is a 400 with the message of its first problem. The body's is
+   * usually `body` itself; a rule a schema leaves out is the handler's (docs/openapi.md).
    */
-  check?: z.ZodType;
+  check?: Checks;
+  /**
+   * The same, on the portal, for the routes it answers itself (reservations, results): the farm's rules where
+   * they differ from a node's. Absent: the portal checks nothing of the request (it forwards it to a node,
+   * which checks it).
+   */
+  portalCheck?: Checks;
   /** Mounted only when this part of the configuration is there (`oidc`: the `[oidc]` section); otherwise an unknown path, 404. */
   mountedWhen?: 'oidc';
   /** Recorded in the audit trail as this action (docs/auth.md, "Audit trail"); absent: not recorded (reads change nothing). */

@@ -2,11 +2,9 @@
  * The table's entries for one result's files, v1 (`/api/v1/result/...`) and v2 (`/api/v2/results/...`):
  * the same routes under two prefixes (src/http/resultRoutes.ts; on the portal, src/farm/resultRoutes.ts).
  */
-import { z } from 'zod';
 import * as S from '../openapi/schemas.js';
 import { e, error, file, json, RESULT, RESULT_PARAMS, text, type Endpoint } from './entry.js';
 
-const tzQuery = z.object({ tz: z.string().optional().meta({ description: 'IANA time zone of the timestamps (v2 log) or of the page; default UTC.' }) });
 
 export function resultEntries(v: 'v1' | 'v2'): Endpoint[] {
   const base = v === 'v1' ? `/api/v1/result${RESULT}` : `/api/v2/results${RESULT}`;
@@ -19,7 +17,7 @@ export function resultEntries(v: 'v1' | 'v2'): Endpoint[] {
     description:
       'Lines of an ISO 8601 timestamp, a space and the message; of a run in progress, what is written so far. Supports single Range requests (206/416), also on a run in progress (there without `tz`: how the portal follows a running log)' +
       (v === 'v2' ? '; `tz` rewrites the timestamps.' : '.'),
-    ...(v === 'v2' ? { query: tzQuery } : {}),
+    ...(v === 'v2' ? { query: S.LogTzQuery, check: { query: S.LogTzQuery }, portalCheck: { query: S.LogTzQuery } } : {}),
     responses: {
       200: text('text/plain', 'The log.'),
       206: text('text/plain', 'The requested byte range.'),

@@ -35,11 +35,10 @@ export const testCaseNames = (v: 'v1' | 'v2', role: Need, served: Served): Endpo
   responses: { 200: json(S.TestCaseNames, 'The names, usable in run_tests.'), 404: error('No such revision in the test pack.'), 503: error('The test pack cannot be fetched.') },
 });
 
-export const resultsQuery = z.object({
-  filter: z.string().optional().meta({ description: 'Search expression (docs/filters.md); `job:<job_uid>` selects one job.' }),
-  sort: z.string().optional().meta({ description: '`<field>:asc|desc`, field one of category, date, duration, job, testcase, result. Default `date:desc`.' }),
-  tz: z.string().optional().meta({ description: 'IANA time zone for dates in the filter; default UTC.' }),
-});
+/** The results lists' query, documented and checked (schemas.ts `ResultsQuery`; the filter's grammar is the handler's). */
+export const resultsQuery = S.ResultsQuery;
+/** Checked on a node and, where the portal answers the route itself, on the portal. */
+export const resultsQueryCheck = { check: { query: resultsQuery }, portalCheck: { query: resultsQuery } };
 
 export const V1: Endpoint[] = [
   ...pictures('/api/v1/device', undefined, 'v1', 'v1', 'node'),
@@ -51,7 +50,7 @@ export const V1: Endpoint[] = [
     tag: 'v1',
     auth: 'v1',
     body: S.V1RunTestsRequest,
-    check: S.V1RunTestsRequest,
+    check: { body: S.V1RunTestsRequest },
     responses: {
       200: json(S.V1RunTestsAnswer, 'The job started.'),
       403: error('Licence expired, or the node is reserved by someone else.'),
@@ -85,6 +84,7 @@ export const V1: Endpoint[] = [
     auth: 'v1',
     params: JOB_PARAMS,
     query: resultsQuery.omit({ filter: true }),
+    check: { query: resultsQuery.omit({ filter: true }) },
     responses: { 200: json(z.array(S.ResultSummaryV1), 'The job’s results.'), 404: error('Unknown job_uid.') },
   },
   {
@@ -94,6 +94,7 @@ export const V1: Endpoint[] = [
     tag: 'v1',
     auth: 'v1',
     query: resultsQuery,
+    ...resultsQueryCheck,
     responses: { 200: json(z.array(S.ResultSummaryV1), 'Matching results.') },
   },
   ...resultEntries('v1'),

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import * as S from '../openapi/schemas.js';
 import { e, error, JOB, JOB_PARAMS, json, NODE, NODE_PARAMS, none, text, type Endpoint } from './entry.js';
 import { resultEntries } from './results.js';
-import { pictures, resultsQuery, testCaseNames } from './v1.js';
+import { pictures, resultsQuery, resultsQueryCheck, testCaseNames } from './v1.js';
 
 const tzQuery = z.object({ tz: z.string().optional().meta({ description: 'IANA time zone of the timestamps (v2 log) or of the page; default UTC.' }) });
 const RESERVATION = { reservation_id: 'A positive integer.' };
@@ -38,7 +38,9 @@ const EVENTS: Endpoint = {
     '`stream.missed` event says so first. One request for the rate limiter however long it stays open.',
   tag: 'v2',
   auth: 'token',
-  query: z.object({ last_event_id: z.string().optional().meta({ description: 'The id of the last event received (as the Last-Event-ID header).' }) }),
+  query: S.EventsQuery,
+  check: { query: S.EventsQuery },
+  portalCheck: { query: S.EventsQuery },
   responses: {
     200: text('text/event-stream', 'The stream of events.'),
     400: error('A malformed last event id.'),
@@ -77,7 +79,7 @@ export const V2: Endpoint[] = [
     auth: 'token',
     params: NODE_PARAMS,
     body: S.PressRequest,
-    check: S.PressRequest,
+    check: { body: S.PressRequest },
     responses: {
       204: none('Pressed.'),
       403: error('The node is reserved by someone else.'),
@@ -95,7 +97,7 @@ export const V2: Endpoint[] = [
     tag: 'v2',
     auth: 'token',
     body: S.V2RunTestsRequest,
-    check: S.V2RunTestsCheck,
+    check: { body: S.V2RunTestsCheck },
     responses: {
       200: json(S.JobWithNotices, 'The job started.'),
       403: error('Licence expired, or the node is reserved by someone else.'),
@@ -180,6 +182,7 @@ export const V2: Endpoint[] = [
     tag: 'v2',
     auth: 'token',
     query: resultsQuery,
+    ...resultsQueryCheck,
     responses: { 200: json(z.array(S.ResultSummaryV2), 'Matching results.') },
   },
   {
@@ -189,6 +192,7 @@ export const V2: Endpoint[] = [
     tag: 'v2',
     auth: 'token',
     query: resultsQuery,
+    ...resultsQueryCheck,
     responses: { 200: text('text/csv', 'Matching results.') },
   },
   {
@@ -196,10 +200,9 @@ export const V2: Endpoint[] = [
     summary: 'Results list as jUnit XML',
     tag: 'v2',
     auth: 'token',
-    query: resultsQuery.extend({
-      include_tz: z.enum(['true', 'false']).optional().meta({ description: 'Zone offsets in the timestamps; default false.' }),
-      junit_classname: z.string().optional().meta({ description: 'How testcase classnames are made (docs/results-formats.md); default path.' }),
-    }),
+    query: S.JunitQuery,
+    check: { query: S.JunitQuery },
+    portalCheck: { query: S.JunitQuery },
     responses: { 200: text('application/xml', 'Matching results.') },
   },
   ...resultEntries('v2'),
@@ -213,6 +216,8 @@ export const V2: Endpoint[] = [
     tag: 'v2 nodes',
     auth: 'token',
     body: S.ReserveRequest,
+    check: S.RESERVATION_CHECKS.reserve.node,
+    portalCheck: S.RESERVATION_CHECKS.reserve.portal,
     responses: { 200: json(S.ReservationsAnswer, 'All reserved.'), 404: error('Unknown node_id.'), 409: error('A node is reserved or busy; nothing was reserved.') },
   },
   {
@@ -223,6 +228,8 @@ export const V2: Endpoint[] = [
     auth: 'token',
     params: RESERVATION,
     body: S.ExtendRequest,
+    check: S.RESERVATION_CHECKS.extend.node,
+    portalCheck: S.RESERVATION_CHECKS.extend.portal,
     responses: { 204: none('Extended.'), 403: error('Not made by the caller.'), 404: error('No such reservation.') },
   },
   {
@@ -232,6 +239,8 @@ export const V2: Endpoint[] = [
     tag: 'v2 nodes',
     auth: 'token',
     params: RESERVATION,
+    check: S.RESERVATION_CHECKS.end.node,
+    portalCheck: S.RESERVATION_CHECKS.end.portal,
     responses: { 204: none('Ended, or had already ended.'), 403: error('Not made by the caller.'), 404: error('No such reservation.') },
   },
   {
@@ -242,6 +251,8 @@ export const V2: Endpoint[] = [
     auth: 'token',
     params: RESERVATION,
     body: S.InterruptRequest,
+    check: S.RESERVATION_CHECKS.interrupt.node,
+    portalCheck: S.RESERVATION_CHECKS.interrupt.portal,
     responses: { 204: none('Interrupted, or had already ended.'), 404: error('No such reservation.') },
   },
   // The event stream (docs/events.md), for programs and for the pages.

@@ -1,27 +1,55 @@
 /**
- * Request validation from the table of endpoints: an entry's `check` (a zod schema, usually its documented
- * `body` or all of it but a rule the domain keeps) is run on the request's body before the route's handlers,
- * bound to the route when the app is built (authorize.ts `bindEndpoints`), as the role check is. A body it
- * refuses is a 400 `{"error": "invalid_request", "message": ...}` with the message of the first problem
- * found, fields in the schema's order: the schemas carry the messages the hand validators gave.
+ * Request validation from the table of endpoints: an entry's `check` (zod schemas for the path parameters,
+ * the query string and the body; the body's usually its documented `body`, or all of it but a rule the
+ * domain keeps) is run on the request before the route's handlers, bound to the route when the app is built
+ * (authorize.ts `bindEndpoints`), as the role check is. A request it refuses is a 400 `{"error":
+ * "invalid_request", "message": ...}` with the message of the first problem found: parameters first, then
+ * the query, then the body, fields in each schema's order. The schemas carry the messages the hand
+ * validators gave.
  */
 import type { Context, Middleware, Next } from 'koa';
 import { FarmError } from '../../core/errors.js';
 import { bodyOf } from '../body.js';
-import type { Endpoint } from './entry.js';
+import type { Checks, Endpoint } from './entry.js';
 
-/** Throws the 400 of the entry's check for `body`; nothing when it passes (or the entry has no check). */
-export function validateBody(e: Pick<Endpoint, 'check'>, body: unknown): void {
-  if (!e.check) return;
-  const r = e.check.safeParse(body);
-  if (!r.success) throw new FarmError('invalid_request', r.error.issues[0]?.message ?? 'the request body is not valid');
+/** Where the checks are bound: a node's (`check`) or the portal's (`portalCheck`). */
+export type Side = 'node' | 'portal';
+
+/** The entry's checks on one side, or undefined when it has none there. */
+export const checksOf = (e: Pick<Endpoint, 'check' | 'portalCheck'>, side: Side = 'node'): Checks | undefined => (side === 'node' ? e.check : e.portalCheck);
+
+function run(schema: Checks[keyof Checks], value: unknown, what: string): void {
+  if (!schema) return;
+  const r = schema.safeParse(value);
+  if (!r.success) throw new FarmError('invalid_request', r.error.issues[0]?.message ?? `the request's ${what} is not valid`);
 }
 
-/** The check in front of one route's handlers, bound to its entry; undefined for an entry without one. */
-export function validator(e: Endpoint): Middleware | undefined {
-  if (!e.check) return undefined;
-  return function validateRequest(ctx: Context, next: Next): Promise<unknown> {
-    validateBody(e, bodyOf(ctx));
+/** A request as the checks see it. */
+export interface RequestParts {
+  params?: unknown;
+  query?: unknown;
+  body?: unknown;
+}
+
+/** Throws the 400 of the first check that refuses the request; nothing when every one passes. */
+export function validateRequest(checks: Checks | undefined, req: RequestParts): void {
+  if (!checks) return;
+  run(checks.params, req.params ?? {}, 'path');
+  run(checks.query, req.query ?? {}, 'query string');
+  run(checks.body, req.body, 'body');
+}
+
+/** The body check of the entry's node side alone (the unit tests of run_tests and press). */
+export function validateBody(e: Pick<Endpoint, 'check'>, body: unknown): void {
+  run(e.check?.body, body, 'body');
+}
+
+/** The check in front of one route's handlers, bound to its entry; undefined for an entry without one on that side. */
+export function validator(e: Endpoint, side: Side = 'node'): Middleware | undefined {
+  const checks = checksOf(e, side);
+  if (!checks || (!checks.params && !checks.query && !checks.body)) return undefined;
+  return function validateRoute(ctx: Context, next: Next): Promise<unknown> {
+    validateRequest(checks, { params: ctx.params, query: ctx.query, body: checks.body ? bodyOf(ctx) : undefined });
     return next();
   };
 }

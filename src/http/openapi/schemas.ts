@@ -9,7 +9,10 @@
  * contract check, which is the point.
  */
 import { INFRASTRUCTURE_KINDS } from '../../core/infrastructure.js';
+import { DEFAULT_LIMITS, MAX_WAIT_SECS, reservationMessages, type ReservationLimits } from '../../core/reservations.js';
 import { categoryProblem, MAX_TEST_CASES, RUN_TESTS_MESSAGES } from '../../core/runRequest.js';
+import { isTimeZoneText, RESULT_QUERY_MESSAGES, sortOfText } from '../../core/query.js';
+import { JUNIT_CLASSNAMES, type JunitClassname } from '../formats/junit.js';
 import { z } from 'zod';
 import { STATUS } from '../errors.js';
 import { PATTERNS, type DualPattern } from './patterns.js';
@@ -229,21 +232,120 @@ export const MaintenanceRequest = z
 
 export const MaintenanceAnswer = z.object({ node_id: z.string(), maintenance: MaintenanceState.nullable() }).meta({ id: 'MaintenanceAnswer' });
 
-const durationSecs = z.number().int().min(1);
+// Reservations: what a node and the farm portal check (the entries' `check` and `portalCheck`, made with
+// the limits of core/reservations.ts and its messages), and what the document publishes (the farm's, with
+// the extensions a single node ignores).
 
-export const ReserveRequest = z
-  .looseObject({
-    node_ids: z.array(z.string().min(1)).min(1),
-    message: z.string(),
-    duration_secs: durationSecs.nullish(),
+/**
+ * At most `max` UTF-16 code units, as the hand validators counted (`message.length`): zod's `max` counts
+ * code points (an emoji is 1, not 2), so it is kept for the document's `maxLength` and the count is checked again.
+ */
+const atMost = (base: z.ZodString, max: number, message: string) => base.max(max, { error: message }).refine((v) => v.length <= max, { error: message });
+
+/** A whole number of seconds from 1 to `max`, every problem answered with `message`. */
+const seconds = (max: number, message: string) => z.number({ error: message }).int().min(1).max(max);
+
+/** The first node id listed twice, if any (the hand validator's: the first whose earlier twin exists). */
+const listedTwice = (ids: readonly string[]): string | undefined => ids.find((n, i) => ids.indexOf(n) !== i);
+
+/**
+ * The reservation requests' schemas for `limits`: `node` ignores the farm's extensions (lease_secs,
+ * wait_secs) as a single node always did; `farm` checks them. Each answers the hand validators' messages.
+ */
+export function reservationChecks(limits: Pick<ReservationLimits, 'maxMessageChars' | 'maxNodes' | 'maxDurationSecs'>, side: 'node' | 'farm') {
+  const M = reservationMessages(limits);
+  const nodeIds = z
+    .array(z.string({ error: M.nodeIds }).min(1), { error: M.nodeIds })
+    .min(1)
+    .max(limits.maxNodes, { error: M.tooManyNodes })
+    .refine((ids) => listedTwice(ids) === undefined, { error: (iss) => M.listedTwice(listedTwice(iss.input as string[])!) })
+    .meta({ description: `1 to ${limits.maxNodes} node ids, each once.` });
+  const extensions = {
     // Farm extensions (docs/farm.md, "Reservations"); a single node ignores them.
-    lease_secs: durationSecs.nullish().meta({ description: 'Farm only: end unless extended within this many seconds.' }),
-    wait_secs: durationSecs.max(3600).nullish().meta({ description: 'Farm only: wait (first come, first served) up to this long instead of a 409.' }),
-  })
-  .meta({ id: 'ReserveRequest' });
+    lease_secs: seconds(limits.maxDurationSecs, M.secs('lease_secs', limits.maxDurationSecs))
+      .nullish()
+      .meta({ description: 'Farm only: end unless extended within this many seconds.' }),
+    wait_secs: seconds(MAX_WAIT_SECS, M.secs('wait_secs', MAX_WAIT_SECS))
+      .nullish()
+      .meta({ description: 'Farm only: wait (first come, first served) up to this long instead of a 409.' }),
+  };
+  const reserve = z.looseObject(
+    {
+      node_ids: nodeIds,
+      message: atMost(z.string({ error: M.message }), limits.maxMessageChars, M.messageLength).meta({ description: 'Shown to other users while the reservation is active.' }),
+      duration_secs: seconds(limits.maxDurationSecs, M.duration(true)).nullish().meta({ description: 'Absent or null: no expiry.' }),
+      ...(side === 'farm' ? extensions : {}),
+    },
+    { error: M.body },
+  );
+  const extend = z.looseObject({ duration_secs: seconds(limits.maxDurationSecs, M.duration(false)) }, { error: M.duration(false) });
+  const interrupt = z.looseObject(
+    {
+      message: atMost(patterned(PATTERNS.notBlank, z.string({ error: M.interruptMessage })), limits.maxMessageChars, M.messageLength).meta({ description: 'Not blank; shown to the owner.' }),
+    },
+    { error: M.interruptMessage },
+  );
+  const id = z.looseObject({ id: z.string().regex(/^[1-9][0-9]{0,14}$/, { error: (iss) => M.id(iss.input) }) });
+  return { reserve, extend, interrupt, id };
+}
 
-export const ExtendRequest = z.looseObject({ duration_secs: durationSecs }).meta({ id: 'ExtendRequest' });
-export const InterruptRequest = z.looseObject({ message: patterned(PATTERNS.notBlank).meta({ description: 'Not blank; shown to the owner.' }) }).meta({ id: 'InterruptRequest' });
+const NODE_RESERVATIONS = reservationChecks(DEFAULT_LIMITS, 'node');
+const FARM_RESERVATIONS = reservationChecks(DEFAULT_LIMITS, 'farm');
+
+/** The checks of the reservation entries on a node (`check`) and on the portal (`portalCheck`). */
+export const RESERVATION_CHECKS = {
+  reserve: { node: { body: NODE_RESERVATIONS.reserve }, portal: { body: FARM_RESERVATIONS.reserve } },
+  extend: { node: { params: NODE_RESERVATIONS.id, body: NODE_RESERVATIONS.extend }, portal: { params: FARM_RESERVATIONS.id, body: FARM_RESERVATIONS.extend } },
+  end: { node: { params: NODE_RESERVATIONS.id }, portal: { params: FARM_RESERVATIONS.id } },
+  interrupt: { node: { params: NODE_RESERVATIONS.id, body: NODE_RESERVATIONS.interrupt }, portal: { params: FARM_RESERVATIONS.id, body: FARM_RESERVATIONS.interrupt } },
+};
+
+export const ReserveRequest = FARM_RESERVATIONS.reserve.meta({ id: 'ReserveRequest' });
+export const ExtendRequest = FARM_RESERVATIONS.extend.meta({ id: 'ExtendRequest' });
+export const InterruptRequest = FARM_RESERVATIONS.interrupt.meta({ id: 'InterruptRequest' });
+
+// --- Query strings the routes check (an entry's `check.query`/`portalCheck.query`, which is also its
+// documented `query`). Koa gives a parameter sent once as a string, sent more than once as an array.
+
+const Q = RESULT_QUERY_MESSAGES;
+/** A parameter given once (a string), refused with `message` otherwise. */
+const once = (message: string) => z.string({ error: message });
+const tzParam = (description: string) =>
+  once(Q.once('tz'))
+    .refine(isTimeZoneText, { error: (iss) => Q.tz(String(iss.input).trim()) })
+    .optional()
+    .meta({ description });
+
+/**
+ * The results lists' query (`GET /api/v1/results`, `/api/v2/results`, `.csv`, `.xml`; a v1 job's results
+ * without `filter`): `tz`, `sort` and `filter` each once, a known zone, a known sort, in the order the hand
+ * checks had. The filter's grammar is the domain's (core/query.ts: `invalid_filter`, naming the term).
+ */
+export const ResultsQuery = z.object({
+  tz: tzParam('IANA time zone for dates in the filter; default UTC.'),
+  sort: once(Q.once('sort'))
+    .refine((v) => sortOfText(v) !== undefined, { error: (iss) => Q.sort(String(iss.input).trim()) })
+    .optional()
+    .meta({ description: '`<field>:asc|desc`, field one of category, date, duration, job, testcase, result. Default `date:desc`.' }),
+  filter: once(Q.once('filter')).optional().meta({ description: 'Search expression (docs/filters.md); `job:<job_uid>` selects one job.' }),
+});
+
+/** results.xml's own parameters besides the list's (src/http/formats/junit.ts). */
+export const JunitQuery = ResultsQuery.extend({
+  include_tz: z.enum(['true', 'false'], { error: 'include_tz must be "true" or "false"' }).optional().meta({ description: 'Zone offsets in the timestamps; default false.' }),
+  junit_classname: z
+    .enum(JUNIT_CLASSNAMES as [JunitClassname, ...JunitClassname[]], { error: `junit_classname must be one of ${JUNIT_CLASSNAMES.join(', ')} (default path)` })
+    .optional()
+    .meta({ description: 'How testcase classnames are made (docs/results-formats.md); default path.' }),
+});
+
+/** A v2 log's `tz` (its timestamps rewritten in that zone). */
+export const LogTzQuery = z.object({ tz: tzParam('IANA time zone of the timestamps (v2 log) or of the page; default UTC.') });
+
+/** The event stream's resume point, given once; whether it is an event id is the stream's to say (its ids' form). */
+export const EventsQuery = z.object({
+  last_event_id: once('last_event_id: give it once').optional().meta({ description: 'The id of the last event received (as the Last-Event-ID header).' }),
+});
 
 // --- operations (src/http/opsRoutes.ts; docs/operations.md)
 
@@ -280,7 +382,7 @@ export const AuditEntry = z
     id: z.string().meta({ description: 'Opaque; orders the entries. Pass the last one of a page as `before`.' }),
     at: z.string().meta({ description: 'ISO 8601, UTC.' }),
     who: z.string().meta({ description: 'The user; `anonymous` (a v1 caller without a token); `cli` (a command on the machine).' }),
-    via: z.enum(['token', 'session', 'portal', 'cli', 'none']),
+    via: z.enum(['token', 'session', 'portal', 'cli', 'oidc', 'none']),
     token_id: z.string().nullable(),
     from: z.string().nullable().meta({ description: "The caller's address; behind a portal, the address the portal saw." }),
     action: z.string(),

@@ -6,8 +6,8 @@
  */
 import type Router from '@koa/router';
 import type { Context } from 'koa';
-import { parseReservationId } from '../../core/ids.js';
 import type { Noticed } from '../../core/nodePolicy.js';
+import type { ReserveBody } from '../../core/reservations.js';
 import { bodyOf } from '../body.js';
 import { baseUrl, callerOf, userOf, type Services } from '../context.js';
 import { presentNode, presentReservation } from '../presenters.js';
@@ -29,17 +29,18 @@ export function mountNodeRoutes(r: Router, s: Services): void {
     ctx.body = withNotices(presentNode(n.value, userOf(ctx), baseUrl(ctx, s)), n);
   });
 
+  // The bodies and the id were checked by the entries' schemas (src/http/endpoints/v2.ts) before these run.
   mount(r, 'POST /api/v2/reservations', async (ctx) => {
-    const made = await s.policy.reserve(caller(ctx), bodyOf(ctx));
+    const made = await s.policy.reserve(caller(ctx), bodyOf(ctx) as ReserveBody);
     ctx.body = withNotices({ reservations: made.value.map((x) => presentReservation(x, userOf(ctx))) }, made);
   });
 
-  const idOf = (ctx: Context) => parseReservationId((ctx.params as Record<string, string>).id!);
+  const idOf = (ctx: Context) => Number((ctx.params as Record<string, string>).id);
 
   mount(r, 'POST /api/v2/reservations/:id/extend', async (ctx) => {
     const id = idOf(ctx);
-    const body = bodyOf(ctx) as { duration_secs?: unknown } | null;
-    await s.policy.extend(caller(ctx), id, body?.duration_secs);
+    const body = bodyOf(ctx) as { duration_secs: number };
+    await s.policy.extend(caller(ctx), id, body.duration_secs);
     ctx.status = 204;
   });
 
@@ -49,8 +50,8 @@ export function mountNodeRoutes(r: Router, s: Services): void {
   });
 
   mount(r, 'POST /api/v2/reservations/:id/interrupt', async (ctx) => {
-    const body = bodyOf(ctx) as { message?: unknown } | null;
-    await s.policy.interrupt(caller(ctx), idOf(ctx), body?.message);
+    const body = bodyOf(ctx) as { message: string };
+    await s.policy.interrupt(caller(ctx), idOf(ctx), body.message);
     ctx.status = 204;
   });
 }

@@ -23,7 +23,8 @@ import { safeNext } from './signIn.js';
 import { mount } from '../../http/endpoints/mount.js';
 
 /** What the app adds to a sign-in (the portal: the users table); answers the role the session gets. */
-export type OnOidcSignIn = (who: { login: string; role: Role }) => Promise<Role>;
+/** Records the person (the portal's `users`); `from` is the address the browser came from (for the audit trail). */
+export type OnOidcSignIn = (who: { login: string; role: Role; from: string }) => Promise<Role>;
 
 const STATUS: Record<string, number> = {
   provider_unreachable: 503,
@@ -114,7 +115,7 @@ export function oidcSignInRouter(sessions: WebSessionStore, oidc: OidcSignIn, o:
       fail(ctx, who.problem, who.message, result.next);
       return;
     }
-    const role = o.onSignIn ? await o.onSignIn(who) : who.role;
+    const role = o.onSignIn ? await o.onSignIn({ login: who.login, role: who.role, from: ctx.ip }) : who.role;
     const session = await sessions.createOidc({ login: who.login, role, maxMs: oidc.sessionMaxMs });
     const old = sessionOf(ctx);
     if (old) await sessions.end(old.id);
