@@ -143,6 +143,13 @@ describe('farm: a node of another replica, proxied to it', function () {
     expect(await stop.json()).to.include({ job_uid: uid, status: 'exited' });
   });
 
+  it('answers test_case_names through B, which holds no node, from the node on A', async () => {
+    expect(b.portal.hub.links().filter((l) => l.online), 'B holds no node').to.deep.equal([]);
+    const r = await atB('/api/v2/test_pack/main/test_case_names');
+    expect(r.status, await r.clone().text()).to.equal(200);
+    expect(await r.json()).to.include(PASS);
+  });
+
   it('records a job run and stopped through B once in the audit trail: the row of B, which the caller called', async () => {
     const run = await atB('/api/v2/run_tests', { method: 'POST', body: JSON.stringify({ node_id: NODE, test_pack_revision: 'main', test_cases: [HANG], shuffle: false, tags: {} }) });
     expect(run.status, await run.clone().text()).to.equal(200);
