@@ -236,6 +236,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       ...(lease && { lease, sweeps: () => sweeper?.sweeps ?? 0 }),
       links: () => h0.links(),
       forwards: () => ({ inFlight: h0.forwardsInFlight(), total: h0.stats.forwards }),
+      inbox: () => h0.stats,
       ...(proxy && { replicaProxy: () => proxy.stats }),
       logger: logger.child({ part: 'ops' }),
       ...parts.opsSources,
