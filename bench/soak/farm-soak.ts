@@ -13,11 +13,17 @@
  * online after its SIGCONT, no 500. Prints the portal's RSS, open fds, heap (after a GC) and
  * PostgreSQL connections over time. Exit 1 when an invariant fails.
  *
- *   node --import tsx bench/soak/farm-soak.ts [--minutes 10] [--clients 4]
+ * `--replicas n`: n portal replicas (mode "many", ids r1..rn, one shared storage folder and secret) behind a real
+ * HAProxy (`balance roundrobin`, /readyz checked every second, `on-marked-down shutdown-sessions`); the nodes and the
+ * clients go through HAProxy, so the nodes spread over the replicas; the portal restarts are of one replica at a
+ * time, in turn. Adds the figures per replica (RSS, heap, fds, CPU), the 503s and their rate, the errors by kind,
+ * where the nodes are, and the sessions HAProxy sent each replica (docs/farm.md, "The farm soak").
+ *
+ *   node --import tsx bench/soak/farm-soak.ts [--minutes 10] [--clients 4] [--replicas 0]
  *     [--node-kill-secs 40] [--portal-restart-secs 90] [--pg-restart-secs 75]
  *     [--node-pause-secs 60] [--sample-secs 20]
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -30,10 +36,11 @@ import { PgTokens, PgUsers } from '../../src/farm/users.js';
 import { testConfig } from '../../test/helpers/daemon.js';
 import { connectionString } from '../../test/helpers/farmPortal.js';
 import { startPostgres } from '../../test/helpers/postgres.js';
+import { startHaproxy, type Haproxy } from '../../test/helpers/replicaFarm.js';
 import { makeTestPack, STANDARD_FILES } from '../../test/fixtures/testPack.js';
 import { PROJECT_ROOT } from '../lib/daemon.js';
 import { timedRequest, waitFor200 } from '../lib/http.js';
-import { freePort, procMemory, spawnLogged, tail, type Spawned } from '../lib/processes.js';
+import { freePort, groupCpuSecs, procMemory, spawnLogged, tail, type Spawned } from '../lib/processes.js';
 
 const arg = (name: string, dflt: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -46,6 +53,8 @@ const PORTAL_RESTART_SECS = arg('portal-restart-secs', 90);
 const PG_RESTART_SECS = arg('pg-restart-secs', 75);
 const NODE_PAUSE_SECS = arg('node-pause-secs', 60);
 const SAMPLE_SECS = arg('sample-secs', 20);
+/** 0: one portal (mode "single"); n: n replicas (mode "many") behind HAProxy. */
+const REPLICAS = arg('replicas', 0);
 const NODES = ['soak-a', 'soak-b', 'soak-c'];
 const MEM_PROBE = fileURLToPath(new URL('../lib/mem-probe.mjs', import.meta.url));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -77,7 +86,13 @@ const CASES = ['tests/soak.py::test_quick', 'tests/soak.py::test_slow', 'tests/s
 
 interface Sample {
   t: number;
+  /** The portal process sampled: `portal`, or the replica's id. */
+  portal: string;
   generation: number;
+  /** Its CPU since the sample before (its process group), in % of one core. */
+  cpuPct: number;
+  /** Where the nodes are (`nodes.owner_replica`), e.g. `r1:1 r2:2`. */
+  owners: string;
   rssMb: number;
   fds: number;
   heapMb: number;
@@ -96,46 +111,90 @@ async function main(): Promise<void> {
   const pack = await makeTestPack(SOAK_FILES);
   const procs = new Set<Spawned>();
   const problems: string[] = [];
+  let haproxy: Haproxy | undefined;
+  let closing = false;
   try {
     await migrate(db);
     await new PgUsers(db).add('ci');
     const { token } = await new PgTokens(db).createToken('ci');
     const auth = { Authorization: `token ${token}` };
 
-    // The portal: one fixed port, so nodes reconnect to the same URL after a restart.
-    const portalPort = await freePort();
-    const portalUrl = `http://127.0.0.1:${portalPort}`;
-    const portalConfig = path.join(work, 'portal.json');
-    writeFileSync(
-      portalConfig,
-      JSON.stringify({
-        listen: `127.0.0.1:${portalPort}`,
-        database: connectionString(cluster),
-        storage_dir: path.join(work, 'storage'),
-        heartbeat_secs: 2,
-        log_level: 'warn',
-        rate_limit: { requests_per_second: 1000, burst: 10000 },
-      }),
-    );
-    const memFile = path.join(work, 'portal.mem.json');
-    let portal: Spawned | undefined;
+    // The portal: one fixed port, so nodes reconnect to the same URL after a restart. With --replicas, n of them
+    // (each its fixed port) behind HAProxy, whose URL the nodes and clients call.
+    interface PortalSlot {
+      name: string;
+      url: string;
+      config: string;
+      memFile: string;
+      logFile: string;
+      proc?: Spawned;
+      generation: number;
+      cpu?: { at: number; secs: number };
+    }
+    const settings = {
+      database: connectionString(cluster),
+      storage_dir: path.join(work, 'storage'),
+      heartbeat_secs: 2,
+      log_level: 'warn',
+      rate_limit: { requests_per_second: 1000, burst: 10000 },
+    };
+    const slots: PortalSlot[] = [];
+    const slotAt = async (name: string, extra: (url: string) => Record<string, unknown>) => {
+      const port = await freePort();
+      const url = `http://127.0.0.1:${port}`;
+      const config = path.join(work, `${name}.json`);
+      writeFileSync(config, JSON.stringify({ ...settings, listen: `127.0.0.1:${port}`, ...extra(url) }));
+      slots.push({ name, url, config, memFile: path.join(work, `${name}.mem.json`), logFile: path.join(work, `${name}.log`), generation: 0 });
+      return port;
+    };
+    let portalUrl: string;
+    if (REPLICAS > 0) {
+      const secretFile = path.join(work, 'replica.secret');
+      writeFileSync(secretFile, `${randomBytes(32).toString('hex')}\n`, { mode: 0o600 });
+      const ports: Record<string, number> = {};
+      for (let i = 1; i <= REPLICAS; i++) {
+        const name = `r${i}`;
+        ports[name] = await slotAt(name, (url) => ({ replicas: { mode: 'many', replica_id: name, advertise_url: url, secret_file: secretFile } }));
+      }
+      // As rollingFarm's: /readyz every second, down after 5 failures (longer than a stopping replica's drain),
+      // the sessions of a replica marked down cut so its nodes reconnect to another.
+      haproxy = await startHaproxy(work, ports, { balance: 'roundrobin', defaultServer: 'inter 1s fall 5 rise 1 on-marked-down shutdown-sessions' });
+      portalUrl = haproxy.url;
+    } else {
+      await slotAt('portal', () => ({}));
+      portalUrl = slots[0]!.url;
+    }
     let generation = 0;
-    const startPortal = async () => {
+    const startPortal = async (slot: PortalSlot) => {
       const p = spawnLogged(
         process.execPath,
-        ['--expose-gc', '--import', MEM_PROBE, '--import', 'tsx', path.join(PROJECT_ROOT, 'src/main.ts'), 'portal', '--config', portalConfig],
-        path.join(work, 'portal.log'),
-        { cwd: PROJECT_ROOT, env: { ...process.env, FARMHAND_BENCH_MEM_FILE: memFile } },
+        ['--expose-gc', '--import', MEM_PROBE, '--import', 'tsx', path.join(PROJECT_ROOT, 'src/main.ts'), 'portal', '--config', slot.config],
+        slot.logFile,
+        { cwd: PROJECT_ROOT, env: { ...process.env, FARMHAND_BENCH_MEM_FILE: slot.memFile } },
       );
       procs.add(p);
       let alive = true;
       void p.exited.then(() => (alive = false));
-      await waitFor200(`${portalUrl}/healthz`, performance.now() + 120_000, () => alive, 100).catch((e: Error) => {
-        throw new Error(`${e.message}\n${tail(path.join(work, 'portal.log'))}`);
+      // A replica takes requests once it holds its lease (/readyz); a single portal once it answers.
+      await waitFor200(`${slot.url}/${REPLICAS > 0 ? 'readyz' : 'healthz'}`, performance.now() + 120_000, () => alive, 100).catch((e: Error) => {
+        throw new Error(`${e.message}\n${tail(slot.logFile)}`);
       });
-      portal = p;
-      generation++;
+      slot.proc = p;
+      slot.cpu = undefined;
+      slot.generation = ++generation;
+      // A portal that exits on its own (a replica that lost its lease: PostgreSQL away longer than it) is started
+      // again, as systemd's Restart=always does (docs/farm.md, "Leases"), and counted.
+      void p.exited.then(async () => {
+        if (closing || slot.proc !== p) return;
+        slot.proc = undefined;
+        procs.delete(p);
+        exitsOnTheirOwn++;
+        log(`${slot.name} exited on its own (${tail(slot.logFile, 2).replace(/\n/g, ' | ').slice(0, 300)}); started again`);
+        await sleep(1000);
+        await startPortal(slot).catch((e: Error) => problems.push(`${slot.name} not started again: ${e.message.slice(0, 300)}`));
+      });
     };
+    let exitsOnTheirOwn = 0;
 
     // The nodes: each its own `farmhand serve` process on a fixed port and data directory (kept across kills).
     const nodes = new Map<string, { config: string; url: string; logFile: string; proc?: Spawned }>();
@@ -186,7 +245,7 @@ async function main(): Promise<void> {
       return (JSON.parse(r.body.toString('utf8')) as Array<{ node_id: string; online: boolean }>).filter((n) => n.online).map((n) => n.node_id);
     };
 
-    await startPortal();
+    for (const slot of slots) await startPortal(slot);
     await Promise.all(NODES.map(startNode));
     const waitAllOnline = async (what: string, ms = 120_000) => {
       const end = Date.now() + ms;
@@ -196,7 +255,10 @@ async function main(): Promise<void> {
       }
     };
     await waitAllOnline('at the start');
-    log(`portal ${portalUrl} and nodes ${NODES.join(', ')} up; soak of ${MINUTES} min with ${CLIENTS} clients`);
+    log(
+      `${REPLICAS > 0 ? `${REPLICAS} replicas (${slots.map((r) => r.url).join(', ')}) behind HAProxy ${portalUrl}` : `portal ${portalUrl}`} ` +
+        `and nodes ${NODES.join(', ')} up; soak of ${MINUTES} min with ${CLIENTS} clients`,
+    );
 
     // ---------------------------------------------------------------- clients
     const started = new Set<string>(); // job uids run_tests answered 200 for
@@ -272,33 +334,52 @@ async function main(): Promise<void> {
     const samples: Sample[] = [];
     const t0 = Date.now();
     const sample = async () => {
-      if (!portal) return;
+      let owners = '';
+      let counts: { conns: string; jobs: string; results: string } | undefined;
       try {
-        const pid = portal.pid;
-        writeFileSync(memFile, '');
-        process.kill(pid, 'SIGUSR2');
-        let heap: { heapUsed: number } | undefined;
-        for (let i = 0; i < 100 && !heap; i++) {
-          await sleep(20);
-          const text = readFileSync(memFile, 'utf8');
-          if (text) heap = JSON.parse(text) as { heapUsed: number };
-        }
         const { rows } = await db.query<{ conns: string; jobs: string; results: string }>(
           `SELECT (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND application_name <> 'farm-soak') AS conns,
                   (SELECT count(*) FROM jobs) AS jobs, (SELECT count(*) FROM results) AS results`,
         );
-        samples.push({
-          t: (Date.now() - t0) / 1000,
-          generation,
-          rssMb: procMemory(pid).rssMb,
-          fds: readdirSync(`/proc/${pid}/fd`).length,
-          heapMb: heap ? heap.heapUsed / 2 ** 20 : NaN,
-          pgConnections: Number(rows[0]!.conns),
-          jobs: Number(rows[0]!.jobs),
-          results: Number(rows[0]!.results),
-        });
+        counts = rows[0];
+        const o = await db.query<{ owner: string | null; n: string }>(`SELECT owner_replica AS owner, count(*) AS n FROM nodes GROUP BY 1 ORDER BY 1`);
+        owners = o.rows.map((r) => `${r.owner ?? 'none'}:${r.n}`).join(' ');
       } catch {
-        // the portal is being restarted: no sample this time
+        return; // PostgreSQL is being restarted: no sample this time
+      }
+      for (const slot of slots) {
+        const pid = slot.proc?.pid;
+        if (pid === undefined) continue;
+        try {
+          writeFileSync(slot.memFile, '');
+          process.kill(pid, 'SIGUSR2');
+          let heap: { heapUsed: number } | undefined;
+          for (let i = 0; i < 100 && !heap; i++) {
+            await sleep(20);
+            const text = readFileSync(slot.memFile, 'utf8');
+            if (text) heap = JSON.parse(text) as { heapUsed: number };
+          }
+          const cpu = groupCpuSecs(pid);
+          const secs = cpu.user + cpu.system;
+          const at = performance.now();
+          const cpuPct = slot.cpu ? ((secs - slot.cpu.secs) / ((at - slot.cpu.at) / 1000)) * 100 : NaN;
+          slot.cpu = { at, secs };
+          samples.push({
+            t: (Date.now() - t0) / 1000,
+            portal: slot.name,
+            generation: slot.generation,
+            cpuPct,
+            owners,
+            rssMb: procMemory(pid).rssMb,
+            fds: readdirSync(`/proc/${pid}/fd`).length,
+            heapMb: heap ? heap.heapUsed / 2 ** 20 : NaN,
+            pgConnections: Number(counts!.conns),
+            jobs: Number(counts!.jobs),
+            results: Number(counts!.results),
+          });
+        } catch {
+          // the portal is being restarted: no sample this time
+        }
       }
     };
     const faults = { nodeKills: 0, portalRestarts: 0, pgRestarts: 0, nodePauses: 0 };
@@ -321,22 +402,28 @@ async function main(): Promise<void> {
         log(`node ${id} restarted`);
       }
     };
+    // The portal (with --replicas: one replica at a time, in turn), SIGKILLed and stopped (SIGTERM) in turn.
     const portalRestarter = async () => {
       let k = 0;
       while (!stopping && Date.now() < faultsEnd) {
         await sleep(PORTAL_RESTART_SECS * 1000);
         if (stopping || Date.now() >= faultsEnd) break;
-        const p = portal!;
-        portal = undefined;
+        const slot = slots[k % slots.length]!;
+        const p = slot.proc;
+        if (!p) {
+          k++; // being started again after an exit of its own: the next one's turn
+          continue;
+        }
+        slot.proc = undefined;
         const kill = k++ % 2 === 0;
         if (kill) process.kill(-p.pid, 'SIGKILL');
         await (kill ? p.exited : p.stop(30_000));
         procs.delete(p);
         faults.portalRestarts++;
-        log(`portal ${kill ? 'SIGKILLed' : 'stopped (SIGTERM)'}`);
+        log(`${slot.name} ${kill ? 'SIGKILLed' : 'stopped (SIGTERM)'}`);
         await sleep(2000);
-        await startPortal();
-        log(`portal restarted (generation ${generation})`);
+        await startPortal(slot);
+        log(`${slot.name} restarted (generation ${slot.generation})`);
       }
     };
     // PostgreSQL restarted under the portal: every connection cut; every other time it stays down a few seconds.
@@ -497,39 +584,57 @@ async function main(): Promise<void> {
     console.log('');
     console.log(
       `farm soak: ${MINUTES} min, ${CLIENTS} clients, 3 nodes; ${faults.nodeKills} node SIGKILLs, ${faults.portalRestarts} portal restarts, ` +
-        `${faults.pgRestarts} PostgreSQL restarts, ${faults.nodePauses} node pauses (SIGSTOP past the heartbeat limit, SIGCONT); load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`,
+        `${faults.pgRestarts} PostgreSQL restarts, ${faults.nodePauses} node pauses (SIGSTOP past the heartbeat limit, SIGCONT), ` +
+        `${exitsOnTheirOwn} portal exits on their own (started again); load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`,
     );
     console.log(`  client iterations ${stats.iterations}, completed ${stats.completed}, reservations ${stats.reserved}, jobs started ${started.size}`);
     console.log(`  artifacts downloaded and md5-checked ${stats.artifacts} (${(stats.artifactBytes / 2 ** 20).toFixed(1)} MiB), results.xml ${stats.xml}`);
     console.log(`  farm index: ${totals[0]!.jobs} jobs, ${totals[0]!.results} results (${totals[0]!.errors} errors, ${totals[0]!.offline} of them runs lost with a killed node)`);
     console.log(`  answers: ${[...stats.statuses].sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => `${k}: ${v}`).join('; ')}`);
+    const answered = [...stats.statuses].filter(([k]) => /^[a-z_/.]+ \d{3}$/.test(k));
+    const total = answered.reduce((n, [, v]) => n + v, 0);
+    const n503 = answered.filter(([k]) => k.endsWith(' 503')).reduce((n, [, v]) => n + v, 0);
+    console.log(`  503 answers: ${n503} of ${total} (${total ? ((100 * n503) / total).toFixed(2) : '0'} %)`);
+    const errors = [...stats.statuses].filter(([k]) => k.startsWith('error ') || (/ \d{3}$/.test(k) && !/ (200|202|204)$/.test(k)) || / failed$/.test(k));
+    console.log(`  errors by kind (not 200/202/204, or no answer): ${errors.length ? errors.sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => `${k}: ${v}`).join('; ') : 'none'}`);
     console.log('');
-    console.log('  time s  portal gen  RSS MiB  fds  heap MiB (after GC)  pg conns  jobs  results');
+    console.log('  time s  portal  gen  RSS MiB  fds  heap MiB (after GC)  CPU %  pg conns  jobs  results  nodes at');
     for (const s of samples) {
       console.log(
-        `  ${s.t.toFixed(0).padStart(6)}  ${String(s.generation).padStart(10)}  ${s.rssMb.toFixed(1).padStart(7)}  ${String(s.fds).padStart(3)}  ${s.heapMb.toFixed(1).padStart(19)}  ${String(s.pgConnections).padStart(8)}  ${String(s.jobs).padStart(4)}  ${String(s.results).padStart(7)}`,
+        `  ${s.t.toFixed(0).padStart(6)}  ${s.portal.padStart(6)}  ${String(s.generation).padStart(3)}  ${s.rssMb.toFixed(1).padStart(7)}  ${String(s.fds).padStart(3)}  ${s.heapMb.toFixed(1).padStart(19)}  ` +
+          `${(Number.isNaN(s.cpuPct) ? '-' : s.cpuPct.toFixed(0)).padStart(5)}  ${String(s.pgConnections).padStart(8)}  ${String(s.jobs).padStart(4)}  ${String(s.results).padStart(7)}  ${s.owners}`,
       );
     }
-    const last = samples.filter((s) => s.generation === generation);
-    if (last.length >= 2) {
+    for (const slot of slots) {
+      const last = samples.filter((s) => s.portal === slot.name && s.generation === slot.generation);
+      if (last.length < 2) continue;
       const a = last[0]!;
       const b = last[last.length - 1]!;
+      const cpu = last.filter((s) => !Number.isNaN(s.cpuPct));
       console.log(
-        `  last portal generation (${(b.t - a.t).toFixed(0)} s, no faults): RSS ${a.rssMb.toFixed(1)} -> ${b.rssMb.toFixed(1)} MiB, heap ${a.heapMb.toFixed(1)} -> ${b.heapMb.toFixed(1)} MiB, ` +
-          `fds ${a.fds} -> ${b.fds}, pg connections ${a.pgConnections} -> ${b.pgConnections}`,
+        `  ${slot.name}, last generation (${(b.t - a.t).toFixed(0)} s, no faults): RSS ${a.rssMb.toFixed(1)} -> ${b.rssMb.toFixed(1)} MiB, heap ${a.heapMb.toFixed(1)} -> ${b.heapMb.toFixed(1)} MiB, ` +
+          `fds ${a.fds} -> ${b.fds}, pg connections ${a.pgConnections} -> ${b.pgConnections}, CPU ${cpu.length ? (cpu.reduce((x, s) => x + s.cpuPct, 0) / cpu.length).toFixed(0) : '-'} % of a core on average`,
       );
     }
     const { rows: ended } = await db.query<{ n: string }>('SELECT count(*) AS n FROM jobs WHERE end_reason IS NOT NULL');
     console.log(
       `  outbox: ${complete} of ${outboxJobs.length} jobs their node ended have job.started, job.exited and one run.finished per counted run, once each; job events stored twice: ${twice.length}`,
     );
+    console.log(`  jobs started ${started.size}: each recorded once (jobs rows ${[...started].filter((u) => knownSet.has(u)).length}, lost ${lostJobs.length}); job events stored twice: ${twice.length}`);
+    if (haproxy) {
+      const { rows: where } = await db.query<{ owner: string | null; n: string; epochs: string }>(`SELECT owner_replica AS owner, count(*) AS n, sum(owner_epoch) AS epochs FROM nodes GROUP BY 1 ORDER BY 1`);
+      console.log(`  nodes at the end: ${where.map((r) => `${r.owner ?? 'none'}: ${r.n}`).join(', ')}; changes of owner (owner_epoch, summed): ${where.reduce((n, r) => n + Number(r.epochs), 0)}`);
+      console.log(`  HAProxy sessions per replica: ${JSON.stringify(await haproxy.sent())}`);
+    }
     console.log(`  jobs the portal ended (node offline): ${ended[0]!.n}; of them with more results indexed than the portal's result_counts: ${undercounted.length ? undercounted.join(', ') : 'none'}`);
     console.log('');
     console.log(problems.length ? `INVARIANTS FAILED (${problems.length}):` : 'invariants: every job ended; every exited job\'s results indexed exactly once; every node result indexed; no result lost; no live reservation; no job event twice in the outbox; every paused node back online; no 500');
     for (const p of problems) console.log(`  PROBLEM ${p}`);
     process.exitCode = problems.length ? 1 : 0;
   } finally {
+    closing = true;
     await Promise.all([...procs].map((p) => p.stop(10_000)));
+    haproxy?.stop();
     await db.end();
     await cluster.stop();
     await pack.cleanup();

@@ -38,6 +38,15 @@ describe("farm: the portal's inbox of a node's events is bounded while PostgreSQ
     const hub = node.daemon.services.events!.hub;
     const stats = farm.portal.hub.stats as { eventsDeferred?: number; inboxPeak?: number };
     await farm.portal.hub.idle();
+    // On /metrics of the portal (through replicas: of r1, which holds the node) the counters start where the hub has them.
+    const metrics = async () => {
+      const text = await (await fetch(`${farm.replicas?.portals[0]!.url ?? farm.url}/metrics`)).text();
+      const of = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1]);
+      return { deferred: of('farmhand_portal_node_events_deferred_total'), peak: of('farmhand_portal_node_inbox_peak_events') };
+    };
+    const before = await metrics();
+    expect(before.deferred).to.equal(stats.eventsDeferred);
+    expect(before.peak).to.equal(stats.inboxPeak);
     await cluster.stopServer('fast');
     const first = hub.published + 1;
     for (let i = 1; i <= SENT; i++) hub.publish('key.pressed', { key: 'KEY_OK', remote: 'vstb', hold_ms: 0, source: 'api', username: `press-${i}`, result_id: null });
@@ -57,5 +66,9 @@ describe("farm: the portal's inbox of a node's events is bounded while PostgreSQ
     expect((await folded()).slice(-SENT)).to.deep.equal(ids);
     await waitFor(() => node.daemon.portalLink?.lastAcked === hub.buffered({ internal: true }).at(-1)!.id, { what: 'the node acknowledged to its last event', ...WAIT });
     expect(stats.inboxPeak).to.be.at.most(BOUND);
+    // ... and moved with them: the events refused past the bound, the inbox filled to it.
+    const after = await metrics();
+    expect(after.deferred).to.be.at.least(before.deferred + SENT - BOUND);
+    expect(after.peak).to.be.above(before.peak).and.at.most(BOUND);
   });
 });

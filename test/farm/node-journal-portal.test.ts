@@ -12,10 +12,15 @@ import type pg from 'pg';
 import { exitOf, killGroup, PROCESS_WAIT as WAIT, startProcessFarm, type ProcessFarm } from '../helpers/processFarm.js';
 import { waitFor } from '../helpers/wait.js';
 import { kill } from '../integration/crash-lib.js';
+import { throughReplicas } from '../helpers/farm.js';
 
 const NODE = 'farmhand-nj';
 
 describe('farm: node events survive the node SIGKILLed while the portal is down', function () {
+  before(function () {
+    // Not through replicas (FARMHAND_TEST_THROUGH_REPLICAS): kills the one portal process (processFarm) while the node's events wait (replicas killed: replicas-rolling, the soak).
+    if (throughReplicas() > 0) this.skip();
+  });
   this.timeout(300_000);
   let farm: ProcessFarm;
   let db: pg.Pool;

@@ -12,6 +12,7 @@ import { expect } from 'chai';
 import { exitOf, killGroup, PROCESS_WAIT as WAIT, startProcessFarm, type ProcessFarm } from '../helpers/processFarm.js';
 import { waitFor } from '../helpers/wait.js';
 import { kill } from '../integration/crash-lib.js';
+import { throughReplicas } from '../helpers/farm.js';
 
 const NODE = 'farmhand-state';
 
@@ -22,6 +23,10 @@ interface StateEvent {
 }
 
 describe("farm: the node's state survives the portal and the node SIGKILLed before the portal recorded it", function () {
+  before(function () {
+    // Not through replicas (FARMHAND_TEST_THROUGH_REPLICAS): kills and restarts the one portal process (processFarm) (replicas killed: replicas-rolling, the soak).
+    if (throughReplicas() > 0) this.skip();
+  });
   this.timeout(300_000);
   let farm: ProcessFarm;
 

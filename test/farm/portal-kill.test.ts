@@ -32,6 +32,7 @@ import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { connectionString } from '../helpers/farmPortal.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { waitFor } from '../helpers/wait.js';
+import { throughReplicas } from '../helpers/farm.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const NODE = 'farmhand-pk';
@@ -61,6 +62,10 @@ async function freePort(): Promise<number> {
 }
 
 describe('farm fault: the portal SIGKILLed mid-job', function () {
+  before(function () {
+    // Not through replicas (FARMHAND_TEST_THROUGH_REPLICAS): kills and restarts the one portal process and reads its stdout (replicas killed: replicas-rolling, the soak).
+    if (throughReplicas() > 0) this.skip();
+  });
   this.timeout(300_000);
   let cluster: TestPostgres;
   let db: pg.Pool;

@@ -24,6 +24,7 @@ import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { connectionString } from '../helpers/farmPortal.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { waitFor } from '../helpers/wait.js';
+import { throughReplicas } from '../helpers/farm.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const NODE = 'farmhand-lock';
@@ -60,6 +61,10 @@ function startPortalProcess(config: string): PortalProcess {
 }
 
 describe('farm: one portal per database (the portal lock)', function () {
+  before(function () {
+    // Not through replicas (FARMHAND_TEST_THROUGH_REPLICAS): the advisory lock of one portal per database (mode "single"); replicas hold leases instead.
+    if (throughReplicas() > 0) this.skip();
+  });
   this.timeout(300_000);
   let cluster: TestPostgres;
   let db: pg.Pool;

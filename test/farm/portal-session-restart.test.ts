@@ -7,13 +7,17 @@
 import { expect } from 'chai';
 import type { Browser } from 'playwright-core';
 import { launchBrowser } from '../helpers/browser.js';
-import { startTestFarm, type TestFarm } from '../helpers/farm.js';
+import { startTestFarm, type TestFarm, throughReplicas } from '../helpers/farm.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { freePort } from '../helpers/processFarm.js';
 
 const WAIT = { timeout: 30_000 };
 
 describe('farm portal: a signed-in person stays signed in across a portal restart (Chromium)', function () {
+  before(function () {
+    // Not through replicas (FARMHAND_TEST_THROUGH_REPLICAS): restarts the one portal on the port it set (`listen`); sessions across replicas: portal-web through replicas.
+    if (throughReplicas() > 0) this.skip();
+  });
   this.timeout(180_000);
   let cluster: TestPostgres;
   let farm: TestFarm | undefined;

@@ -143,6 +143,29 @@ describe('farm: a node of another replica, proxied to it', function () {
     expect(await stop.json()).to.include({ job_uid: uid, status: 'exited' });
   });
 
+  it('answers test_case_names through B, which holds no node, from the node on A', async () => {
+    expect(b.portal.hub.links().filter((l) => l.online), 'B holds no node').to.deep.equal([]);
+    const r = await atB('/api/v2/test_pack/main/test_case_names');
+    expect(r.status, await r.clone().text()).to.equal(200);
+    expect(await r.json()).to.include(PASS);
+  });
+
+  it('records a job run and stopped through B once in the audit trail: the row of B, which the caller called', async () => {
+    const run = await atB('/api/v2/run_tests', { method: 'POST', body: JSON.stringify({ node_id: NODE, test_pack_revision: 'main', test_cases: [HANG], shuffle: false, tags: {} }) });
+    expect(run.status, await run.clone().text()).to.equal(200);
+    const { job_uid: uid } = (await run.json()) as { job_uid: string };
+    const stop = await atB(`/api/v2/jobs${uid}/stop`, { method: 'POST', body: '{}' });
+    expect(stop.status, await stop.clone().text()).to.equal(200);
+    // Each replica queues its rows before it answers; reading the trail at each writes its queue first.
+    const root = await b.tokenFor('root', 'admin');
+    for (const url of [a.url, b.url]) expect((await fetch(`${url}/api/v2/audit?limit=1`, { headers: { Authorization: `token ${root}` } })).status).to.equal(200);
+    const { rows } = await a.db.query<{ action: string; who: string; via: string }>(`SELECT action, who, via FROM audit WHERE target = $1 ORDER BY id`, [uid]);
+    expect(rows).to.deep.equal([
+      { action: 'job.run', who: 'alice', via: 'token' },
+      { action: 'job.stop', who: 'alice', via: 'token' },
+    ]);
+  });
+
   it('streams the live MJPEG view through B, and a viewer that leaves ends the stream on A and at the node', async () => {
     const parts = await new Promise<{ n: number; close: () => void; type: string }>((resolve, reject) => {
       let n = 0;

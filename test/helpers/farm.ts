@@ -30,6 +30,8 @@ export interface TestFarm {
   url: string;
   http: ReturnType<typeof request>;
   nodes: Map<string, TestDaemon>;
+  /** FARMHAND_TEST_THROUGH_REPLICAS=n: every replica (r1, `portal`, first) and HAProxy in front of them. */
+  replicas?: { portals: FarmPortal[]; haproxy: import('./replicaFarm.js').Haproxy };
   /** A pool of its own, for tests that read the tables. */
   db: pg.Pool;
   /** A v2 token of `user` (the user is created if needed), as `farmhand farm token create` makes it. */
@@ -44,7 +46,7 @@ export async function startTestFarm(o: { portal?: Partial<PortalConfigInput>; cl
   const cluster = o.cluster ?? (await startPostgres());
   const storage = await mkdtemp(path.join(os.tmpdir(), 'farmhand-portal-'));
   const log = daemonLogger();
-  const config = parsePortalConfig({
+  const input = {
     listen: '127.0.0.1:0',
     database: connectionString(cluster),
     storage_dir: storage,
@@ -53,8 +55,16 @@ export async function startTestFarm(o: { portal?: Partial<PortalConfigInput>; cl
     rate_limit: { requests_per_second: 1000, burst: 10000 },
     heartbeat_secs: 1,
     ...o.portal,
-  });
-  const portal = await startFarmPortal(config, log.logger, o.options);
+  } as PortalConfigInput;
+  // FARMHAND_TEST_THROUGH_REPLICAS=n: n replicas behind HAProxy, "the portal" being r1 seen at HAProxy's URL
+  // (startReplicaSet). A test that sets its own `replicas` or `listen` keeps the topology it builds.
+  const set =
+    throughReplicas() > 0 && o.portal?.replicas === undefined && o.portal?.listen === undefined
+      ? await (await import('./replicaFarm.js')).startReplicaSet(throughReplicas(), (_name, fields) =>
+          startFarmPortal(parsePortalConfig({ ...input, ...fields }), log.logger, o.options),
+        )
+      : undefined;
+  const portal = set ? (await import('./replicaFarm.js')).behindHaproxy(set.replicas[0]!, set.url) : await startFarmPortal(parsePortalConfig(input), log.logger, o.options);
   const db = new pg.Pool({ connectionString: connectionString(cluster), max: 2 });
   // An idle client losing its server (a test restarts PostgreSQL) must not crash the test run.
   db.on('error', () => undefined);
@@ -70,16 +80,19 @@ export async function startTestFarm(o: { portal?: Partial<PortalConfigInput>; cl
     http: checked(request(portal.url)),
     nodes,
     db,
+    ...(set && { replicas: { portals: set.replicas, haproxy: set.haproxy } }),
     async tokenFor(user, role) {
       await users.add(user, ...(role === undefined ? [] : [role])).catch((e: unknown) => {
         if ((e as { code?: string }).code !== 'conflict') throw e;
       });
       const { token } = await tokens.createToken(user);
-      // The portal hears of a new token by NOTIFY: wait until it accepts it, as a person would retry.
-      await waitFor(async () => (await request(portal.url).get('/api/v2/user').set('Authorization', `token ${token}`)).status === 200, {
-        what: `the portal to accept ${user}'s new token`,
-        timeoutMs: 40_000,
-      });
+      // The portal hears of a new token by NOTIFY: wait until it accepts it (each replica), as a person would retry.
+      for (const url of set ? set.replicas.map((r) => r.url) : [portal.url]) {
+        await waitFor(async () => (await request(url).get('/api/v2/user').set('Authorization', `token ${token}`)).status === 200, {
+          what: `the portal (${url}) to accept ${user}'s new token`,
+          timeoutMs: 40_000,
+        });
+      }
       return token;
     },
     async addNode(nodeId, n = {}) {
@@ -96,7 +109,10 @@ export async function startTestFarm(o: { portal?: Partial<PortalConfigInput>; cl
     },
     async stop() {
       for (const d of nodes.values()) await d.stop().catch(() => undefined);
-      await portal.stop();
+      if (set) {
+        console.log(`      through HAProxy (roundrobin): sessions per replica ${JSON.stringify(await set.haproxy.sent())}`);
+        await set.stop();
+      } else await portal.stop();
       log.done();
       await db.end();
       if (!o.cluster) await cluster.stop();

@@ -44,20 +44,28 @@ export async function startTestPortal(
       return t === undefined ? undefined : { user: tokens.get(t)!, tokenId: id };
     },
   };
-  const config = parsePortalConfig({
+  const input = {
     listen: '127.0.0.1:0',
     database: connectionString(cluster),
     storage_dir: 'farm-storage',
     log_level: 'silent',
     rate_limit: { requests_per_second: 1000, burst: 10000 },
     ...cfg,
-  });
+  } as PortalConfigInput;
   const logger = capturingLogger();
-  const portal = await startPortal(config, logger, {
+  const parts = {
     tokens: () => verifier,
     credentials: () => credentials,
     ...(extra.reservations && { reservations: () => extra.reservations! }),
-  });
+  };
+  // FARMHAND_TEST_THROUGH_REPLICAS=n (docs/testing.md, "The farm suite through replicas"): n replicas behind HAProxy,
+  // sharing these credentials, tokens and logger; "the portal" is r1 (it holds the nodes) at HAProxy's URL.
+  const n = Number(process.env.FARMHAND_TEST_THROUGH_REPLICAS ?? 0) || 0;
+  const set =
+    n > 0 && cfg.replicas === undefined && cfg.listen === undefined
+      ? await (await import('./replicaFarm.js')).startReplicaSet(n, (_name, fields) => startPortal(parsePortalConfig({ ...input, ...fields }), logger, parts))
+      : undefined;
+  const portal = set ? (await import('./replicaFarm.js')).behindHaproxy(set.replicas[0]!, set.url) : await startPortal(parsePortalConfig(input), logger, parts);
   const admin = new pg.Pool({ connectionString: connectionString(cluster), max: 1 });
   return {
     portal,
@@ -74,7 +82,8 @@ export async function startTestPortal(
       return t;
     },
     async stop() {
-      await portal.stop();
+      if (set) await set.stop();
+      else await portal.stop();
       await admin.end();
     },
   };

@@ -12,6 +12,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import request from 'supertest';
 import { migrate } from '../../src/farm/db/migrate.js';
+import { CONNECT_PATH } from '../../src/farm/protocol.js';
 import { registerNode } from '../../src/farm/nodeCredentials.js';
 import { PgTokens, PgUsers } from '../../src/farm/users.js';
 import { makeTestPack, type Files, type TestPackRepo } from '../fixtures/testPack.js';
@@ -89,7 +90,13 @@ export interface Haproxy {
 export async function startHaproxy(
   work: string,
   servers: Record<string, number>,
-  o: { balance?: 'first' | 'roundrobin' | 'leastconn'; /** The backend's `default-server` line (its checks). */ defaultServer?: string } = {},
+  o: {
+    balance?: 'first' | 'roundrobin' | 'leastconn';
+    /** The backend's `default-server` line (its checks). */
+    defaultServer?: string;
+    /** Send the nodes' link (`/farm/v1/connect`) to this one server only; every other request is balanced. */
+    nodesTo?: string;
+  } = {},
 ): Promise<Haproxy> {
   if (spawnSync('haproxy', ['-v']).error) throw new Error('haproxy is not installed: scripts/setup.sh installs it (apt-get install haproxy)');
   const port = await freePort();
@@ -111,7 +118,18 @@ export async function startHaproxy(
       '    option redispatch',
       'frontend farm',
       `    bind 127.0.0.1:${port}`,
+      ...(o.nodesTo === undefined ? [] : [`    acl node_link path_beg ${CONNECT_PATH}`, '    use_backend nodes if node_link']),
       '    default_backend portals',
+      ...(o.nodesTo === undefined
+        ? []
+        : [
+            'backend nodes',
+            '    option httpchk',
+            '    http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host farm',
+            '    http-check expect status 200',
+            `    default-server ${o.defaultServer ?? 'inter 300ms fall 2 rise 1'}`,
+            `    server ${o.nodesTo} 127.0.0.1:${servers[o.nodesTo]} check`,
+          ]),
       'backend portals',
       `    balance ${o.balance ?? 'first'}`,
       '    option httpchk',
@@ -324,4 +342,67 @@ export async function startNodeBehindReplicas(
     if (!opts.pack) await pack.cleanup();
     throw e;
   }
+}
+
+/** The `listen` and `replicas` keys of one in-process replica's config (startReplicaSet). */
+export interface ReplicaFields {
+  listen: string;
+  replicas: { mode: 'many'; replica_id: string; advertise_url: string; secret_file: string };
+}
+
+export interface ReplicaSet<P> {
+  /** r1..rn, in order; r1 holds every node (HAProxy sends the nodes' link to it). */
+  replicas: P[];
+  haproxy: Haproxy;
+  /** HAProxy's frontend. */
+  url: string;
+  /** Stop the replicas (all at once) and HAProxy. */
+  stop(): Promise<void>;
+}
+
+/**
+ * The farm suite through `n` replicas (FARMHAND_TEST_THROUGH_REPLICAS=n; docs/testing.md, "The farm suite through
+ * replicas"): `n` portals started in this process by `start` (mode "many", ids r1..rn, one shared secret) behind a
+ * real HAProxy that balances every request roundrobin, except the nodes' link, which it sends to r1. The test keeps
+ * its in-process view of "the portal" (r1: the nodes' hub, the lock, the counters) while its clients' calls land
+ * on every replica, two in three of them on one that does not hold the node and passes the call to r1.
+ */
+export async function startReplicaSet<P extends { url: string; stop(): Promise<void> }>(n: number, start: (name: string, fields: ReplicaFields) => Promise<P>): Promise<ReplicaSet<P>> {
+  fullLaneOnly('portal replicas (startReplicaSet)');
+  const work = await mkdtemp(path.join(os.tmpdir(), 'farm-replica-set-'));
+  const secret = path.join(work, 'replica.secret');
+  await writeFile(secret, `${randomBytes(32).toString('hex')}\n`, { mode: 0o600 });
+  const ports: Record<string, number> = {};
+  for (let i = 1; i <= n; i++) ports[`r${i}`] = await freePort();
+  const replicas: P[] = [];
+  let haproxy: Haproxy | undefined;
+  const stop = async () => {
+    await Promise.all(replicas.map((r) => r.stop().catch(() => undefined)));
+    haproxy?.stop();
+    await rm(work, { recursive: true, force: true });
+  };
+  const one = async (name: string) => {
+    const port = ports[name]!;
+    const p = await start(name, { listen: `127.0.0.1:${port}`, replicas: { mode: 'many', replica_id: name, advertise_url: `http://127.0.0.1:${port}`, secret_file: secret } });
+    replicas.push(p);
+    const h = haproxy!;
+    await waitFor(async () => (await h.state(name)) === 2, { what: `HAProxy to see replica ${name} up (${h.log()})`, timeoutMs: 60_000, maxIntervalMs: 100 });
+  };
+  try {
+    haproxy = await startHaproxy(work, ports, { balance: 'roundrobin', nodesTo: 'r1' });
+    // r1 first: it migrates the database; the others then find it done.
+    await one('r1');
+    await Promise.all(Object.keys(ports).slice(1).map(one));
+    const order = Object.keys(ports).map((name) => `http://127.0.0.1:${ports[name]}`);
+    replicas.sort((x, y) => order.indexOf(x.url) - order.indexOf(y.url));
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+  return { replicas, haproxy, url: haproxy.url, stop };
+}
+
+/** `p` (a replica) as the test sees "the portal": everything its own, but its `url` HAProxy's. */
+export function behindHaproxy<P extends { url: string }>(p: P, url: string): P {
+  return new Proxy(p, { get: (target, key) => (key === 'url' ? url : Reflect.get(target, key, target)) });
 }

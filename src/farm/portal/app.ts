@@ -6,9 +6,11 @@
  * (src/http/session.ts: the same sign-in page and CSRF rule as a node; the
  * sessions themselves in PostgreSQL, src/farm/webSessions.ts), which the API middleware accepts where the node's does.
  */
-import Koa, { type Middleware } from 'koa';
+import { IncomingMessage } from 'node:http';
+import Koa, { type Context, type Middleware } from 'koa';
 import type Router from '@koa/router';
 import type { TokenVerifier } from '../../core/auth.js';
+import { FarmError } from '../../core/errors.js';
 import type { Logger } from '../../core/ports.js';
 import { foldTrailingSlash } from '../../http/app.js';
 import { authorizeRoutes } from '../../http/endpoints/authorize.js';
@@ -27,7 +29,7 @@ import type { OidcSignIn } from '../../http/oidc.js';
 import { oidcSignInRouter, type OnOidcSignIn } from '../../web/pages/oidcSignIn.js';
 import { staticRouter } from '../../web/static.js';
 import { forbiddenPages } from '../../web/pages/forbidden.js';
-import { adoptReplicaCaller, replicaEdge } from './replicaAuth.js';
+import { adoptReplicaCaller, replicaCallerOf, replicaEdge } from './replicaAuth.js';
 
 export interface PortalAppOptions {
   logger: Logger;
@@ -92,7 +94,20 @@ export function createPortalApp(o: PortalAppOptions): Koa {
   const limit = rateLimit(o.rateLimit);
   const unlimited = (p: string) => p.endsWith('/await_completion') || p === '/healthz' || p === '/readyz';
   app.use((ctx, next): Promise<unknown> => (unlimited(ctx.path.toLowerCase()) ? next() : limit(ctx, next)));
-  if (o.audit) app.use(o.audit.middleware);
+  // A request passed between replicas is in the trail once: the row of the replica the caller called, with the
+  // caller's own address and credential, and what the owner's answer made (readPassedAnswer); the owner that serves
+  // it records nothing more (docs/farm.md, "The farm suite through replicas").
+  const audit = o.audit?.middleware;
+  if (audit) {
+    app.use((ctx, next): Promise<void> =>
+      replicaCallerOf(ctx)
+        ? (next() as Promise<void>)
+        : audit(ctx, async () => {
+            await next();
+            await readPassedAnswer(ctx);
+          }),
+    );
+  }
   app.use(guardApi({ v1RequiresToken: o.v1RequiresToken ?? false }));
   const json = jsonBody(o.maxBodyBytes);
   // The sign-in and sign-out forms post urlencoded fields, as on a node.
@@ -119,4 +134,24 @@ export function createPortalApp(o: PortalAppOptions): Koa {
   // Every route's role check, from the table of endpoints (src/http/endpoints/); the early routers' too.
   authorizeRoutes(app);
   return app;
+}
+
+/**
+ * The small JSON answer of a state-changing request another replica served (ReplicaProxy streams it), read whole, so
+ * the audit trail's row names what it made (a job_uid, a reservation), as for a node's own forwarded answer. GETs
+ * (long polls, streams), bodies of unknown or large length and other types stay streamed. An owner that breaks off
+ * mid-answer: 503, as when it breaks off before answering.
+ */
+async function readPassedAnswer(ctx: Context): Promise<void> {
+  const b: unknown = ctx.body;
+  if (ctx.method === 'GET' || ctx.method === 'HEAD' || !(b instanceof IncomingMessage)) return;
+  const length = Number(ctx.response.get('Content-Length') || NaN);
+  if (!/json/i.test(ctx.response.get('Content-Type')) || !(length >= 0 && length <= 1 << 20)) return;
+  const chunks: Buffer[] = [];
+  try {
+    for await (const c of b) chunks.push(c as Buffer);
+  } catch {
+    throw new FarmError('device_unavailable', 'the portal replica that holds the node broke off its answer; try again');
+  }
+  ctx.body = Buffer.concat(chunks);
 }

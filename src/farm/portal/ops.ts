@@ -34,6 +34,8 @@ export interface PortalOpsSources {
   sweeps?: () => number;
   /** The nodes' links as the hub has them (src/farm/hub/). */
   links: () => NodeLink[];
+  /** The nodes' inboxes (src/farm/hub/intake.ts): events deferred since start, the most one inbox held; absent: not exported. */
+  inbox?: () => { eventsDeferred: number; inboxPeak: number };
   /** Forwarded requests to nodes: in flight now, and since start. */
   forwards: () => { inFlight: number; total: number };
   /** Requests passed to other replicas (mode "many", nodePlace.ts): in flight now, and since start; absent: not exported. */
@@ -113,6 +115,26 @@ export function portalOps(s: PortalOpsSources): PortalOps {
     },
   });
   // Counters kept by the hub and the lock, read at scrape (as the node's webhook deliveries are).
+  if (s.inbox) {
+    const inbox = s.inbox;
+    new Counter({
+      name: 'farmhand_portal_node_events_deferred_total',
+      help: "Node events not taken because the node's inbox was full (or a resend was awaited) since the portal started; the node sends them again.",
+      registers,
+      collect() {
+        this.reset();
+        this.inc(inbox().eventsDeferred);
+      },
+    });
+    new Gauge({
+      name: 'farmhand_portal_node_inbox_peak_events',
+      help: "The most events one node's inbox has held since the portal started (bounded by max_node_inbox_events).",
+      registers,
+      collect() {
+        this.set(inbox().inboxPeak);
+      },
+    });
+  }
   new Counter({
     name: 'farmhand_portal_forwards_total',
     help: 'Requests forwarded to nodes since the portal started.',

@@ -10,6 +10,7 @@ import { Drain } from './drain.js';
 import type { AddressInfo } from 'node:net';
 import type Router from '@koa/router';
 import type Koa from 'koa';
+import type { Context } from 'koa';
 import type pg from 'pg';
 import type { TokenVerifier } from '../../core/auth.js';
 import type { Logger } from '../../core/ports.js';
@@ -237,6 +238,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
       ...(lease && { lease, sweeps: () => sweeper?.sweeps ?? 0 }),
       links: () => h0.links(),
       forwards: () => ({ inFlight: h0.forwardsInFlight(), total: h0.stats.forwards }),
+      inbox: () => h0.stats,
       ...(proxy && { replicaProxy: () => proxy.stats }),
       logger: logger.child({ part: 'ops' }),
       ...parts.opsSources,
@@ -273,6 +275,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
           settleMs: cfg.read_your_writes_max_secs * 1000,
           ...(many && { replicaId }),
           ...(many && proxy && { atOtherReplicas: atOtherReplicas(pool, proxy, replicaId, logger.child({ part: 'replicas' })) }),
+          ...(many && proxy && { toAnyNodeElsewhere: toAnyNodeElsewhere(pool, proxy, replicaId) }),
           ...(cfg.replicas.mode === 'many' && parts.jobExited && { jobExited: parts.jobExited, awaitHoldMs: cfg.api.await_completion_secs * 1000 }),
         }),
         ...portalWebRouters({ pool, hub, reservations, results, publicUrl: cfg.public_url, ...(many && { replicaId }) }),
@@ -418,5 +421,23 @@ function atOtherReplicas(pool: pg.Pool, proxy: ReplicaProxy, replicaId: string, 
         if (status !== 204 && status !== 200) logger.warn({ replica: r.replica_id, path, answer: status }, 'a request passed to every replica failed at one');
       }),
     );
+  };
+}
+
+/**
+ * Replicas "many": a request any node answers (test_case_names) passed to another replica with a live lease that
+ * holds an online node, named as that node's (routes.ts `toAnyNodeElsewhere`); false when there is none.
+ */
+function toAnyNodeElsewhere(pool: pg.Pool, proxy: ReplicaProxy, replicaId: string) {
+  return async (ctx: Context): Promise<boolean> => {
+    const { rows } = await pool.query<{ node_id: string; replica_id: string; url: string }>(
+      `SELECT n.node_id, r.replica_id, r.url FROM nodes n JOIN portal_replicas r ON r.replica_id = n.owner_replica
+        WHERE n.online AND r.replica_id <> $1 AND r.lease_until > now() ORDER BY random() LIMIT 1`,
+      [replicaId],
+    );
+    const row = rows[0];
+    if (!row) return false;
+    await proxy.pass(ctx, row.node_id, { replicaId: row.replica_id, url: row.url });
+    return true;
   };
 }

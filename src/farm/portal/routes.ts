@@ -56,6 +56,11 @@ export interface PortalRouteDeps {
    * farm, not one (POST /github/post-receive).
    */
   atOtherReplicas?: (method: string, path: string, caller: { user: string; role?: Role | undefined }) => Promise<void>;
+  /**
+   * Replicas "many": pass the request, as it is, to another replica with a live lease that holds an online node, for
+   * what any node answers (test_case_names); false when no other replica holds one.
+   */
+  toAnyNodeElsewhere?: (ctx: Context) => Promise<boolean>;
 }
 
 /** await_completion requests this close together share one long poll to the node (sharedForward.ts). */
@@ -225,8 +230,10 @@ export function portalRouter(d: PortalRouteDeps): Router {
 
   mount(r, 'GET /api/v2/test_pack/*rev/test_case_names', async (ctx) => {
     const online = d.hub.links().filter((l) => l.online);
-    if (online.length === 0) throw new FarmError('device_unavailable', 'no node is connected to the portal, and the test pack is read by the nodes; try again when one is online');
-    await forward(ctx, online[Math.floor(Math.random() * online.length)]!.nodeId);
+    if (online.length > 0) return forward(ctx, online[Math.floor(Math.random() * online.length)]!.nodeId);
+    // Replicas "many": the farm's nodes may all be connected to other replicas (never passed on twice).
+    if (!replicaCallerOf(ctx) && (await d.toAnyNodeElsewhere?.(ctx))) return;
+    throw new FarmError('device_unavailable', 'no node is connected to the portal, and the test pack is read by the nodes; try again when one is online');
   });
 
   /**
