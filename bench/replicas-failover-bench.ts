@@ -197,7 +197,9 @@ async function main(): Promise<void> {
             ? "the drain of the replica the request landed on"
             : /offline|not connected/.test(w)
               ? 'the node between owners (not connected to any replica yet)'
-              : 'other';
+              : /answer broke off/.test(w)
+                ? "the node's forward to its own HTTP server broke off (node side: a kept-alive socket closed as it was reused)"
+                : 'other';
       causes.set(cause, (causes.get(cause) ?? 0) + 1);
     }
     console.log(`    503 rate: ${tally.unavailable} / ${tally.requests} requests = ${((100 * tally.unavailable) / Math.max(1, tally.requests)).toFixed(2)} % (target <= 1 %)`);

@@ -36,8 +36,8 @@ const WAIT = { timeoutMs: 180_000, maxIntervalMs: 200 };
 const HELD = 'a request for a node between owners is held for its next owner';
 
 /**
- * A TCP relay to `target` (a replica's port); with no target it drops every new connection at once. Changing the
- * target drops the connections open (the node's), so the node reconnects to the new one.
+ * A TCP relay to `target` (a replica's port); with no target it drops every new connection at once (those open
+ * stay). A new target drops the connections open (the node's), so the node reconnects to it.
  */
 async function startGate(): Promise<{ url: string; to(port: number | undefined): void; close(): void }> {
   let target: number | undefined;
@@ -65,7 +65,7 @@ async function startGate(): Promise<{ url: string; to(port: number | undefined):
     to(port) {
       if (port === target) return;
       target = port;
-      for (const s of open) s.destroy();
+      if (port !== undefined) for (const s of open) s.destroy();
     },
     close() {
       for (const s of open) s.destroy();
@@ -143,6 +143,11 @@ describe('farm: a request for a node between owners is held for its next owner (
     gate.to(ports.a);
     node = await startTestDaemon({ pack, config: { node_id: NODE, portal: { url: gate.url, node_credential_file: credFile } } });
   });
+  // Each case starts with A running (a case before may have stopped it).
+  beforeEach(async () => {
+    const a = replicas.a!;
+    if (a.child.exitCode !== null || a.child.signalCode !== null) await start('a');
+  });
   after(async () => {
     for (const c of all) c.signal('SIGKILL');
     gate?.close();
@@ -172,7 +177,6 @@ describe('farm: a request for a node between owners is held for its next owner (
     await waitFor(async () => (await at('b', 'GET', `/api/v2/jobs${uid}/await_completion`)).status === 200, { what: 'the job started through the hold to end', ...WAIT });
     const jobs = await db.query('SELECT job_uid FROM jobs WHERE node_id = $1', [NODE]);
     expect(jobs.rows, 'one job: the run_tests was passed once to the node').to.deep.equal([{ job_uid: uid }]);
-    await start('a');
   });
 
   it('the owner stopped (its nodes released): a read at B is held, then answered once the node reconnected, no 503', async () => {
@@ -188,7 +192,6 @@ describe('farm: a request for a node between owners is held for its next owner (
     await heldThenAnswered('b', before, 1, [read]);
     gate.to(ports.b);
     expect(await read).to.deep.include({ status: 200 });
-    await start('a');
   });
 
   it('the owner stopped while it holds an await_completion: its drain answers it 202 (call again), not 503', async () => {
