@@ -67,6 +67,12 @@ export class OwnerUnavailable extends FarmError {
 export class ReplicaProxy {
   // No cap on sockets: a request queued behind long-lived streams (MJPEG, long polls) would wait for ever; the owner's own limits apply.
   private readonly agents = { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) };
+  /**
+   * A request that is not a read goes on a connection of its own, never a kept-alive one: a kept-alive socket the
+   * owner closes as the request is sent (its drain closing idle connections) leaves it unknown whether the owner
+   * read it, so it could not be passed to the node's next owner; on a new connection, a refusal is certain.
+   */
+  private readonly once = { http: new http.Agent({ keepAlive: false }), https: new https.Agent({ keepAlive: false }) };
   /** Requests passed to other replicas since start, and of them those not answered in full yet. */
   readonly stats = { total: 0, inFlight: 0 };
 
@@ -129,7 +135,7 @@ export class ReplicaProxy {
         method: ctx.method,
         path: prefix + ctx.url,
         headers,
-        agent: secure ? this.agents.https : this.agents.http,
+        agent: (ctx.method === 'GET' || ctx.method === 'HEAD' ? this.agents : this.once)[secure ? 'https' : 'http'],
       });
       let answered = false;
       /** Whether a connection was made for this request (none: the owner never saw it). */
@@ -193,6 +199,8 @@ export class ReplicaProxy {
   close(): void {
     this.agents.http.destroy();
     this.agents.https.destroy();
+    this.once.http.destroy();
+    this.once.https.destroy();
   }
 }
 
