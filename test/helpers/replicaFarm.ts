@@ -89,7 +89,11 @@ export interface Haproxy {
 export async function startHaproxy(
   work: string,
   servers: Record<string, number>,
-  o: { balance?: 'first' | 'roundrobin' | 'leastconn'; /** The backend's `default-server` line (its checks). */ defaultServer?: string } = {},
+  o: {
+    balance?: 'first' | 'roundrobin' | 'leastconn';
+    /** The backend's `default-server` line (its checks). */ defaultServer?: string;
+    /** More lines of the backend (e.g. `option http-server-close`). */ backend?: string[];
+  } = {},
 ): Promise<Haproxy> {
   if (spawnSync('haproxy', ['-v']).error) throw new Error('haproxy is not installed: scripts/setup.sh installs it (apt-get install haproxy)');
   const port = await freePort();
@@ -117,6 +121,7 @@ export async function startHaproxy(
       '    option httpchk',
       '    http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host farm',
       '    http-check expect status 200',
+      ...(o.backend ?? []).map((l) => `    ${l}`),
       `    default-server ${o.defaultServer ?? 'inter 300ms fall 2 rise 1'}`,
       ...Object.entries(servers).map(([name, p]) => `    server ${name} 127.0.0.1:${p} check`),
       '',

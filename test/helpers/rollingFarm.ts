@@ -16,10 +16,17 @@ export type Front = Haproxy;
  * HAProxy in front of the replicas, `balance roundrobin` (nodes and clients spread over every replica, so most
  * requests are proxied between replicas), checking /readyz every second: as documented, `on-marked-down
  * shutdown-sessions`, down after 5 failed checks 1 s apart (at least 4 s), longer than a stopping replica's drain
- * (3 s), as the documented `inter 2s fall 3` is.
+ * (3 s), as the documented `inter 2s fall 3` is; `option http-server-close` (no kept-alive connection to a replica).
  */
 export const startFront = (work: string, servers: Record<string, number>): Promise<Front> =>
-  startHaproxy(work, servers, { balance: 'roundrobin', defaultServer: 'inter 1s fall 5 rise 1 on-marked-down shutdown-sessions' });
+  startHaproxy(work, servers, {
+    balance: 'roundrobin',
+    defaultServer: 'inter 1s fall 5 rise 1 on-marked-down shutdown-sessions',
+    // A new connection to a replica per request (docs/farm.md, HAProxy with replicas): a kept-alive one that the
+    // replica closes (its drain, its keep-alive timeout) as HAProxy sends a request on it makes HAProxy close the
+    // client's connection unanswered ("other side closed" at the client, on a run_tests too).
+    backend: ['option http-server-close'],
+  });
 
 /** Write a replica's portal config ("many"); returns its path. */
 export const replicaConfig = (
