@@ -8,7 +8,8 @@
  *    between rounds.
  * 2. Rolling restart: `--clients` CI-like clients (run_tests, await_completion, the Job, the results) on the real
  *    nodes while each replica in turn is stopped (SIGTERM) and started again; every request counted, the 503s with
- *    Retry-After among them (target <= 1 %), other errors and reset connections (target 0).
+ *    Retry-After among them (target <= 1 %; printed as 503s / requests and by cause), other errors and reset
+ *    connections (target 0). `--rounds 0 --sim 0` runs this part alone.
  * 3. At rest (`--sim N`, default 100; 0 skips): N simulated nodes (the real protocol, test/helpers/farmNodes.ts)
  *    across the three replicas heartbeating every `--interval` s; for `--secs` s each replica's CPU (utime + stime
  *    of /proc/<pid>/stat, in cores; target <= 0.1) and the database's writes: rows of `nodes` updated (counted by
@@ -185,6 +186,24 @@ async function main(): Promise<void> {
     const orphans = await db.query('SELECT job_uid FROM jobs WHERE NOT (job_uid = ANY($1)) AND created_at > now() - $2::interval', [uids, `${Math.ceil((performance.now() - t0) / 1000) + 60} seconds`]);
     console.log(`    jobs in PostgreSQL that no client was told of (a run_tests answered 503 after its job started): ${orphans.rowCount}`);
     for (const e of [...tally.errors, ...tally.resets].slice(0, 10)) console.log(`    ${e}`);
+    // The 503s by cause (docs/farm.md, "Faults and figures"): which part answered it, read from its message.
+    const causes = new Map<string, number>();
+    for (const w of tally.unavailableWhat) {
+      const cause = /which does not answer/.test(w)
+        ? 'passed to an owner replica that does not answer (stopping or gone)'
+        : /no longer served by portal replica/.test(w)
+          ? 'passed to an owner replica that answered it is stopping or no longer holds the node'
+          : /this portal is stopping/.test(w)
+            ? "the drain of the replica the request landed on"
+            : /offline|not connected/.test(w)
+              ? 'the node between owners (not connected to any replica yet)'
+              : /answer broke off/.test(w)
+                ? "the node's forward to its own HTTP server broke off (node side: a kept-alive socket closed as it was reused)"
+                : 'other';
+      causes.set(cause, (causes.get(cause) ?? 0) + 1);
+    }
+    console.log(`    503 rate: ${tally.unavailable} / ${tally.requests} requests = ${((100 * tally.unavailable) / Math.max(1, tally.requests)).toFixed(2)} % (target <= 1 %)`);
+    for (const [cause, n] of causes) console.log(`    503 by cause: ${n} ${cause}`);
     for (const e of tally.unavailableWhat.slice(0, 20)) console.log(`    503: ${e}`);
 
     // 3. At rest: simulated nodes across the replicas.

@@ -71,10 +71,11 @@ describe('farm: a node of another replica, proxied to it', function () {
     dir = await mkdtemp(path.join(os.tmpdir(), 'replica-secret-'));
     secret = randomBytes(32).toString('hex');
     await writeFile(path.join(dir, 'secret'), `${secret}\n`, { mode: 0o600 });
-    // Each replica listens where it advertises (a port picked free just before).
+    // Each replica listens where it advertises (a port picked free just before). No hold (hold_secs 0): this file
+    // checks the answers themselves; a request held for a node between owners is replica-hold.test.ts's.
     const replica = async (id: string) => {
       const port = await freePort();
-      return { listen: `127.0.0.1:${port}`, replicas: { mode: 'many' as const, replica_id: id, advertise_url: `http://127.0.0.1:${port}`, secret_file: path.join(dir, 'secret') } };
+      return { listen: `127.0.0.1:${port}`, replicas: { mode: 'many' as const, replica_id: id, advertise_url: `http://127.0.0.1:${port}`, secret_file: path.join(dir, 'secret'), hold_secs: 0 } };
     };
     // Both replicas start before the node connects (each marks the farm's nodes offline at start: branch replicas
     // limits that to the replica's own nodes).

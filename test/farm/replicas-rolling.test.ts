@@ -10,6 +10,7 @@
  *     await_completion and holds a reservation of the node: the job is not ended, no result or event is lost or
  *     doubled, the reservation holds, and the node's files are byte-identical in the portal's storage.
  */
+import { existsSync } from 'node:fs';
 import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -230,7 +231,12 @@ describe('farm: replicas` faults, three replicas behind a real HAProxy, real nod
       const rel = result_id.slice(`/${id}/`.length);
       const mine = await filesOf(path.join(node.dataDir, 'results', rel));
       const stored = path.join(work, 'storage', id, rel);
-      await waitFor(async () => JSON.stringify(await filesOf(stored).catch(() => ({}))) === JSON.stringify(mine), { what: `the files of ${result_id} in the storage`, ...WAIT });
+      // Complete once the portal wrote its record (result.json, last, atomically: its temporary file sits beside the
+      // uploaded files while it is written, and a listing taken then has one file more).
+      await waitFor(async () => existsSync(path.join(stored, 'result.json')) && JSON.stringify(await filesOf(stored).catch(() => ({}))) === JSON.stringify(mine), {
+        what: `the files of ${result_id} in the storage`,
+        ...WAIT,
+      });
       expect(await filesOf(stored)).to.deep.equal(mine);
     }
     const blob = results.rows[0]!.result_id.slice(`/${id}/`.length);

@@ -96,6 +96,8 @@ export async function startHaproxy(
     defaultServer?: string;
     /** Send the nodes' link (`/farm/v1/connect`) to this one server only; every other request is balanced. */
     nodesTo?: string;
+    /** More lines of the backend (e.g. `option http-server-close`). */
+    backend?: string[];
   } = {},
 ): Promise<Haproxy> {
   if (spawnSync('haproxy', ['-v']).error) throw new Error('haproxy is not installed: scripts/setup.sh installs it (apt-get install haproxy)');
@@ -135,6 +137,7 @@ export async function startHaproxy(
       '    option httpchk',
       '    http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host farm',
       '    http-check expect status 200',
+      ...(o.backend ?? []).map((l) => `    ${l}`),
       `    default-server ${o.defaultServer ?? 'inter 300ms fall 2 rise 1'}`,
       ...Object.entries(servers).map(([name, p]) => `    server ${name} 127.0.0.1:${p} check`),
       '',

@@ -16,15 +16,25 @@ export type Front = Haproxy;
  * HAProxy in front of the replicas, `balance roundrobin` (nodes and clients spread over every replica, so most
  * requests are proxied between replicas), checking /readyz every second: as documented, `on-marked-down
  * shutdown-sessions`, down after 5 failed checks 1 s apart (at least 4 s), longer than a stopping replica's drain
- * (3 s), as the documented `inter 2s fall 3` is.
+ * (3 s), as the documented `inter 2s fall 3` is; `option http-server-close` (no kept-alive connection to a replica).
  */
 export const startFront = (work: string, servers: Record<string, number>): Promise<Front> =>
-  startHaproxy(work, servers, { balance: 'roundrobin', defaultServer: 'inter 1s fall 5 rise 1 on-marked-down shutdown-sessions' });
+  startHaproxy(work, servers, {
+    balance: 'roundrobin',
+    defaultServer: 'inter 1s fall 5 rise 1 on-marked-down shutdown-sessions',
+    // A new connection to a replica per request (docs/farm.md, HAProxy with replicas): a kept-alive one that the
+    // replica closes (its drain, its keep-alive timeout) as HAProxy sends a request on it makes HAProxy close the
+    // client's connection unanswered ("other side closed" at the client, on a run_tests too).
+    backend: ['option http-server-close'],
+  });
 
 /** Write a replica's portal config ("many"); returns its path. */
-export const replicaConfig = (work: string, o: { name: string; port: number; database: string; leaseSecs: number; extra?: Record<string, unknown> }): Promise<string> =>
+export const replicaConfig = (
+  work: string,
+  o: { name: string; port: number; database: string; leaseSecs: number; /** More keys of `replicas` (e.g. hold_secs). */ replicas?: Record<string, unknown>; extra?: Record<string, unknown> },
+): Promise<string> =>
   writePortalConfig(work, o.name, o.port, o.database, {
-    replicas: { mode: 'many', replica_id: o.name, advertise_url: `http://127.0.0.1:${o.port}`, secret_file: path.join(work, 'replica.secret'), lease_secs: o.leaseSecs },
+    replicas: { mode: 'many', replica_id: o.name, advertise_url: `http://127.0.0.1:${o.port}`, secret_file: path.join(work, 'replica.secret'), lease_secs: o.leaseSecs, ...o.replicas },
     ...o.extra,
   });
 
@@ -126,14 +136,20 @@ export class CountingClient {
   }
 }
 
-/** sha256 of every file under a folder, by relative path (the record file aside: each side writes its own). */
+/** A temporary file of an atomic write (src/storage/atomic.ts: `.<name>.<pid>.<8 hex>.tmp`), renamed over `<name>` when done. */
+const ATOMIC_TEMP = /^\..+\.\d+\.[0-9a-f]{8}\.tmp$/;
+
+/**
+ * sha256 of every file under a folder, by relative path: the record file aside (each side writes its own), and so
+ * are atomic writes' temporary files (the portal's result.json being written; the node's listing leaves them out too).
+ */
 export async function filesOf(dir: string): Promise<Record<string, string>> {
   const out: Record<string, string> = {};
   const walk = async (d: string, prefix: string): Promise<void> => {
     for (const e of await readdir(d, { withFileTypes: true })) {
       const rel = prefix + e.name;
       if (e.isDirectory()) await walk(path.join(d, e.name), rel + '/');
-      else if (rel !== 'result.json') out[rel] = createHash('sha256').update(await readFile(path.join(d, e.name))).digest('hex');
+      else if (rel !== 'result.json' && !ATOMIC_TEMP.test(e.name)) out[rel] = createHash('sha256').update(await readFile(path.join(d, e.name))).digest('hex');
     }
   };
   await walk(dir, '');

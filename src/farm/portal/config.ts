@@ -102,6 +102,11 @@ export const portalConfigSchema = z.strictObject({
       secret_file: z.string().min(1).optional(),
       /** The lease's length; renewed every lease_secs/3. A replica that cannot renew within it stops acting. */
       lease_secs: z.number().min(0.3).max(600).default(10),
+      /**
+       * How long a request for a node between owners (its owner stopping, the node reconnecting elsewhere) is held
+       * for the node's next owner before it is answered 503 with Retry-After; 0 answers at once.
+       */
+      hold_secs: z.number().min(0).max(120).default(10),
     })
     .prefault({})
     .superRefine((r, ctx) => {

@@ -6,11 +6,20 @@
  * request that had started ends in a reset connection; a stream whose answer had begun (an event stream, the live
  * view) ends with the connection, as before. A request arriving after the wait, on a connection opened before the
  * listener closed, is answered the same 503 before it reaches the app (and the node): the node connections close next.
+ *
+ * An await_completion still held at the end of the wait is answered 202 instead (the job has not ended yet: call
+ * again, as after the node's own 55 s), so its client calls again, through another replica, and sees no error. A 503
+ * to another replica says why (`x-farmhand-replica-unavailable`: `unprocessed` for a request that reached nothing,
+ * `cut` for one answered after the wait), so that replica passes it to the node's next owner instead (nodePlace.ts).
  */
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { OWNER_UNAVAILABLE_HEADER } from './replicaProxy.js';
+
+/** A long poll on a job's end: `/api/v2/jobs/<node>/<hex>/<n>/await_completion` or `/api/v2/nodes/<id>/job/await_completion`. */
+const AWAIT = /^\/api\/v2\/(?:jobs(\/[^/?]+\/[^/?]+\/[^/?]+)|nodes\/[^/?]+\/job)\/await_completion(?:\?|$)/;
 
 export class Drain {
-  private readonly open = new Map<ServerResponse, string>();
+  private readonly open = new Map<ServerResponse, { method: string; url: string; replica: boolean }>();
   private draining = false;
   /** Past the wait: a request arriving now (on a connection opened before the listener closed) is answered 503. */
   private refusing = false;
@@ -24,11 +33,12 @@ export class Drain {
     private readonly log?: (o: Record<string, unknown>) => void,
   ) {
     server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+      const r = { method: req.method ?? 'GET', url: req.url ?? '/', replica: req.headers['x-farmhand-replica'] !== undefined };
       if (this.refusing) {
-        this.unavailable(res);
+        this.unavailable(res, r.replica ? 'unprocessed' : undefined);
         return;
       }
-      this.open.set(res, req.method ?? 'GET');
+      this.open.set(res, r);
       if (this.draining) res.shouldKeepAlive = false;
       res.once('close', () => {
         this.open.delete(res);
@@ -38,9 +48,22 @@ export class Drain {
     });
   }
 
-  private unavailable(res: ServerResponse): void {
+  private unavailable(res: ServerResponse, why?: 'unprocessed' | 'cut'): void {
     const body = JSON.stringify({ error: 'device_unavailable', message: 'this portal is stopping: send the request again (another portal replica answers it)' });
-    res.writeHead(503, { 'Content-Type': 'application/json; charset=utf-8', 'Retry-After': String(this.retryAfterSecs), 'Content-Length': Buffer.byteLength(body), Connection: 'close' });
+    res.writeHead(503, {
+      'Content-Type': 'application/json; charset=utf-8',
+      'Retry-After': String(this.retryAfterSecs),
+      'Content-Length': Buffer.byteLength(body),
+      Connection: 'close',
+      ...(why && { [OWNER_UNAVAILABLE_HEADER]: why }),
+    });
+    res.end(body);
+  }
+
+  /** A long poll cut by the stop: 202, the job has not ended (yet); the client calls again, as the spec says. */
+  private notYet(res: ServerResponse, uid: string | undefined): void {
+    const body = JSON.stringify({ ...(uid !== undefined && { job_uid: uid }), message: 'not ended yet (this portal replica is stopping): call again' });
+    res.writeHead(202, { 'Content-Type': 'application/json; charset=utf-8', 'Content-Length': Buffer.byteLength(body), Connection: 'close' });
     res.end(body);
   }
 
@@ -77,17 +100,28 @@ export class Drain {
     for (const res of this.open.keys()) if (!res.headersSent) res.shouldKeepAlive = false;
     const safe = (m: string) => m === 'GET' || m === 'HEAD';
     const t0 = Date.now();
-    const under = [...this.open.values()].join(' ');
+    const methods = () => [...this.open.values()].map((r) => r.method).join(' ');
+    const under = methods();
     await this.until(() => this.open.size === 0, waitMs);
-    await this.until(() => [...this.open.values()].every(safe), unsafeWaitMs - waitMs);
-    this.log?.({ under_way_at_stop: under, still_under_way: [...this.open.values()].join(' '), waited_ms: Date.now() - t0 });
+    await this.until(() => [...this.open.values()].every((r) => safe(r.method)), unsafeWaitMs - waitMs);
+    this.log?.({ under_way_at_stop: under, still_under_way: methods(), waited_ms: Date.now() - t0 });
     this.refusing = true;
     let answered = 0;
-    for (const res of this.open.keys()) {
+    for (const [res, r] of this.open) {
       if (res.headersSent || res.writableEnded) continue;
-      this.unavailable(res);
+      const poll = r.method === 'GET' ? AWAIT.exec(r.url) : null;
+      if (poll) this.notYet(res, poll[1] && safeDecode(poll[1]));
+      else this.unavailable(res, r.replica ? 'cut' : undefined);
       answered++;
     }
     return answered;
   }
 }
+
+const safeDecode = (s: string): string | undefined => {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return undefined;
+  }
+};

@@ -12,14 +12,25 @@
  *
  * In mode "single" there is no other replica: every request is here or away, decided by the hub's memory alone,
  * without a query. A request another replica passed on is never passed on again (no loops): its sender found this
- * replica the owner; if the node has moved since, it is answered here as away (503, the client retries).
+ * replica the owner; if the node has moved since, it is answered 503 marked `unprocessed` (replicaProxy.ts), and the
+ * sender passes it to the node's new owner.
+ *
+ * **A node between owners** (its owner stopping, the node reconnecting to another replica): a request whose owner
+ * does not serve it (refused, or answered that it is stopping or no longer holds the node), or for a node this
+ * replica saw at a live replica within RECENT_MS and now finds away, is **held** up to `holdMs`, and passed to the
+ * node's next owner as soon as it has one: woken by the `node_owner` wake-up of the node's hello on any replica
+ * (ownership.ts takeNode), else looked at again every HOLD_POLL_MS. A request that was not certainly unprocessed is
+ * passed again only if it is a GET or HEAD. Past `holdMs`, the answer is what it was before: the owner's 503, or the
+ * routers' (their own copy, else 503 with Retry-After).
  */
 import type { Context, Middleware, Next } from 'koa';
 import type pg from 'pg';
 import { bodyOf } from '../../http/body.js';
+import type { Logger } from '../../core/ports.js';
 import type { FarmHub } from '../contract.js';
+import type { FarmWakeups } from '../wakeups.js';
 import { replicaCallerOf } from './replicaAuth.js';
-import type { ReplicaProxy } from './replicaProxy.js';
+import { OWNER_UNAVAILABLE_HEADER, OwnerUnavailable, type ReplicaProxy } from './replicaProxy.js';
 
 export type NodePlace = { kind: 'here' } | { kind: 'replica'; replicaId: string; url: string } | { kind: 'away' } | { kind: 'unknown' };
 
@@ -33,8 +44,16 @@ export const isHere = (hub: Pick<FarmHub, 'link'>, nodeId: string): boolean => h
  */
 export const OWNER_CACHE_MS = 1_000;
 
+/** A node seen at a live replica (here or another) within this long, found away now, is taken to be between owners. */
+export const RECENT_MS = 60_000;
+
+/** A held request looks at the node's owner again this often when no wake-up came (a NOTIFY lost, none sent). */
+export const HOLD_POLL_MS = 500;
+
 export class NodePlaces {
   private readonly owners = new Map<string, { place: NodePlace & { kind: 'replica' }; until: number }>();
+  /** When each node was last found at a live replica (here or another). */
+  private readonly seenLive = new Map<string, number>();
 
   constructor(
     private readonly o: {
@@ -42,9 +61,54 @@ export class NodePlaces {
       hub: Pick<FarmHub, 'link'>;
       /** This replica's id; undefined in mode "single". */
       replicaId?: string;
+      /** The farm's wake-ups (replicas "many"): a node's hello at any replica wakes the requests held for it. */
+      wakeups?: Pick<FarmWakeups, 'on'>;
       now?: () => number;
     },
   ) {}
+
+  private clock(): number {
+    return (this.o.now ?? Date.now)();
+  }
+
+  private live(nodeId: string): void {
+    if (this.seenLive.size > 10_000) this.seenLive.clear();
+    this.seenLive.set(nodeId, this.clock());
+  }
+
+  /** Whether the node was at a live replica within RECENT_MS (so, found away now, it is likely reconnecting). */
+  recentlyLive(nodeId: string): boolean {
+    const t = this.seenLive.get(nodeId);
+    return t !== undefined && this.clock() - t <= RECENT_MS;
+  }
+
+  /**
+   * Resolves when the node may have changed owner (its hello at any replica, a resync of the wake-ups), after
+   * HOLD_POLL_MS at most, at once when `signal` aborts.
+   */
+  moved(nodeId: string, signal: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const offs: (() => void)[] = [];
+      const done = () => {
+        clearTimeout(t);
+        for (const off of offs) off();
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      const t = setTimeout(done, HOLD_POLL_MS);
+      signal.addEventListener('abort', done, { once: true });
+      if (signal.aborted) done();
+      if (this.o.wakeups) {
+        offs.push(this.o.wakeups.on('node_owner', (w) => w.node_id === nodeId && done()));
+        offs.push(this.o.wakeups.on('resync', done));
+      }
+    });
+  }
+
+  /** The hub this portal's nodes are connected to. */
+  hubOf(): Pick<FarmHub, 'link'> {
+    return this.o.hub;
+  }
 
   /** Drop what is known of the node's owner (it did not answer, or answered that the node is away). */
   forget(nodeId: string): void {
@@ -52,15 +116,19 @@ export class NodePlaces {
   }
 
   async where(nodeId: string): Promise<NodePlace> {
-    if (isHere(this.o.hub, nodeId)) return { kind: 'here' };
+    if (isHere(this.o.hub, nodeId)) {
+      if (this.o.replicaId !== undefined) this.live(nodeId);
+      return { kind: 'here' };
+    }
     if (this.o.replicaId === undefined) return this.o.hub.link(nodeId) ? { kind: 'away' } : this.registered(nodeId);
-    const now = (this.o.now ?? Date.now)();
+    const now = this.clock();
     const known = this.owners.get(nodeId);
     if (known && known.until > now) return known.place;
     const place = await this.owner(nodeId);
     if (place.kind === 'replica') {
       if (this.owners.size > 10_000) this.owners.clear();
       this.owners.set(nodeId, { place, until: now + OWNER_CACHE_MS });
+      this.live(nodeId);
     } else {
       this.owners.delete(nodeId);
     }
@@ -126,22 +194,67 @@ export function nodeOfRequest(ctx: Context): string | undefined {
 
 /**
  * Mounted after authentication and body parsing, before the routers: a node-scoped request for a node another
- * replica holds is proxied there; any other request goes on to this portal's routers (here, away, unknown).
+ * replica holds is proxied there; any other request goes on to this portal's routers (here, away, unknown). A
+ * request for a node between owners is held up to `holdMs` for its next owner (above); 0 holds nothing.
  */
-export function placeNodeRequests(o: { places: NodePlaces; proxy: ReplicaProxy }): Middleware {
+export function placeNodeRequests(o: { places: NodePlaces; proxy: ReplicaProxy; holdMs?: number; logger?: Logger }): Middleware {
+  const holdMs = o.holdMs ?? 0;
   return async function nodePlace(ctx: Context, next: Next): Promise<void> {
-    const nodeId = replicaCallerOf(ctx) ? undefined : nodeOfRequest(ctx);
-    const place = nodeId === undefined ? undefined : await o.places.where(nodeId);
-    if (place?.kind === 'replica') {
-      try {
-        await o.proxy.pass(ctx, nodeId!, place);
-      } catch (e) {
-        o.places.forget(nodeId!);
-        throw e;
-      }
-      if (ctx.status === 503) o.places.forget(nodeId!);
+    const passed = replicaCallerOf(ctx) !== undefined;
+    const nodeId = nodeOfRequest(ctx);
+    if (nodeId === undefined) {
+      await next();
       return;
     }
+    if (passed) {
+      // Passed here by a replica that found this one the owner: if the node is not here (any more), say so before
+      // anything reads or does it, so that replica passes it to the node's next owner (or holds it till there is one).
+      if (!isHere(o.places.hubOf(), nodeId)) {
+        ctx.status = 503;
+        ctx.set('Retry-After', '1');
+        ctx.set(OWNER_UNAVAILABLE_HEADER, 'unprocessed');
+        ctx.body = { error: 'device_unavailable', message: `node ${nodeId} is not connected to this portal replica (it moved); try again` };
+        return;
+      }
+      await next();
+      return;
+    }
+    const until = Date.now() + holdMs;
+    let failed: OwnerUnavailable | undefined;
+    let held = false;
+    const gone = new AbortController();
+    const onClose = () => gone.abort();
+    ctx.res.once('close', onClose);
+    try {
+      for (;;) {
+        const place = await o.places.where(nodeId);
+        if (place.kind === 'replica') {
+          try {
+            await o.proxy.pass(ctx, nodeId, place);
+            if (ctx.status === 503) o.places.forget(nodeId);
+            return;
+          } catch (e) {
+            o.places.forget(nodeId);
+            if (!(e instanceof OwnerUnavailable) || !e.again(ctx.method)) throw e;
+            failed = e;
+          }
+        } else if (place.kind !== 'away' || !o.places.recentlyLive(nodeId)) {
+          failed = undefined;
+          break;
+        } else {
+          failed = undefined;
+        }
+        if (Date.now() >= until || gone.signal.aborted) break;
+        if (!held) {
+          held = true;
+          o.logger?.info({ node: nodeId, method: ctx.method, path: ctx.path, why: failed?.message ?? 'away' }, 'a request for a node between owners is held for its next owner');
+        }
+        await o.places.moved(nodeId, gone.signal);
+      }
+    } finally {
+      ctx.res.off('close', onClose);
+    }
+    if (failed) throw failed;
     await next();
   };
 }

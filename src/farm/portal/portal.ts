@@ -228,7 +228,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
     const h0 = hub;
     // One id for the replica: its lease's (configured or random), so the proxy's loop guard and the lease agree.
     const replicaId = lease?.replicaId ?? cfg.replicas.replica_id ?? randomBytes(6).toString('hex');
-    const places = new NodePlaces({ pool, hub, ...(many && { replicaId }) });
+    const places = new NodePlaces({ pool, hub, ...(many && { replicaId, wakeups: w }) });
     const proxy = replicaSecret
       ? new ReplicaProxy({ secret: replicaSecret, replicaId, retryAfterSecs: Math.ceil(cfg.replicas.lease_secs), ...(cfg.public_url && { publicUrl: cfg.public_url }) })
       : undefined;
@@ -247,7 +247,7 @@ export async function startPortal(cfg: PortalConfig, logger: Logger, parts: Port
     const app = createPortalApp({
       ...(oidc && { oidc }),
       ...(replicaSecret && { replicaSecret }),
-      ...(proxy && { nodePlaces: placeNodeRequests({ places, proxy }) }),
+      ...(proxy && { nodePlaces: placeNodeRequests({ places, proxy, holdMs: cfg.replicas.hold_secs * 1000, logger: logger.child({ part: 'replicas' }) }) }),
       ops: ops.router,
       logger,
       tokens,

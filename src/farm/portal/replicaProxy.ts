@@ -6,7 +6,8 @@
  * secret (replicaAuth.ts). The owner's answer streams back as it comes (bodies, long polls, the live MJPEG stream),
  * through the same header policy as a node's answer (nodeAnswer.ts); nothing is buffered whole. A client that goes
  * away ends the request to the owner (its socket is destroyed, so the owner sees its client go too). An owner that
- * cannot be reached, or breaks off before answering: 503 `device_unavailable` with Retry-After.
+ * cannot be reached, or breaks off before answering: 503 `device_unavailable` with Retry-After (`OwnerUnavailable`,
+ * which says whether the request may be passed again to the node's next owner: nodePlace.ts holds it for that).
  */
 import http from 'node:http';
 import https from 'node:https';
@@ -38,9 +39,40 @@ export interface ReplicaProxyOptions {
 
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
+/**
+ * The header of an owner's 503 that says the owner could not serve the request because the node is not (or no
+ * longer) its, or because it is stopping (drain.ts): `unprocessed` when the request reached neither the owner's
+ * routers nor the node, `cut` when the owner's drain answered it after its wait (the node may have seen it).
+ * Only ever read from another replica's answer (the header policy drops it from what reaches a client).
+ */
+export const OWNER_UNAVAILABLE_HEADER = 'x-farmhand-replica-unavailable';
+
+/** The node's owner did not serve the request: it does not answer, or it said the node is not its now. */
+export class OwnerUnavailable extends FarmError {
+  constructor(
+    message: string,
+    retryAfter: number,
+    /** The request certainly reached neither the owner's routers nor the node: any method may be sent again. */
+    readonly unprocessed: boolean,
+  ) {
+    super('device_unavailable', message, { retryAfter });
+  }
+
+  /** Whether the request may be passed to the node's next owner: always a read; anything else only if unprocessed. */
+  again(method: string): boolean {
+    return this.unprocessed || method === 'GET' || method === 'HEAD';
+  }
+}
+
 export class ReplicaProxy {
   // No cap on sockets: a request queued behind long-lived streams (MJPEG, long polls) would wait for ever; the owner's own limits apply.
   private readonly agents = { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) };
+  /**
+   * A request that is not a read goes on a connection of its own, never a kept-alive one: a kept-alive socket the
+   * owner closes as the request is sent (its drain closing idle connections) leaves it unknown whether the owner
+   * read it, so it could not be passed to the node's next owner; on a new connection, a refusal is certain.
+   */
+  private readonly once = { http: new http.Agent({ keepAlive: false }), https: new https.Agent({ keepAlive: false }) };
   /** Requests passed to other replicas since start, and of them those not answered in full yet. */
   readonly stats = { total: 0, inFlight: 0 };
 
@@ -50,6 +82,16 @@ export class ReplicaProxy {
   async pass(ctx: Context, nodeId: string, to: ReplicaTarget): Promise<void> {
     const res = await this.request(ctx, nodeId, to, true);
     this.stats.total++;
+    const unavailable = res.statusCode === 503 ? res.headers[OWNER_UNAVAILABLE_HEADER] : undefined;
+    if (unavailable === 'unprocessed' || unavailable === 'cut') {
+      res.resume();
+      const retryAfter = Number(res.headers['retry-after']);
+      throw new OwnerUnavailable(
+        `node ${nodeId} is no longer served by portal replica ${to.replicaId} (it is stopping, or the node moved); try again shortly`,
+        Number.isFinite(retryAfter) && retryAfter >= 0 ? retryAfter : this.o.retryAfterSecs,
+        unavailable === 'unprocessed',
+      );
+    }
     const length = res.headers['content-length'];
     setNodeAnswerHeaders(ctx, res.statusCode ?? 502, flatHeaders(res.headers), this.o.publicUrl);
     if (res.statusCode === 204 || res.statusCode === 304 || ctx.method === 'HEAD') {
@@ -93,17 +135,25 @@ export class ReplicaProxy {
         method: ctx.method,
         path: prefix + ctx.url,
         headers,
-        agent: secure ? this.agents.https : this.agents.http,
+        agent: (ctx.method === 'GET' || ctx.method === 'HEAD' ? this.agents : this.once)[secure ? 'https' : 'http'],
       });
       let answered = false;
+      /** Whether a connection was made for this request (none: the owner never saw it). */
+      let connected = false;
       const onClientGone = () => {
         if (!ctx.res.writableFinished) req.destroy();
       };
       ctx.res.once('close', onClientGone);
       req.once('socket', (socket) => {
-        if (!socket.connecting) return;
+        if (!socket.connecting) {
+          connected = true;
+          return;
+        }
         const timer = setTimeout(() => req.destroy(new Error(`no connection within ${this.o.connectTimeoutMs ?? 3000} ms`)), this.o.connectTimeoutMs ?? 3000);
-        socket.once('connect', () => clearTimeout(timer));
+        socket.once('connect', () => {
+          connected = true;
+          clearTimeout(timer);
+        });
         socket.once('close', () => clearTimeout(timer));
       });
       req.once('response', (res) => {
@@ -120,10 +170,10 @@ export class ReplicaProxy {
           return;
         }
         reject(
-          new FarmError(
-            'device_unavailable',
+          new OwnerUnavailable(
             `node ${nodeId} is connected to portal replica ${to.replicaId}, which does not answer (${e.code ?? e.message}); try again shortly`,
-            { retryAfter: this.o.retryAfterSecs },
+            this.o.retryAfterSecs,
+            !connected,
           ),
         );
       });
@@ -149,6 +199,8 @@ export class ReplicaProxy {
   close(): void {
     this.agents.http.destroy();
     this.agents.https.destroy();
+    this.once.http.destroy();
+    this.once.https.destroy();
   }
 }
 

@@ -9,6 +9,7 @@
  * writes exactly. `replica: null` is the sweeper's: a node no live replica owns, at the epoch the sweeper saw.
  */
 import type pg from 'pg';
+import { WAKEUP_CHANNEL } from '../wakeups.js';
 
 export interface Tenure {
   /** The owner the write needs: this replica's id, or null for a node no replica owns (the sweeper's). */
@@ -44,11 +45,15 @@ export function tenureSql(t: Tenure | undefined, from: number, table = 'nodes'):
 /**
  * A node's hello on replica `replicaId`: the node is this replica's now, at a new epoch (returned), and online.
  * One statement: the row lock orders it with any other replica's conditioned write (which then matches nothing).
+ * The same statement tells every replica (a `node_owner` wake-up on the channel `farmhand`, sent at its commit), so
+ * that the requests they hold for the node while it was between owners go to it at once (nodePlace.ts).
  */
 export async function takeNode(q: Queryable, replicaId: string, nodeId: string, version: string, seen: string, ip: string | null = null): Promise<number> {
   const { rows } = await q.query<{ owner_epoch: string }>(
-    `UPDATE nodes SET owner_replica = $2, owner_epoch = owner_epoch + 1, online = true, offline_reason = NULL, version = $3, last_seen = $4, external_ip = $5
-      WHERE node_id = $1 RETURNING owner_epoch`,
+    `WITH taken AS (
+       UPDATE nodes SET owner_replica = $2, owner_epoch = owner_epoch + 1, online = true, offline_reason = NULL, version = $3, last_seen = $4, external_ip = $5
+        WHERE node_id = $1 RETURNING owner_epoch)
+     SELECT owner_epoch, pg_notify('${WAKEUP_CHANNEL}', json_build_object('kind', 'node_owner', 'node_id', $1::text, 'replica', $2::text)::text) FROM taken`,
     [nodeId, replicaId, version, seen, ip],
   );
   if (!rows[0]) throw new Error(`node ${nodeId} has no row (it was removed from the farm)`);
