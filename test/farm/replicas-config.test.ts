@@ -28,7 +28,7 @@ const problems = (f: string): string => {
 
 describe('farm portal config: replicas', () => {
   it('defaults to one portal per database ("single"), a lease of 10 s', () => {
-    expect(loadPortalConfig(write({}).f).replicas).to.deep.equal({ mode: 'single', lease_secs: 10 });
+    expect(loadPortalConfig(write({}).f).replicas).to.deep.equal({ mode: 'single', lease_secs: 10, hold_secs: 10 });
   });
 
   it('"many" needs advertise_url and secret_file; secret_file is resolved beside the config', () => {
@@ -42,6 +42,7 @@ describe('farm portal config: replicas', () => {
       advertise_url: 'http://10.0.0.5:8080',
       secret_file: path.join(dir, 'replica.secret'),
       lease_secs: 4,
+      hold_secs: 10,
     });
   });
 
