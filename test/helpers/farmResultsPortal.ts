@@ -28,6 +28,7 @@ import { farmResultRouter, forwardThroughHub } from '../../src/farm/resultRoutes
 import { StoredResults } from '../../src/farm/storedResults.js';
 import { uploadRouter } from '../../src/farm/uploadRoutes.js';
 import { FarmUploads } from '../../src/farm/uploads.js';
+import { bindEndpoints } from '../../src/http/endpoints/authorize.js';
 import { errorHandler } from '../../src/http/errors.js';
 import type { Logger } from '../../src/core/ports.js';
 import { silentLogger } from '../../src/logger.js';
@@ -111,6 +112,9 @@ export async function startResultsPortal(o: { maxPartialBytesPerNode?: number } 
   const v2 = farmResultRouter({ store, forward: forwardThroughHub(hub) });
   app.use(up.routes()).use(up.allowedMethods());
   app.use(v2.routes()).use(v2.allowedMethods());
+  // The requests the portal answers itself are checked by their table entries (portalCheck), as the portal's app
+  // binds them; no roles here (the harness has no users).
+  bindEndpoints(app, { roles: false, validate: 'portal' });
   const callback = app.callback();
   let server: Server | undefined;
   let port = 0;
