@@ -179,6 +179,9 @@ const NODE_PATHS: RegExp[] = [
   /^\/app\/results\/([^/]+)\/[^/]+\/[^/]+\/[^/]+/,
 ];
 
+/** `GET /api/v2/nodes/<id>`: the node's status. */
+const STATUS_PATH = /^\/api\/v2\/nodes\/[^/]+\/?$/;
+
 /** The node a request is for, when it is node-scoped. */
 export function nodeOfRequest(ctx: Context): string | undefined {
   if (ctx.path === '/api/v2/run_tests' && ctx.method === 'POST') {
@@ -209,7 +212,10 @@ export function placeNodeRequests(o: { places: NodePlaces; proxy: ReplicaProxy; 
     if (passed) {
       // Passed here by a replica that found this one the owner: if the node is not here (any more), say so before
       // anything reads or does it, so that replica passes it to the node's next owner (or holds it till there is one).
-      if (!isHere(o.places.hubOf(), nodeId)) {
+      // A node that is not here any more: if another replica holds it now, or it was here a moment ago (likely
+      // reconnecting elsewhere), say so before anything reads or does it; a node long gone (offline, nobody holds it)
+      // is answered here from the portal's own copy, as any replica would.
+      if (!isHere(o.places.hubOf(), nodeId) && ((await o.places.where(nodeId)).kind === 'replica' || o.places.recentlyLive(nodeId))) {
         ctx.status = 503;
         ctx.set('Retry-After', '1');
         ctx.set(OWNER_UNAVAILABLE_HEADER, 'unprocessed');
@@ -219,7 +225,8 @@ export function placeNodeRequests(o: { places: NodePlaces; proxy: ReplicaProxy; 
       await next();
       return;
     }
-    const until = Date.now() + holdMs;
+    // A node's status is read from the farm's database by any replica (nodeViews.ts): not worth holding for.
+    const until = Date.now() + (ctx.method === 'GET' && STATUS_PATH.test(ctx.path) ? 0 : holdMs);
     let failed: OwnerUnavailable | undefined;
     let held = false;
     const gone = new AbortController();
@@ -254,7 +261,10 @@ export function placeNodeRequests(o: { places: NodePlaces; proxy: ReplicaProxy; 
     } finally {
       ctx.res.off('close', onClose);
     }
-    if (failed) throw failed;
+    // Past the hold: this replica's routers answer, from the portal's own copy (the database and the shared storage
+    // every replica reads) or 503 `device_unavailable` with Retry-After, as for a node nobody holds. A refusal that
+    // may not be passed again (a request not certainly unprocessed, not a read) was thrown in the loop.
+    if (failed) o.logger?.info({ node: nodeId, method: ctx.method, path: ctx.path, why: failed.message }, 'no owner took the request within the hold; answered here');
     await next();
   };
 }
