@@ -55,7 +55,7 @@ describe('OIDC sign-in through 3 portal replicas behind HAProxy roundrobin (Chro
       rate_limit: { requests_per_second: 1000, burst: 10000 },
       oidc: { issuer: provider.issuer, name: 'Farm SSO', client_id: CLIENT_ID, client_secret: CLIENT_SECRET, role_claim: 'roles', role_map: { 'farm-tester': 'run' } },
     } as Partial<PortalConfigInput>;
-    set = await startReplicaSet(3, (_name, fields) => startPortal(parsePortalConfig({ ...input, ...fields } as PortalConfigInput), logger));
+    set = await startReplicaSet(3, (_name, fields) => startPortal(parsePortalConfig({ ...input, ...fields }), logger));
     // No public_url: the redirect URL is the address the browser used, HAProxy's.
     provider.register([`${set.url}${CALLBACK}`]);
     provider.claims.set('alice', { preferred_username: 'alice', roles: ['farm-tester'] });
