@@ -145,6 +145,52 @@ describe('OIDC sign-in through 3 portal replicas behind HAProxy roundrobin (Chro
     }
   });
 
+  it('the same callback sent to two replicas at once signs in once: one answer makes a session, the other finds no flow', async () => {
+    // The provider's redirect to the callback is held back: Playwright routes no redirect hop, so the test follows the
+    // provider's redirects itself (the context's request client shares the browser's cookies) and keeps the one that
+    // would send the browser to the callback; then it sends that callback, with the browser's flow cookie, to r1 and
+    // r2 together.
+    let held: { path: string; cookie: string } | undefined;
+    await context.route((u) => u.href.startsWith(provider.issuer), async (route) => {
+      let res = await route.fetch({ maxRedirects: 0 });
+      let at = route.request().url();
+      for (let hops = 0; hops < 10; hops++) {
+        const location = res.headers().location;
+        if (location === undefined) break;
+        const target = new URL(location, at);
+        if (target.href.startsWith(`${set.url}${CALLBACK}`)) {
+          const cookies = await context.cookies(target.href); // the flow cookie is sent to the callback path only
+          held = { path: `${target.pathname}${target.search}`, cookie: cookies.map((c) => `${c.name}=${c.value}`).join('; ') };
+          await route.fulfill({ status: 200, contentType: 'text/plain', body: 'held back by the test' });
+          return;
+        }
+        if (!target.href.startsWith(provider.issuer)) break;
+        at = target.href;
+        res = await context.request.get(at, { maxRedirects: 0 });
+      }
+      await route.fulfill({ response: res });
+    });
+    await page.goto(`${set.url}${START}?next=%2F`);
+    await page.waitForURL((u) => u.href.startsWith(provider.issuer));
+    await page.locator('input[name=login]').fill('alice');
+    await page.locator('input[name=password]').fill('any password');
+    await page.locator('button[type=submit]').click();
+    await page.getByText('held back by the test').waitFor();
+    expect(held?.cookie).to.match(/farmhand_oidc=/);
+    const answers = await Promise.all(
+      [set.replicas[0]!, set.replicas[1]!].map(async (r) => {
+        const res = await fetch(`${r.url}${held!.path}`, { headers: { cookie: held!.cookie, accept: 'application/json' } });
+        const text = await res.text();
+        return { status: res.status, session: /farmhand_session=[^;]/.test(res.headers.get('set-cookie') ?? ''), error: res.status === 200 ? undefined : (JSON.parse(text) as { error: string }).error };
+      }),
+    );
+    answers.sort((a, b) => a.status - b.status);
+    expect(answers).to.deep.equal([
+      { status: 200, session: true, error: undefined },
+      { status: 400, session: false, error: 'sign_in_expired' },
+    ]);
+  });
+
   it('a flow past its expiry is refused at the callback, whichever replica takes it; the row is gone', async () => {
     const s = await signIn(page, 'alice', '/', async () => {
       // The flow is in the table: make it older than its 10 minutes (the database's clock decides).
