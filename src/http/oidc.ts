@@ -4,9 +4,11 @@
  *
  * - The provider's metadata is discovered at the first sign-in, not at start-up: a node or portal
  *   starts while the provider is down. A failed discovery is not kept; the next sign-in tries again.
- * - A flow in progress (state, nonce, PKCE code_verifier, where to go afterwards) is kept here, in
- *   memory, under a random id that the browser holds in a short-lived HttpOnly cookie; it is used
- *   once (taken at the callback, whatever the outcome) and forgotten after {@link FLOW_TTL_MS}.
+ * - A flow in progress (state, nonce, PKCE code_verifier, where to go afterwards) is kept in a
+ *   {@link OidcFlowStore} under a random id that the browser holds in a short-lived HttpOnly cookie; it
+ *   is used once (taken at the callback, whatever the outcome) and forgotten after {@link FLOW_TTL_MS}.
+ *   A node keeps its flows in memory ({@link MemoryFlowStore}); the portal in PostgreSQL
+ *   (src/farm/oidcFlows.ts), so a flow started on one replica finishes on any other.
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
@@ -21,14 +23,60 @@ export const FLOW_TTL_MS = 10 * 60 * 1000;
 export const FLOW_LIMIT = 10_000;
 export const FLOW_COOKIE = 'farmhand_oidc';
 export const CALLBACK_PATH = '/app/oidc/callback';
+/** A flow id: 32 random bytes, base64url. */
+const FLOW_ID = /^[A-Za-z0-9_-]{43}$/;
 
-interface Flow {
+/** A sign-in in progress: what the callback needs to check the provider's answer. */
+export interface OidcFlow {
   state: string;
   nonce: string;
   verifier: string;
   next: string;
   redirectUri: string;
-  created: number;
+}
+
+/**
+ * Where flows in progress wait for their callback. `take` answers the flow and forgets it in one step
+ * (a flow is used once: two callbacks with the same id, on one process or on two, get it at most once),
+ * and answers nothing for a flow older than `ttlMs` given at `put`. At most {@link FLOW_LIMIT} flows wait
+ * (the oldest go first), whoever starts them.
+ */
+export interface OidcFlowStore {
+  put(id: string, flow: OidcFlow, ttlMs: number): Promise<void>;
+  take(id: string): Promise<OidcFlow | undefined>;
+}
+
+/** The flows of one process, in memory: the node's (a single appliance with no database). */
+export class MemoryFlowStore implements OidcFlowStore {
+  private readonly flows = new Map<string, { flow: OidcFlow; expires: number }>();
+  constructor(private readonly now: () => number = Date.now) {}
+
+  put(id: string, flow: OidcFlow, ttlMs: number): Promise<void> {
+    this.sweep();
+    this.flows.set(id, { flow, expires: this.now() + ttlMs });
+    while (this.flows.size > FLOW_LIMIT) this.flows.delete(this.flows.keys().next().value as string);
+    return Promise.resolve();
+  }
+
+  take(id: string): Promise<OidcFlow | undefined> {
+    this.sweep();
+    const f = this.flows.get(id);
+    this.flows.delete(id);
+    return Promise.resolve(f && this.now() < f.expires ? f.flow : undefined);
+  }
+
+  /** Flows in progress (tests). */
+  get size(): number {
+    return this.flows.size;
+  }
+
+  private sweep(): void {
+    const t = this.now();
+    for (const [id, f] of this.flows) {
+      if (t < f.expires) break; // insertion order is expiry order (one TTL)
+      this.flows.delete(id);
+    }
+  }
 }
 
 /** Why a sign-in failed, for the page or the JSON error (src/web/pages/oidcSignIn.tsx). */
@@ -50,7 +98,8 @@ export interface OidcSignInOptions {
   clientSecret: string;
   /** Where a failed discovery or a failed verification is told to the operator (never a code, token or claim). */
   logger?: Logger;
-  now?: () => number;
+  /** Where flows wait for their callback (default: this process's memory, {@link MemoryFlowStore}). */
+  flows?: OidcFlowStore;
 }
 
 export class OidcSignIn {
@@ -58,15 +107,14 @@ export class OidcSignIn {
   readonly rules: ClaimRules;
   readonly sessionMaxMs: number;
   private discovered?: Promise<client.Configuration>;
-  private readonly flows = new Map<string, Flow>();
-  private readonly now: () => number;
+  private readonly flows: OidcFlowStore;
 
   constructor(
     readonly cfg: OidcConfig,
     private readonly o: OidcSignInOptions,
   ) {
     this.name = cfg.name;
-    this.now = o.now ?? Date.now;
+    this.flows = o.flows ?? new MemoryFlowStore();
     this.sessionMaxMs = cfg.session_max_hours * 3600 * 1000;
     this.rules = {
       usernameClaim: cfg.username_claim,
@@ -100,13 +148,12 @@ export class OidcSignIn {
   /** Begin a sign-in: the provider's authorization URL, and the flow's id for the cookie. */
   async start(requestOrigin: string, next: string): Promise<{ url: URL; flowId: string }> {
     const config = await this.config();
-    const flow: Flow = {
+    const flow: OidcFlow = {
       state: client.randomState(),
       nonce: client.randomNonce(),
       verifier: client.randomPKCECodeVerifier(),
       next,
       redirectUri: this.redirectUri(requestOrigin),
-      created: this.now(),
     };
     let url: URL;
     try {
@@ -124,9 +171,7 @@ export class OidcSignIn {
       throw new OidcFailure('sign_in_failed', `the identity provider's configuration cannot be used (${reason(e)}); tell the administrator`, next);
     }
     const flowId = randomBytes(32).toString('base64url');
-    this.sweep();
-    this.flows.set(flowId, flow);
-    while (this.flows.size > FLOW_LIMIT) this.flows.delete(this.flows.keys().next().value as string);
+    await this.flows.put(flowId, flow, FLOW_TTL_MS);
     return { url, flowId };
   }
 
@@ -137,9 +182,8 @@ export class OidcSignIn {
    * with the UserInfo endpoint's added when the provider has one) and where to go next.
    */
   async finish(flowId: string | undefined, query: URLSearchParams): Promise<{ claims: Record<string, unknown>; next: string }> {
-    this.sweep();
-    const flow = flowId ? this.flows.get(flowId) : undefined;
-    if (flowId) this.flows.delete(flowId);
+    // A cookie of another shape is no flow (and is not sent to the store).
+    const flow = flowId && FLOW_ID.test(flowId) ? await this.flows.take(flowId) : undefined;
     if (!flow) throw new OidcFailure('sign_in_expired', 'this sign-in was not started in this browser, took longer than 10 minutes, or was already used: start it again');
     const error = query.get('error');
     if (error) {
@@ -169,19 +213,6 @@ export class OidcSignIn {
       throw new OidcFailure('sign_in_failed', `the identity provider's answer could not be verified (${reason(e)}): start again; if it keeps failing, tell the administrator`, flow.next);
     }
     return { claims, next: flow.next };
-  }
-
-  /** Flows in progress (for tests and metrics). */
-  get pending(): number {
-    return this.flows.size;
-  }
-
-  private sweep(): void {
-    const t = this.now();
-    for (const [id, f] of this.flows) {
-      if (t - f.created <= FLOW_TTL_MS) break; // insertion order is age order
-      this.flows.delete(id);
-    }
   }
 }
 

@@ -13,7 +13,6 @@ import { client } from '../helpers/contract.js';
 import { connectionString, startTestPortal, type TestPortal } from '../helpers/farmPortal.js';
 import { CLIENT_ID, CLIENT_SECRET, startTestProvider, type TestProvider } from '../helpers/oidcProvider.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
-import { throughReplicas } from '../helpers/farm.js';
 
 async function signIn(page: Page, base: string, issuer: string, login: string, next: string): Promise<void> {
   await page.goto(`${base}/app/sign-in?next=${encodeURIComponent(next)}`);
@@ -31,10 +30,6 @@ const whoAmI = (page: Page) =>
   });
 
 describe('OIDC sign-in on the portal (Chromium, a real provider, PostgreSQL)', function () {
-  before(function () {
-    // Not through replicas (FARMHAND_TEST_THROUGH_REPLICAS): a sign-in's OIDC flow is kept by the replica that started it; its callback lands on another (not fixed: docs/testing.md).
-    if (throughReplicas() > 0) this.skip();
-  });
   this.timeout(180_000);
   let cluster: TestPostgres;
   let provider: TestProvider;

@@ -71,6 +71,9 @@ export function startPortalProcess(name: string, port: number, config: string): 
   };
 }
 
+/** The response header naming the replica (HAProxy's server name: r1..rn) that answered through HAProxy. */
+export const SERVED_BY_HEADER = 'x-test-served-by';
+
 export interface Haproxy {
   /** The frontend's `http://127.0.0.1:port`. */
   url: string;
@@ -134,6 +137,8 @@ export async function startHaproxy(
           ]),
       'backend portals',
       `    balance ${o.balance ?? 'first'}`,
+      // Which replica answered, for the tests that must know (e.g. an OIDC callback on another replica than its start).
+      `    http-response set-header ${SERVED_BY_HEADER} %s`,
       '    option httpchk',
       '    http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host farm',
       '    http-check expect status 200',

@@ -367,4 +367,25 @@ ALTER TABLE nodes ADD COLUMN state_event_id text;
 ALTER TABLE nodes ADD COLUMN external_ip text;
 `,
   },
+  {
+    id: 14,
+    name: 'many portals: OIDC sign-ins in progress (docs/auth.md, "Sign-in with OpenID Connect", "Many portals")',
+    sql: `
+-- A sign-in with the identity provider started on one replica and finished on another (src/farm/oidcFlows.ts): its
+-- state, nonce, PKCE code_verifier and where to go next, under the sha256 of the flow id the browser's cookie holds
+-- (the id itself is not stored: a copy of the table finishes no sign-in). Taken by DELETE ... RETURNING at the
+-- callback (used once, whichever replica receives it); rows past expires_at are swept at each start of a sign-in.
+CREATE TABLE oidc_flows (
+  id_hash      bytea PRIMARY KEY CHECK (length(id_hash) = 32),
+  state        text NOT NULL,
+  nonce        text NOT NULL,
+  verifier     text NOT NULL,
+  next         text NOT NULL,
+  redirect_uri text NOT NULL,
+  created_at   timestamptz NOT NULL DEFAULT now(),
+  expires_at   timestamptz NOT NULL
+);
+CREATE INDEX oidc_flows_expiry ON oidc_flows (expires_at);
+`,
+  },
 ];

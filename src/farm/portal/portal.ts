@@ -32,6 +32,7 @@ import type { OnOidcSignIn } from '../../web/pages/oidcSignIn.js';
 import { PgUsers } from '../users.js';
 import { FarmWakeups } from '../wakeups.js';
 import { PgSessionStore } from '../webSessions.js';
+import { PgFlowStore } from '../oidcFlows.js';
 import { createPortalApp } from './app.js';
 import { PgAuditLog } from '../audit.js';
 import { auditRouter, auditTrail } from '../../http/audit.js';
@@ -387,7 +388,8 @@ function portalOidc(o: OidcConfig, publicUrl: string | undefined, pool: pg.Pool,
   const users = new PgUsers(pool);
   const providerDecides = o.role_claim !== undefined;
   return {
-    signIn: new OidcSignIn(o, { publicUrl, clientSecret, logger }),
+    // Flows in PostgreSQL: the provider's callback may land on another replica than the start (docs/auth.md).
+    signIn: new OidcSignIn(o, { publicUrl, clientSecret, logger, flows: new PgFlowStore(pool) }),
     onSignIn: (who) => users.signedInWithOidc(who.login, who.role, providerDecides, { from: who.from, issuer: o.issuer }),
   };
 }
