@@ -80,7 +80,7 @@ export interface Haproxy {
   child: ChildProcess;
   log: () => string;
   /** HAProxy's operational state of a server: 2 running, 0 stopped (`show servers state`). */
-  state(server: string): Promise<number | undefined>;
+  state(server: string, backend?: 'portals' | 'nodes'): Promise<number | undefined>;
   /** Requests each server of the backend was sent so far (`show stat`, column `stot`: sessions). */
   sent(): Promise<Record<string, number>>;
   stop(): void;
@@ -166,8 +166,8 @@ export async function startHaproxy(
     url: `http://127.0.0.1:${port}`,
     child,
     log: () => log,
-    async state(server) {
-      const text = await command('show servers state portals').catch(() => '');
+    async state(server, backend = 'portals') {
+      const text = await command(`show servers state ${backend}`).catch(() => '');
       const line = text.split('\n').find((l) => l.includes(` ${server} `));
       return line === undefined ? undefined : Number(line.split(' ')[5]);
     },
@@ -395,6 +395,8 @@ export async function startReplicaSet<P extends { url: string; stop(): Promise<v
     replicas.push(p);
     const h = haproxy!;
     await waitFor(async () => (await h.state(name)) === 2, { what: `HAProxy to see replica ${name} up (${h.log()})`, timeoutMs: 60_000, maxIntervalMs: 100 });
+    // r1 is also the nodes' backend, checked on its own: a node's connection before its first good check is HAProxy's 503.
+    if (name === 'r1') await waitFor(async () => (await h.state(name, 'nodes')) === 2, { what: `HAProxy to see r1 up for the nodes (${h.log()})`, timeoutMs: 60_000, maxIntervalMs: 100 });
   };
   try {
     haproxy = await startHaproxy(work, ports, { balance: 'roundrobin', nodesTo: 'r1' });
