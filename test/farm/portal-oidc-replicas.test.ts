@@ -10,7 +10,7 @@ import { startPortal, type Portal } from '../../src/farm/portal/portal.js';
 import { launchBrowser } from '../helpers/browser.js';
 import { connectionString } from '../helpers/farmPortal.js';
 import { capturingLogger } from '../helpers/logger.js';
-import { CLIENT_ID, CLIENT_SECRET, startTestProvider, type TestProvider } from '../helpers/oidcProvider.js';
+import { CLIENT_ID, CLIENT_SECRET, startTestProvider, whoAmI, type TestProvider } from '../helpers/oidcProvider.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { SERVED_BY_HEADER, startReplicaSet, type ReplicaSet } from '../helpers/replicaFarm.js';
 
@@ -27,12 +27,6 @@ interface Seen {
   callbackPath: string;
   cookie: string;
 }
-
-const whoAmI = (page: Page) =>
-  page.evaluate(async () => {
-    const r = await fetch('/api/v2/user');
-    return { status: r.status, login: ((await r.json()) as { login?: string }).login };
-  });
 
 describe('OIDC sign-in through 3 portal replicas behind HAProxy roundrobin (Chromium, a real provider, PostgreSQL)', function () {
   this.timeout(300_000);

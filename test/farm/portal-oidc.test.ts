@@ -11,7 +11,7 @@ import { ConfigError } from '../../src/config/load.js';
 import { launchBrowser } from '../helpers/browser.js';
 import { client } from '../helpers/contract.js';
 import { connectionString, startTestPortal, type TestPortal } from '../helpers/farmPortal.js';
-import { CLIENT_ID, CLIENT_SECRET, startTestProvider, type TestProvider } from '../helpers/oidcProvider.js';
+import { CLIENT_ID, CLIENT_SECRET, startTestProvider, whoAmI, type TestProvider } from '../helpers/oidcProvider.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 
 async function signIn(page: Page, base: string, issuer: string, login: string, next: string): Promise<void> {
@@ -22,12 +22,6 @@ async function signIn(page: Page, base: string, issuer: string, login: string, n
   await page.locator('input[name=password]').fill('any password');
   await page.locator('button[type=submit]').click();
 }
-
-const whoAmI = (page: Page) =>
-  page.evaluate(async () => {
-    const r = await fetch('/api/v2/user');
-    return { status: r.status, login: ((await r.json()) as { login?: string }).login };
-  });
 
 describe('OIDC sign-in on the portal (Chromium, a real provider, PostgreSQL)', function () {
   this.timeout(180_000);

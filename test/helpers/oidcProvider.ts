@@ -13,6 +13,7 @@ import { generateKeyPairSync } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Provider, { type ProviderContext } from 'oidc-provider';
+import type { Page } from 'playwright-core';
 
 export const CLIENT_ID = 'farmhand-test';
 export const CLIENT_SECRET = 'a-test-client-secret-of-enough-length-0123456789';
@@ -90,3 +91,10 @@ export async function startTestProvider(): Promise<TestProvider> {
       }),
   };
 }
+
+/** Who the page's session is at the portal: `GET /api/v2/user`'s status and login. */
+export const whoAmI = (page: Page) =>
+  page.evaluate(async () => {
+    const r = await fetch('/api/v2/user');
+    return { status: r.status, login: ((await r.json()) as { login?: string }).login };
+  });
