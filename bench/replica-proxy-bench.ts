@@ -16,6 +16,7 @@ import { startTestDaemon, waitOnline } from '../test/helpers/daemon.js';
 import { connectionString, startTestPortal } from '../test/helpers/farmPortal.js';
 import { startPostgres } from '../test/helpers/postgres.js';
 import { waitFor } from '../test/helpers/wait.js';
+import { freePort } from './lib/processes.js';
 
 const arg = (name: string, dflt: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -43,15 +44,6 @@ async function once(url: string, token: string): Promise<number> {
   const r = await get(url, token);
   if (r.status !== 200) throw new Error(`${url} answered ${r.status}`);
   return Number(process.hrtime.bigint() - t0) / 1e6;
-}
-
-/** A loopback port nothing listens on now. */
-async function freePort(): Promise<number> {
-  const s = http.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
-  const port = (s.address() as { port: number }).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
 }
 
 const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]!;

@@ -13,6 +13,7 @@ import { randomBytes } from 'node:crypto';
 import { expect } from 'chai';
 import { startTestFarm, type TestFarm } from '../helpers/farm.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { freePort } from '../helpers/processFarm.js';
 import { waitFor } from '../helpers/wait.js';
 import { makeTestPack, STANDARD_FILES, type TestPackRepo } from '../fixtures/testPack.js';
 import { VSTB_LIRCD_CONF } from '../../src/hardware/virtual/index.js';
@@ -21,15 +22,6 @@ import { signReplicaRequest } from '../../src/farm/portal/replicaAuth.js';
 const NODE = 'replica-node';
 const HANG = 'tests/hang.py::test_hang';
 const PASS = 'tests/basic.py::test_pass';
-
-/** A loopback port nothing listens on now. */
-async function freePort(): Promise<number> {
-  const s = http.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
-  const port = (s.address() as { port: number }).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
 
 describe('farm: a node of another replica, proxied to it', function () {
   this.timeout(240_000);
