@@ -7,6 +7,10 @@ Frames are made by a thread at ``fps`` (the header's ``seq`` counts them):
 a dark blue picture (RGB 0, 0, 128) with a white 8x8 square at
 ``x = 4 + 10 * screen``, ``y = 4``; ``KEY_RIGHT`` moves it one step
 (``screen += 1``), ``KEY_LEFT`` back.
+
+The ``power`` request (``stbt.PDU``) switches ``outlet``: True (on), False
+(off), or None for a node with no outlet configured (refused as the daemon
+does for ``power.uri`` "none"); each request is kept in ``power_requests``.
 """
 
 import json
@@ -34,6 +38,8 @@ class FakeDaemon:
         self.cond = threading.Condition()
         self.holds = {}
         self.screen = 0
+        self.outlet = True
+        self.power_requests = []
         self.stopped = threading.Event()
         self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.server.bind(self.path)
@@ -109,6 +115,8 @@ class FakeDaemon:
                     out = {"ok": True}
                 elif op == "held":
                     out = {"ok": True, "down": True}
+                elif op == "power":
+                    out = self._power(req)
                 elif op == "log":
                     self.logs.append((time.time(), req["text"]))
                     out = {"ok": True}
@@ -140,6 +148,19 @@ class FakeDaemon:
             pass
         finally:
             conn.close()
+
+    def _power(self, req):
+        self.power_requests.append({k: v for k, v in req.items() if k != "id"})
+        if self.outlet is None:
+            return {"ok": False, "error": "not_found",
+                    "message": "this node has no power outlet (power.uri is \"none\")"}
+        if req.get("outlet") not in (None, "dut"):
+            return {"ok": False, "error": "not_found", "message": "no outlet %r on this node" % req["outlet"]}
+        if "on" in req:
+            if not isinstance(req["on"], bool):
+                return {"ok": False, "error": "invalid_request", "message": "\"on\" must be true or false"}
+            self.outlet = req["on"]
+        return {"ok": True, "on": self.outlet}
 
     def _press(self, req):
         if req["key"] == "KEY_MISSING":
