@@ -18,7 +18,6 @@ farmhand's own code, written from stb-tester's public manual. How it works:
   changes each pixel a little per frame still adds up to motion.
 """
 
-import time as _time
 
 from stbt_core import _checks
 from stbt_core._config import get_config
@@ -55,9 +54,21 @@ class MotionResult:
 
     def __repr__(self):
         return "MotionResult(time=%s, motion=%r, region=%r, frame=%s)" % (
-            "None" if self.time is None else "%.3f" % self.time, self.motion, self.region,
-            "None" if self.frame is None else "<%s>" % "x".join(
-                str(n) for n in getattr(self.frame, "shape", ())[1::-1]))
+            _time_repr(self.time), self.motion, self.region, _frame_repr(self.frame))
+
+
+def _time_repr(t):
+    return "None" if t is None else "%.3f" % t
+
+
+def _frame_repr(frame):
+    """A short stand-in for a frame in a repr: its time, not its pixels."""
+    if frame is None:
+        return "None"
+    if hasattr(frame, "time"):
+        return "<Frame(time=%s)>" % _time_repr(frame.time)
+    shape = getattr(frame, "shape", ())
+    return "<Image(%s)>" % "x".join(str(n) for n in shape[1::-1])
 
 
 class MotionTimeout(UITestFailure):
@@ -76,46 +87,71 @@ class MotionTimeout(UITestFailure):
 MotionTimeout.__module__ = "stbt_core"
 
 
+# ---------------------------------------------------------------- masks
+
+def _is_all(m):
+    return m is None or (isinstance(m, Region) and m == Region.ALL)
+
+
+def _mask_for(mask, region):
+    """The Mask to look through, from ``mask`` and its older synonym
+    ``region`` (a rectangle); giving both is an error."""
+    if not _is_all(region):
+        if not _is_all(mask):
+            raise ValueError("Cannot specify mask and region at the same time")
+        mask = region
+    return load_mask(mask)
+
+
+def _no_overlap(mask, width, height):
+    return ValueError("%r doesn't overlap with the frame (%dx%d)" % (mask, width, height))
+
+
 # ---------------------------------------------------------------- differs
 
 class Differ:
-    """A frame-difference algorithm. Subclasses define ``preprocess(frame)``
-    (what is compared, computed once per frame) and ``_changed(a, b)``
-    (a uint8 0/255 image of the changed pixels of two preprocessed, cropped
-    images); ``diff`` does the rest. Parameters are attributes set in
-    ``__init__``; ``replace(**changes)`` returns a copy with some changed."""
+    """A frame-difference algorithm, with its parameters as attributes.
 
-    _PARAMETERS = ("min_size", "threshold", "erode")
+    ``preprocess(frame)`` is what is compared (computed once per frame),
+    ``preprocess_mask(mask, frame_region)`` the mask as an array and its
+    bounding box (computed once per mask and frame size), ``diff(a, b,
+    mask)`` the ``MotionResult`` of ``b`` against ``a``, and
+    ``replace(...)`` a copy with some parameters changed. A subclass defines
+    ``_changed(a, b)``: a uint8 0/255 image of the pixels that changed
+    between two preprocessed, cropped images."""
 
     def __init__(self, min_size=None, threshold=25, erode=True):
         if min_size is not None:
             min_size = (int(min_size[0]), int(min_size[1]))
         self.min_size, self.threshold, self.erode = min_size, threshold, bool(erode)
-        self._mask_cache = {}
+        self._mask_cache = None
 
-    def replace(self, **changes):
-        values = {k: getattr(self, k) for k in self._PARAMETERS}
-        for k, v in changes.items():
-            if k not in values:
-                raise TypeError("%s has no parameter %r" % (type(self).__name__, k))
-            if v is not None:
-                values[k] = v
-        return type(self)(**values)
+    def replace(self, min_size=None, threshold=None, erode=None):
+        """A copy with the parameters given (not None) changed."""
+        return type(self)(min_size=self.min_size if min_size is None else min_size,
+                          threshold=self.threshold if threshold is None else threshold,
+                          erode=self.erode if erode is None else erode)
 
     def __repr__(self):
-        return "%s(%s)" % (type(self).__name__, ", ".join(
-            "%s=%r" % (k, getattr(self, k)) for k in self._PARAMETERS))
+        return "%s(min_size=%r, threshold=%r, erode=%r)" % (
+            type(self).__name__, self.min_size, self.threshold, self.erode)
 
     def preprocess_mask(self, mask, frame_region):
-        """``(array, box)`` for a frame of ``frame_region``: ``box`` the
-        bounding box of the mask (None: nothing to look at), ``array`` the
-        mask inside it (uint8 0/255) or None when it is all of the box."""
-        key = (id(mask), int(frame_region.width), int(frame_region.height))
-        hit = self._mask_cache.get(key)
-        if hit is None or hit[0] is not mask:
-            hit = (mask, load_mask(mask).to_array(Region(0, 0, key[1], key[2])))
-            self._mask_cache = {key: hit}  # one mask at a time is the normal case
-        return hit[1]
+        """``(array, box)`` of ``mask`` (a Mask, Region, filename, array or
+        None) for a frame of ``frame_region``: ``box`` the bounding box of
+        the mask's white pixels, ``array`` the mask inside it (uint8 0/255)
+        or None when it is all of the box. Raises ``ValueError`` when the
+        mask has no white pixel in the frame."""
+        width, height = int(frame_region.width), int(frame_region.height)
+        hit = self._mask_cache
+        if hit is not None and hit[0] is mask and hit[1] == (width, height):
+            return hit[2]
+        m = load_mask(mask)
+        array, box = m.to_array(Region(0, 0, width, height))
+        if box is None:
+            raise _no_overlap(m, width, height)
+        self._mask_cache = (mask, (width, height), (array, box))  # one mask at a time is the normal case
+        return array, box
 
     def preprocess(self, frame):
         return frame
@@ -123,52 +159,46 @@ class Differ:
     def _changed(self, a, b):
         raise NotImplementedError
 
-    def diff(self, a, b, mask=None):
+    def diff(self, a, b, mask=Region.ALL):
         """``MotionResult`` of ``b`` against ``a`` (frames, or what
-        ``preprocess`` made of them) inside ``mask`` (a Mask, Region ...;
-        None: the whole frame). ``time`` and ``frame`` are ``b``'s."""
+        ``preprocess`` made of them) inside ``mask``. ``time`` and
+        ``frame`` are ``b``'s; ``region`` is the bounding box of the change
+        (None without motion)."""
         np, cv2 = _np(), _cv2()
-        frame = b
         height, width = a.shape[:2]
         array, box = self.preprocess_mask(mask, Region(0, 0, width, height))
-        if box is None:
-            return MotionResult(getattr(frame, "time", None), False, None, frame)
         sl = box.to_slice()
         changed = self._changed(np.asarray(a)[sl], np.asarray(b)[sl])
         if array is not None:
             changed = cv2.bitwise_and(changed, array)
         if self.erode:
-            changed = cv2.erode(changed, _KERNEL())
+            changed = cv2.erode(changed, _kernel())
         region = None
-        motion = False
         x, y, w, h = cv2.boundingRect(changed)  # of the non-zero pixels of a binary image
-        if w > 0 and h > 0:
+        if w > 0 and h > 0 and (self.min_size is None or (w >= self.min_size[0] and h >= self.min_size[1])):
             region = Region(x + box.x, y + box.y, width=w, height=h)
-            motion = self.min_size is None or (w >= self.min_size[0] and h >= self.min_size[1])
-            if not motion:
-                region = None
-        return MotionResult(getattr(frame, "time", None), motion, region, frame)
+        return MotionResult(getattr(b, "time", None), region is not None, region, b)
 
 
-_kernel = []
-_quarters = []
+_cache = {}
 
 
-def _QUARTERS():  # pylint: disable=invalid-name
-    if not _quarters:
-        _quarters.append(_np().full((1, 3), 0.25, _np().float32))
-    return _quarters[0]
+def _kernel():
+    if "kernel" not in _cache:
+        _cache["kernel"] = _np().ones((3, 3), _np().uint8)
+    return _cache["kernel"]
 
 
-def _KERNEL():  # pylint: disable=invalid-name
-    if not _kernel:
-        _kernel.append(_np().ones((3, 3), _np().uint8))
-    return _kernel[0]
+def _quarters():
+    if "quarters" not in _cache:
+        _cache["quarters"] = _np().full((1, 3), 0.25, _np().float32)
+    return _cache["quarters"]
 
 
 class BGRDiff(Differ):
     """A pixel changed when its colour moved more than ``threshold`` (the
-    Euclidean distance between the two BGR colours; default 25)."""
+    Euclidean distance between the two BGR colours; default 25). The
+    default differ."""
 
     def __init__(self, min_size=None, threshold=25, erode=True):
         super().__init__(min_size, float(threshold), erode)
@@ -183,7 +213,7 @@ class BGRDiff(Differ):
         # Squares in 16 bits (255^2 = 65025 fits), summed at a quarter each so the sum of three
         # fits too (OpenCV saturates instead of wrapping, and a quarter loses under 1 unit each).
         squared = cv2.multiply(d, d, dtype=cv2.CV_16U)
-        total = cv2.transform(squared, _QUARTERS())
+        total = cv2.transform(squared, _quarters())
         return cv2.compare(total, (self.threshold * self.threshold) / 4.0, cv2.CMP_GT)
 
 
@@ -206,32 +236,35 @@ class GrayscaleDiff(Differ):
 
     def _changed(self, a, b):
         cv2 = _cv2()
-        a, b = self.preprocess(a), self.preprocess(b)
-        d = cv2.absdiff(a, b)
+        d = cv2.absdiff(self.preprocess(a), self.preprocess(b))
         return cv2.threshold(d, (1 - self.threshold) * 255, 255, cv2.THRESH_BINARY)[1]
 
 
+# The differ each API uses when none is given; a test pack may replace them, e.g.
+# ``stbt.detect_motion.differ = stbt.GrayscaleDiff()`` (stb-tester's default before v34).
+_BUILT_IN_MOTION_DIFFER = BGRDiff()
+
+
+def _differ_for(differ, threshold, noise_threshold, min_size=None, default=None, config_threshold=False):
+    """The differ to use: ``differ``, else ``default``, with ``threshold``
+    and ``min_size`` applied when given. ``noise_threshold`` alone (the
+    older parameter) chooses a ``GrayscaleDiff``. With
+    ``config_threshold``, the built-in default differ takes its threshold
+    from ``[motion] threshold``."""
+    if differ is None and threshold is None and noise_threshold is not None:
+        base = GrayscaleDiff(threshold=noise_threshold)
+    else:
+        base = differ if differ is not None else default
+        if threshold is None:
+            threshold = noise_threshold
+        if threshold is None and config_threshold and base is _BUILT_IN_MOTION_DIFFER:
+            threshold = get_config("motion", "threshold", type_=float)
+    if threshold is None and min_size is None:
+        return base
+    return base.replace(min_size=min_size, threshold=threshold)
+
+
 # ---------------------------------------------------------------- detect_motion / wait_for_motion
-
-def _combined_mask(mask, region):
-    m = load_mask(mask)
-    if region is not None and region != Region.ALL:
-        m = m - ~load_mask(region)  # only where both are
-    return m
-
-
-def _differ_for(differ, threshold, noise_threshold, min_size=None):
-    if differ is not None:
-        if threshold is not None or noise_threshold is not None or min_size is not None:
-            return differ.replace(threshold=threshold if threshold is not None else noise_threshold,
-                                  min_size=min_size)
-        return differ
-    if noise_threshold is not None and threshold is None:
-        return GrayscaleDiff(min_size=min_size, threshold=noise_threshold)
-    if threshold is None:
-        threshold = get_config("motion", "threshold", type_=float)
-    return BGRDiff(min_size=min_size, threshold=threshold)
-
 
 def _timed_frames(frames, timeout_secs):
     """The frames, until ``timeout_secs`` have passed since the first one
@@ -264,31 +297,35 @@ def _motion_params(n, m, threshold, noise_threshold):
 
 
 def _mask_name(mask):
-    if mask is None or mask is Region.ALL:
+    if _is_all(mask):
         return None
-    return mask if isinstance(mask, str) else repr(mask)
+    return mask if isinstance(mask, str) else repr(load_mask(mask))
 
 
 def detect_motion(timeout_secs=10, threshold=None, mask=Region.ALL, region=Region.ALL, frames=None,
                   *, differ=None, noise_threshold=None):
     """Yield a ``MotionResult`` for each frame after the first: whether it
     differs from the last frame in which motion was seen (at first, the
-    first frame). Stops after ``timeout_secs`` (None: never)."""
-    m = _combined_mask(mask, region)
-    d = _differ_for(differ, threshold, noise_threshold)
+    first frame). Stops after ``timeout_secs`` (None: never) of the frames'
+    own clock. ``region`` is the older name of a rectangular ``mask``."""
+    m = _mask_for(mask, region)
+    d = _differ_for(differ, threshold, noise_threshold, default=detect_motion.differ, config_threshold=True)
     reference = None
     for frame in _timed_frames(frames, timeout_secs):
         current = d.preprocess(frame)
         if reference is None:
+            height, width = current.shape[:2]
+            d.preprocess_mask(m, Region(0, 0, width, height))  # a mask outside the frame: ValueError now
             reference = current
             continue
         result = d.diff(reference, current, m)
-        if result.frame is not frame:
-            result.frame = frame
-            result.time = getattr(frame, "time", None)
+        result.frame, result.time = frame, getattr(frame, "time", None)
         if result:
             reference = current
         yield result
+
+
+detect_motion.differ = _BUILT_IN_MOTION_DIFFER
 
 
 def _parse_consecutive(value):
@@ -315,6 +352,8 @@ def wait_for_motion(timeout_secs=10, consecutive_frames=None, threshold=None, ma
     motion. Returns the ``MotionResult`` of the first frame with motion in
     that window; raises ``MotionTimeout`` after ``timeout_secs``."""
     n, m = _parse_consecutive(consecutive_frames)
+    shown = mask if _is_all(region) else region
+    params = _motion_params(n, m, threshold, noise_threshold)
     window = []
     last = None
     for result in detect_motion(timeout_secs, threshold, mask, region, frames,
@@ -326,12 +365,12 @@ def wait_for_motion(timeout_secs=10, consecutive_frames=None, threshold=None, ma
         if sum(1 for r in window if r) >= n:
             first = next(r for r in window if r)
             _log("wait_for_motion: motion at %s in %r" % (first.time, first.region))
-            _checks.record("wait_for_motion", True, first.frame, region, _motion_params(n, m, threshold, noise_threshold),
-                           mask=_mask_name(mask), match_region=_checks.region_dict(first.region),
+            _checks.record("wait_for_motion", True, first.frame, None, params, mask=_mask_name(shown),
+                           match_region=_checks.region_dict(first.region),
                            score=sum(1 for r in window if r), threshold=n, timeout_secs=timeout_secs)
             return first
     screenshot = last.frame if last is not None else None
     _log("wait_for_motion: no motion within %s s" % timeout_secs)
-    _checks.record("wait_for_motion", False, screenshot, region, _motion_params(n, m, threshold, noise_threshold),
-                   mask=_mask_name(mask), score=sum(1 for r in window if r), threshold=n, timeout_secs=timeout_secs)
-    raise MotionTimeout(screenshot, None if mask is Region.ALL else mask, timeout_secs)
+    _checks.record("wait_for_motion", False, screenshot, None, params, mask=_mask_name(shown),
+                   score=sum(1 for r in window if r), threshold=n, timeout_secs=timeout_secs)
+    raise MotionTimeout(screenshot, None if _is_all(shown) else shown, timeout_secs)

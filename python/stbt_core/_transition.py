@@ -19,7 +19,7 @@ capture):
 
 import enum
 
-from stbt_core._motion import _combined_mask, _differ_for, _log
+from stbt_core._motion import (BGRDiff, _differ_for, _frame_repr, _log, _mask_for, _time_repr)
 from stbt_core._types import Region
 
 __all__ = ["Transition", "TransitionStatus", "press_and_wait", "wait_for_transition_to_end"]
@@ -76,19 +76,30 @@ class Transition:
 
     @property
     def stable(self):
-        """The picture was still at the end (only a complete transition)."""
-        return self.status == TransitionStatus.COMPLETE
+        """The picture was still at the end: complete, or it never started
+        changing (only ``STABLE_TIMEOUT`` is not stable)."""
+        return self.status != TransitionStatus.STABLE_TIMEOUT
 
     def __bool__(self):
         return self.complete
 
     def __repr__(self):
-        def t(v):
-            return "None" if v is None else "%.3f" % v
-        return ("Transition(key=%r, status=%s, press_time=%s, animation_start_time=%s, end_time=%s, "
-                "duration=%s, animation_duration=%s)" % (
-                    self.key, self.status, t(self.press_time), t(self.animation_start_time),
-                    t(self.end_time), t(self.duration), t(self.animation_duration)))
+        return ("Transition(key=%r, frame=%s, status=%s, press_time=%s, animation_start_time=%s, "
+                "end_time=%s, duration=%s, animation_duration=%s)" % (
+                    self.key, _frame_repr(self.frame), self.status, _time_repr(self.press_time),
+                    _time_repr(self.animation_start_time), _time_repr(self.end_time),
+                    _time_repr(self.duration), _time_repr(self.animation_duration)))
+
+    def __str__(self):
+        what = "after %r" % (self.key,) if self.key is not None else "transition"
+        if self.status == TransitionStatus.START_TIMEOUT:
+            return "%s: the screen didn't start changing (START_TIMEOUT)" % what
+        if self.status == TransitionStatus.STABLE_TIMEOUT:
+            return "%s: the screen started changing at %s but didn't stop (STABLE_TIMEOUT)" % (
+                what, _time_repr(self.animation_start_time))
+        return "%s: complete, animation from %s to %s%s" % (
+            what, _time_repr(self.animation_start_time), _time_repr(self.end_time),
+            "" if self.duration is None else " (%.3f s after the press)" % self.duration)
 
 
 def _frames_after(seq, timeout_secs):
@@ -113,26 +124,26 @@ def _frames_after(seq, timeout_secs):
         yield frame
 
 
-def _run(key, initial_frame, start_time, frames, mask, region, timeout_secs, stable_secs, min_size,
-         threshold, differ, press_time):
-    m = _combined_mask(mask, region)
-    d = _differ_for(differ, threshold, None, min_size)
-    reference = d.preprocess(initial_frame) if initial_frame is not None else None
-    previous = reference
+def _run(key, initial_frame, start_time, frames, m, d, timeout_secs, stable_secs, press_time):
+    """Watch ``frames`` (after ``initial_frame``, the reference; without
+    it, the first frame is) through mask ``m`` with differ ``d``."""
+    reference = previous = None
     animation_start = None
     end = None  # time of the first frame of the current still period
     start_frame = end_frame = None
     last = initial_frame
     since = getattr(initial_frame, "time", None)
+    if initial_frame is not None:
+        reference = previous = _reference(d, m, initial_frame)
     for frame in frames:
         t = frame.time
         if since is not None and t is not None and t <= since:
             continue  # not after the reference frame (a given list may start earlier)
         last = frame
-        current = d.preprocess(frame)
         if reference is None:  # no frame before: the first one is the reference
-            reference = previous = current
+            reference = previous = _reference(d, m, frame)
             continue
+        current = d.preprocess(frame)
         if animation_start is None:
             if d.diff(reference, current, m):
                 animation_start = end = t
@@ -140,8 +151,9 @@ def _run(key, initial_frame, start_time, frames, mask, region, timeout_secs, sta
             elif t - start_time >= timeout_secs:
                 return Transition(key, frame, TransitionStatus.START_TIMEOUT, press_time, None, None)
             previous = current
-            continue
-        if d.diff(previous, current, m):
+            if animation_start is None or stable_secs > 0:
+                continue
+        elif d.diff(previous, current, m):
             end = t
             end_frame = frame
         previous = current
@@ -158,11 +170,22 @@ def _run(key, initial_frame, start_time, frames, mask, region, timeout_secs, sta
                       start_frame, end_frame)
 
 
+def _reference(d, m, frame):
+    """``frame`` preprocessed, once the mask is known to overlap it (else ValueError)."""
+    current = d.preprocess(frame)
+    height, width = current.shape[:2]
+    d.preprocess_mask(m, Region(0, 0, width, height))
+    return current
+
+
 def wait_for_transition_to_end(initial_frame=None, mask=Region.ALL, region=Region.ALL, timeout_secs=10,
                                stable_secs=1, min_size=None, frames=None, *, threshold=None, differ=None):
     """Wait for the screen to change from ``initial_frame`` (default: the
     first frame looked at) and then to stay still for ``stable_secs``.
-    Returns a ``Transition`` (``key`` and ``press_time`` None)."""
+    Returns a ``Transition`` (``key`` and ``press_time`` None). The differ
+    is ``differ``, else ``press_and_wait.differ``."""
+    m = _mask_for(mask, region)
+    d = _differ_for(differ, threshold, None, min_size, default=press_and_wait.differ)
     stable_secs, timeout_secs = float(stable_secs), float(timeout_secs)
     if frames is None:
         seq = getattr(initial_frame, "_seq", None)
@@ -175,8 +198,7 @@ def wait_for_transition_to_end(initial_frame=None, mask=Region.ALL, region=Regio
             return Transition(None, initial_frame, TransitionStatus.START_TIMEOUT, None, None, None)
         start_time = first.time
         frames = _chain(first, frames)
-    result = _run(None, initial_frame, start_time, frames, mask, region, timeout_secs, stable_secs,
-                  min_size, threshold, differ, None)
+    result = _run(None, initial_frame, start_time, frames, m, d, timeout_secs, stable_secs, None)
     _log("wait_for_transition_to_end: %r" % (result,))
     return result
 
@@ -191,20 +213,34 @@ def press_and_wait(key, mask=Region.ALL, region=Region.ALL, timeout_secs=10, sta
     """Press ``key``, wait for the screen to start changing and then to stay
     still for ``stable_secs``. Returns a ``Transition``; with ``retries`` the
     key is pressed again (up to that many more times) while the screen did
-    not start changing."""
-    from stbt_core._remote import press  # pylint: disable=import-outside-toplevel
-    press_fn = press if _dut is None else _dut.press
+    not start changing. The differ is ``differ``, else
+    ``press_and_wait.differ``. ``_dut`` stands in for the device: its
+    ``press(key)`` returns a ``Keypress`` and, when ``frames`` is not given,
+    its ``frames()`` the frames to watch."""
+    m = _mask_for(mask, region)
+    d = _differ_for(differ, threshold, None, min_size, default=press_and_wait.differ)
     stable_secs, timeout_secs = float(stable_secs), float(timeout_secs)
+    if _dut is None:
+        from stbt_core._remote import press as press_fn  # pylint: disable=import-outside-toplevel
+    else:
+        press_fn = _dut.press
     for attempt in range(int(retries) + 1):
         keypress = press_fn(key)
         initial = getattr(keypress, "frame_before", None)
         press_time = keypress.end_time
         source = frames
+        if source is None and _dut is not None and hasattr(_dut, "frames"):
+            source = _dut.frames()
         if source is None:
             source = _frames_after(getattr(initial, "_seq", None), timeout_secs + stable_secs + 1)
-        result = _run(getattr(keypress, "key", key), initial, press_time, iter(source), mask, region,
-                      timeout_secs, stable_secs, min_size, threshold, differ, press_time)
+        result = _run(getattr(keypress, "key", key), initial, press_time, iter(source), m, d,
+                      timeout_secs, stable_secs, press_time)
         _log("press_and_wait(%r): %r" % (key, result))
         if result.started or attempt == int(retries):
             return result
     return result  # pragma: no cover  (the loop always returns)
+
+
+# The differ press_and_wait and wait_for_transition_to_end use when none is given; a test pack may
+# replace it, e.g. ``stbt.press_and_wait.differ = stbt.GrayscaleDiff()``.
+press_and_wait.differ = BGRDiff()
