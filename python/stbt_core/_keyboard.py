@@ -1,13 +1,20 @@
-"""``Keyboard`` of the stbt API: an on-screen keyboard as a graph.
+"""``Keyboard`` of the stbt API: an on-screen keyboard as a directed graph.
 
-farmhand's own code, written from stb-tester's public manual. The keys are
-the nodes; an edge says "pressing this remote-control key moves the focus
-from this key to that one". stb-tester uses networkx for the graph; farmhand
-uses a breadth-first search of its own (a few lines, every edge costs one
-press), so test packs and nodes need no extra Debian package.
+farmhand's own code, written from stb-tester's public manual and the
+behaviour its users rely on. Each key is a node of a networkx ``DiGraph``
+(``Keyboard.G``, as in stb-tester); an edge says "pressing this
+remote-control key moves the focus from this key to that one" (its ``key``
+attribute is the keypress). When one press from a key can land on several
+keys (UP from a wide SPACE bar lands on whichever letter was focused last),
+each of those edges weighs 100 instead of 1, so the shortest paths avoid
+guesses. networkx is imported when a Keyboard is made (Debian's
+``python3-networkx``), so ``import stbt`` works without it.
 """
 
 import collections
+import heapq
+import itertools
+import sys
 import time as _time
 
 from stbt_core._types import Region
@@ -17,241 +24,412 @@ __all__ = ["Keyboard"]
 # The key that undoes each move, for symmetrical transitions.
 _OPPOSITE = {"KEY_LEFT": "KEY_RIGHT", "KEY_RIGHT": "KEY_LEFT", "KEY_UP": "KEY_DOWN", "KEY_DOWN": "KEY_UP"}
 
+# The weight of an edge whose press may land elsewhere (one of several targets).
+_UNSURE_WEIGHT = 100
 
-class _Key(collections.namedtuple("Key", "name text region mode")):
-    """One key: ``name`` (e.g. "a", "SPACE", "shift"), ``text`` (what
-    pressing OK on it types; "" for none), ``region`` and ``mode`` (e.g.
-    "lowercase"; None for a keyboard without modes)."""
+_FIELDS = ("name", "text", "region", "mode")
+
+
+def _networkx():
+    try:
+        import networkx  # pylint: disable=import-outside-toplevel
+    except ImportError as e:
+        raise ImportError("stbt.Keyboard needs networkx (Debian package python3-networkx)") from e
+    return networkx
+
+
+def _stbt():
+    """The stbt_core module itself, looked up at call time so that a test's
+    ``mock.patch("stbt_core.press", ...)`` is what the keyboard presses."""
+    return sys.modules["stbt_core"]
+
+
+class Key(collections.namedtuple("Key", _FIELDS)):
+    """One key: ``name`` (e.g. "a", " ", "BACKSPACE"), ``text`` (what OK on
+    it types; "" for none), ``region`` (where it is on screen, or None) and
+    ``mode`` (e.g. "lowercase"; None on a keyboard without modes)."""
 
     __slots__ = ()
 
     def __repr__(self):
-        return "Keyboard.Key(%s)" % ", ".join(
-            "%s=%r" % (f, getattr(self, f)) for f in self._fields if getattr(self, f) is not None)
+        return "Keyboard.Key(name=%r, text=%r, region=%r, mode=%r)" % tuple(self)
+
+
+# ---------------------------------------------------------------- graph helpers
+
+
+def _strip_shift_transitions(G):
+    """A read-only view of ``G`` without the KEY_OK edges out of keys that
+    type text (e.g. "after typing a capital letter the keyboard goes back to
+    lowercase"): following one while navigating would type a character."""
+    nx = _networkx()
+
+    def keep(u, v):
+        return not (G[u][v].get("key") == "KEY_OK" and u.text)
+
+    return nx.subgraph_view(G, filter_edge=keep)
+
+
+def _shortest_path(G, source, targets):
+    """The cheapest list of nodes from ``source`` to the nearest of
+    ``targets`` (Dijkstra; edges weigh their ``weight``, else 1; ties go to
+    the path found first). Raises networkx's ``NetworkXNoPath``."""
+    targets = set(targets)
+    if source in targets:
+        return [source]
+    done, best, came_from = set(), {source: 0}, {source: None}
+    order = itertools.count()
+    heap = [(0, next(order), source)]
+    while heap:
+        cost, _, node = heapq.heappop(heap)
+        if node in done:
+            continue
+        done.add(node)
+        if node in targets:
+            path = [node]
+            while came_from[path[-1]] is not None:
+                path.append(came_from[path[-1]])
+            return path[::-1]
+        for nxt, data in G[node].items():
+            c = cost + data.get("weight", 1)
+            if nxt not in done and (nxt not in best or c < best[nxt]):
+                best[nxt], came_from[nxt] = c, node
+                heapq.heappush(heap, (c, next(order), nxt))
+    raise _networkx().NetworkXNoPath("No path to %s." % " or ".join(repr(t) for t in sorted(targets, key=repr)))
+
+
+def _keys_to_press(G, source, targets):
+    """Yields ``(keypress, keys)`` along the shortest path from ``source`` to
+    the nearest of ``targets``: the remote-control key to press and the set
+    of keys the focus may land on after it."""
+    path = _shortest_path(G, source, targets)
+    for here, there in zip(path, path[1:]):
+        keypress = G[here][there]["key"]
+        yield keypress, {k for k, data in G[here].items() if data.get("key") == keypress}
+
+
+# ---------------------------------------------------------------- the keyboard
 
 
 class Keyboard:
-    """``Keyboard(*, mask=Region.ALL, navigate_timeout=60)``. Build it with
-    ``add_key``, ``add_transition``, ``add_edgelist`` and ``add_grid``; type
-    with ``enter_text`` and move with ``navigate_to``. The ``page`` those
-    take is a FrameObject whose ``focus`` property is the focused key (a
-    ``Keyboard.Key``, or a name/text ``find_key`` finds) and whose
-    ``refresh()`` reads a new frame. ``mask`` is where the keyboard is (the
-    motion of the rest of the screen is ignored while waiting)."""
+    """``Keyboard(*, mask=Region.ALL, navigate_timeout=60)``.
 
-    Key = _Key
+    Describe the keys with ``add_key``, ``add_transition``, ``add_edgelist``
+    and ``add_grid``; then ``navigate_to`` moves the focus and
+    ``enter_text`` types. Both take a ``page``: a FrameObject whose
+    ``focus`` (or, older name, ``selection``) property is the focused
+    ``Keyboard.Key`` and whose ``refresh()`` looks at a new frame. ``mask``
+    is where the keyboard is on screen (``press_and_wait`` watches only
+    there); ``navigate_timeout`` bounds one ``navigate_to`` in seconds. An
+    edge list string as the first argument is added with ``add_edgelist``.
+    """
 
-    def __init__(self, *, mask=Region.ALL, navigate_timeout=60):
+    Key = Key
+
+    def __init__(self, graph=None, *, mask=Region.ALL, navigate_timeout=60):
+        self.G = _networkx().DiGraph()
         self.mask = mask
         self.navigate_timeout = navigate_timeout
-        self._keys = []
-        self._edges = collections.OrderedDict()  # Key -> OrderedDict(keypress -> Key)
+        self.modes = set()
+        self._named = {}  # name -> [Key], in the order they were added
+        if isinstance(graph, str):
+            self.add_edgelist(graph)
+        elif graph is not None:
+            raise TypeError("Keyboard(graph) takes an edge list string, not %r" % (graph,))
 
-    # ------------------------------------------------------------ building
+    def __repr__(self):
+        return "<Keyboard: %d keys, %d transitions%s>" % (
+            self.G.number_of_nodes(), self.G.number_of_edges(),
+            ", modes %s" % ", ".join(sorted(map(str, self.modes))) if self.modes else "")
+
+    # ------------------------------------------------------------ keys
 
     def add_key(self, name, text=None, region=None, mode=None):
-        """Add a key (the same key twice is one key) and return it. ``text``
-        defaults to ``name`` when that is one character, else ""."""
-        if not isinstance(name, str) or not name:
-            raise ValueError("a key's name is a non-empty string, not %r" % (name,))
+        """Add a key and return it. ``text`` defaults to ``name`` when that
+        is one character, else "". Raises ``ValueError`` when the key is
+        there already, or when it has a ``mode`` (or ``region``) and the
+        keyboard's other keys don't, or the other way round."""
+        if not isinstance(name, str):
+            raise ValueError("A key's name is a string, not %r" % (name,))
         if text is None:
             text = name if len(name) == 1 else ""
-        key = _Key(name, text, region, mode)
-        if key not in self._edges:
-            self._keys.append(key)
-            self._edges[key] = collections.OrderedDict()
+        existing = self.find_keys(name, text, region, mode)
+        if existing:
+            raise ValueError("Key already exists: %r" % (existing[0],))
+        fields = dict(zip(_FIELDS, (name, text, region, mode)))
+        if self.G:
+            some_key = next(iter(self.G))
+            for field in ("mode", "region"):
+                if fields[field] is not None and getattr(some_key, field) is None:
+                    raise ValueError("Key %r specifies %r, but none of the other keys in the keyboard do"
+                                     % (fields, field))
+                if fields[field] is None and getattr(some_key, field) is not None:
+                    raise ValueError("Key %r doesn't specify %r, but all the other keys in the keyboard do"
+                                     % (fields, field))
+        key = Key(name, text, region, mode)
+        self.G.add_node(key)
+        self._named.setdefault(name, []).append(key)
+        if mode is not None:
+            self.modes.add(mode)
         return key
 
     def find_keys(self, name=None, text=None, region=None, mode=None):
-        """The keys that match every field given."""
-        return [k for k in self._keys
-                if (name is None or k.name == name) and (text is None or k.text == text)
-                and (region is None or k.region == region) and (mode is None or k.mode == mode)]
+        """Every key whose fields equal the ones given (None: any)."""
+        candidates = self._named.get(name, []) if name is not None else self.G
+        return [k for k in candidates
+                if (text is None or k.text == text) and (region is None or k.region == region)
+                and (mode is None or k.mode == mode)]
 
     def find_key(self, name=None, text=None, region=None, mode=None):
-        """The one key that matches; ``ValueError`` when none or several do."""
-        found = self.find_keys(name, text, region, mode)
-        if len(found) != 1:
-            raise ValueError("%s keys match name=%r text=%r region=%r mode=%r" % (
-                "No" if not found else "%d" % len(found), name, text, region, mode))
+        """The one key whose fields equal the ones given; ``ValueError``
+        when none or several do."""
+        query = {f: v for f, v in zip(_FIELDS, (name, text, region, mode)) if v is not None}
+        return self._one(query, self.find_keys(name, text, region, mode))
+
+    @staticmethod
+    def _one(query, found):
+        if not found:
+            raise ValueError("Query %r doesn't match any key in the keyboard" % (query,))
+        if len(found) > 1:
+            raise ValueError("Ambiguous key %r: Could mean %s" % (query, " or ".join(map(repr, found))))
         return found[0]
 
-    def _resolve(self, spec, mode=None):
-        if isinstance(spec, _Key):
-            if spec not in self._edges:
-                self.add_key(*spec)
-            return spec
-        if isinstance(spec, dict):
-            return self.find_key(**spec)
-        if isinstance(spec, str):
-            found = self.find_keys(name=spec, mode=mode)
-            if not found:
-                return self.add_key(spec, mode=mode)
-            if len(found) > 1:
-                raise ValueError("several keys are called %r: give a Keyboard.Key or a dict with its mode" % spec)
-            return found[0]
-        raise TypeError("a key is a Keyboard.Key, a name or a dict of fields, not %r" % (spec,))
+    def _lookup(self, query, mode=None):
+        """The keys a Key, a name or a dict of fields means (``mode`` is
+        added to a name or dict that has none)."""
+        if isinstance(query, Key):
+            return [query] if query in self.G else []
+        if isinstance(query, str):
+            return self.find_keys(name=query, mode=mode)
+        if isinstance(query, dict):
+            fields = dict(query)
+            if mode is not None:
+                fields.setdefault("mode", mode)
+            return self.find_keys(**fields)
+        raise TypeError("A key is a Keyboard.Key, a name or a dict of its fields, not %r" % (query,))
+
+    def _key(self, query, mode=None):
+        shown = {"name": query, "mode": mode} if isinstance(query, str) and mode is not None else query
+        return self._one(shown, self._lookup(query, mode))
+
+    # ------------------------------------------------------------ transitions
 
     def add_transition(self, source, target, keypress, mode=None, symmetrical=True):
-        """Pressing ``keypress`` moves the focus from ``source`` to
-        ``target`` (Keys, names or dicts of fields; a name not known yet adds
-        the key, in ``mode``). With ``symmetrical`` the opposite key
-        (LEFT/RIGHT, UP/DOWN) moves it back."""
-        a, b = self._resolve(source, mode), self._resolve(target, mode)
-        self._edges[a][keypress] = b
+        """Pressing ``keypress`` on ``source`` moves the focus to ``target``
+        (each a Key, a name, or a dict of fields, found with ``find_key``;
+        ``mode`` is added to a name or dict). With ``symmetrical`` the
+        opposite arrow (LEFT/RIGHT, UP/DOWN) moves it back."""
+        self._connect(self._key(source, mode), self._key(target, mode), keypress, symmetrical)
+
+    def _connect(self, source, target, keypress, symmetrical):
+        self._add_edge(source, target, keypress)
         if symmetrical and keypress in _OPPOSITE:
-            self._edges[b][_OPPOSITE[keypress]] = a
+            self._add_edge(target, source, _OPPOSITE[keypress])
+
+    def _add_edge(self, source, target, keypress):
+        old = self.G[source][target]["key"] if self.G.has_edge(source, target) else None
+        self.G.add_edge(source, target, key=keypress)
+        for press in {keypress, old} - {None}:
+            self._weigh(source, press)
+
+    def _weigh(self, source, keypress):
+        """Give the edges of one press from ``source`` their weight: 1 (no
+        attribute) when the press has one target, 100 when it has several."""
+        edges = [data for data in self.G[source].values() if data.get("key") == keypress]
+        for data in edges:
+            if len(edges) > 1:
+                data["weight"] = _UNSURE_WEIGHT
+            else:
+                data.pop("weight", None)
 
     def add_edgelist(self, edgelist, mode=None, symmetrical=True):
-        """Transitions from text, one a line: ``source target KEY``;
-        blank lines and ``#`` comments are ignored."""
-        for n, line in enumerate(edgelist.splitlines(), 1):
-            line = line.split("#", 1)[0].strip()
-            if not line:
+        """Transitions from text, one a line: ``source target KEYPRESS``,
+        where source and target are key names (``SPACE`` means the key
+        named " "). Keys not in the keyboard yet are added (in ``mode``).
+        Blank lines are skipped, and ``###`` starts a comment (a single
+        ``#`` can be a key's name). A line of another shape is a
+        ``ValueError`` that gives its number, counted from the first line
+        that isn't blank."""
+        lines = edgelist.splitlines()
+        while lines and not lines[0].strip():
+            lines.pop(0)
+        for number, line in enumerate(lines, 1):
+            fields = line.split("###", 1)[0].split()
+            if not fields:
                 continue
-            parts = line.split()
-            if len(parts) != 3:
-                raise ValueError("edgelist line %d is not 'source target KEY': %r" % (n, line))
-            self.add_transition(parts[0], parts[1], parts[2], mode=mode, symmetrical=symmetrical)
+            if len(fields) != 3:
+                raise ValueError("Invalid line %d in keyboard edgelist: %r" % (number, line.strip()))
+            source, target = (self._key_named(n, mode) for n in fields[:2])
+            self._connect(source, target, fields[2], symmetrical)
 
-    def add_grid(self, grid, mode=None):
-        """Add a key for each cell of ``grid`` (a ``Grid`` whose data are
-        key names, or Keys), with the cell's region, and the LEFT/RIGHT/
-        UP/DOWN moves between neighbouring cells. Returns a new Grid whose
-        data are the Keys."""
+    def _key_named(self, name, mode):
+        name = " " if name == "SPACE" else name
+        query = {"name": name} if mode is None else {"name": name, "mode": mode}
+        found = self.find_keys(**query)
+        return self._one(query, found) if found else self.add_key(name, mode=mode)
+
+    def add_grid(self, grid, mode=None, merge=False):
+        """A key for each cell of ``grid`` (a ``Grid`` whose data are key
+        names or Keys), with the cell's region and ``mode``, and the arrow
+        moves between neighbouring cells. With ``merge``, the cells holding
+        the same name are one key whose region spans them all (a SPACE bar
+        three cells wide). Returns a Grid like ``grid`` whose data are the
+        Keys."""
         from stbt_core._grid import Grid  # pylint: disable=import-outside-toplevel
-        at = {}
-        for cell in grid.cells:
-            data = cell.data
-            if data is None:
-                continue  # a gap (a short row)
-            if isinstance(data, _Key):
-                key = self.add_key(data.name, data.text, data.region if data.region is not None else cell.region,
-                                   data.mode if data.mode is not None else mode)
-            else:
-                key = self.add_key(str(data), region=cell.region, mode=mode)
-            at[tuple(cell.position)] = key
+        cells = grid.cells
+        for cell in cells:
+            if cell.data is None:
+                raise ValueError("Grid cell [%d,%d] doesn't have any data" % tuple(cell.position))
+        keys = self._grid_keys(cells, mode, merge)
+        at = {tuple(c.position): keys[c.index] for c in cells}
         for (x, y), key in at.items():
-            if (x + 1, y) in at:
-                self.add_transition(key, at[(x + 1, y)], "KEY_RIGHT")
-            if (x, y + 1) in at:
-                self.add_transition(key, at[(x, y + 1)], "KEY_DOWN")
+            for neighbour, keypress in (((x + 1, y), "KEY_RIGHT"), ((x, y + 1), "KEY_DOWN")):
+                other = at.get(neighbour)
+                if other is not None and other != key:
+                    self._connect(key, other, keypress, symmetrical=True)
         return Grid(grid.region, cols=grid.cols, rows=grid.rows,
-                    data=[[at.get((x, y)) for x in range(grid.cols)] for y in range(grid.rows)])
+                    data=[[at[(x, y)] for x in range(grid.cols)] for y in range(grid.rows)])
 
-    # ------------------------------------------------------------ searching
+    def _grid_keys(self, cells, mode, merge):
+        """One Key per cell (index -> Key); with ``merge``, one per name."""
+        def spec(cell):
+            data = cell.data
+            if isinstance(data, Key):
+                return data.name, data.text
+            return str(data), None
 
-    def _path(self, source, targets):
-        """The shortest list of ``(keypress, key)`` from ``source`` to any of
-        ``targets`` (breadth-first: every press costs the same); None when
-        none can be reached."""
-        targets = set(targets)
-        if source in targets:
-            return []
-        came = {source: None}
-        queue = collections.deque([source])
-        while queue:
-            node = queue.popleft()
-            for keypress, nxt in self._edges.get(node, {}).items():
-                if nxt in came:
-                    continue
-                came[nxt] = (node, keypress)
-                if nxt in targets:
-                    path = []
-                    while came[nxt] is not None:
-                        prev, kp = came[nxt]
-                        path.append((kp, nxt))
-                        nxt = prev
-                    return path[::-1]
-                queue.append(nxt)
-        return None
-
-    def _focus(self, page):
-        focus = page.focus
-        if isinstance(focus, _Key):
-            return focus
-        if focus is None:
-            raise ValueError("the page shows no focused key (%r.focus is None)" % (page,))
-        found = self.find_keys(name=focus) or self.find_keys(text=focus)
-        if len(found) != 1:
-            raise ValueError("the focus %r is not one key of this keyboard" % (focus,))
-        return found[0]
+        if not merge:
+            return {c.index: self.add_key(*spec(c), region=c.region, mode=mode) for c in cells}
+        groups = collections.OrderedDict()
+        for c in cells:
+            groups.setdefault(spec(c), []).append(c)
+        keys = {}
+        for (name, text), group in groups.items():
+            key = self.add_key(name, text, Region.bounding_box(*(c.region for c in group)), mode)
+            keys.update((c.index, key) for c in group)
+        return keys
 
     # ------------------------------------------------------------ pressing (hooks a subclass may replace)
 
-    def press_and_wait(self, key, **kwargs):
-        from stbt_core._transition import press_and_wait  # pylint: disable=import-outside-toplevel
-        kwargs.setdefault("mask", self.mask)
-        kwargs.setdefault("stable_secs", 0.5)
-        return press_and_wait(key, **kwargs)
+    def press(self, key):
+        """Press without waiting (the moves in the middle of a path)."""
+        return _stbt().press(key)
 
-    def wait_for_transition_to_end(self, initial_frame=None, **kwargs):
-        from stbt_core._transition import wait_for_transition_to_end  # pylint: disable=import-outside-toplevel
-        kwargs.setdefault("mask", self.mask)
-        kwargs.setdefault("stable_secs", 0.5)
-        return wait_for_transition_to_end(initial_frame, **kwargs)
+    def press_and_wait(self, key):
+        """Press and wait for the keyboard (``mask``) to stop changing."""
+        return _stbt().press_and_wait(key, mask=self.mask)
+
+    def wait_for_transition_to_end(self, initial_frame=None):
+        """Wait again, for a box that was slow to react to the last press."""
+        return _stbt().wait_for_transition_to_end(initial_frame, mask=self.mask)
+
+    # ------------------------------------------------------------ reading the page
+
+    def _focus(self, page):
+        """The focused key the page shows: its ``focus`` property (or
+        ``selection``, the older name). AssertionError when the page isn't
+        visible or that isn't a key of this keyboard."""
+        if not getattr(page, "is_visible", True):
+            raise AssertionError("%s page isn't visible" % type(page).__name__)
+        prop = "focus" if hasattr(page, "focus") else "selection"
+        value = getattr(page, prop, None)
+        if isinstance(value, Key):
+            if value in self.G:
+                return value
+        elif isinstance(value, str):
+            found = self.find_keys(name=value) or self.find_keys(text=value)
+            if len(found) == 1:
+                return found[0]
+        raise AssertionError("page.%s (%r) isn't in the keyboard" % (prop, value))
+
+    def _look(self, page, transition=None):
+        """A refreshed page (of the transition's last frame when there is
+        one) and its focus."""
+        frame = getattr(transition, "frame", None)
+        page = page.refresh() if frame is None else page.refresh(frame=frame)
+        return page, self._focus(page)
 
     # ------------------------------------------------------------ moving and typing
 
-    def navigate_to(self, target, page, verify_every_keypress=False):
-        """Move the focus to ``target`` (a Key, name, or dict of fields; a
-        name/text several keys have means whichever is nearest) along a
-        shortest path, and return the refreshed page. Checks where the focus
-        is (after every press with ``verify_every_keypress``, else at the
-        end) and plans again from there until ``navigate_timeout``."""
+    def navigate_to(self, target, page, verify_every_keypress=False, retries=2):
+        """Move the focus to ``target`` (a Key, a key's name or text, or a
+        dict of fields; the nearest one when several keys match) along a
+        cheapest path, and return the page refreshed. The focus is checked
+        after the last press (after every press with
+        ``verify_every_keypress``, where a press that lands elsewhere counts
+        as a failed attempt); a box slow to react gets one more wait. When
+        the focus is not where it should be the path is planned again from
+        where it is, ``retries`` more times at most and within
+        ``navigate_timeout`` seconds, then ``AssertionError``."""
         targets = self._targets(target)
-        deadline = _time.monotonic() + float(self.navigate_timeout)
-        while True:
-            current = self._focus(page)
-            if current in targets:
-                return page
-            path = self._path(current, targets)
-            if path is None:
-                raise ValueError("no way from %r to %r on this keyboard" % (current, target))
-            transition = None
-            for keypress, expected in path:
-                transition = self.press_and_wait(keypress)
-                if verify_every_keypress:
-                    page = page.refresh(getattr(transition, "frame", None))
-                    if self._focus(page) != expected:
-                        break  # plan again from where the focus is
-            if not verify_every_keypress:
-                page = page.refresh(getattr(transition, "frame", None))
-            if self._focus(page) in targets:
-                return page
-            if _time.monotonic() > deadline:
-                raise AssertionError("Keyboard.navigate_to: the focus is on %r, not %r, after %g s"
-                                     % (self._focus(page), target, self.navigate_timeout))
+        return self._navigate(targets, target, page, verify_every_keypress, retries)[0]
 
     def _targets(self, target):
-        if isinstance(target, _Key):
-            return [self._resolve(target)]
-        if isinstance(target, dict):
-            found = self.find_keys(**target)
-        else:
+        if isinstance(target, str):
             found = self.find_keys(name=target) or self.find_keys(text=target)
+        else:
+            found = self._lookup(target)
         if not found:
-            raise ValueError("no key %r on this keyboard" % (target,))
+            raise ValueError("Query %r doesn't match any key in the keyboard" % (target,))
         return found
 
+    def _navigate(self, targets, target, page, verify, retries):
+        """(page, focus) once the focus is on one of ``targets``."""
+        graph = _strip_shift_transitions(self.G)
+        deadline = _time.monotonic() + float(self.navigate_timeout)
+        focus = self._focus(page)
+        attempts = 0
+        while focus not in targets:
+            if attempts > int(retries) or (attempts and _time.monotonic() > deadline):
+                raise AssertionError("Keyboard: the focus is on %r after %d attempts to reach %r"
+                                     % (focus, attempts, target))
+            attempts += 1
+            page, focus, as_planned = self._follow(graph, focus, targets, page, verify)
+            if not as_planned and attempts > int(retries):
+                raise AssertionError("Keyboard: the focus went to %r, not where the keyboard's model "
+                                     "said, on the way to %r" % (focus, target))
+        return page, focus
+
+    def _follow(self, graph, focus, targets, page, verify):
+        """Press along one planned path: (page, focus, as_planned)."""
+        steps = list(_keys_to_press(graph, focus, targets))
+        for n, (keypress, expected) in enumerate(steps, 1):
+            if not verify and n < len(steps):
+                self.press(keypress)
+                continue
+            page, focus = self._look(page, self.press_and_wait(keypress))
+            if focus not in expected:
+                page, focus = self._look(page, self.wait_for_transition_to_end())
+            if verify and focus not in expected:
+                return page, focus, False
+        return page, focus, True
+
     def enter_text(self, text, page, verify_every_keypress=False, retries=2):
-        """Type ``text``: for each character move to a key whose ``text``
-        it is (whichever is nearest when several modes have one) and press
-        KEY_OK. Returns the refreshed page. ``retries``: how many more times
-        a character's navigation is attempted when the focus ended
-        elsewhere (on top of navigate_to's own re-planning)."""
+        """Type ``text``: for each character, move to a key whose ``text``
+        it is (the nearest one, changing mode if needed) and press KEY_OK.
+        Every character is checked before the first press (``ValueError``
+        when no key types one). Returns the refreshed page."""
+        plan = []
         for char in text:
-            targets = self.find_keys(text=char)
-            if not targets:
-                raise ValueError("no key types %r on this keyboard" % (char,))
-            for attempt in range(int(retries) + 1):
-                try:
-                    page = self.navigate_to({"text": char} if len(targets) > 1 else targets[0], page,
-                                            verify_every_keypress)
-                    break
-                except AssertionError:
-                    if attempt == int(retries):
-                        raise
-            transition = self.press_and_wait("KEY_OK")
-            page = page.refresh(getattr(transition, "frame", None))
+            keys = self.find_keys(text=char)
+            if not keys:
+                raise ValueError("No key in the keyboard types %r" % (char,))
+            plan.append((char, keys))
+        for char, keys in plan:
+            page, focus = self._navigate(keys, char, page, verify_every_keypress, retries)
+            page = self._type(page, focus)
         return page
+
+    def _type(self, page, focus):
+        """Press KEY_OK on ``focus``; wait for the keyboard to settle only
+        when the model says OK changes it (a shift or mode key, a capital
+        letter that ends a shift): typing alone often changes nothing
+        inside ``mask``. Returns the refreshed page."""
+        changes = any(data.get("key") == "KEY_OK" for data in self.G[focus].values())
+        if changes:
+            return self._look(page, self.press_and_wait("KEY_OK"))[0]
+        self.press("KEY_OK")
+        return self._look(page)[0]
+
+
+Keyboard.__module__ = "stbt_core"

@@ -1,153 +1,331 @@
-"""Keyboard of the stbt API against a simulated on-screen keyboard:
-find_key(s), add_key defaults, add_transition (symmetrical), add_edgelist,
-add_grid, shortest paths (every press counted), enter_text, navigate_to with
-re-planning when a press goes astray, and modes."""
+"""Keyboard of the stbt API: building the graph (keys, queries and their
+errors, transitions and their weights, edge lists, grids with and without
+merge), the paths it plans, and typing on a simulated set-top box (two
+modes and a one-shot SHIFT) whose presses are stbt's own press functions,
+patched. The box can overshoot, lose a press or be slow, and the keyboard
+must notice."""
 
 import unittest
+from unittest import mock
+
+import networkx
 
 import stbt
 from stbt import Region
+from stbt_core._keyboard import _keys_to_press, _strip_shift_transitions
+from stbt_core._transition import Transition, TransitionStatus
+
+# The box's screen: a 4x3 grid in each mode. SHIFT and SPACE are two cells wide.
+LAYOUT = {
+    "lowercase": [list("abcd"), list("efgh"), ["SHIFT", "SHIFT", " ", " "]],
+    "uppercase": [list("ABCD"), list("EFGH"), ["SHIFT", "SHIFT", " ", " "]],
+}
+KEYS_REGION = Region(0, 0, width=400, height=300)
 
 
-class Screen:
-    """A simulated set-top box showing a keyboard: the focus moves along the
-    keyboard's true edges; KEY_OK types the focused key's text."""
+def box_keyboard():
+    """The model of the box's keyboard, as a test pack would write it."""
+    kb = stbt.Keyboard(mask=KEYS_REGION)
+    for mode, rows in LAYOUT.items():
+        kb.add_grid(stbt.Grid(KEYS_REGION, data=rows), mode=mode, merge=True)
+    kb.add_transition({"name": "SHIFT", "mode": "lowercase"}, {"name": "SHIFT", "mode": "uppercase"}, "KEY_OK")
+    kb.add_transition({"name": "SHIFT", "mode": "uppercase"}, {"name": "SHIFT", "mode": "lowercase"}, "KEY_OK")
+    for letter in "abcdefgh":  # typing a capital ends the shift
+        kb.add_transition({"name": letter.upper(), "mode": "uppercase"}, {"name": letter, "mode": "lowercase"},
+                          "KEY_OK", symmetrical=False)
+    return kb
 
-    def __init__(self, keyboard, focus, edges=None, glitch=None):
-        self.keyboard, self.focus, self.typed, self.presses = keyboard, focus, "", []
-        self.edges = edges  # {(key, keypress): key}: the box's own truth
-        self.glitch = glitch  # a press number whose move is lost
 
-    def press(self, keypress):
+class Box:
+    """The simulated set-top box: where the focus is, the text typed, and
+    every press. Wide keys keep the column the focus came from, so UP from
+    SHIFT lands on "e" or "f" (the model can't know which)."""
+
+    def __init__(self):
+        self.mode, self.x, self.y = "lowercase", 0, 0
+        self.typed, self.presses = "", []
+
+    @property
+    def name(self):
+        return LAYOUT[self.mode][self.y][self.x]
+
+    def move(self, keypress):
         self.presses.append(keypress)
-        if self.glitch is not None and len(self.presses) == self.glitch:
-            return
         if keypress == "KEY_OK":
-            self.typed += self.focus.text
+            self.ok()
+        elif keypress in ("KEY_UP", "KEY_DOWN"):
+            self.y = max(0, min(2, self.y + (1 if keypress == "KEY_DOWN" else -1)))
         else:
-            self.focus = self.edges[(self.focus, keypress)]
+            step = 1 if keypress == "KEY_RIGHT" else -1
+            if self.y == 2:  # two cells a key
+                self.x = max(0, min(3, self.x - self.x % 2 + (2 if step > 0 else -1)))
+            else:
+                self.x = max(0, min(3, self.x + step))
+
+    def ok(self):
+        if self.name == "SHIFT":
+            self.mode = "uppercase" if self.mode == "lowercase" else "lowercase"
+            return
+        self.typed += self.name
+        self.mode = "lowercase"
+
+    # stbt's functions, as the keyboard calls them
+    def press(self, key):
+        self.move(key)
+
+    def press_and_wait(self, key, **kwargs):
+        self.move(key)
+        return Transition(key, None, TransitionStatus.COMPLETE, 0, 0, 0)
+
+    def wait_for_transition_to_end(self, *args, **kwargs):
+        return Transition(None, None, TransitionStatus.COMPLETE, 0, 0, 0)
+
+
+class OvershootingBox(Box):
+    """RIGHT from the first column jumps two keys."""
+
+    def move(self, keypress):
+        jump = keypress == "KEY_RIGHT" and self.x == 0 and self.y < 2
+        super().move(keypress)
+        if jump:
+            self.x += 1
+
+
+class SlowBox(Box):
+    """press_and_wait returns before the box moves; the move shows only
+    once the keyboard waits again."""
+
+    pending = None
+
+    def press_and_wait(self, key, **kwargs):
+        self.pending = key
+        return Transition(key, None, TransitionStatus.COMPLETE, 0, 0, 0)
+
+    def wait_for_transition_to_end(self, *args, **kwargs):
+        assert self.pending is not None, "waited with no press pending"
+        self.move(self.pending)
+        self.pending = None
+        return Transition(None, None, TransitionStatus.COMPLETE, 0, 0, 0)
 
 
 class Page:
-    """A stand-in FrameObject: its focus is the screen's when it was made."""
+    """A stand-in page object: the box's focus when it was made."""
 
-    def __init__(self, screen):
-        self.screen, self.focus = screen, screen.focus
+    def __init__(self, box, kb, visible=True, attribute="focus"):
+        self.box, self.kb, self.is_visible = box, kb, visible
+        setattr(self, attribute, kb.find_key(name=box.name, mode=box.mode))
 
     def refresh(self, frame=None):
-        return Page(self.screen)
+        return Page(self.box, self.kb)
 
 
-class FakeKeyboard(stbt.Keyboard):
-    screen = None
-
-    def press_and_wait(self, key, **kwargs):
-        self.screen.press(key)
-
-
-ROWS = ["abcdef", "ghijkl", "mnopqr", "stuvwx", "yz0123"]
-
-
-def grid_keyboard():
-    kb = FakeKeyboard()
-    grid = kb.add_grid(stbt.Grid(Region(0, 0, 600, 500), data=[list(r) for r in ROWS]))
-    space = kb.add_key("SPACE", text=" ", region=Region(0, 500, 600, 50))
-    for key in grid.data[-1]:
-        kb.add_transition(key, space, "KEY_DOWN", symmetrical=False)
-    kb.add_transition(space, kb.find_key("y"), "KEY_UP", symmetrical=False)
-    edges = {(k, p): t for k, out in kb._edges.items() for p, t in out.items()}  # pylint: disable=protected-access
-    return kb, grid, edges
-
-
-class KeyboardTest(unittest.TestCase):
-    def test_keys_and_finding_them(self):
+class KeyboardModelTest(unittest.TestCase):
+    def test_keys_text_and_repr(self):
         kb = stbt.Keyboard()
         a = kb.add_key("a")
-        self.assertEqual(a, stbt.Keyboard.Key("a", "a", None, None))
-        self.assertEqual(kb.add_key("a"), a)
-        self.assertEqual(len(kb.find_keys()), 1)
-        clear = kb.add_key("CLEAR")
-        self.assertEqual(clear.text, "")
-        upper = kb.add_key("A", mode="uppercase")
-        self.assertIs(kb.find_key(text="A"), upper)
-        self.assertEqual(kb.find_keys(mode="uppercase"), [upper])
-        with self.assertRaises(ValueError):
-            kb.find_key(name="nope")
-        kb.add_key("a", mode="other")
-        with self.assertRaises(ValueError):
-            kb.find_key(name="a")  # two
-        self.assertEqual(kb.find_key(name="a", mode="other").mode, "other")
+        self.assertEqual(a, stbt.Keyboard.Key(name="a", text="a", region=None, mode=None))
+        self.assertEqual(repr(a), "Keyboard.Key(name='a', text='a', region=None, mode=None)")
+        self.assertEqual(kb.add_key(" ").text, " ")
+        self.assertEqual(kb.add_key("DELETE").text, "")
+        self.assertEqual(kb.add_key("SPACE", text=" ").text, " ")
+        self.assertEqual(kb.find_keys(text=" "), [kb.find_key(name=" "), kb.find_key("SPACE")])
+        self.assertIn(a, kb.G)
+        self.assertFalse(kb.modes)
+        with self.assertRaisesRegex(ValueError, r"^Key already exists: Keyboard\.Key\(name='a'"):
+            kb.add_key("a")
+        with self.assertRaisesRegex(ValueError, r"^Query \{'name': 'z'\} doesn't match any key in the keyboard$"):
+            kb.find_key("z")
+        with self.assertRaisesRegex(ValueError, r"^Ambiguous key \{'text': ' '\}: Could mean .* or "):
+            kb.find_key(text=" ")
 
-    def test_edgelist_and_symmetry(self):
+    def test_modes_and_regions_are_all_or_nothing(self):
+        kb = stbt.Keyboard()
+        kb.add_key("a")
+        with self.assertRaisesRegex(ValueError, r"'mode': 'caps'\} specifies 'mode', but none of the other"):
+            kb.add_key("b", mode="caps")
+        with self.assertRaisesRegex(ValueError, r"specifies 'region', but none of the other"):
+            kb.add_key("b", region=Region(0, 0, 10, 10))
+        kb = stbt.Keyboard()
+        kb.add_key("a", mode="lowercase")
+        kb.add_key("A", mode="uppercase")
+        self.assertEqual(kb.modes, {"lowercase", "uppercase"})
+        with self.assertRaisesRegex(ValueError, r"doesn't specify 'mode', but all the other keys"):
+            kb.add_key("b")
+        with self.assertRaisesRegex(ValueError, "already exists"):
+            kb.add_key("a")  # any mode: a key without one would be ambiguous
+
+    def test_transitions_find_their_keys(self):
+        kb = stbt.Keyboard()
+        a, b = kb.add_key("a", mode="m"), kb.add_key("b", mode="m")
+        kb.add_key("b", mode="n")
+        kb.add_transition(a, {"name": "b", "mode": "m"}, "KEY_RIGHT")
+        self.assertEqual(kb.G[a][b], {"key": "KEY_RIGHT"})
+        self.assertEqual(kb.G[b][a], {"key": "KEY_LEFT"})  # symmetrical by default
+        kb.add_transition("a", "b", "KEY_DOWN", mode="m", symmetrical=False)
+        self.assertFalse(kb.G.has_edge(b, a) and kb.G[b][a]["key"] == "KEY_UP")
+        with self.assertRaisesRegex(ValueError, r"^Ambiguous key 'b': Could mean .*mode='m'.* or .*mode='n'"):
+            kb.add_transition("a", "b", "KEY_RIGHT")
+        with self.assertRaisesRegex(ValueError, r"^Query 'c' doesn't match any key in the keyboard$"):
+            kb.add_transition("a", "c", "KEY_RIGHT")
+
+    def test_edgelist(self):
         kb = stbt.Keyboard()
         kb.add_edgelist("""
-            # row one
-            a b KEY_RIGHT
-            b c KEY_RIGHT   # trailing comment
-            a d KEY_DOWN
-            d d2 KEY_OK
+            ### keys may be called "#"; three of them start a comment
+            a # KEY_RIGHT
+            # SPACE KEY_RIGHT   ### trailing comment
+
+            a z KEY_UP
         """)
-        a, b, c, d = (kb.find_key(n) for n in "abcd")
-        self.assertEqual(kb._path(a, [c]), [("KEY_RIGHT", b), ("KEY_RIGHT", c)])  # pylint: disable=protected-access
-        self.assertEqual(kb._path(c, [a]), [("KEY_LEFT", b), ("KEY_LEFT", a)])  # pylint: disable=protected-access
-        self.assertEqual(kb._path(d, [c])[0], ("KEY_UP", a))  # pylint: disable=protected-access
-        self.assertIsNone(kb._path(kb.find_key("d2"), [a]))  # pylint: disable=protected-access
+        a, hash_, space = kb.find_key("a"), kb.find_key("#"), kb.find_key(" ")
+        self.assertEqual(space.text, " ")
+        self.assertEqual(list(_keys_to_press(kb.G, space, [a])), [("KEY_LEFT", {hash_}), ("KEY_LEFT", {a})])
+        self.assertEqual(kb.G[kb.find_key("z")][a]["key"], "KEY_DOWN")
+        kb.add_edgelist("a q KEY_OK", symmetrical=False)
+        self.assertEqual(list(kb.G.successors(kb.find_key("q"))), [])
+        with self.assertRaisesRegex(ValueError, r"line 3 .*'a b KEY_LEFT extra'"):
+            kb.add_edgelist("\n\n  a b KEY_RIGHT\n\n  a b KEY_LEFT extra\n")
+        kb.add_edgelist("")
+
+    def test_weights_make_paths_avoid_guesses(self):
+        # 1 2 3 4 over one wide OK key: UP from OK lands on any of them.
+        kb = stbt.Keyboard()
+        digits = [kb.add_key(d) for d in "1234"]
+        ok = kb.add_key("OK")
+        for d in digits:
+            kb.add_transition(d, ok, "KEY_DOWN")
+        for left, right in zip(digits, digits[1:]):
+            kb.add_transition(left, right, "KEY_RIGHT")
+        self.assertIsNone(kb.G[digits[0]][ok].get("weight"))
+        self.assertEqual([kb.G[ok][d]["weight"] for d in digits], [100] * 4)
+        self.assertEqual(networkx.shortest_path(kb.G, digits[0], digits[3]), [digits[0], ok, digits[3]])
+        self.assertEqual([k for k, _ in _keys_to_press(kb.G, digits[0], [digits[3]])], ["KEY_RIGHT"] * 3)
+        self.assertEqual(list(_keys_to_press(kb.G, ok, [digits[2]])), [("KEY_UP", set(digits))])
+
+    def test_add_grid(self):
+        kb = stbt.Keyboard()
+        keys = kb.add_grid(stbt.Grid(Region(0, 0, 300, 100), data=["abc", "de "]))
+        self.assertIsInstance(keys, stbt.Grid)
+        self.assertEqual(keys[1, 1].data, kb.find_key("e"))
+        self.assertEqual(kb.find_key("e").region, Region(100, 50, 100, 50))
+        self.assertEqual(kb.G[kb.find_key("a")][kb.find_key("d")], {"key": "KEY_DOWN"})
+        self.assertEqual(kb.G[kb.find_key("e")][kb.find_key("b")], {"key": "KEY_UP"})
+        with self.assertRaisesRegex(ValueError, r"^Grid cell \[0,0\] doesn't have any data$"):
+            kb.add_grid(stbt.Grid(Region(0, 0, 30, 10), cols=3, rows=1))
+
+    def test_add_grid_merges_wide_keys(self):
+        kb = box_keyboard()
+        shift, space = kb.find_key("SHIFT", mode="lowercase"), kb.find_key(" ", mode="lowercase")
+        self.assertEqual(shift.region, Region(0, 200, 200, 100))
+        self.assertEqual(space.region, Region(200, 200, 200, 100))
+        e, f = kb.find_key("e"), kb.find_key("f")
+        self.assertEqual(list(_keys_to_press(kb.G, shift, [f])), [("KEY_UP", {e, f})])
+        self.assertEqual(list(_keys_to_press(kb.G, e, [space])), [("KEY_DOWN", {shift}), ("KEY_RIGHT", {space})])
+
+    def test_paths_change_mode(self):
+        kb = box_keyboard()
+        a, b_upper = kb.find_key("a"), kb.find_key("B")
+        # UP from SHIFT may land on F (a guess that costs 100), then UP to B
+        self.assertEqual([k for k, _ in _keys_to_press(kb.G, a, [b_upper])],
+                         ["KEY_DOWN", "KEY_DOWN", "KEY_OK", "KEY_UP", "KEY_UP"])
+        # the nearest of several targets
+        spaces = kb.find_keys(name=" ")
+        self.assertEqual(list(_keys_to_press(kb.G, kb.find_key("H"), spaces)),
+                         [("KEY_DOWN", {kb.find_key(" ", mode="uppercase")})])
+        kb.add_key("x", region=Region(0, 300, 10, 10), mode="lowercase")
+        with self.assertRaisesRegex(networkx.NetworkXNoPath, r"^No path to Keyboard\.Key\(name='x'"):
+            list(_keys_to_press(kb.G, a, [kb.find_key("x")]))
+
+    def test_strip_shift_transitions_hides_ok_on_letters(self):
+        kb = box_keyboard()
+        stripped = _strip_shift_transitions(kb.G)
+        self.assertEqual(sorted(stripped.nodes()), sorted(kb.G.nodes()))
+        self.assertEqual(len(stripped.edges()), len(kb.G.edges()) - 8)
+        self.assertFalse(stripped.has_edge(kb.find_key("A"), kb.find_key("a")))
+        shift_l, shift_u = kb.find_key("SHIFT", mode="lowercase"), kb.find_key("SHIFT", mode="uppercase")
+        self.assertTrue(stripped.has_edge(shift_l, shift_u))
+
+
+class KeyboardTypingTest(unittest.TestCase):
+    def drive(self, box):
+        for name in ("press", "press_and_wait", "wait_for_transition_to_end"):
+            patcher = mock.patch("stbt_core." + name, getattr(box, name))
+            patcher.start()
+            self.addCleanup(patcher.stop)
+        return box
+
+    def test_enter_text_mixed_case(self):
+        kb, box = box_keyboard(), self.drive(Box())
+        page = kb.enter_text("Bad cafe", Page(box, kb))
+        self.assertEqual(box.typed, "Bad cafe")
+        self.assertEqual(page.focus, kb.find_key("e"))
+        # SHIFT, then UP UP meant to go by F to B; the box went by E to A, so the rest was planned again
+        self.assertEqual(box.presses[:7], ["KEY_DOWN", "KEY_DOWN", "KEY_OK",
+                                           "KEY_UP", "KEY_UP", "KEY_RIGHT", "KEY_OK"])
+        self.assertEqual(box.presses[7:8], ["KEY_LEFT"])  # a: the box went back to lowercase by itself
+
+    def test_enter_text_twice_continues_from_the_returned_page(self):
+        kb, box = box_keyboard(), self.drive(Box())
+        page = kb.enter_text("f", Page(box, kb))
+        kb.enter_text("g", page)
+        self.assertEqual(sorted(box.presses[:2]), ["KEY_DOWN", "KEY_RIGHT"])
+        self.assertEqual(box.presses[2:], ["KEY_OK", "KEY_RIGHT", "KEY_OK"])
+
+    def test_navigate_to_never_types(self):
+        kb, box = box_keyboard(), self.drive(Box())
+        box.mode = "uppercase"
+        page = kb.navigate_to({"name": "b", "mode": "lowercase"}, Page(box, kb))
+        self.assertEqual((box.typed, box.mode, page.focus), ("", "lowercase", kb.find_key("b")))
+        self.assertIn("KEY_OK", box.presses)  # through SHIFT, not OK on "A"
+
+    def test_targets_and_page_are_checked_before_any_press(self):
+        kb, box = box_keyboard(), self.drive(Box())
+        with self.assertRaisesRegex(ValueError, "'z'"):
+            kb.enter_text("abz", Page(box, kb))
         with self.assertRaises(ValueError):
-            kb.add_edgelist("a b")
+            kb.navigate_to("nope", Page(box, kb))
+        with self.assertRaisesRegex(AssertionError, "Page page isn't visible"):
+            kb.navigate_to("b", Page(box, kb, visible=False))
+        page = Page(box, kb)
+        page.focus = None
+        with self.assertRaisesRegex(AssertionError, r"page\.focus \(None\) isn't in the keyboard"):
+            kb.navigate_to("b", page)
+        self.assertEqual(box.presses, [])
 
-    def test_add_grid_regions_and_neighbours(self):
-        kb, grid, _ = grid_keyboard()
-        self.assertEqual(kb.find_key("h").region, Region(100, 100, 100, 100))
-        self.assertEqual(grid.data[1][1], kb.find_key("h"))
-        path = kb._path(kb.find_key("a"), [kb.find_key("p")])  # pylint: disable=protected-access
-        self.assertEqual(sorted(p for p, _ in path), ["KEY_DOWN"] * 2 + ["KEY_RIGHT"] * 3)
+    def test_the_older_selection_property(self):
+        kb, box = box_keyboard(), self.drive(Box())
+        page = Page(box, kb, attribute="selection")
+        page.selection = "nope"
+        with self.assertRaisesRegex(AssertionError, r"page\.selection \('nope'\) isn't in the keyboard"):
+            kb.navigate_to("b", page)
+        self.assertEqual(kb.navigate_to("b", Page(box, kb, attribute="selection")).focus, kb.find_key("b"))
 
-    def test_enter_text_by_shortest_paths(self):
-        kb, _, edges = grid_keyboard()
-        kb.screen = Screen(kb, kb.find_key("a"), edges)
-        page = kb.enter_text("hi z", Page(kb.screen))
-        self.assertEqual(kb.screen.typed, "hi z")
-        self.assertEqual(page.focus, kb.find_key("z"))
-        moves = [p for p in kb.screen.presses if p != "KEY_OK"]
-        # a->h 2, h->i 1, i->SPACE 4 (down to row 5, then space), SPACE->z 2 (up to y, right)
-        self.assertEqual(len(moves), 2 + 1 + 4 + 2)
-        self.assertEqual(kb.screen.presses.count("KEY_OK"), 4)
+    def test_navigate_to_plans_again_after_an_overshoot(self):
+        kb, box = box_keyboard(), self.drive(OvershootingBox())
+        page = kb.navigate_to("b", Page(box, kb))
+        self.assertEqual(page.focus, kb.find_key("b"))
+        self.assertEqual(box.presses, ["KEY_RIGHT", "KEY_LEFT"])
 
-    def test_navigate_to_plans_again_when_a_press_is_lost(self):
-        kb, _, edges = grid_keyboard()
-        for verify in (False, True):
-            kb.screen = Screen(kb, kb.find_key("a"), edges, glitch=2)
-            page = kb.navigate_to("x", Page(kb.screen), verify_every_keypress=verify)
-            self.assertEqual(page.focus, kb.find_key("x"))
-            self.assertEqual(len(kb.screen.presses), 5 + 3 + 1)  # one lost, found and made good
+    def test_no_retries_left(self):
+        kb = box_keyboard()
+        for target, verify, presses in (("b", False, 1), ("c", False, 2), ("c", True, 1)):
+            box = self.drive(OvershootingBox())
+            with self.assertRaises(AssertionError):
+                kb.navigate_to(target, Page(box, kb), verify_every_keypress=verify, retries=0)
+            self.assertEqual(box.presses, ["KEY_RIGHT"] * presses, (target, verify))
+
+    def test_a_slow_box_is_waited_for(self):
+        kb, box = box_keyboard(), self.drive(SlowBox())
+        page = kb.navigate_to("d", Page(box, kb), verify_every_keypress=True)
+        self.assertEqual(page.focus, kb.find_key("d"))
+        self.assertEqual(box.presses, ["KEY_RIGHT"] * 3)
+
+    def test_navigate_timeout(self):
+        kb, box = box_keyboard(), self.drive(Box())
+        box.move = lambda keypress: None  # the box ignores everything
         kb.navigate_timeout = 0
-        kb.screen = Screen(kb, kb.find_key("a"), edges, glitch=1)
-        kb.screen.press = lambda keypress: None  # the box ignores everything
         with self.assertRaises(AssertionError):
-            kb.navigate_to("b", Page(kb.screen))
-
-    def test_modes_choose_the_nearest_key_with_the_text(self):
-        kb = FakeKeyboard()
-        kb.add_edgelist("a b KEY_RIGHT\nb shift KEY_RIGHT", mode="lowercase")
-        kb.add_edgelist("A B KEY_RIGHT\nB SHIFT KEY_RIGHT", mode="uppercase")
-        shift_l, shift_u = kb.find_key("shift"), kb.find_key("SHIFT")
-        kb.add_transition(shift_l, shift_u, "KEY_OK", symmetrical=False)
-        kb.add_transition(shift_u, shift_l, "KEY_OK", symmetrical=False)
-        edges = {(k, p): t for k, out in kb._edges.items() for p, t in out.items()}  # pylint: disable=protected-access
-
-        class ModeScreen(Screen):
-            def press(self, keypress):
-                self.presses.append(keypress)
-                if keypress == "KEY_OK" and self.focus.text:
-                    self.typed += self.focus.text
-                else:
-                    self.focus = self.edges[(self.focus, keypress)]
-
-        kb.screen = ModeScreen(kb, kb.find_key("a"), edges)
-        kb.enter_text("bB", Page(kb.screen))
-        self.assertEqual(kb.screen.typed, "bB")
-        with self.assertRaises(ValueError):
-            kb.enter_text("q", Page(kb.screen))
+            kb.navigate_to("b", Page(box, kb), retries=100)
 
 
 if __name__ == "__main__":
