@@ -1,6 +1,13 @@
-"""``Grid`` of the stbt API: a region cut into equal cells (farmhand's own code)."""
+"""``Grid`` of the stbt API: a region cut into equal cells.
+
+farmhand's own code, written from stb-tester's public manual: a menu or an
+on-screen keyboard laid out in rows and columns, with a value (``data``)
+per cell if wanted, and the conversions between a cell's index, its
+position in cells, its region on screen and its data.
+"""
 
 import collections
+import numbers
 
 from stbt_core._types import Position, Region
 
@@ -22,6 +29,8 @@ class Grid:
             cols = (max((len(r) for r in data), default=0)) if cols is None else cols
         if not cols or not rows or cols < 1 or rows < 1:
             raise ValueError("a Grid needs cols and rows (or data), at least 1 each")
+        if data is not None and (len(data) > rows or any(len(r) > cols for r in data)):
+            raise ValueError("the Grid's data has more rows or columns than rows=%r, cols=%r" % (rows, cols))
         self.region, self.cols, self.rows, self.data = region, int(cols), int(rows), data
 
     def __repr__(self):
@@ -90,9 +99,9 @@ class Grid:
     def __getitem__(self, key):
         if isinstance(key, Region):
             return self.get(region=key)
-        if isinstance(key, int):
+        if isinstance(key, numbers.Integral):
             return self.get(index=key)
-        if isinstance(key, tuple) and len(key) == 2 and all(isinstance(v, int) for v in key):
+        if isinstance(key, tuple) and len(key) == 2 and all(isinstance(v, numbers.Integral) for v in key):
             return self.get(position=key)
         return self.get(data=key)
 
