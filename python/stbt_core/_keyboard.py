@@ -29,6 +29,9 @@ _UNSURE_WEIGHT = 100
 
 _FIELDS = ("name", "text", "region", "mode")
 
+# How long the keyboard must stay still after a press (press_and_wait's stable_secs).
+_STABLE_SECS = 0.5
+
 
 def _networkx():
     try:
@@ -316,12 +319,13 @@ class Keyboard:
         return _stbt().press(key)
 
     def press_and_wait(self, key):
-        """Press and wait for the keyboard (``mask``) to stop changing."""
-        return _stbt().press_and_wait(key, mask=self.mask)
+        """Press and wait for the keyboard (``mask``) to stay still for
+        half a second."""
+        return _stbt().press_and_wait(key, mask=self.mask, stable_secs=_STABLE_SECS)
 
     def wait_for_transition_to_end(self, initial_frame=None):
         """Wait again, for a box that was slow to react to the last press."""
-        return _stbt().wait_for_transition_to_end(initial_frame, mask=self.mask)
+        return _stbt().wait_for_transition_to_end(initial_frame, mask=self.mask, stable_secs=_STABLE_SECS)
 
     # ------------------------------------------------------------ reading the page
 

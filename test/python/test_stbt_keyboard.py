@@ -43,7 +43,7 @@ class Box:
 
     def __init__(self):
         self.mode, self.x, self.y = "lowercase", 0, 0
-        self.typed, self.presses = "", []
+        self.typed, self.presses, self.waits = "", [], []
 
     @property
     def name(self):
@@ -74,6 +74,7 @@ class Box:
         self.move(key)
 
     def press_and_wait(self, key, **kwargs):
+        self.waits.append(kwargs)
         self.move(key)
         return Transition(key, None, TransitionStatus.COMPLETE, 0, 0, 0)
 
@@ -299,6 +300,12 @@ class KeyboardTypingTest(unittest.TestCase):
         with self.assertRaisesRegex(AssertionError, r"page\.selection \('nope'\) isn't in the keyboard"):
             kb.navigate_to("b", page)
         self.assertEqual(kb.navigate_to("b", Page(box, kb, attribute="selection")).focus, kb.find_key("b"))
+
+    def test_press_and_wait_watches_the_keyboard(self):
+        kb, box = box_keyboard(), self.drive(Box())
+        kb.navigate_to("c", Page(box, kb))
+        self.assertEqual(box.presses, ["KEY_RIGHT", "KEY_RIGHT"])  # the first without waiting
+        self.assertEqual(box.waits, [{"mask": KEYS_REGION, "stable_secs": 0.5}])
 
     def test_navigate_to_plans_again_after_an_overshoot(self):
         kb, box = box_keyboard(), self.drive(OvershootingBox())
