@@ -358,7 +358,8 @@ class Keyboard:
     def navigate_to(self, target, page, verify_every_keypress=False, retries=2):
         """Move the focus to ``target`` (a Key, a key's name or text, or a
         dict of fields; the nearest one when several keys match) along a
-        cheapest path, and return the page refreshed. The focus is checked
+        cheapest path, and return the page (refreshed after any press), its
+        focus on the target. The focus is checked
         after the last press (after every press with
         ``verify_every_keypress``, where a press that lands elsewhere counts
         as a failed attempt); a box slow to react gets one more wait. When
