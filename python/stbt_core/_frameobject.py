@@ -3,18 +3,29 @@
 farmhand's own code, written from the behaviour stb-tester documents:
 
 - an instance is about one frame (``self._frame``; default ``get_frame()``);
-- it is truthy when its ``is_visible`` property is;
+- it is truthy when its ``is_visible`` property is (``is_visible`` itself
+  reads as a bool);
 - every other public property is None when the object is not visible (while
-  ``is_visible`` itself is being computed, they work normally, so it may
-  use them);
-- each property is computed at most once per instance;
-- public attributes cannot be set or deleted (names starting with ``_`` can,
-  for a subclass's own bookkeeping);
-- two instances are equal when they are of the same class and their public
-  properties are equal; the hash follows;
-- the repr lists the properties: ``Menu(is_visible=True, selection='Home')``;
+  ``is_visible`` itself is being computed, they work normally, so it may use
+  them); properties whose name starts with ``_`` always work;
+- each property, public or not, is computed at most once per instance, also
+  when several threads read it at the same time (a thread reading a public
+  property while another is deciding ``is_visible`` waits for that answer);
+- once constructed, an instance is immutable: its public attributes cannot
+  be set or deleted (``__init__`` may set any; names starting with ``_`` can
+  always be set, for a subclass's own bookkeeping);
+- ``Class._fields`` names the public properties, ``is_visible`` first, then
+  the others in alphabetical order;
+- two instances are equal when one's class is the other's or a subclass of
+  it, they have the same ``_fields`` and equal values for them (the frames
+  may differ); the hash follows;
+- the repr shows the frame's time and the properties computed so far
+  (``...`` for the others); an invisible object shows only ``is_visible``:
+  ``<Menu(_frame=<Frame(time=None)>, is_visible=True, selection='Home', title=...)>``;
 - ``refresh(frame=None, **kwargs)`` is a new instance for a new frame.
 """
+
+import threading
 
 __all__ = ["FrameObject", "for_object_repository"]
 
@@ -34,60 +45,81 @@ def for_object_repository(cls=None):
     return mark(cls)
 
 
+class _State:
+    """An instance's computed properties, and what guards them."""
+
+    __slots__ = ("lock", "values", "deciding")
+
+    def __init__(self):
+        self.lock = threading.RLock()
+        self.values = {}
+        self.deciding = None  # the thread computing is_visible, while it does
+
+
+def _state(obj):
+    # set by FrameObject.__init__; made here for a subclass whose __init__ does not call it
+    return obj.__dict__.setdefault("_FrameObject__state", _State())
+
+
+def _computed(obj, name, fget):
+    """The value of property ``name``, computed once (under the instance's lock)."""
+    state = _state(obj)
+    with state.lock:
+        if name not in state.values:
+            if name == "is_visible":
+                state.deciding = threading.get_ident()
+                try:
+                    state.values[name] = bool(fget(obj))
+                finally:
+                    state.deciding = None
+            else:
+                state.values[name] = fget(obj)
+        return state.values[name]
+
+
 def _wrap(name, prop):
     fget = prop.fget
+    gated = not name.startswith("_") and name != "is_visible"
 
     def getter(self):
-        cache = self._FrameObject__cache  # pylint: disable=protected-access
-        if name == "is_visible":
-            if "is_visible" not in cache:
-                cache["is_visible"] = _Evaluating
-                try:
-                    cache["is_visible"] = fget(self)
-                except BaseException:
-                    del cache["is_visible"]
-                    raise
-            return cache["is_visible"]
-        if cache.get("is_visible") is not _Evaluating and not self.is_visible:
+        if gated and _state(self).deciding != threading.get_ident() and not self.is_visible:
             return None
-        raw = self._FrameObject__raw  # pylint: disable=protected-access
-        if name not in raw:
-            raw[name] = fget(self)
-        return raw[name]
+        return _computed(self, name, fget)
 
     getter.__name__ = getattr(fget, "__name__", name)
     getter.__doc__ = getattr(fget, "__doc__", None)
     return property(getter, doc=prop.__doc__)
 
 
-class _Evaluating:
-    """Marks ``is_visible`` as being computed."""
+def _public_properties(cls):
+    kinds = {}
+    for klass in reversed(cls.__mro__):
+        for key, value in vars(klass).items():
+            kinds[key] = isinstance(value, property)
+    names = sorted(k for k, is_prop in kinds.items() if is_prop and not k.startswith("_"))
+    if "is_visible" in names:
+        names.remove("is_visible")
+        names.insert(0, "is_visible")
+    return tuple(names)
 
 
 class _FrameObjectMeta(type):
     def __new__(mcs, name, bases, namespace):
-        props = []
         for key, value in list(namespace.items()):
-            if isinstance(value, property) and not key.startswith("_"):
+            if isinstance(value, property) and not (key.startswith("__") and key.endswith("__")):
                 if value.fset is not None or value.fdel is not None:
                     raise TypeError("%s.%s: FrameObject properties are read-only" % (name, key))
                 namespace[key] = _wrap(key, value)
-                props.append(key)
         cls = super().__new__(mcs, name, bases, namespace)
-        names = []
-        for klass in reversed(cls.__mro__):
-            for key in getattr(klass, "_FrameObject__own_props", ()):
-                if key not in names:
-                    names.append(key)
-        for key in props:
-            if key not in names:
-                names.append(key)
-        cls._FrameObject__own_props = tuple(props)
-        ordered = [n for n in names if n == "is_visible"] + [n for n in names if n != "is_visible"]
-        cls._FrameObject__props = tuple(ordered)
+        cls._fields = _public_properties(cls)
         if namespace.get("__module__") != __name__:
             for_object_repository(cls)
         return cls
+
+    def __call__(cls, *args, **kwargs):
+        obj = super().__call__(*args, **kwargs)
+        obj.__dict__["_FrameObject__frozen"] = True  # constructed: immutable from now on
+        return obj
 
 
 class FrameObject(metaclass=_FrameObjectMeta):
@@ -98,9 +130,8 @@ class FrameObject(metaclass=_FrameObjectMeta):
         if frame is None:
             from stbt_core._frames import get_frame  # pylint: disable=import-outside-toplevel
             frame = get_frame()
-        object.__setattr__(self, "_FrameObject__cache", {})
-        object.__setattr__(self, "_FrameObject__raw", {})
-        object.__setattr__(self, "_frame", frame)
+        self.__dict__["_FrameObject__state"] = _State()
+        self._frame = frame
 
     @property
     def is_visible(self):
@@ -108,30 +139,35 @@ class FrameObject(metaclass=_FrameObjectMeta):
         return True
 
     def __setattr__(self, name, value):
-        if not name.startswith("_"):
+        if self.__dict__.get("_FrameObject__frozen") and not name.startswith("_"):
             raise AttributeError("%s is immutable: cannot set %s" % (type(self).__name__, name))
         object.__setattr__(self, name, value)
 
     def __delattr__(self, name):
-        if not name.startswith("_"):
+        if self.__dict__.get("_FrameObject__frozen") and not name.startswith("_"):
             raise AttributeError("%s is immutable: cannot delete %s" % (type(self).__name__, name))
         object.__delattr__(self, name)
 
     def __bool__(self):
-        return bool(self.is_visible)
+        return self.is_visible
 
-    def _fields(self):
-        return tuple((n, getattr(self, n)) for n in type(self)._FrameObject__props)  # pylint: disable=no-member
+    def _values(self):
+        return tuple(getattr(self, n) for n in type(self)._fields)
 
     def __repr__(self):
-        if not self:
-            return "%s(is_visible=%r)" % (type(self).__name__, self.is_visible)
-        return "%s(%s)" % (type(self).__name__, ", ".join("%s=%r" % f for f in self._fields()))
+        parts = ["_frame=%s" % _frame_text(self.__dict__.get("_frame")), "is_visible=%r" % self.is_visible]
+        if self.is_visible:
+            values = _state(self).values
+            for n in type(self)._fields:
+                if n != "is_visible":
+                    parts.append("%s=%s" % (n, repr(values[n]) if n in values else "..."))
+        return "<%s(%s)>" % (type(self).__name__, ", ".join(parts))
 
     def __eq__(self, other):
-        if type(self) is not type(other):
+        if not isinstance(other, FrameObject) or not (
+                isinstance(other, type(self)) or isinstance(self, type(other))):
             return NotImplemented
-        return self._fields() == other._fields()
+        return type(self)._fields == type(other)._fields and self._values() == other._values()
 
     def __ne__(self, other):
         eq = self.__eq__(other)
@@ -139,18 +175,26 @@ class FrameObject(metaclass=_FrameObjectMeta):
 
     def __hash__(self):
         values = []
-        for _, v in self._fields():
+        for v in self._values():
             try:
                 hash(v)
                 values.append(v)
             except TypeError:
                 values.append(repr(v))
-        return hash((type(self), tuple(values)))
+        return hash((type(self)._fields, tuple(values)))
 
     def refresh(self, frame=None, **kwargs):
         """A new instance of this class for ``frame`` (default: a new
         ``get_frame()``); ``kwargs`` go to the constructor."""
         return type(self)(frame=frame, **kwargs)
+
+
+def _frame_text(frame):
+    """The frame in a FrameObject's repr: its capture time, never its pixels."""
+    if frame is None:
+        return "None"
+    t = getattr(frame, "time", None)
+    return "<Frame(time=%s)>" % ("None" if t is None else "%.3f" % t)
 
 
 FrameObject.__module__ = "stbt_core"

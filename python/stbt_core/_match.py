@@ -4,8 +4,9 @@
 
 farmhand's own implementation of the algorithm stb-tester documents (a first
 pass on an image pyramid, a confirm pass pixel by pixel after erosion,
-transparent template pixels ignored). How each step works and why the scores
-are on the scale they are: docs/stbt-matching.md.
+transparent template pixels ignored), written from the manual and from the
+behaviour test scripts rely on. How each step works and why the scores are on
+the scale they are: docs/stbt-matching.md.
 """
 
 import enum
@@ -99,7 +100,8 @@ class MatchResult:
     when it matched. ``region`` is the best place even when it did not match;
     ``first_pass_result`` the first pass's score there (0 to 1, higher is
     better, on the scale of ``match_threshold``); ``frame`` the frame searched,
-    ``image`` the template, ``time`` the frame's capture time."""
+    ``image`` the template (a ``stbt.Image``: ``image.filename`` is the name it
+    was given by, None for an array), ``time`` the frame's capture time."""
 
     def __init__(self, time, match, region, first_pass_result, frame, image,  # pylint: disable=redefined-outer-name
                  _first_pass_matched=None):
@@ -120,9 +122,9 @@ class MatchResult:
         return self.match
 
     def __repr__(self):
-        return "MatchResult(time=%s, match=%r, region=%r, first_pass_result=%.4f, frame=<%s>, image=<%s>)" % (
+        return "MatchResult(time=%s, match=%r, region=%r, first_pass_result=%r, frame=%s, image=%s)" % (
             "None" if self.time is None else "%.3f" % self.time, self.match, self.region,
-            self.first_pass_result, _shape_text(self.frame), _image_name(self.image))
+            self.first_pass_result, _frame_text(self.frame), _image_text(self.image))
 
 
 class MatchTimeout(UITestFailure):
@@ -145,75 +147,114 @@ for _cls in (MatchMethod, ConfirmMethod, MatchParameters, MatchResult, MatchTime
 del _cls
 
 
-def _shape_text(a):
-    shape = getattr(a, "shape", None)
-    if shape is None:
-        return "None"
-    return "%dx%d" % (shape[1], shape[0]) + ("x%d" % shape[2] if len(shape) > 2 else "")
+def _dimensions(a):
+    shape = a.shape
+    return "%dx%dx%d" % (shape[1], shape[0], shape[2] if len(shape) > 2 else 1)
+
+
+def _frame_text(frame):
+    """A frame as a MatchResult's repr shows it: its time and size, never its pixels."""
+    shape = getattr(frame, "shape", None)
+    if shape is None or len(shape) < 2:
+        return repr(frame)
+    t = getattr(frame, "time", None)
+    return "<Frame(time=%s, dimensions=%s)>" % ("None" if t is None else "%.3f" % t, _dimensions(frame))
+
+
+def _image_text(image):
+    """A template as a MatchResult's repr shows it: ``<Image(filename=..., dimensions=WxHxC)>``."""
+    shape = getattr(image, "shape", None)
+    if shape is None or len(shape) < 2:
+        return repr(image)
+    return "<Image(filename=%r, dimensions=%s)>" % (getattr(image, "filename", None), _dimensions(image))
 
 
 def _image_name(image):
+    """The template's name in logs and messages: its file name, else its size."""
+    if isinstance(image, str):
+        return image
     for attr in ("relative_filename", "filename"):
         name = getattr(image, attr, None)
         if name:
             return name
-    return _shape_text(image)
+    shape = getattr(image, "shape", None)
+    return "<Custom Image>" if shape is None else "<Custom Image %s>" % _dimensions(image)
 
 
 # ---------------------------------------------------------------------------
 # Inputs
 # ---------------------------------------------------------------------------
 
+class _Template:
+    """A template ready to be searched for: ``image`` (a ``stbt.Image``, what
+    MatchResult.image holds), ``pixels`` (uint8: height x width x 3 BGR, or
+    height x width for grey), ``mask`` (float32, 1.0 where the template is
+    opaque; None when it is opaque everywhere) and ``transparent`` (True when
+    no pixel is opaque: such a template matches everywhere)."""
+
+    def __init__(self, image, pixels, mask, transparent):
+        self.image, self.pixels, self.mask, self.transparent = image, pixels, mask, transparent
+        self.height, self.width = pixels.shape[:2]
+
+    def with_channels(self, grey):
+        """The same template in the frame's colour space (grey or BGR)."""
+        if grey == (self.pixels.ndim == 2):
+            return self
+        cv2 = _cv2()
+        code = cv2.COLOR_BGR2GRAY if grey else cv2.COLOR_GRAY2BGR
+        return _Template(self.image, cv2.cvtColor(self.pixels, code), self.mask, self.transparent)
+
+
+def _to_uint8(a):
+    np = _np()
+    if a.dtype == np.uint8:
+        return a
+    if a.dtype == np.uint16:  # a 16-bit PNG: the same picture in 8 bits
+        return (a // 257).astype(np.uint8)
+    raise TypeError("images to match must be 8-bit (uint8), not %s" % a.dtype)
+
+
 def _load_template(image):
-    """``(template object as given/loaded, BGR uint8 array, mask or None)``.
+    """A ``_Template`` from a filename (found as ``load_image`` finds it) or
+    an array (BGR, BGRA, grey, grey with alpha; 8 or 16 bits).
 
-    The mask is 1.0 where the template's alpha is 255 (opaque) and 0.0 where
-    it is lower: partly transparent pixels are ignored like fully transparent
-    ones. A template without transparent pixels has no mask (the faster,
-    plain path)."""
-    np, cv2 = _np(), _cv2()
-    if isinstance(image, (str, bytes)) or hasattr(image, "__fspath__"):
-        try:
-            from stbt_core._frames import load_image  # pylint: disable=import-outside-toplevel
-        except ImportError:  # the loader's module is not there (yet): plain read
-            load_image = None
-        if load_image is not None:
-            loaded = load_image(image)
-        else:
-            import os  # pylint: disable=import-outside-toplevel
-            loaded = cv2.imread(os.fspath(image), cv2.IMREAD_UNCHANGED)
-            if loaded is None:
-                raise IOError("No such file or not an image: %s" % (image,))
-        image = loaded
-    array = np.asarray(image)
-    if array.dtype != np.uint8:
-        raise TypeError("the image to match must be 8-bit (uint8), not %s" % array.dtype)
-    if array.ndim == 2:
-        bgr, mask = cv2.cvtColor(array, cv2.COLOR_GRAY2BGR), None
-    elif array.ndim == 3 and array.shape[2] == 3:
-        bgr, mask = np.ascontiguousarray(array), None
-    elif array.ndim == 3 and array.shape[2] == 4:
-        bgr = np.ascontiguousarray(array[:, :, :3])
-        opaque = array[:, :, 3] == 255
-        mask = None if opaque.all() else opaque.astype(np.float32)
-    else:
-        raise ValueError("the image to match must be height x width x 3 (BGR) or 4 (BGRA), not %r"
-                         % (array.shape,))
-    if bgr.shape[0] == 0 or bgr.shape[1] == 0:
-        raise ValueError("the image to match is empty (%dx%d)" % (bgr.shape[1], bgr.shape[0]))
-    if mask is not None and not mask.any():
-        raise ValueError("the image to match is transparent everywhere")
-    return image, bgr, mask
+    A pixel is compared when its alpha is 255: partly transparent pixels are
+    ignored like fully transparent ones."""
+    np = _np()
+    from stbt_core._frames import load_image  # pylint: disable=import-outside-toplevel
+    image = load_image(image)
+    a = _to_uint8(np.asarray(image))
+    alpha = None
+    if a.ndim == 3 and a.shape[2] in (2, 4):
+        alpha, a = a[:, :, -1], a[:, :, :-1]
+    if a.ndim == 3 and a.shape[2] == 1:
+        a = a[:, :, 0]
+    if not (a.ndim == 2 or (a.ndim == 3 and a.shape[2] == 3)):
+        raise ValueError("the image to match must be height x width x 3 (BGR) or 4 (BGRA), or grey, not %r"
+                         % (image.shape,))
+    if a.shape[0] == 0 or a.shape[1] == 0:
+        raise ValueError("the image to match is empty (%dx%d)" % (a.shape[1], a.shape[0]))
+    mask, transparent = None, False
+    if alpha is not None:
+        opaque = alpha == 255
+        if not opaque.any():
+            transparent = True
+        elif not opaque.all():
+            mask = opaque.astype(np.float32)
+    return _Template(image, np.ascontiguousarray(a), mask, transparent)
 
 
-def _frame_bgr(frame):
-    np, cv2 = _np(), _cv2()
-    a = np.asarray(frame)
-    if a.ndim == 2:
-        return cv2.cvtColor(a, cv2.COLOR_GRAY2BGR)
+def _frame_pixels(frame):
+    """The frame's pixels: height x width x 3 (BGR) or height x width (grey)."""
+    np = _np()
+    a = _to_uint8(np.asarray(frame))
+    if a.ndim == 3 and a.shape[2] == 1:
+        return a[:, :, 0]
     if a.ndim == 3 and a.shape[2] == 4:
         return a[:, :, :3]
-    return a
+    if a.ndim == 2 or (a.ndim == 3 and a.shape[2] == 3):
+        return a
+    raise ValueError("a frame must be height x width x 3 (BGR) or grey, not %r" % (a.shape,))
 
 
 def _get_frame():
@@ -221,64 +262,127 @@ def _get_frame():
     return get_frame()
 
 
+def _searched_area(frame, template, region):
+    """The part of the frame searched: ``region`` clipped to the frame. A
+    ValueError when the template does not fit in it."""
+    fh, fw = frame.shape[:2]
+    th, tw = template.shape[:2]
+    if fh < th or fw < tw:
+        raise ValueError("Frame %r must be larger than reference image %r" % (frame.shape, template.shape))
+    if region is None:
+        region = Region.ALL
+    area = Region.intersect(region, Region(0, 0, fw, fh))
+    if area is None or area.width < tw or area.height < th:
+        raise ValueError("%r must be larger than reference image %r" % (
+            region if area is None else area, template.shape))
+    return area
+
+
 # ---------------------------------------------------------------------------
 # First pass: scores, higher is better, 1.0 is a perfect match
 # ---------------------------------------------------------------------------
+#
+# Internally the SQDIFF score is 1 - RMS difference / 255 (linear in grey
+# levels, so one slack fits all the pyramid's levels); what MatchResult
+# reports and match_threshold is compared with is 1 - MSE / 255², the
+# normalised sum of squared differences: _reported() and _internal() convert.
 
-class _Template:
-    """A template prepared for matching: its pyramid (template, mask, their
-    float forms and the constant terms the masked SQDIFF needs)."""
+def _reported(method, q):
+    if method is MatchMethod.SQDIFF:
+        return 1.0 - (1.0 - q) ** 2
+    return q
 
-    def __init__(self, bgr, mask, levels):
-        cv2, np = _cv2(), _np()
+
+def _internal(method, threshold):
+    if method is MatchMethod.SQDIFF:
+        return 1.0 - max(0.0, 1.0 - threshold) ** 0.5
+    return threshold
+
+
+def _build_pyramid(image, levels, is_mask=False):
+    """``image`` and ``levels - 1`` smaller copies, each half the one before
+    (``cv2.pyrDown``). A mask (255 = compared, 0 = ignored) is made stricter
+    at each step: a pixel that any ignored pixel blurred into is ignored too.
+    Below full size ``_CROP`` pixels are cut off each side (their blur mixed
+    in what lies outside the picture, which is not what the frame has around
+    it), so the place of a smaller level's template is ``_CROP`` pixels right
+    of and below the place of the whole template."""
+    cv2, np = _cv2(), _np()
+    whole, out = image, [image]
+    for _ in range(levels - 1):
+        whole = cv2.pyrDown(whole)
+        if is_mask:
+            whole = np.where(whole == 255, 255, 0).astype(image.dtype)
+        out.append(whole[_CROP:whole.shape[0] - _CROP, _CROP:whole.shape[1] - _CROP])
+    return out
+
+
+def _level_count(height, width, levels):
+    """How many pyramid levels a template of this size has (at most ``levels``): the top level keeps at
+    least ``_MIN_TOP_SIZE`` pixels a side."""
+    n = 1
+    while n < levels and min(height, width) >= 2 * (_MIN_TOP_SIZE + 2 * _CROP):
+        height, width = (height + 1) // 2, (width + 1) // 2
+        n += 1
+    return n
+
+
+class _Levels:
+    """A template's pyramid (``_build_pyramid``): per level, the template,
+    its mask and the constant terms the masked SQDIFF needs."""
+
+    def __init__(self, pixels, mask, levels):
+        np = _np()
+        n = _level_count(pixels.shape[0], pixels.shape[1], levels)
+        ts = _build_pyramid(pixels.copy(), n)  # a copy: the caller may change its array later
+        ms = [None] * n if mask is None else _build_pyramid((mask * 255).astype(np.uint8), n, is_mask=True)
         self.levels = []
-        t, m = bgr.copy(), mask  # a copy: the caller may change its array later
-        for level in range(levels):
-            if level:
-                if min(t.shape[0], t.shape[1]) < 2 * _MIN_TOP_SIZE:
-                    break
-                t = cv2.pyrDown(t)
-                if m is not None:
-                    m = cv2.pyrDown(m)
-            tf = t.astype(np.float32)
-            if m is not None:
-                # below full size the mask is made binary again (half-covered pixels count)
-                m = (m >= 0.5).astype(np.float32)
-                if not m.any():
-                    break
-            entry = {"t": t, "tf": tf, "m": m}
-            if m is not None:
-                m3 = cv2.merge([m, m, m])
-                entry["m3"] = m3
-                entry["m8"] = m.astype(np.uint8)
-                entry["wt"] = t * m3.astype(np.uint8)      # the template with its transparent pixels zeroed
-                entry["wtt"] = float((tf * tf * m3).sum())  # sum of T^2 over the opaque pixels
-                entry["n"] = float(m.sum()) * 3            # number of compared values
-            else:
-                entry["n"] = float(t.shape[0] * t.shape[1] * 3)
-            self.levels.append(entry)
-        self.height, self.width = bgr.shape[:2]
+        for level, (t, m) in enumerate(zip(ts, ms)):
+            if m is not None and not m.any():
+                break  # nothing compared at this size: search at the sizes above only
+            self.levels.append(_level_entry(np.ascontiguousarray(t), m, _CROP if level else 0))
+        self.height, self.width = pixels.shape[:2]
 
 
-_ONES_1X3 = None
+def _level_entry(t, m8, crop):
+    np = _np()
+    channels = 1 if t.ndim == 2 else t.shape[2]
+    entry = {"t": t, "m": None, "crop": crop, "channels": channels}
+    if m8 is not None:
+        m = (m8 > 0).astype(np.float32)
+        entry["m"] = m
+        mc = m if channels == 1 else np.dstack([m] * channels)
+        tf = t.astype(np.float32)
+        entry["mc"] = mc
+        entry["tf"] = tf
+        entry["m8"] = m.astype(np.uint8)
+        entry["wt"] = t * mc.astype(np.uint8)      # the template with its ignored pixels zeroed
+        entry["wtt"] = float((tf * tf * mc).sum())  # sum of T² over the compared values
+        entry["n"] = float(m.sum()) * channels     # number of compared values
+    else:
+        entry["n"] = float(t.shape[0] * t.shape[1] * channels)
+    return entry
+
+
+# Pixels cut off each side of the template below full size (see _build_pyramid).
+_CROP = 1
 # The template at the pyramid's top level keeps at least this many pixels per side.
 _MIN_TOP_SIZE = 8
 _FULL_SCALE = 255.0
 
 
 def _scores(img, lv, method):
-    """Score map (float32) of the template level ``lv`` at every place in ``img``."""
-    global _ONES_1X3  # pylint: disable=global-statement
+    """Score map (float32, internal scale) of the template level ``lv`` at every place in ``img``."""
     cv2, np = _cv2(), _np()
-    if _ONES_1X3 is None:
-        _ONES_1X3 = np.ones((1, 3), np.float32)
     if method is MatchMethod.SQDIFF:
         if lv["m"] is None:
             ssd = cv2.matchTemplate(img, lv["t"], cv2.TM_SQDIFF)
         else:
             cross = cv2.matchTemplate(img, lv["wt"], cv2.TM_CCORR)
             f = img.astype(np.float32)
-            sq = cv2.transform(f * f, _ONES_1X3)
+            sq = f * f
+            if lv["channels"] > 1:
+                sq = cv2.transform(sq, np.ones((1, lv["channels"]), np.float32))
             energy = cv2.matchTemplate(sq, lv["m"], cv2.TM_CCORR)
             ssd = energy - 2 * cross + lv["wtt"]
         np.maximum(ssd, 0, out=ssd)
@@ -290,11 +394,12 @@ def _scores(img, lv, method):
     if lv["m"] is None:
         s = cv2.matchTemplate(img, lv["t"], cv_method)
     else:
-        s = cv2.matchTemplate(img.astype(np.float32), lv["tf"], cv_method, mask=lv["m3"])
-    s = np.nan_to_num(s, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
+        s = cv2.matchTemplate(img.astype(np.float32), lv["tf"], cv_method, mask=lv["mc"])
     if method is MatchMethod.SQDIFF_NORMED:
+        # OpenCV gives 1 (the worst) where the normalisation is 0: a black template or frame
         s = 1.0 - s
-    return s
+    # undefined places (a flat area for CCOEFF_NORMED with a mask, 0/0) score 0
+    return np.nan_to_num(s, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
 
 
 def _pyramid(img, n):
@@ -314,39 +419,71 @@ _TOP_LEVEL_SLACK = {MatchMethod.SQDIFF: 0.08, MatchMethod.SQDIFF_NORMED: 0.15,
 _MAX_BEST_CANDIDATES = 6
 # match() follows at most this many places below the top level.
 _MAX_KEPT_PER_LEVEL = 2
-# match_all() looks at most at this many places.
-_MAX_ALL_CANDIDATES = 200
+# A search area with at most this many places is scored at full size directly (no pyramid).
+_DIRECT_MAX_PLACES = 64
 
 
-def _candidates(scores, min_score, limit, spread=(3, 3)):
+def _candidates(scores, min_score, limit=None, spread=(3, 3)):
     """The local maxima of ``scores`` at or above ``min_score`` (each the
-    highest within ``spread`` (width, height) around it), best first."""
+    highest within ``spread`` (width, height) around it), best first (equal
+    scores top to bottom, left to right)."""
     cv2, np = _cv2(), _np()
     peaks = cv2.dilate(scores, np.ones((spread[1], spread[0]), np.uint8))
     ys, xs = np.nonzero((scores >= peaks) & (scores >= min_score))
     if len(xs) == 0:
         return []
-    values = scores[ys, xs]
-    order = np.argsort(-values, kind="stable")[:limit]
+    order = np.argsort(-scores[ys, xs], kind="stable")
+    if limit is not None:
+        order = order[:limit]
     return [(int(xs[i]), int(ys[i])) for i in order]
 
 
-def _refine_one(pyr, tpl, method, level, x, y):
-    """A place found at ``level + 1`` looked for again at ``level``, within
-    two pixels of where it lands; returns ``(x, y, score)`` at ``level``."""
-    np = _np()
+def _refine_level(pyr, tpl, method, level, places):
+    """Template places found at ``level + 1`` looked for again at ``level``,
+    each within two pixels of where it lands; returns ``(x, y, score)`` at
+    ``level`` for each (places are the top-left corner of the uncut template).
+
+    A few SQDIFF places are scored one by one; otherwise the areas around the
+    places are merged (``_merge_regions``) and each merged area is scored at
+    once."""
     lv = tpl.levels[level]
     img = pyr[level]
+    crop = lv["crop"]
     th, tw = lv["t"].shape[:2]
     max_x, max_y = img.shape[1] - tw, img.shape[0] - th
-    x0, x1 = max(0, 2 * x - 2), min(max_x, 2 * x + 2)
-    y0, y1 = max(0, 2 * y - 2), min(max_y, 2 * y + 2)
-    if method is MatchMethod.SQDIFF:
-        # 25 places at most: a direct sum per place is cheaper than a correlation
-        return _sqdiff_best(img, lv, x0, x1, y0, y1)
-    s = _scores(img[y0:y1 + th, x0:x1 + tw], lv, method)
-    iy, ix = np.unravel_index(int(np.argmax(s)), s.shape)
-    return x0 + int(ix), y0 + int(iy), float(s[iy, ix])
+    windows = []
+    for x, y, _ in places:
+        # the cut template's places: the template's place + crop
+        x0, x1 = max(0, 2 * x - 2 + crop), min(max_x, 2 * x + 2 + crop)
+        y0, y1 = max(0, 2 * y - 2 + crop), min(max_y, 2 * y + 2 + crop)
+        if x0 <= x1 and y0 <= y1:
+            windows.append((x0, x1, y0, y1))
+    if method is MatchMethod.SQDIFF and len(windows) <= _MAX_SUMMED_WINDOWS:
+        # 25 places each: a direct sum per place is cheaper than a correlation
+        best = [_sqdiff_best(img, lv, *w) for w in windows]
+    else:
+        best = _best_in_merged_areas(img, lv, method, windows)
+    return [(x - crop, y - crop, q) for x, y, q in best]
+
+
+# Up to this many places to refine, SQDIFF scores them one sum at a time.
+_MAX_SUMMED_WINDOWS = 8
+
+
+def _best_in_merged_areas(img, lv, method, windows):
+    np = _np()
+    th, tw = lv["t"].shape[:2]
+    areas = [Region(x0, y0, right=x1 + tw, bottom=y1 + th) for x0, x1, y0, y1 in windows]
+    _merge_regions(areas)
+    maps = [(a, _scores(img[a.y:a.bottom, a.x:a.right], lv, method)) for a in areas]
+    best = []
+    for x0, x1, y0, y1 in windows:
+        a, s = next((a, s) for a, s in maps if a.x <= x0 and a.y <= y0 and
+                    x1 + tw <= a.right and y1 + th <= a.bottom)
+        part = s[y0 - a.y:y1 - a.y + 1, x0 - a.x:x1 - a.x + 1]
+        iy, ix = np.unravel_index(int(np.argmax(part)), part.shape)
+        best.append((x0 + int(ix), y0 + int(iy), float(part[iy, ix])))
+    return best
 
 
 def _sqdiff_best(img, lv, x0, x1, y0, y1):
@@ -364,8 +501,25 @@ def _sqdiff_best(img, lv, x0, x1, y0, y1):
     return x, y, 1.0 - (max(ssd, 0.0) / (lv["n"] * _FULL_SCALE * _FULL_SCALE)) ** 0.5
 
 
+def _usable_levels(img, tpl):
+    """How many of the template's levels the searched area allows: at each,
+    the area must hold the template at every place it could be found."""
+    h, w = img.shape[:2]
+    if (h - tpl.height + 1) * (w - tpl.width + 1) <= _DIRECT_MAX_PLACES:
+        return 1
+    levels = len(tpl.levels)
+    while levels > 1:
+        lv = tpl.levels[levels - 1]
+        th, tw = lv["t"].shape[:2]
+        if (h >> (levels - 1)) >= th + 2 * lv["crop"] and (w >> (levels - 1)) >= tw + 2 * lv["crop"]:
+            break
+        levels -= 1
+    return levels
+
+
 def _first_pass(img, tpl, params, best_only):
-    """Places (x, y, score at full resolution) in ``img``, best first.
+    """Places ``(x, y, score)`` in ``img`` at full resolution (internal
+    scale), best first; for ``best_only``, one.
 
     The places scoring well at the pyramid's top level are followed down one
     level at a time; at each level the ones that fell too far behind are
@@ -373,26 +527,22 @@ def _first_pass(img, tpl, params, best_only):
     of that level, and all but the best few; for ``match_all``, those too far
     below the threshold)."""
     np = _np()
-    levels = len(tpl.levels)
-    # the searched area must hold the template at every level used
-    while levels > 1 and (img.shape[0] >> (levels - 1) < tpl.levels[levels - 1]["t"].shape[0]
-                          or img.shape[1] >> (levels - 1) < tpl.levels[levels - 1]["t"].shape[1]):
-        levels -= 1
+    levels = _usable_levels(img, tpl)
+    method = params.match_method
+    threshold = _internal(method, params.match_threshold)
+    if levels == 1:
+        s = _scores(img, tpl.levels[0], method)
+        if best_only:
+            iy, ix = np.unravel_index(int(np.argmax(s)), s.shape)
+            return [(int(ix), int(iy), float(s[iy, ix]))]
+        return [(x, y, float(s[y, x])) for x, y in _candidates(s, threshold)]
     pyr = _pyramid(img, levels)
     top = levels - 1
     lv = tpl.levels[top]
     th, tw = lv["t"].shape[:2]
-    if pyr[top].shape[0] < th or pyr[top].shape[1] < tw:
-        return []
-    method = params.match_method
     s = _scores(pyr[top], lv, method)
     slack = _TOP_LEVEL_SLACK[method]
-    if top == 0:
-        if best_only:
-            iy, ix = np.unravel_index(int(np.argmax(s)), s.shape)
-            return [(int(ix), int(iy), float(s[iy, ix]))]
-        return [(x, y, float(s[y, x])) for x, y in
-                _candidates(s, params.match_threshold, _MAX_ALL_CANDIDATES)]
+    crop = lv["crop"]
     if best_only:
         # one place per half template: a best match has no close rival worth following
         spread = (max(3, tw // 2 | 1), max(3, th // 2 | 1))
@@ -401,22 +551,23 @@ def _first_pass(img, tpl, params, best_only):
         # Scores fall at the pyramid's coarse levels (hard edges blur): the best place of a level and
         # those close behind it are followed even when below the threshold's slack, or a template whose
         # every place scores under it there (a small one with sharp edges) would never be found.
-        cands = _candidates(s, min(params.match_threshold, float(s.max())) - slack, _MAX_ALL_CANDIDATES)
-    places = [(x, y, None) for x, y in cands]
+        cands = _candidates(s, min(threshold, float(s.max())) - slack)
+    places = [(x - crop, y - crop, None) for x, y in cands]
     for level in range(top - 1, -1, -1):
         refined, seen = [], set()
-        for x, y, _ in places:
-            r = _refine_one(pyr, tpl, method, level, x, y)
+        for r in _refine_level(pyr, tpl, method, level, places):
             if (r[0], r[1]) not in seen:
                 seen.add((r[0], r[1]))
                 refined.append(r)
-        refined.sort(key=lambda r: -r[2])
+        if not refined:
+            return []
+        refined.sort(key=lambda r: (-r[2], r[1], r[0]))
         if level:
             if best_only:
                 # the best and whatever is close behind it (half the slack) go on
                 refined = [r for r in refined if r[2] >= refined[0][2] - slack / 2][:_MAX_KEPT_PER_LEVEL]
             else:
-                refined = [r for r in refined if r[2] >= min(params.match_threshold, refined[0][2]) - slack]
+                refined = [r for r in refined if r[2] >= min(threshold, refined[0][2]) - slack]
         places = refined
     return places
 
@@ -425,13 +576,15 @@ def _first_pass(img, tpl, params, best_only):
 # Second pass: confirm pixel by pixel
 # ---------------------------------------------------------------------------
 
-def _confirm(window, tpl_bgr, mask, params):
+def _confirm(window, pixels, mask, params):
     """True when no blob of differing pixels survives the erosion."""
     cv2, np = _cv2(), _np()
     if params.confirm_method is ConfirmMethod.NONE:
         return True
-    a = cv2.cvtColor(np.ascontiguousarray(window), cv2.COLOR_BGR2GRAY)
-    b = cv2.cvtColor(tpl_bgr, cv2.COLOR_BGR2GRAY)
+    a, b = np.ascontiguousarray(window), pixels
+    if a.ndim == 3:
+        a = cv2.cvtColor(a, cv2.COLOR_BGR2GRAY)
+        b = cv2.cvtColor(b, cv2.COLOR_BGR2GRAY)
     m8 = None if mask is None else (mask > 0).astype(np.uint8)
     if params.confirm_method is ConfirmMethod.NORMED_ABSDIFF:
         a = _stretch(a, m8)
@@ -460,7 +613,7 @@ def _stretch(gray, m8):
 
 
 # ---------------------------------------------------------------------------
-# The API
+# The search
 # ---------------------------------------------------------------------------
 
 class _Prepared:
@@ -468,8 +621,11 @@ class _Prepared:
 
     def __init__(self, image, match_parameters):
         self.params = match_parameters if match_parameters is not None else MatchParameters()
-        self.image, self.bgr, self.mask = _load_template(image)
-        self.tpl = _prepared_template(self.bgr, self.mask, self.params.pyramid_levels)
+        self.template = _load_template(image)
+        self.image = self.template.image
+
+    def levels(self, template):
+        return _prepared_levels(template.pixels, template.mask, self.params.pyramid_levels)
 
 
 # Templates prepared lately, by their pixels (a page object matches the same
@@ -478,11 +634,11 @@ _TEMPLATE_CACHE_SIZE = 16
 _template_cache = {}
 
 
-def _prepared_template(bgr, mask, levels):
-    key = (levels, bgr.shape, hash(bgr.tobytes()), None if mask is None else hash(mask.tobytes()))
+def _prepared_levels(pixels, mask, levels):
+    key = (levels, pixels.shape, hash(pixels.tobytes()), None if mask is None else hash(mask.tobytes()))
     tpl = _template_cache.pop(key, None)
     if tpl is None:
-        tpl = _Template(bgr, mask, levels)
+        tpl = _Levels(pixels, mask, levels)
         if len(_template_cache) >= _TEMPLATE_CACHE_SIZE:
             del _template_cache[next(iter(_template_cache))]
     _template_cache[key] = tpl  # most recently used last
@@ -490,41 +646,71 @@ def _prepared_template(bgr, mask, levels):
 
 
 def _search(prep, frame, region, best_only):
-    """Yield MatchResults for ``frame`` (best only: exactly one result)."""
+    """Yield MatchResults for ``frame`` (best only: exactly one result, else
+    every match, best first, none overlapping one given before)."""
     if frame is None:
         frame = _get_frame()
-    img = _frame_bgr(frame)
+    img = _frame_pixels(frame)
     t = getattr(frame, "time", None)
-    fh, fw = img.shape[:2]
-    th, tw = prep.bgr.shape[:2]
-    if region is None:
-        region = Region.ALL
-    area = Region.intersect(region, Region(0, 0, fw, fh))
-    if area is None or area.width < tw or area.height < th:
-        # the template does not fit in the searched area: nothing can match there
-        if best_only:
-            origin = area or Region(0, 0, 0, 0)
-            yield MatchResult(t, False, Region(origin.x, origin.y, tw, th), 0.0, frame, prep.image, False)
-        return
+    area = _searched_area(img, prep.image, region)
+    template = prep.template.with_channels(img.ndim == 2)
+    th, tw = template.height, template.width
     window = img[area.y:area.bottom, area.x:area.right]
     params = prep.params
-    taken = []
-    for x, y, score in _first_pass(window, prep.tpl, params, best_only):
+    method = params.match_method
+    if template.transparent:
+        places = _everywhere(window, th, tw)
+    else:
+        places = _first_pass(window, prep.levels(template), params, best_only)
+    blocked = None
+    for x, y, q in places:
         r = Region(area.x + x, area.y + y, tw, th)
+        score = _reported(method, q)
         passed = score >= params.match_threshold
         if best_only:
-            ok = passed and _confirm(window[y:y + th, x:x + tw], prep.bgr, prep.mask, params)
+            ok = passed and _confirm(window[y:y + th, x:x + tw], template.pixels, template.mask, params)
             yield MatchResult(t, ok, r, score, frame, prep.image, passed)
             return
         if not passed:
             continue
-        if any(Region.intersect(r, other) is not None for other in taken):
-            continue
-        if _confirm(window[y:y + th, x:x + tw], prep.bgr, prep.mask, params):
-            taken.append(r)
+        if blocked is None:
+            blocked = _np().zeros((window.shape[0] - th + 1, window.shape[1] - tw + 1), bool)
+        if blocked[y, x]:
+            continue  # it would overlap a match given already
+        if _confirm(window[y:y + th, x:x + tw], template.pixels, template.mask, params):
+            blocked[max(0, y - th + 1):y + th, max(0, x - tw + 1):x + tw] = True
             yield MatchResult(t, True, r, score, frame, prep.image, True)
     if best_only:  # no place at all (cannot happen when the template fits)
         yield MatchResult(t, False, Region(area.x, area.y, tw, th), 0.0, frame, prep.image, False)
+
+
+def _everywhere(window, th, tw):
+    """A template transparent everywhere scores 1 at every place: the places
+    of a grid from the area's top-left corner, row by row (in a match_all,
+    the others would overlap them)."""
+    return [(x, y, 1.0) for y in range(0, window.shape[0] - th + 1, th)
+            for x in range(0, window.shape[1] - tw + 1, tw)]
+
+
+def _merge_regions(regions):
+    """Merge, in place, the regions of the list whose bounding box is no
+    bigger than the two of them (one inside the other, or nearly): what is
+    left is a list of regions to search where searching each part apart would
+    cost more than searching their bounding box."""
+    out = []
+    for r in regions:
+        merged = True
+        while merged:
+            merged = False
+            for i, o in enumerate(out):
+                box = Region.bounding_box(r, o)
+                if box.width * box.height <= r.width * r.height + o.width * o.height:
+                    r = box
+                    del out[i]
+                    merged = True
+                    break
+        out.append(r)
+    regions[:] = out
 
 
 def _log(text):
@@ -543,12 +729,18 @@ def _record(kind, result, prep, region, **fields):
         {"match_method": params.match_method, "match_threshold": params.match_threshold,
          "confirm_method": params.confirm_method, "confirm_threshold": params.confirm_threshold,
          "erode_passes": params.erode_passes},
-        template=prep.bgr, image=_image_name(prep.image), match_region=_checks.region_dict(result.region),
+        template=prep.template.pixels, image=_image_name(prep.image), match_region=_checks.region_dict(result.region),
         score=result.first_pass_result, threshold=params.match_threshold,
         first_pass={"score": result.first_pass_result, "threshold": params.match_threshold, "passed": first_ok},
         confirm={"method": params.confirm_method, "threshold": params.confirm_threshold,
                  "passed": bool(result) if first_ok else None},
-        mask="transparent pixels of the template" if prep.mask is not None else None, **fields)
+        mask=_mask_text(prep.template), **fields)
+
+
+def _mask_text(template):
+    if template.transparent:
+        return "the template is transparent everywhere"
+    return "transparent pixels of the template" if template.mask is not None else None
 
 
 def _describe(result, params):
@@ -616,8 +808,8 @@ def _record_all(prep, frame, region, found, finished):
         {"match_method": params.match_method, "match_threshold": params.match_threshold,
          "confirm_method": params.confirm_method, "confirm_threshold": params.confirm_threshold,
          "erode_passes": params.erode_passes},
-        template=prep.bgr, image=_image_name(prep.image), threshold=params.match_threshold,
-        mask="transparent pixels of the template" if prep.mask is not None else None, later=later, **fields)
+        template=prep.template.pixels, image=_image_name(prep.image), threshold=params.match_threshold,
+        mask=_mask_text(prep.template), later=later, **fields)
 
 
 def wait_for_match(image, timeout_secs=10, consecutive_matches=1, match_parameters=None,

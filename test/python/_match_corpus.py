@@ -77,13 +77,13 @@ def with_alpha(bgr, transparent_regions=()):
 
 def first_pass_score(frame, template_bgra, x, y):
     """The first pass's score of ``template`` at (x, y), straight from its
-    definition (docs/stbt-matching.md): 1 - the root-mean-square difference
-    of the compared values (opaque pixels, 3 channels) over 255."""
+    definition (docs/stbt-matching.md): 1 - the mean square difference of
+    the compared values (opaque pixels, 3 channels) over 255²."""
     t = template_bgra.astype(np.float64)
     h, w = t.shape[:2]
     opaque = (template_bgra[:, :, 3] == 255) if t.shape[2] == 4 else np.ones((h, w), bool)
     d = frame[y:y + h, x:x + w].astype(np.float64) - t[:, :, :3]
-    return 1.0 - np.sqrt((d[opaque] ** 2).sum() / (opaque.sum() * 3 * 255.0 ** 2))
+    return 1.0 - (d[opaque] ** 2).sum() / (opaque.sum() * 3 * 255.0 ** 2)
 
 
 def jpeg(img, quality=70):

@@ -2,9 +2,10 @@
 pictures drawn here (test/python/_match_corpus.py), each case with the answer
 the documented algorithm gives (docs/stbt-matching.md):
 
-- first pass: score = 1 - RMS difference / 255 over the opaque template pixels
-  (3 channels), found through a 3-level pyramid; it must reach
-  match_threshold (0.98);
+- first pass: score = 1 - mean square difference / 255² over the opaque
+  template pixels (3 channels), found through a 3-level pyramid; it must
+  reach match_threshold (0.98, i.e. a root-mean-square difference of at most
+  about 36 grey levels);
 - confirm pass: grey levels, each side stretched to 0..255 (NORMED_ABSDIFF),
   pixels differing by more than confirm_threshold * 255 (0.70 -> 178.5),
   eroded erode_passes times with a 3x3 square; any pixel left = no match.
@@ -22,7 +23,7 @@ import cv2
 import numpy as np
 
 import stbt_core as stbt
-from stbt_core import _config
+from stbt_core import _config, _match
 from _match_corpus import (LABELS, FONT, TEXT_COLOR, background, button, crop, first_pass_score, jpeg,
                            logo, logo_template, menu_screen, noisy, with_alpha)
 
@@ -68,7 +69,10 @@ class OpaqueTemplates(Base):
         self.assertEqual(m.position, stbt.Position(BUTTON_X[2], BUTTON_Y))
         self.assertGreater(m.first_pass_result, 0.999)
         self.assertIs(m.frame, self.menu)
-        self.assertIs(m.image, self.movies)
+        # the template as a stbt.Image (an array has no file name)
+        self.assertIsInstance(m.image, stbt.Image)
+        self.assertTrue(np.array_equal(m.image, self.movies))
+        self.assertIsNone(m.image.filename)
 
     def test_every_pixel_phase_is_found_exactly(self):
         # the pyramid halves twice; a place at any x, y mod 4 must come back to the pixel
@@ -81,11 +85,15 @@ class OpaqueTemplates(Base):
                 self.assertEqual((m.region.x, m.region.y), (x, y))
 
     def test_absent_template_does_not_match_and_region_is_still_the_best_place(self):
-        m = stbt.match(self.movies, frame=screen(["Home", "Search", "Music", "Series", "Sport", "Kids"]))
+        frame = screen(["Home", "Search", "Music", "Series", "Sport", "Kids"])
+        m = stbt.match(self.movies, frame=frame)
         self.assertFalse(m)
         self.assertIsInstance(m.region, stbt.Region)
         self.assertEqual((m.region.width, m.region.height), (200, 100))
-        self.assertLess(m.first_pass_result, 0.98)
+        # "Music" where "Movies" was: close enough for the first pass, the confirm pass rejects it
+        self.assertGreater(m.first_pass_result, 0.98)
+        self.assertAlmostEqual(m.first_pass_result, first_pass_score(frame, with_alpha(self.movies), *m.position),
+                               places=4)
 
     def test_region_limits_the_search(self):
         left = stbt.Region(0, 0, width=400, height=720)
@@ -95,10 +103,46 @@ class OpaqueTemplates(Base):
         self.assertTrue(m)
         self.assertEqual(m.position, (BUTTON_X[2], BUTTON_Y))
 
-    def test_region_smaller_than_the_template_is_no_match(self):
-        m = stbt.match(self.movies, frame=self.menu, region=stbt.Region(BUTTON_X[2], BUTTON_Y, width=100, height=50))
-        self.assertFalse(m)
-        self.assertEqual(m.first_pass_result, 0.0)
+    def test_a_frame_or_region_smaller_than_the_template_is_a_value_error_saying_so(self):
+        with self.assertRaises(ValueError) as cm:
+            stbt.match(self.movies, frame=self.menu[:99, :300])
+        self.assertIn("Frame (99, 300, 3) must be larger than reference image (100, 200, 3)", str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            stbt.match(self.movies, frame=self.menu, region=stbt.Region(BUTTON_X[2], BUTTON_Y, width=100, height=50))
+        self.assertIn("Region(x=435, y=203, right=535, bottom=253) must be larger than reference image (100, 200, 3)",
+                      str(cm.exception))
+        # big enough as asked, but it runs off the frame: the part inside is what must hold the template
+        with self.assertRaises(ValueError) as cm:
+            stbt.match(self.movies, frame=self.menu, region=stbt.Region(1081, 620, width=200, height=100))
+        self.assertIn("Region(x=1081, y=620, right=1280, bottom=720) must be larger", str(cm.exception))
+        with self.assertRaises(ValueError):
+            list(stbt.match_all(self.movies, frame=self.menu[:50]))
+
+    def test_frame_or_region_exactly_the_templates_size(self):
+        self.assertTrue(stbt.match(self.movies, frame=self.movies.copy()))
+        m = stbt.match(self.movies, frame=self.menu, region=stbt.Region(BUTTON_X[2], BUTTON_Y, width=200, height=100))
+        self.assertTrue(m)
+        self.assertEqual(m.position, (BUTTON_X[2], BUTTON_Y))
+        self.assertFalse(stbt.match(self.movies, frame=self.menu,
+                                    region=stbt.Region(BUTTON_X[3], BUTTON_Y, width=200, height=100)))
+        # a region partly outside the frame is clipped to it
+        corner = crop(self.menu, 1080, 620, 200, 100)
+        m = stbt.match(corner, frame=self.menu, region=stbt.Region(1000, 600, width=500, height=500))
+        self.assertTrue(m)
+        self.assertEqual(m.position, (1080, 620))
+
+    def test_searching_again_in_the_region_found_gives_the_same_answer(self):
+        # what a page object does: find, then check again exactly there
+        rng = np.random.default_rng(11)
+        picture = cv2.GaussianBlur(rng.integers(0, 255, (720, 1280, 3), np.uint8), (5, 5), 0)
+        cases = [(self.movies, self.menu), (self.menu, self.menu), (self.movies[::-1].copy(), self.menu),
+                 (crop(picture, 300, 200, 90, 160), picture), (np.zeros((10, 10, 3), np.uint8), np.zeros_like(picture)),
+                 (with_alpha(self.movies, [(10, 15, 180, 70)]), self.menu), (np.zeros((40, 50, 4), np.uint8), self.menu)]
+        for template, frame in cases:
+            everywhere = stbt.match(template, frame=frame)
+            there = stbt.match(template, frame=frame, region=everywhere.region)
+            self.assertEqual((bool(everywhere), everywhere.region), (bool(there), there.region))
+            self.assertAlmostEqual(everywhere.first_pass_result, there.first_pass_result, places=4)
 
     def test_match_all_finds_each_copy_best_first_without_overlap(self):
         icon = np.zeros((60, 60, 3), np.uint8)
@@ -143,8 +187,8 @@ class TransparentTemplates(Base):
         # the issue's case: alpha dropped, the black surround is compared and fails
         m = stbt.match(t[:, :, :3], frame=frame, region=stbt.Region(803, 511, width=100, height=100))
         self.assertFalse(m)
-        self.assertLess(first_pass_score(frame, with_alpha(t[:, :, :3]), 803, 511), 0.7)
-        self.assertLess(m.first_pass_result, 0.7)
+        self.assertLess(first_pass_score(frame, with_alpha(t[:, :, :3]), 803, 511), 0.98)
+        self.assertLess(m.first_pass_result, 0.98)
 
     def test_partly_transparent_pixels_are_ignored_too(self):
         t = with_alpha(self.movies)
@@ -198,9 +242,10 @@ class AgreesWithAFullSearch(Base):
 
 
 class NearMisses(Base):
-    """A big template (1200x500) with one glyph changed: the change is under
-    1.5 % of the RMS budget, so the first pass accepts it; the confirm pass
-    sees a blob of differing pixels thicker than the erosion removes."""
+    """A big template (1200x500) with one glyph changed: diluted among all
+    the equal pixels, the change is far inside the first pass's budget, so it
+    accepts it; the confirm pass sees a blob of differing pixels thicker than
+    the erosion removes."""
 
     def setUp(self):
         super().setUp()
@@ -236,60 +281,60 @@ class NearMisses(Base):
 
     def test_one_pixel_border(self):
         white = screen(border_at=2, border=(255, 255, 255))
-        # a white 1-pixel outline on 596 of 20000 pixels: RMS far above 5.1 -> first pass fails
-        m = stbt.match(self.movies, frame=white)
-        self.assertFalse(m)
-        self.assertAlmostEqual(m.first_pass_result, first_pass_score(white, with_alpha(self.movies), *m.position),
-                               places=3)
-        self.assertLess(m.first_pass_result, 0.9)
-        self.assertLess(first_pass_score(white, with_alpha(self.movies), BUTTON_X[2], BUTTON_Y), 0.9)
-        # with a lenient first pass the outline reaches the confirm pass: one erosion removes a 1-pixel line
-        lenient = dict(match_threshold=0.8)
-        self.assertTrue(stbt.match(self.movies, frame=white, match_parameters=stbt.MatchParameters(**lenient)))
-        self.assertFalse(stbt.match(self.movies, frame=white,
-                                    match_parameters=stbt.MatchParameters(erode_passes=0, **lenient)))
-        # a faint outline (20 grey levels from the button) stays inside the RMS budget: matches
-        faint = screen(border_at=2, border=(170, 110, 50))
-        m = stbt.match(self.movies, frame=faint)
-        self.assertTrue(m, m)
-        self.assertEqual(m.position, (BUTTON_X[2], BUTTON_Y))
+        place = stbt.Region(BUTTON_X[2], BUTTON_Y, width=200, height=100)
+        # a white 1-pixel outline on 596 of 20000 pixels: RMS about 31 levels, within the first pass's budget
+        score = first_pass_score(white, with_alpha(self.movies), BUTTON_X[2], BUTTON_Y)
+        self.assertGreater(score, 0.98)
+        self.assertLess(score, 0.99)
+        m = stbt.match(self.movies, frame=white, region=place)
+        self.assertAlmostEqual(m.first_pass_result, score, places=4)
+        # one erosion removes a 1-pixel line: it matches; without erosion the outline is a difference
+        self.assertTrue(m)
+        self.assertFalse(stbt.match(self.movies, frame=white, region=place,
+                                    match_parameters=stbt.MatchParameters(erode_passes=0)))
 
 
 class CaptureArtefacts(Base):
-    def test_noise_within_the_rms_budget_matches(self):
-        # Gaussian noise of sigma 4 grey levels: RMS about 4 < 5.1 (= 0.02 * 255)
+    def test_noise_matches(self):
+        # Gaussian noise of sigma 4 grey levels: mean square difference about 16 -> 1 - 16 / 255²
         frame = noisy(self.menu, 4)
         m = stbt.match(self.movies, frame=frame)
         self.assertTrue(m, m)
         self.assertEqual(m.position, (BUTTON_X[2], BUTTON_Y))
-        self.assertAlmostEqual(m.first_pass_result, 1 - 4 / 255.0, delta=0.002)
+        self.assertAlmostEqual(m.first_pass_result, 1 - (4 / 255.0) ** 2, delta=0.0003)
 
-    def test_noise_beyond_the_rms_budget_does_not(self):
-        frame = noisy(self.menu, 8)  # RMS about 8 > 5.1
-        m = stbt.match(self.movies, frame=frame)
-        self.assertFalse(m)
-        self.assertEqual(m.position, (BUTTON_X[2], BUTTON_Y))  # still the best place
-        self.assertAlmostEqual(m.first_pass_result, 1 - 8 / 255.0, delta=0.003)
-
-    def test_jpeg_quality_70(self):
-        # JPEG at quality 70 around white text on blue: RMS about 6.2 levels, beyond the 0.98 budget
-        frame = jpeg(self.menu, 70)
+    def test_a_difference_beyond_the_budget_fails_the_first_pass(self):
+        # the button 40 grey levels brighter everywhere: RMS 40 > 36 -> 1 - (40 / 255)² = 0.975
+        frame = self.menu.copy()
+        frame[BUTTON_Y:BUTTON_Y + 100, BUTTON_X[2]:BUTTON_X[2] + 200] += np.uint8(40)
+        frame[200:310, 430:640] = np.maximum(frame[200:310, 430:640], self.menu[200:310, 430:640])  # no wrap
         expected = first_pass_score(frame, with_alpha(self.movies), BUTTON_X[2], BUTTON_Y)
         self.assertLess(expected, 0.98)
         self.assertGreater(expected, 0.97)
-        m = stbt.match(self.movies, frame=frame)
+        around = stbt.Region(BUTTON_X[2] - 20, BUTTON_Y - 20, width=240, height=140)
+        m = stbt.match(self.movies, frame=frame, region=around)
         self.assertFalse(m)
-        self.assertEqual(m.position, (BUTTON_X[2], BUTTON_Y))
-        self.assertAlmostEqual(m.first_pass_result, expected, places=3)
-        # a threshold lowered to 0.97 (RMS 7.65) accepts it, and the confirm pass does too
-        self.assertTrue(stbt.match(self.movies, frame=frame,
+        self.assertEqual(m.position, (BUTTON_X[2], BUTTON_Y))  # still the best place
+        self.assertAlmostEqual(m.first_pass_result, expected, places=4)
+        # a threshold lowered to 0.97 accepts it; so does the confirm pass (it stretches grey levels)
+        self.assertTrue(stbt.match(self.movies, frame=frame, region=around,
                                    match_parameters=stbt.MatchParameters(match_threshold=0.97)))
+
+    def test_jpeg_quality_70(self):
+        # JPEG at quality 70 around white text on blue: RMS about 6 levels
+        frame = jpeg(self.menu, 70)
+        expected = first_pass_score(frame, with_alpha(self.movies), BUTTON_X[2], BUTTON_Y)
+        self.assertGreater(expected, 0.999)
+        m = stbt.match(self.movies, frame=frame)
+        self.assertTrue(m)
+        self.assertEqual(m.position, (BUTTON_X[2], BUTTON_Y))
+        self.assertAlmostEqual(m.first_pass_result, expected, places=4)
 
     def test_templates_are_not_rescaled_a_720p_template_does_not_match_a_1080p_frame(self):
         big = cv2.resize(self.menu, (1920, 1080), interpolation=cv2.INTER_CUBIC)
         m = stbt.match(self.movies, frame=big)
         self.assertFalse(m)
-        self.assertLess(m.first_pass_result, 0.9)
+        self.assertLess(m.first_pass_result, 0.98)
         # scaled back to 720p (what stb-tester's capture hands to tests), it matches at its place
         back = cv2.resize(big, (1280, 720), interpolation=cv2.INTER_AREA)
         m = stbt.match(self.movies, frame=back)
@@ -318,11 +363,15 @@ class Parameters(Base):
         self.assertEqual((p.match_threshold, p.confirm_method, p.erode_passes, p.match_method),
                          (0.97, stbt.ConfirmMethod.ABSDIFF, 2, stbt.MatchMethod.CCOEFF_NORMED))
         self.assertEqual(stbt.MatchParameters(match_threshold=0.5).match_threshold, 0.5)
-        # and match() uses them: JPEG q70 now matches (see CaptureArtefacts.test_jpeg_quality_70)
-        with open(os.path.join(self.dir, "config", "stbt.conf"), "w", encoding="utf-8") as f:
-            f.write("[match]\nmatch_threshold = 0.97\n")
-        _config._reset()  # pylint: disable=protected-access
-        self.assertTrue(stbt.match(self.movies, frame=jpeg(self.menu, 70)))
+        # and match() uses them: a lower threshold lets a farther place through
+        frame = self.menu.copy()
+        frame[BUTTON_Y:BUTTON_Y + 100, BUTTON_X[2]:BUTTON_X[2] + 200] //= 2
+        around = stbt.Region(BUTTON_X[2] - 20, BUTTON_Y - 20, width=240, height=140)
+        for threshold, matched in ((0.98, False), (0.5, True)):
+            with open(os.path.join(self.dir, "config", "stbt.conf"), "w", encoding="utf-8") as f:
+                f.write("[match]\nmatch_threshold = %s\n" % threshold)
+            _config._reset()  # pylint: disable=protected-access
+            self.assertEqual(bool(stbt.match(self.movies, frame=frame, region=around)), matched, threshold)
 
     def test_hostile_values_stay_bounded(self):
         # a pack's stbt.conf asking for a billion erosions or pyramid levels: same answers, no hang
@@ -337,8 +386,6 @@ class Parameters(Base):
         with self.assertRaises(ValueError):
             stbt.match(np.zeros((0, 5, 3), np.uint8), frame=self.menu)
         with self.assertRaises(ValueError):
-            stbt.match(np.zeros((5, 5, 4), np.uint8), frame=self.menu)  # transparent everywhere
-        with self.assertRaises(ValueError):
             stbt.MatchParameters(erode_passes=-1)
 
     def test_string_names_as_in_stbt_conf(self):
@@ -347,6 +394,149 @@ class Parameters(Base):
         self.assertEqual(p.confirm_method, stbt.ConfirmMethod.NORMED_ABSDIFF)
         with self.assertRaises(ValueError):
             stbt.MatchParameters(match_method="nearest")
+
+
+class Inputs(Base):
+    """Greyscale, 16-bit and transparent-everywhere inputs, and the repr."""
+
+    def grey_picture(self):
+        rng = np.random.default_rng(3)
+        return cv2.GaussianBlur(rng.integers(0, 255, (240, 320), np.uint8), (5, 5), 0)
+
+    def test_grey_template_in_a_grey_frame(self):
+        frame = self.grey_picture()
+        template = frame[40:200, 100:192].copy()
+        for method, threshold in ((stbt.MatchMethod.SQDIFF, 0.98), (stbt.MatchMethod.SQDIFF_NORMED, 0.8)):
+            params = stbt.MatchParameters(method, threshold)
+            for t, f in ((template, frame), (template[:, :, None], frame[:, :, None])):  # 2 or 3 dimensions
+                m = stbt.match(t, frame=f, match_parameters=params)
+                self.assertTrue(m, (method, t.shape))
+                self.assertEqual(m.region, stbt.Region(100, 40, width=92, height=160))
+
+    def test_grey_template_in_a_colour_frame_and_the_other_way_round(self):
+        grey = cv2.cvtColor(self.movies, cv2.COLOR_BGR2GRAY)
+        frame = cv2.cvtColor(cv2.cvtColor(self.menu, cv2.COLOR_BGR2GRAY), cv2.COLOR_GRAY2BGR)
+        self.assertEqual(stbt.match(grey, frame=frame).position, (BUTTON_X[2], BUTTON_Y))
+        # a colour template with transparent pixels in a one-channel frame: compared in grey, mask kept
+        t = with_alpha(self.movies, [(10, 15, 180, 70)])
+        for shape in ((720, 1280), (720, 1280, 1)):
+            g = cv2.cvtColor(self.menu, cv2.COLOR_BGR2GRAY).reshape(shape)
+            self.assertEqual(sorted(m.position.x for m in stbt.match_all(t, frame=g)), BUTTON_X)
+
+    def test_16_bit_template(self):
+        wide = self.movies.astype(np.uint16) * 257
+        m = stbt.match(wide, frame=self.menu)
+        self.assertTrue(m)
+        self.assertEqual(m.position, (BUTTON_X[2], BUTTON_Y))
+
+    def test_a_template_transparent_everywhere_matches_everywhere(self):
+        t = np.zeros((60, 70, 4), np.uint8)
+        frame = np.full((268, 434, 3), 90, np.uint8)
+        m = stbt.match(t, frame=frame)
+        self.assertTrue(m)
+        self.assertEqual((m.region, m.first_pass_result), (stbt.Region(0, 0, width=70, height=60), 1.0))
+        found = [r.region for r in stbt.match_all(t, frame=frame)]
+        # the places that do not overlap: a grid from the top-left corner, row by row
+        self.assertEqual(found, [stbt.Region(x, y, width=70, height=60)
+                                 for y in range(0, 268 - 59, 60) for x in range(0, 434 - 69, 70)])
+        self.assertEqual(len(found), 24)
+        self.assertEqual(len(list(stbt.match_all(t, frame=frame, region=stbt.Region(10, 10, 150, 130)))), 4)
+
+    def test_a_template_that_repeats_matches_every_tile(self):
+        rng = np.random.default_rng(8)
+        tile = rng.integers(0, 255, (16, 16, 3), np.uint8)
+        frame = np.tile(tile, (15, 20, 1))  # 320x240
+        for method, threshold in ((stbt.MatchMethod.SQDIFF, 0.98), (stbt.MatchMethod.SQDIFF_NORMED, 0.8)):
+            found = sorted(m.region for m in stbt.match_all(
+                tile, frame=frame, match_parameters=stbt.MatchParameters(method, threshold)))
+            self.assertEqual(found, sorted(stbt.Region(x, y, width=16, height=16)
+                                           for x in range(0, 320, 16) for y in range(0, 240, 16)), method)
+
+    def test_black_on_black(self):
+        black, near_black = np.zeros((10, 10, 3), np.uint8), np.ones((10, 10, 3), np.uint8)
+        frame, grey2 = np.zeros((720, 1280, 3), np.uint8), np.full((720, 1280, 3), 2, np.uint8)
+        sqdiff = stbt.MatchParameters(stbt.MatchMethod.SQDIFF)
+        normed = stbt.MatchParameters(stbt.MatchMethod.SQDIFF_NORMED, 0.8)
+        for t, f in ((black, frame), (near_black, frame), (near_black, grey2)):
+            # SQDIFF: a difference of 0 or 1 level is a match
+            self.assertTrue(stbt.match(t, f, sqdiff))
+            # SQDIFF_NORMED divides by the pictures' energy: nothing to normalise by, no match
+            self.assertFalse(stbt.match(t, f, normed))
+
+    def test_repr_names_the_template(self):
+        text = repr(stbt.match(np.zeros((30, 30, 3), np.uint8), frame=np.zeros((720, 1280, 3), np.uint8)))
+        self.assertIn("image=<Image(filename=None, dimensions=30x30x3)>", text)
+        self.assertIn("frame=<Frame(time=None, dimensions=1280x720x3)>", text)
+        self.assertIn("region=Region(x=0, y=0, right=30, bottom=30)", text)
+        path = os.path.join(self.dir, "movies.png")
+        cv2.imwrite(path, self.movies)
+        m = stbt.match(path, frame=self.menu)
+        self.assertEqual(m.image.filename, path)
+        self.assertIn("image=<Image(filename=%r, dimensions=200x100x3)>" % path, str(m))
+        # built by hand (as a test of a test might), the image is kept as given
+        by_hand = stbt.MatchResult(12.0, True, stbt.Region(1, 2, 3, 4), first_pass_result=1, frame=self.menu,
+                                   image="reference.png")
+        self.assertIn("image='reference.png'", repr(by_hand))
+
+
+class PyramidEdges(Base):
+    """A template with hard edges (white frame, blue inside, on black) put
+    at, near and past the frame's edges: found at the exact pixel when it is
+    wholly inside, not found when any of it is outside. Its pixels are
+    dimmed to 85 %: a difference of 39 levels, inside the first pass's budget
+    (1 - 39² x 1000 / (1200 x 255²) = 0.9805 for the 20x20 template)."""
+
+    def check(self, width, height, frame_width, frame_height, x, y):
+        place = stbt.Region(x, y, width=width, height=height)
+        template = np.full((height, width, 3), 255, np.uint8)
+        template[5:-5, 5:-5] = (255, 0, 0)
+        frame = np.zeros((frame_height, frame_width, 3), np.uint8)
+        inside = stbt.Region.intersect(place, stbt.Region(0, 0, frame_width, frame_height))
+        frame[inside.to_slice()] = (template[inside.y - y:inside.bottom - y, inside.x - x:inside.right - x]
+                                    * 0.85).astype(np.uint8)
+        m = stbt.match(template, frame)
+        wholly_inside = inside == place
+        self.assertEqual(bool(m), wholly_inside, (place, m))
+        if wholly_inside:
+            self.assertEqual(m.region, place)
+
+    def test_edges_and_corners(self):
+        for width, height in ((20, 20), (21, 20), (41, 40), (158, 88)):
+            for fw, fh in ((160, 90), (159, 89)):
+                right, bottom = fw - width, fh - height
+                for dx, dy in ((0, 0), (1, 0), (0, 1), (2, 2), (5, 5), (-1, 0), (0, -1), (-2, -2), (-10, 0)):
+                    for x, y in ((dx, dy), (right - dx, dy), (dx, bottom - dy), (right - dx, bottom - dy)):
+                        self.check(width, height, fw, fh, x, y)
+
+
+class PrivateHelpers(unittest.TestCase):
+    """Helpers of the matching module that code written for stb-tester reaches for."""
+
+    def test_build_pyramid_of_a_mask_makes_every_blurred_pixel_ignored_and_cuts_the_edges(self):
+        mask = np.full((100, 30, 3), 255, np.uint8)
+        mask[10:13, 20:23] = 0
+        levels = _match._build_pyramid(mask, 2, is_mask=True)  # pylint: disable=protected-access
+        self.assertIs(levels[0], mask)
+        half = levels[1]
+        self.assertEqual(half.shape, (48, 13, 3))  # 50x15, one pixel cut off each side
+        self.assertEqual(set(np.unique(half)), {0, 255})
+        # a half-size pixel i blends full-size pixels 2i-2 .. 2i+2: rows 10..12 reach i = 4..7, columns
+        # 20..22 reach i = 9..12 (before the cut, hence the + 1)
+        ignored = np.argwhere(half[:, :, 0] == 0)
+        self.assertEqual((ignored.min(axis=0) + 1).tolist(), [4, 9])
+        self.assertEqual((ignored.max(axis=0) + 1).tolist(), [7, 12])
+
+    def test_merge_regions_merges_what_is_cheaper_to_search_as_one(self):
+        big = stbt.Region(100, 100, width=200, height=100)
+        inside = stbt.Region(150, 120, width=10, height=10)
+        overlapping_a_little = stbt.Region(290, 190, width=50, height=50)
+        far = stbt.Region(0, 0, width=20, height=20)
+        regions = [inside, far, overlapping_a_little, big]
+        _match._merge_regions(regions)  # pylint: disable=protected-access
+        self.assertEqual(sorted(regions), sorted([far, overlapping_a_little, big]))
+        twins = [stbt.Region(0, 0, 10, 10), stbt.Region(0, 5, 10, 10)]
+        _match._merge_regions(twins)  # pylint: disable=protected-access
+        self.assertEqual(twins, [stbt.Region(0, 0, 10, 15)])
 
 
 class _Frame(np.ndarray):
