@@ -9,8 +9,9 @@ farmhand's own code, written from stb-tester's public manual. How it works:
   ``threshold`` (the Euclidean distance of the two BGR colours, 0-441);
   ``GrayscaleDiff`` when its brightness moved by more than
   ``(1 - threshold) * 255`` (``threshold`` is a similarity, 0-1). With
-  ``erode`` the changed pixels are eroded by a 3x3 square first, so lone
-  noisy pixels and one-pixel edges do not count. With ``min_size``
+  ``erode`` the changed pixels are eroded by a 2x2 square first, so changes
+  only 1 pixel wide or high (noisy pixels, thin edges) do not count; what
+  survives loses a pixel on its left and top. With ``min_size``
   (``(width, height)``) motion is only reported when the bounding box of the
   changed pixels is at least that big.
 - ``detect_motion`` compares each frame with the *reference*: the first
@@ -150,6 +151,8 @@ class Differ:
         array, box = m.to_array(Region(0, 0, width, height))
         if box is None:
             raise _no_overlap(m, width, height)
+        if array is not None:
+            array = _np().ascontiguousarray(array.reshape(array.shape[:2]), dtype=_np().uint8)
         self._mask_cache = (mask, (width, height), (array, box))  # one mask at a time is the normal case
         return array, box
 
@@ -185,7 +188,8 @@ _cache = {}
 
 def _kernel():
     if "kernel" not in _cache:
-        _cache["kernel"] = _np().ones((3, 3), _np().uint8)
+        # 2x2: a change survives unless it is only 1 pixel wide or high
+        _cache["kernel"] = _np().ones((2, 2), _np().uint8)
     return _cache["kernel"]
 
 

@@ -11,9 +11,9 @@ capture):
 - ``end_time``: the time of the first frame of the final still period: the
   frame after which nothing changed any more (each frame is compared with
   the one before it) for ``stable_secs``.
-- ``timeout_secs`` counts from the press (or from ``initial_frame``): the
-  screen must start changing within it (else ``START_TIMEOUT``) and come to
-  rest within it; the ``stable_secs`` that prove the rest may run past it
+- ``timeout_secs`` counts from the press (or from ``initial_frame``, else
+  the first frame): the screen must start changing within it (else
+  ``START_TIMEOUT``) and have stayed still for ``stable_secs`` by its end
   (else ``STABLE_TIMEOUT``).
 """
 
@@ -160,7 +160,7 @@ def _run(key, initial_frame, start_time, frames, m, d, timeout_secs, stable_secs
         if t - end >= stable_secs:
             return Transition(key, frame, TransitionStatus.COMPLETE, press_time, animation_start, end,
                               start_frame, end_frame)
-        if t - start_time >= timeout_secs + stable_secs:
+        if t - start_time >= timeout_secs:
             return Transition(key, frame, TransitionStatus.STABLE_TIMEOUT, press_time, animation_start, end,
                               start_frame, end_frame)
     # The frames ran out (a given list, or the daemon's clock ran out first).

@@ -46,8 +46,8 @@ class DifferTest(unittest.TestCase):
         self.assertTrue(r)
         self.assertEqual(r.time, 1)
         self.assertIs(r.frame, far)
-        # eroded by one pixel on each side
-        self.assertEqual(r.region, Region(21, 21, right=49, bottom=39))
+        # eroded by a 2x2 square: one pixel off the left and the top
+        self.assertEqual(r.region, Region(21, 21, right=50, bottom=40))
         self.assertTrue(stbt.BGRDiff(threshold=20).diff(a, near))
         # one channel alone by 30 is a distance of 30
         self.assertTrue(stbt.BGRDiff().diff(a, frame(1, boxes=[(BOX, (40, 40, 70))])))
@@ -87,7 +87,7 @@ class DifferTest(unittest.TestCase):
         self.assertFalse(stbt.BGRDiff().diff(a, b, mask=Region(100, 0, right=160, bottom=90)))
         self.assertFalse(stbt.BGRDiff().diff(a, b, mask=~stbt.Mask(BOX.dilate(2))))
         r = stbt.BGRDiff().diff(a, b, mask=Region(30, 0, right=160, bottom=90))
-        self.assertEqual(r.region, Region(30, 21, right=49, bottom=39))  # x=30 is inside the box
+        self.assertEqual(r.region, Region(30, 21, right=50, bottom=40))  # x=30 is inside the box
 
 
 class DetectMotionTest(unittest.TestCase):
@@ -99,7 +99,7 @@ class DetectMotionTest(unittest.TestCase):
         self.assertEqual([bool(r) for r in results], [False, True, False, True])
         self.assertEqual([r.time for r in results], ts[1:])
         self.assertIsNone(results[0].region)
-        self.assertEqual(results[1].region, Region(21, 21, right=49, bottom=39))
+        self.assertEqual(results[1].region, Region(21, 21, right=50, bottom=40))
 
     def test_slow_fade_adds_up_against_the_last_frame_with_motion(self):
         # 6 levels a frame: each frame is 10.4 from the one before (no motion
@@ -194,6 +194,95 @@ class WaitForMotionTest(unittest.TestCase):
         self.assertEqual(r.time, ts[16])
         with self.assertRaises(stbt.MotionTimeout):
             stbt.wait_for_motion(frames=seq[:-1])
+
+
+
+class ReprAndDefaultsTest(unittest.TestCase):
+    def test_motion_result_repr_shows_the_frame_by_its_time(self):
+        r = stbt.MotionResult(time=1700000000.12345, motion=True, region=Region(1, 2, right=3, bottom=4),
+                              frame=stbt.Frame(np.zeros((4, 4, 3), np.uint8), time=1700000000.12345))
+        self.assertEqual(repr(r), "MotionResult(time=1700000000.123, motion=True, "
+                                  "region=Region(x=1, y=2, right=3, bottom=4), "
+                                  "frame=<Frame(time=1700000000.123)>)")
+        self.assertFalse(stbt.MotionResult(None, False, None, None))
+        self.assertIn("time=None", repr(stbt.MotionResult(None, False, None, None)))
+
+    def test_the_default_differ_is_replaceable(self):
+        # distance 34.6 but a grey change of 20: motion for BGRDiff, none for GrayscaleDiff
+        seq = [frame(1000.0), frame(1000.04, boxes=[(BOX, (60, 60, 60))])]
+        self.assertIsInstance(stbt.detect_motion.differ, stbt.BGRDiff)
+        saved = stbt.detect_motion.differ
+        self.addCleanup(setattr, stbt.detect_motion, "differ", saved)
+        stbt.detect_motion.differ = stbt.GrayscaleDiff()
+        self.assertFalse(next(stbt.detect_motion(frames=seq)))
+        with self.assertRaises(stbt.MotionTimeout):
+            stbt.wait_for_motion(consecutive_frames=1, frames=seq)
+        stbt.detect_motion.differ = stbt.GrayscaleDiff(threshold=0.95)
+        self.assertTrue(next(stbt.detect_motion(frames=seq)))
+        # a threshold given to the call applies to the replaced differ
+        self.assertFalse(next(stbt.detect_motion(frames=seq, threshold=0.9)))
+
+    def test_a_differ_subclass_of_ones_own(self):
+        class BlueOnly(stbt.Differ):
+            def preprocess(self, frame):
+                return np.ascontiguousarray(np.asarray(frame)[:, :, 0])
+
+            def _changed(self, a, b):
+                return cv2.threshold(cv2.absdiff(a, b), self.threshold, 255, cv2.THRESH_BINARY)[1]
+
+        seq = [frame(1000.0), frame(1000.04, boxes=[(BOX, (40, 40, 200))]),
+               frame(1000.08, boxes=[(BOX, (200, 40, 200))])]
+        results = list(stbt.detect_motion(frames=seq, differ=BlueOnly(threshold=10)))
+        self.assertEqual([bool(r) for r in results], [False, True])
+        self.assertEqual(BlueOnly(threshold=10).replace(min_size=(5, 5)).min_size, (5, 5))
+
+
+class MaskAndRegionTest(unittest.TestCase):
+    def test_region_is_the_older_name_of_a_rectangular_mask(self):
+        seq = [frame(t, boxes=[(BOX, (255, 255, 255))] if i % 2 else ()) for i, t in enumerate(times(3))]
+        left, right = Region(0, 0, width=60, height=90), Region(80, 0, width=80, height=90)
+        self.assertTrue(all(stbt.detect_motion(frames=seq, region=left)))
+        self.assertFalse(any(stbt.detect_motion(frames=seq, region=right)))
+        self.assertFalse(any(stbt.detect_motion(frames=seq, mask=right)))
+        with self.assertRaisesRegex(ValueError, "Cannot specify mask and region at the same time"):
+            next(stbt.detect_motion(frames=seq, mask=left, region=right))
+
+    def test_a_mask_that_covers_nothing_of_the_frame_is_an_error(self):
+        seq = [frame(t) for t in times(3)]
+        with self.assertRaisesRegex(ValueError, "doesn't overlap with the frame"):
+            next(stbt.detect_motion(frames=seq, mask=np.zeros((H, W), np.uint8)))
+        with self.assertRaisesRegex(ValueError, "doesn't overlap with the frame"):
+            next(stbt.detect_motion(frames=seq, mask=Region(W + 10, 0, width=5, height=5)))
+        with self.assertRaises(ValueError):
+            stbt.BGRDiff().diff(seq[0], seq[1], mask=np.zeros((H, W), np.uint8))
+        # a region partly outside is cut to the frame
+        self.assertEqual(len(list(stbt.detect_motion(frames=seq, mask=Region(0, 0, right=W * 2, bottom=H * 9)))), 2)
+
+    def test_preprocess_mask_gives_the_array_and_its_bounding_box(self):
+        d = stbt.BGRDiff()
+        array, box = d.preprocess_mask(Region(10, 20, width=30, height=5), Region(0, 0, W, H))
+        self.assertIsNone(array)  # a plain rectangle needs no pixel mask
+        self.assertEqual(box, Region(10, 20, width=30, height=5))
+        m = np.zeros((H, W), np.uint8)
+        m[30:40, 50:60] = 255
+        m[35, 55] = 0
+        array, box = d.preprocess_mask(m, Region(0, 0, W, H))
+        self.assertEqual(box, Region(50, 30, width=10, height=10))
+        self.assertEqual(array.shape, (10, 10))
+        self.assertEqual(int(array[5, 5]), 0)
+
+
+class ErodeTest(unittest.TestCase):
+    def test_changes_one_pixel_wide_or_high_are_ignored_two_are_not(self):
+        a = frame(0)
+        for line, moves in ((Region(10, 10, width=1, height=50), False),
+                            (Region(10, 10, width=60, height=1), False),
+                            (Region(10, 10, width=2, height=50), True),
+                            (Region(10, 10, width=60, height=2), True)):
+            b = frame(1, boxes=[(line, (255, 255, 255))])
+            self.assertEqual(bool(stbt.BGRDiff().diff(a, b)), moves, line)
+            self.assertEqual(bool(stbt.GrayscaleDiff().diff(a, b)), moves, line)
+            self.assertTrue(stbt.BGRDiff(erode=False).diff(a, b))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ final still period; START_TIMEOUT, STABLE_TIMEOUT, retries, masks; the
 Transition's properties."""
 
 import unittest
+from unittest import mock
 
 import numpy as np
 
@@ -146,6 +147,151 @@ class PressAndWait(unittest.TestCase):
         dut = FakeDut(seq[0], seq[0].time)
         stbt.press_and_wait("KEY_OK", frames=slide(5, 5, 60), retries=2, stable_secs=0.5, _dut=dut)
         self.assertEqual(dut.pressed, ["KEY_OK"])
+
+
+
+class FakeBox:
+    """A stand-in device with its own frames: ``press(key)`` shows the
+    frame before the press and then changes the picture to ``key`` (a
+    column for a box, or "still"); ``frames()`` yields one frame a STEP on
+    its own clock. ``ignores`` presses are lost first."""
+
+    def __init__(self, ignores=0):
+        self.state, self.i, self.ignores, self.pressed = "still", 0, ignores, []
+
+    def _next(self):
+        self.i += 1
+        if self.state == "moving":
+            return frame(self.i, x=(4 * self.i) % 120)
+        if self.state == "still":
+            return frame(self.i)
+        return frame(self.i, x=self.state)
+
+    def press(self, key):
+        self.pressed.append(key)
+        before = self._next()
+        if self.ignores:
+            self.ignores -= 1
+        else:
+            self.state = key
+        return stbt.Keypress(key, before.time, before.time, before)
+
+    def frames(self):
+        while True:
+            yield self._next()
+
+
+class PressAndWaitWithADevice(unittest.TestCase):
+    def test_frames_come_from_the_devices_frames(self):
+        box = FakeBox()
+        t = stbt.press_and_wait(60, stable_secs=0.2, _dut=box)
+        self.assertIs(t.status, TransitionStatus.COMPLETE)
+        self.assertEqual(t.press_time, T0 + STEP)
+        self.assertEqual(t.animation_start_time, T0 + 2 * STEP)
+        self.assertEqual(t.end_time, T0 + 2 * STEP)  # one step: the first changed frame is the last
+        self.assertAlmostEqual(t.duration, STEP)
+        self.assertEqual(int(np.asarray(t.frame)[30, 70, 0]), 255)
+
+    def test_retries_press_again_until_the_screen_changes(self):
+        t = stbt.press_and_wait(60, timeout_secs=0.2, stable_secs=0.1, _dut=FakeBox(ignores=2))
+        self.assertIs(t.status, TransitionStatus.START_TIMEOUT)
+        box = FakeBox(ignores=2)
+        t = stbt.press_and_wait(60, timeout_secs=0.2, stable_secs=0.1, retries=2, _dut=box)
+        self.assertIs(t.status, TransitionStatus.COMPLETE)
+        self.assertEqual(box.pressed, [60, 60, 60])
+
+    def test_the_still_period_must_end_within_timeout_secs(self):
+        # it moves for ever: not still by the end of the timeout
+        t = stbt.press_and_wait("moving", timeout_secs=0.4, stable_secs=0.1, _dut=FakeBox())
+        self.assertIs(t.status, TransitionStatus.STABLE_TIMEOUT)
+        self.assertLess(t.frame.time - t.press_time, 0.4 + STEP)
+        # it moves for 0.2 s then stops: still for 0.3 s only at 0.5 s after the press
+        seq = slide(start=1, length=5, total=60)
+        dut = FakeDut(seq[0], seq[0].time)
+        t = stbt.press_and_wait("KEY_OK", frames=seq, timeout_secs=0.4, stable_secs=0.3, _dut=dut)
+        self.assertIs(t.status, TransitionStatus.STABLE_TIMEOUT)
+        t = stbt.press_and_wait("KEY_OK", frames=seq, timeout_secs=0.6, stable_secs=0.3, _dut=dut)
+        self.assertIs(t.status, TransitionStatus.COMPLETE)
+
+    def test_the_default_differ_is_replaceable(self):
+        # a change of hue at the same brightness: BGRDiff sees it, GrayscaleDiff does not
+        def hue_change(i):
+            a = np.full((H, W, 3), 100, np.uint8)
+            if i >= 3:
+                a[20:40, 20:40] = (160, 70, 100)
+            return stbt.Frame(a, time=T0 + i * STEP)
+        seq = [hue_change(i) for i in range(40)]
+        self.assertIsInstance(stbt.press_and_wait.differ, stbt.BGRDiff)
+        t = stbt.wait_for_transition_to_end(seq[0], frames=seq[1:], timeout_secs=1, stable_secs=0.2)
+        self.assertIs(t.status, TransitionStatus.COMPLETE)
+        saved = stbt.press_and_wait.differ
+        self.addCleanup(setattr, stbt.press_and_wait, "differ", saved)
+        stbt.press_and_wait.differ = stbt.GrayscaleDiff()
+        t = stbt.wait_for_transition_to_end(seq[0], frames=seq[1:], timeout_secs=1, stable_secs=0.2)
+        self.assertIs(t.status, TransitionStatus.START_TIMEOUT)
+        t = stbt.press_and_wait("KEY_OK", frames=seq, timeout_secs=1, stable_secs=0.2,
+                                _dut=FakeDut(seq[0], seq[0].time), differ=stbt.BGRDiff())
+        self.assertIs(t.status, TransitionStatus.COMPLETE)
+
+    def test_mask_and_region(self):
+        seq = slide(start=5, length=10, total=60)
+        with self.assertRaisesRegex(ValueError, "Cannot specify mask and region at the same time"):
+            stbt.wait_for_transition_to_end(seq[0], frames=seq[1:], mask=Region(0, 0, 10, 10),
+                                            region=Region(0, 0, 10, 10))
+        with self.assertRaisesRegex(ValueError, "doesn't overlap with the frame"):
+            stbt.press_and_wait("KEY_OK", frames=seq, mask=np.zeros((H, W), np.uint8),
+                                _dut=FakeDut(seq[0], seq[0].time))
+        above = np.zeros((H, W), np.uint8)
+        above[:20] = 255  # the box slides over rows 20-39
+        t = stbt.wait_for_transition_to_end(seq[0], frames=seq[1:], timeout_secs=1, mask=above)
+        self.assertIs(t.status, TransitionStatus.START_TIMEOUT)
+        t = stbt.wait_for_transition_to_end(seq[0], frames=seq[1:], timeout_secs=2, mask=~stbt.Mask(above))
+        self.assertIs(t.status, TransitionStatus.COMPLETE)
+
+
+class TransitionObject(unittest.TestCase):
+    def test_properties_by_status(self):
+        expected = {TransitionStatus.START_TIMEOUT: (False, False, True),
+                    TransitionStatus.STABLE_TIMEOUT: (True, False, False),
+                    TransitionStatus.COMPLETE: (True, True, True)}
+        for status, (started, complete, stable) in expected.items():
+            t = stbt.Transition(key="KEY_OK", frame=None, status=status, press_time=10.0,
+                                animation_start_time=10.5, end_time=11.0)
+            self.assertEqual((t.started, t.complete, t.stable, bool(t)), (started, complete, stable, complete))
+            self.assertEqual((t.duration, t.animation_duration), (1.0, 0.5))
+
+    def test_repr_and_str(self):
+        t = stbt.Transition("KEY_OK", stbt.Frame(np.zeros((2, 2, 3), np.uint8), time=11.25),
+                            TransitionStatus.COMPLETE, 10.0, 10.5, 11.0)
+        self.assertEqual(repr(t), "Transition(key='KEY_OK', frame=<Frame(time=11.250)>, "
+                                  "status=TransitionStatus.COMPLETE, press_time=10.000, "
+                                  "animation_start_time=10.500, end_time=11.000, duration=1.000, "
+                                  "animation_duration=0.500)")
+        self.assertIn("complete", str(t))
+        self.assertIn("START_TIMEOUT", str(stbt.Transition(None, None, TransitionStatus.START_TIMEOUT,
+                                                           None, None, None)))
+
+
+class WaitUntilOnTheWallClock(unittest.TestCase):
+    """``wait_until`` reads ``time.time`` and ``time.sleep`` at each call,
+    so replacing them (as stb-tester packs' own tests do) drives it."""
+
+    def test_a_mocked_clock_drives_it(self):
+        now = [5000.0]
+
+        def sleep(secs):
+            now[0] += secs
+
+        def slow_false():
+            sleep(1)
+            return False
+        with mock.patch("time.time", lambda: now[0]), mock.patch("time.sleep", sleep):
+            self.assertIs(stbt.wait_until(slow_false, timeout_secs=3), False)
+            self.assertEqual(now[0], 5004.0)  # calls start at 0, 1, 2 and 3 s
+            values = iter(["a", "b", "b", "b"])
+            self.assertEqual(stbt.wait_until(lambda: next(values), interval_secs=1, stable_secs=2), "b")
+            self.assertIsNone(stbt.wait_until(lambda: "x", predicate=lambda v: v == "y", timeout_secs=2,
+                                              interval_secs=1))
 
 
 if __name__ == "__main__":
