@@ -2,7 +2,7 @@
 
 from stbt_core import _checks
 from stbt_core._config import get_config
-from stbt_core._mask import load_mask
+from stbt_core._mask import Mask, load_mask
 from stbt_core._types import Region
 
 __all__ = ["is_screen_black"]
@@ -20,44 +20,79 @@ class _IsScreenBlackResult:
         return self.black
 
     def __repr__(self):
-        return "_IsScreenBlackResult(black=%r, frame=<%s>)" % (
-            self.black, "x".join(str(n) for n in getattr(self.frame, "shape", ())[1::-1]))
+        if hasattr(self.frame, "time") or hasattr(self.frame, "filename"):
+            frame = repr(self.frame)  # <Frame(time=...)>, <Image(filename=...)>
+        else:
+            frame = "<%s>" % "x".join(str(n) for n in getattr(self.frame, "shape", ())[1::-1])
+        return "_IsScreenBlackResult(black=%r, frame=%s)" % (self.black, frame)
 
 
 def is_screen_black(frame=None, mask=Region.ALL, threshold=None, region=Region.ALL):
-    """Black when no pixel inside ``mask`` (and ``region``, the older name
-    for a rectangular mask) is brighter than ``threshold`` in greyscale
-    (0-255; default ``[is_screen_black] threshold``, built-in 20)."""
+    """Black when no pixel inside ``mask`` is brighter than ``threshold`` in
+    greyscale (0-255; default ``[is_screen_black] threshold``, built-in 20).
+
+    ``mask`` is anything ``load_mask`` takes (a Region, a Mask expression,
+    a black-and-white image file or array); None means the whole frame.
+    ``region`` is the older name for a rectangular mask: giving both is a
+    ValueError. A mask with no pixel inside the frame is a ValueError too."""
     import cv2  # pylint: disable=import-outside-toplevel
     import numpy as np  # pylint: disable=import-outside-toplevel
+    mask = _one_mask(mask, region)
     if threshold is None:
         threshold = get_config("is_screen_black", "threshold", type_=int)
     if frame is None:
         from stbt_core._frames import get_frame  # pylint: disable=import-outside-toplevel
         frame = get_frame()
     a = np.asarray(frame)
-    gray = a if a.ndim == 2 else cv2.cvtColor(a[:, :, :3], cv2.COLOR_BGR2GRAY)
+    gray = _grey(cv2, a)
     height, width = gray.shape
-    m = load_mask(mask)
-    if region is not None and region != Region.ALL:
-        m = m - ~load_mask(region)  # only where both the mask and the region are
-    array, box = m.to_array(Region(0, 0, width, height))
-    if box is None:  # nothing to look at
-        return _IsScreenBlackResult(True, frame)
+    array, box = load_mask(mask).to_array(Region(0, 0, width, height))
     part = gray[box.to_slice()]
     if array is None:
         brightest = int(part.max())
     else:
-        brightest = int(cv2.minMaxLoc(part, mask=array)[1])
+        brightest = int(cv2.minMaxLoc(part, mask=array[:, :, 0])[1])
     result = _IsScreenBlackResult(brightest <= threshold, frame)
-    _checks.record("is_screen_black", result.black, frame, region if region != Region.ALL else None,
-                   {"threshold": threshold}, mask=None if mask is Region.ALL else (
-                       mask if isinstance(mask, str) else repr(mask)),
-                   score=brightest, threshold=threshold)
+    _log(result, frame, mask, threshold, brightest)
+    return result
+
+
+def _one_mask(mask, region):
+    """The mask to use, from ``mask`` and its older synonym ``region``."""
+    if mask is None:
+        mask = Region.ALL
+    if region is None or _is_all(region):
+        return mask
+    if not _is_all(mask):
+        raise ValueError("Cannot specify mask and region at the same time")
+    return region
+
+
+def _is_all(m):
+    return isinstance(m, (Region, Mask)) and m == Region.ALL
+
+
+def _grey(cv2, a):
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    if a.ndim == 2:
+        return a
+    if a.shape[2] == 1:
+        return a[:, :, 0]
+    return cv2.cvtColor(np.ascontiguousarray(a[:, :, :3]), cv2.COLOR_BGR2GRAY)
+
+
+def _log(result, frame, mask, threshold, brightest):
+    """The check's record and log line: a rectangular mask as its region,
+    any other mask by its repr (its filename for a file)."""
+    rectangle = isinstance(mask, Region)
+    region = mask if rectangle and mask != Region.ALL else None
+    shown = None if rectangle else (mask if isinstance(mask, str) else repr(mask))
+    _checks.record("is_screen_black", result.black, frame, region, {"threshold": threshold},
+                   mask=shown, score=brightest, threshold=threshold)
+    where = "" if region is None and shown is None else " in %s" % (shown or repr(region))
     try:
         from farmhand import control  # pylint: disable=import-outside-toplevel
-        control.log_event("is_screen_black: %s (brightest %d, threshold %d)" % (
-            result.black, brightest, threshold))
+        control.log_event("is_screen_black: %s (brightest %d, threshold %d%s)" % (
+            result.black, brightest, threshold, where))
     except Exception:  # pylint: disable=broad-except
         pass
-    return result

@@ -44,10 +44,40 @@ def _num(v):
 
 
 def _xy(x, y):
-    """Accept ``(x, y)`` as one Position/tuple argument or as two numbers."""
-    if y is None and x is not None and not isinstance(x, (int, float)):
-        x, y = x
+    """``(x, y)`` from two numbers, or from one Position, Region or
+    ``(x, y)`` tuple given alone (then ``y`` must not be given too)."""
+    if x is None or isinstance(x, (int, float)):
+        return x, y
+    if y is not None:
+        raise TypeError("give a point (a Position, Region or (x, y)) or two numbers, not a point and y=%r" % (y,))
+    if hasattr(x, "x") and hasattr(x, "y"):
+        return x.x, x.y
+    x, y = x
     return x, y
+
+
+class _ClassOnly:
+    """A method callable on the class only (``Region.intersect(a, b)``);
+    on an instance it is an AttributeError, so ``r1.intersect(r2)`` (which
+    reads as something else) fails loudly."""
+
+    def __init__(self, func):
+        self.func = func
+        self.__doc__ = func.__doc__
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, instance, owner=None):
+        if instance is not None:
+            raise AttributeError("%s is called on the class: Region.%s(...), not on a Region"
+                                 % (self.name, self.name))
+        return self.func
+
+
+def _mask_module():
+    from stbt_core import _mask  # pylint: disable=import-outside-toplevel,cyclic-import
+    return _mask
 
 
 class Region(namedtuple("Region", "x y right bottom")):
@@ -103,7 +133,7 @@ class Region(namedtuple("Region", "x y right bottom")):
         """The region with these four edges."""
         return cls(x, y, right=right, bottom=bottom)
 
-    @staticmethod
+    @_ClassOnly
     def intersect(*args):
         """The region covered by every argument; None when they do not
         overlap (or any argument is None). No arguments: ``Region.ALL``."""
@@ -118,7 +148,7 @@ class Region(namedtuple("Region", "x y right bottom")):
             out = Region(x, y, right=right, bottom=bottom)
         return out
 
-    @staticmethod
+    @_ClassOnly
     def bounding_box(*args):
         """The smallest region holding every argument; None arguments are
         skipped; None when there is nothing to bound."""
@@ -160,20 +190,13 @@ class Region(namedtuple("Region", "x y right bottom")):
         return Region(self.x + x, self.y + y, right=self.right + right, bottom=self.bottom + bottom)
 
     def replace(self, x=None, y=None, width=None, height=None, right=None, bottom=None):
-        """A copy with some edges or sizes changed. Giving ``x`` keeps the
-        width unless ``right`` is also given; likewise for ``y``."""
-        if width is not None and right is not None:
-            raise ValueError("give width or right, not both")
-        if height is not None and bottom is not None:
-            raise ValueError("give height or bottom, not both")
-        nx = self.x if x is None else x
-        ny = self.y if y is None else y
-        if right is None:
-            right = nx + (self.width if width is None else width) if (x is not None or width is not None) \
-                else self.right
-        if bottom is None:
-            bottom = ny + (self.height if height is None else height) if (y is not None or height is not None) \
-                else self.bottom
+        """A copy with some edges or sizes changed; every edge not named
+        stays where it is. ``x=`` moves the left edge only (the right edge
+        stays, so the width changes); ``width=`` sets the right edge to
+        ``x + width``. Giving both ``width`` and ``right`` (or ``height``
+        and ``bottom``) is a ValueError."""
+        nx, right = _replace_edges(self.x, self.right, x, width, right, "x", "width", "right")
+        ny, bottom = _replace_edges(self.y, self.bottom, y, height, bottom, "y", "height", "bottom")
         return Region(nx, ny, right=right, bottom=bottom)
 
     def dilate(self, n):
@@ -206,11 +229,39 @@ class Region(namedtuple("Region", "x y right bottom")):
         """The region of ``width`` columns just left of this one, as high as it."""
         return Region(self.x - width, self.y, right=self.x, bottom=self.bottom)
 
+    # ---- masks: Regions combine into a Mask -------------------------------
+    def __add__(self, other):
+        return _mask_module().Mask._combine("+", self, other)
+
+    def __radd__(self, other):
+        return _mask_module().Mask._combine("+", other, self)
+
+    def __sub__(self, other):
+        return _mask_module().Mask._combine("-", self, other)
+
+    def __rsub__(self, other):
+        return _mask_module().Mask._combine("-", other, self)
+
+    def __invert__(self):
+        return ~_mask_module().Mask(self)
+
     # ---- farmhand helpers (not part of stbt's documented API) ---------------
     def clip_to(self, width, height):
         """The part of this region inside a ``width`` x ``height`` frame, or
         None when they do not overlap."""
         return Region.intersect(self, Region(0, 0, width, height))
+
+
+def _replace_edges(start, end, new_start, size, new_end, *names):
+    """One axis of ``Region.replace``: the new ``(start, end)``."""
+    if size is not None and new_end is not None:
+        raise ValueError("Region.replace: give %s= or %s=, not both" % (names[1], names[2]))
+    start = start if new_start is None else new_start
+    if size is not None:
+        end = start + size
+    elif new_end is not None:
+        end = new_end
+    return start, end
 
 
 Region.ALL = Region(-_INF, -_INF, right=_INF, bottom=_INF)

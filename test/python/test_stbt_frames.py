@@ -124,7 +124,7 @@ class Files(unittest.TestCase):
         self.assertEqual(img.shape, (6, 6, 4))
         self.assertEqual(img[0, 0, 3], 0)
         self.assertEqual(stbt.load_image(transparent, color_channels=(3,)).shape, (6, 6, 3))
-        self.assertEqual(stbt.load_image(transparent, color_channels=1).shape, (6, 6))
+        self.assertEqual(stbt.load_image(transparent, color_channels=1).shape, (6, 6, 1))  # always 3-D
         grey = self.png("grey.png", numpy.full((3, 3), 50, numpy.uint8))
         self.assertEqual(stbt.load_image(grey).shape, (3, 3, 3))
         self.assertIsInstance(stbt.load_image(grey), stbt.Image)

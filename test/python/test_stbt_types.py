@@ -71,7 +71,8 @@ class RegionTest(unittest.TestCase):
         self.assertEqual(r.translate(stbt.Position(1, 2)), Region(11, 22, 30, 40))
         self.assertEqual(r.translate(x=3), Region(13, 20, 30, 40))
         self.assertEqual(r.extend(x=-1, y=-2, right=3, bottom=4), Region(9, 18, right=43, bottom=64))
-        self.assertEqual(r.replace(x=0), Region(0, 20, 30, 40))        # keeps the width
+        self.assertEqual(r.replace(x=0), Region(0, 20, right=40, bottom=60))  # moves the left edge only
+        self.assertEqual(r.replace(x=0, width=5), Region(0, 20, 5, 40))
         self.assertEqual(r.replace(right=100), Region(10, 20, right=100, bottom=60))
         self.assertEqual(r.replace(width=5, height=6), Region(10, 20, 5, 6))
         self.assertEqual(r.replace(y=0, bottom=10), Region(10, 0, right=40, bottom=10))
