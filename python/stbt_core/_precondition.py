@@ -16,6 +16,9 @@ class PreconditionError(UITestError):
         super().__init__(message, original_exception)
         self.message = message
         self.original_exception = original_exception
+        # The picture of the failure (MatchTimeout's, MotionTimeout's ...) stays with the error.
+        if hasattr(original_exception, "screenshot"):
+            self.screenshot = original_exception.screenshot
 
     def __str__(self):
         return "Didn't meet precondition %r (original exception was: %s: %s)" % (

@@ -294,5 +294,20 @@ class WaitUntilOnTheWallClock(unittest.TestCase):
                                               interval_secs=1))
 
 
+
+class AsPreconditionWithAMotionTimeout(unittest.TestCase):
+    def test_the_failure_becomes_an_error_that_keeps_the_screenshot(self):
+        seq = [frame(i) for i in range(10)]
+        with self.assertRaises(stbt.PreconditionError) as cm:
+            with stbt.as_precondition("the menu animates"):
+                stbt.wait_for_motion(consecutive_frames=1, frames=seq)
+        e = cm.exception
+        self.assertIsInstance(e, stbt.UITestError)
+        self.assertNotIsInstance(e, stbt.UITestFailure)
+        self.assertIsInstance(e.original_exception, stbt.MotionTimeout)
+        self.assertIs(e.screenshot, seq[-1])
+        self.assertIn("the menu animates", str(e))
+
+
 if __name__ == "__main__":
     unittest.main()
