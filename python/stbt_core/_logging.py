@@ -6,6 +6,7 @@ the log read beside the video tells the story. Outside farmhand they go to
 standard error.
 """
 
+import contextlib
 import os
 import sys
 
@@ -36,3 +37,46 @@ def debug(msg, *args, **kwargs):  # pylint: disable=unused-argument
         except (TypeError, ValueError):
             msg = " ".join(str(a) for a in (msg,) + args)
     _emit("debug: %s" % (msg,))
+
+
+# ---- verbosity (stb-tester's ``stbt run -v``; farmhand logs ``debug`` always)
+
+_debug_level = None  # None: read ``[global] verbose`` (default 0) when first asked
+
+
+def get_debug_level():
+    """The verbosity: 0, 1 (``-v``) or 2 (``-vv``): ``[global] verbose``
+    unless a ``scoped_debug_level`` block sets it."""
+    global _debug_level  # pylint: disable=global-statement
+    if _debug_level is None:
+        from stbt_core._config import get_config  # pylint: disable=import-outside-toplevel
+        _debug_level = get_config("global", "verbose", default=0, type_=int)
+    return _debug_level
+
+
+@contextlib.contextmanager
+def scoped_debug_level(level):
+    """Run a ``with`` block at verbosity ``level``, then restore the previous one."""
+    global _debug_level  # pylint: disable=global-statement
+    before = _debug_level
+    _debug_level = level
+    try:
+        yield
+    finally:
+        _debug_level = before
+
+
+def ddebug(msg, *args, **kwargs):
+    """``debug`` for very verbose runs (level 2) only."""
+    if get_debug_level() >= 2:
+        debug(msg, *args, **kwargs)
+
+
+def warn(msg, *args, **kwargs):  # pylint: disable=unused-argument
+    """A warning line in the run's log."""
+    if args:
+        try:
+            msg = msg % args
+        except (TypeError, ValueError):
+            msg = " ".join(str(a) for a in (msg,) + args)
+    _emit("warning: %s" % (msg,))

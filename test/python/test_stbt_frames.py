@@ -1,5 +1,6 @@
 """Frames and images of the stbt API: Frame, get_frame, frames(), Image,
-load_image / find_file (searching up the call stack), save_frame, crop, Color."""
+load_image / find_file (searching up the call stack, color_channels, alpha),
+save_frame, crop, Color (every constructor form), and the verbosity helpers."""
 
 import os
 import shutil
@@ -143,6 +144,69 @@ class Files(unittest.TestCase):
         self.assertTrue((cv2.imread(path) == frame).all())
 
 
+class FrameAndImageValues(unittest.TestCase):
+    def test_frame_keeps_its_time(self):
+        f = stbt.Frame(numpy.zeros((6, 8, 3), numpy.uint8), time=1466002032.335607)
+        self.assertEqual(stbt.Frame(f).time, f.time)
+        self.assertEqual(f.copy().time, f.time)
+        self.assertEqual(f[1:3, 2:, 0].time, f.time)
+        self.assertEqual((f[1:3, 2:, 0].width, f[1:3, 2:, 0].height), (6, 2))
+        self.assertEqual(repr(f), "<Frame(time=1466002032.336)>")
+        self.assertEqual(repr(stbt.Frame(numpy.zeros((2, 2, 3), numpy.uint8))), "<Frame(time=None)>")
+        self.assertEqual(repr(numpy.max(f)), "<Frame(time=1466002032.336)>")
+
+    def test_image_from_array(self):
+        a = numpy.zeros((6, 8, 3), numpy.uint8)
+        img = stbt.load_image(a)
+        self.assertTrue(numpy.shares_memory(a, img))
+        self.assertEqual((img.filename, img.absolute_filename, img.relative_filename), (None, None, None))
+        self.assertIs(stbt.load_image(img), img)
+        self.assertEqual(repr(img), "<Image(filename=None, dimensions=8x6x3)>")
+        self.assertEqual(repr(numpy.max(img)), "Image(0, dtype=uint8)")
+        for shape in [(6, 8), (6, 8, 1), (6, 8, 3), (6, 8, 4)]:
+            for channels in [(1,), (3,), (4,), (1, 3), (1, 4), (3, 4), (1, 3, 4)]:
+                out = stbt.load_image(numpy.zeros(shape, numpy.uint8), color_channels=channels)
+                self.assertIn(out.shape[2], channels, (shape, channels))
+
+    def test_alpha_is_all_or_nothing(self):
+        a = numpy.full((1, 3, 4), 255, numpy.uint8)
+        a[0, :, 3] = (0, 127, 255)
+        self.assertEqual(list(stbt.load_image(a)[0, :, 3]), [0, 0, 255])
+        self.assertEqual(list(a[0, :, 3]), [0, 127, 255])  # the caller's array is left alone
+
+    def test_crop_none_and_outside(self):
+        frame = numpy.zeros((6, 8, 3), numpy.uint8)
+        with self.assertRaises(TypeError):
+            stbt.crop(frame, None)
+        with self.assertRaises(ValueError):
+            stbt.crop(frame, stbt.Region(-5, -5, right=0, bottom=0))
+        inf = float("inf")
+        self.assertEqual(stbt.crop(frame, stbt.Region(-inf, -inf, right=2, bottom=3)).shape, (3, 2, 3))
+
+    def test_missing_file_message(self):
+        with self.assertRaisesRegex(FileNotFoundError, r"^\[Errno 2\] No such file: 'not-here.png'$"):
+            stbt.load_image("not-here.png")
+
+    def test_relative_filename_follows_test_pack_root(self):
+        d = tempfile.mkdtemp()
+        os.makedirs(os.path.join(d, "images"))
+        path = os.path.join(d, "images", "x.png")
+        cv2.imwrite(path, numpy.zeros((2, 2, 3), numpy.uint8))
+        before = stbt_core.TEST_PACK_ROOT
+        stbt_core.TEST_PACK_ROOT = d
+        try:
+            self.assertEqual(stbt.load_image(path).relative_filename, os.path.join("images", "x.png"))
+        finally:
+            stbt_core.TEST_PACK_ROOT = before
+
+    def test_scoped_debug_level(self):
+        from _stbt.logging import get_debug_level, scoped_debug_level  # pylint: disable=import-outside-toplevel
+        level = get_debug_level()
+        with scoped_debug_level(2):
+            self.assertEqual(get_debug_level(), 2)
+        self.assertEqual(get_debug_level(), level)
+
+
 class Colors(unittest.TestCase):
     def test_forms(self):
         self.assertEqual(list(stbt.Color("#ff8000")), [0, 128, 255])
@@ -154,6 +218,33 @@ class Colors(unittest.TestCase):
             stbt.Color("orange")
         with self.assertRaises(ValueError):
             stbt.Color(0, 300, 0)
+
+    def test_short_hex_keywords_and_pixels(self):
+        self.assertEqual(stbt.Color("#1a3").hexstring, "#11aa33")
+        self.assertEqual(stbt.Color("1A3F").hexstring, "#11aa33ff")
+        self.assertEqual(stbt.Color(hexstring="#102030").hexstring, "#102030")
+        self.assertEqual(stbt.Color(bgr=(3, 2, 1)).hexstring, "#010203")
+        self.assertEqual(stbt.Color(bgra=(3, 2, 1, 4)).hexstring, "#01020304")
+        self.assertEqual(stbt.Color(blue=3, green=2, red=1).hexstring, "#010203")
+        self.assertEqual(stbt.Color(blue=3, green=2, red=1, alpha=0).hexstring, "#01020300")
+        pixel = numpy.array([[[9, 8, 7]]], numpy.uint8)[0, 0]
+        self.assertEqual(stbt.Color(pixel).hexstring, "#070809")
+        for bad in ("#12345", "#1234567", "#12345x", ""):
+            with self.assertRaises(ValueError):
+                stbt.Color(bad)
+        with self.assertRaises(ValueError):
+            stbt.Color(1, -2, 3)
+        for args, kwargs in [((), {}), ((1, 2), {}), ((), {"blue": 1, "green": 2}), (("#000",), {"bgr": (1, 2, 3)})]:
+            with self.assertRaises(TypeError):
+                stbt.Color(*args, **kwargs)
+
+    def test_equal_colours_hash_alike(self):
+        self.assertEqual(stbt.Color("#000"), stbt.Color(0, 0, 0))
+        self.assertNotEqual(stbt.Color("#000"), stbt.Color("#000001"))
+        seen = {stbt.Color("#fff"): 1}
+        seen[stbt.Color(255, 255, 255)] = 2
+        self.assertEqual(list(seen.values()), [2])
+        self.assertEqual(repr(stbt.Color("#0a0b0c")), "Color('#0a0b0c')")
 
     def test_same_module_under_both_names(self):
         self.assertIs(stbt, stbt_core)

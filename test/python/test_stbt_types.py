@@ -85,6 +85,24 @@ class RegionTest(unittest.TestCase):
         self.assertEqual(r.above().y, -float("inf"))
         self.assertEqual(r.right_of().right, float("inf"))
 
+    def test_replace_moves_only_the_edges_named(self):
+        r = Region(10, 20, width=20, height=30)
+        self.assertEqual(r.replace(x=11), Region(11, 20, right=30, bottom=50))
+        self.assertEqual(r.replace(width=19), Region(10, 20, 19, 30))
+        self.assertEqual(r.replace(x=11, right=21, y=0, height=5), Region(11, 0, 10, 5))
+        with self.assertRaises(ValueError):
+            r.replace(x=1, width=2, right=3)
+        with self.assertRaises(ValueError):
+            r.replace(height=2, bottom=3)
+
+    def test_translate_by_a_point_or_numbers(self):
+        r = Region(2, 3, 2, 1)
+        self.assertEqual(r.translate(Region(1, 1, 5, 5)), Region(3, 4, 2, 1))
+        with self.assertRaises(TypeError):
+            r.translate(Region(0, 0, 1, 1), 5)
+        with self.assertRaises(TypeError):
+            r.translate(stbt.Position(1, 1), 5)
+
     def test_copy_pickle_hash(self):
         r = Region(1, 2, 3, 4)
         self.assertEqual(pickle.loads(pickle.dumps(r)), r)
@@ -164,6 +182,22 @@ class IsScreenBlackTest(unittest.TestCase):
         m[600:680, 1000:1200] = 0
         cv2.imwrite(mask_file, m)
         self.assertTrue(stbt.is_screen_black(self.frame, mask=mask_file))
+
+    def test_mask_and_region_are_synonyms(self):
+        dark = Region(0, 0, 640, 720)
+        self.assertTrue(stbt.is_screen_black(self.frame, mask=dark))
+        self.assertTrue(stbt.is_screen_black(self.frame, region=dark))
+        self.assertTrue(stbt.is_screen_black(self.frame, None, None, dark))
+        with self.assertRaisesRegex(ValueError, "Cannot specify mask and region"):
+            stbt.is_screen_black(self.frame, mask=dark, region=dark)
+        banners = Region(1000, 600, 20, 20) + Region(1100, 600, 20, 20)
+        self.assertFalse(stbt.is_screen_black(self.frame, banners))
+        self.assertTrue(stbt.is_screen_black(self.frame, ~Region(1000, 600, right=1200, bottom=680)))
+        numpy_mask = np.zeros((720, 1280), np.uint8)
+        numpy_mask[:100, :100] = 255
+        self.assertTrue(stbt.is_screen_black(self.frame, numpy_mask))
+        with self.assertRaises(ValueError):  # nothing of the frame to look at
+            stbt.is_screen_black(self.frame, Region(2000, 2000, 5, 5))
 
     def test_threshold_default_from_stbt_conf(self):
         os.makedirs(os.path.join(self.dir, "config"))
