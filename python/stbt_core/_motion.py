@@ -19,7 +19,6 @@ farmhand's own code, written from stb-tester's public manual. How it works:
   changes each pixel a little per frame still adds up to motion.
 """
 
-
 from stbt_core import _checks
 from stbt_core._config import get_config
 from stbt_core._errors import UITestFailure
@@ -81,8 +80,9 @@ class MotionTimeout(UITestFailure):
         self.screenshot, self.mask, self.timeout_secs = screenshot, mask, timeout_secs
 
     def __str__(self):
+        where = _mask_name(self.mask)
         return "Didn't find motion%s within %g seconds." % (
-            "" if self.mask is None else " within %r" % (self.mask,), self.timeout_secs)
+            "" if where is None else " in %s" % (where,), self.timeout_secs)
 
 
 MotionTimeout.__module__ = "stbt_core"
