@@ -417,25 +417,46 @@ _TOP_LEVEL_SLACK = {MatchMethod.SQDIFF: 0.08, MatchMethod.SQDIFF_NORMED: 0.15,
                     MatchMethod.CCORR_NORMED: 0.1, MatchMethod.CCOEFF_NORMED: 0.3}
 # match() refines at most this many of the top level's best places.
 _MAX_BEST_CANDIDATES = 6
-# match() follows at most this many places below the top level.
-_MAX_KEPT_PER_LEVEL = 2
+# match() follows at most this many places below the top level (patterns that
+# only full size tells apart tie at the smaller levels; at full size the places
+# are scored best first and a perfect score ends the search).
+_MAX_KEPT_PER_LEVEL = 4
 # A search area with at most this many places is scored at full size directly (no pyramid).
 _DIRECT_MAX_PLACES = 64
 
 
-def _candidates(scores, min_score, limit=None, spread=(3, 3)):
-    """The local maxima of ``scores`` at or above ``min_score`` (each the
-    highest within ``spread`` (width, height) around it), best first (equal
-    scores top to bottom, left to right)."""
+def _candidates(scores, min_score, limit=None, spread=None):
+    """The local maxima of ``scores`` (each the highest of the 3x3 pixels
+    around it) at or above ``min_score``, best first (equal scores top to
+    bottom, left to right). With ``spread`` (width, height), a place inside
+    the spread-sized box centred on a better one already taken is left out:
+    one place per such area (also on a plateau of equal scores)."""
     cv2, np = _cv2(), _np()
-    peaks = cv2.dilate(scores, np.ones((spread[1], spread[0]), np.uint8))
+    peaks = cv2.dilate(scores, np.ones((3, 3), np.uint8))
     ys, xs = np.nonzero((scores >= peaks) & (scores >= min_score))
-    if len(xs) == 0:
-        return []
     order = np.argsort(-scores[ys, xs], kind="stable")
+    xs, ys = xs[order], ys[order]
+    if spread is not None:
+        xs, ys = _spread_out(xs, ys, spread, limit)
     if limit is not None:
-        order = order[:limit]
-    return [(int(xs[i]), int(ys[i])) for i in order]
+        xs, ys = xs[:limit], ys[:limit]
+    return [(int(x), int(y)) for x, y in zip(xs, ys)]
+
+
+def _spread_out(xs, ys, spread, limit):
+    """The places of ``xs``, ``ys`` (best first) outside the boxes centred on better ones taken."""
+    np = _np()
+    alive = np.ones(len(xs), bool)
+    taken = []
+    start = 0
+    while start < len(xs) and (limit is None or len(taken) < limit):
+        i = start + int(np.argmax(alive[start:]))
+        if not alive[i]:
+            break
+        taken.append(i)
+        alive[(np.abs(xs - xs[i]) <= spread[0] // 2) & (np.abs(ys - ys[i]) <= spread[1] // 2)] = False
+        start = i + 1
+    return xs[taken], ys[taken]
 
 
 def _refine_level(pyr, tpl, method, level, places):
@@ -467,7 +488,18 @@ def _refine_level(pyr, tpl, method, level, places):
 
 
 # Up to this many places to refine, SQDIFF scores them one sum at a time.
-_MAX_SUMMED_WINDOWS = 8
+_MAX_SUMMED_WINDOWS = 3
+
+
+def _refine_until_perfect(pyr, tpl, method, places):
+    """``_refine_level`` to full size, one place at a time (best first),
+    stopping at a perfect score: nothing can beat it."""
+    out = []
+    for place in places:
+        out += _refine_level(pyr, tpl, method, 0, [place])
+        if out and out[-1][2] >= 1.0:
+            break
+    return out
 
 
 def _best_in_merged_areas(img, lv, method, windows):
@@ -555,7 +587,11 @@ def _first_pass(img, tpl, params, best_only):
     places = [(x - crop, y - crop, None) for x, y in cands]
     for level in range(top - 1, -1, -1):
         refined, seen = [], set()
-        for r in _refine_level(pyr, tpl, method, level, places):
+        if best_only and level == 0:
+            found = _refine_until_perfect(pyr, tpl, method, places)
+        else:
+            found = _refine_level(pyr, tpl, method, level, places)
+        for r in found:
             if (r[0], r[1]) not in seen:
                 seen.add((r[0], r[1]))
                 refined.append(r)

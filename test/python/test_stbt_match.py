@@ -509,6 +509,31 @@ class PyramidEdges(Base):
                         self.check(width, height, fw, fh, x, y)
 
 
+class LookalikesAtCoarseLevels(Base):
+    """Patterns of 1-pixel columns or rows blur to the same flat colour at
+    half and quarter size: four 40x40 blocks (red/blue and blue/red columns,
+    and rows) look alike there; only full size tells them apart."""
+
+    def test_each_block_is_found_at_its_own_corner(self):
+        red, blue = (0, 0, 255), (255, 0, 0)
+        columns = np.zeros((40, 40, 3), np.uint8)
+        columns[:, 0::2], columns[:, 1::2] = red, blue
+        swapped = columns[:, ::-1].copy()
+        blocks = {(0, 0): columns, (1240, 680): swapped, (1240, 0): columns.transpose(1, 0, 2).copy(),
+                  (0, 680): swapped.transpose(1, 0, 2).copy()}
+        frame = np.full((720, 1280, 3), 30, np.uint8)
+        for (x, y), block in blocks.items():
+            frame[y:y + 40, x:x + 40] = block
+        for (x, y), block in blocks.items():
+            with_hole = np.dstack([block, np.full((40, 40), 255, np.uint8)])
+            with_hole[10:30, 10:30, 3] = 0
+            for template in (block, with_hole):
+                m = stbt.match(template, frame=frame)
+                self.assertTrue(m, (x, y, m))
+                self.assertEqual(m.position, (x, y))
+                self.assertEqual(m.first_pass_result, 1.0)
+
+
 class PrivateHelpers(unittest.TestCase):
     """Helpers of the matching module that code written for stb-tester reaches for."""
 
