@@ -269,3 +269,18 @@ Region.__module__ = "stbt_core"
 Position.__module__ = "stbt_core"
 Size.__module__ = "stbt_core"
 Direction.__module__ = "stbt_core"
+
+
+# stb-tester's internal module of this name (``_stbt.types``, an alias of this
+# one) also holds these; they are farmhand's classes from their own modules,
+# looked up on first use (an import here would be circular).
+_ELSEWHERE = {"Keypress": "stbt_core._remote", "NoVideo": "stbt_core._errors",
+              "UITestError": "stbt_core._errors", "UITestFailure": "stbt_core._errors",
+              "PDU": "stbt_core._power"}
+
+
+def __getattr__(name):
+    if name in _ELSEWHERE:
+        import importlib  # pylint: disable=import-outside-toplevel
+        return getattr(importlib.import_module(_ELSEWHERE[name]), name)
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))

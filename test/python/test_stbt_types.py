@@ -109,6 +109,15 @@ class RegionTest(unittest.TestCase):
         self.assertEqual(copy.deepcopy(r), r)
         self.assertEqual(len({r, Region(1, 2, right=4, bottom=6)}), 1)
 
+    def test_internal_types_module_holds_the_shared_classes(self):
+        import _stbt.types  # pylint: disable=import-outside-toplevel
+        self.assertIs(_stbt.types.Region, stbt.Region)
+        self.assertIs(_stbt.types.Keypress, stbt.Keypress)
+        self.assertIs(_stbt.types.UITestFailure, stbt.UITestFailure)
+        self.assertIs(_stbt.types.NoVideo, stbt.NoVideo)
+        with self.assertRaises(AttributeError):
+            _stbt.types.NoSuchName  # pylint: disable=pointless-statement
+
     def test_position_size_direction(self):
         self.assertEqual(tuple(stbt.Position(3, 4)), (3, 4))
         self.assertEqual(stbt.Position(3, 4).x, 3)
