@@ -8,7 +8,9 @@ Layers, the later one winning key by key:
 4. the configuration the daemon handed to the run (``FARMHAND_CONFIG``: the
    first of ``config/farmhand.conf``, ``config/stbt.conf``, ``.stbt.conf``);
 5. the node's own ``config/test-farm/<node_id>.conf`` (``FARMHAND_NODE_ID``);
-6. the section ``result.tags``: the job's tags.
+6. the files of ``STBT_CONFIG_FILE`` (colon-separated, the first winning),
+   then what ``set_config`` set in this process;
+7. the section ``result.tags``: the job's tags.
 
 Files are read from the checkout the test runs in (``FARMHAND_TEST_PACK_DIR``),
 with Python's ``configparser`` (no interpolation, keys lower-cased), once per
@@ -88,6 +90,8 @@ def _load():
         node = os.environ.get("FARMHAND_NODE_ID", "")
         if node and "/" not in node and node not in (".", ".."):
             layers.append(_read_ini(os.path.join(root, "config", "test-farm", node + ".conf")))
+        layers.extend(_read_ini(p) for p in reversed(_explicit_files()))
+        layers.append(_set_in_process)
         if isinstance(tags, dict):
             layers.append({"result.tags": tags})
         merged = {}
@@ -103,6 +107,56 @@ def _reset():
     """Forget what was read (tests change the files and the environment)."""
     global _layers  # pylint: disable=global-statement
     _layers = None
+
+
+def _explicit_files():
+    """``STBT_CONFIG_FILE``: a colon-separated list of files read over the
+    test pack's, the first one winning (and the one ``set_config`` writes)."""
+    return [p for p in os.environ.get("STBT_CONFIG_FILE", "").split(":") if p]
+
+
+_set_in_process = {}  # set_config's values when there is no STBT_CONFIG_FILE to write
+
+
+def set_config(section, option, value):
+    """Set ``[section] option = value``: written to the first file of
+    ``STBT_CONFIG_FILE`` (created if need be) when there is one, else kept
+    for the rest of this process. ``value`` None removes the option."""
+    files = _explicit_files()
+    if files:
+        _write_option(files[0], section, option, value)
+    elif value is None:
+        _set_in_process.get(section, {}).pop(option.lower(), None)
+    else:
+        _set_in_process.setdefault(section, {})[option.lower()] = str(value)
+    _reset()
+
+
+def _write_option(path, section, option, value):
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
+    parser.read(path, encoding="utf-8")
+    if value is None:
+        if parser.has_section(section):
+            parser.remove_option(section, option)
+    else:
+        if not parser.has_section(section):
+            parser.add_section(section)
+        parser.set(section, option, str(value))
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        parser.write(f)
+
+
+def _config_init(force=False):
+    """The merged configuration as a ``configparser.ConfigParser`` (for code
+    written against stb-tester's internal module); ``force`` re-reads the
+    files first."""
+    if force:
+        _reset()
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
+    parser.read_dict(_load())
+    return parser
 
 
 def get_config(section, key, default=_NOT_GIVEN, type_=str):

@@ -1,6 +1,7 @@
 """get_config of the stbt API: built-in defaults, .stbt.conf, config/stbt.conf,
-the run's configuration and the node's config/test-farm/<node_id>.conf, in
-that order, plus result.tags; types and errors."""
+the run's configuration, the node's config/test-farm/<node_id>.conf and
+STBT_CONFIG_FILE, in that order, plus result.tags; set_config and the merged
+parser of _stbt.config; types and errors."""
 
 import enum
 import json
@@ -34,10 +35,12 @@ class GetConfig(unittest.TestCase):
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "w") as f:
                 f.write(text)
-        self.saved = {k: os.environ.get(k) for k in ("FARMHAND_TEST_PACK_DIR", "FARMHAND_NODE_ID", "FARMHAND_CONFIG")}
+        self.saved = {k: os.environ.get(k) for k in ("FARMHAND_TEST_PACK_DIR", "FARMHAND_NODE_ID", "FARMHAND_CONFIG",
+                                                     "STBT_CONFIG_FILE")}
         os.environ["FARMHAND_TEST_PACK_DIR"] = self.root
         os.environ.pop("FARMHAND_NODE_ID", None)
         os.environ.pop("FARMHAND_CONFIG", None)
+        os.environ.pop("STBT_CONFIG_FILE", None)
         _config._reset()  # pylint: disable=protected-access
 
     def tearDown(self):
@@ -91,6 +94,31 @@ class GetConfig(unittest.TestCase):
         with self.assertRaises(stbt.ConfigurationError):
             stbt.get_config("custom", "count", type_=int)
         self.assertTrue(issubclass(stbt.ConfigurationError, stbt.UITestError))
+
+    def test_stbt_config_file_and_set_config(self):
+        first, second = os.path.join(self.root, "new", "first.conf"), os.path.join(self.root, "second.conf")
+        with open(second, "w") as f:
+            f.write("[global]\nwho = second\nonly_second = 2\n")
+        os.environ["STBT_CONFIG_FILE"] = "%s:%s" % (first, second)
+        _config._reset()  # pylint: disable=protected-access
+        self.assertEqual(stbt.get_config("global", "who"), "second")  # over the pack's files
+        _config.set_config("global", "who", "first")  # written to the first file, which wins
+        self.assertEqual(stbt.get_config("global", "who"), "first")
+        self.assertEqual(stbt.get_config("global", "only_second"), "2")
+        self.assertIn("who = first", open(first).read())
+        self.assertEqual(_config._config_init().get("global", "who"), "first")  # pylint: disable=protected-access
+        os.environ.pop("STBT_CONFIG_FILE")
+        parser = _config._config_init(force=True)  # pylint: disable=protected-access
+        self.assertEqual(parser.get("global", "who"), "config")
+        self.assertIsNone(parser.get("android", "adb_server", fallback=None))
+
+    def test_set_config_without_a_file_lasts_for_the_process(self):
+        _config.set_config("custom", "mode", "slow")
+        try:
+            self.assertIs(stbt.get_config("custom", "mode", type_=Mode), Mode.SLOW)
+        finally:
+            _config.set_config("custom", "mode", None)
+        self.assertIs(stbt.get_config("custom", "mode", type_=Mode), Mode.FAST)
 
     def test_a_broken_file_is_a_configuration_error(self):
         with open(os.path.join(self.root, "config", "stbt.conf"), "w") as f:
