@@ -19,6 +19,8 @@ farmhand's own code, written from stb-tester's public manual. How it works:
   changes each pixel a little per frame still adds up to motion.
 """
 
+import threading
+
 from stbt_core import _checks
 from stbt_core._config import get_config
 from stbt_core._errors import UITestFailure
@@ -173,9 +175,9 @@ class Differ:
         sl = box.to_slice()
         changed = self._changed(np.asarray(a)[sl], np.asarray(b)[sl])
         if array is not None:
-            changed = cv2.bitwise_and(changed, array)
+            changed = cv2.bitwise_and(changed, array, dst=_scratch("masked", changed.shape, np.uint8))
         if self.erode:
-            changed = cv2.erode(changed, _kernel())
+            changed = cv2.erode(changed, _kernel(), dst=_scratch("eroded", changed.shape, np.uint8))
         region = None
         x, y, w, h = cv2.boundingRect(changed)  # of the non-zero pixels of a binary image
         if w > 0 and h > 0 and (self.min_size is None or (w >= self.min_size[0] and h >= self.min_size[1])):
@@ -184,6 +186,20 @@ class Differ:
 
 
 _cache = {}
+_thread = threading.local()
+
+
+def _scratch(name, shape, dtype):
+    """This thread's reusable array for an intermediate result: a fresh
+    array of a few megabytes for each frame costs more (in page faults)
+    than the arithmetic on it. What is written there never leaves ``diff``."""
+    arrays = getattr(_thread, "arrays", None)
+    if arrays is None:
+        arrays = _thread.arrays = {}
+    a = arrays.get(name)
+    if a is None or a.shape != shape or a.dtype != dtype:
+        a = arrays[name] = _np().empty(shape, dtype)
+    return a
 
 
 def _kernel():
@@ -209,16 +225,22 @@ class BGRDiff(Differ):
 
     def _changed(self, a, b):
         np, cv2 = _np(), _cv2()
-        d = cv2.absdiff(a, b)
+        d = cv2.absdiff(a, b, dst=_scratch("absdiff", a.shape, a.dtype))
         if d.ndim == 2:
-            return cv2.threshold(d, self.threshold, 255, cv2.THRESH_BINARY)[1]
+            return cv2.threshold(d, self.threshold, 255, cv2.THRESH_BINARY,
+                                 dst=_scratch("changed", d.shape, np.uint8))[1]
         if d.shape[2] != 3:
             d = np.ascontiguousarray(d[:, :, :3])
+        changed = _scratch("changed", d.shape[:2], np.uint8)
+        if cv2.minMaxLoc(d.reshape(d.shape[0], -1))[1] * 1.7321 <= self.threshold:
+            # No channel moved by threshold/sqrt(3): no distance can exceed threshold (a still frame).
+            changed[:] = 0
+            return changed
         # Squares in 16 bits (255^2 = 65025 fits), summed at a quarter each so the sum of three
         # fits too (OpenCV saturates instead of wrapping, and a quarter loses under 1 unit each).
-        squared = cv2.multiply(d, d, dtype=cv2.CV_16U)
-        total = cv2.transform(squared, _quarters())
-        return cv2.compare(total, (self.threshold * self.threshold) / 4.0, cv2.CMP_GT)
+        squared = cv2.multiply(d, d, dst=_scratch("squared", d.shape, np.uint16), dtype=cv2.CV_16U)
+        total = cv2.transform(squared, _quarters(), dst=_scratch("total", d.shape[:2], np.uint16))
+        return cv2.compare(total, (self.threshold * self.threshold) / 4.0, cv2.CMP_GT, dst=changed)
 
 
 class GrayscaleDiff(Differ):
@@ -239,9 +261,11 @@ class GrayscaleDiff(Differ):
         return _cv2().cvtColor(a[:, :, :3], _cv2().COLOR_BGR2GRAY)
 
     def _changed(self, a, b):
-        cv2 = _cv2()
-        d = cv2.absdiff(self.preprocess(a), self.preprocess(b))
-        return cv2.threshold(d, (1 - self.threshold) * 255, 255, cv2.THRESH_BINARY)[1]
+        np, cv2 = _np(), _cv2()
+        a, b = self.preprocess(a), self.preprocess(b)
+        d = cv2.absdiff(a, b, dst=_scratch("absdiff", a.shape, a.dtype))
+        return cv2.threshold(d, (1 - self.threshold) * 255, 255, cv2.THRESH_BINARY,
+                             dst=_scratch("changed", d.shape, np.uint8))[1]
 
 
 # The differ each API uses when none is given; a test pack may replace them, e.g.
