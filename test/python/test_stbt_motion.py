@@ -285,5 +285,24 @@ class ErodeTest(unittest.TestCase):
             self.assertTrue(stbt.BGRDiff(erode=False).diff(a, b))
 
 
+
+class ScratchArraysTest(unittest.TestCase):
+    def test_back_to_back_diffs_of_other_sizes_and_masks_do_not_mix(self):
+        # the differs reuse intermediate arrays; each answer must still be its own
+        small_a, small_b = frame(0), frame(1, boxes=[(BOX, (255, 255, 255))])
+        big_a = stbt.Frame(np.zeros((200, 300, 3), np.uint8), time=0)
+        big_b = stbt.Frame(np.zeros((200, 300, 3), np.uint8), time=1)
+        big_b[150:180, 200:260] = 200
+        mask = np.zeros((H, W), np.uint8)
+        mask[:, 35:] = 255
+        for d in (stbt.BGRDiff(), stbt.GrayscaleDiff()):
+            for _ in range(2):
+                self.assertEqual(d.diff(small_a, small_b).region, Region(21, 21, right=50, bottom=40))
+                self.assertEqual(d.diff(big_a, big_b).region, Region(201, 151, right=260, bottom=180))
+                # the mask's edge is not eroded away
+                self.assertEqual(d.diff(small_a, small_b, mask).region, Region(35, 21, right=50, bottom=40))
+                self.assertFalse(d.diff(small_a, small_a))
+
+
 if __name__ == "__main__":
     unittest.main()
