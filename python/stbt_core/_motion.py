@@ -98,12 +98,14 @@ def _is_all(m):
 
 def _mask_for(mask, region):
     """The Mask to look through, from ``mask`` and its older synonym
-    ``region`` (a rectangle); giving both is an error."""
+    ``region`` (a rectangle); giving both is an error. None is the whole
+    frame here (the default of older stb-tester versions), not the empty
+    mask it is to ``load_mask``."""
     if not _is_all(region):
         if not _is_all(mask):
             raise ValueError("Cannot specify mask and region at the same time")
         mask = region
-    return load_mask(mask)
+    return load_mask(Region.ALL if mask is None else mask)
 
 
 def _no_overlap(mask, width, height):
@@ -149,7 +151,7 @@ class Differ:
         hit = self._mask_cache
         if hit is not None and hit[0] is mask and hit[1] == (width, height):
             return hit[2]
-        m = load_mask(mask)
+        m = load_mask(Region.ALL if mask is None else mask)
         array, box = m.to_array(Region(0, 0, width, height))
         if box is None:
             raise _no_overlap(m, width, height)

@@ -246,6 +246,9 @@ class MaskAndRegionTest(unittest.TestCase):
         self.assertFalse(any(stbt.detect_motion(frames=seq, mask=right)))
         with self.assertRaisesRegex(ValueError, "Cannot specify mask and region at the same time"):
             next(stbt.detect_motion(frames=seq, mask=left, region=right))
+        # None (older stb-tester's default) is the whole frame
+        self.assertTrue(all(stbt.detect_motion(frames=seq, mask=None)))
+        self.assertTrue(all(stbt.detect_motion(frames=seq, mask=None, region=left)))
 
     def test_a_mask_that_covers_nothing_of_the_frame_is_an_error(self):
         seq = [frame(t) for t in times(3)]
