@@ -137,7 +137,8 @@ class OpaqueTemplates(Base):
         picture = cv2.GaussianBlur(rng.integers(0, 255, (720, 1280, 3), np.uint8), (5, 5), 0)
         cases = [(self.movies, self.menu), (self.menu, self.menu), (self.movies[::-1].copy(), self.menu),
                  (crop(picture, 300, 200, 90, 160), picture), (np.zeros((10, 10, 3), np.uint8), np.zeros_like(picture)),
-                 (with_alpha(self.movies, [(10, 15, 180, 70)]), self.menu), (np.zeros((40, 50, 4), np.uint8), self.menu)]
+                 (with_alpha(self.movies, [(10, 15, 180, 70)]), self.menu),
+                 (np.zeros((40, 50, 4), np.uint8), self.menu)]
         for template, frame in cases:
             everywhere = stbt.match(template, frame=frame)
             there = stbt.match(template, frame=frame, region=everywhere.region)

@@ -72,7 +72,8 @@ class FrameObjectTest(unittest.TestCase):
         self.assertEqual(hash(a), hash(b))
         self.assertEqual(len({a, b, c}), 2)
         self.assertEqual(Menu(frame_with(1)), Menu(frame_with(2)))  # invisible: all properties None
-        self.assertEqual(repr(a), "<Menu(_frame=<Frame(time=None)>, is_visible=True, brightness=200, title='menu 200')>")
+        self.assertEqual(repr(a),
+                         "<Menu(_frame=<Frame(time=None)>, is_visible=True, brightness=200, title='menu 200')>")
         self.assertEqual(repr(Menu(frame_with(1))), "<Menu(_frame=<Frame(time=None)>, is_visible=False)>")
 
     def test_refresh_and_subclass_arguments(self):
