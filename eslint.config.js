@@ -75,7 +75,7 @@ export default tseslint.config(
     files: ['src/{config,storage,runner,hardware,notify,service,metrics}/**/*.ts'],
     rules: {
       'no-restricted-imports': ['error', {
-        patterns: [{ regex: '^(\\.\\./)+(http|web|farm|cli)/|^(\\.\\./)+(daemon|main)\\.js$', message: 'This layer is below http, web, farm and the CLI: it must not import them.' }],
+        patterns: [{ regex: '^(\\.\\./)+(http|web|farm|cli)/|^(\\.\\./)+((daemon|main)\\.js$|daemon/)', message: 'This layer is below http, web, farm and the CLI: it must not import them.' }],
       }],
     },
   },
@@ -86,7 +86,7 @@ export default tseslint.config(
     ignores: ['src/http/app.ts'],
     rules: {
       'no-restricted-imports': ['error', {
-        patterns: [{ regex: '^(\\.\\./)+(web|farm|cli)/|^(\\.\\./)+(daemon|main)\\.js$', message: 'src/http is below the web pages and the farm: move what both need into src/http (or src/core).' }],
+        patterns: [{ regex: '^(\\.\\./)+(web|farm|cli)/|^(\\.\\./)+((daemon|main)\\.js$|daemon/)', message: 'src/http is below the web pages and the farm: move what both need into src/http (or src/core).' }],
       }],
     },
   },
@@ -94,7 +94,7 @@ export default tseslint.config(
     files: ['src/web/**/*.{ts,tsx}'],
     rules: {
       'no-restricted-imports': ['error', {
-        patterns: [{ regex: '^(\\.\\./)+(farm|cli)/|^(\\.\\./)+(daemon|main)\\.js$', message: 'src/web (the node\'s pages) is below the farm: the portal uses the pages, not the other way.' }],
+        patterns: [{ regex: '^(\\.\\./)+(farm|cli)/|^(\\.\\./)+((daemon|main)\\.js$|daemon/)', message: 'src/web (the node\'s pages) is below the farm: the portal uses the pages, not the other way.' }],
       }],
     },
   },
@@ -102,7 +102,7 @@ export default tseslint.config(
     files: ['src/farm/**/*.ts'],
     rules: {
       'no-restricted-imports': ['error', {
-        patterns: [{ regex: '^(\\.\\./)+cli/|^(\\.\\./)+(daemon|main)\\.js$', message: 'src/farm does not import the CLI or the daemon.' }],
+        patterns: [{ regex: '^(\\.\\./)+cli/|^(\\.\\./)+((daemon|main)\\.js$|daemon/)', message: 'src/farm does not import the CLI or the daemon.' }],
       }],
     },
   },

@@ -1,0 +1,82 @@
+/**
+ * `runner.run_tests_as` at start-up (src/runner/testUser.ts does the work):
+ * the checks that make a wrong setup a StartupError, the daemon's umask as a
+ * resource of the stack, and the run folders a crash left shared with the
+ * test user taken back.
+ */
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { EX_CONFIG } from '../config/load.js';
+import type { FarmConfig } from '../config/schema.js';
+import type { Logger } from '../core/ports.js';
+import { killTestUserProcesses, prepareDataDir, probeTestUser, reclaimResultDir, resolveTestUser, sweepAfterRun, unsweptRunDirs, type TestUser } from '../runner/testUser.js';
+import type { ResourceStack } from '../service/resources.js';
+import { tokensFile } from '../storage/tokens.js';
+import { projectRoot } from '../version.js';
+import { StartupError } from './startup.js';
+
+/** Capability numbers (linux/capability.h) a daemon that is not root needs to run tests as another user. */
+const NEEDED_CAPS = { CAP_KILL: 5, CAP_SETGID: 6, CAP_SETUID: 7 } as const;
+
+const bad = (why: string) => new StartupError(`runner.run_tests_as: ${why}`, EX_CONFIG);
+
+/**
+ * `runner.run_tests_as`: the user exists and is not the daemon's; a daemon
+ * that is not root holds the capabilities setpriv needs (ambient, so they
+ * reach it) and is in the user's group; the daemon's umask becomes 027 (put
+ * back when the stack closes); the data directory is laid out for the test
+ * user; processes a crash left of that user are killed; and, as that user,
+ * the portal credential, tokens.json and state.json are unreadable and the
+ * farmhand package importable. Anything else is a StartupError (EX_CONFIG).
+ */
+export async function setUpTestUser(cfg: FarmConfig, logger: Logger, stack: ResourceStack): Promise<TestUser> {
+  const name = cfg.runner.run_tests_as!;
+  const user = await resolveTestUser(name);
+  if (typeof user === 'string') throw bad(user);
+  if (process.getuid?.() !== 0) await checkCapabilities(name, user);
+  // The daemon's umask, put back when it stops (tests start several daemons in one process).
+  await stack.open('umask 027', () => {
+    const old = process.umask(0o027);
+    return { value: old, close: () => process.umask(old) };
+  });
+  const open = await prepareDataDir(cfg.data_dir, user);
+  if (open.length) logger.warn({ files: open }, `files in the data directory that ${name} may read and the daemon may not change (not its own): give them to the daemon's user or remove them`);
+  await killTestUserProcesses(user, cfg.runner.python).catch((e: unknown) => {
+    throw bad(`cannot run ${cfg.runner.python} as ${name} through setpriv: ${(e as Error).message}`);
+  });
+  await probeSecrets(cfg, user);
+  logger.info({ user: name, uid: user.uid, gid: user.gid }, 'tests run as another user');
+  return user;
+}
+
+async function checkCapabilities(name: string, user: TestUser): Promise<void> {
+  const status = await readFile('/proc/self/status', 'utf8').catch(() => '');
+  const ambient = BigInt(`0x${/^CapAmb:\s*([0-9a-f]+)/m.exec(status)?.[1] ?? '0'}`);
+  const missing = Object.entries(NEEDED_CAPS)
+    .filter(([, bit]) => (ambient & (1n << BigInt(bit))) === 0n)
+    .map(([n]) => n);
+  if (missing.length) throw bad(`the daemon is not root and lacks ${missing.join(', ')} as ambient capabilities (systemd: AmbientCapabilities=CAP_SETUID CAP_SETGID CAP_KILL)`);
+  if (!process.getgroups?.().includes(user.gid)) throw bad(`the daemon's user must be in ${name}'s group (gid ${user.gid}) to share the run folders with it (systemd: SupplementaryGroups=${name})`);
+}
+
+/** As the test user: the node's secrets unreadable, farmhand's Python package importable. */
+async function probeSecrets(cfg: FarmConfig, user: TestUser): Promise<void> {
+  const name = user.name;
+  const secrets = [...(cfg.portal ? [cfg.portal.node_credential_file] : []), ...(cfg.oidc?.client_secret_file ? [cfg.oidc.client_secret_file] : []), tokensFile(cfg.data_dir), path.join(cfg.data_dir, 'state.json')];
+  const probe = await probeTestUser(user, cfg.runner.python, path.join(projectRoot, 'python'), secrets);
+  if (probe.pythonError) throw bad(`${name} cannot run ${cfg.runner.python} with farmhand's Python package (${path.join(projectRoot, 'python')}): ${probe.pythonError}`);
+  if (probe.readable.length) throw bad(`${name} can read ${probe.readable.join(', ')}: make it readable by the daemon's user only (e.g. chmod 0600, or 0640 with a group ${name} is not in)`);
+}
+
+/** Run folders a crash left shared with the test user: swept and taken back, as the runner does after a run. */
+export async function reclaimInterruptedRuns(resultsDir: string, user: TestUser, python: string, logger: Logger): Promise<void> {
+  const dirs = await unsweptRunDirs(resultsDir, user.gid);
+  if (dirs.length === 0) return;
+  try {
+    const r = await sweepAfterRun(user, python, dirs);
+    for (const d of dirs) await reclaimResultDir(d);
+    logger.warn({ folders: dirs.length, errors: r.errors }, `took back ${dirs.length} run folder(s) a crash left shared with ${user.name}`);
+  } catch (err) {
+    logger.error({ err, folders: dirs }, `could not take back the run folders a crash left shared with ${user.name}`);
+  }
+}
