@@ -20,6 +20,7 @@ farmhand's own code, written from stb-tester's manual and observed behaviour.
 import collections
 import hashlib
 import os
+import threading
 import typing
 
 from stbt_core._types import Region
@@ -47,6 +48,7 @@ class Mask:
     ``invert=True`` gives ``~Mask(m)``."""
 
     __slots__ = ("_kind", "_args", "_key")
+    __array_ufunc__ = None  # ``array + mask``: numpy leaves it to Mask.__radd__
 
     def __init__(self, m, *, invert=False):
         if isinstance(m, Mask):
@@ -181,7 +183,9 @@ class Mask:
 
 
 def _is_operand(m):
-    return m is None or isinstance(m, (Mask, Region, str)) or hasattr(m, "__fspath__")
+    if m is None or isinstance(m, (Mask, Region, str)) or hasattr(m, "__fspath__"):
+        return True
+    return getattr(m, "ndim", None) in (2, 3) and hasattr(m, "shape")  # an image array
 
 
 def _inverted(m):
@@ -271,14 +275,16 @@ def _as_uint8(bools, color_channels):
     return out
 
 
-_cache = collections.OrderedDict()
+_cache = collections.OrderedDict()  # the last _CACHE_SIZE arrays made, by expression and frame size
+_cache_lock = threading.Lock()
 
 
 def _remember(key, value):
-    _cache[key] = value
-    _cache.move_to_end(key)
-    while len(_cache) > _CACHE_SIZE:
-        _cache.popitem(last=False)
+    with _cache_lock:
+        _cache[key] = value
+        _cache.move_to_end(key)
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
 
 
 def _to_array(mask, region, color_channels=1):

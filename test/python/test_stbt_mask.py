@@ -58,6 +58,13 @@ class AlgebraTest(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "unsupported operand type"):
             _ = None + None
 
+    def test_image_arrays_combine_on_either_side(self):
+        pixels = np.zeros((5, 8), np.uint8)
+        pixels[4, 7] = 255
+        self.assertEqual(repr(self.a + pixels), "%r + Mask(<Image>)" % (self.a,))
+        self.assertEqual(repr(pixels - Mask(self.a)), "Mask(<Image>) - %r" % (self.a,))
+        self.assertEqual((self.a + pixels).to_array(FRAME)[1], FRAME)
+
     def test_other_operands_are_type_errors(self):
         for bad in (lambda: self.a + 1, lambda: 1 + self.a, lambda: self.a - 1.5, lambda: 2 - Mask(self.a),
                     lambda: Mask(self.a) + [1]):
