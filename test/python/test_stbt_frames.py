@@ -88,8 +88,9 @@ class Files(unittest.TestCase):
         # tests/a.py calls lib/helper.py's load(), which loads "img.png": found beside tests/a.py.
         self.write_module("lib", "helper", "import stbt\ndef load(name):\n    return stbt.load_image(name)\n")
         self.write_module("tests", "a", "import helper\ndef go(name):\n    return helper.load(name)\n")
-        sys.path[0:0] = [os.path.join(self.dir, "lib"), os.path.join(self.dir, "tests")]
-        self.addCleanup(lambda: [sys.path.remove(p) for p in (os.path.join(self.dir, "lib"), os.path.join(self.dir, "tests"))])
+        folders = [os.path.join(self.dir, "lib"), os.path.join(self.dir, "tests")]
+        sys.path[0:0] = folders
+        self.addCleanup(lambda: [sys.path.remove(p) for p in folders])
         self.addCleanup(lambda: [sys.modules.pop(m, None) for m in ("helper", "a")])
         import a  # pylint: disable=import-error,import-outside-toplevel
         beside_test = self.png("tests/img.png", numpy.full((4, 5, 3), 7, numpy.uint8))
