@@ -121,6 +121,12 @@ export const configSchema = z.strictObject({
         .default('none'),
     })
     .prefault({}),
+  power: z
+    .strictObject({
+      /** The outlet feeding the device under test (stbt.PDU): `none`, `virtual:` (the virtual set-top box's mains). */
+      uri: z.string().regex(/^(none|virtual:)$/, 'one of none, virtual:').default('none'),
+    })
+    .prefault({}),
   auth: z
     .strictObject({
       /** v1 clients send no credentials; set true to require a token on v1 too. */

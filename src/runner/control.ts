@@ -22,6 +22,10 @@
  *   connection {"id":1,"op":"held","hold_id":"h1"} -> {"id":1,"ok":true,"down":true} once the
  *   key is down (down false: the hold ended first, or did not start within timeout_ms), and
  *   {"id":2,"op":"release","hold_id":"h1"} -> the hold ends early and both answer ok
+ *   {"id":6,"op":"power"}  -> {"id":6,"ok":true,"on":true}  the node's outlet (power.uri), stbt.PDU
+ *   {"id":7,"op":"power","on":false}  -> {"id":7,"ok":true,"on":false} once the outlet reads off;
+ *                                 "outlet":"<name>" picks another outlet (none yet); no outlet
+ *                                 configured -> not_found
  *   failures                   -> {"id":..,"ok":false,"error":"<code>","message":"..."}
  *
  * A connection is read only while no request of it is being answered, and an
@@ -37,6 +41,7 @@ import { FarmError, isFarmError } from '../core/errors.js';
 import type { InfrastructureFault } from '../core/infrastructure.js';
 import type { Logger, RunControl, RunControlChannel } from '../core/ports.js';
 import type { PressOptions } from '../hardware/ir/keys.js';
+import type { PowerOutlet } from '../hardware/power/index.js';
 
 /** The environment variable that names the socket in the test process. */
 export const CONTROL_SOCKET_ENV = 'FARMHAND_CONTROL_SOCKET';
@@ -83,6 +88,8 @@ export interface ControlServerOptions {
    */
   onFrames?: (listener: () => void) => () => void;
   logger?: Logger;
+  /** The outlet feeding the device under test (`power.uri`); absent: `power` requests are refused. */
+  power?: PowerOutlet;
   /** Where the per-run socket folders go; default os.tmpdir(). */
   tmpDir?: string;
   /**
@@ -277,7 +284,8 @@ class ControlChannel implements RunControlChannel {
       if (r.op === 'next_frame') return await this.nextFrame(id, r);
       if (r.op === 'release') return this.release(id, r);
       if (r.op === 'held') return await this.held(id, r);
-      throw new FarmError('invalid_request', `unknown op ${JSON.stringify(r.op)}; use "press", "get_frame", "next_frame", "held", "release" or "log"`);
+      if (r.op === 'power') return await this.power(id, r);
+      throw new FarmError('invalid_request', `unknown op ${JSON.stringify(r.op)}; use "press", "get_frame", "next_frame", "held", "release", "power" or "log"`);
     } catch (e) {
       if (!isFarmError(e)) this.log?.error({ err: e }, 'control request failed');
       return failure(id, e);
@@ -335,6 +343,27 @@ class ControlChannel implements RunControlChannel {
       down?.settle(false); // no-op once the key was down
     }
     return { header: { id, ok: true } };
+  }
+
+  /** Read or switch the node's outlet (stbt.PDU); a switch is in the run's log, as a press is. */
+  private async power(id: number | string | null, r: Record<string, unknown>): Promise<Answer> {
+    if (r.on !== undefined && typeof r.on !== 'boolean') throw new FarmError('invalid_request', '"on" must be true or false');
+    if (r.outlet !== undefined && typeof r.outlet !== 'string') throw new FarmError('invalid_request', '"outlet" must be an outlet\'s name');
+    const outlet = this.o.power;
+    if (!outlet) throw new FarmError('not_found', 'this node has no power outlet (power.uri is "none" in its configuration)');
+    if (r.outlet !== undefined) throw new FarmError('not_found', `no outlet ${JSON.stringify(r.outlet)} on this node: it has one, its device under test's (power.uri)`);
+    if (r.on === undefined) return { header: { id, ok: true, on: await outlet.get() } };
+    const what = `power ${r.on ? 'on' : 'off'} outlet=${outlet.uri}`;
+    this.event(what);
+    let on: boolean;
+    try {
+      on = await outlet.set(r.on);
+    } catch (e) {
+      this.event(`${what}: failed: ${isFarmError(e) ? `${e.code}: ${e.message}` : 'internal error'}`);
+      throw e;
+    }
+    if (on !== r.on) throw new FarmError('device_unavailable', `the outlet (${outlet.uri}) still reads ${on ? 'on' : 'off'}`);
+    return { header: { id, ok: true, on } };
   }
 
   /** The key-down watch of a hold, made by its press or by a `held` that came first. */

@@ -154,8 +154,8 @@ class FakeDaemon:
         if self.outlet is None:
             return {"ok": False, "error": "not_found",
                     "message": "this node has no power outlet (power.uri is \"none\")"}
-        if req.get("outlet") not in (None, "dut"):
-            return {"ok": False, "error": "not_found", "message": "no outlet %r on this node" % req["outlet"]}
+        if "outlet" in req:  # as the daemon: a node has one outlet, its device under test's
+            return {"ok": False, "error": "not_found", "message": "no outlet %s on this node" % json.dumps(req["outlet"])}
         if "on" in req:
             if not isinstance(req["on"], bool):
                 return {"ok": False, "error": "invalid_request", "message": "\"on\" must be true or false"}

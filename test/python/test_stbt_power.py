@@ -53,12 +53,13 @@ class Power(WithDaemon, unittest.TestCase):
         self.assertEqual(cm.exception.code, "not_found")
         self.assertIn("power.uri", str(cm.exception))
 
-    def test_a_named_outlet_is_passed_to_the_daemon(self):
-        PDU("dut").power_off()
-        self.assertEqual(self.daemon.power_requests, [{"op": "power", "on": False, "outlet": "dut"}])
+    def test_a_named_outlet_is_passed_to_the_daemon_which_knows_only_its_own(self):
         with self.assertRaises(ControlError) as cm:
-            PDU("lamp").get()
+            PDU("lamp").power_off()
+        self.assertEqual(cm.exception.code, "not_found")
         self.assertIn("lamp", str(cm.exception))
+        self.assertEqual(self.daemon.power_requests, [{"op": "power", "on": False, "outlet": "lamp"}])
+        self.assertIs(self.daemon.outlet, True)
         with self.assertRaises(TypeError):
             PDU(3)
 
@@ -77,7 +78,7 @@ class Power(WithDaemon, unittest.TestCase):
 
     def test_repr(self):
         self.assertEqual(repr(PDU()), "PDU(outlet=None)")
-        self.assertEqual(repr(PDU("dut")), "PDU(outlet='dut')")
+        self.assertEqual(repr(PDU("lamp")), "PDU(outlet='lamp')")
 
 
 class WithoutDaemon(unittest.TestCase):

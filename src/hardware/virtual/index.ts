@@ -53,6 +53,12 @@ export interface VirtualStb {
   stats(): FrameStats;
   /** With `animations`: the frames whose picture changed and the keys obeyed; undefined without. */
   truth(): Truth | undefined;
+  /**
+   * The box's mains power (`power.uri` "virtual:", a test's `stbt.PDU`): with `on`, switch it and
+   * return the new state; without, return it. Off is a black picture and no key obeyed (unlike
+   * `KEY_POWER`'s standby, which the remote wakes); on again is a cold boot, the state it starts in.
+   */
+  mains(on?: boolean): boolean;
   /** Stop feeding every attached stdin and rendering; later key presses change nothing on screen. */
   stop(): void;
 }
@@ -74,6 +80,7 @@ export function createVirtualStb(o: VirtualStbOptions): VirtualStb {
   const animator = o.animations ? new Animator(o.width, o.height, now) : undefined;
 
   let held: string | undefined;
+  let mainsOn = true;
 
   const transportListener: VirtualIrListener = (event) => {
     if (event.hold === 'up') {
@@ -82,7 +89,7 @@ export function createVirtualStb(o: VirtualStbOptions): VirtualStb {
       return;
     }
     const key = receiver.receive(event.trains, event.key);
-    if (key === undefined) return;
+    if (key === undefined || !mainsOn) return;
     if (event.hold === 'down') held = key;
     const before = current();
     state = pressKey(before, key, now());
@@ -101,10 +108,22 @@ export function createVirtualStb(o: VirtualStbOptions): VirtualStb {
     return detach;
   };
 
+  const mains = (on?: boolean): boolean => {
+    if (on === undefined || on === mainsOn) return mainsOn;
+    mainsOn = on;
+    held = undefined;
+    // Off: nothing on screen; on: a cold boot (the channel and pages as the box starts).
+    state = on ? initialState() : { ...initialState(), power: false };
+    log.info({ on }, 'virtual set-top box: mains power');
+    cache.refresh();
+    return mainsOn;
+  };
+
   cache.refresh();
   return {
     feed,
     transportListener,
+    mains,
     state: current,
     heldKey: () => held,
     currentFrame: () => cache.current(),

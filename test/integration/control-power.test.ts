@@ -1,0 +1,133 @@
+// The control socket's `power` request (stbt.PDU) and the outlets behind it:
+// none (refused), virtual: (the virtual set-top box's mains), and one that fails.
+import { expect } from 'chai';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { connect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { FarmError } from '../../src/core/errors.js';
+import type { RunControlChannel } from '../../src/core/ports.js';
+import { LircEncoder } from '../../src/hardware/ir/lirc/index.js';
+import { VirtualTransport } from '../../src/hardware/ir/transports/virtual.js';
+import { createPowerOutlet, type PowerOutlet } from '../../src/hardware/power/index.js';
+import { createVirtualStb, vstbRemote } from '../../src/hardware/virtual/index.js';
+import { CONTROL_SOCKET_ENV, ControlServer } from '../../src/runner/control.js';
+
+/** One JSON line out, one in (answers come in order on one connection). */
+function asker(sock: Socket): (req: unknown) => Promise<Record<string, unknown>> {
+  let buf = '';
+  const waiting: ((line: string) => void)[] = [];
+  sock.on('data', (d: Buffer) => {
+    buf += d.toString('utf8');
+    let nl: number;
+    while ((nl = buf.indexOf('\n')) >= 0 && waiting.length) {
+      const line = buf.slice(0, nl);
+      buf = buf.slice(nl + 1);
+      waiting.shift()!(line);
+    }
+  });
+  return (req) =>
+    new Promise((resolve) => {
+      waiting.push((line) => resolve(JSON.parse(line) as Record<string, unknown>));
+      sock.write(`${JSON.stringify(req)}\n`);
+    });
+}
+
+describe('ControlServer: power (stbt.PDU)', () => {
+  let tmp: string;
+  let server: ControlServer;
+  let channel: RunControlChannel;
+  let sock: Socket;
+  let ask: (req: unknown) => Promise<Record<string, unknown>>;
+  let lines: string[];
+
+  async function open(power?: PowerOutlet): Promise<void> {
+    server = new ControlServer({ keys: { press: async () => undefined }, latestFrame: () => undefined, tmpDir: tmp, ...(power && { power }) });
+    channel = await server.open({ resultDir: '/results/1', testPackSha: 'a'.repeat(40), remote: 'tv' });
+    lines = [];
+    channel.onEvent!((t) => lines.push(t));
+    sock = connect(channel.env[CONTROL_SOCKET_ENV]!);
+    await new Promise<void>((resolve, reject) => sock.once('connect', resolve).once('error', reject));
+    ask = asker(sock);
+  }
+
+  beforeEach(async () => {
+    tmp = await mkdtemp(path.join(tmpdir(), 'farmhand-power-test-'));
+  });
+  afterEach(async () => {
+    sock?.destroy();
+    await server?.close();
+    await rm(tmp, { recursive: true, force: true });
+  });
+
+  it('power.uri none: every power request is refused with not_found naming power.uri', async () => {
+    await open(createPowerOutlet('none'));
+    const a = await ask({ id: 1, op: 'power', on: true });
+    expect(a).to.include({ id: 1, ok: false, error: 'not_found' });
+    expect(a.message).to.contain('power.uri');
+    expect(lines).to.deep.equal([]);
+  });
+
+  it('virtual: reads and switches the box\'s mains; off is black and deaf to keys, on is a cold boot', async () => {
+    const stb = createVirtualStb({ width: 64, height: 36, fps: 1 });
+    const transport = new VirtualTransport(stb.transportListener);
+    const enc = new LircEncoder(vstbRemote());
+    const press = (key: string) => transport.send(enc.sendOnce(key), { key: { remote: 'vstb', key } });
+    try {
+      await open(createPowerOutlet('virtual:', { virtualStb: stb }));
+      await press('KEY_DOWN');
+      expect(stb.state().homeFocus).to.equal(1);
+      expect(await ask({ id: 1, op: 'power' })).to.deep.equal({ id: 1, ok: true, on: true });
+      expect(await ask({ id: 2, op: 'power', on: false })).to.deep.equal({ id: 2, ok: true, on: false });
+      expect(stb.state().power).to.equal(false);
+      await press('KEY_POWER'); // the remote cannot wake a box without mains
+      expect(stb.state().power).to.equal(false);
+      expect(await ask({ id: 3, op: 'power' })).to.deep.equal({ id: 3, ok: true, on: false });
+      expect(await ask({ id: 4, op: 'power', on: true })).to.deep.equal({ id: 4, ok: true, on: true });
+      expect([stb.state().power, stb.state().page, stb.state().homeFocus]).to.deep.equal([true, 'home', 0]);
+      expect(lines).to.deep.equal(['power off outlet=virtual:', 'power on outlet=virtual:']);
+    } finally {
+      stb.stop();
+      await transport.close();
+    }
+  });
+
+  it('refuses a bad "on", and any outlet name (a node has one outlet)', async () => {
+    const stb = createVirtualStb({ width: 64, height: 36, fps: 1 });
+    try {
+      await open(createPowerOutlet('virtual:', { virtualStb: stb }));
+      expect(await ask({ id: 1, op: 'power', on: 'off' })).to.include({ ok: false, error: 'invalid_request' });
+      const named = await ask({ id: 2, op: 'power', outlet: 'lamp' });
+      expect(named).to.include({ ok: false, error: 'not_found' });
+      expect(named.message).to.contain('"lamp"');
+      expect(stb.mains()).to.equal(true);
+    } finally {
+      stb.stop();
+    }
+  });
+
+  it('an outlet that fails or does not take the state is an error, and the log says so', async () => {
+    let reads = false;
+    await open({
+      uri: 'test:',
+      get: async () => reads,
+      set: async (on) => {
+        if (!on) throw new FarmError('device_unavailable', 'the PDU did not answer');
+        return reads;
+      },
+    });
+    expect(await ask({ id: 1, op: 'power', on: false })).to.deep.equal({ id: 1, ok: false, error: 'device_unavailable', message: 'the PDU did not answer' });
+    const stuck = await ask({ id: 2, op: 'power', on: true });
+    expect(stuck).to.include({ ok: false, error: 'device_unavailable' });
+    expect(stuck.message).to.contain('still reads off');
+    reads = true;
+    expect(await ask({ id: 3, op: 'power', on: true })).to.deep.equal({ id: 3, ok: true, on: true });
+    expect(lines[1]).to.equal('power off outlet=test:: failed: device_unavailable: the PDU did not answer');
+  });
+
+  it('createPowerOutlet: none is no outlet; virtual: needs the box; others are refused', () => {
+    expect(createPowerOutlet('none')).to.equal(undefined);
+    expect(() => createPowerOutlet('virtual:')).to.throw(/virtual set-top box/);
+    expect(() => createPowerOutlet('snmp://pdu')).to.throw(/unknown power.uri/);
+  });
+});
