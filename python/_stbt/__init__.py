@@ -18,6 +18,7 @@ import sys
 
 # stb-tester's module name -> the farmhand module that holds its public names.
 _MODULES = {
+    "android": "stbt_core.android",
     "black": "stbt_core._black",
     "config": "stbt_core._config",
     "core": "stbt_core",

@@ -29,7 +29,7 @@ __all__ = [
 
 # The other modules of this package; each one's public names (its __all__) join this module's.
 _MODULES = ("_types", "_mask", "_match", "_frameobject", "_grid", "_precondition", "_wait", "_black",
-            "_motion", "_transition", "_keyboard", "_ocr")
+            "_motion", "_transition", "_keyboard", "_ocr", "_power")
 
 
 def _import_all():
@@ -49,3 +49,9 @@ def _import_all():
 
 _import_all()
 del _import_all
+
+# ``stbt.android`` is a submodule, as in stb-tester: its names stay out of this module's namespace.
+from stbt_core import android  # noqa: E402  pylint: disable=wrong-import-position
+
+__all__.append("android")
+__all__.sort()
