@@ -5,7 +5,6 @@ outlet's state and every request it got."""
 import os
 import unittest
 
-import stbt_core
 from _fake_daemon import WithDaemon
 from farmhand import control
 from farmhand.errors import ControlError, UITestError
@@ -93,8 +92,6 @@ class WithoutDaemon(unittest.TestCase):
             if saved is not None:
                 os.environ[control.SOCKET_ENV] = saved
 
-    @unittest.skipUnless("_power" in stbt_core._MODULES,  # pylint: disable=protected-access
-                         "stbt_core does not load _power yet")
     def test_exported_as_stbt_pdu(self):
         import stbt  # pylint: disable=import-outside-toplevel
         self.assertIs(stbt.PDU, PDU)
