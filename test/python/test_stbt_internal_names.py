@@ -26,6 +26,29 @@ class InternalNames(unittest.TestCase):
         self.assertEqual(sys.modules["stbt_core._logging"].some_setting, 1)
         del module.some_setting
 
+    def test_cv2_compat_version_is_opencvs_version_as_a_list_of_integers(self):
+        import cv2  # pylint: disable=import-outside-toplevel
+        from _stbt import cv2_compat  # pylint: disable=import-outside-toplevel
+        self.assertEqual(".".join(str(n) for n in cv2_compat.version), cv2.__version__.split("-")[0])
+        self.assertGreaterEqual(cv2_compat.version, [3, 0, 0])
+
+    def test_named_temporary_directory_is_removed_with_its_files_when_the_block_ends(self):
+        import os  # pylint: disable=import-outside-toplevel
+        from _stbt.utils import named_temporary_directory  # pylint: disable=import-outside-toplevel
+        with named_temporary_directory(prefix="stbt-test") as d:
+            self.assertTrue(os.path.basename(d).startswith("stbt-test"))
+            with open(os.path.join(d, "f"), "w", encoding="utf-8") as f:
+                f.write("x")
+        self.assertFalse(os.path.exists(d))
+
+    def test_scoped_curdir_returns_to_the_old_working_directory(self):
+        import os  # pylint: disable=import-outside-toplevel
+        from _stbt.utils import scoped_curdir  # pylint: disable=import-outside-toplevel
+        before = os.getcwd()
+        with scoped_curdir() as d:
+            self.assertEqual(os.path.realpath(os.getcwd()), os.path.realpath(d))
+        self.assertEqual(os.getcwd(), before)
+
     def test_an_unknown_internal_module_is_an_import_error(self):
         with self.assertRaises(ImportError):
             importlib.import_module("_stbt.no_such_module")
