@@ -357,9 +357,10 @@ def _level_entry(t, m8, crop):
         entry["tf"] = tf
         entry["m8"] = m.astype(np.uint8)
         entry["wt"] = t * mc.astype(np.uint8)      # the template with its ignored pixels zeroed
-        entry["wtt"] = float((tf * tf * mc).sum())  # sum of T² over the compared values
+        entry["tt"] = float((tf * tf * mc).sum())   # sum of T² over the compared values
         entry["n"] = float(m.sum()) * channels     # number of compared values
     else:
+        entry["tt"] = float((t.astype(np.float64) ** 2).sum())
         entry["n"] = float(t.shape[0] * t.shape[1] * channels)
     return entry
 
@@ -375,16 +376,21 @@ def _scores(img, lv, method):
     """Score map (float32, internal scale) of the template level ``lv`` at every place in ``img``."""
     cv2, np = _cv2(), _np()
     if method is MatchMethod.SQDIFF:
+        # sum of (I - T)² = sum of I² - 2 sum of I.T + sum of T², over the compared pixels: a
+        # correlation and a sum of squares (OpenCV's own TM_SQDIFF is several times slower)
+        f = img.astype(np.float32)
+        sq = f * f
+        if lv["channels"] > 1:
+            sq = cv2.transform(sq, np.ones((1, lv["channels"]), np.float32))
+        th, tw = lv["t"].shape[:2]
         if lv["m"] is None:
-            ssd = cv2.matchTemplate(img, lv["t"], cv2.TM_SQDIFF)
+            cross = cv2.matchTemplate(img, lv["t"], cv2.TM_CCORR)
+            energy = cv2.boxFilter(sq, -1, (tw, th), normalize=False, anchor=(0, 0),
+                                   borderType=cv2.BORDER_CONSTANT)[:cross.shape[0], :cross.shape[1]]
         else:
             cross = cv2.matchTemplate(img, lv["wt"], cv2.TM_CCORR)
-            f = img.astype(np.float32)
-            sq = f * f
-            if lv["channels"] > 1:
-                sq = cv2.transform(sq, np.ones((1, lv["channels"]), np.float32))
             energy = cv2.matchTemplate(sq, lv["m"], cv2.TM_CCORR)
-            ssd = energy - 2 * cross + lv["wtt"]
+        ssd = energy - 2 * cross + lv["tt"]
         np.maximum(ssd, 0, out=ssd)
         # 1 - the root-mean-square difference per compared value, as a fraction of full scale
         return 1.0 - np.sqrt(ssd * (1.0 / (lv["n"] * _FULL_SCALE * _FULL_SCALE)))
