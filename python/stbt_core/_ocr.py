@@ -52,7 +52,13 @@ _INK_DIFF = 64
 _MIN_LINE_ROWS = 6
 DEFAULT_TIMEOUT_SECS = 30.0
 _CACHE_SIZE = 64
-# text_color: colour distance (0 to 441 in BGR) at which a pixel is white.
+# text_color (see _text_color_grey): how much a pixel's distance off the background-to-text line (in
+# units of that line's length) takes from its share of text; chosen on the training split of
+# test/python/_ocr_corpus.py.
+_TEXT_COLOR_OFF_AXIS = 0.7
+# Below this BGR distance between the region's median colour and the text colour there is no
+# background to measure against: a plain ramp of the distance, white at TEXT_COLOR_RAMP.
+_TEXT_COLOR_MIN_CONTRAST = 10.0
 TEXT_COLOR_RAMP = 200.0
 
 
@@ -544,14 +550,7 @@ def _prepare(frame, region, params):
     if crop.ndim == 3 and crop.shape[2] == 4:
         crop = crop[:, :, :3]
     if params.text_color is not None:
-        # Distance from the text colour, at the frame's own resolution: within the threshold is black
-        # (text); beyond it grey rising to white at a distance of TEXT_COLOR_RAMP, so the anti-aliased
-        # edges of thin glyphs stay as grey instead of being cut off; other colours end up white.
-        bgr = crop if crop.ndim == 3 else cv2.cvtColor(crop, cv2.COLOR_GRAY2BGR)
-        diff = bgr.astype(np.float32) - np.array(params.text_color, np.float32)
-        dist = np.sqrt((diff * diff).sum(axis=2))
-        scale = 255.0 / max(1.0, TEXT_COLOR_RAMP - params.text_color_threshold)
-        grey = np.clip((dist - params.text_color_threshold) * scale, 0, 255).astype(np.uint8)
+        grey = _text_color_grey(crop, params.text_color, params.text_color_threshold)
     elif crop.ndim == 3:
         grey = cv2.cvtColor(crop, cv2.COLOR_BGR2GRAY)
     else:
@@ -562,9 +561,36 @@ def _prepare(frame, region, params):
         factor = float(UPSAMPLE_FACTOR) if line_height is None else \
             min(float(UPSAMPLE_FACTOR), max(1.0, UPSAMPLE_LINE_HEIGHT / line_height))
         factor = round(factor, 2)
-        if factor != 1.0:
-            grey = cv2.resize(grey, None, fx=factor, fy=factor, interpolation=cv2.INTER_CUBIC)
+    if factor != 1.0:
+        grey = cv2.resize(grey, None, fx=factor, fy=factor, interpolation=cv2.INTER_CUBIC)
     return frame, clipped, np.ascontiguousarray(grey), _Geometry(factor, line_height, lines)
+
+
+def _text_color_grey(crop, text_color, threshold):
+    """A grey picture of ``crop`` (BGR or grey) with the text of ``text_color`` dark on white: each
+    pixel placed on the line from the region's background colour (its median colour) to the text
+    colour, 0 at the background and 1 at the text colour, then less by its distance off that line
+    (other colours) and by how far past the text colour it is (text brighter or more saturated than
+    ``text_color``); that share of text is the darkness. Pixels within ``threshold`` of the text
+    colour are black. A linear mix keeps the edges of anti-aliased, chroma-subsampled glyphs as sharp as
+    the picture's brightness has them (see docs/migrating-from-stb-tester.md, text_color)."""
+    np, cv2 = _np(), _cv2()
+    bgr = (crop if crop.ndim == 3 else cv2.cvtColor(crop, cv2.COLOR_GRAY2BGR)).astype(np.float32)
+    text = np.array(text_color, np.float32)
+    dist = np.sqrt(((bgr - text) ** 2).sum(axis=2))
+    background = np.median(bgr.reshape(-1, 3), axis=0).astype(np.float32)
+    axis = text - background
+    length2 = float((axis * axis).sum())
+    # Far from the text colour is not text, whatever the background: a ramp from the threshold (all
+    # text) to TEXT_COLOR_RAMP (none).
+    share = 1.0 - (dist - threshold) / max(1.0, TEXT_COLOR_RAMP - threshold)
+    if length2 >= _TEXT_COLOR_MIN_CONTRAST ** 2:
+        rel = bgr - background
+        along = (rel * axis).sum(axis=2) / length2
+        off = np.sqrt(np.maximum((rel * rel).sum(axis=2) / length2 - along * along, 0.0))
+        share = np.minimum(share, 1.0 - np.abs(1.0 - along) - _TEXT_COLOR_OFF_AXIS * off)
+    share[dist <= threshold] = 1.0
+    return np.clip((1.0 - share) * 255.0, 0, 255).astype(np.uint8)
 
 
 def _choose_read_mode(params, geometry):
@@ -637,7 +663,7 @@ def _log(text):
 def _preprocessing(params, geometry):
     steps = ["crop to the region"]
     if params.text_color is not None:
-        steps.append("distance from text_color #%02x%02x%02x, threshold %g" % (
+        steps.append("share of text_color #%02x%02x%02x against the region's median colour, threshold %g" % (
             params.text_color[2], params.text_color[1], params.text_color[0], params.text_color_threshold))
     else:
         steps.append("greyscale")
