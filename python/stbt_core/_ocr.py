@@ -124,10 +124,22 @@ class TextMatchResult:
         return self.match
 
     def __repr__(self):
-        shape = getattr(self.frame, "shape", None)
-        frame = "None" if shape is None else "%dx%d" % (shape[1], shape[0])
-        return "TextMatchResult(time=%s, match=%r, region=%r, frame=<%s>, text=%r)" % (
-            "None" if self.time is None else "%.3f" % self.time, self.match, self.region, frame, self.text)
+        return "TextMatchResult(time=%s, match=%r, region=%r, frame=%s, text=%r)" % (
+            "None" if self.time is None else "%.3f" % self.time, self.match, self.region,
+            _frame_text(self.frame), self.text)
+
+
+def _frame_text(frame):
+    """A frame as the repr shows it, never its pixels: ``<Image(filename=..., dimensions=WxHxC)>``
+    for a loaded image, ``<Frame(time=..., dimensions=WxHxC)>`` for a frame."""
+    shape = getattr(frame, "shape", None)
+    if shape is None or len(shape) < 2:
+        return repr(frame)
+    dims = "%dx%dx%d" % (shape[1], shape[0], shape[2] if len(shape) == 3 else 1)
+    if hasattr(frame, "filename"):
+        return "<Image(filename=%r, dimensions=%s)>" % (frame.filename, dims)
+    t = getattr(frame, "time", None)
+    return "<Frame(time=%s, dimensions=%s)>" % ("None" if t is None else "%.3f" % t, dims)
 
 
 for _cls in (OcrMode, OcrEngine, TextMatchResult):
@@ -193,38 +205,54 @@ def apply_ocr_corrections(text, corrections=None):
 # ocr_eq
 # ---------------------------------------------------------------------------
 
+class Replacements(dict):
+    """``ocr_eq.replacements``: a dict of ``{text: replacement}`` applied one
+    after the other, in the dict's order. A key set later has its
+    replacement put through the entries already there first, so
+    ``replacements["İ"] = "I"`` makes ``"İ"`` whatever ``"I"`` becomes."""
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, _replace(value, self))
+
+
+def _replace(text, table):
+    for k, v in table.items():
+        if k:
+            text = text.replace(k, v)
+    return text
+
+
 def _normalize(text):
     """``text`` reduced to what OCR reads reliably: Unicode compatibility
-    forms folded, each character of ``ocr_eq.replacements`` replaced by its
-    representative, spaces and punctuation dropped."""
-    text = unicodedata.normalize("NFKC", str(text))
-    table = ocr_eq.replacements
-    out = []
-    for ch in text:
-        ch = table.get(ch, ch)
-        out.extend(c for c in ch if c.isalnum())
-    return "".join(out)
+    forms folded, ``ocr_eq.replacements`` applied in order, then spaces and
+    punctuation dropped."""
+    text = _replace(unicodedata.normalize("NFKC", str(text)), ocr_eq.replacements)
+    return "".join(ch for ch in text if not unicodedata.category(ch)[0] in "PZC")
 
 
 def ocr_eq(a, b):
     """True when ``a`` and ``b`` are the same text as far as OCR can tell:
     characters OCR confuses (0/O/o, 1/l/I/|, 5/S, 8/B, 2/Z, ...) count as
-    equal, and spaces and punctuation are ignored. ``ocr_eq.replacements``
-    (a dict, editable) maps each confusable character to its class's
+    equal, and spaces and punctuation are ignored; other letters keep their
+    case. ``ocr_eq.replacements`` (a ``Replacements`` dict, editable or
+    replaceable by any dict) maps each confusable text to its class's
     representative; ``ocr_eq.normalize(text)`` is the reduced form
     compared."""
     return _normalize(a) == _normalize(b)
 
 
-ocr_eq.replacements = {
-    "o": "O", "0": "O", "Q": "O", "D": "O",
-    "1": "I", "l": "I", "|": "I", "i": "I",
-    "5": "S", "s": "S", "$": "S",
-    "8": "B",
-    "2": "Z", "z": "Z",
-    "6": "G",
-    "c": "C", "v": "V", "w": "W", "x": "X", "u": "U", "p": "P", "k": "K",
-}
+# Each class of confusable characters goes to one representative; a letter whose capital has the same
+# shape goes to one case. The order matters only for entries whose replacement is another's key.
+ocr_eq.replacements = Replacements([
+    ("O", "o"), ("0", "o"), ("Q", "o"), ("D", "o"),
+    ("1", "l"), ("I", "l"), ("|", "l"), ("i", "l"), ("!", "l"),
+    ("5", "S"), ("s", "S"), ("$", "S"),
+    ("8", "B"), ("&", "B"),
+    ("2", "Z"), ("z", "Z"),
+    ("6", "G"),
+    ("f", "r"),
+    ("c", "C"), ("v", "V"), ("w", "W"), ("x", "X"), ("u", "U"), ("p", "P"), ("k", "K"),
+])
 ocr_eq.normalize = _normalize
 
 
@@ -542,10 +570,10 @@ def _prepare(frame, region, params):
         raise TypeError("the frame to read must be an 8-bit picture, not %s %r" % (a.dtype, a.shape))
     h, w = a.shape[:2]
     if region is None:
-        region = Region.ALL
+        raise TypeError("region=None is not a region to read: give a Region (Region.ALL for the whole frame)")
     clipped = Region.intersect(_fourtuple(region), Region(0, 0, width=w, height=h))
     if clipped is None or clipped.width == 0 or clipped.height == 0:
-        return frame, None, None, None
+        raise ValueError("region %r does not overlap the %dx%d frame: there is nothing to read" % (region, w, h))
     crop = a[clipped.y:clipped.bottom, clipped.x:clipped.right]
     if crop.ndim == 3 and crop.shape[2] == 4:
         crop = crop[:, :, :3]

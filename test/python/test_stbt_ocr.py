@@ -94,8 +94,23 @@ class Ocr(OcrTestCase):
         for line in ("Channel 104: Evening News", "Recordings", "Settings and Help"):
             self.assertIn(line, whole)
 
-    def test_a_region_outside_the_frame_reads_nothing(self):
-        self.assertEqual(stbt.ocr(render(MENU), region=stbt.Region(1300, 0, width=50, height=50)), "")
+    def test_a_region_outside_the_frame_or_none_is_an_error(self):
+        frame = render(MENU)
+        for read in (stbt.ocr, lambda f, region: stbt.match_text("Recordings", f, region=region)):
+            with self.assertRaises(ValueError):
+                read(frame, region=stbt.Region(1300, 0, width=50, height=50))
+            with self.assertRaises(ValueError):
+                read(frame, region=stbt.Region(1280, 0, 1280, 720))
+            with self.assertRaises(TypeError):
+                read(frame, region=None)
+        # A region partly outside is clipped to the frame.
+        self.assertEqual(stbt.ocr(frame, region=stbt.Region(690, 390, right=5000, bottom=435)), "Settings and Help")
+
+    def test_text_match_results_repr(self):
+        frame = render(MENU)
+        text = repr(stbt.match_text("Recordings", frame))
+        self.assertTrue(text.startswith("TextMatchResult(time=1234.500, match=True, region=Region("), text)
+        self.assertTrue(text.endswith("frame=<Frame(time=1234.500, dimensions=1280x720x3)>, text='Recordings')"), text)
 
     def test_single_word_mode(self):
         frame = render([("OK", (100, 100), 28, WHITE)])
@@ -320,7 +335,6 @@ class MatchText(OcrTestCase):
         self.assertTrue(stbt.match_text("Recordings", frame, region=stbt.Region(0, 180, width=640, height=80)))
         self.assertFalse(stbt.match_text("Recordings", frame, region=stbt.Region(640, 0, width=640, height=720)))
         self.assertTrue(stbt.match_text("Evening News", frame, region=LINE1))
-        self.assertFalse(stbt.match_text("Evening News", frame, region=stbt.Region(1300, 0, width=5, height=5)))
 
     def test_case_sensitive(self):
         frame = render(MENU)
@@ -341,6 +355,27 @@ class OcrEq(unittest.TestCase):
         self.assertTrue(stbt.ocr_eq("Play / Pause", "Play Pause."))
         self.assertFalse(stbt.ocr_eq("Channel 104", "Channel 105"))
         self.assertFalse(stbt.ocr_eq("Recordings", "Reminders"))
+
+    def test_other_letters_keep_their_case(self):
+        self.assertFalse(stbt.ocr_eq("hello", "HELLO"))
+        self.assertTrue(stbt.ocr_eq("hello", "he1 10"))
+        self.assertEqual(stbt.ocr_eq.normalize("he1 10"), "hello")
+        self.assertTrue(stbt.ocr_eq("BT Sport", "8T Sport"))
+        self.assertTrue(stbt.ocr_eq("Movies & TV", "Movies 8. TV"))
+
+    def test_replacements_apply_in_order_and_a_new_entry_goes_through_the_old_ones(self):
+        saved = stbt.ocr_eq.replacements
+        try:
+            stbt.ocr_eq.replacements = {"1": "l"}  # any dict will do
+            self.assertEqual(stbt.ocr_eq.normalize("he1 10"), "hell0")
+            stbt.ocr_eq.replacements = _ocr.Replacements({"1": "l"})
+            stbt.ocr_eq.replacements["l"] = "L"  # after "1" -> "l": both end as "L"
+            self.assertEqual(stbt.ocr_eq.normalize("l1"), "LL")
+            stbt.ocr_eq.replacements["7"] = "1"  # put through the entries already there: "L"
+            self.assertEqual(stbt.ocr_eq.replacements["7"], "L")
+            self.assertTrue(stbt.ocr_eq("7", "l"))
+        finally:
+            stbt.ocr_eq.replacements = saved
 
     def test_replacements_and_normalize_are_public(self):
         self.assertEqual(stbt.ocr_eq.normalize("l0 O"), stbt.ocr_eq.normalize("IOO"))
