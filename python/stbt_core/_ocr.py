@@ -456,22 +456,32 @@ def _run_command(argv, stdin, timeout):
 
 def _words_data(value, name):
     """The bytes of a --user-words / --user-patterns file: a list is one
-    entry a line; a string is a filename (relative ones found as
-    ``find_file`` does)."""
+    entry a line; a string (or bytes) names a file when there is one by
+    that name (relative ones found as ``find_file`` does), else it is one
+    entry itself (``tesseract_user_words="192.168.10.1"``)."""
     if value is None:
         return None
-    if isinstance(value, (str, bytes)) or hasattr(value, "__fspath__"):
+    if isinstance(value, bytes):
+        value = os.fsdecode(value)
+    if isinstance(value, str) or hasattr(value, "__fspath__"):
         path = os.fspath(value)
         if isinstance(path, bytes):
             path = os.fsdecode(path)
         if not os.path.isabs(path):
             from stbt_core._frames import find_file  # pylint: disable=import-outside-toplevel
-            path = find_file(path) or path
-        try:
-            with open(path, "rb") as f:
-                return f.read()
-        except OSError as e:
-            raise IOError("could not read %s: %s" % (path, e)) from e
+            try:
+                path = find_file(path)
+            except OSError:
+                pass
+        if os.path.isfile(path):
+            try:
+                with open(path, "rb") as f:
+                    return f.read()
+            except OSError as e:
+                raise IOError("could not read %s: %s" % (path, e)) from e
+        if not isinstance(value, str) or "/" in value:
+            raise IOError("could not read %s: no such file" % (path,))
+        value = [value]
     lines = [str(w) for w in value]
     if any("\n" in w or "\r" in w for w in lines):
         raise ValueError("%s must not contain line breaks" % name)
@@ -808,6 +818,8 @@ def match_text(text, frame=None, region=Region.ALL, mode=OcrMode.PAGE_SEGMENTATI
     Case is ignored unless ``case_sensitive``; punctuation at a word's ends
     is ignored. The searched words are added to tesseract's dictionary for
     this read."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
     if not isinstance(text, str):
         raise TypeError("match_text's text must be a str, not %r" % (type(text).__name__,))
     wanted = [_word_key(w, case_sensitive) for w in text.split()]

@@ -251,6 +251,20 @@ class Ocr(OcrTestCase):
         with self.assertRaises(IOError):
             stbt.ocr(frame, LINE1, tesseract_user_words=os.path.join(self.root, "missing.txt"))
 
+    def test_a_string_that_names_no_file_is_one_word_or_pattern(self):
+        frame = render([("192.168.10.1", (100, 100), 28, WHITE)])
+        region = stbt.Region(90, 90, width=240, height=45)
+        # Before, such a string was taken for a file's name and the read failed (no such file).
+        for words in ("192.168.10.1", b"192.168.10.1", ["192.168.10.1"]):
+            self.assertEqual(stbt.ocr(frame, region, mode=stbt.OcrMode.SINGLE_WORD, tesseract_user_words=words),
+                             "192.168.10.1")
+        self.assertEqual(stbt.ocr(frame, region, mode=stbt.OcrMode.SINGLE_WORD,
+                                  tesseract_user_patterns=r"\d\*.\d\*.\d\*.\d\*"), "192.168.10.1")
+
+    def test_match_text_takes_utf8_bytes(self):
+        frame = render(MENU)
+        self.assertTrue(stbt.match_text("Recordings".encode("utf-8"), frame))
+
     def test_tesseract_config(self):
         frame = render([("AB12 CD34", (100, 100), 28, WHITE)])
         region = stbt.Region(80, 80, width=400, height=50)
