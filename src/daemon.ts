@@ -188,10 +188,10 @@ async function openRecords(b: Base) {
 /** The parts that run from here on: capture, the health watcher, the event stream, the farm uploads. */
 async function openLive(b: Base & Records & Devices & Core) {
   const { cfg, logger, stack } = b;
-  await stack.defer('capture', () => b.frames.stop());
+  stack.defer('capture', () => b.frames.stop());
   await b.frames.start();
   // When stopping: after the running job and the event streams (below), the requests still open are cut.
-  await stack.defer('HTTP connections', () => b.http.cutConnections());
+  stack.defer('HTTP connections', () => b.http.cutConnections());
   const health = await stack.open('health watcher', () => {
     const h = new HealthWatcher({ health: b.online, sink: b.hub, clock: systemClock, intervalMs: cfg.events.health_poll_secs * 1000 });
     h.start();

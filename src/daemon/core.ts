@@ -63,7 +63,7 @@ export async function openCore(p: CoreParts) {
   const { maintenance, reservations } = reservationService(p, state, jobs);
   const node = nodeService(p, state, jobs, reservations, maintenance, late);
   const checks = (late.checks = healthCheck(p, jobs, node, reservations, maintenance));
-  await stack.defer('node usage', () => node.flush());
+  stack.defer('node usage', () => node.flush());
   await stack.open('reservations', async () => {
     await reservations.start();
     return { value: reservations, close: () => reservations.stop() };

@@ -64,7 +64,7 @@ export async function openDevices(b: Base & { hub: EventHub }) {
     pollSecs: cfg.test_pack.poll_secs,
     logger: logger.child({ module: 'test-pack' }),
   });
-  await stack.defer('test pack', () => testPack.close());
+  stack.defer('test pack', () => testPack.close());
   // An unreachable URL is not fatal: open() logs it and keeps retrying in the background.
   await testPack.open();
   const device = await openDevice(b);

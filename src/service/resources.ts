@@ -41,14 +41,19 @@ export class ResourceStack {
   async open<T>(name: string, make: () => Opened<T> | Promise<Opened<T>>): Promise<T> {
     if (this.closing) throw new Error(`cannot open ${name}: the process is stopping`);
     const { value, close } = await make();
-    this.entries.push({ name, close });
-    this.o.onEvent?.({ type: 'opened', name, value });
+    this.push(name, close, value);
     return value;
   }
 
   /** A close with nothing to open (something built already, or a point in the stopping order). */
-  async defer(name: string, close: () => unknown): Promise<void> {
-    await this.open(name, () => ({ value: undefined, close }));
+  defer(name: string, close: () => unknown): void {
+    if (this.closing) throw new Error(`cannot open ${name}: the process is stopping`);
+    this.push(name, close, undefined);
+  }
+
+  private push(name: string, close: () => unknown, value: unknown): void {
+    this.entries.push({ name, close });
+    this.o.onEvent?.({ type: 'opened', name, value });
   }
 
   /** The names opened so far, in order. */

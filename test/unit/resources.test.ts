@@ -18,7 +18,7 @@ describe('ResourceStack', () => {
     const aClosed = new Promise<void>((r) => (releaseA = r));
     expect(await stack.open('a', () => ({ value: 1, close: () => aClosed.then(() => order.push('a')) }))).to.equal(1);
     expect(await stack.open('b', async () => ({ value: 'two', close: async () => void order.push('b') }))).to.equal('two');
-    await stack.defer('c', () => order.push('c'));
+    stack.defer('c', () => order.push('c'));
     expect(stack.names()).to.deep.equal(['a', 'b', 'c']);
     const closing = stack.close();
     // b and c are closed; a's close is under way and nothing after it has been told closed.
@@ -33,9 +33,9 @@ describe('ResourceStack', () => {
 
   it('a failing close is logged and does not skip the ones before it', async () => {
     const { stack, logger, events, closed } = stackWithLog();
-    await stack.defer('first', () => undefined);
-    await stack.defer('broken', () => Promise.reject(new Error('disk gone')));
-    await stack.defer('throws', () => {
+    stack.defer('first', () => undefined);
+    stack.defer('broken', () => Promise.reject(new Error('disk gone')));
+    stack.defer('throws', () => {
       throw new Error('at once');
     });
     await stack.close();
@@ -47,7 +47,7 @@ describe('ResourceStack', () => {
   it('closes once, however often it is asked; opens nothing once closing', async () => {
     const { stack } = stackWithLog();
     let n = 0;
-    await stack.defer('x', () => void n++);
+    stack.defer('x', () => void n++);
     const [p, q] = [stack.close(), stack.close()];
     expect(p).to.equal(q);
     await p;
@@ -76,7 +76,7 @@ describe('ResourceStack', () => {
 
   it('an opener that throws adds nothing to close', async () => {
     const { stack, closed } = stackWithLog();
-    await stack.defer('before', () => undefined);
+    stack.defer('before', () => undefined);
     const err = await stack.open('fails', () => Promise.reject(new Error('no'))).catch((e: Error) => e.message);
     expect(err).to.equal('no');
     await stack.close();

@@ -27,6 +27,7 @@ import { linkAvailability } from './availability.js';
 import type { PortalConfig } from './config.js';
 import { NODE_COLUMNS, remoteLink, type NodeRow } from './nodeViews.js';
 import { startPortal, type Portal, type PortalParts } from './portal.js';
+import { ResourceStack, type ResourceEvent } from '../../service/resources.js';
 import { storedResultPageRouter } from './web.js';
 
 export interface FarmPortal extends Portal {
@@ -50,33 +51,66 @@ export function busyReason(link: NodeLink | undefined): string | null {
 export interface FarmPortalOptions extends Pick<PortalParts, 'onLockLost' | 'onLeaseLost'> {
   /** How often waiting reservation requests look again without a wake-up (default 500 ms; tests make it long). */
   reservationRecheckMs?: number;
+  /**
+   * Told of every resource opened and closed, in order (src/service/resources.ts). What it throws when told a
+   * resource opened fails the start at that step: the tests' seam for a start that fails half-way.
+   */
+  onResource?: (e: ResourceEvent) => void;
 }
 
+/** The farm's parts, made in the portal's factories (so they close among its resources), started once it listens. */
+interface FarmParts {
+  reservations?: PgReservations;
+  log?: PgEventLog;
+  listener?: OutboxListener;
+  stream?: EventStream;
+  store?: StoredResults;
+  uploads?: FarmUploads;
+  locks?: PgUploadLocks | undefined;
+  webhooks?: FarmWebhooks;
+}
+
+/**
+ * Start the whole portal. Its resources and the farm's are one stack (src/service/resources.ts): a failed start and
+ * `stop` close the same list in reverse. The farm's parts are made in the portal's factories, so they close after the
+ * hub (its last events go into the outbox) and the requests under way, and before the pool.
+ */
 export async function startFarmPortal(cfg: PortalConfig, logger: Logger, opts: FarmPortalOptions = {}): Promise<FarmPortal> {
-  const { reservationRecheckMs, ...o } = opts;
-  let reservations: PgReservations | undefined;
-  let log: PgEventLog | undefined;
-  let listener: OutboxListener | undefined;
-  let stream: EventStream | undefined;
-  let store: StoredResults | undefined;
-  let uploads: FarmUploads | undefined;
-  let locks: PgUploadLocks | undefined;
-  let sweeper: NodeJS.Timeout | undefined;
-  let retainer: NodeJS.Timeout | undefined;
-  const partsLogger = (part: string): Logger => logger.child({ part });
-  const portal = await startPortal(cfg, logger, {
-    ...o,
+  const { reservationRecheckMs, onResource, ...o } = opts;
+  const stack = new ResourceStack({ logger, ...(onResource && { onEvent: onResource }) });
+  const f: FarmParts = {};
+  const portal = await startPortal(cfg, logger, { ...o, ...farmFactories(cfg, logger, stack, f, reservationRecheckMs), stack });
+  try {
+    await startParts(cfg, logger, stack, f);
+  } catch (e) {
+    await portal.stop();
+    throw e;
+  }
+  return {
+    ...portal,
+    reservations: f.reservations!,
+    events: { log: f.log!, listener: f.listener!, stream: f.stream!, webhooks: f.webhooks! },
+    store: f.store!,
+    uploads: f.uploads!,
+  };
+}
+
+const partsLogger = (logger: Logger, part: string): Logger => logger.child({ part });
+
+function farmFactories(cfg: PortalConfig, logger: Logger, stack: ResourceStack, f: FarmParts, reservationRecheckMs: number | undefined): Partial<PortalParts> {
+  return {
     opsSources: {
-      uploadsInFlight: () => uploads?.inFlight ?? 0,
-      reservedNodes: async () => (reservations ? (await reservations.activeAll()).keys() : []),
+      uploadsInFlight: () => f.uploads?.inFlight ?? 0,
+      reservedNodes: async () => (f.reservations ? (await f.reservations.activeAll()).keys() : []),
       busyReason,
     },
-    jobExited: (uid, signal) => whenJobExited(listener!, uid, signal),
-    tokens: (pool) => new PgTokenVerifier(pool, { logger: partsLogger('tokens') }),
+    jobExited: (uid, signal) => whenJobExited(f.listener!, uid, signal),
+    tokens: (pool) => new PgTokenVerifier(pool, { logger: partsLogger(logger, 'tokens') }),
     credentials: (pool) => new PgNodeCredentials(pool),
     reservations: (pool, hub, wakeups, replicaId) => {
-      log = new PgEventLog({ pool, logger: partsLogger('events'), keepRows: cfg.events.buffer_size });
-      reservations = new PgReservations({
+      const log = (f.log = new PgEventLog({ pool, logger: partsLogger(logger, 'events'), keepRows: cfg.events.buffer_size }));
+      stack.defer('outbox log', () => log.close());
+      const r = (f.reservations = new PgReservations({
         pool,
         // Replicas "many": a node connected to another replica is read from the database, as the node list reads it.
         isBusy: async (id, db) => {
@@ -86,99 +120,74 @@ export async function startFarmPortal(cfg: PortalConfig, logger: Logger, opts: F
           return busyReason((row && remoteLink(row, replicaId)) ?? link);
         },
         events: log,
-        logger: partsLogger('reservations'),
+        logger: partsLogger(logger, 'reservations'),
         wakeups,
         ...(reservationRecheckMs !== undefined && { recheckMs: reservationRecheckMs }),
-      });
-      return reservations;
+      }));
+      stack.defer('reservations', () => r.close());
+      return r;
     },
-    routers: ({ pool, hub, results, fold }): Router[] => {
-      // Every node's events (in the fold's transaction), and the hub's own (online/offline, the lost run), go into the outbox.
-      log!.attach(hub, fold);
-      listener = new OutboxListener({ pool, logger: partsLogger('outbox') });
-      stream = new EventStream(farmStreamSource(listener), {
-        maxClients: cfg.events.max_clients,
-        maxPerCaller: cfg.events.max_clients_per_caller,
-        heartbeatMs: cfg.events.heartbeat_secs * 1000,
-        maxBacklogBytes: cfg.events.max_client_backlog_bytes,
-        logger: partsLogger('event-stream'),
-      });
-      store = new StoredResults({ storageDir: cfg.storage_dir, index: results, pool });
-      const r = reservations!;
-      return [
-        storedResultPageRouter({ store, hub, pool, ...(cfg.public_url && { publicUrl: cfg.public_url }) }),
-        farmResultRouter({ store, forward: forwardThroughHub(hub, cfg.public_url), ...(cfg.public_url && { publicUrl: cfg.public_url }) }),
-        farmReservationRouter({ reservations: r, notices: (u, a) => r.takeNotices(u, a) }),
-        stream.router(),
-      ];
-    },
+    routers: (p) => eventRouters(cfg, logger, stack, f, p),
     early: ({ pool }) => {
       // Replicas share storage_dir: one writer per partial file among them, by a lease in PostgreSQL (docs/farm.md, "Many portals").
-      locks = cfg.replicas.mode === 'many' ? new PgUploadLocks(pool, { ...(cfg.replicas.replica_id && { holder: cfg.replicas.replica_id }) }) : undefined;
-      uploads = new FarmUploads(store!, { maxPartialBytesPerNode: cfg.max_partial_upload_bytes_per_node, ...(locks && { locks }) });
-      return [uploadRouter({ uploads, store: store!, credentials: new PgNodeCredentials(pool) })];
+      f.locks = cfg.replicas.mode === 'many' ? new PgUploadLocks(pool, { ...(cfg.replicas.replica_id && { holder: cfg.replicas.replica_id }) }) : undefined;
+      f.uploads = new FarmUploads(f.store!, { maxPartialBytesPerNode: cfg.max_partial_upload_bytes_per_node, ...(f.locks && { locks: f.locks }) });
+      return [uploadRouter({ uploads: f.uploads, store: f.store!, credentials: new PgNodeCredentials(pool) })];
     },
-  });
-  const webhooks = new FarmWebhooks({
-    pool: portal.pool,
-    listener: listener!,
-    settings: cfg.webhooks,
-    userAgent: `farmhand-portal/${version}`,
-    logger: partsLogger('webhooks'),
-  });
-  try {
-    await store!.open();
-    if (cfg.replicas.replica_id) await locks?.releaseMine();
-    await reservations!.start();
-    log!.start();
-    await listener!.start();
-    await webhooks.start();
-    // Uploads a node gave up on leave partial files behind: swept at start and every 6 hours.
-    const sweep = (): void => {
-      uploads!.sweepPartials().then(
-        (n) => n > 0 && logger.info({ removed: n }, 'removed partial upload files untouched for 7 days'),
-        (e: unknown) => logger.warn({ err: e }, 'sweeping partial upload files failed'),
-      );
-    };
-    sweep();
-    sweeper = setInterval(sweep, 6 * 3600_000).unref();
-    const retain = (): void => {
-      store!.enforceRetention(cfg.retention).then(
-        (n) => n > 0 && logger.info({ deleted: n }, 'retention deleted old results from the portal'),
-        (e: unknown) => logger.warn({ err: e }, 'retention of the portal`s results failed; tried again at the next interval'),
-      );
-    };
-    retain();
-    retainer = setInterval(retain, cfg.retention.interval_secs * 1000).unref();
-  } catch (e) {
-    await closeParts();
-    await portal.stop();
-    throw e;
-  }
-  async function closeParts(): Promise<void> {
-    clearInterval(sweeper);
-    clearInterval(retainer);
-    stream?.close();
-    await webhooks.close().catch(() => undefined);
-    await listener?.close().catch(() => undefined);
-    await reservations?.close().catch(() => undefined);
-    await log?.close().catch(() => undefined);
-  }
-  let stopping: Promise<void> | undefined;
-  return {
-    ...portal,
-    reservations: reservations!,
-    events: { log: log!, listener: listener!, stream: stream!, webhooks },
-    store: store!,
-    uploads: uploads!,
-    // The requests under way first (while the nodes are connected: drain.ts), then the hub (no more events come
-    // in), then what feeds on them, the pool last (portal.stop).
-    stop: () =>
-      (stopping ??= (async () => {
-        await portal.drain();
-        await portal.hub.close();
-        await closeParts();
-        await portal.stop();
-      })()),
   };
+}
+
+/** Every node's events (in the fold's transaction), and the hub's own (online/offline, the lost run), go into the outbox. */
+function eventRouters(cfg: PortalConfig, logger: Logger, stack: ResourceStack, f: FarmParts, p: Parameters<NonNullable<PortalParts['routers']>>[0]): Router[] {
+  const { pool, hub, results, fold } = p;
+  f.log!.attach(hub, fold);
+  const listener = (f.listener = new OutboxListener({ pool, logger: partsLogger(logger, 'outbox') }));
+  stack.defer('outbox listener', () => listener.close());
+  const webhooks = (f.webhooks = new FarmWebhooks({ pool, listener, settings: cfg.webhooks, userAgent: `farmhand-portal/${version}`, logger: partsLogger(logger, 'webhooks') }));
+  stack.defer('webhooks', () => webhooks.close());
+  const stream = (f.stream = new EventStream(farmStreamSource(listener), {
+    maxClients: cfg.events.max_clients,
+    maxPerCaller: cfg.events.max_clients_per_caller,
+    heartbeatMs: cfg.events.heartbeat_secs * 1000,
+    maxBacklogBytes: cfg.events.max_client_backlog_bytes,
+    logger: partsLogger(logger, 'event-stream'),
+  }));
+  stack.defer('event stream', () => stream.close());
+  const store = (f.store = new StoredResults({ storageDir: cfg.storage_dir, index: results, pool }));
+  const r = f.reservations!;
+  return [
+    storedResultPageRouter({ store, hub, pool, ...(cfg.public_url && { publicUrl: cfg.public_url }) }),
+    farmResultRouter({ store, forward: forwardThroughHub(hub, cfg.public_url), ...(cfg.public_url && { publicUrl: cfg.public_url }) }),
+    farmReservationRouter({ reservations: r, notices: (u, a) => r.takeNotices(u, a) }),
+    stream.router(),
+  ];
+}
+
+/** Once the portal listens: the stored results, the reservations' timers, the outbox and its webhooks, the sweeps. */
+async function startParts(cfg: PortalConfig, logger: Logger, stack: ResourceStack, f: FarmParts): Promise<void> {
+  await f.store!.open();
+  if (cfg.replicas.replica_id) await f.locks?.releaseMine();
+  await f.reservations!.start();
+  f.log!.start();
+  await f.listener!.start();
+  await f.webhooks!.start();
+  // Uploads a node gave up on leave partial files behind: swept at start and every 6 hours.
+  const sweep = (): void => {
+    f.uploads!.sweepPartials().then(
+      (n) => n > 0 && logger.info({ removed: n }, 'removed partial upload files untouched for 7 days'),
+      (e: unknown) => logger.warn({ err: e }, 'sweeping partial upload files failed'),
+    );
+  };
+  sweep();
+  const sweeper = setInterval(sweep, 6 * 3600_000).unref();
+  stack.defer('partial uploads sweep', () => clearInterval(sweeper));
+  const retain = (): void => {
+    f.store!.enforceRetention(cfg.retention).then(
+      (n) => n > 0 && logger.info({ deleted: n }, 'retention deleted old results from the portal'),
+      (e: unknown) => logger.warn({ err: e }, 'retention of the portal`s results failed; tried again at the next interval'),
+    );
+  };
+  retain();
+  const retainer = setInterval(retain, cfg.retention.interval_secs * 1000).unref();
+  stack.defer('retention', () => clearInterval(retainer));
 }

@@ -5,16 +5,14 @@
  * passed in as factories of the pool, so each is constructed here and nowhere
  * else.
  */
-import { createServer, type Server } from 'node:http';
+import { createServer } from 'node:http';
 import { Drain } from './drain.js';
 import type { AddressInfo } from 'node:net';
 import type Router from '@koa/router';
 import type Koa from 'koa';
-import type { Context } from 'koa';
 import type pg from 'pg';
 import type { TokenVerifier } from '../../core/auth.js';
 import type { Logger } from '../../core/ports.js';
-import type { Role } from '../../core/roles.js';
 import type { FarmReservations, FarmTokenVerifier, NodeCredentials } from '../contract.js';
 import { migrate } from '../db/migrate.js';
 import { newPool } from '../db/pool.js';
@@ -25,17 +23,12 @@ import { Sweeper } from '../replicas/sweeper.js';
 import { PgNodeFold } from '../fold.js';
 import { FarmJobs } from '../jobs.js';
 import { FarmResults } from '../results.js';
-import { ConfigError } from '../../config/load.js';
-import type { OidcConfig } from '../../config/oidc.js';
-import { OidcSignIn, readClientSecret } from '../../http/oidc.js';
-import type { OnOidcSignIn } from '../../web/pages/oidcSignIn.js';
-import { PgUsers } from '../users.js';
 import { FarmWakeups } from '../wakeups.js';
 import { PgSessionStore } from '../webSessions.js';
-import { PgFlowStore } from '../oidcFlows.js';
 import { createPortalApp } from './app.js';
 import { PgAuditLog } from '../audit.js';
-import { auditRouter, auditTrail } from '../../http/audit.js';
+import { auditRouter, auditTrail, type AuditTrail } from '../../http/audit.js';
+import { ResourceStack } from '../../service/resources.js';
 import { auditPageRouter } from '../../web/pages/audit.js';
 import { portalOps, type PortalOpsSources } from './ops.js';
 import type { PortalConfig } from './config.js';
@@ -44,8 +37,8 @@ import { SharedForwards } from './sharedForward.js';
 import { NodePlaces, placeNodeRequests } from './nodePlace.js';
 import { ReplicaProxy } from './replicaProxy.js';
 import { randomBytes } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
 import { portalWebRouters, storedJobPageRouter } from './web.js';
+import { atOtherReplicas, closeServer, listen, portalOidc, readOidcSecret, readReplicaSecret, sweeperOf, toAnyNodeElsewhere } from './portalParts.js';
 
 /** What the portal is built from, beyond its config. */
 export interface PortalParts {
@@ -77,6 +70,11 @@ export interface PortalParts {
   jobExited?: (uid: string, signal: AbortSignal) => Promise<void>;
   /** What /metrics reads beyond the hub, the pool and the lock (the farm's uploads and reservations); read at each scrape. */
   opsSources?: Pick<PortalOpsSources, 'uploadsInFlight' | 'reservedNodes' | 'busyReason'>;
+  /**
+   * The stack the portal's resources join (src/service/resources.ts), for a caller whose own parts must close
+   * among them (the farm's, opened in the factories above); default: the portal's own. `stop` closes it all.
+   */
+  stack?: ResourceStack;
 }
 
 export interface Portal {
@@ -132,314 +130,270 @@ const NO_NODES: NodeCredentials = { verify: () => Promise.resolve(false) };
 const isFarmTokenVerifier = (t: TokenVerifier): t is FarmTokenVerifier => typeof (t as Partial<FarmTokenVerifier>).start === 'function';
 
 export async function startPortal(cfg: PortalConfig, logger: Logger, parts: PortalParts = {}): Promise<Portal> {
-  // A config problem before anything starts: the OIDC client secret's file (ConfigError: `farmhand portal` exits 78).
-  const oidcSecret = cfg.oidc && (await readOidcSecret(cfg.oidc));
-  const many = cfg.replicas.mode === 'many';
-  const replicaSecret = many ? await readReplicaSecret(cfg.replicas.secret_file!) : undefined;
-  // First of all, before a migration or a node row: one portal per database (replicas "single"). Another one's
-  // lock is a PortalLockHeld (`farmhand portal` exits 78 with its one line); a database away is thrown as it is.
-  // Replicas "many" take it shared (they never contend; a "single" portal and they refuse each other), then a lease.
-  const lock = await PortalLock.acquire({
-    connectionString: cfg.database,
-    logger: logger.child({ part: 'portal-lock' }),
-    shared: many,
-    onLost: parts.onLockLost ?? ((holder) => logger.error({ holder }, 'the portal lock is held by another portal: this portal is not ready; stop it')),
-  });
-  let lease: ReplicaLease | undefined;
-  let sweeper: Sweeper | undefined;
-  // A client losing its server (PostgreSQL restarted) must not crash the process; the next query reconnects.
-  const pool = newPool({
-    connectionString: cfg.database,
-    max: cfg.database_pool_size,
-    queryTimeoutMs: cfg.database_query_timeout_secs * 1000,
-    logger: logger.child({ part: 'database' }),
-  });
-  let server: Server | undefined;
-  let hub: PortalHub | undefined;
-  let tokens: TokenVerifier | undefined;
-  let audit: PgAuditLog | undefined;
-  let wakeups: FarmWakeups | undefined;
-  let sessions: PgSessionStore | undefined;
+  const stack = parts.stack ?? new ResourceStack({ logger });
   try {
-    await migrate(pool);
-    if (many) {
-      lease = await ReplicaLease.take({
-        connectionString: cfg.database,
-        ...(cfg.replicas.replica_id !== undefined && { replicaId: cfg.replicas.replica_id }),
-        url: cfg.replicas.advertise_url!,
-        leaseSecs: cfg.replicas.lease_secs,
-        logger: logger.child({ part: 'replica-lease' }),
-        onLost: (why) => {
-          // Stop acting: no node is ours any more, no sweep; /readyz answers 503 (ops.ts reads the lease).
-          hub?.abandon('this portal replica lost its lease');
-          void sweeper?.stop();
-          (parts.onLeaseLost ?? (() => logger.error('this portal replica lost its lease: it is not ready; restart it')))(why);
-        },
-      });
-    }
-    wakeups = new FarmWakeups({ pool, logger: logger.child({ part: 'wakeups' }) });
-    await wakeups.start();
-    if (!parts.tokens) logger.warn('no token verifier is wired: every v2 call is refused');
-    if (!parts.credentials) logger.warn('no node credentials are wired: no node can connect');
-    if (cfg.max_buffered_response_bytes !== undefined) {
-      logger.warn('max_buffered_response_bytes is retired and ignored: a forwarded answer waits for a slow client within its HTTP/2 window (256 KiB); remove the key');
-    }
-    tokens = parts.tokens?.(pool) ?? NO_TOKENS;
-    if (isFarmTokenVerifier(tokens)) await tokens.start();
-    sessions = new PgSessionStore({ pool, tokens, wakeups, logger: logger.child({ part: 'sessions' }) });
-    await sessions.start();
-    const w = wakeups;
-    // Replicas "many": the results stored here are told to the others (their read-your-writes listeners).
-    const results = new FarmResults(pool, cfg.replicas.mode === 'many' ? wakeups : undefined);
-    // The fault rule's events (the lost run, the ended job) go out through the hub, made just below.
-    const jobs = new FarmJobs({ pool, logger, onRunLost: (r) => results.put([r]), emit: (type, nodeId, data) => hub?.emitPortalEvent(type, nodeId, data) });
-    const fold = new PgNodeFold({ pool, jobs, results, logger: logger.child({ part: 'fold' }) });
-    hub = new PortalHub({
-      pool,
-      fold,
-      credentials: parts.credentials?.(pool) ?? NO_NODES,
-      logger: logger.child({ part: 'hub' }),
-      heartbeatSecs: cfg.heartbeat_secs,
-      flushSecs: cfg.flush_secs,
-      ...(cfg.restart_grace_secs !== undefined && { restartGraceMs: cfg.restart_grace_secs * 1000 }),
-      maxInboxEvents: cfg.max_node_inbox_events,
-      maxInboxBytes: cfg.max_node_inbox_bytes,
-      jobs,
-      ...(lease && { replicaId: lease.replicaId }),
-    });
-    if (lease) {
-      const h1 = hub;
-      const l1 = lease;
-      sweeper = new Sweeper({
-        pool,
-        replicaId: lease.replicaId,
-        periodMs: lease.leaseMs,
-        graceMs: hub.restartGraceMs,
-        logger: logger.child({ part: 'replica-sweeper' }),
-        held: () => l1.held,
-        fault: (nodeId, reason, t) => jobs.nodeOffline(nodeId, reason, t),
-        onOffline: (nodeId, reason) => h1.emitPortalEvent('node.offline', nodeId, { online: false, reason }),
-      });
-    }
-    const reservations = parts.reservations?.(pool, hub, w, lease?.replicaId);
-    const awaits = new SharedForwards({ joinMs: AWAIT_JOIN_MS });
-    // The farm's audit trail (docs/auth.md): the portal's requests, in PostgreSQL.
-    audit = new PgAuditLog({ pool, keepDays: cfg.audit.keep_days, logger: logger.child({ part: 'audit' }) });
-    const trail = auditTrail({ log: audit, idleMs: cfg.audit.manual_idle_secs * 1000, logger: logger.child({ part: 'audit' }) });
-    const h0 = hub;
-    // One id for the replica: its lease's (configured or random), so the proxy's loop guard and the lease agree.
-    const replicaId = lease?.replicaId ?? cfg.replicas.replica_id ?? randomBytes(6).toString('hex');
-    const places = new NodePlaces({ pool, hub, ...(many && { replicaId, wakeups: w }) });
-    const proxy = replicaSecret
-      ? new ReplicaProxy({ secret: replicaSecret, replicaId, retryAfterSecs: Math.ceil(cfg.replicas.lease_secs), ...(cfg.public_url && { publicUrl: cfg.public_url }) })
-      : undefined;
-    const ops = portalOps({
-      pool,
-      lock,
-      ...(lease && { lease, sweeps: () => sweeper?.sweeps ?? 0 }),
-      links: () => h0.links(),
-      forwards: () => ({ inFlight: h0.forwardsInFlight(), total: h0.stats.forwards }),
-      inbox: () => h0.stats,
-      ...(proxy && { replicaProxy: () => proxy.stats }),
-      logger: logger.child({ part: 'ops' }),
-      ...parts.opsSources,
-    });
-    const oidc = cfg.oidc && oidcSecret !== undefined ? portalOidc(cfg.oidc, cfg.public_url, pool, oidcSecret, logger.child({ part: 'oidc' })) : undefined;
-    const app = createPortalApp({
-      ...(oidc && { oidc }),
-      ...(replicaSecret && { replicaSecret }),
-      ...(proxy && { nodePlaces: placeNodeRequests({ places, proxy, holdMs: cfg.replicas.hold_secs * 1000, logger: logger.child({ part: 'replicas' }) }) }),
-      ops: ops.router,
-      logger,
-      tokens,
-      sessions,
-      rateLimit: cfg.rate_limit,
-      maxBodyBytes: cfg.api.max_body_bytes,
-      publicUrl: cfg.public_url,
-      v1RequiresToken: cfg.auth.v1_requires_token,
-      audit: trail,
-      admins: async () => (await pool.query<{ username: string }>("SELECT username FROM users WHERE role = 'admin' ORDER BY username LIMIT 5")).rows.map((r) => r.username),
-      routers: [
-        auditRouter(audit),
-        auditPageRouter(audit, { farm: true }),
-        ...(parts.routers?.({ pool, hub, jobs, results, fold, wakeups: w }) ?? []),
-        // In front of the forwarding: an offline node's job page, from the jobs table and the index.
-        storedJobPageRouter({ hub, jobs, results }),
-        portalRouter({
-          pool,
-          hub,
-          jobs,
-          reservations,
-          results,
-          awaits,
-          publicUrl: cfg.public_url,
-          settleMs: cfg.read_your_writes_max_secs * 1000,
-          ...(many && { replicaId }),
-          ...(many && proxy && { atOtherReplicas: atOtherReplicas(pool, proxy, replicaId, logger.child({ part: 'replicas' })) }),
-          ...(many && proxy && { toAnyNodeElsewhere: toAnyNodeElsewhere(pool, proxy, replicaId) }),
-          ...(cfg.replicas.mode === 'many' && parts.jobExited && { jobExited: parts.jobExited, awaitHoldMs: cfg.api.await_completion_secs * 1000 }),
-        }),
-        ...portalWebRouters({ pool, hub, reservations, results, publicUrl: cfg.public_url, ...(many && { replicaId }) }),
-      ],
-      early: parts.early?.({ pool, hub, jobs, results, wakeups: w }) ?? [],
-    });
-    server = createServer();
-    const drain = new Drain(server, app.callback(), (o) => logger.info(o, 'stopping: the requests under way drained'));
-    server.headersTimeout = 30_000;
-    server.requestTimeout = 120_000; // forwarded long polls hold 55 s
-    await hub.start(server);
-    if (lease?.lost) hub.abandon('this portal replica lost its lease'); // lost before the hub was there to drop
-    sweeper?.start();
-    await listen(server, cfg.listen);
-    const addr = server.address() as AddressInfo;
-    const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
-    const url = `http://${host}:${addr.port}`;
-    logger.info({ url, heartbeat_secs: cfg.heartbeat_secs, ...(lease && { replica: lease.replicaId }) }, 'farmhand portal is listening');
-    const s = server;
-    const h = hub;
-    const t = tokens;
-    const a = audit;
-    const sess = sessions;
-    let stopping: Promise<void> | undefined;
-    let draining: Promise<void> | undefined;
-    // Requests under way end first, while the nodes are still connected (drain.ts): a replica's rolling restart
-    // resets no request. A single portal has no other to send the next request to: it does not wait.
-    const drained = () =>
-      (draining ??= (async () => {
-        const answered = await drain.run(many ? DRAIN_MS : 0, many ? DRAIN_UNSAFE_MS : 0, many ? Math.ceil(cfg.replicas.lease_secs) : 5);
-        if (answered > 0) logger.info({ answered }, 'stopping: requests still unanswered were answered 503 with Retry-After');
-      })());
-    return {
-      url,
-      app,
-      pool,
-      hub: h,
-      jobs,
-      results,
-      fold,
-      awaits,
-      lock,
-      replicaId,
-      places,
-      proxy,
-      lease,
-      sessions: sess,
-      wakeups: w,
-      drain: drained,
-      stop: () =>
-        (stopping ??= (async () => {
-          await drained();
-          await sweeper?.stop();
-          await h.close();
-          proxy?.close();
-          await new Promise<void>((resolve) => {
-            s.close(() => resolve());
-            s.closeAllConnections();
-          });
-          trail.close(); // open manual control sessions end here
-          await a.close();
-          if (isFarmTokenVerifier(t)) await t.close();
-          sess.close();
-          await w.close();
-          await pool.end();
-          await lock.release();
-          await lease?.release();
-          logger.info('farmhand portal stopped');
-        })()),
-    };
+    return await openPortal(cfg, logger, parts, stack);
   } catch (e) {
-    await audit?.close().catch(() => undefined);
-    await hub?.close().catch(() => undefined);
-    server?.close();
-    if (tokens && isFarmTokenVerifier(tokens)) await tokens.close().catch(() => undefined);
-    await sweeper?.stop();
-    sessions?.close();
-    await wakeups?.close();
-    await pool.end().catch(() => undefined);
-    await lock.release();
-    await lease?.release();
+    await stack.close();
     throw e;
   }
 }
 
-
-/** The replicas' shared secret (`replicas.secret_file`): at least 32 bytes, its surrounding whitespace dropped. */
-async function readReplicaSecret(file: string): Promise<Buffer> {
-  let text: string;
-  try {
-    text = (await readFile(file, 'utf8')).trim();
-  } catch (e) {
-    throw new ConfigError([`replicas.secret_file: cannot read ${file} (${(e as NodeJS.ErrnoException).code ?? String(e)})`]);
-  }
-  if (Buffer.byteLength(text) < 32) throw new ConfigError([`replicas.secret_file: ${file} holds ${Buffer.byteLength(text)} bytes; at least 32 are needed (e.g. openssl rand -hex 32)`]);
-  return Buffer.from(text, 'utf8');
+/** What is built after what reads it (the lease's loss, from the hub and the sweeper). */
+interface Late {
+  hub?: PortalHub;
+  sweeper?: Sweeper;
 }
 
-/** Sign-in with OpenID Connect, when configured: people are recorded in `users` (PgUsers.signedInWithOidc). */
-async function readOidcSecret(o: OidcConfig): Promise<string> {
-  try {
-    return await readClientSecret(o);
-  } catch (e) {
-    throw new ConfigError([(e as Error).message]);
-  }
+async function openPortal(cfg: PortalConfig, logger: Logger, parts: PortalParts, stack: ResourceStack): Promise<Portal> {
+  // A config problem before anything starts: the OIDC client secret's file (ConfigError: `farmhand portal` exits 78).
+  const oidcSecret = cfg.oidc && (await readOidcSecret(cfg.oidc));
+  const replicaSecret = cfg.replicas.mode === 'many' ? await readReplicaSecret(cfg.replicas.secret_file!) : undefined;
+  const late: Late = {};
+  const db = await openDatabase(cfg, logger, parts, stack, late);
+  const identity = await openIdentity(cfg, logger, parts, stack, db);
+  const farm = buildFarm(cfg, logger, db, identity.credentials, late);
+  const web = openApp({ cfg, logger, parts, stack, replicaSecret, oidcSecret }, db, identity, farm);
+  return serve(cfg, logger, stack, { ...db, ...identity, ...farm, ...web });
 }
 
-function portalOidc(o: OidcConfig, publicUrl: string | undefined, pool: pg.Pool, clientSecret: string, logger: Logger): { signIn: OidcSignIn; onSignIn: OnOidcSignIn } {
-  const users = new PgUsers(pool);
-  const providerDecides = o.role_claim !== undefined;
-  return {
-    // Flows in PostgreSQL: the provider's callback may land on another replica than the start (docs/auth.md).
-    signIn: new OidcSignIn(o, { publicUrl, clientSecret, logger, flows: new PgFlowStore(pool) }),
-    onSignIn: (who) => users.signedInWithOidc(who.login, who.role, providerDecides, { from: who.from, issuer: o.issuer }),
-  };
-}
-
-async function listen(server: Server, listenOn: string): Promise<void> {
-  const i = listenOn.lastIndexOf(':');
-  const host = listenOn.slice(0, i).replace(/^\[|\]$/g, '');
-  const port = Number(listenOn.slice(i + 1));
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      resolve();
+/**
+ * First of all, before a migration or a node row: one portal per database (replicas "single"). Another one's lock is
+ * a PortalLockHeld (`farmhand portal` exits 78 with its one line); a database away is thrown as it is. Replicas
+ * "many" take it shared (they never contend; a "single" portal and they refuse each other), then a lease.
+ */
+async function openDatabase(cfg: PortalConfig, logger: Logger, parts: PortalParts, stack: ResourceStack, late: Late) {
+  const lock = await stack.open('portal lock', async () => {
+    const l = await PortalLock.acquire({
+      connectionString: cfg.database,
+      logger: logger.child({ part: 'portal-lock' }),
+      shared: cfg.replicas.mode === 'many',
+      onLost: parts.onLockLost ?? ((holder) => logger.error({ holder }, 'the portal lock is held by another portal: this portal is not ready; stop it')),
     });
+    return { value: l, close: () => l.release() };
+  });
+  // A client losing its server (PostgreSQL restarted) must not crash the process; the next query reconnects.
+  const pool = newPool({ connectionString: cfg.database, max: cfg.database_pool_size, queryTimeoutMs: cfg.database_query_timeout_secs * 1000, logger: logger.child({ part: 'database' }) });
+  stack.defer('database pool', () => pool.end());
+  await migrate(pool);
+  const lease = cfg.replicas.mode === 'many' ? await openLease(cfg, logger, parts, stack, late) : undefined;
+  const wakeups = await stack.open('wake-ups', async () => {
+    const w = new FarmWakeups({ pool, logger: logger.child({ part: 'wakeups' }) });
+    await w.start();
+    return { value: w, close: () => w.close() };
+  });
+  return { lock, pool, lease, wakeups };
+}
+
+function openLease(cfg: PortalConfig, logger: Logger, parts: PortalParts, stack: ResourceStack, late: Late): Promise<ReplicaLease> {
+  return stack.open('replica lease', async () => {
+    const lease = await ReplicaLease.take({
+      connectionString: cfg.database,
+      ...(cfg.replicas.replica_id !== undefined && { replicaId: cfg.replicas.replica_id }),
+      url: cfg.replicas.advertise_url!,
+      leaseSecs: cfg.replicas.lease_secs,
+      logger: logger.child({ part: 'replica-lease' }),
+      onLost: (why) => {
+        // Stop acting: no node is ours any more, no sweep; /readyz answers 503 (ops.ts reads the lease).
+        late.hub?.abandon('this portal replica lost its lease');
+        void late.sweeper?.stop();
+        (parts.onLeaseLost ?? (() => logger.error('this portal replica lost its lease: it is not ready; restart it')))(why);
+      },
+    });
+    return { value: lease, close: () => lease.release() };
   });
 }
 
-/**
- * Replicas "many": the same request at every other replica with a live lease (routes.ts `atOtherReplicas`), each
- * failure logged. The replicas read now, not cached: a push is rare.
- */
-function atOtherReplicas(pool: pg.Pool, proxy: ReplicaProxy, replicaId: string, logger: Logger) {
-  return async (method: string, path: string, caller: { user: string; role?: Role | undefined }): Promise<void> => {
-    const { rows } = await pool.query<{ replica_id: string; url: string }>(
-      `SELECT replica_id, url FROM portal_replicas WHERE lease_until > now() AND replica_id <> $1`,
-      [replicaId],
-    );
-    await Promise.all(
-      rows.map(async (r) => {
-        const status = await proxy.call({ replicaId: r.replica_id, url: r.url }, method, path, caller).catch((e: Error) => e.message);
-        if (status !== 204 && status !== 200) logger.warn({ replica: r.replica_id, path, answer: status }, 'a request passed to every replica failed at one');
-      }),
-    );
-  };
+type Database = Awaited<ReturnType<typeof openDatabase>>;
+
+/** Who calls: v2 tokens and people's sessions. */
+async function openIdentity(cfg: PortalConfig, logger: Logger, parts: PortalParts, stack: ResourceStack, db: Database) {
+  if (!parts.tokens) logger.warn('no token verifier is wired: every v2 call is refused');
+  if (!parts.credentials) logger.warn('no node credentials are wired: no node can connect');
+  if (cfg.max_buffered_response_bytes !== undefined) {
+    logger.warn('max_buffered_response_bytes is retired and ignored: a forwarded answer waits for a slow client within its HTTP/2 window (256 KiB); remove the key');
+  }
+  const tokens = await stack.open('tokens', async () => {
+    const t = parts.tokens?.(db.pool) ?? NO_TOKENS;
+    if (!isFarmTokenVerifier(t)) return { value: t, close: () => undefined };
+    await t.start();
+    return { value: t, close: () => t.close() };
+  });
+  const sessions = await stack.open('sessions', async () => {
+    const s = new PgSessionStore({ pool: db.pool, tokens, wakeups: db.wakeups, logger: logger.child({ part: 'sessions' }) });
+    await s.start();
+    return { value: s, close: () => s.close() };
+  });
+  return { tokens, sessions, credentials: parts.credentials?.(db.pool) ?? NO_NODES };
+}
+
+/** The results, the jobs, the fold of the nodes' streams and the hub they connect to; the sweeper of a replica's lease. */
+function buildFarm(cfg: PortalConfig, logger: Logger, db: Database, credentials: NodeCredentials, late: Late) {
+  const { pool, wakeups, lease } = db;
+  // Replicas "many": the results stored here are told to the others (their read-your-writes listeners).
+  const results = new FarmResults(pool, cfg.replicas.mode === 'many' ? wakeups : undefined);
+  // The fault rule's events (the lost run, the ended job) go out through the hub, made just below.
+  const jobs = new FarmJobs({ pool, logger, onRunLost: (r) => results.put([r]), emit: (type, nodeId, data) => late.hub?.emitPortalEvent(type, nodeId, data) });
+  const fold = new PgNodeFold({ pool, jobs, results, logger: logger.child({ part: 'fold' }) });
+  const hub = (late.hub = new PortalHub({
+    pool,
+    fold,
+    credentials,
+    logger: logger.child({ part: 'hub' }),
+    heartbeatSecs: cfg.heartbeat_secs,
+    flushSecs: cfg.flush_secs,
+    ...(cfg.restart_grace_secs !== undefined && { restartGraceMs: cfg.restart_grace_secs * 1000 }),
+    maxInboxEvents: cfg.max_node_inbox_events,
+    maxInboxBytes: cfg.max_node_inbox_bytes,
+    jobs,
+    ...(lease && { replicaId: lease.replicaId }),
+  }));
+  const sweeper = lease && (late.sweeper = sweeperOf(pool, lease, hub, jobs, logger));
+  return { results, jobs, fold, hub, sweeper };
+}
+type Identity = Awaited<ReturnType<typeof openIdentity>>;
+interface Routing {
+  replicaId: string;
+  places: NodePlaces;
+  proxy: ReplicaProxy | undefined;
+  awaits: SharedForwards;
+  reservations: FarmReservations | undefined;
+  audit: PgAuditLog;
+  trail: AuditTrail;
+}
+type Farm = ReturnType<typeof buildFarm>;
+interface AppInput {
+  cfg: PortalConfig;
+  logger: Logger;
+  parts: PortalParts;
+  stack: ResourceStack;
+  replicaSecret: Buffer | undefined;
+  oidcSecret: string | undefined;
 }
 
 /**
- * Replicas "many": a request any node answers (test_case_names) passed to another replica with a live lease that
- * holds an online node, named as that node's (routes.ts `toAnyNodeElsewhere`); false when there is none.
+ * The audit trail, the replicas' proxy, the HTTP server and the Koa app with every router. The parts' routers are
+ * made here, so what they open closes after the hub (opened later: its last events reach them) and before the server.
  */
-function toAnyNodeElsewhere(pool: pg.Pool, proxy: ReplicaProxy, replicaId: string) {
-  return async (ctx: Context): Promise<boolean> => {
-    const { rows } = await pool.query<{ node_id: string; replica_id: string; url: string }>(
-      `SELECT n.node_id, r.replica_id, r.url FROM nodes n JOIN portal_replicas r ON r.replica_id = n.owner_replica
-        WHERE n.online AND r.replica_id <> $1 AND r.lease_until > now() ORDER BY random() LIMIT 1`,
-      [replicaId],
-    );
-    const row = rows[0];
-    if (!row) return false;
-    await proxy.pass(ctx, row.node_id, { replicaId: row.replica_id, url: row.url });
-    return true;
-  };
+function openApp(o: AppInput, db: Database, identity: Identity, farm: Farm) {
+  const { cfg, logger, stack } = o;
+  const many = cfg.replicas.mode === 'many';
+  const reservations = o.parts.reservations?.(db.pool, farm.hub, db.wakeups, db.lease?.replicaId);
+  // The farm's audit trail (docs/auth.md): the portal's requests, in PostgreSQL.
+  const audit = new PgAuditLog({ pool: db.pool, keepDays: cfg.audit.keep_days, logger: logger.child({ part: 'audit' }) });
+  stack.defer('audit log', () => audit.close());
+  const trail = auditTrail({ log: audit, idleMs: cfg.audit.manual_idle_secs * 1000, logger: logger.child({ part: 'audit' }) });
+  stack.defer('audit sessions', () => trail.close()); // open manual control sessions end here
+  // One id for the replica: its lease's (configured or random), so the proxy's loop guard and the lease agree.
+  const replicaId = db.lease?.replicaId ?? cfg.replicas.replica_id ?? randomBytes(6).toString('hex');
+  const places = new NodePlaces({ pool: db.pool, hub: farm.hub, ...(many && { replicaId, wakeups: db.wakeups }) });
+  const proxy = o.replicaSecret ? new ReplicaProxy({ secret: o.replicaSecret, replicaId, retryAfterSecs: Math.ceil(cfg.replicas.lease_secs), ...(cfg.public_url && { publicUrl: cfg.public_url }) }) : undefined;
+  if (proxy) stack.defer('replica proxy', () => proxy.close());
+  const server = createServer();
+  server.headersTimeout = 30_000;
+  server.requestTimeout = 120_000; // forwarded long polls hold 55 s
+  stack.defer('HTTP server', () => closeServer(server));
+  const awaits = new SharedForwards({ joinMs: AWAIT_JOIN_MS });
+  const routing = { replicaId, places, proxy, awaits, reservations, audit, trail };
+  return { ...routing, server, app: portalApp(o, db, identity, farm, routing) };
+}
+
+function portalApp(o: AppInput, db: Database, identity: Identity, farm: Farm, r: Routing): Koa {
+  const { cfg, logger } = o;
+  const { pool, lease, lock } = db;
+  const ops = portalOps({
+    pool,
+    lock,
+    ...(lease && { lease, sweeps: () => farm.sweeper?.sweeps ?? 0 }),
+    links: () => farm.hub.links(),
+    forwards: () => ({ inFlight: farm.hub.forwardsInFlight(), total: farm.hub.stats.forwards }),
+    inbox: () => farm.hub.stats,
+    ...(r.proxy && { replicaProxy: () => r.proxy!.stats }),
+    logger: logger.child({ part: 'ops' }),
+    ...o.parts.opsSources,
+  });
+  const oidc = cfg.oidc && o.oidcSecret !== undefined ? portalOidc(cfg.oidc, cfg.public_url, pool, o.oidcSecret, logger.child({ part: 'oidc' })) : undefined;
+  return createPortalApp({
+    ...(oidc && { oidc }),
+    ...(o.replicaSecret && { replicaSecret: o.replicaSecret }),
+    ...(r.proxy && { nodePlaces: placeNodeRequests({ places: r.places, proxy: r.proxy, holdMs: cfg.replicas.hold_secs * 1000, logger: logger.child({ part: 'replicas' }) }) }),
+    ops: ops.router,
+    logger,
+    tokens: identity.tokens,
+    sessions: identity.sessions,
+    rateLimit: cfg.rate_limit,
+    maxBodyBytes: cfg.api.max_body_bytes,
+    publicUrl: cfg.public_url,
+    v1RequiresToken: cfg.auth.v1_requires_token,
+    audit: r.trail,
+    admins: async () => (await pool.query<{ username: string }>("SELECT username FROM users WHERE role = 'admin' ORDER BY username LIMIT 5")).rows.map((u) => u.username),
+    routers: routers(o, db, farm, r),
+    early: o.parts.early?.({ pool, hub: farm.hub, jobs: farm.jobs, results: farm.results, wakeups: db.wakeups }) ?? [],
+  });
+}
+
+function routers(o: AppInput, db: Database, farm: Farm, r: Routing): Router[] {
+  const { cfg, logger } = o;
+  const many = cfg.replicas.mode === 'many';
+  const { pool } = db;
+  const { hub, jobs, results } = farm;
+  return [
+    auditRouter(r.audit),
+    auditPageRouter(r.audit, { farm: true }),
+    ...(o.parts.routers?.({ pool, hub, jobs, results, fold: farm.fold, wakeups: db.wakeups }) ?? []),
+    // In front of the forwarding: an offline node's job page, from the jobs table and the index.
+    storedJobPageRouter({ hub, jobs, results }),
+    portalRouter({
+      pool,
+      hub,
+      jobs,
+      reservations: r.reservations,
+      results,
+      awaits: r.awaits,
+      publicUrl: cfg.public_url,
+      settleMs: cfg.read_your_writes_max_secs * 1000,
+      ...(many && { replicaId: r.replicaId }),
+      ...(many && r.proxy && { atOtherReplicas: atOtherReplicas(pool, r.proxy, r.replicaId, logger.child({ part: 'replicas' })) }),
+      ...(many && r.proxy && { toAnyNodeElsewhere: toAnyNodeElsewhere(pool, r.proxy, r.replicaId) }),
+      ...(many && o.parts.jobExited && { jobExited: o.parts.jobExited, awaitHoldMs: cfg.api.await_completion_secs * 1000 }),
+    }),
+    ...portalWebRouters({ pool, hub, reservations: r.reservations, results, publicUrl: cfg.public_url, ...(many && { replicaId: r.replicaId }) }),
+  ];
+}
+
+/**
+ * The hub on the server, the sweeper, then the port. Last opened, so first closed: the requests under way end
+ * first, while the nodes are still connected (drain.ts), so a replica's rolling restart resets no request; a single
+ * portal has no other to send the next request to, so it does not wait.
+ */
+async function serve(cfg: PortalConfig, logger: Logger, stack: ResourceStack, p: Database & Identity & Farm & ReturnType<typeof openApp>): Promise<Portal> {
+  const many = cfg.replicas.mode === 'many';
+  const { server, app } = p;
+  const drain = new Drain(server, app.callback(), (o) => logger.info(o, 'stopping: the requests under way drained'));
+  await stack.open('hub', async () => {
+    await p.hub.start(server);
+    return { value: p.hub, close: () => p.hub.close() };
+  });
+  if (p.lease?.lost) p.hub.abandon('this portal replica lost its lease'); // lost before the hub was there to drop
+  const sweeper = p.sweeper;
+  if (sweeper) {
+    sweeper.start();
+    stack.defer('replica sweeper', () => sweeper.stop());
+  }
+  await listen(server, cfg.listen);
+  const addr = server.address() as AddressInfo;
+  const url = `http://${addr.family === 'IPv6' ? `[${addr.address}]` : addr.address}:${addr.port}`;
+  logger.info({ url, heartbeat_secs: cfg.heartbeat_secs, ...(p.lease && { replica: p.lease.replicaId }) }, 'farmhand portal is listening');
+  let draining: Promise<void> | undefined;
+  const drained = () =>
+    (draining ??= (async () => {
+      const answered = await drain.run(many ? DRAIN_MS : 0, many ? DRAIN_UNSAFE_MS : 0, many ? Math.ceil(cfg.replicas.lease_secs) : 5);
+      if (answered > 0) logger.info({ answered }, 'stopping: requests still unanswered were answered 503 with Retry-After');
+    })());
+  stack.defer('requests under way', drained);
+  let stopping: Promise<void> | undefined;
+  const stop = () =>
+    (stopping ??= stack.close().then(() => logger.info('farmhand portal stopped')));
+  const { pool, hub, jobs, results, fold, awaits, lock, replicaId, places, proxy, lease, sessions, wakeups } = p;
+  return { url, app, pool, hub, jobs, results, fold, awaits, lock, replicaId, places, proxy, lease, sessions, wakeups, drain: drained, stop };
 }
