@@ -53,9 +53,10 @@ _MIN_LINE_ROWS = 6
 DEFAULT_TIMEOUT_SECS = 30.0
 _CACHE_SIZE = 64
 # text_color (see _text_color_grey): how much a pixel's distance off the background-to-text line (in
-# units of that line's length) takes from its share of text; chosen on the training split of
-# test/python/_ocr_corpus.py.
-_TEXT_COLOR_OFF_AXIS = 0.7
+# units of that line's length) takes from its share of text, and the weight of chroma against luma in
+# that space; both chosen on the training split of test/python/_ocr_corpus.py.
+_TEXT_COLOR_OFF_AXIS = 0.5
+_TEXT_COLOR_CHROMA_WEIGHT = 0.5
 # Below this BGR distance between the region's median colour and the text colour there is no
 # background to measure against: a plain ramp of the distance, white at TEXT_COLOR_RAMP.
 _TEXT_COLOR_MIN_CONTRAST = 10.0
@@ -604,28 +605,40 @@ def _prepare(frame, region, params):
     return frame, clipped, np.ascontiguousarray(grey), _Geometry(factor, line_height, lines)
 
 
+def _luma_chroma(bgr):
+    """BGR colours (..., 3) as (luma, red and blue chroma), the chroma at
+    _TEXT_COLOR_CHROMA_WEIGHT; differences only, so without offsets."""
+    np = _np()
+    w = _TEXT_COLOR_CHROMA_WEIGHT
+    y = np.array([0.114, 0.587, 0.299], np.float32)
+    m = np.stack([y, w * 0.713 * (np.array([0, 0, 1], np.float32) - y),
+                  w * 0.564 * (np.array([1, 0, 0], np.float32) - y)])
+    return bgr.astype(np.float32) @ m.T
+
+
 def _text_color_grey(crop, text_color, threshold):
-    """A grey picture of ``crop`` (BGR or grey) with the text of ``text_color`` dark on white: each
-    pixel placed on the line from the region's background colour (its median colour) to the text
-    colour, 0 at the background and 1 at the text colour, then less by its distance off that line
-    (other colours) and by how far past the text colour it is (text brighter or more saturated than
-    ``text_color``); that share of text is the darkness. Pixels within ``threshold`` of the text
-    colour are black. A linear mix keeps the edges of anti-aliased, chroma-subsampled glyphs as sharp as
-    the picture's brightness has them (see docs/migrating-from-stb-tester.md, text_color)."""
+    """A grey picture of ``crop`` (BGR or grey) with the text of ``text_color`` dark on white.
+
+    Each pixel is placed on the line from the region's background (its median colour) to the text
+    colour, 0 at the background and 1 at the text colour, less by its distance off that line (other
+    colours) and by how far past the text colour it lies (text brighter or more saturated than
+    ``text_color``): its share of text, which is its darkness. That is measured in luma and chroma with
+    the chroma at half weight: a capture's chroma is subsampled and blurred, its luma is sharp, so the
+    glyphs' edges come from the luma wherever text and background differ in brightness. A ramp of the
+    plain BGR distance caps the share (all text within ``threshold``, none at TEXT_COLOR_RAMP), and
+    pixels within ``threshold`` are black. docs/migrating-from-stb-tester.md (text_color) has why."""
     np, cv2 = _np(), _cv2()
     bgr = (crop if crop.ndim == 3 else cv2.cvtColor(crop, cv2.COLOR_GRAY2BGR)).astype(np.float32)
     text = np.array(text_color, np.float32)
     dist = np.sqrt(((bgr - text) ** 2).sum(axis=2))
-    background = np.median(bgr.reshape(-1, 3), axis=0).astype(np.float32)
-    axis = text - background
-    length2 = float((axis * axis).sum())
-    # Far from the text colour is not text, whatever the background: a ramp from the threshold (all
-    # text) to TEXT_COLOR_RAMP (none).
     share = 1.0 - (dist - threshold) / max(1.0, TEXT_COLOR_RAMP - threshold)
-    if length2 >= _TEXT_COLOR_MIN_CONTRAST ** 2:
-        rel = bgr - background
-        along = (rel * axis).sum(axis=2) / length2
-        off = np.sqrt(np.maximum((rel * rel).sum(axis=2) / length2 - along * along, 0.0))
+    background = np.median(bgr.reshape(-1, 3), axis=0).astype(np.float32)
+    if float(np.sqrt(((text - background) ** 2).sum())) >= _TEXT_COLOR_MIN_CONTRAST:
+        pixels = _luma_chroma(bgr - background)
+        axis = _luma_chroma(text - background)
+        length2 = max(float((axis * axis).sum()), 1e-6)
+        along = (pixels @ axis) / length2
+        off = np.sqrt(np.maximum((pixels * pixels).sum(axis=2) / length2 - along * along, 0.0))
         share = np.minimum(share, 1.0 - np.abs(1.0 - along) - _TEXT_COLOR_OFF_AXIS * off)
     share[dist <= threshold] = 1.0
     return np.clip((1.0 - share) * 255.0, 0, 255).astype(np.uint8)
