@@ -784,7 +784,7 @@ def ocr(frame=None, region=Region.ALL, mode=OcrMode.PAGE_SEGMENTATION_WITHOUT_OS
     if grey is None:
         text = ""
     else:
-        text = _tesseract(grey, params, False).strip()
+        text = _plain_punctuation(_tesseract(grey, params, False)).strip()
     text = apply_ocr_corrections(text, corrections)
     _log("ocr in %r (%s): %r" % (clipped if clipped is not None else region, params.describe(), _short(text)))
     _record("ocr", None, frame, clipped, region, grey, geometry, params, text=text)
@@ -792,6 +792,20 @@ def ocr(frame=None, region=Region.ALL, mode=OcrMode.PAGE_SEGMENTATION_WITHOUT_OS
 
 
 _Word = collections.namedtuple("_Word", "text left top right bottom conf")
+
+# What tesseract reads as typographic punctuation, as the plain characters a screen's text is compared
+# with: curly quotes, primes, the dashes and hyphens. Ligatures (fi, fl, ...) are split by NFKC.
+_PLAIN = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'",
+                        "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u2033": '"',
+                        "\u2010": "-", "\u2011": "-", "\u2012": "-", "\u2013": "-", "\u2014": "-",
+                        "\u2015": "-", "\u2212": "-"})
+_LIGATURES = re.compile("[\ufb00-\ufb06]")
+
+
+def _plain_punctuation(text):
+    """``text`` with typographic quotes and dashes as plain ones and ligatures split."""
+    text = _LIGATURES.sub(lambda m: unicodedata.normalize("NFKC", m.group()), text)
+    return text.translate(_PLAIN)
 
 
 def _parse_tsv(out):
@@ -816,7 +830,7 @@ _PUNCT_EDGES = re.compile(r"^\W+|\W+$")
 
 
 def _word_key(word, case_sensitive):
-    w = unicodedata.normalize("NFKC", word)
+    w = unicodedata.normalize("NFKC", _plain_punctuation(word))
     stripped = _PUNCT_EDGES.sub("", w)
     w = stripped or w
     return w if case_sensitive else w.casefold()

@@ -14,7 +14,9 @@ big-endian length and that many bytes:
   ``-l``, ``--user-words``, ``--user-patterns``, ``-c k=v``) and the PNG
   picture; the answer is one JSON message ``{"ok": true, "out": text}``
   (the command's standard output: text, or its TSV with header when
-  ``tessedit_create_tsv=1``) or ``{"ok": false, "error": ...}``.
+  ``tessedit_create_tsv=1``, hOCR before the text when
+  ``tessedit_create_hocr=1``, no text when ``tessedit_create_txt=0``)
+  or ``{"ok": false, "error": ...}``.
 
 The models are loaded once per (lang, engine, config, word lists) and kept
 (the four last used); the page segmentation mode is set per read.
@@ -117,6 +119,9 @@ def main():
         try:
             psm, oem, lang, config, words, patterns = _parse(req["argv"])
             tsv = config.pop("tessedit_create_tsv", "0") == "1"
+            # The command's output files: hOCR when asked, the plain text unless turned off.
+            hocr = config.pop("tessedit_create_hocr", "0") == "1"
+            txt = config.pop("tessedit_create_txt", "1") != "0"
             key = (lang, oem, tuple(sorted(config.items())), _digest(words), _digest(patterns))
             api = apis.get(key)
             if api is None:
@@ -138,7 +143,10 @@ def main():
             grey = numpy.ascontiguousarray(grey)
             h, w = grey.shape
             api.SetImageBytes(grey.tobytes(), w, h, 1, w)
-            out = (_TSV_HEADER + api.GetTSVText(0)) if tsv else api.GetUTF8Text()
+            if tsv:
+                out = _TSV_HEADER + api.GetTSVText(0)
+            else:
+                out = (api.GetHOCRText(0) if hocr else "") + (api.GetUTF8Text() if txt else "")
             api.Clear()
             _write_json(stdout, {"ok": True, "out": out})
         except Exception as e:  # pylint: disable=broad-except

@@ -261,6 +261,19 @@ class Ocr(OcrTestCase):
         self.assertEqual(stbt.ocr(frame, region, mode=stbt.OcrMode.SINGLE_WORD,
                                   tesseract_user_patterns=r"\d\*.\d\*.\d\*.\d\*"), "192.168.10.1")
 
+    def test_typographic_punctuation_and_ligatures_read_as_plain(self):
+        self.assertEqual(_ocr._plain_punctuation("\u201cfine\u201d \u2018ok\u2019 em\u2014dash en\u2013dash \ufb01t"),
+                         '"fine" \'ok\' em-dash en-dash fit')
+        frame = render([("the em-dash, here", (100, 100), 28, WHITE)])
+        self.assertTrue(stbt.match_text("em-dash,", frame))
+        self.assertTrue(stbt.match_text("em\u2014dash,", frame))
+
+    def test_hocr_asked_through_tesseract_config_is_what_comes_back(self):
+        frame = render(MENU)
+        hocr = stbt.ocr(frame, LINE1, tesseract_config={"tessedit_create_txt": 0, "tessedit_create_hocr": 1})
+        self.assertIn("ocr_line", hocr)
+        self.assertNotEqual(hocr, stbt.ocr(frame, LINE1))
+
     def test_match_text_takes_utf8_bytes(self):
         frame = render(MENU)
         self.assertTrue(stbt.match_text("Recordings".encode("utf-8"), frame))
