@@ -1,17 +1,22 @@
 /**
  * Results queries: the `filter`, `sort` and `tz` parameters of GET
  * /api/v{1,2}/results, validated and compiled into a {@link ResultQuery}.
- * Pure: no I/O. The grammar, with examples, is in docs/filters.md.
+ * Pure: no I/O. The grammar, with examples, is in docs/filters.md; its parser
+ * and compiler are filter.ts, whose target here is whole records.
  *
  * Dates in a filter are compared with `start_time` as strings: records carry
  * canonical UTC ISO times (`2026-11-23T09:19:15.123Z`, see model.ts), which
  * sort lexically in time order, so a date term costs one string comparison
  * per record instead of a `Date.parse`.
  */
-import { DateTime, FixedOffsetZone, IANAZone, type Zone } from 'luxon';
+import { IANAZone } from 'luxon';
 import { FarmError } from './errors.js';
+import { compileFilter, parseFilter, type FilterTarget, type FilterTerm } from './filter.js';
 import { compileGlob, compileSubstring } from './glob.js';
 import type { ResultRecord } from './model.js';
+
+// The grammar is filter.ts's; these stay importable from here.
+export { compileFilter, FILTER_LIMITS, parseFilter, type FilterTarget, type FilterTerm } from './filter.js';
 
 export type SortField = 'category' | 'date' | 'duration' | 'job' | 'testcase' | 'result';
 export type SortDir = 'asc' | 'desc';
@@ -29,29 +34,8 @@ export interface ResultQuery {
   terms?: FilterTerm[];
 }
 
-/**
- * One parsed filter term: what {@link ResultQuery.predicate} tests, as data.
- * Dates are already resolved to a half-open span of canonical UTC ISO strings.
- */
-export type FilterTerm = { negated: boolean } & (
-  | { kind: 'job'; uid: string }
-  | { kind: 'testcase'; value: string }
-  | { kind: 'category'; value: string }
-  | { kind: 'result'; value: 'pass' | 'fail' | 'error' }
-  | { kind: 'date'; lo: string | undefined; hi: string | undefined }
-  | { kind: 'text'; value: string }
-);
-
 /** Default and maximum number of results one query returns (spec: "at most the first 2,000"). */
 export const DEFAULT_RESULT_LIMIT = 2000;
-
-/**
- * Bounds on one filter, so that evaluating it stays cheap: every term costs
- * time linear in the record (see glob.ts), and there are at most this many
- * terms of at most this length. Real filters are a few terms of tens of
- * characters.
- */
-export const FILTER_LIMITS = { length: 4096, terms: 32, termLength: 1024 } as const;
 
 const SORT_FIELDS: readonly SortField[] = ['category', 'date', 'duration', 'job', 'testcase', 'result'];
 
@@ -68,7 +52,7 @@ export function parseResultQuery(
   const sort = parseSort(raw.sort);
   const filter = stringParam('filter', raw.filter);
   const terms = parseFilter(filter, tz, opts.now ?? new Date());
-  const predicate = compileFilter(terms);
+  const predicate = recordPredicate(terms);
   return { predicate, sort, tz, limit: opts.limit ?? DEFAULT_RESULT_LIMIT, filter, terms };
 }
 
@@ -169,249 +153,45 @@ export function compareFor(sort: { field: SortField; dir: SortDir }): (a: Result
   return sort.dir === 'asc' ? asc : (a, b) => asc(b, a);
 }
 
-// ---------------------------------------------------------------- tokenizer
-
-interface Term {
-  /** The term as written, for error messages. */
-  text: string;
-  negated: boolean;
-  /** Lower-cased key, or undefined for free text. */
-  key: string | undefined;
-  value: string;
-}
-
-const badTerm = (text: string, why: string): FarmError =>
-  new FarmError('invalid_filter', `filter: bad term "${text}": ${why}`, { term: text });
-
-/** Split on unquoted whitespace; `"..."` holds spaces, with `\"` and `\\` as the only escapes. */
-function tokenize(filter: string): Term[] {
-  if (filter.length > FILTER_LIMITS.length) {
-    throw new FarmError('invalid_filter', `filter: longer than ${FILTER_LIMITS.length} characters (${filter.length}); the limit is ${FILTER_LIMITS.length}`, { limit: 'length' });
-  }
-  const terms: Term[] = [];
-  let i = 0;
-  while (i < filter.length) {
-    if (/\s/.test(filter[i]!)) { i++; continue; }
-    const start = i;
-    let key: string | undefined;
-    let value = '';
-    while (i < filter.length && !/\s/.test(filter[i]!)) {
-      const c = filter[i]!;
-      if (c === '"') {
-        const end = readQuoted(filter, i);
-        if (end.next < 0) throw badTerm(filter.slice(start), 'unterminated quote');
-        value += end.text;
-        i = end.next;
-      } else if (c === ':' && key === undefined) {
-        key = value;
-        value = '';
-        i++;
-      } else {
-        value += c;
-        i++;
-      }
-    }
-    const text = filter.slice(start, i);
-    if (text.length > FILTER_LIMITS.termLength) {
-      throw badTerm(`${text.slice(0, 40)}...`, `longer than ${FILTER_LIMITS.termLength} characters; the limit is ${FILTER_LIMITS.termLength} per term`);
-    }
-    terms.push(makeTerm(text, key, value));
-    if (terms.length > FILTER_LIMITS.terms) {
-      throw new FarmError('invalid_filter', `filter: more than ${FILTER_LIMITS.terms} terms; the limit is ${FILTER_LIMITS.terms}`, { limit: 'terms' });
-    }
-  }
-  return terms;
-}
-
-function readQuoted(s: string, open: number): { text: string; next: number } {
-  let text = '';
-  for (let i = open + 1; i < s.length; i++) {
-    const c = s[i]!;
-    if (c === '"') return { text, next: i + 1 };
-    if (c === '\\' && (s[i + 1] === '"' || s[i + 1] === '\\')) text += s[++i];
-    else text += c;
-  }
-  return { text, next: -1 };
-}
-
-function makeTerm(text: string, key: string | undefined, value: string): Term {
-  // `-` negates only when written unquoted at the very start of the term.
-  const negated = text.startsWith('-');
-  if (negated) {
-    if (key !== undefined) key = key.slice(1);
-    else value = value.slice(1);
-  }
-  if (text === '-') throw badTerm(text, 'nothing after "-"');
-  return { text, negated, key: key?.toLowerCase(), value };
-}
-
 // ---------------------------------------------------------------- compiling
 
 type Test = (r: ResultRecord) => boolean;
 
-/** Parse a filter into its terms; throws `FarmError('invalid_filter')` naming the first bad term. */
-export function parseFilter(filter: string, tz: string, now: Date): FilterTerm[] {
-  return tokenize(filter).map((t) => parseTerm(t, tz, now));
+/** The filter's terms as a test of whole records (the in-memory stores, and the columnar index's fallback). */
+export function recordPredicate(terms: readonly FilterTerm[]): Test {
+  return compileFilter(terms, RECORDS)!;
 }
 
-function compileFilter(terms: FilterTerm[]): Test {
-  const tests = terms.map((t) => {
-    const test = compileTerm(t);
-    return t.negated ? (r: ResultRecord) => !test(r) : test;
-  });
-  if (tests.length === 0) return () => true;
-  if (tests.length === 1) return tests[0]!;
-  if (tests.length === 2) {
-    const [a, b] = tests as [Test, Test];
-    return (r) => a(r) && b(r);
-  }
-  return (r) => tests.every((t) => t(r));
-}
-
-function parseTerm(t: Term, tz: string, now: Date): FilterTerm {
-  const negated = t.negated;
-  if (t.key === undefined) {
-    if (t.value === '') throw badTerm(t.text, 'empty text');
-    return { negated, kind: 'text', value: t.value };
-  }
-  if (t.value === '') throw badTerm(t.text, `no value after "${t.key}:"`);
-  const v = t.value;
-  switch (t.key) {
-    case 'job':
-      return { negated, kind: 'job', uid: '/' + v.replace(/^\/+|\/+$/g, '') };
-    case 'testcase':
-      return { negated, kind: 'testcase', value: v };
-    case 'category':
-      return { negated, kind: 'category', value: v };
-    case 'result': {
-      const want = v.toLowerCase();
-      if (want !== 'pass' && want !== 'fail' && want !== 'error') throw badTerm(t.text, 'result is pass, fail or error');
-      return { negated, kind: 'result', value: want };
-    }
-    case 'date':
-      return { negated, kind: 'date', ...dateSpan(t, tz, now) };
-    default:
-      throw badTerm(t.text, `unknown key "${t.key}" (keys: job, testcase, category, result, date; quote free text that holds ":")`);
-  }
-}
-
-function compileTerm(t: FilterTerm): Test {
-  switch (t.kind) {
-    case 'job': {
-      const uid = t.uid;
-      return (r) => r.job_uid === uid;
-    }
-    case 'testcase':
-      return testCaseTerm(t.value);
-    case 'category': {
-      const v = t.value;
-      return (r) => r.category === v;
-    }
-    case 'result': {
-      const want = t.value;
-      return (r) => r.result === want;
-    }
-    case 'date':
-      return between(t.lo, t.hi);
-    case 'text':
-      return freeText(t.value);
-  }
-}
-
-/**
- * Exact full name; `*` matches any run of characters (`testcase:*::test_login*`).
- * Matched without regular expressions, in time linear in the name (glob.ts).
- */
-function testCaseTerm(v: string): Test {
-  if (!v.includes('*')) return (r) => r.test_case === v;
-  const match = compileGlob(v);
-  return (r) => match(r.test_case);
-}
-
-/** Case-insensitive substring of test_case, failure_reason, category, job_uid or result_id; linear (glob.ts). */
-function freeText(value: string): Test {
-  const has = compileSubstring(value);
-  return (r) =>
-    has(r.test_case) || (r.failure_reason !== null && has(r.failure_reason)) ||
-    has(r.category) || has(r.result_id);
-}
-
-// ---------------------------------------------------------------- dates
-
-/** Half-open span of instants [lo, hi) a written date stands for, as canonical ISO strings. */
-interface Span { lo: string; hi: string }
-
-function dateSpan(t: Term, tz: string, now: Date): { lo: string | undefined; hi: string | undefined } {
-  const v = t.value;
-  const range = v.indexOf('..');
-  if (range >= 0) {
-    const from = v.slice(0, range).trim();
-    const to = v.slice(range + 2).trim();
-    if (from === '' && to === '') throw badTerm(t.text, 'a range needs at least one end');
-    const lo = from === '' ? undefined : parseSpan(t, from, tz, now).lo;
-    const hi = to === '' ? undefined : parseSpan(t, to, tz, now).hi;
-    return { lo, hi };
-  }
-  const m = /^(>=|<=|>|<|=)?(.*)$/s.exec(v)!;
-  const span = parseSpan(t, m[2]!.trim(), tz, now);
-  switch (m[1]) {
-    case '>': return { lo: span.hi, hi: undefined };
-    case '>=': return { lo: span.lo, hi: undefined };
-    case '<': return { lo: undefined, hi: span.lo };
-    case '<=': return { lo: undefined, hi: span.hi };
-    default: return { lo: span.lo, hi: span.hi };
-  }
-}
-
-function between(lo: string | undefined, hi: string | undefined): Test {
-  return (r) => {
+/** Tests of records; every one is possible, so a filter always compiles. Matched without regular expressions (glob.ts). */
+const RECORDS: FilterTarget<Test> = {
+  equals: (field, value) => (r) => r[field] === value,
+  glob: (field, pattern) => {
+    const match = compileGlob(pattern);
+    return (r) => match(r[field]);
+  },
+  result: (want) => (r) => r.result === want,
+  startedIn: (lo, hi) => (r) => {
     const s = isCanonical(r.start_time) ? r.start_time : canonical(r.start_time);
     return (lo === undefined || s >= lo) && (hi === undefined || s < hi);
-  };
-}
+  },
+  text: (value) => {
+    const has = compileSubstring(value);
+    return (r) => has(r.test_case) || (r.failure_reason !== null && has(r.failure_reason)) || has(r.category) || has(r.result_id);
+  },
+  not: (test) => (r) => !test(r),
+  all: (tests) => {
+    if (tests.length === 0) return () => true;
+    if (tests.length === 1) return tests[0]!;
+    if (tests.length === 2) {
+      const [a, b] = tests as [Test, Test];
+      return (r) => a(r) && b(r);
+    }
+    return (r) => tests.every((t) => t(r));
+  },
+};
 
 const isCanonical = (s: string): boolean => s.length === 24 && s.charCodeAt(23) === 90 && s.charCodeAt(10) === 84;
 const canonical = (s: string): string => {
   const ms = Date.parse(s);
   return Number.isNaN(ms) ? '' : new Date(ms).toISOString();
 };
-
-const DATE_RE =
-  /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?\s*([Zz]|[+-]\d{2}(?::?\d{2})?)?)?$/;
-
-/** A written date or date-time as the span its precision covers: a day, a minute, a second or a millisecond. */
-function parseSpan(t: Term, text: string, tz: string, now: Date): Span {
-  const keyword = relativeSpan(text.toLowerCase(), tz, now);
-  if (keyword) return keyword;
-  const m = DATE_RE.exec(text);
-  if (!m) throw badTerm(t.text, `"${text}" is not a date (YYYY-MM-DD, YYYY-MM-DDThh:mm[:ss[.sss]][Z|±hh:mm], today, yesterday or now)`);
-  const [, y, mo, d, h, mi, s, frac, offset] = m;
-  const zone: Zone | string = offset ? offsetZone(offset) : tz;
-  const start = DateTime.fromObject(
-    {
-      year: Number(y), month: Number(mo), day: Number(d),
-      hour: Number(h ?? 0), minute: Number(mi ?? 0), second: Number(s ?? 0),
-      millisecond: frac ? Number(frac.slice(0, 3).padEnd(3, '0')) : 0,
-    },
-    { zone },
-  );
-  if (!start.isValid) throw badTerm(t.text, `"${text}" is not a valid date (${start.invalidReason ?? 'out of range'})`);
-  const step = frac ? { milliseconds: 1 } : s ? { seconds: 1 } : h ? { minutes: 1 } : { days: 1 };
-  return { lo: start.toUTC().toISO(), hi: start.plus(step).toUTC().toISO() };
-}
-
-function offsetZone(offset: string): Zone {
-  if (/^z$/i.test(offset)) return FixedOffsetZone.utcInstance;
-  const m = /^([+-])(\d{2}):?(\d{2})?$/.exec(offset)!;
-  const minutes = Number(m[2]) * 60 + Number(m[3] ?? 0);
-  return FixedOffsetZone.instance(m[1] === '-' ? -minutes : minutes);
-}
-
-function relativeSpan(word: string, tz: string, now: Date): Span | undefined {
-  const today = DateTime.fromJSDate(now, { zone: tz }).startOf('day');
-  const day = (d: DateTime): Span => ({ lo: d.toUTC().toISO()!, hi: d.plus({ days: 1 }).toUTC().toISO()! });
-  if (word === 'today') return day(today);
-  if (word === 'yesterday') return day(today.minus({ days: 1 }));
-  if (word === 'now') return { lo: now.toISOString(), hi: new Date(now.getTime() + 1).toISOString() };
-  return undefined;
-}

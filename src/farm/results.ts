@@ -1,15 +1,16 @@
 /**
  * The farm's results index in PostgreSQL: every node's result records, queried
  * with the same filter grammar, sort and limit as a single node's in-memory
- * index (src/storage/results/memory-index.ts). The filter is parsed once by
- * src/core/query.ts; this file compiles the parsed terms into parameterised
- * SQL (values only ever travel as parameters).
+ * index (src/storage/results/memory-index.ts). The filter is parsed and
+ * compiled once by src/core/filter.ts; this file says how its tests read the
+ * table, as parameterised SQL (values only ever travel as parameters).
  */
 import { kindOfRecord } from '../core/infrastructure.js';
 import pg from 'pg';
 import type { FarmWakeups } from './wakeups.js';
 import { lowerCode } from '../core/glob.js';
-import { jobNumber, type FilterTerm, type ResultQuery, type SortField } from '../core/query.js';
+import { compileFilter, type FilterTarget, type FilterTerm } from '../core/filter.js';
+import { jobNumber, type ResultQuery, type SortField } from '../core/query.js';
 import type { ResultRecord, ResultSummaryFields } from '../core/model.js';
 
 /** Rows per INSERT: one statement, one parameter per column (arrays through unnest). */
@@ -219,14 +220,10 @@ export function compileQuery(terms: readonly FilterTerm[], sort: ResultQuery['so
     params.push(v);
     return `$${params.length}`;
   };
-  const where = terms.map((t) => {
-    const cond = termSql(t, p);
-    // coalesce: a NULL (failure_reason) must count as "no match", also under NOT.
-    return t.negated ? `NOT coalesce(${cond}, false)` : cond;
-  });
+  const where = compileFilter(terms, sqlTests(p))!;
   const dir = sort.dir === 'asc' ? 'ASC' : 'DESC';
   const order = [...(PRIMARY_SQL[sort.field] ? [`${PRIMARY_SQL[sort.field]} ${dir}`] : []), `start_time ${dir}`, `result_id ${dir}`];
-  const sql = `SELECT ${columns} FROM results${where.length ? ` WHERE ${where.join(' AND ')}` : ''} ORDER BY ${order.join(', ')} LIMIT ${p(limit)}`;
+  const sql = `SELECT ${columns} FROM results${where ? ` WHERE ${where}` : ''} ORDER BY ${order.join(', ')} LIMIT ${p(limit)}`;
   return { sql, params };
 }
 
@@ -239,21 +236,21 @@ const PRIMARY_SQL: Record<SortField, string | undefined> = {
   result: 'result', // an enum declared pass, fail, error: its order is the rank
 };
 
-function termSql(t: FilterTerm, p: (v: unknown) => string): string {
-  switch (t.kind) {
-    case 'job': return `job_uid = ${p(t.uid)}`;
-    case 'testcase': return t.value.includes('*') ? `test_case LIKE ${p(globToLike(t.value))} ESCAPE '\\'` : `test_case = ${p(t.value)}`;
-    case 'category': return `category = ${p(t.value)}`;
-    case 'result': return `result = ${p(t.value)}::outcome`;
-    case 'date': {
-      const parts = [
-        ...(t.lo !== undefined ? [`start_time >= ${p(t.lo)}::timestamptz`] : []),
-        ...(t.hi !== undefined ? [`start_time < ${p(t.hi)}::timestamptz`] : []),
-      ];
+/** How the grammar's tests read the results table (core/filter.ts says which term tests which); '' tests nothing. */
+function sqlTests(p: (v: unknown) => string): FilterTarget<string> {
+  return {
+    equals: (field, value) => `${field} = ${p(value)}`,
+    glob: (field, pattern) => `${field} LIKE ${p(globToLike(pattern))} ESCAPE '\\'`,
+    result: (value) => `result = ${p(value)}::outcome`,
+    startedIn: (lo, hi) => {
+      const parts = [...(lo !== undefined ? [`start_time >= ${p(lo)}::timestamptz`] : []), ...(hi !== undefined ? [`start_time < ${p(hi)}::timestamptz`] : [])];
       return parts.length ? `(${parts.join(' AND ')})` : 'true';
-    }
-    case 'text': return `search LIKE ${p('%' + escapeLike(lowerLikeMemory(t.value)) + '%')} ESCAPE '\\'`;
-  }
+    },
+    text: (value) => `search LIKE ${p('%' + escapeLike(lowerLikeMemory(value)) + '%')} ESCAPE '\\'`,
+    // coalesce: a NULL (failure_reason) must count as "no match", also under NOT.
+    not: (cond) => `NOT coalesce(${cond}, false)`,
+    all: (conds) => conds.join(' AND '),
+  };
 }
 
 interface Row {

@@ -24,8 +24,12 @@ import { INFRASTRUCTURE_KINDS, kindOfRecord } from '../../core/infrastructure.js
 import { compileGlob, compileSubstring } from '../../core/glob.js';
 import { parseResultId, runStamp } from '../../core/ids.js';
 import type { ResultRecord } from '../../core/model.js';
-import { compareFor, jobNumber, type FilterTerm, type ResultQuery } from '../../core/query.js';
+import { compareFor, jobNumber, type ResultQuery } from '../../core/query.js';
+import { compileFilter, type FilterTarget, type FilterTerm } from '../../core/filter.js';
 import { smallest } from './memory-index.js';
+
+/** A test of one row of the index. */
+type Row = (i: number) => boolean;
 
 /** No string (a null field). */
 export const NONE = 0xffffffff;
@@ -401,58 +405,53 @@ export class ColumnarIndex {
   }
 
   /** A row test for the filter's terms, or undefined when a term needs the records (then the predicate is used). */
-  private compile(terms: readonly FilterTerm[]): ((i: number) => boolean) | undefined {
-    const tests: Array<(i: number) => boolean> = [];
-    for (const t of terms) {
-      const test = this.compileTerm(t);
-      if (!test) return undefined;
-      tests.push(t.negated ? (i) => !test(i) : test);
-    }
-    if (tests.length === 0) return () => true;
-    if (tests.length === 1) return tests[0]!;
-    if (tests.length === 2) {
-      const [a, b] = tests as [(i: number) => boolean, (i: number) => boolean];
-      return (i) => a(i) && b(i);
-    }
-    return (i) => tests.every((t) => t(i));
+  private compile(terms: readonly FilterTerm[]): Row | undefined {
+    return compileFilter(terms, this.rowTests);
   }
 
-  private compileTerm(t: FilterTerm): ((i: number) => boolean) | undefined {
-    switch (t.kind) {
-      case 'job':
-        return this.equals(J, t.uid);
-      case 'category':
-        return this.equals(CAT, t.value);
-      case 'testcase': {
-        if (!t.value.includes('*')) return this.equals(TC, t.value);
-        const glob = compileGlob(t.value);
-        const col = this.cols[TC]!;
-        const memo = this.memo((s) => glob(s));
-        return (i) => memo(col[i]!);
+  /** How the grammar's tests read the columns (core/filter.ts says which term tests which). */
+  private readonly rowTests: FilterTarget<Row> = {
+    equals: (field, value) => this.equals(field === 'job_uid' ? J : field === 'category' ? CAT : TC, value),
+    glob: (_field, pattern) => {
+      const glob = compileGlob(pattern);
+      const col = this.cols[TC]!;
+      const memo = this.memo((s) => glob(s));
+      return (i) => memo(col[i]!);
+    },
+    result: (value) => {
+      const want = OUTCOME_CODE[value]!;
+      const res = this.res;
+      return (i) => res[i] === want;
+    },
+    startedIn: (lo, hi) => this.startedIn(lo, hi),
+    text: (value) => {
+      // Case-insensitive substring of test_case, failure_reason, category or result_id.
+      const has = compileSubstring(value);
+      const memo = this.memo((s) => has(s));
+      const [tc, fr, cat, idj] = [this.cols[TC]!, this.cols[FR]!, this.cols[CAT]!, this.cols[IDJ]!];
+      return (i) =>
+        memo(tc[i]!) || (fr[i] !== NONE && memo(fr[i]!)) || memo(cat[i]!) ||
+        has(`${this.strs[idj[i]!]!}/${stampText(this.stamp[i]!)}`);
+    },
+    not: (test) => (i) => !test(i),
+    all: (tests) => {
+      if (tests.length === 0) return () => true;
+      if (tests.length === 1) return tests[0]!;
+      if (tests.length === 2) {
+        const [a, b] = tests as [Row, Row];
+        return (i) => a(i) && b(i);
       }
-      case 'result': {
-        const want = OUTCOME_CODE[t.value]!;
-        const res = this.res;
-        return (i) => res[i] === want;
-      }
-      case 'date': {
-        if (this.oddTimes) return undefined;
-        if ((t.lo !== undefined && !isCanonicalTime(t.lo)) || (t.hi !== undefined && !isCanonicalTime(t.hi))) return undefined;
-        const lo = t.lo === undefined ? -Infinity : Date.parse(t.lo);
-        const hi = t.hi === undefined ? Infinity : Date.parse(t.hi);
-        const start = this.start;
-        return (i) => start[i]! >= lo && start[i]! < hi;
-      }
-      case 'text': {
-        // Case-insensitive substring of test_case, failure_reason, category or result_id (core/query.ts freeText).
-        const has = compileSubstring(t.value);
-        const memo = this.memo((s) => has(s));
-        const [tc, fr, cat, idj] = [this.cols[TC]!, this.cols[FR]!, this.cols[CAT]!, this.cols[IDJ]!];
-        return (i) =>
-          memo(tc[i]!) || (fr[i] !== NONE && memo(fr[i]!)) || memo(cat[i]!) ||
-          has(`${this.strs[idj[i]!]!}/${stampText(this.stamp[i]!)}`);
-      }
-    }
+      return (i) => tests.every((t) => t(i));
+    },
+  };
+
+  private startedIn(lo: string | undefined, hi: string | undefined): Row | undefined {
+    if (this.oddTimes) return undefined;
+    if ((lo !== undefined && !isCanonicalTime(lo)) || (hi !== undefined && !isCanonicalTime(hi))) return undefined;
+    const from = lo === undefined ? -Infinity : Date.parse(lo);
+    const to = hi === undefined ? Infinity : Date.parse(hi);
+    const start = this.start;
+    return (i) => start[i]! >= from && start[i]! < to;
   }
 
   private equals(c: number, value: string): (i: number) => boolean {
