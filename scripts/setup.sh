@@ -20,8 +20,10 @@ cd "$(dirname "$0")/.."
 # worker (python/stbt_core/_ocr_worker.py) keeps tesseract's models loaded in one child process per test,
 # about 8x less CPU per line read than running the tesseract command each time (which stays the fallback).
 # python3-networkx: the stbt API's on-screen Keyboard is a networkx graph (Keyboard.G), as in stb-tester.
+# fonts-liberation, fonts-roboto-unhinted, fonts-open-sans: the TV-like fonts (condensed and light sans-serifs) of
+# the OCR corpus that text_color is measured on (test/python/_ocr_corpus.py, bench/stbt-ocr-bench.py).
 # adb: stbt.android drives Android devices with the adb command (python/stbt_core/android.py).
-PACKAGES=(ffmpeg git python3 python3-numpy python3-opencv fonts-dejavu-core tesseract-ocr tesseract-ocr-eng python3-tesserocr python3-networkx adb socat lirc lirc-compat-remotes libxml2-utils systemd prometheus postgresql chromium haproxy)
+PACKAGES=(ffmpeg git python3 python3-numpy python3-opencv fonts-dejavu-core tesseract-ocr tesseract-ocr-eng python3-tesserocr python3-networkx adb fonts-liberation fonts-roboto-unhinted fonts-open-sans socat lirc lirc-compat-remotes libxml2-utils systemd prometheus postgresql chromium haproxy)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -25,6 +25,7 @@ _MODULES = {
     "diff": "stbt_core._motion",
     "frameobject": "stbt_core._frameobject",
     "grid": "stbt_core._grid",
+    "imgproc_cache": "stbt_core._imgproc_cache",
     "imgutils": "stbt_core._frames",
     "keyboard": "stbt_core._keyboard",
     "logging": "stbt_core._logging",

@@ -32,7 +32,7 @@ import threading
 import time
 import unicodedata
 
-from stbt_core import _checks
+from stbt_core import _checks, _imgproc_cache
 from stbt_core._config import get_config
 from stbt_core._errors import ConfigurationError, UITestError
 from stbt_core._types import Region
@@ -278,6 +278,23 @@ def _installed_langs():
             _langs = frozenset(line.strip() for line in out.decode("utf-8", "replace").splitlines()[1:]
                                if line.strip())
         return _langs
+
+
+_version = None
+
+
+def _tesseract_version():
+    """tesseract's version as a list of integers (``[5, 3, 0]``), read once per process from
+    ``tesseract --version``; a missing tesseract raises as any OCR call would."""
+    global _version  # pylint: disable=global-statement
+    with _langs_lock:
+        if _version is None:
+            out = _run([TESSERACT, "--version"], None, _timeout()).decode("utf-8", "replace")
+            found = re.search(r"tesseract\s+v?(\d+(?:\.\d+)*)", out)
+            if not found:
+                raise UITestError("could not read tesseract's version from %r" % (_short(out),))
+            _version = [int(n) for n in found.group(1).split(".")]
+        return list(_version)
 
 
 def _debian_package(lang):
@@ -672,7 +689,7 @@ def _tesseract(grey, params, tsv):
     key = (digest.hexdigest(), tsv, params.read_mode, params.lang, params.engine, tuple(sorted(params.config.items())),
            words, patterns)
     with _cache_lock:
-        if key in _cache:
+        if key in _cache and _imgproc_cache.enabled():
             _cache.move_to_end(key)
             return _cache[key]
     cv2 = _cv2()

@@ -85,6 +85,50 @@ class OcrTestCase(unittest.TestCase):
         stbt.set_global_ocr_corrections(None)
 
 
+class Cache(OcrTestCase):
+    """A picture read once is not read again, unless the cache is switched off (``_stbt.imgproc_cache``)."""
+
+    def reads(self, frame, times):
+        calls = []
+        real = _ocr._run  # pylint: disable=protected-access
+
+        def counting(argv, stdin, timeout):
+            if stdin is not None:  # a picture to read (not --list-langs or --version)
+                calls.append(argv)
+            return real(argv, stdin, timeout)
+        _ocr._run = counting  # pylint: disable=protected-access
+        try:
+            texts = [stbt.ocr(frame, region=LINE1) for _ in range(times)]
+        finally:
+            _ocr._run = real  # pylint: disable=protected-access
+        return texts, len(calls)
+
+    def test_the_same_region_read_again_comes_from_the_cache(self):
+        texts, calls = self.reads(render(MENU), 3)
+        self.assertEqual(texts, ["Channel 104: Evening News"] * 3)
+        self.assertEqual(calls, 1)
+
+    def test_with_the_cache_off_every_read_goes_to_tesseract_and_reads_the_same(self):
+        from _stbt import imgproc_cache  # pylint: disable=import-outside-toplevel
+        self.assertTrue(imgproc_cache.enabled())
+        imgproc_cache._cache = None  # pylint: disable=protected-access
+        try:
+            texts, calls = self.reads(render(MENU), 3)
+            self.assertEqual(calls, 3)
+            with imgproc_cache.setup_cache("/nonexistent"):
+                self.assertTrue(imgproc_cache.enabled())
+            self.assertFalse(imgproc_cache.enabled())
+        finally:
+            imgproc_cache._cache = "memory"  # pylint: disable=protected-access
+        self.assertEqual(texts, ["Channel 104: Evening News"] * 3)
+
+    def test_tesseract_version_is_a_list_of_integers(self):
+        version = _ocr._tesseract_version()  # pylint: disable=protected-access
+        self.assertIsInstance(version, list)
+        self.assertTrue(all(isinstance(n, int) for n in version))
+        self.assertGreaterEqual(version, [4, 0])
+
+
 class Ocr(OcrTestCase):
     def test_reads_the_text_of_a_region_only(self):
         frame = render(MENU)
