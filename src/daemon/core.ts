@@ -62,13 +62,14 @@ export async function openCore(p: CoreParts) {
   const jobs = jobService(p, state, jobsRepo, late);
   const { maintenance, reservations } = reservationService(p, state, jobs);
   const node = nodeService(p, state, jobs, reservations, maintenance, late);
-  const checks = (late.checks = healthCheck(p, jobs, node, reservations, maintenance));
+  // Watched from the end of the recovery (recoverRuns): runs recorded before (the interrupted one) are not counted.
+  const checks = healthCheck(p, jobs, node, reservations, maintenance);
   stack.defer('node usage', () => node.flush());
   await stack.open('reservations', async () => {
     await reservations.start();
     return { value: reservations, close: () => reservations.stop() };
   });
-  return { state, jobsRepo, jobs, maintenance, reservations, node, checks };
+  return { state, jobsRepo, jobs, maintenance, reservations, node, checks, watched: late };
 }
 
 function jobService(p: CoreParts, state: StateStore, jobsRepo: FileJobRepository, late: { checks?: HealthCheckService }): JobService {
@@ -160,6 +161,7 @@ export async function recoverRuns(p: CoreParts & Core): Promise<string[]> {
     const inFlight = p.jobsRepo.running().flatMap((j) => (j.current_run ? [j.current_run.result_id] : []));
     await Promise.all((await jobs.recover()).map((pid) => endStaleTestProcess(pid, cfg.runner.kill_grace_secs * 1000)));
     if (p.testUser) await reclaimInterruptedRuns(path.join(cfg.data_dir, 'results'), p.testUser, cfg.runner.python, p.logger);
+    p.watched.checks = p.checks;
     const close = async () => {
       const checksStopped = p.checks.stop(); // resolves once its job ends: after the shutdown below
       const ended = await jobs.shutdown((cfg.runner.stop_response_secs + cfg.runner.kill_grace_secs + 30) * 1000);
