@@ -14,6 +14,7 @@ import type { PortalLink } from '../farm/link/index.js';
 import { createCapture, FfmpegFrameSource } from '../hardware/capture/index.js';
 import { KeyPresser } from '../hardware/ir/keys.js';
 import { createIrTransport } from '../hardware/ir/transports/index.js';
+import { createPowerOutlet, type PowerOutlet } from '../hardware/power/index.js';
 import { createVirtualStb } from '../hardware/virtual/index.js';
 import type { EventStream } from '../http/events.js';
 import { observeIrTransport, type FarmMetrics } from '../metrics/index.js';
@@ -69,14 +70,15 @@ export async function openDevices(b: Base & { hub: EventHub }) {
   await testPack.open();
   const device = await openDevice(b);
   const keys = new KeyPresser({ testPack, transport: device.ir, logger: logger.child({ module: 'keys' }) });
-  return { testPack, keys, ...device, ...(await openRunner(b, keys, device.frames)) };
+  return { testPack, keys, ...device, ...(await openRunner(b, keys, device.frames, device.power)) };
 }
 
-/** The virtual set-top box, capture (built here, started with the live parts) and the IR transport. */
+/** The virtual set-top box, capture (built here, started with the live parts), the IR transport and the outlet. */
 async function openDevice(b: Base) {
   const { cfg, logger, stack } = b;
-  // The virtual set-top box is both the picture (capture virtual:) and what the IR reaches (ir virtual:).
-  const virtual = cfg.capture.uri === 'virtual:' || cfg.ir.uri === 'virtual:';
+  // The virtual set-top box is the picture (capture virtual:), what the IR reaches (ir virtual:) and what the
+  // outlet feeds (power virtual:).
+  const virtual = cfg.capture.uri === 'virtual:' || cfg.ir.uri === 'virtual:' || cfg.power.uri === 'virtual:';
   const stb = virtual
     ? await stack.open('virtual set-top box', () => {
         const s = createVirtualStb({ width: cfg.capture.width, height: cfg.capture.height, fps: cfg.capture.fps, animations: cfg.capture.virtual_animations, logger: logger.child({ module: 'virtual-stb' }) });
@@ -93,13 +95,14 @@ async function openDevice(b: Base) {
     const t = observeIrTransport(createIrTransport(cfg.ir.uri, { logger: logger.child({ module: 'ir' }), ...(stb && { onVirtualEvent: stb.transportListener }) }), b.metrics);
     return { value: t, close: () => t.close() };
   });
+  const power = createPowerOutlet(cfg.power.uri, { ...(stb && { virtualStb: stb }) });
   const noCapture = cfg.capture.uri === 'none:';
   const online = () => (noCapture ? { online: true, reason: null } : frames.health());
-  return { stb, frames, video, ir, noCapture, online };
+  return { stb, frames, video, ir, power, noCapture, online };
 }
 
 /** The runner of test processes and the control server their scripts talk to. */
-async function openRunner(b: Base & { hub: EventHub }, keys: KeyPresser, frames: ReturnType<typeof createCapture>['frames']) {
+async function openRunner(b: Base & { hub: EventHub }, keys: KeyPresser, frames: ReturnType<typeof createCapture>['frames'], power: PowerOutlet | undefined) {
   const { cfg, logger, testUser } = b;
   // Named with the data directory's tag, so the sweep after start finds what a crash left of this node's runs.
   const tempPrefixes = runTempPrefixes(cfg.data_dir);
@@ -126,6 +129,7 @@ async function openRunner(b: Base & { hub: EventHub }, keys: KeyPresser, frames:
       // A test script's frames at `capture.preview_fps`, whatever rate the live view gets (`live_fps`).
       latestFrame: () => (frames instanceof FfmpegFrameSource ? frames.latestPreviewFrame() : frames.latestFrame?.()),
       ...(testUser && { group: testUser.gid }),
+      ...(power && { power }),
       tmpPrefix: tempPrefixes.control,
       ...(frames instanceof FfmpegFrameSource && { onFrames: (listener: () => void) => frames.onPreviewFrames(listener) }),
     });

@@ -1,0 +1,52 @@
+/**
+ * `stbt.PDU` through the daemon: with `power.uri: virtual:` a test script
+ * switches the virtual set-top box's mains off (its picture goes black) and
+ * on again (it boots to a picture), and reads the outlet's state back; each
+ * switch is a line of the run's log. (The control request itself, and an
+ * outlet that is missing or fails: test/integration/control-power.test.ts.)
+ */
+import { expect } from 'chai';
+import { startTestDaemon, waitForJob, waitOnline, type TestDaemon } from '../helpers/daemon.js';
+
+const PACK = {
+  'tests/test_power.py': [
+    'import stbt',
+    '',
+    'def test_power_cycle():',
+    '    pdu = stbt.PDU()',
+    '    assert pdu.get() is True',
+    '    pdu.power_off()',
+    '    assert pdu.get() is False',
+    '    assert stbt.wait_until(stbt.is_screen_black, timeout_secs=30), "the picture did not go black"',
+    '    pdu.set(True)',
+    '    assert pdu.get() is True',
+    '    assert stbt.wait_until(lambda: not stbt.is_screen_black(), timeout_secs=30), "no picture after power on"',
+    '',
+  ].join('\n'),
+};
+
+describe('stbt.PDU through the daemon (power.uri virtual:)', function () {
+  this.timeout(200_000);
+  let d: TestDaemon;
+
+  before(async () => {
+    d = await startTestDaemon({ files: PACK, config: { capture: { uri: 'virtual:', fps: 25, preview_fps: 5 }, ir: { uri: 'virtual:' }, power: { uri: 'virtual:' } } });
+    await waitOnline(d);
+  });
+  after(async () => {
+    await d?.stop();
+  });
+
+  it('a test switches the outlet off (no picture) and on (a picture again), and the run log shows both', async () => {
+    const res = await d.http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: ['tests/test_power.py::test_power_cycle'] });
+    expect(res.status, res.text).to.equal(200);
+    await waitForJob(d, res.body.job_uid, 180_000);
+    const [result] = (await d.http.get(`/api/v1/jobs${res.body.job_uid}/results`)).body as Array<Record<string, string>>;
+    expect(result!.result, result!.failure_reason).to.equal('pass');
+    const log = (await d.http.get(`/api/v1/result${result!.result_id}/farmhand.log`)).text;
+    const off = log.search(/^\S+ power off outlet=virtual:/m);
+    const on = log.search(/^\S+ power on outlet=virtual:/m);
+    expect(off, log).to.be.greaterThan(-1);
+    expect(on, log).to.be.greaterThan(off);
+  });
+});
