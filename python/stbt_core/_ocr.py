@@ -61,6 +61,28 @@ _TEXT_COLOR_CHROMA_WEIGHT = 0.5
 # background to measure against: a plain ramp of the distance, white at TEXT_COLOR_RAMP.
 _TEXT_COLOR_MIN_CONTRAST = 10.0
 TEXT_COLOR_RAMP = 200.0
+# text_color's second text (see _without_other_colours): a pixel is of another colour when it is
+# further than TEXT_COLOR_NEAR from the text colour and than TEXT_COLOR_STRONG from the background (in
+# units of their distance) and off the segment between them (the sum of its two squared distances above
+# TEXT_COLOR_SEGMENT). Blobs of the share map above TEXT_COLOR_MIN_CUT are dropped when
+# TEXT_COLOR_OTHER_SHARE of their pixels are of another colour and they lie within TEXT_COLOR_ZONE line
+# heights of a core of such pixels; or when they are thick (TEXT_COLOR_MIN_CORE pixels deep inside)
+# and their share never reaches TEXT_COLOR_PEAK. Chosen on the training split of
+# test/python/_ocr_corpus.py.
+TEXT_COLOR_NEAR = 0.5
+TEXT_COLOR_STRONG = 0.5
+TEXT_COLOR_SEGMENT = 1.4
+TEXT_COLOR_MIN_CUT = 0.2
+TEXT_COLOR_OTHER_SHARE = 0.25
+TEXT_COLOR_ZONE = 1.0
+TEXT_COLOR_MIN_CORE = 3
+TEXT_COLOR_PEAK = 0.5
+# When text and background differ by TEXT_COLOR_LUMA levels of luma or more, a pixel's share of text is
+# its luma's share of the way from the background's to the text's (sharp: a capture's luma is not
+# subsampled), times its colour share (above) over TEXT_COLOR_GATE, at most 1: the colour only takes
+# out what is far from the text colour. Chosen on the training split.
+TEXT_COLOR_LUMA = 25
+TEXT_COLOR_GATE = 0.5
 
 
 def _cv2():
@@ -605,8 +627,10 @@ def _prepare(frame, region, params):
     crop = a[clipped.y:clipped.bottom, clipped.x:clipped.right]
     if crop.ndim == 3 and crop.shape[2] == 4:
         crop = crop[:, :, :3]
+    share = None
     if params.text_color is not None:
-        grey = _text_color_grey(crop, params.text_color, params.text_color_threshold)
+        share, other = _text_color_share(crop, params.text_color, params.text_color_threshold)
+        grey = np.clip((1.0 - share) * 255.0, 0, 255).astype(np.uint8)
     elif crop.ndim == 3:
         grey = cv2.cvtColor(crop, cv2.COLOR_BGR2GRAY)
     else:
@@ -617,9 +641,49 @@ def _prepare(frame, region, params):
         factor = float(UPSAMPLE_FACTOR) if line_height is None else \
             min(float(UPSAMPLE_FACTOR), max(1.0, UPSAMPLE_LINE_HEIGHT / line_height))
         factor = round(factor, 2)
+    if share is not None:
+        grey = _without_other_colours(grey, share, other, line_height)
     if factor != 1.0:
         grey = cv2.resize(grey, None, fx=factor, fy=factor, interpolation=cv2.INTER_CUBIC)
     return frame, clipped, np.ascontiguousarray(grey), _Geometry(factor, line_height, lines)
+
+
+def _without_other_colours(grey, share, other, line_height):
+    """``grey`` without a second text of another colour: the share map is cut at TEXT_COLOR_MIN_CUT
+    into blobs, and a blob is made white (with a 2-pixel rim) when enough of its pixels are ``other``
+    (of neither the text's colour nor the background's, nor a mix of the two) near a solid patch of
+    such pixels, or when it is thick and never near the text colour (a text of an in-between colour).
+    A second text's anti-aliased and chroma-subsampled edges pass through the text colour: without
+    this, they read as hollow letters."""
+    np, cv2 = _np(), _cv2()
+    share8 = np.clip(share * 255.0, 0, 255).astype(np.uint8)
+    ink = (share8 > 255 * TEXT_COLOR_MIN_CUT).astype(np.uint8)
+    n, labels = cv2.connectedComponents(ink, connectivity=8)
+    if n <= 1:
+        return grey
+    flat = labels.ravel()
+    size = np.bincount(flat, minlength=n).astype(np.float32)
+    kernel = np.ones((3, 3), np.uint8)
+    # A thin stroke of text takes some colour of the background's (4:2:0 chroma): only near a core of
+    # another colour (other pixels whose neighbours are all other too) are blobs of other pixels
+    # another text.
+    core = cv2.erode(other.astype(np.uint8), kernel)
+    reach = max(1, int(round(line_height * TEXT_COLOR_ZONE))) if line_height else 1
+    zone = cv2.dilate(core, kernel, iterations=reach) if core.any() else core
+    others = np.bincount(flat, weights=other.ravel().astype(np.float32), minlength=n)
+    zoned = np.bincount(flat, weights=zone.ravel().astype(np.float32), minlength=n)
+    drop = (others > TEXT_COLOR_OTHER_SHARE * size) & (zoned > 0)
+    # A thick blob (some pixels deep inside it) that nowhere gets near the text colour is a text of
+    # a colour between the background's and the text's.
+    peak = np.zeros(n, np.float32)
+    np.maximum.at(peak, flat, share.ravel())
+    inner = np.bincount(flat, weights=cv2.erode(ink, kernel).ravel().astype(np.float32), minlength=n)
+    drop |= (peak < TEXT_COLOR_PEAK) & (inner >= TEXT_COLOR_MIN_CORE)
+    drop[0] = False
+    if not drop.any():
+        return grey
+    gone = cv2.dilate(drop[labels].astype(np.uint8), np.ones((3, 3), np.uint8), iterations=2)
+    return np.where(gone > 0, 255, grey).astype(np.uint8)
 
 
 def _luma_chroma(bgr):
@@ -633,8 +697,9 @@ def _luma_chroma(bgr):
     return bgr.astype(np.float32) @ m.T
 
 
-def _text_color_grey(crop, text_color, threshold):
-    """A grey picture of ``crop`` (BGR or grey) with the text of ``text_color`` dark on white.
+def _text_color_share(crop, text_color, threshold):
+    """``(share, other)`` for ``crop`` (BGR or grey): each pixel's share of text of ``text_color``
+    (0 to 1, float32) and whether it is of another colour (bool, see TEXT_COLOR_NEAR).
 
     Each pixel is placed on the line from the region's background (its median colour) to the text
     colour, 0 at the background and 1 at the text colour, less by its distance off that line (other
@@ -642,8 +707,9 @@ def _text_color_grey(crop, text_color, threshold):
     ``text_color``): its share of text, which is its darkness. That is measured in luma and chroma with
     the chroma at half weight: a capture's chroma is subsampled and blurred, its luma is sharp, so the
     glyphs' edges come from the luma wherever text and background differ in brightness. A ramp of the
-    plain BGR distance caps the share (all text within ``threshold``, none at TEXT_COLOR_RAMP), and
-    pixels within ``threshold`` are black. docs/migrating-from-stb-tester.md (text_color) has why."""
+    plain BGR distance caps the share (all text within ``threshold``, none at TEXT_COLOR_RAMP). Where
+    text and background differ in luma by TEXT_COLOR_LUMA or more, that colour share only gates the
+    luma's share (see TEXT_COLOR_GATE). Pixels within ``threshold`` have share 1. docs/migrating-from-stb-tester.md (text_color) has why."""
     np, cv2 = _np(), _cv2()
     bgr = (crop if crop.ndim == 3 else cv2.cvtColor(crop, cv2.COLOR_GRAY2BGR)).astype(np.float32)
     text = np.array(text_color, np.float32)
@@ -657,8 +723,17 @@ def _text_color_grey(crop, text_color, threshold):
         along = (pixels @ axis) / length2
         off = np.sqrt(np.maximum((pixels * pixels).sum(axis=2) / length2 - along * along, 0.0))
         share = np.minimum(share, 1.0 - np.abs(1.0 - along) - _TEXT_COLOR_OFF_AXIS * off)
+        if abs(float(axis[0])) >= TEXT_COLOR_LUMA:
+            share = np.minimum(1.0, pixels[:, :, 0] / float(axis[0])) * np.clip(share / TEXT_COLOR_GATE, 0.0, 1.0)
     share[dist <= threshold] = 1.0
-    return np.clip((1.0 - share) * 255.0, 0, 255).astype(np.uint8)
+    # Pixels of another colour: far from the text colour and off the segment from the background to it
+    # (where text's anti-aliased edges lie), in BGR.
+    contrast2 = max(float(((text - background) ** 2).sum()), _TEXT_COLOR_MIN_CONTRAST ** 2)
+    to_text2 = dist * dist / contrast2
+    to_background2 = ((bgr - background) ** 2).sum(axis=2) / contrast2
+    other = (to_text2 > TEXT_COLOR_NEAR ** 2) & (to_background2 > TEXT_COLOR_STRONG ** 2) & \
+        (to_text2 + to_background2 > TEXT_COLOR_SEGMENT)
+    return np.clip(share, 0.0, 1.0).astype(np.float32), other
 
 
 def _choose_read_mode(params, geometry):
@@ -733,6 +808,7 @@ def _preprocessing(params, geometry):
     if params.text_color is not None:
         steps.append("share of text_color #%02x%02x%02x against the region's median colour, threshold %g" % (
             params.text_color[2], params.text_color[1], params.text_color[0], params.text_color_threshold))
+        steps.append("blobs of another colour than text_color's and the background's removed")
     else:
         steps.append("greyscale")
     if geometry is not None and params.upsample:
