@@ -25,6 +25,7 @@ from stbt_core._errors import ConfigurationError
 from stbt_core._types import Region
 from stbt_core.android import (AdbDevice, AdbError, CoordinateSystem, _centre_point, _Device, _Dimensions,
                                _parse_devices, _parse_display_dimensions, _resize, _to_native_coordinates, adb)
+from _env import restore_env
 
 try:
     import cv2
@@ -136,11 +137,7 @@ class WithFakeAdb:
         self.save_state()
 
     def tearDown(self):  # pylint: disable=invalid-name
-        for k, v in self.saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        restore_env(self.saved)
         _config._reset()  # pylint: disable=protected-access
         shutil.rmtree(self.dir, ignore_errors=True)
 

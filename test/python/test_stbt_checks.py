@@ -16,6 +16,7 @@ import numpy
 import stbt
 from stbt_core import _checks, _config, _ocr
 from _fake_daemon import WithDaemon
+from _env import restore_env
 
 FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 
@@ -50,11 +51,7 @@ class Base(unittest.TestCase):
 
     def tearDown(self):
         _checks.flush()
-        for k, v in self.saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        restore_env(self.saved)
         _config._reset()  # pylint: disable=protected-access
         shutil.rmtree(self.dir, True)
         shutil.rmtree(self.pack, True)

@@ -12,6 +12,7 @@ import unittest
 
 import stbt
 from stbt_core import _config
+from _env import restore_env
 
 FILES = {
     ".stbt.conf": "[global]\nwho = dot\nonly_dot = 1\n[match]\nmatch_threshold = 0.5\n",
@@ -45,11 +46,7 @@ class GetConfig(unittest.TestCase):
 
     def tearDown(self):
         shutil.rmtree(self.root, True)
-        for k, v in self.saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        restore_env(self.saved)
         _config._reset()  # pylint: disable=protected-access
 
     def test_layers(self):

@@ -19,6 +19,7 @@ import numpy
 import stbt
 from stbt_core import _config, _ocr
 from _fake_daemon import WithDaemon
+from _env import restore_env
 
 FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 WHITE = (255, 255, 255)
@@ -76,11 +77,7 @@ class OcrTestCase(unittest.TestCase):
 
     def tearDown(self):
         shutil.rmtree(self.root, True)
-        for k, v in self.saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        restore_env(self.saved)
         _config._reset()  # pylint: disable=protected-access
         stbt.set_global_ocr_corrections(None)
 

@@ -19,6 +19,7 @@ import numpy
 import stbt
 from stbt_core import _config, _ocr
 import _ocr_corpus
+from _env import restore_env
 
 TITLE = (124, 94, 114)  # BGR: a dim grey-purple title, as on a streaming box's settings page
 VALUE = (235, 225, 235)
@@ -60,11 +61,7 @@ class TextColorOnTvScreens(unittest.TestCase):
 
     def tearDown(self):
         shutil.rmtree(self.root, True)
-        for k, v in self.saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        restore_env(self.saved)
         _config._reset()  # pylint: disable=protected-access
 
     def test_dim_titles_on_a_low_contrast_gradient_are_found(self):
