@@ -23,7 +23,10 @@ cd "$(dirname "$0")/.."
 # fonts-liberation, fonts-roboto-unhinted, fonts-open-sans: the TV-like fonts (condensed and light sans-serifs) of
 # the OCR corpus that text_color is measured on (test/python/_ocr_corpus.py, bench/stbt-ocr-bench.py).
 # adb: stbt.android drives Android devices with the adb command (python/stbt_core/android.py).
-PACKAGES=(ffmpeg git python3 python3-numpy python3-opencv fonts-dejavu-core tesseract-ocr tesseract-ocr-eng python3-tesserocr python3-networkx adb fonts-liberation fonts-roboto-unhinted fonts-open-sans socat lirc lirc-compat-remotes libxml2-utils systemd prometheus postgresql chromium haproxy)
+# v4l-utils: cec-ctl, through which an HDMI-CEC remote (ir.uri cec:/dev/cec0) sends its keys. snmpd and snmp:
+# net-snmp's agent and tools, the SNMP peer the power-outlet driver (power.uri snmp://) is tested against; the
+# agent's own service is disabled when setup installs it (the tests start their own on loopback).
+PACKAGES=(ffmpeg git python3 python3-numpy python3-opencv fonts-dejavu-core tesseract-ocr tesseract-ocr-eng python3-tesserocr python3-networkx adb v4l-utils snmpd snmp fonts-liberation fonts-roboto-unhinted fonts-open-sans socat lirc lirc-compat-remotes libxml2-utils systemd prometheus postgresql chromium haproxy)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -38,6 +41,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   # Debian's prometheus package starts a Prometheus server; a test node needs only its promtool.
   if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null; then
     $SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true
+  fi
+  if [[ " ${missing[*]} " == *" snmpd "* ]] && command -v systemctl >/dev/null; then
+    $SUDO systemctl disable --now snmpd >/dev/null 2>&1 || true
   fi
   # Likewise haproxy's service (with Debian's sample config): the test runs its own haproxy.
   if [[ " ${missing[*]} " == *" haproxy "* ]] && command -v systemctl >/dev/null; then
