@@ -6,6 +6,9 @@
 import { z } from 'zod';
 import { EVENT_TYPES } from '../core/events.js';
 import { oidcSchema } from './oidc.js';
+import { captureUri } from './uris/capture.js';
+import { irUri } from './uris/ir.js';
+import { powerUri } from './uris/power.js';
 
 const hostPort = z
   .string()
@@ -65,8 +68,8 @@ export const configSchema = z.strictObject({
     .prefault({}),
   capture: z
     .strictObject({
-      /** `testsrc:` (ffmpeg's test pattern), `v4l2:/dev/videoN`, `virtual:` (the virtual set-top box). */
-      uri: z.string().regex(/^(testsrc:|v4l2:\/dev\/[\w./-]+|virtual:|none:)$/, 'one of testsrc:, v4l2:/dev/videoN, virtual:, none:').default('testsrc:'),
+      /** Which picture the node sees: src/config/uris/capture.ts. */
+      uri: captureUri,
       width: z.number().int().min(16).max(7680).default(1280),
       height: z.number().int().min(16).max(4320).default(720),
       fps: z.number().positive().max(120).default(25),
@@ -114,17 +117,14 @@ export const configSchema = z.strictObject({
     .prefault({}),
   ir: z
     .strictObject({
-      /** `none`, `irtoy:/dev/ttyACM0` (USB IR Toy / IRDroid), `lircd:/run/lirc/lircd`, `virtual:` (the virtual set-top box). */
-      uri: z
-        .string()
-        .regex(/^(none|virtual:|irtoy:\/dev\/[\w./-]+|lircd:\/[\w./-]+)$/, 'one of none, virtual:, irtoy:/dev/ttyX, lircd:/path/to/socket')
-        .default('none'),
+      /** How the node presses keys: src/config/uris/ir.ts. */
+      uri: irUri,
     })
     .prefault({}),
   power: z
     .strictObject({
-      /** The outlet feeding the device under test (stbt.PDU): `none`, `virtual:` (the virtual set-top box's mains). */
-      uri: z.string().regex(/^(none|virtual:)$/, 'one of none, virtual:').default('none'),
+      /** The outlet feeding the device under test (stbt.PDU): src/config/uris/power.ts. */
+      uri: powerUri,
     })
     .prefault({}),
   auth: z
