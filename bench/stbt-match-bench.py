@@ -5,7 +5,7 @@ Run from the repository root:  /usr/bin/python3 bench/stbt-match-bench.py [--run
 
 - a 200x100 template over a whole 1280x720 frame: median <= 20 ms;
 - inside a region twice the template's size (400x200): median <= 3 ms;
-- a template with transparency (55 % of its pixels transparent) at most 1.5x
+- a template with transparency (63 % of its pixels transparent) at most 1.5x
   its opaque twin (same pixels, no alpha), in both cases.
 
 The frame and the templates are drawn by test/python/_match_corpus.py (the

@@ -225,7 +225,11 @@ def _load_template(image):
     image = load_image(image)
     a = _to_uint8(np.asarray(image))
     alpha = None
-    if a.ndim == 3 and a.shape[2] in (2, 4):
+    if a.ndim == 3 and a.shape[2] == 4 and a.flags.c_contiguous:
+        # OpenCV splits the channels several times faster than numpy copies a strided view
+        cv2 = _cv2()
+        alpha, a = cv2.extractChannel(a, 3), cv2.cvtColor(a, cv2.COLOR_BGRA2BGR)
+    elif a.ndim == 3 and a.shape[2] in (2, 4):
         alpha, a = a[:, :, -1], a[:, :, :-1]
     if a.ndim == 3 and a.shape[2] == 1:
         a = a[:, :, 0]
@@ -358,6 +362,10 @@ def _level_entry(t, m8, crop):
         entry["m8"] = m.astype(np.uint8)
         entry["wt"] = t * mc.astype(np.uint8)      # the template with its ignored pixels zeroed
         entry["tt"] = float((tf * tf * mc).sum())   # sum of T² over the compared values
+        entry["corners"] = _mask_corners(m)
+        rects = _mask_rects(m)
+        entry["rects"] = None if rects is None else [
+            (x0, y0, x1, y1, np.ascontiguousarray(t[y0:y1, x0:x1])) for x0, y0, x1, y1 in rects]
         entry["n"] = float(m.sum()) * channels     # number of compared values
     else:
         entry["tt"] = float((t.astype(np.float64) ** 2).sum())
@@ -365,6 +373,72 @@ def _level_entry(t, m8, crop):
     return entry
 
 
+def _mask_corners(m):
+    """The mask (2-D, non-zero where compared) as signed corners of an
+    integral image: at every place, the sum of a picture over the mask's
+    pixels is ``sum(c * ii[y + cy, x + cx])`` over the corners ``(cy, cx, c)``,
+    ``ii`` being the picture's integral image (``cv2.integral``). A mask made
+    of a few rectangles (an opaque frame around a transparent hole) has a few
+    corners: a handful of array sums instead of a correlation. None when the
+    mask has more than ``_MAX_MASK_CORNERS``."""
+    np = _np()
+    h, w = m.shape
+    p = np.zeros((h + 2, w + 2), np.int32)
+    p[1:h + 1, 1:w + 1] = m > 0
+    # 2-D difference: +1 / -1 where a compared rectangle's corner is (inner corners cancel)
+    d = p[:h + 1, :w + 1] - p[:h + 1, 1:] - p[1:, :w + 1] + p[1:, 1:]
+    ys, xs = np.nonzero(d)
+    if len(ys) > _MAX_MASK_CORNERS:
+        return None
+    return [(int(y), int(x), int(d[y, x])) for y, x in zip(ys, xs)]
+
+
+def _mask_rects(m):
+    """The mask's compared pixels as rectangles ``(x0, y0, x1, y1)`` (ends
+    excluded): each row's runs, rows with the same runs in one rectangle.
+    None when that takes more than ``_MAX_MASK_RECTS``."""
+    np = _np()
+    h, w = m.shape
+    b = np.zeros((h, w + 2), np.int8)
+    b[:, 1:w + 1] = m > 0
+    ys, xs = np.nonzero(np.diff(b, axis=1))  # a run starts and ends at each pair of changes
+    rows = [()] * h
+    for y in np.unique(ys):
+        edges = xs[ys == y]
+        rows[y] = tuple(zip(edges[0::2].tolist(), edges[1::2].tolist()))
+    rects, start = [], 0
+    for y in range(1, h + 1):
+        if y == h or rows[y] != rows[start]:
+            rects += [(x0, start, x1, y) for x0, x1 in rows[start]]
+            if len(rects) > _MAX_MASK_RECTS:
+                return None
+            start = y
+    return rects
+
+
+def _masked_sums(sq, corners, out_shape):
+    """The sum of ``sq`` (one channel) over the mask at every place of the
+    score map (``out_shape``), from the mask's corners (``_mask_corners``):
+    exact, in float64, returned as float32."""
+    cv2, np = _cv2(), _np()
+    ii = cv2.integral(sq, sdepth=cv2.CV_64F)
+    oh, ow = out_shape
+    total = np.zeros(out_shape, np.float64)
+    for y, x, c in corners:
+        part = ii[y:y + oh, x:x + ow]
+        if c == 1:
+            total += part
+        elif c == -1:
+            total -= part
+        else:
+            total += c * part
+    return total.astype(np.float32)
+
+
+# A mask with more corners than this is summed by a correlation (see _mask_corners).
+_MAX_MASK_CORNERS = 32
+# A mask made of more rectangles than this is compared through the mask (see _sqdiff_best).
+_MAX_MASK_RECTS = 8
 # Pixels cut off each side of the template below full size (see _build_pyramid).
 _CROP = 1
 # The template at the pyramid's top level keeps at least this many pixels per side.
@@ -389,7 +463,10 @@ def _scores(img, lv, method):
                                    borderType=cv2.BORDER_CONSTANT)[:cross.shape[0], :cross.shape[1]]
         else:
             cross = cv2.matchTemplate(img, lv["wt"], cv2.TM_CCORR)
-            energy = cv2.matchTemplate(sq, lv["m"], cv2.TM_CCORR)
+            if lv["corners"] is None:
+                energy = cv2.matchTemplate(sq, lv["m"], cv2.TM_CCORR)
+            else:
+                energy = _masked_sums(sq, lv["corners"], cross.shape)
         ssd = energy - 2 * cross + lv["tt"]
         np.maximum(ssd, 0, out=ssd)
         # 1 - the root-mean-square difference per compared value, as a fraction of full scale
@@ -527,12 +604,17 @@ def _best_in_merged_areas(img, lv, method, windows):
 def _sqdiff_best(img, lv, x0, x1, y0, y1):
     """The best SQDIFF place (and its score) with x0 <= x <= x1, y0 <= y <= y1."""
     cv2 = _cv2()
-    t, m8 = lv["t"], lv.get("m8")
+    t, m8, rects = lv["t"], lv.get("m8"), lv.get("rects")
     th, tw = t.shape[:2]
     best = None
     for y in range(y0, y1 + 1):
         for x in range(x0, x1 + 1):
-            ssd = cv2.norm(img[y:y + th, x:x + tw], t, cv2.NORM_L2SQR, mask=m8)
+            if rects is not None:  # the compared rectangles one by one: cheaper than the mask
+                ssd = 0.0
+                for rx0, ry0, rx1, ry1, part in rects:
+                    ssd += cv2.norm(img[y + ry0:y + ry1, x + rx0:x + rx1], part, cv2.NORM_L2SQR)
+            else:
+                ssd = cv2.norm(img[y:y + th, x:x + tw], t, cv2.NORM_L2SQR, mask=m8)
             if best is None or ssd < best[2]:
                 best = (x, y, ssd)
     x, y, ssd = best

@@ -203,6 +203,43 @@ class TransparentTemplates(Base):
         self.assertEqual(m.position, (BUTTON_X[4], BUTTON_Y))
         self.assertAlmostEqual(m.first_pass_result, first_pass_score(frame, t, BUTTON_X[4], BUTTON_Y), places=3)
 
+    def test_a_mask_of_a_few_rectangles_scores_as_a_mask_of_many(self):
+        # a mask of a few rectangles is summed from its corners and compared rectangle by rectangle; a
+        # mask of many pieces through a correlation and the mask itself: the same scores either way
+        frame = noisy(self.menu, 3)
+        holed = with_alpha(self.movies, [(10, 15, 180, 70)])
+        speckled = holed.copy()
+        speckled[::7, ::5, 3] = 0  # hundreds of one-pixel holes
+        self.assertIsNotNone(_match._mask_corners(holed[:, :, 3]))  # pylint: disable=protected-access
+        self.assertIsNotNone(_match._mask_rects(holed[:, :, 3]))  # pylint: disable=protected-access
+        self.assertIsNone(_match._mask_corners(speckled[:, :, 3]))  # pylint: disable=protected-access
+        self.assertIsNone(_match._mask_rects(speckled[:, :, 3]))  # pylint: disable=protected-access
+        region = stbt.Region(BUTTON_X[4] - 20, 150, width=260, height=200)
+        for t in (holed, speckled):
+            m = stbt.match(t, frame=frame, region=region)
+            self.assertEqual(m.position, (BUTTON_X[4], BUTTON_Y))
+            self.assertAlmostEqual(m.first_pass_result, first_pass_score(frame, t, BUTTON_X[4], BUTTON_Y),
+                                   places=5)
+
+    def test_mask_rectangles_and_corners_cover_exactly_the_compared_pixels(self):
+        rng = np.random.default_rng(30)
+        for _ in range(200):
+            h, w = rng.integers(1, 12, 2)
+            mask = (rng.random((h, w)) < rng.random()).astype(np.float32)
+            rects = _match._mask_rects(mask)  # pylint: disable=protected-access
+            if rects is not None:
+                covered = np.zeros((h, w), int)
+                for x0, y0, x1, y1 in rects:
+                    covered[y0:y1, x0:x1] += 1
+                self.assertTrue((covered == (mask > 0)).all(), (mask, rects))
+            corners = _match._mask_corners(mask)  # pylint: disable=protected-access
+            if corners is not None:
+                picture = rng.integers(0, 3 * 255 * 255, (h + 5, w + 7)).astype(np.float32)
+                sums = _match._masked_sums(picture, corners, (6, 8))  # pylint: disable=protected-access
+                want = np.array([[(picture[y:y + h, x:x + w].astype(np.float64) * mask).sum()
+                                  for x in range(8)] for y in range(6)])
+                self.assertTrue(np.array_equal(sums, want.astype(np.float32)), (mask, sums, want))
+
     def test_other_first_pass_methods_honour_transparency(self):
         t = with_alpha(self.movies, [(10, 15, 180, 70)])
         for method in (stbt.MatchMethod.SQDIFF_NORMED, stbt.MatchMethod.CCORR_NORMED,
