@@ -5,6 +5,7 @@
  *   farmhand farm [--database CONNINFO | --config PORTAL.json] user add NAME [--role ROLE] | user role NAME ROLE | user list | user remove NAME
  *   farmhand farm ... token create USER [--expires-days N] | token list | token revoke ID
  *   farmhand farm ... node add ID | node list | node remove ID
+ *   farmhand farm ... node label ID [KEY=VALUE ...] [--remove KEY ...]   (no change given: prints the labels)
  *
  * The database: `--database`, else the `database` of `--config` (the portal's config file), else
  * the FARMHAND_DATABASE environment variable. Each command applies the farm's migrations first, so
@@ -20,6 +21,7 @@ import { type Command, CommanderError, InvalidArgumentError } from 'commander';
 import type pg from 'pg';
 import type { AuditAction } from '../core/audit.js';
 import { isFarmError } from '../core/errors.js';
+import { LABEL_KEY, parseLabelAssignment, selectorText } from '../core/queue.js';
 import { isRole, ROLES, type Role } from '../core/roles.js';
 import type { CliIo } from './program.js';
 
@@ -87,12 +89,32 @@ export function registerFarmCommand(program: Command, io: CliIo, setStatus: (cod
   const node = farm.command('node').description('the nodes allowed to join the farm');
   node.command('add').description("register a node (or re-key it); prints its credential once").argument('<id>', "the node's node_id").action(act((db, [id]) => nodeAdd(db, str(id))));
   node.command('list').description('list the registered nodes').action(act((db) => nodeList(db)));
+  node
+    .command('label')
+    .description("set or remove a node's labels (device=roku-ultra room=lab2), which queued jobs select nodes by; with none given, print them")
+    .argument('<id>', "the node's node_id")
+    .argument('[labels...]', 'key=value to set (a key already set gets the new value)', parseLabel, [])
+    .option('--remove <key>', 'remove this label (repeatable)', collectKey, [])
+    .action(act((db, [id, labels, o]) => nodeLabel(db, str(id), labels as [string, string][], (o as { remove: string[] }).remove)));
   node.command('remove').description('remove a node, its jobs and its reservations').argument('<id>', "the node's node_id").action(act((db, [id]) => nodeRemove(db, str(id))));
 }
 
 function parseRole(value: string): Role {
   if (!isRole(value)) throw new InvalidArgumentError(`one of ${ROLES.join(', ')}`);
   return value;
+}
+
+function parseLabel(value: string, previous: [string, string][]): [string, string][] {
+  try {
+    return [...previous, parseLabelAssignment(value, 'label')];
+  } catch (e) {
+    throw new InvalidArgumentError((e as Error).message);
+  }
+}
+
+function collectKey(value: string, previous: string[]): string[] {
+  if (!LABEL_KEY.test(value)) throw new InvalidArgumentError(`${JSON.stringify(value)} is not a label key (lower case letters, digits, ".", "_", "-", "/", starting with a letter)`);
+  return [...previous, value];
 }
 
 function parseDays(value: string): number {
@@ -306,6 +328,22 @@ async function nodeList({ pool, out }: Db): Promise<number> {
       ...nodes.map((n) => [n.nodeId, state(n), n.lastSeen ?? '-', n.version ?? '-', n.registered]),
     ]),
   );
+  return 0;
+}
+
+async function nodeLabel(db: Db, id: string, set: [string, string][], remove: string[]): Promise<number> {
+  const { pool, out } = db;
+  const { nodeLabels, setNodeLabels } = await import('../farm/queue/labels.js');
+  if (set.length === 0 && remove.length === 0) {
+    out.write(`${selectorText(await nodeLabels(pool, id)) || '(no labels)'}\n`);
+    return 0;
+  }
+  const given = Object.fromEntries(set);
+  if (set.length !== Object.keys(given).length) throw new CliFailure(EX_USAGE, 'a label key is given twice; give each key once');
+  const { before, after } = await setNodeLabels(pool, id, given, remove);
+  // 'node.label' is not yet in core/audit.ts AUDIT_ACTIONS (docs/queue.md, "Labels"): the table takes it as it is.
+  await audit(db, 'node.label' as AuditAction, id, { before, after });
+  out.write(`${id}: ${selectorText(after) || '(no labels)'}\n`);
   return 0;
 }
 

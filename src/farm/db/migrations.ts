@@ -388,4 +388,53 @@ CREATE TABLE oidc_flows (
 CREATE INDEX oidc_flows_expiry ON oidc_flows (expires_at);
 `,
   },
+  {
+    id: 15,
+    name: 'node labels and the job queue (docs/queue.md)',
+    sql: `
+-- A node's labels (device=roku-ultra, room=lab2): set by the farm's administrator (farmhand farm node label), never
+-- taken from the node. A queued job's selector matches a node that has all of its labels.
+CREATE TABLE node_labels (
+  node_id  text COLLATE "C" NOT NULL REFERENCES nodes ON DELETE CASCADE,
+  key      text COLLATE "C" NOT NULL,
+  value    text COLLATE "C" NOT NULL,
+  PRIMARY KEY (node_id, key)
+);
+CREATE INDEX node_labels_pair ON node_labels (key, value);
+-- The queue (src/farm/queue/store.ts): a job waits in state queued until a dispatcher claims it (SELECT ... FOR
+-- UPDATE SKIP LOCKED in the transaction that starts it on a node), then started (its job_uid), or it ends
+-- cancelled, expired (queue_timeout_secs) or failed (the node refused the request itself).
+CREATE TABLE queue_jobs (
+  queue_id            bigserial PRIMARY KEY,
+  username            text COLLATE "C" NOT NULL,
+  labels              jsonb NOT NULL,
+  selector            text COLLATE "C" NOT NULL,
+  priority            smallint NOT NULL CHECK (priority BETWEEN 0 AND 100),
+  request             jsonb NOT NULL,
+  queue_timeout_secs  integer CHECK (queue_timeout_secs > 0),
+  queued_at           timestamptz NOT NULL DEFAULT now(),
+  expires_at          timestamptz,
+  state               text NOT NULL DEFAULT 'queued' CHECK (state IN ('queued', 'started', 'cancelled', 'expired', 'failed')),
+  node_id             text COLLATE "C",
+  job_uid             text COLLATE "C",
+  attempts            integer NOT NULL DEFAULT 0,
+  last_error          text,
+  ended_at            timestamptz,
+  end_reason          text,
+  ended_by            text COLLATE "C"
+);
+-- The order the dispatchers read waiting jobs in: highest priority, then oldest.
+CREATE INDEX queue_jobs_waiting ON queue_jobs (priority DESC, queued_at, queue_id) WHERE state = 'queued';
+CREATE INDEX queue_jobs_expiry ON queue_jobs (expires_at) WHERE state = 'queued' AND expires_at IS NOT NULL;
+CREATE INDEX queue_jobs_selector ON queue_jobs (selector, queue_id);
+CREATE INDEX queue_jobs_job ON queue_jobs (job_uid) WHERE job_uid IS NOT NULL;
+-- A job queued wakes every replica's dispatcher at its commit (src/farm/wakeups.ts, kind queue_job).
+CREATE FUNCTION queue_jobs_queued() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_notify('farmhand', json_build_object('kind', 'queue_job')::text);
+  RETURN NULL;
+END $$;
+CREATE TRIGGER queue_jobs_queued AFTER INSERT ON queue_jobs FOR EACH STATEMENT EXECUTE FUNCTION queue_jobs_queued();
+`,
+  },
 ];

@@ -1,0 +1,96 @@
+/**
+ * The queue's ports built from the portal's own parts (docs/queue.md, "Wiring"), for the composition root:
+ *
+ * - `farmNodeStates`: each node's availability as the portal's front door and `GET /api/v2/nodes` decide it
+ *   (nodeViews.ts linkOf, availability.ts farmNodeAvailability: the hub's link, or the database's row for a node of
+ *   another replica; the farm's reservation; the running job), which nodes this process starts jobs on (connected
+ *   here), and the hub's events that may free a node.
+ * - `hubJobStarter`: the path of `POST /api/v2/run_tests` with a node_id through the portal: the request forwarded
+ *   over the node's connection (hub.forward), on behalf of the user who queued the job, the node's answer read.
+ */
+import type pg from 'pg';
+import type { Availability } from '../../core/availability.js';
+import type { FarmEvent } from '../../core/events.js';
+import type { FarmHub, FarmReservation, FarmReservations } from '../contract.js';
+import { farmNodeAvailability } from '../portal/availability.js';
+import { linkOf, NODE_COLUMNS, type NodeRow } from '../portal/nodeViews.js';
+import type { JobStarter, NodeStates, StartOutcome } from './ports.js';
+
+/** The hub's events after which a node may take a job. */
+const FREEING: ReadonlySet<string> = new Set(['job.exited', 'node.online', 'node.state', 'reservation.ended', 'reservation.interrupted']);
+
+export interface FarmNodeStatesDeps {
+  pool: pg.Pool;
+  hub: Pick<FarmHub, 'link' | 'onEvent'>;
+  reservations?: Pick<FarmReservations, 'activeAll'> | undefined;
+  /** Replicas "many": this replica's id (a node of another replica is read from the database). */
+  replicaId?: string | undefined;
+}
+
+export function farmNodeStates(d: FarmNodeStatesDeps): NodeStates {
+  return {
+    async availability() {
+      const { rows } = await d.pool.query<NodeRow>(`SELECT ${NODE_COLUMNS}`);
+      const held = (await d.reservations?.activeAll()) ?? new Map<string, FarmReservation>();
+      const out = new Map<string, Availability>();
+      for (const row of rows) {
+        const link = linkOf(d, row);
+        const offline = link ? link.offlineReason : (row.offline_reason ?? 'it has never connected to the portal');
+        out.set(row.node_id, farmNodeAvailability(link, offline, held.get(row.node_id)));
+      }
+      return out;
+    },
+    isLocal: (nodeId) => d.hub.link(nodeId)?.online === true,
+    onChange: (fn) => d.hub.onEvent((e: FarmEvent) => (FREEING.has(e.type) ? fn() : undefined)),
+  };
+}
+
+/** A Job object is a few KiB; more is the node misbehaving. */
+const MAX_ANSWER = 1 << 20;
+
+export interface HubJobStarterDeps {
+  hub: Pick<FarmHub, 'forward'>;
+  /** The portal's base URL (its public_url), so the job's URLs point at the portal. */
+  baseUrl: string;
+}
+
+export function hubJobStarter(d: HubJobStarterDeps): JobStarter {
+  return {
+    async start(req, signal): Promise<StartOutcome> {
+      const body = Buffer.from(JSON.stringify({ ...req.run, node_id: req.nodeId }));
+      const headers = { 'content-type': 'application/json', accept: 'application/json' };
+      try {
+        const res = await d.hub.forward(req.nodeId, { method: 'POST', path: '/api/v2/run_tests', headers, body, user: req.username, baseUrl: d.baseUrl }, signal);
+        const text = await readAll(res.body);
+        const parsed = safeJson(text) as { job_uid?: unknown; message?: unknown } | undefined;
+        if (res.status === 200 && typeof parsed?.job_uid === 'string') return { ok: true, job_uid: parsed.job_uid };
+        const message = typeof parsed?.message === 'string' ? parsed.message : text.slice(0, 500);
+        // Busy (409), rate limited (429), unavailable or failing (5xx): another node, or this one later, may take it.
+        const retry = res.status === 409 || res.status === 429 || res.status >= 500 || res.status === 200;
+        return { ok: false, retry, status: res.status, message };
+      } catch (e) {
+        return { ok: false, retry: true, status: null, message: e instanceof Error ? e.message : String(e) };
+      }
+    },
+  };
+}
+
+async function readAll(stream: AsyncIterable<Buffer | string>): Promise<string> {
+  const parts: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of stream) {
+    const b = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+    size += b.length;
+    if (size > MAX_ANSWER) throw new Error(`the node's answer to run_tests is over ${MAX_ANSWER} bytes`);
+    parts.push(b);
+  }
+  return Buffer.concat(parts).toString('utf8');
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
