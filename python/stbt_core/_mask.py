@@ -107,6 +107,10 @@ class Mask:
     def __radd__(self, other):
         return Mask._combine("+", other, self)
 
+    # ``|`` is a union too (as for sets): the same Mask as ``+``
+    __or__ = __add__
+    __ror__ = __radd__
+
     def __sub__(self, other):
         return Mask._combine("-", self, other)
 

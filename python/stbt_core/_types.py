@@ -236,6 +236,10 @@ class Region(namedtuple("Region", "x y right bottom")):
     def __radd__(self, other):
         return _mask_module().Mask._combine("+", other, self)
 
+    # ``|`` is a union too (as for sets): the same Mask as ``+``
+    __or__ = __add__
+    __ror__ = __radd__
+
     def __sub__(self, other):
         return _mask_module().Mask._combine("-", self, other)
 

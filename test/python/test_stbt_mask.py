@@ -1,4 +1,4 @@
-"""stbt's mask algebra: Regions and Masks combined with +, - and ~, None as
+"""stbt's mask algebra: Regions and Masks combined with +, |, - and ~, None as
 the empty mask, equality and reprs of the expressions, to_array (bounding
 box, cropped read-only array, memoised, ValueError when nothing overlaps or
 the sizes differ), masks from files, arrays and alpha channels, and the
@@ -36,6 +36,18 @@ class AlgebraTest(unittest.TestCase):
         self.assertEqual(picture(~~self.a), picture(Mask(self.a)))
         self.assertEqual(picture(Region.ALL - self.a), picture(~self.a))
         self.assertEqual(picture(self.a - ~self.c), ["--------", "--#-----", "--------", "--------", "--------"])
+
+    def test_bar_is_the_same_union_as_plus(self):
+        self.assertEqual(self.a | self.b, self.a + self.b)
+        self.assertEqual(picture(self.a | self.b), picture(self.a + self.b))
+        self.assertEqual(picture(Mask(self.a) | self.c), picture(self.a + self.c))
+        self.assertEqual(picture(self.c | Mask(self.a)), picture(self.c + self.a))
+        self.assertEqual(picture(~self.a | self.a), ["#" * 8] * 5)
+        self.assertEqual(picture(self.a | None), picture(Mask(self.a)))
+        pixels = np.zeros((5, 8), np.uint8)
+        self.assertEqual(repr(pixels | Mask(self.a)), "Mask(<Image>) + %r" % (self.a,))
+        with self.assertRaisesRegex(TypeError, "unsupported operand type"):
+            _ = self.a | 1
 
     def test_reprs_read_as_written(self):
         a, b, c = self.a, self.b, self.c
