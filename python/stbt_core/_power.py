@@ -11,8 +11,10 @@ The request (see ``src/runner/control.ts``)::
     {"id":1,"op":"power"}              -> {"id":1,"ok":true,"on":true}
     {"id":2,"op":"power","on":false}   -> {"id":2,"ok":true,"on":false}
 
+    {"id":3,"op":"power","cycle":true,"off_secs":5} -> {"id":3,"ok":true,"on":true}
+
 The second form answers once the outlet has taken the new state (the driver
-read it back). ``"outlet"`` names another outlet than the node's own; the
+read it back); the third once the outlet was off ``off_secs`` and is on again. ``"outlet"`` names another outlet than the node's own; the
 daemon refuses names it does not know. Refusals (no outlet configured, the
 PDU not answering) raise ``farmhand.ControlError``, a ``UITestError``: the
 run is an error, not a failure of the device.
@@ -28,6 +30,8 @@ __all__ = ["PDU"]
 # A PDU reached over SNMP or HTTP may take several seconds to switch and to report the new state.
 SET_TIMEOUT_SECS = 60.0
 GET_TIMEOUT_SECS = 30.0
+# The longest off time of a power-cycle the daemon accepts.
+MAX_OFF_SECS = 600
 
 
 class PDU:
@@ -61,6 +65,18 @@ class PDU:
         if not isinstance(power, (bool, int)) or power not in (0, 1):
             raise TypeError("power must be True or False, not %r" % (power,))
         self._request(SET_TIMEOUT_SECS, on=bool(power))
+
+    def power_cycle(self, off_secs=None):
+        """Switch the outlet off, leave it off ``off_secs`` seconds (default:
+        the node's, the ``off_secs`` of its ``power.uri``, 5 unless set), and
+        on again; returns once it is on. A farmhand addition: the daemon does
+        the three steps, so nothing else switches the outlet in between."""
+        fields = {"cycle": True}
+        if off_secs is not None:
+            if isinstance(off_secs, bool) or not isinstance(off_secs, (int, float)) or not 0 <= off_secs <= MAX_OFF_SECS:
+                raise TypeError("off_secs must be a number of seconds from 0 to %d, not %r" % (MAX_OFF_SECS, off_secs))
+            fields["off_secs"] = off_secs
+        self._request(SET_TIMEOUT_SECS * 2 + (MAX_OFF_SECS if off_secs is None else off_secs), **fields)
 
     def get(self):
         """``True`` when the outlet is on, ``False`` when it is off."""

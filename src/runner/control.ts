@@ -26,6 +26,8 @@
  *   {"id":7,"op":"power","on":false}  -> {"id":7,"ok":true,"on":false} once the outlet reads off;
  *                                 "outlet":"<name>" picks another outlet (none yet); no outlet
  *                                 configured -> not_found
+ *   {"id":8,"op":"power","cycle":true,"off_secs":5}  -> {"id":8,"ok":true,"on":true} once the outlet
+ *                                 was switched off, left off off_secs (default: power.uri's) and is on again
  *   failures                   -> {"id":..,"ok":false,"error":"<code>","message":"..."}
  *
  * A connection is read only while no request of it is being answered, and an
@@ -352,18 +354,33 @@ class ControlChannel implements RunControlChannel {
     const outlet = this.o.power;
     if (!outlet) throw new FarmError('not_found', 'this node has no power outlet (power.uri is "none" in its configuration)');
     if (r.outlet !== undefined) throw new FarmError('not_found', `no outlet ${JSON.stringify(r.outlet)} on this node: it has one, its device under test's (power.uri)`);
+    if (r.cycle !== undefined) return this.powerCycle(id, r, outlet);
     if (r.on === undefined) return { header: { id, ok: true, on: await outlet.get() } };
-    const what = `power ${r.on ? 'on' : 'off'} outlet=${outlet.uri}`;
+    const want = r.on;
+    const on = await this.powerLogged(`power ${want ? 'on' : 'off'} outlet=${outlet.uri}`, () => outlet.set(want));
+    if (on !== want) throw new FarmError('device_unavailable', `the outlet (${outlet.uri}) still reads ${on ? 'on' : 'off'}`);
+    return { header: { id, ok: true, on } };
+  }
+
+  /** Off, `off_secs`, on (PowerOutlet.cycle); one line in the run's log. */
+  private async powerCycle(id: number | string | null, r: Record<string, unknown>, outlet: PowerOutlet): Promise<Answer> {
+    if (r.cycle !== true || r.on !== undefined) throw new FarmError('invalid_request', '"cycle" must be true, without "on"');
+    const offSecs = r.off_secs ?? outlet.offSecs;
+    if (typeof offSecs !== 'number' || !(offSecs >= 0 && offSecs <= 600)) throw new FarmError('invalid_request', '"off_secs" must be a number of seconds from 0 to 600');
+    const on = await this.powerLogged(`power cycle (off ${offSecs} s) outlet=${outlet.uri}`, () => outlet.cycle(offSecs));
+    if (!on) throw new FarmError('device_unavailable', `the outlet (${outlet.uri}) still reads off after the cycle`);
+    return { header: { id, ok: true, on } };
+  }
+
+  /** A switch of the outlet, logged as it starts, and its failure logged too. */
+  private async powerLogged(what: string, fn: () => Promise<boolean>): Promise<boolean> {
     this.event(what);
-    let on: boolean;
     try {
-      on = await outlet.set(r.on);
+      return await fn();
     } catch (e) {
       this.event(`${what}: failed: ${isFarmError(e) ? `${e.code}: ${e.message}` : 'internal error'}`);
       throw e;
     }
-    if (on !== r.on) throw new FarmError('device_unavailable', `the outlet (${outlet.uri}) still reads ${on ? 'on' : 'off'}`);
-    return { header: { id, ok: true, on } };
   }
 
   /** The key-down watch of a hold, made by its press or by a `held` that came first. */

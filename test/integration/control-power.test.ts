@@ -110,11 +110,13 @@ describe('ControlServer: power (stbt.PDU)', () => {
     let reads = false;
     await open({
       uri: 'test:',
+      offSecs: 5,
       get: async () => reads,
       set: async (on) => {
         if (!on) throw new FarmError('device_unavailable', 'the PDU did not answer');
         return reads;
       },
+      cycle: async () => reads,
     });
     expect(await ask({ id: 1, op: 'power', on: false })).to.deep.equal({ id: 1, ok: false, error: 'device_unavailable', message: 'the PDU did not answer' });
     const stuck = await ask({ id: 2, op: 'power', on: true });
@@ -125,9 +127,39 @@ describe('ControlServer: power (stbt.PDU)', () => {
     expect(lines[1]).to.equal('power off outlet=test:: failed: device_unavailable: the PDU did not answer');
   });
 
-  it('createPowerOutlet: none is no outlet; virtual: needs the box; others are refused', () => {
+  it('cycle: off, off_secs, on in one request and one log line; bad cycle requests are refused', async () => {
+    const stb = createVirtualStb({ width: 64, height: 36, fps: 1 });
+    const seen: boolean[] = [];
+    const mains = (on?: boolean): boolean => {
+      if (on !== undefined && on !== stb.mains()) seen.push(on);
+      return stb.mains(on);
+    };
+    try {
+      await open(createPowerOutlet('virtual:', { virtualStb: { mains } }));
+      expect(await ask({ id: 1, op: 'power', cycle: true, off_secs: 0 })).to.deep.equal({ id: 1, ok: true, on: true });
+      expect(seen).to.deep.equal([false, true]);
+      expect(lines).to.deep.equal(['power cycle (off 0 s) outlet=virtual:']);
+      expect(await ask({ id: 2, op: 'power', cycle: 'yes' })).to.include({ ok: false, error: 'invalid_request' });
+      expect(await ask({ id: 3, op: 'power', cycle: true, on: false })).to.include({ ok: false, error: 'invalid_request' });
+      expect(await ask({ id: 4, op: 'power', cycle: true, off_secs: -1 })).to.include({ ok: false, error: 'invalid_request' });
+      expect(seen).to.have.length(2);
+    } finally {
+      stb.stop();
+    }
+  });
+
+  it('a switch logs power.uri with its credentials masked', async () => {
+    let on = true;
+    await open({ uri: 'netio+http://***@pdu.lab/1', offSecs: 5, get: async () => on, set: async (v) => (on = v), cycle: async () => true });
+    expect(await ask({ id: 1, op: 'power', on: false })).to.deep.equal({ id: 1, ok: true, on: false });
+    expect(lines).to.deep.equal(['power off outlet=netio+http://***@pdu.lab/1']);
+    expect(createPowerOutlet('netio+http://admin:pw@pdu.lab/1')!.uri).to.equal('netio+http://***@pdu.lab/1');
+  });
+
+  it('createPowerOutlet: none is no outlet; virtual: needs the box; a bad URI is refused saying why', () => {
     expect(createPowerOutlet('none')).to.equal(undefined);
     expect(() => createPowerOutlet('virtual:')).to.throw(/virtual set-top box/);
-    expect(() => createPowerOutlet('snmp://pdu')).to.throw(/unknown power.uri/);
+    expect(() => createPowerOutlet('snmp://pdu')).to.throw(/outlet number/);
+    expect(() => createPowerOutlet('ftp://pdu/1')).to.throw(/unknown power.uri scheme/);
   });
 });

@@ -75,6 +75,16 @@ class Power(WithDaemon, unittest.TestCase):
             PDU().get()
         self.assertIn("on/off", str(cm.exception))
 
+    def test_power_cycle_asks_the_daemon_for_one_cycle(self):
+        self.assertIsNone(PDU().power_cycle())
+        self.assertIsNone(PDU().power_cycle(off_secs=0.5))
+        self.assertEqual(self.daemon.power_requests,
+                         [{"op": "power", "cycle": True}, {"op": "power", "cycle": True, "off_secs": 0.5}])
+        for bad in ("5", -1, 601, True):
+            with self.assertRaises(TypeError):
+                PDU().power_cycle(off_secs=bad)
+        self.assertEqual(len(self.daemon.power_requests), 2)
+
     def test_repr(self):
         self.assertEqual(repr(PDU()), "PDU(outlet=None)")
         self.assertEqual(repr(PDU("lamp")), "PDU(outlet='lamp')")
