@@ -143,6 +143,8 @@ export interface HttpPeerOptions {
   delayMs?: number;
   /** Answer every request with this status instead. */
   status?: number;
+  /** Outlets whose relay is stuck: switching them is accepted and changes nothing. */
+  stuck?: number[];
 }
 
 type Handler = (peer: HttpPeer, u: URL, body: string) => { status?: number; body: string } | undefined;
@@ -202,7 +204,9 @@ export async function startHttpOutlets(o: HttpPeerOptions = {}): Promise<HttpPee
   const peer: HttpPeer = { port: 0, outlets: new Map([1, 2, 3, 4, 5, 6, 7, 8].map((n) => [n, true])), requests: [], maxInFlight: 0, stop: async () => undefined };
   const answer = (req: IncomingMessage, res: ServerResponse, body: string): void => {
     const u = new URL(req.url ?? '/', 'http://peer');
+    const stuck = (o.stuck ?? []).map((n) => [n, stateOf(peer, n)] as const);
     const r = !authorised(o, req, u) ? { status: 401, body: 'Unauthorized' } : o.status ? { status: o.status, body: 'no' } : (ROUTES.map((h) => h(peer, u, body)).find(Boolean) ?? { status: 404, body: 'Not Found' });
+    for (const [n, on] of stuck) peer.outlets.set(n, on);
     res.writeHead(r.status ?? 200, { 'content-type': r.body.startsWith('{') ? 'application/json' : 'text/html' }).end(r.body);
   };
   const server: Server = createServer((req, res) => {
