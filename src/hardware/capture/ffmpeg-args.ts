@@ -6,6 +6,7 @@
  * only one process may stream from a V4L2 device (DESIGN.md, "Capture and
  * video").
  */
+import { isNetworkCaptureUri, networkInputArgs } from './network-input.js';
 
 /** What an input needs besides its arguments. */
 export interface InputOptions {
@@ -24,6 +25,8 @@ export interface InputOptions {
 export interface InputSpec {
   args: string[];
   stdin: 'none' | 'frames';
+  /** The picture's size may change mid-stream (a network encoder's mode change): every output scales. */
+  resizes?: boolean;
 }
 
 /** One ffmpeg output: its options and target, in command-line order. */
@@ -32,11 +35,13 @@ export interface OutputSpec {
 }
 
 /**
- * The input arguments for a capture URI: `testsrc:`, `v4l2:/dev/videoN` or
- * `virtual:`. Throws a plain Error for anything else (`none:` has no ffmpeg;
- * the config schema rejects the rest before this is reached).
+ * The input arguments for a capture URI: `testsrc:`, `v4l2:/dev/videoN`,
+ * `virtual:` or a network stream (network-input.ts). Throws a plain Error for
+ * anything else (`none:` has no ffmpeg; the config schema rejects the rest
+ * before this is reached).
  */
 export function inputArgs(uri: string, o: InputOptions): InputSpec {
+  if (isNetworkCaptureUri(uri)) return networkInputArgs(uri);
   const size = `${o.width}x${o.height}`;
   if (uri === 'testsrc:') {
     // lavfi generates frames as fast as it can; -re paces it at `fps`, so
@@ -130,12 +135,14 @@ const ULTRAFAST_MAX_PIXELS = 1280 * 720;
  * first frame. Presets as DESIGN.md measured them on the 2-core box:
  * ultrafast up to 720p, veryfast above.
  */
-export function recordOutput(o: { width: number; height: number; fps: number; pattern: string; list: string }): OutputSpec {
+export function recordOutput(o: { width: number; height: number; fps: number; pattern: string; list: string; scale?: boolean }): OutputSpec {
   const gop = String(Math.max(1, Math.round(o.fps)));
   const preset = o.width * o.height > ULTRAFAST_MAX_PIXELS ? 'veryfast' : 'ultrafast';
   return {
     args: [
       '-map', '0:v',
+      // An input whose size changes mid-stream (InputSpec.resizes): the encoder keeps the size it started with.
+      ...(o.scale === true ? ['-vf', `scale=${o.width}:${o.height}`] : []),
       '-c:v', 'libx264', '-preset', preset, '-pix_fmt', 'yuv420p',
       // Constant rate from the input's timestamps: a late frame is repeated, so video time follows wall time.
       '-fps_mode', 'cfr', '-r', String(o.fps),

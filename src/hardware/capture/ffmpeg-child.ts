@@ -29,6 +29,8 @@ export interface SpawnOptions {
   onFd3?: (chunk: Buffer) => void;
   /** When set, the child gets a pipe on fd 4 (the live view's frames) and its bytes go here. */
   onFd4?: (chunk: Buffer) => void;
+  /** Applied to every stderr line before it is logged or kept (ffmpeg writes its input URL, credentials and all). */
+  redact?: (line: string) => string;
 }
 
 export class FfmpegChild {
@@ -80,6 +82,11 @@ export class FfmpegChild {
     return this.tail.at(-1);
   }
 
+  /** The last (up to 20) non-empty stderr lines, oldest first. */
+  stderrTail(): readonly string[] {
+    return [...this.tail];
+  }
+
   /** End the process: TERM to its group, KILL after `graceMs`; resolves when it is gone. */
   async terminate(graceMs: number): Promise<ChildExit> {
     if (!this.exited) {
@@ -113,7 +120,7 @@ export class FfmpegChild {
   }
 
   private keepLine(line: string): void {
-    const text = line.trim();
+    const text = (this.o.redact ?? ((l: string) => l))(line.trim());
     if (text === '') return;
     this.o.logger.debug({ stderr: text }, 'ffmpeg');
     this.tail.push(text.slice(0, MAX_LINE));

@@ -13,12 +13,13 @@ import { join } from 'node:path';
 import type { Writable } from 'node:stream';
 import { FarmError } from '../../core/errors.js';
 import type { CaptureHealth, FrameSource, Logger } from '../../core/ports.js';
-import { Backoff } from './backoff.js';
+import { Backoff, CAPTURE_BACKOFF } from './backoff.js';
 import { writeFileAtomic } from '../../storage/atomic.js';
 import { encodePng, encodeThumbnail } from './encode.js';
 import { MjpegSplitter } from './mjpeg-splitter.js';
 import { ffmpegArgs, inputArgs, liveOutput, previewOutput, type InputSpec, type OutputSpec } from './ffmpeg-args.js';
 import { describeExit, FfmpegChild, type ChildExit } from './ffmpeg-child.js';
+import { isNetworkCaptureUri, NETWORK_BACKOFF, NETWORK_IO_TIMEOUT_MS, networkExitReason, redactCaptureUri } from './network-input.js';
 import { FrameRing, type RawFrame } from './frame-ring.js';
 import { NO_VIDEO_DISK_FULL, Recorder, type RecorderOptions } from './recorder.js';
 import { SignalMonitor, signalOptionsFor, type SignalOptions, type SignalReport } from './signal-monitor.js';
@@ -115,7 +116,9 @@ export class FfmpegFrameSource implements FrameSource {
   private readonly log: Logger;
   /** No frame for this long means stalled: 2 s plus two preview intervals. */
   private readonly staleMs: number;
-  private readonly backoff = new Backoff();
+  private readonly backoff: Backoff;
+  /** A network stream (network-input.ts): its own restart schedule and exit reasons. */
+  private readonly network: boolean;
   private phase: Phase = 'idle';
   private child: FfmpegChild | undefined;
   private failure: string | undefined;
@@ -155,6 +158,8 @@ export class FfmpegFrameSource implements FrameSource {
   constructor(private readonly o: FfmpegFrameSourceOptions) {
     this.ring = new FrameRing(o.width, o.height);
     this.input = o.input ?? inputArgs(o.uri, o);
+    this.network = isNetworkCaptureUri(o.uri);
+    this.backoff = new Backoff(this.network ? NETWORK_BACKOFF : CAPTURE_BACKOFF);
     if (this.input.stdin === 'frames' && o.feed === undefined) {
       throw new Error(`capture uri ${o.uri} reads frames from stdin: a frame feed is required`);
     }
@@ -172,10 +177,11 @@ export class FfmpegFrameSource implements FrameSource {
       cfr: previewOutput({ ...o, previewFps: this.rate, constantRate: true }),
       vfr: previewOutput({ ...o, previewFps: this.rate, constantRate: false }),
     };
-    this.staleMs = 2000 + 2000 / this.rate;
-    this.log = (o.logger ?? silentLogger).child({ uri: o.uri });
+    // A network stream's own I/O timeout ends ffmpeg first, with the stream's reason (network-input.ts).
+    this.staleMs = Math.max(2000 + 2000 / this.rate, this.network ? NETWORK_IO_TIMEOUT_MS + 1000 : 0);
+    this.log = (o.logger ?? silentLogger).child({ uri: redactCaptureUri(o.uri) });
     this.monitor = new SignalMonitor(signalOptionsFor(o.uri, o.signal));
-    const deps = { ffmpeg: o.ffmpeg, width: o.width, height: o.height, fps: o.fps, previewFps: this.rate };
+    const deps = { ffmpeg: o.ffmpeg, width: o.width, height: o.height, fps: o.fps, previewFps: this.rate, scale: this.input.resizes === true };
     this.video = o.recording && new Recorder(o.recording, { ...deps, logger: this.log.child({ part: 'recorder' }) });
     this.args = this.buildArgs('0');
   }
@@ -317,9 +323,9 @@ export class FfmpegFrameSource implements FrameSource {
     return this.child?.pid;
   }
 
-  /** The ffmpeg arguments (without the binary), for logs and diagnostics. */
+  /** The ffmpeg arguments (without the binary), for logs and diagnostics; a URI's credentials are `***`. */
   commandArgs(): readonly string[] {
-    return this.args;
+    return this.args.map(redactCaptureUri);
   }
 
   /** A copy of the latest live frame, which the caller owns; undefined when offline. */
@@ -427,6 +433,7 @@ export class FfmpegFrameSource implements FrameSource {
       args: this.args,
       stdinPipe: this.input.stdin === 'frames',
       logger: this.stderrWatch(),
+      redact: redactCaptureUri,
       onStdout: (chunk) => this.onData(child, chunk),
       ...(video && { onFd3: (chunk: Buffer) => video.listData(run, chunk) }),
       ...(this.liveSplitter && { onFd4: (chunk: Buffer) => this.onLiveData(child, chunk) }),
@@ -438,7 +445,7 @@ export class FfmpegFrameSource implements FrameSource {
     });
     if (this.o.feed && child.stdin) this.detachFeed = this.o.feed(child.stdin);
     this.armWatchdog(STARTUP_MS);
-    this.log.info({ pid: child.pid, args: this.args.join(' ') }, 'ffmpeg started');
+    this.log.info({ pid: child.pid, args: this.commandArgs().join(' ') }, 'ffmpeg started');
   }
 
   /** The child's logger: it sees every stderr line, and notes a full disk among them. */
@@ -559,7 +566,8 @@ export class FfmpegFrameSource implements FrameSource {
       this.spawnChild();
       return;
     }
-    this.failure = this.stallReason ?? describeExit(this.o.ffmpeg, exit, child.lastStderrLine());
+    const stream = this.network ? networkExitReason(this.o.uri, exit, child.stderrTail()) : undefined;
+    this.failure = this.stallReason ?? stream ?? describeExit(this.o.ffmpeg, exit, child.lastStderrLine());
     this.lost = { count: this.lost.count + 1, reason: this.failure };
     const now = performance.now();
     const delay = this.backoff.failed(now, this.healthySince);

@@ -46,6 +46,8 @@ export interface RecorderDeps {
   height: number;
   fps: number;
   previewFps: number;
+  /** Scale to width x height before encoding: the input's size may change mid-stream (network video). */
+  scale?: boolean;
   logger: Logger;
 }
 
