@@ -60,7 +60,7 @@ describe('power outlet: HTTP families against an HTTP outlet on loopback', funct
     });
   }
 
-  it('two outlets of one PDU asked at once: the peer never holds two requests; another PDU's outlet switches too', async () => {
+  it('two outlets of one PDU asked at once: the peer never holds two requests; another PDU\'s outlet switches too', async () => {
     const p = await peer({ delayMs: 20 });
     // The peer can see overlap: two requests sent straight at it at once are held together.
     await Promise.all([fetch(`http://127.0.0.1:${p.port}/relay/0`).then((r) => r.text()), fetch(`http://127.0.0.1:${p.port}/relay/1`).then((r) => r.text())]);
