@@ -9,11 +9,14 @@
  * remote. Presses are handled one at a time in arrival order (the encoder's
  * state follows the order the device sees them). A transport that encodes
  * keys itself (lircd) gets the key by name; every other transport gets the
- * trains of `LircEncoder.sendOnce`.
+ * trains of `LircEncoder.sendOnce`. A transport with a key map (HDMI-CEC,
+ * Roku, ADB: docs/remotes.md) reads no remote file: the key is checked
+ * against its map and sent by name, held for `holdMs`.
  */
 import { invalid } from '../../core/errors.js';
 import type { Logger, TestPack } from '../../core/ports.js';
 import { LircEncoder, parseLircConfig, type IrTrain, type LircRemote } from './lirc/index.js';
+import { resolveKey } from './transports/keymaps.js';
 import type { IrTransport } from './transports/types.js';
 
 /** The longest press_and_hold, in ms (lircd caps SEND_ONCE at 600 repeats; an NEC repeat is 108 ms). */
@@ -88,6 +91,7 @@ export class KeyPresser {
       if (!Number.isFinite(holdMs) || holdMs < 0 || holdMs > MAX_HOLD_MS) {
         throw invalid(`hold time must be from 0 to ${MAX_HOLD_MS} ms, not ${String(holdMs)}`);
       }
+      if (this.o.transport.keyMap) resolveKey(this.o.transport.keyMap, key); // an unknown key is refused before it waits its turn
     } catch (e) {
       return Promise.reject(e);
     }
@@ -98,6 +102,7 @@ export class KeyPresser {
 
   private async pressNow(key: string, opts: PressOptions, holdMs: number): Promise<void> {
     opts.signal?.throwIfAborted();
+    if (this.o.transport.keyMap) return this.pressByName(key, opts, holdMs);
     const { text, remote } = await this.load(opts.testPackSha, opts.remote);
     const encoder = this.encoderFor(opts.remote, text, remote);
     const code = encoder.code(key); // not_found before anything is sent
@@ -121,6 +126,20 @@ export class KeyPresser {
     }
     const trains = encoder.sendOnce(code.name, repeats);
     await t.send(trains, { key: { remote: opts.remote, key: code.name }, ...(opts.signal && { signal: opts.signal }) });
+  }
+
+  /** A key map's transport: the key by name (no remote file), tapped, held for `holdMs` or until released. */
+  private async pressByName(key: string, opts: PressOptions, holdMs: number): Promise<void> {
+    const t = this.o.transport;
+    const signal = opts.signal && { signal: opts.signal };
+    if (opts.untilReleased && holdMs > 0 && t.holdKey) {
+      this.o.logger?.debug({ remote: opts.remote, key }, 'key held until released');
+      await t.holdKey(opts.remote, key, { maxMs: holdMs, ...signal, ...(opts.onDown && { onDown: opts.onDown }) });
+      return;
+    }
+    this.o.logger?.debug({ remote: opts.remote, key, holdMs }, 'key press');
+    opts.onDown?.();
+    await t.sendKey!(opts.remote, key, { holdMs, ...signal });
   }
 
   /** The remote file at a commit, parsed; cached per commit and remote (failures are not cached). */

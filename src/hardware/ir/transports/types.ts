@@ -26,7 +26,23 @@ export interface SendOptions {
 export interface SendKeyOptions {
   /** Repeat frames after the first one (lircd's `SEND_ONCE remote key <repeats>`); default 0. */
   repeats?: number;
+  /** Transports with a `keyMap` (CEC, Roku, ADB): keep the key down this long, in ms; default 0 (a tap). */
+  holdMs?: number;
   signal?: AbortSignal;
+}
+
+/**
+ * The key names a transport that presses keys by name over a control protocol
+ * (HDMI-CEC, Roku ECP, ADB) understands: farmhand's (LIRC's `KEY_OK`) and the
+ * protocol's own. Such a transport needs no remote file and no trains.
+ */
+export interface KeyMap {
+  /** `cec`, `roku` or `adb`: for messages. */
+  readonly protocol: string;
+  /** The protocol's key for a farmhand name or a native one; undefined when it has none. */
+  lookup(key: string): string | undefined;
+  /** A few names the map knows, for the message that refuses an unknown one. */
+  readonly examples: readonly string[];
 }
 
 /** A key held until released: `holdKey` / `holdTrains`. */
@@ -67,6 +83,14 @@ export interface IrTransport {
    * then key up on release). Resolves once the key is up again.
    */
   holdTrains?(trains: readonly IrTrain[], opts: HoldOptions & { key?: KeyLabel }): Promise<void>;
+  /**
+   * Present on transports that press keys by name over a control protocol
+   * (CEC, Roku ECP, ADB): the key names they take. The KeyPresser then reads
+   * no remote file: it checks the key here (`invalid_request` for one the map
+   * lacks) and calls `sendKey` / `holdKey` with the key as given; the remote
+   * name is passed on and ignored.
+   */
+  readonly keyMap?: KeyMap;
   /** Finish the send in progress, release the device; later sends fail with `device_unavailable`. */
   close(): Promise<void>;
 }
