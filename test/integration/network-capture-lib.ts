@@ -35,11 +35,14 @@ export function senderUrls(protocol: SenderProtocol, port: number): { send: stri
   }
 }
 
-/** Start an encoder stand-in sending `width`x`height` at 25 fps to `url`. */
-export function startSender(url: string, width: number, height: number, outputArgs: string[] = []): Sender {
+/**
+ * Start an encoder stand-in sending `width`x`height` at 25 fps to `url`: the moving test pattern, or a
+ * plain `color` (a picture that tells this sender's frames from another's).
+ */
+export function startSender(url: string, width: number, height: number, outputArgs: string[] = [], color?: string): Sender {
   const proc = spawn('ffmpeg', [
     '-hide_banner', '-nostdin', '-loglevel', 'error',
-    '-re', '-f', 'lavfi', '-i', `testsrc2=size=${width}x${height}:rate=25`,
+    '-re', '-f', 'lavfi', '-i', `${color === undefined ? 'testsrc2=' : `color=c=${color}:`}size=${width}x${height}:rate=25`,
     '-c:v', 'libx264', '-preset', 'ultrafast', '-tune', 'zerolatency', '-pix_fmt', 'yuv420p',
     '-g', String(SENDER_GOP), '-f', 'mpegts', ...outputArgs, url,
   ], { stdio: ['ignore', 'ignore', 'pipe'] });

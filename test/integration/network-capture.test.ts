@@ -70,7 +70,7 @@ describe('capture: network video (udp, srt, http) from a real ffmpeg sender', fu
 
 /** What health says while the sender is gone (ffmpeg's own timeout, or the stream's end, or the retry failing). */
 function offlineReason(protocol: SenderProtocol): RegExp {
-  if (protocol === 'udp') return /no data from udp:\/\/127\.0\.0\.1:\d+ for 2 s/;
+  if (protocol === 'udp') return /no data from udp:\/\/127\.0\.0\.1:\d+ for 1 s/;
   return /stream ended|Connection refused|failed|Input\/output error/;
 }
 
@@ -87,7 +87,7 @@ describe('capture: network URIs that cannot work end with a clear reason, never 
     ['http:// to a closed port', (p) => `http://127.0.0.1:${p}/live.ts`, /Connection refused/],
     ['http:// to a host that does not resolve', () => 'http://no-such-encoder.invalid/live.ts', /Failed to resolve hostname no-such-encoder\.invalid/],
     ['srt:// to nobody', (p) => `srt://127.0.0.1:${p}`, /srt:\/\/127\.0\.0\.1:\d+: Connection timed out|Connection to srt:\/\/127\.0\.0\.1:\d+ failed/],
-    ['udp:// with no sender', (p) => `udp://127.0.0.1:${p}`, /no data from udp:\/\/127\.0\.0\.1:\d+ for 2 s/],
+    ['udp:// with no sender', (p) => `udp://127.0.0.1:${p}`, /no data from udp:\/\/127\.0\.0\.1:\d+ for 1 s/],
   ];
   for (const [what, uri, reason] of cases) {
     it(`${what}: offline, with the reason, and retried`, async () => {

@@ -53,11 +53,11 @@ describe('capture.uri: network forms', () => {
 });
 
 describe('capture: ffmpeg input for network streams', () => {
-  it('udp: low latency, wall-clock stamps, a 2 s timeout, overruns survived', () => {
+  it('udp: low latency, wall-clock stamps, a 1 s timeout, overruns survived', () => {
     const spec = inputArgs('udp://239.0.0.1:5000', size);
     expect(spec).to.deep.equal({
-      args: ['-fflags', 'nobuffer', '-probesize', '1000000', '-analyzeduration', '1000000', '-fpsprobesize', '0',
-        '-use_wallclock_as_timestamps', '1', '-timeout', '2000000', '-overrun_nonfatal', '1', '-i', 'udp://239.0.0.1:5000'],
+      args: ['-fflags', 'nobuffer', '-probesize', '500000', '-analyzeduration', '300000', '-fpsprobesize', '0',
+        '-use_wallclock_as_timestamps', '1', '-timeout', '1000000', '-overrun_nonfatal', '1', '-i', 'udp://239.0.0.1:5000'],
       stdin: 'none',
       resizes: true,
     });
@@ -65,10 +65,10 @@ describe('capture: ffmpeg input for network streams', () => {
 
   it('each protocol its own timeout option; rtsp interleaved over TCP', () => {
     const tail = (uri: string) => networkInputArgs(uri).args.slice(10);
-    expect(tail('srt://h:9000')).to.deep.equal(['-timeout', '2000000', '-i', 'srt://h:9000']);
-    expect(tail('rtsp://u:p@cam/live')).to.deep.equal(['-rtsp_transport', 'tcp', '-timeout', '2000000', '-i', 'rtsp://u:p@cam/live']);
-    expect(tail('http://cam/live.ts')).to.deep.equal(['-rw_timeout', '2000000', '-i', 'http://cam/live.ts']);
-    expect(tail('https://cam/live.ts')).to.deep.equal(['-rw_timeout', '2000000', '-i', 'https://cam/live.ts']);
+    expect(tail('srt://h:9000')).to.deep.equal(['-timeout', '1000000', '-connect_timeout', '1000', '-i', 'srt://h:9000']);
+    expect(tail('rtsp://u:p@cam/live')).to.deep.equal(['-rtsp_transport', 'tcp', '-timeout', '1000000', '-i', 'rtsp://u:p@cam/live']);
+    expect(tail('http://cam/live.ts')).to.deep.equal(['-rw_timeout', '1000000', '-i', 'http://cam/live.ts']);
+    expect(tail('https://cam/live.ts')).to.deep.equal(['-rw_timeout', '1000000', '-i', 'https://cam/live.ts']);
   });
 
   it('a bad network URI throws before any ffmpeg is started', () => {
@@ -86,9 +86,9 @@ describe('capture: ffmpeg input for network streams', () => {
 });
 
 describe('capture: why a network stream ended', () => {
-  it('udp: no data for 2 s, whether ffmpeg ended as at a file\'s end (after frames) or with an I/O error', () => {
-    expect(networkExitReason('udp://h:5000', failed(0), [])).to.equal('no data from udp://h:5000 for 2 s (ffmpeg exited with code 0)');
-    expect(networkExitReason('udp://h:5000', failed(1), ['udp://h:5000: Input/output error'])).to.match(/^no data from udp:\/\/h:5000 for 2 s/);
+  it('udp: no data for 1 s, whether ffmpeg ended as at a file\'s end (after frames) or with an I/O error', () => {
+    expect(networkExitReason('udp://h:5000', failed(0), [])).to.equal('no data from udp://h:5000 for 1 s (ffmpeg exited with code 0)');
+    expect(networkExitReason('udp://h:5000', failed(1), ['udp://h:5000: Input/output error'])).to.match(/^no data from udp:\/\/h:5000 for 1 s/);
   });
 
   it('a connection the sender closed: stream ended', () => {
@@ -111,10 +111,11 @@ describe('capture: why a network stream ended', () => {
 });
 
 describe('capture: network restart schedule', () => {
-  it('100 ms, doubling to 1.5 s; back to 100 ms after 10 s of frames', () => {
+  it('100 ms, doubling to 1.5 s; back to 100 ms after 2 s of frames', () => {
     const b = new Backoff(NETWORK_BACKOFF);
     const delays = [0, 1, 2, 3, 4, 5].map((i) => b.failed(i * 1000, undefined));
     expect(delays).to.deep.equal([100, 200, 400, 800, 1500, 1500]);
-    expect(b.failed(30_000, 19_000)).to.equal(100);
+    expect(b.failed(10_000, 8500)).to.equal(1500); // 1.5 s of frames: still the same outage
+    expect(b.failed(20_000, 18_000)).to.equal(100);
   });
 });

@@ -12,23 +12,29 @@ import type { ChildExit } from './ffmpeg-child.js';
 
 export { isNetworkCaptureUri, redactCaptureUri } from '../../config/uris/capture.js';
 
-/** No data for this long ends ffmpeg (udp/srt/rtsp/http each have their own option for it). */
-export const NETWORK_IO_TIMEOUT_MS = 2000;
+/**
+ * No data for this long ends ffmpeg (udp/srt/rtsp/http each have their own option for it). An encoder
+ * sends without pause (25 frames a second, and MPEG-TS tables and PCR in between), so a second of
+ * nothing is a stream that stopped; it is also how soon a killed sender on udp:// or srt:// (no FIN
+ * to end the connection) is noticed.
+ */
+export const NETWORK_IO_TIMEOUT_MS = 1000;
 
 /**
  * Restarts of a network stream: the first at once (100 ms: an encoder that restarts on a mode change
  * is usually back within a second or two), doubling to 1.5 s, so a stream that comes back after any
  * outage is read again within 1.5 s plus ffmpeg's start (and the encoder's next keyframe); back to
- * 100 ms once a stream has delivered frames for 10 s. A dead stream costs one ffmpeg start every
- * ~1.5-3.5 s (each attempt ends on its own: connection refused, or the I/O timeout).
+ * 100 ms once a stream has delivered frames for 2 s (it worked: its next end is a new outage, such as
+ * the next mode change). A dead stream costs one ffmpeg start every ~1.5-2.5 s (each attempt ends on
+ * its own: connection refused, or the I/O timeout).
  */
-export const NETWORK_BACKOFF: BackoffOptions = { initialMs: 100, maxMs: 1500, healthyResetMs: 10_000 };
+export const NETWORK_BACKOFF: BackoffOptions = { initialMs: 100, maxMs: 1500, healthyResetMs: 2000 };
 
 /**
  * Probe only what it takes to know the stream (a keyframe's size and format), not ffmpeg's default 5 s
  * of it: a restart is seen sooner. `-fpsprobesize 0`: the rate is not needed (frames are stamped on arrival).
  */
-const PROBE = ['-probesize', '1000000', '-analyzeduration', '1000000', '-fpsprobesize', '0'];
+const PROBE = ['-probesize', '500000', '-analyzeduration', '300000', '-fpsprobesize', '0'];
 
 /**
  * The input arguments for a network URI. Every stream gets `-fflags nobuffer` (no optional buffering)
@@ -54,7 +60,9 @@ function protocolArgs(scheme: NetworkScheme, us: string): string[] {
       // A full receive buffer (Node busy, ffmpeg blocked writing frames) loses packets, not the stream.
       return ['-timeout', us, '-overrun_nonfatal', '1'];
     case 'srt':
-      return ['-timeout', us];
+      // SRT runs over UDP: a caller gets no "connection refused" from a listener that is not up yet, only
+      // the handshake's timeout (3 s by default), and every retry of a restarting encoder waited for it.
+      return ['-timeout', us, '-connect_timeout', String(NETWORK_IO_TIMEOUT_MS)];
     case 'rtsp':
       // Interleaved over the RTSP connection: no UDP ports to open, no packets lost to a busy machine.
       return ['-rtsp_transport', 'tcp', '-timeout', us];
