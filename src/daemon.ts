@@ -105,13 +105,7 @@ async function start(cfg: FarmConfig, logger: Logger, stack: ResourceStack): Pro
   });
   await checkTestPackSource(cfg.test_pack.url);
   // Before anything writes into the data directory: what is written from here on is the daemon's alone.
-  const testUser = cfg.runner.run_tests_as ? await setUpTestUser(cfg, logger, stack) : undefined;
-  if (cfg.portal && !testUser) {
-    logger.warn(
-      { node_credential_file: cfg.portal.node_credential_file },
-      "tests run as the daemon's own user, so any test can read the node's portal credential and act as the node: set runner.run_tests_as (docs/configuration.md, \"Running tests as another user\")",
-    );
-  }
+  const testUser = await setUpTestUser(cfg, logger, stack);
   // The port next, so a port in use fails before capture or recovery start; until the services exist every request gets a 503.
   const http = await stack.open('HTTP server', async () => {
     const h = await HttpServer.listen(cfg.listen);
@@ -310,7 +304,7 @@ function koaApp(b: Live, services: Services, readiness: ReadinessChecks): Koa {
 }
 
 async function openPortalLink(b: Live, portal: NonNullable<FarmConfig['portal']>, localUrl: string): Promise<PortalLink> {
-  const parts = { credential: b.secrets.portalCredential!, delegateSecret: b.secrets.delegateSecret!, localUrl, node: b.node, jobs: b.jobs, hub: b.hub, results: b.results, uploader: b.uploader, logger: b.logger };
+  const parts = { credential: b.secrets.portalCredential!, delegateSecret: b.secrets.delegateSecret!, testUser: b.testUser, localUrl, node: b.node, jobs: b.jobs, hub: b.hub, results: b.results, uploader: b.uploader, logger: b.logger };
   const link = await b.stack.open('portal link', () => {
     const l = portalLink(portal, b.cfg.node_id, parts);
     return { value: l, close: () => l.stop() };

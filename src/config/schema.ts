@@ -55,14 +55,17 @@ export const configSchema = z.strictObject({
       /** Cap on what one run may write to stdout+stderr; the rest is dropped and the logs say so. */
       max_output_bytes: z.number().int().positive().default(64 * 1024 * 1024),
       /**
-       * Run test scripts as this user (a dedicated one, e.g. `farmhand-test`), not as the daemon's:
-       * they cannot read the portal credential, tokens.json or the data directory. Needs setpriv and,
-       * for a daemon that is not root, CAP_SETUID, CAP_SETGID and CAP_KILL and membership of the
-       * user's group (docs/configuration.md, "Running tests as another user"). Unset: the daemon's user.
+       * Which user test scripts run as (docs/configuration.md, "Running tests as another user"). A user name: that
+       * dedicated user, which must exist. Unset: `farmhand-test` when the daemon can switch user (root, or the
+       * capabilities CAP_SETUID, CAP_SETGID and CAP_KILL; a root daemon creates the user when missing), else the
+       * daemon's own user, with a warning at start and on the portal's page of the node. `false`: the daemon's own
+       * user, on purpose (tests can then read the node's credential, tokens.json and the data directory).
        */
       run_tests_as: z
-        .string()
-        .regex(/^[a-z_][a-z0-9_-]{0,31}$/, 'a user name: lower-case letters, digits, "_" and "-", e.g. farmhand-test')
+        .union([
+          z.literal(false),
+          z.string().regex(/^[a-z_][a-z0-9_-]{0,31}$/, 'a user name: lower-case letters, digits, "_" and "-", e.g. farmhand-test; or false for the daemon\'s own user'),
+        ])
         .optional(),
     })
     .prefault({}),

@@ -10,14 +10,18 @@ import type { JobService } from '../core/jobs.js';
 import type { NodeService } from '../core/node.js';
 import type { Logger } from '../core/ports.js';
 import { PortalLink } from '../farm/link/index.js';
+import { TEST_USER_KEY, type NodeTestUser } from '../farm/protocol.js';
 import type { ResultUploader } from '../farm/uploader.js';
 import { presentNode } from '../http/presenters.js';
+import type { TestUser } from '../runner/testUser.js';
 import type { FileResultRepository } from '../storage/results/index.js';
 import { version } from '../version.js';
 
 export interface PortalLinkParts {
   credential: string;
   delegateSecret: string;
+  /** Who tests run as (undefined: the daemon's own user, so a test can read the credential): the portal's page says so. */
+  testUser: TestUser | undefined;
   /** This daemon's own URL: the portal's forwarded requests come here. */
   localUrl: string;
   node: NodeService;
@@ -31,6 +35,7 @@ export interface PortalLinkParts {
 export function portalLink(portal: NonNullable<FarmConfig['portal']>, nodeId: string, p: PortalLinkParts): PortalLink {
   // Links in the Node objects sent unasked point at the portal (a forwarded request names its own base URL).
   const portalBase = new URL(portal.url.replace(/^ws/i, 'http')).origin;
+  const testUser: NodeTestUser = { run_as: p.testUser?.name ?? null, can_read_credential: !p.testUser };
   return new PortalLink({
     portalUrl: portal.url,
     credential: p.credential,
@@ -40,7 +45,7 @@ export function portalLink(portal: NonNullable<FarmConfig['portal']>, nodeId: st
     delegateSecret: p.delegateSecret,
     state: async () => {
       const state = await p.node.stateOf(nodeId);
-      return { snapshot: presentNode(state, undefined, portalBase), availability: state.availability };
+      return { snapshot: { ...presentNode(state, undefined, portalBase), [TEST_USER_KEY]: testUser }, availability: state.availability };
     },
     job: () => {
       const j = p.jobs.current();

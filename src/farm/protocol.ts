@@ -62,6 +62,28 @@ export interface Hello {
   job: { job_uid: string; status: 'running' | 'exited' } | null;
 }
 
+/**
+ * Who the node's tests run as (docs/security.md), in its state: the Node object of its `node.state` carries it under
+ * TEST_USER_KEY (src/daemon/portalLink.ts), so the portal keeps it as it keeps the rest of the state (the nodes
+ * table, every replica) and its page of the node warns when a test can read the node's credential. Not part of
+ * the API's Node object: the portal takes it out (src/farm/portal/nodeViews.ts). Absent from a node of an older
+ * version.
+ */
+export const TEST_USER_KEY = 'farm_test_user';
+export interface NodeTestUser {
+  /** The user tests run as; null: the daemon's own. */
+  run_as: string | null;
+  /** Whether a test can read the node's credential (tests run as the daemon's own user). */
+  can_read_credential: boolean;
+}
+
+/** A node's NodeTestUser as its state carries it; undefined when it carries none (an older node) or not that shape. */
+export function nodeTestUserOf(snapshot: Record<string, unknown> | null | undefined): NodeTestUser | undefined {
+  const t = snapshot?.[TEST_USER_KEY] as Partial<NodeTestUser> | null | undefined;
+  if (typeof t !== 'object' || t === null || typeof t.can_read_credential !== 'boolean') return undefined;
+  return { run_as: typeof t.run_as === 'string' ? t.run_as : null, can_read_credential: t.can_read_credential };
+}
+
 export interface Heartbeat {
   t: 'hb';
 }

@@ -54,6 +54,16 @@ export async function resolveTestUser(name: string): Promise<TestUser | string> 
 }
 
 /**
+ * Make `name` a system user with a group of its own, no home and no shell, as scripts/install-appliance.sh does
+ * (root only). Undefined when made (or made in between by someone else), else why not.
+ */
+export async function createTestUser(name: string): Promise<string | undefined> {
+  const r = await execCommand('useradd', ['--system', '--user-group', '--no-create-home', '--shell', '/usr/sbin/nologin', name], { timeoutMs: 30_000 });
+  if (r.code === 0 || typeof (await resolveTestUser(name)) !== 'string') return undefined;
+  return (r.spawnError?.message ?? r.stderr.trim().split('\n').pop()) || `useradd exited with status ${String(r.code)}`;
+}
+
+/**
  * The command line that runs `argv` as the test user: its uid (real, effective
  * and saved), gid and groups, no inheritable or ambient capabilities (the
  * daemon's CAP_SETUID/SETGID/KILL stay behind), no_new_privs (no setuid program

@@ -43,7 +43,9 @@ export function testConfig(packDir: string, dataDir: string, overrides: TestConf
     test_pack: { refresh_secs: 1, ...overrides.test_pack, url: packDir },
     // Recording costs CPU; the tests that check videos turn it on.
     capture: { uri: 'testsrc:', width: 320, height: 240, preview_fps: 10, record_video: false, ...overrides.capture },
-    runner: { kill_grace_secs: 1, stop_response_secs: 10, ...overrides.runner },
+    // Tests as the daemon's own user unless a test names a user: the suite runs as root, where the default would run
+    // them as farmhand-test, whose processes every such daemon ends (test/helpers/testUser.ts holdSystemUser).
+    runner: { kill_grace_secs: 1, stop_response_secs: 10, run_tests_as: false, ...overrides.runner },
   });
   return { ...cfg, node_id: cfg.node_id ?? 'farmhand-test' };
 }

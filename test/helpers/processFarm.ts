@@ -100,7 +100,7 @@ export async function startProcessFarm(nodeId: string, prefix: string): Promise<
     test_pack: { url: pack.dir },
     capture: { uri: 'none:' },
     log_level: 'warn',
-    runner: { kill_grace_secs: 1 },
+    runner: { kill_grace_secs: 1, run_tests_as: false },
     portal: { url: portalUrl, node_credential_file: credFile },
   };
   await writeFile(nodeConfig, JSON.stringify(nodeSettings));

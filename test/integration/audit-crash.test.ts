@@ -33,7 +33,7 @@ describe('audit trail: a SIGKILL loses no entry of an answered request', functio
   it('every answered request is in the trail after the kill and a restart; the trail goes on appending', async () => {
     const dataDir = path.join(root, 'data');
     const configFile = path.join(root, 'farmhand.json');
-    await writeFile(configFile, JSON.stringify({ node_id: 'crash-node', listen: '127.0.0.1:0', data_dir: dataDir, test_pack: { url: pack.dir }, capture: { uri: 'none:' }, log_level: 'info', rate_limit: { requests_per_second: 1e6, burst: 1e6 } }));
+    await writeFile(configFile, JSON.stringify({ node_id: 'crash-node', listen: '127.0.0.1:0', data_dir: dataDir, test_pack: { url: pack.dir }, capture: { uri: 'none:' }, log_level: 'info', runner: { run_tests_as: false }, rate_limit: { requests_per_second: 1e6, burst: 1e6 } }));
     const { token } = await new TokenStore(tokensFile(dataDir)).create('alice');
     const call = (url: string, method: string, p: string, body?: unknown) =>
       fetch(url + p, { method, headers: { Authorization: `token ${token}`, 'Content-Type': 'application/json' }, ...(body !== undefined && { body: JSON.stringify(body) }) });

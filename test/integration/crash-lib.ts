@@ -154,7 +154,7 @@ export async function runCrashCycles(kills: number, log: (line: string) => void 
   const root = await mkdtemp(path.join(os.tmpdir(), 'farmhand-crash-'));
   const dataDir = path.join(root, 'data');
   const configFile = path.join(root, 'farmhand.json');
-  const cfg = { node_id: NODE_ID, listen: '127.0.0.1:0', data_dir: dataDir, test_pack: { url: pack.dir }, capture: { uri: 'none:' }, log_level: 'info', runner: { kill_grace_secs: 1 }, retention: { min_free_mb: 0, max_results: MAX_RESULTS } };
+  const cfg = { node_id: NODE_ID, listen: '127.0.0.1:0', data_dir: dataDir, test_pack: { url: pack.dir }, capture: { uri: 'none:' }, log_level: 'info', runner: { kill_grace_secs: 1, run_tests_as: false }, retention: { min_free_mb: 0, max_results: MAX_RESULTS } };
   await writeFile(configFile, JSON.stringify(cfg));
   const report: CrashReport = { kills: 0, inFlightKills: 0, reclaimKills: 0, completedRuns: 0, resultsChecked: 0, orphans: 0, missingFiles: 0, bytesReclaimed: 0, problems: [] };
   const seen = new Map<string, string>(); // result_id -> outcome, of every completed run so far

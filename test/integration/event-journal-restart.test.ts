@@ -35,7 +35,7 @@ describe('event journal: SIGKILL and restart lose no event nobody had read', fun
     root = await mkdtemp(path.join(os.tmpdir(), 'farmhand-journal-'));
     dataDir = path.join(root, 'data');
     configFile = path.join(root, 'farmhand.json');
-    const cfg = { node_id: NODE_ID, listen: '127.0.0.1:0', data_dir: dataDir, test_pack: { url: pack.dir }, capture: { uri: 'none:' }, log_level: 'warn', runner: { kill_grace_secs: 1 } };
+    const cfg = { node_id: NODE_ID, listen: '127.0.0.1:0', data_dir: dataDir, test_pack: { url: pack.dir }, capture: { uri: 'none:' }, log_level: 'warn', runner: { kill_grace_secs: 1, run_tests_as: false } };
     await writeFile(configFile, JSON.stringify(cfg));
     ({ token } = await new TokenStore(tokensFile(dataDir)).create('alice'));
   });

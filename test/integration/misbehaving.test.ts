@@ -286,7 +286,7 @@ describe('hostile test scripts against the real `farmhand serve` process', funct
   before(async () => {
     pack = await makeTestPack(FILES);
     root = await mkdtemp(path.join(os.tmpdir(), 'farmhand-hostile-'));
-    const cfg = { node_id: 'hostile', listen: '127.0.0.1:0', data_dir: path.join(root, 'data'), test_pack: { url: pack.dir }, capture: { uri: 'none:' }, log_level: 'warn', runner: { kill_grace_secs: 1 } };
+    const cfg = { node_id: 'hostile', listen: '127.0.0.1:0', data_dir: path.join(root, 'data'), test_pack: { url: pack.dir }, capture: { uri: 'none:' }, log_level: 'warn', runner: { kill_grace_secs: 1, run_tests_as: false } };
     await writeFile(path.join(root, 'farmhand.json'), JSON.stringify(cfg));
   });
   after(async () => {

@@ -25,7 +25,7 @@ async function writeCliConfig(dir: string, pack: TestPackRepo, nodeId: string): 
     test_pack: { url: pack.dir },
     capture: { uri: 'none:' },
     log_level: 'warn',
-    runner: { kill_grace_secs: 1 },
+    runner: { kill_grace_secs: 1, run_tests_as: false },
   };
   await writeFile(file, JSON.stringify(config));
   return file;

@@ -80,7 +80,7 @@ describe('the sweep after start: what a crash left outside the result folders', 
     for (const p of [...gone, ...kept]) await plantOld(p);
 
     const config = path.join(root, 'farmhand.json');
-    await writeFile(config, JSON.stringify({ node_id: 'sweep-node', listen: '127.0.0.1:0', data_dir: dataDir, test_pack: { url: pack.dir }, capture: { uri: 'none:' }, log_level: 'info' }));
+    await writeFile(config, JSON.stringify({ node_id: 'sweep-node', listen: '127.0.0.1:0', data_dir: dataDir, test_pack: { url: pack.dir }, capture: { uri: 'none:' }, log_level: 'info', runner: { run_tests_as: false } }));
     cli = await startCli(config, { ...process.env, TMPDIR: tmp });
     await cli.swept;
     for (const p of gone) expect(existsSync(p), `${p} swept`).to.equal(false);
@@ -107,7 +107,7 @@ describe('the sweep after start: what a crash left outside the result folders', 
 
   it('a node without capture, live view, virtual box or IR Toy never loads sharp (libvips) nor serialport\'s native binding (issue 23: memory)', async () => {
     const config = path.join(root, 'farmhand.json');
-    await writeFile(config, JSON.stringify({ node_id: 'sweep-node', listen: '127.0.0.1:0', data_dir: path.join(root, 'data'), test_pack: { url: pack.dir }, capture: { uri: 'none:' }, log_level: 'info' }));
+    await writeFile(config, JSON.stringify({ node_id: 'sweep-node', listen: '127.0.0.1:0', data_dir: path.join(root, 'data'), test_pack: { url: pack.dir }, capture: { uri: 'none:' }, log_level: 'info', runner: { run_tests_as: false } }));
     cli = await startCli(config);
     await cli.swept;
     expect((await fetch(`${cli.url}/api/v1/results`)).status).to.equal(200);

@@ -94,7 +94,7 @@ describe('start-up and the farmhand command (real processes)', function () {
 
   async function writeConfig(overrides: Record<string, unknown> = {}): Promise<string> {
     const file = path.join(dir, `farmhand-${Math.random().toString(16).slice(2)}.json`);
-    const cfg = { node_id: 'startup-node', listen: '127.0.0.1:0', data_dir: path.join(dir, 'data'), test_pack: { url: pack.dir }, capture: { uri: 'none:' }, log_level: 'info', runner: { kill_grace_secs: 1 }, ...overrides };
+    const cfg = { node_id: 'startup-node', listen: '127.0.0.1:0', data_dir: path.join(dir, 'data'), test_pack: { url: pack.dir }, capture: { uri: 'none:' }, log_level: 'info', runner: { kill_grace_secs: 1, run_tests_as: false }, ...overrides };
     await writeFile(file, JSON.stringify(cfg));
     return file;
   }

@@ -186,11 +186,11 @@ describe('tests run as another user (runner.run_tests_as)', function () {
     }
   });
 
-  it('without run_tests_as, a node of a farm warns at start that its tests can read its credential', async () => {
+  it('with run_tests_as false, a node of a farm warns at start that its tests can read its credential', async () => {
     await daemon?.stop();
     daemon = undefined;
     const log = capturingLogger();
-    daemon = await startDaemon({ ...config(), runner: { ...config().runner, run_tests_as: undefined } }, log);
+    daemon = await startDaemon({ ...config(), runner: { ...config().runner, run_tests_as: false } }, log);
     const warning = log.entries.find((e) => e.level === 'warn' && e.msg.includes('run_tests_as'));
     expect(warning?.msg).to.match(/any test can read the node's portal credential/);
   });

@@ -8,6 +8,7 @@ import { availabilityText, type Availability } from '../../core/availability.js'
 import { presentReservation } from '../../http/presenters.js';
 import type { FarmHub, FarmReservation, FarmReservations, NodeLink } from '../contract.js';
 import { nodeState } from '../hub/availability.js';
+import { nodeTestUserOf, TEST_USER_KEY, type NodeTestUser } from '../protocol.js';
 import { farmNodeAvailability } from './availability.js';
 
 export interface NodeViewDeps {
@@ -40,18 +41,25 @@ export async function listFarmNodes(d: NodeViewDeps, caller: string, base: strin
   return (await listFarmNodeViews(d, caller, base)).map((v) => v.node);
 }
 
-/** listFarmNodes with each node's availability as a kind and a detail beside it (the front door reads the kind). */
+/**
+ * listFarmNodes with each node's availability as a kind and a detail beside it (the front door reads the kind), and
+ * who its tests run as (its page warns when a test can read the node's credential).
+ */
 export async function listFarmNodeViews(
   d: NodeViewDeps,
   caller: string,
   base: string,
-): Promise<{ node: Record<string, unknown>; availability: Availability }[]> {
+): Promise<{ node: Record<string, unknown>; availability: Availability; testUser: NodeTestUser | undefined }[]> {
   const { rows } = await d.pool.query<NodeRow>(`SELECT ${NODE_COLUMNS} ORDER BY n.node_id`);
   const held = (await d.reservations?.activeAll()) ?? new Map<string, FarmReservation>();
   return rows.map((row) => {
     const link = linkOf(d, row);
     const res = held.get(row.node_id);
-    return { node: presentFarmNode(row, link, res, caller, base), availability: farmNodeAvailability(link, offlineReasonOfRow(row, link), res) };
+    return {
+      node: presentFarmNode(row, link, res, caller, base),
+      availability: farmNodeAvailability(link, offlineReasonOfRow(row, link), res),
+      testUser: nodeTestUserOf(link?.snapshot ?? row.state?.node),
+    };
   });
 }
 
@@ -117,7 +125,8 @@ const offlineReasonOfRow = (row: NodeRow, link: NodeLink | undefined): string | 
  * and available / not_available_reason worked out again from those.
  */
 export function presentFarmNode(row: NodeRow, link: NodeLink | undefined, res: FarmReservation | undefined, caller: string, base: string): Record<string, unknown> {
-  const snap = link?.snapshot ?? row.state?.node ?? {};
+  // Who the node's tests run as is for its page only (protocol.ts TEST_USER_KEY), not the API's Node object.
+  const { [TEST_USER_KEY]: _testUser, ...snap } = link?.snapshot ?? row.state?.node ?? {};
   const connected = link?.online ?? false;
   const offlineReason = offlineReasonOfRow(row, link);
   const capturing = snap.online !== false;

@@ -75,7 +75,7 @@ export function farmResultsSource(results: Pick<FarmResults, 'query' | 'get'>): 
 export function portalWebRouters(d: PortalWebDeps): Router[] {
   const load = async (ctx: Context) => {
     const views = await listFarmNodeViews(d, userOf(ctx)?.login ?? 'anonymous', portalBaseUrl(ctx, d.publicUrl));
-    const nodes = views.map((v): FarmNode => ({ ...(v.node as FarmNode), availability: v.availability }));
+    const nodes = views.map((v): FarmNode => ({ ...(v.node as FarmNode), availability: v.availability, ...(v.testUser && { test_user: v.testUser }) }));
     const { rows } = await d.pool.query<{ job_uid: string; current_run: RunningTest | null }>(
       `SELECT job_uid, current_run FROM jobs WHERE state = 'running' AND current_run IS NOT NULL`,
     );

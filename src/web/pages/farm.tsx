@@ -26,6 +26,8 @@ import { mount } from '../../http/endpoints/mount.js';
 export type FarmNode = NodeStatus & {
   farm?: { connected: boolean; offline_reason: string | null; version: string | null; last_seen: string | null };
   availability?: Availability;
+  /** For this page only: who the node's tests run as, as the node said (src/farm/protocol.ts NodeTestUser); absent from an older node. */
+  test_user?: { run_as: string | null; can_read_credential: boolean };
 };
 
 /** The run in flight of a running job (the portal's jobs table). */
@@ -87,6 +89,17 @@ function RowReservationControls({ n, login }: { n: FarmNode; login?: string }): 
   );
 }
 
+/** A node whose tests run as its daemon's own user: any test can read its credential (docs/security.md). */
+function TestUserWarning({ n }: { n: FarmNode }): VNode | null {
+  if (!n.test_user?.can_read_credential) return null;
+  return (
+    <p class="notice node-test-user" id={`test-user-${n.node_id}`}>
+      <strong>Warning:</strong> tests on this node run as its own user, so any test can read the node&rsquo;s credential and act as the node on
+      this portal. Run them as a dedicated user: <code>runner.run_tests_as</code> in the node&rsquo;s config.
+    </p>
+  );
+}
+
 function NodeRow({ n, running, login }: { n: FarmNode; running: Map<string, RunningTest>; login?: string }): VNode {
   const job = n.job;
   const c = job?.result_counts;
@@ -122,6 +135,7 @@ function NodeRow({ n, running, login }: { n: FarmNode; running: Map<string, Runn
             Last seen <When iso={n.farm.last_seen} />.
           </>
         ) : null}
+        <TestUserWarning n={n} />
       </td>
       <td class="node-reservation">
         {r ? (
