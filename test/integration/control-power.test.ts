@@ -2,7 +2,7 @@
 // none (refused), virtual: (the virtual set-top box's mains), and one that fails.
 import { expect } from 'chai';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { connect, type Socket } from 'node:net';
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { FarmError } from '../../src/core/errors.js';
@@ -154,6 +154,20 @@ describe('ControlServer: power (stbt.PDU)', () => {
     expect(await ask({ id: 1, op: 'power', on: false })).to.deep.equal({ id: 1, ok: true, on: false });
     expect(lines).to.deep.equal(['power off outlet=netio+http://***@pdu.lab/1']);
     expect(createPowerOutlet('netio+http://admin:pw@pdu.lab/1')!.uri).to.equal('netio+http://***@pdu.lab/1');
+  });
+
+  it('an unreachable PDU: a clear device_unavailable at the press, logged, never a hang', async () => {
+    const gone = createServer();
+    await new Promise<void>((resolve) => gone.listen(0, '127.0.0.1', resolve));
+    const { port } = gone.address() as AddressInfo;
+    await new Promise((resolve) => gone.close(resolve));
+    await open(createPowerOutlet(`netio+http://netio:s3cret@127.0.0.1:${port}/1?timeout=2`));
+    const a = await ask({ id: 1, op: 'power', cycle: true, off_secs: 0 });
+    expect(a).to.include({ id: 1, ok: false, error: 'device_unavailable' });
+    expect(a.message).to.contain('cannot reach').and.contain(`127.0.0.1:${port}`);
+    expect(lines).to.have.length(2);
+    expect(lines[1]).to.match(/^power cycle \(off 0 s\) outlet=netio\+http:\/\/\*\*\*@127\.0\.0\.1:\d+\/1\?timeout=2: failed: device_unavailable: cannot reach/);
+    expect(lines.join('\n')).not.to.contain('s3cret');
   });
 
   it('createPowerOutlet: none is no outlet; virtual: needs the box; a bad URI is refused saying why', () => {

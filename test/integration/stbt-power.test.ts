@@ -21,6 +21,9 @@ const PACK = {
     '    pdu.set(True)',
     '    assert pdu.get() is True',
     '    assert stbt.wait_until(lambda: not stbt.is_screen_black(), timeout_secs=30), "no picture after power on"',
+    '    pdu.power_cycle(off_secs=0)',
+    '    assert pdu.get() is True',
+    '    assert stbt.wait_until(lambda: not stbt.is_screen_black(), timeout_secs=30), "no picture after the power-cycle"',
     '',
   ].join('\n'),
 };
@@ -37,7 +40,7 @@ describe('stbt.PDU through the daemon (power.uri virtual:)', function () {
     await d?.stop();
   });
 
-  it('a test switches the outlet off (no picture) and on (a picture again), and the run log shows both', async () => {
+  it('a test switches the outlet off (no picture), on (a picture again) and power-cycles it, and the run log shows each', async () => {
     const res = await d.http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: ['tests/test_power.py::test_power_cycle'] });
     expect(res.status, res.text).to.equal(200);
     await waitForJob(d, res.body.job_uid, 180_000);
@@ -48,5 +51,6 @@ describe('stbt.PDU through the daemon (power.uri virtual:)', function () {
     const on = log.search(/^\S+ power on outlet=virtual:/m);
     expect(off, log).to.be.greaterThan(-1);
     expect(on, log).to.be.greaterThan(off);
+    expect(log.search(/^\S+ power cycle \(off 0 s\) outlet=virtual:/m), log).to.be.greaterThan(on);
   });
 });
