@@ -32,7 +32,7 @@ import threading
 import time
 import unicodedata
 
-from stbt_core import _checks, _imgproc_cache
+from stbt_core import _checks, _imgproc_cache, _ocr_colour
 from stbt_core._config import get_config
 from stbt_core._errors import ConfigurationError, UITestError
 from stbt_core._types import Region
@@ -567,6 +567,7 @@ class _Params:
         self.config = {str(k): (str(int(v)) if isinstance(v, bool) else str(v)) for k, v in config.items()}
         self.user_words = user_words
         self.user_patterns = user_patterns
+        self.by_words = False  # text_color read as luma, words kept by colour: see _prepare
 
     def describe(self):
         parts = ["mode=%s" % self.mode.name, "lang=%s" % self.lang, "engine=%s" % self.engine.name]
@@ -628,7 +629,11 @@ def _prepare(frame, region, params):
     if crop.ndim == 3 and crop.shape[2] == 4:
         crop = crop[:, :, :3]
     share = None
-    if params.text_color is not None:
+    params.by_words = params.text_color is not None and \
+        abs(_ocr_colour.luma_contrast(crop, params.text_color)) >= _ocr_colour.LUMA_CONTRAST
+    if params.by_words:
+        grey = _ocr_colour.text_grey(crop, params.text_color, _line_height(_ocr_colour.luma(crop))[0])
+    elif params.text_color is not None:
         share, other = _text_color_share(crop, params.text_color, params.text_color_threshold)
         grey = np.clip((1.0 - share) * 255.0, 0, 255).astype(np.uint8)
     elif crop.ndim == 3:
@@ -805,7 +810,9 @@ def _log(text):
 
 def _preprocessing(params, geometry):
     steps = ["crop to the region"]
-    if params.text_color is not None:
+    if params.by_words:
+        steps.append("luma, local background taken out (top-hat), text of text_color's polarity dark on white")
+    elif params.text_color is not None:
         steps.append("share of text_color #%02x%02x%02x against the region's median colour, threshold %g" % (
             params.text_color[2], params.text_color[1], params.text_color[0], params.text_color_threshold))
         steps.append("blobs of another colour than text_color's and the background's removed")
@@ -815,6 +822,9 @@ def _preprocessing(params, geometry):
         steps.append("upsample x%g (cubic; shortest line of text %s px, scaled towards %d px, at most x%d)" % (
             geometry.scale, geometry.line_height if geometry.line_height is not None else "not found",
             UPSAMPLE_LINE_HEIGHT, UPSAMPLE_FACTOR))
+    if params.by_words:
+        steps.append("words read whose ink is of text_color #%02x%02x%02x kept (threshold %g)" % (
+            params.text_color[2], params.text_color[1], params.text_color[0], params.text_color_threshold))
     if params.read_mode != params.mode:
         steps.append("one line of text found: read as %s (psm %d)" % (params.read_mode.name, params.read_mode))
     return steps
@@ -874,14 +884,27 @@ def ocr(frame=None, region=Region.ALL, mode=OcrMode.PAGE_SEGMENTATION_WITHOUT_OS
     _check_corrections(corrections)
     frame, clipped, grey, geometry = _prepare(frame, region, params)
     _choose_read_mode(params, geometry)
+    words = None
     if grey is None:
         text = ""
+    elif params.by_words:
+        kept = _colour_words(frame, clipped, grey, geometry, params)
+        words = [_Word(*w[:6]) for w in kept]
+        text = _plain_punctuation(_ocr_colour.join(kept)).strip()
     else:
         text = _plain_punctuation(_tesseract(grey, params, False)).strip()
     text = apply_ocr_corrections(text, corrections)
     _log("ocr in %r (%s): %r" % (clipped if clipped is not None else region, params.describe(), _short(text)))
-    _record("ocr", None, frame, clipped, region, grey, geometry, params, text=text)
+    _record("ocr", None, frame, clipped, region, grey, geometry, params, words, text=text)
     return text
+
+
+def _colour_words(frame, clipped, grey, geometry, params):
+    """The words tesseract reads in ``grey`` whose ink is of ``params.text_color`` (_ocr_colour.Word,
+    in the order read)."""
+    words = _ocr_colour.parse_tsv(_tesseract(grey, params, True))
+    crop = _np().asarray(frame)[clipped.y:clipped.bottom, clipped.x:clipped.right]
+    return _ocr_colour.keep(words, crop, geometry.scale, params.text_color, params.text_color_threshold)
 
 
 _Word = collections.namedtuple("_Word", "text left top right bottom conf")
@@ -951,7 +974,10 @@ def match_text(text, frame=None, region=Region.ALL, mode=OcrMode.PAGE_SEGMENTATI
     _choose_read_mode(params, geometry)
     found, words = None, None
     if grey is not None:
-        words = _parse_tsv(_tesseract(grey, params, True))
+        if params.by_words:
+            words = [_Word(*w[:6]) for w in _colour_words(frame, clipped, grey, geometry, params)]
+        else:
+            words = _parse_tsv(_tesseract(grey, params, True))
         keys = [_word_key(w.text, case_sensitive) for w in words]
         for i in range(len(words) - len(wanted) + 1):
             if keys[i:i + len(wanted)] == wanted:

@@ -494,15 +494,16 @@ class PackDefaults(OcrTestCase):
         _ocr._run = spy  # pylint: disable=protected-access
         try:
             stbt.ocr(render(MENU), LINE1)
-            stbt.ocr(render(MENU), LINE1, text_color=WHITE)
         finally:
             _ocr._run = real  # pylint: disable=protected-access
         argv, picture = seen[0]
         self.assertEqual(picture.shape, (45, 420))  # upsample = false
         self.assertEqual(argv[argv.index("--oem") + 1], "1")  # the legacy engine reads with LSTM
         self.assertEqual(argv[argv.index("-l") + 1], "eng")  # built-in lang
-        # threshold 400 (more than any BGR distance): every pixel counts as text colour, all black.
-        self.assertEqual(int(seen[1][1].max()), 0)
+        # threshold 400: a word's colour far from text_color (white text, magenta asked) still counts.
+        self.assertEqual(stbt.ocr(render(MENU), LINE1, text_color=(255, 0, 255)), "Channel 104: Evening News")
+        # The call's own threshold wins over the section's: at 25 the white line is not magenta.
+        self.assertEqual(stbt.ocr(render(MENU), LINE1, text_color=(255, 0, 255), text_color_threshold=25), "")
 
 
 class PackNoAutoSingleLine(OcrTestCase):

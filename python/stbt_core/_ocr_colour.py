@@ -1,0 +1,162 @@
+"""``text_color`` for ``ocr`` and ``match_text``: read the region as text of
+the text colour's brightness, then keep the words whose ink is of the text
+colour.
+
+A capture's luma is sharp and its chroma subsampled (4:2:0) and blurred, so
+the glyphs are read from the luma: the region's luma with its local
+background taken out (a morphological top-hat for text brighter than the
+background, a black-hat for darker text: text of the other polarity and the
+shading of gradients and photo-like backgrounds go), dark text on white.
+tesseract reads that picture with word boxes; each word's ink colour is then
+measured in the capture's own terms and compared with ``text_color``:
+
+- its chroma per unit of luma (chroma ``c`` regressed on the word's luma
+  difference from its background, blurred as chroma subsampling blurs it,
+  over a plane for the background's own chroma): this ratio does not
+  depend on how much of a pixel the glyph covers, so thin and light fonts
+  measure as well as bold ones;
+- the luma of its strongest ink against the text colour's (both from the
+  word's background, the median of a ring around its box): a text of the
+  same hue but brighter (or much dimmer) is another text.
+
+A word is kept when its chroma differs from ``text_color``'s by at most
+WORD_CHROMA of the text colour's contrast with the background and its luma
+is between WORD_LUMA_MIN and WORD_LUMA_MAX of the text colour's;
+``text_color_threshold`` (default 25) scales the chroma limit by
+threshold / 25 and, above 25, widens the luma range by as much. Where text colour and background hardly
+differ in luma (less than ``LUMA_CONTRAST``), the luma cannot show the text:
+``_ocr`` then reads the share-of-colour map instead. Constants chosen on the
+training split of test/python/_ocr_corpus.py.
+"""
+
+import collections
+
+import cv2
+import numpy as np
+
+WORD_CHROMA = 0.45
+WORD_LUMA_MIN = 0.5
+WORD_LUMA_MAX = 1.22
+# The top-hat's structuring element, as a share of the region's shortest line of text (at least
+# MIN_KERNEL px; FALLBACK_KERNEL px when no line was found).
+KERNEL_SHARE = 0.4
+MIN_KERNEL = 5
+FALLBACK_KERNEL = 15
+LUMA_CONTRAST = 25.0
+DEFAULT_THRESHOLD = 25.0
+_RING = 2  # pixels around a word's box: its background
+
+_Y = np.array([0.114, 0.587, 0.299], np.float32)
+_YCC = np.stack([_Y, 0.564 * (np.array([1, 0, 0], np.float32) - _Y),
+                 0.713 * (np.array([0, 0, 1], np.float32) - _Y)])
+
+Word = collections.namedtuple("Word", "text left top right bottom conf line")
+
+
+def ycc(bgr):
+    """BGR (..., 3) as luma, blue and red chroma (float32)."""
+    return np.asarray(bgr, np.float32) @ _YCC.T
+
+
+def _bgr(crop):
+    return crop[:, :, :3] if crop.ndim == 3 else cv2.cvtColor(crop, cv2.COLOR_GRAY2BGR)
+
+
+def luma(crop):
+    """The crop's luma (uint8)."""
+    return cv2.cvtColor(_bgr(crop), cv2.COLOR_BGR2GRAY)
+
+
+def luma_contrast(crop, text_color):
+    """The text colour's luma minus the region's median luma."""
+    y = luma(crop)
+    return float(ycc(text_color)[0]) - float(np.median(y))
+
+
+def text_grey(crop, text_color, line_height):
+    """The region's luma with its local background taken out, text of ``text_color``'s polarity dark on
+    white (uint8), black from the text colour's luma on."""
+    y = luma(crop)
+    size = FALLBACK_KERNEL if not line_height else max(MIN_KERNEL, int(round(line_height * KERNEL_SHARE)))
+    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (size | 1, size | 1))
+    contrast = float(ycc(text_color)[0]) - float(np.median(y))
+    ink = cv2.morphologyEx(y, cv2.MORPH_TOPHAT if contrast >= 0 else cv2.MORPH_BLACKHAT, kernel)
+    # Black at the text colour's luma: a brighter text beside it does not make it faint.
+    return np.clip(255.0 - ink.astype(np.float32) * (255.0 / max(abs(contrast), 1.0)), 0, 255).astype(np.uint8)
+
+
+def word_colour(crop, box, text_color):
+    """``(chroma difference, luma share)`` of the word in ``box`` (x0, y0, x1, y1 in ``crop``): how far
+    its ink's chroma per unit of luma is from ``text_color``'s (in units of the text colour's distance
+    from the word's background) and its strongest ink's luma as a share of the text colour's."""
+    h, w = crop.shape[:2]
+    x0, y0 = max(0, box[0] - _RING), max(0, box[1] - _RING)
+    x1, y1 = min(w, box[2] + _RING), min(h, box[3] + _RING)
+    if x1 - x0 < 3 or y1 - y0 < 3:
+        return 0.0, 1.0
+    sub = ycc(_bgr(crop)[y0:y1, x0:x1])
+    ring = np.concatenate([sub[0], sub[-1], sub[:, 0], sub[:, -1]])
+    d = sub - np.median(ring, axis=0)
+    t = ycc(text_color) - np.median(ring, axis=0)
+    ty = float(t[0]) if abs(float(t[0])) > 1.0 else 1.0
+    dy = d[:, :, 0]
+    blurred = cv2.blur(dy, (3, 3))
+    hh, ww = dy.shape
+    yy, xx = np.mgrid[0:hh, 0:ww].astype(np.float32)
+    design = np.stack([np.ones(hh * ww, np.float32), xx.ravel() / ww, yy.ravel() / hh, blurred.ravel()], axis=1)
+    sol = np.linalg.lstsq(design, d[:, :, 1:].reshape(-1, 2), rcond=None)[0]
+    chroma = float(np.linalg.norm((sol[3] - t[1:] / ty) * ty)) / (float(np.linalg.norm(t)) + 1e-6)
+    luma = float(np.percentile(dy * np.sign(ty), 98)) / abs(ty)
+    return chroma, luma
+
+
+def is_text_colour(crop, box, text_color, threshold):
+    """Whether the word in ``box`` is of ``text_color``: see the module's docstring. ``threshold``
+    (``text_color_threshold``) scales the chroma limit, and widens the luma range above its default."""
+    chroma, luma = word_colour(crop, box, text_color)
+    scale = max(threshold, 1.0) / DEFAULT_THRESHOLD
+    wider = max(scale, 1.0)
+    return chroma <= WORD_CHROMA * scale and WORD_LUMA_MIN / wider <= luma <= WORD_LUMA_MAX * wider
+
+
+def parse_tsv(out):
+    """tesseract's TSV as Words (``line`` is (block, paragraph, line))."""
+    words = []
+    for row in out.splitlines()[1:]:
+        cols = row.split("\t")
+        if len(cols) < 12 or cols[0] != "5":
+            continue
+        text = "\t".join(cols[11:]).strip()
+        if not text:
+            continue
+        try:
+            left, top, width, height = (int(c) for c in cols[6:10])
+            conf = float(cols[10])
+            line = tuple(int(c) for c in cols[2:5])
+        except ValueError:
+            continue
+        words.append(Word(text, left, top, left + width, top + height, conf, line))
+    return words
+
+
+def keep(words, crop, scale, text_color, threshold):
+    """The words (boxes in the picture read, ``scale`` times the crop) whose ink is of ``text_color``."""
+    out = []
+    for w in words:
+        box = (int(w.left / scale), int(w.top / scale), int(np.ceil(w.right / scale)),
+               int(np.ceil(w.bottom / scale)))
+        if is_text_colour(crop, box, text_color, threshold):
+            out.append(w)
+    return out
+
+
+def join(words):
+    """The words as text: a space between words of a line, a line break between lines, an empty line
+    between paragraphs."""
+    parts, last = [], None
+    for w in words:
+        if last is not None:
+            parts.append(" " if w.line == last else "\n" if w.line[:2] == last[:2] else "\n\n")
+        parts.append(w.text)
+        last = w.line
+    return "".join(parts)
