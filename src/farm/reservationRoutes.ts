@@ -13,6 +13,8 @@ import { userOf } from '../http/context.js';
 import { presentReservation } from '../http/presenters.js';
 import type { FarmReservation, FarmReservations, ReserveRequest } from './contract.js';
 import { mount } from '../http/endpoints/mount.js';
+import { checkedBody } from '../http/endpoints/validate.js';
+import { RESERVATION_CHECKS as RESERVE } from '../http/openapi/schemas.js';
 
 export interface FarmReservationRouterDeps {
   reservations: FarmReservations;
@@ -67,7 +69,7 @@ export function farmReservationRouter(d: FarmReservationRouterDeps): Router {
   mount(r, 'POST /api/v2/reservations/:id/extend', async (ctx) => {
     const user = userIn(ctx);
     const id = idOf(ctx);
-    const body = bodyOf(ctx) as { duration_secs: number };
+    const body = checkedBody(ctx, RESERVE.extend.portal.body);
     try {
       await d.reservations.extend(id, user, body.duration_secs);
     } catch (e) {
@@ -87,7 +89,7 @@ export function farmReservationRouter(d: FarmReservationRouterDeps): Router {
   mount(r, 'POST /api/v2/reservations/:id/interrupt', async (ctx) => {
     const user = userIn(ctx);
     const id = idOf(ctx);
-    const body = bodyOf(ctx) as { message: string };
+    const body = checkedBody(ctx, RESERVE.interrupt.portal.body);
     await d.reservations.interrupt(id, user, body.message);
     ctx.status = 204;
   });

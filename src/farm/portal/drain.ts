@@ -13,10 +13,21 @@
  * `cut` for one answered after the wait), so that replica passes it to the node's next owner instead (nodePlace.ts).
  */
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { farmPlacements } from '../../http/endpoints/place.js';
 import { OWNER_UNAVAILABLE_HEADER } from './replicaProxy.js';
 
-/** A long poll on a job's end: `/api/v2/jobs/<node>/<hex>/<n>/await_completion` or `/api/v2/nodes/<id>/job/await_completion`. */
-const AWAIT = /^\/api\/v2\/(?:jobs(\/[^/?]+\/[^/?]+\/[^/?]+)|nodes\/[^/?]+\/job)\/await_completion(?:\?|$)/;
+/**
+ * A long poll on a job's end (an entry the table of endpoints says a portal holds, `farm.answer: 'held'`:
+ * `/api/v2/jobs/<node>/<hex>/<n>/await_completion`, `/api/v2/nodes/<id>/job/await_completion`): `{ uid }`, the
+ * job_uid when the path names it; undefined for any other request.
+ */
+function longPoll(method: string, url: string): { uid: string | undefined } | undefined {
+  if (method !== 'GET') return undefined;
+  const found = farmPlacements().entryOf(method, url.split('?', 1)[0]!);
+  if (found?.entry.farm.answer !== 'held') return undefined;
+  const { node, hex, num } = found.params;
+  return { uid: node && hex && num ? safeDecode(`/${node}/${hex}/${num}`) : undefined };
+}
 
 export class Drain {
   private readonly open = new Map<ServerResponse, { method: string; url: string; replica: boolean }>();
@@ -109,8 +120,8 @@ export class Drain {
     let answered = 0;
     for (const [res, r] of this.open) {
       if (res.headersSent || res.writableEnded) continue;
-      const poll = r.method === 'GET' ? AWAIT.exec(r.url) : null;
-      if (poll) this.notYet(res, poll[1] && safeDecode(poll[1]));
+      const poll = longPoll(r.method, r.url);
+      if (poll) this.notYet(res, poll.uid);
       else this.unavailable(res, r.replica ? 'cut' : undefined);
       answered++;
     }

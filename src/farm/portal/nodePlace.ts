@@ -26,6 +26,7 @@
 import type { Context, Middleware, Next } from 'koa';
 import type pg from 'pg';
 import { bodyOf } from '../../http/body.js';
+import { farmPlacements } from '../../http/endpoints/place.js';
 import type { Logger } from '../../core/ports.js';
 import type { FarmHub } from '../contract.js';
 import type { FarmWakeups } from '../wakeups.js';
@@ -153,47 +154,15 @@ export class NodePlaces {
   }
 }
 
-/** The decoded path segment, or undefined when it is not one (a bad escape). */
-const seg = (s: string | undefined): string | undefined => {
-  if (!s) return undefined;
-  try {
-    return decodeURIComponent(s);
-  } catch {
-    return undefined;
-  }
-};
-
 /**
- * The node-scoped requests, by path: a node's own (`/api/v2/nodes/<id>[/...]`, its pages `/app/nodes/<id>/...`), a
- * job's (`/api/v{1,2}/jobs/<node>/<hex>/<n>[/...]`, `/app/jobs/...`), a result's (`/api/v2/results/<node>/...`,
- * `/api/v1/result/<node>/...`, `/app/results/<node>/...`, whole ids only: the lists are the farm's) and run_tests
- * (the body's node_id). Anything else is the farm's, answered by any replica.
+ * The node a request is for, when it is node-scoped: the table of endpoints says which requests are and where their
+ * node id is (`farm`, src/http/endpoints/place.ts): a node's own (`/api/v2/nodes/<id>/...`, its pages), a job's, a
+ * result's (whole ids only: the lists are the farm's) and run_tests (the body's node_id). Anything else is the farm's,
+ * answered by any replica.
  */
-const NODE_PATHS: RegExp[] = [
-  /^\/api\/v2\/nodes\/([^/]+)(?:\/|$)/,
-  /^\/app\/nodes\/([^/]+)\//,
-  /^\/api\/v[12]\/jobs\/([^/]+)\/[^/]+\/[^/]+(?:\/|$)/,
-  /^\/app\/jobs\/([^/]+)\/[^/]+\/[^/]+$/,
-  /^\/api\/v2\/results\/([^/]+)\/[^/]+\/[^/]+\/[^/]+/,
-  /^\/api\/v1\/result\/([^/]+)\/[^/]+\/[^/]+\/[^/]+/,
-  /^\/app\/results\/([^/]+)\/[^/]+\/[^/]+\/[^/]+/,
-];
+export const nodeOfRequest = (ctx: Context): string | undefined => placeOf(ctx)?.nodeId;
 
-/** `GET /api/v2/nodes/<id>`: the node's status. */
-const STATUS_PATH = /^\/api\/v2\/nodes\/[^/]+\/?$/;
-
-/** The node a request is for, when it is node-scoped. */
-export function nodeOfRequest(ctx: Context): string | undefined {
-  if (ctx.path === '/api/v2/run_tests' && ctx.method === 'POST') {
-    const id = (bodyOf(ctx) as { node_id?: unknown } | null)?.node_id;
-    return typeof id === 'string' ? id : undefined;
-  }
-  for (const re of NODE_PATHS) {
-    const m = re.exec(ctx.path);
-    if (m) return seg(m[1]);
-  }
-  return undefined;
-}
+const placeOf = (ctx: Context) => farmPlacements().place(ctx.method, ctx.path, () => bodyOf(ctx));
 
 /**
  * Mounted after authentication and body parsing, before the routers: a node-scoped request for a node another
@@ -204,7 +173,8 @@ export function placeNodeRequests(o: { places: NodePlaces; proxy: ReplicaProxy; 
   const holdMs = o.holdMs ?? 0;
   return async function nodePlace(ctx: Context, next: Next): Promise<void> {
     const passed = replicaCallerOf(ctx) !== undefined;
-    const nodeId = nodeOfRequest(ctx);
+    const placed = placeOf(ctx);
+    const nodeId = placed?.nodeId;
     if (nodeId === undefined) {
       await next();
       return;
@@ -225,8 +195,8 @@ export function placeNodeRequests(o: { places: NodePlaces; proxy: ReplicaProxy; 
       await next();
       return;
     }
-    // A node's status is read from the farm's database by any replica (nodeViews.ts): not worth holding for.
-    const until = Date.now() + (ctx.method === 'GET' && STATUS_PATH.test(ctx.path) ? 0 : holdMs);
+    // What a portal answers itself (a node's status, read from the farm's database by any replica): not worth holding for.
+    const until = Date.now() + (placed?.entry.farm.answer === 'itself' ? 0 : holdMs);
     let failed: OwnerUnavailable | undefined;
     let held = false;
     const gone = new AbortController();

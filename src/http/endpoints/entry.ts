@@ -12,6 +12,24 @@ export type Need = Role | 'public' | 'node';
 export type Method = 'GET' | 'POST' | 'PUT' | 'DELETE' | 'PATCH';
 /** Where the route is served: by a node, by the portal, or both. */
 export type Served = 'node' | 'portal' | 'both';
+/**
+ * On a farm portal, a request for one node (docs/openapi.md, "Adding an endpoint"):
+ * - `id`: where its node id is: a path parameter of the entry's pattern (`node_id`, `node`), or `body.node_id`.
+ * - `answer`: how a portal answers it. `forward`: passed to the node (routes.ts, one generic handler: no portal code);
+ *   `itself`: from the portal's own copy (the database), never held for a node between owners (the node's status);
+ *   `held`: a long poll on a job's end, held for the node that owns the job (answered 202 by a stopping portal).
+ * - `reserved`: before forwarding, 403 when another user holds the node's reservation, naming this ("press a key").
+ * - `job`: the node answers a Job object: `settle`, held until the node's events before it are folded (read your
+ *   writes); `whole`, read whole (the audit trail names the job it started).
+ * The placement (nodePlace.ts: which replica answers) and the portal's router (routes.ts) read it, nothing else.
+ */
+export interface FarmScope {
+  id: string;
+  answer: 'forward' | 'itself' | 'held';
+  reserved?: string;
+  job?: 'settle' | 'whole';
+}
+
 /** What the audit trail records a request of the route as; `remote.press` is gathered into manual control sessions (src/http/audit.ts). */
 export type AuditRouteAction = AuditAction | 'remote.press';
 
@@ -80,6 +98,12 @@ export interface Endpoint extends Partial<ApiFields> {
   portalCheck?: Checks;
   /** Mounted only when this part of the configuration is there (`oidc`: the `[oidc]` section); otherwise an unknown path, 404. */
   mountedWhen?: 'oidc';
+  /**
+   * On a farm portal, a request for one node: where its node id is and how the portal answers it (FarmScope). `e()`
+   * gives every person's entry served on the portal whose pattern has `:node_id` or `:node` `{ id, answer: 'forward' }`;
+   * an entry says otherwise by setting `farm` itself.
+   */
+  farm?: FarmScope;
   /** Recorded in the audit trail as this action (docs/auth.md, "Audit trail"); absent: not recorded (reads change nothing). */
   audit?: AuditRouteAction;
 }
@@ -88,8 +112,18 @@ export interface Endpoint extends Partial<ApiFields> {
 export type Documented = Endpoint & ApiFields;
 export const isDocumented = (x: Endpoint): x is Documented => x.summary !== undefined;
 
-/** An entry: method, the router's pattern, the role it needs, the action named in a 403, where it is served. Spread it and add the OpenAPI fields and `audit`. */
-export const e = (method: Method, path: string, role: Need, action: string, served: Served = 'both'): Endpoint => ({ method, path, role, action, served });
+/** The node id's path parameter of a pattern (`node_id`, else `node`), if it has one. */
+const nodeParamOf = (path: string): string | undefined => /:(node_id|node)(?=\/|$)/.exec(path)?.[1];
+
+/**
+ * An entry: method, the router's pattern, the role it needs, the action named in a 403, where it is served. Spread
+ * it and add the OpenAPI fields, `audit` and `farm`. A person's route the portal serves with the node id in its path
+ * is forwarded to that node by default (`farm`).
+ */
+export function e(method: Method, path: string, role: Need, action: string, served: Served = 'both'): Endpoint {
+  const id = served !== 'node' && role !== 'node' && role !== 'public' ? nodeParamOf(path) : undefined;
+  return { method, path, role, action, served, ...(id && { farm: { id, answer: 'forward' } }) };
+}
 
 // Answers, for the entries' `responses`.
 export const json = (schema: z.ZodType, description: string): Answer => ({ description, content: { 'application/json': schema } });

@@ -52,7 +52,16 @@ export const V2: Endpoint[] = [
   // The caller, nodes and their pictures.
   { ...e('GET', '/api/v2/user', 'read', 'read who they are'), summary: 'Who the token belongs to', tag: 'extras', auth: 'token', responses: { 200: json(S.User, 'The user.') } },
   { ...e('GET', '/api/v2/nodes', 'read', 'read node status'), summary: 'Node list (this one node)', tag: 'v2 nodes', auth: 'token', responses: { 200: json(z.array(S.Node), 'The nodes.') } },
-  { ...e('GET', NODE, 'read', 'read node status'), summary: 'Node status', tag: 'v2 nodes', auth: 'token', params: NODE_PARAMS, responses: { 200: json(S.Node, 'The node.'), 404: error('Unknown node_id.') } },
+  {
+    // On a portal: from the farm's database (fresh from the node when it is connected), by any replica.
+    ...e('GET', NODE, 'read', 'read node status'),
+    farm: { id: 'node_id', answer: 'itself' },
+    summary: 'Node status',
+    tag: 'v2 nodes',
+    auth: 'token',
+    params: NODE_PARAMS,
+    responses: { 200: json(S.Node, 'The node.'), 404: error('Unknown node_id.') },
+  },
   ...pictures(NODE, NODE_PARAMS, 'v2', 'token', 'both'),
   {
     // Maintenance of a node (docs/api-notes.md): an administrator takes it out of service and back.
@@ -73,6 +82,7 @@ export const V2: Endpoint[] = [
   },
   {
     ...e('POST', `${NODE}/press`, 'manual', 'press keys on the remote control'),
+    farm: { id: 'node_id', answer: 'forward', reserved: 'press a key' },
     audit: 'remote.press',
     summary: 'Press a key on the remote control (manual control)',
     tag: 'extras',
@@ -92,6 +102,7 @@ export const V2: Endpoint[] = [
   testCaseNames('v2', 'run', 'both'),
   {
     ...e('POST', '/api/v2/run_tests', 'run', 'run tests'),
+    farm: { id: 'body.node_id', answer: 'forward', reserved: 'run tests', job: 'whole' },
     audit: 'job.run',
     summary: 'Start a job (v2)',
     tag: 'v2',
@@ -107,9 +118,10 @@ export const V2: Endpoint[] = [
       507: error('The disk is full.'),
     },
   },
-  { ...e('GET', `/api/v2/jobs${JOB}`, 'read', 'read jobs'), summary: 'Job status', tag: 'v2', auth: 'token', params: JOB_PARAMS, responses: { 200: json(S.Job, 'The job.'), 404: error('Unknown job_uid.') } },
+  { ...e('GET', `/api/v2/jobs${JOB}`, 'read', 'read jobs'), farm: { id: 'node', answer: 'forward', job: 'settle' }, summary: 'Job status', tag: 'v2', auth: 'token', params: JOB_PARAMS, responses: { 200: json(S.Job, 'The job.'), 404: error('Unknown job_uid.') } },
   {
     ...e('GET', `${NODE}/job`, 'read', 'read jobs'),
+    farm: { id: 'node_id', answer: 'forward', job: 'settle' },
     summary: "The node's current job, or its last",
     tag: 'v2',
     auth: 'token',
@@ -134,6 +146,7 @@ export const V2: Endpoint[] = [
   },
   {
     ...e('GET', `/api/v2/jobs${JOB}/await_completion`, 'read', 'read jobs'),
+    farm: { id: 'node', answer: 'held' },
     summary: 'Long poll until the job ends',
     tag: 'v2',
     auth: 'token',
@@ -143,6 +156,7 @@ export const V2: Endpoint[] = [
   },
   {
     ...e('GET', `${NODE}/job/await_completion`, 'read', 'read jobs'),
+    farm: { id: 'node_id', answer: 'held' },
     summary: "Long poll until the node's current job ends",
     tag: 'v2',
     auth: 'token',
@@ -157,6 +171,7 @@ export const V2: Endpoint[] = [
   ...(['PUT', 'POST'] as const).map(
     (method): Endpoint => ({
       ...e(method, `/api/v2/jobs${JOB}/stop`, 'run', 'stop tests'),
+      farm: { id: 'node', answer: 'forward', reserved: 'stop the job', job: 'settle' },
       audit: 'job.stop',
       summary: `Stop a job (${method}; PUT and POST are the same)`,
       tag: 'v2',
@@ -167,6 +182,7 @@ export const V2: Endpoint[] = [
   ),
   {
     ...e('POST', `${NODE}/job/stop`, 'run', 'stop tests'),
+    farm: { id: 'node_id', answer: 'forward', reserved: 'stop the job', job: 'settle' },
     audit: 'job.stop',
     summary: "Stop the node's current job",
     tag: 'v2',

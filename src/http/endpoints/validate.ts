@@ -8,6 +8,7 @@
  * validators gave.
  */
 import type { Context, Middleware, Next } from 'koa';
+import type { z } from 'zod';
 import { FarmError } from '../../core/errors.js';
 import { bodyOf } from '../body.js';
 import type { Checks, Endpoint } from './entry.js';
@@ -53,3 +54,9 @@ export function validator(e: Endpoint, side: Side = 'node'): Middleware | undefi
     return next();
   };
 }
+
+/**
+ * The body of a request whose route's entry checked it with `schema` (its `check` or `portalCheck`), typed as that
+ * schema's (`z.infer`): the handler's input is what the table let through, with no interface of its own to cast to.
+ */
+export const checkedBody = <S extends z.ZodType>(ctx: Context, _schema: S): z.infer<S> => bodyOf(ctx) as z.infer<S>;

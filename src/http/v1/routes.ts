@@ -5,13 +5,14 @@
  */
 import Router from '@koa/router';
 import { parseResultQuery } from '../../core/query.js';
-import { parseRunRequest, type RunTestsBody } from '../../core/runRequest.js';
-import { bodyOf } from '../body.js';
+import { parseRunRequest } from '../../core/runRequest.js';
 import { baseUrl, callerOf, type Services } from '../context.js';
 import { presentJob, presentResultSummary, presentV1RunTests } from '../presenters.js';
 import { jobFromParams } from '../params.js';
 import { mountResultRoutes } from '../resultRoutes.js';
 import { mount } from '../endpoints/mount.js';
+import { checkedBody } from '../endpoints/validate.js';
+import { V1RunTestsRequest } from '../openapi/schemas.js';
 
 const JOB = '/api/v1/jobs/:node/:hex/:num';
 
@@ -34,7 +35,7 @@ export function v1Router(s: Services): Router {
 
   mount(r, 'POST /api/v1/run_tests', async (ctx) => {
     // The same policy as v2: licence, reservation (a v2 reservation holds the node for v1 clients too), busy, online.
-    const started = await s.policy.runTests(callerOf(ctx, 'v1'), parseRunRequest(bodyOf(ctx) as RunTestsBody, 'v1'));
+    const started = await s.policy.runTests(callerOf(ctx, 'v1'), parseRunRequest(checkedBody(ctx, V1RunTestsRequest), 'v1'));
     ctx.body = presentV1RunTests(started.value, baseUrl(ctx, s));
   });
 

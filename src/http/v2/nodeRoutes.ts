@@ -7,11 +7,11 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
 import type { Noticed } from '../../core/nodePolicy.js';
-import type { ReserveBody } from '../../core/reservations.js';
-import { bodyOf } from '../body.js';
 import { baseUrl, callerOf, userOf, type Services } from '../context.js';
 import { presentNode, presentReservation } from '../presenters.js';
 import { mount } from '../endpoints/mount.js';
+import { checkedBody } from '../endpoints/validate.js';
+import { RESERVATION_CHECKS } from '../openapi/schemas.js';
 
 /** `{...body, notices}` when there are any; the body unchanged otherwise. */
 export const withNotices = <T extends object>(body: T, n: Pick<Noticed<unknown>, 'notices'>) => (n.notices.length ? { ...body, notices: n.notices } : body);
@@ -31,7 +31,7 @@ export function mountNodeRoutes(r: Router, s: Services): void {
 
   // The bodies and the id were checked by the entries' schemas (src/http/endpoints/v2.ts) before these run.
   mount(r, 'POST /api/v2/reservations', async (ctx) => {
-    const made = await s.policy.reserve(caller(ctx), bodyOf(ctx) as ReserveBody);
+    const made = await s.policy.reserve(caller(ctx), checkedBody(ctx, RESERVATION_CHECKS.reserve.node.body));
     ctx.body = withNotices({ reservations: made.value.map((x) => presentReservation(x, userOf(ctx))) }, made);
   });
 
@@ -39,7 +39,7 @@ export function mountNodeRoutes(r: Router, s: Services): void {
 
   mount(r, 'POST /api/v2/reservations/:id/extend', async (ctx) => {
     const id = idOf(ctx);
-    const body = bodyOf(ctx) as { duration_secs: number };
+    const body = checkedBody(ctx, RESERVATION_CHECKS.extend.node.body);
     await s.policy.extend(caller(ctx), id, body.duration_secs);
     ctx.status = 204;
   });
@@ -50,7 +50,7 @@ export function mountNodeRoutes(r: Router, s: Services): void {
   });
 
   mount(r, 'POST /api/v2/reservations/:id/interrupt', async (ctx) => {
-    const body = bodyOf(ctx) as { message: string };
+    const body = checkedBody(ctx, RESERVATION_CHECKS.interrupt.node.body);
     await s.policy.interrupt(caller(ctx), idOf(ctx), body.message);
     ctx.status = 204;
   });

@@ -8,7 +8,7 @@ import type { Context } from 'koa';
 import { FarmError } from '../../core/errors.js';
 import type { JobRecord } from '../../core/model.js';
 import { parseResultQuery, parseTimeZone } from '../../core/query.js';
-import { parseRunRequest, type RunTestsBody } from '../../core/runRequest.js';
+import { parseRunRequest } from '../../core/runRequest.js';
 import { bodyOf } from '../body.js';
 import { baseUrl, callerOf, userOf, type Services } from '../context.js';
 import { presentJob, presentResultSummary } from '../presenters.js';
@@ -19,6 +19,8 @@ import { jobFromParams } from '../params.js';
 import { mountResultRoutes } from '../resultRoutes.js';
 import { mountNodeRoutes, withNotices } from './nodeRoutes.js';
 import { mount } from '../endpoints/mount.js';
+import { checkedBody } from '../endpoints/validate.js';
+import { PressRequest, V2RunTestsCheck } from '../openapi/schemas.js';
 
 const JOB = '/api/v2/jobs/:node/:hex/:num';
 const NODE = '/api/v2/nodes/:node_id';
@@ -55,7 +57,7 @@ export function v2Router(s: Services): Router {
   // The body is checked before this runs (the table's PressRequest).
   mount(r, `POST ${NODE}/press`, async (ctx) => {
     ourNode(ctx);
-    const b = bodyOf(ctx) as { key: string; test_pack_revision?: string | null; remote_control?: string | null };
+    const b = checkedBody(ctx, PressRequest);
     await s.policy.press(caller(ctx), b.key, { revision: b.test_pack_revision ?? undefined, remote: b.remote_control ?? null });
     ctx.status = 204;
   });
@@ -74,7 +76,7 @@ export function v2Router(s: Services): Router {
 
   // The body's shape is checked before this runs (the table's V2RunTestsCheck); a node other than this one is a 404.
   mount(r, 'POST /api/v2/run_tests', async (ctx) => {
-    const body = bodyOf(ctx) as RunTestsBody & { node_id: string };
+    const body = checkedBody(ctx, V2RunTestsCheck);
     if (body.node_id !== s.nodeId) throw new FarmError('not_found', `no node ${JSON.stringify(body.node_id)}; this node is ${s.nodeId}`);
     const started = await s.policy.runTests(caller(ctx), parseRunRequest(body, 'v2'));
     ctx.body = withNotices(present(ctx, started.value), started);
