@@ -523,7 +523,7 @@ def _candidates(scores, min_score, limit=None, spread=None):
         xs, ys = _spread_out(xs, ys, spread, limit)
     if limit is not None:
         xs, ys = xs[:limit], ys[:limit]
-    return [(int(x), int(y)) for x, y in zip(xs, ys)]
+    return list(zip(xs.tolist(), ys.tolist()))
 
 
 def _spread_out(xs, ys, spread, limit):
@@ -572,6 +572,8 @@ def _refine_level(pyr, tpl, method, level, places):
 
 # Up to this many places to refine, SQDIFF scores them one sum at a time.
 _MAX_SUMMED_WINDOWS = 3
+# Over this many places to refine, the whole level is scored once (merging their areas would cost more).
+_MAX_MERGED_WINDOWS = 256
 
 
 def _refine_until_perfect(pyr, tpl, method, places):
@@ -599,6 +601,49 @@ def _best_in_merged_areas(img, lv, method, windows):
         iy, ix = np.unravel_index(int(np.argmax(part)), part.shape)
         best.append((x0 + int(ix), y0 + int(iy), float(part[iy, ix])))
     return best
+
+
+def _refine_many(pyr, tpl, method, level, places):
+    """``_refine_level`` for places all over the level (a plateau: a flat
+    template on a flat screen gives one at every pixel), in arrays: the whole
+    level scored once (merging so many areas would cost more), each place's
+    best read from it, then without repeats and best first (ties top to
+    bottom, left to right), as ``_first_pass`` orders them."""
+    np = _np()
+    lv = tpl.levels[level]
+    img = pyr[level]
+    crop = lv["crop"]
+    th, tw = lv["t"].shape[:2]
+    p = np.array([(x, y) for x, y, _ in places], np.int64)
+    x0, x1 = np.maximum(0, 2 * p[:, 0] - 2 + crop), np.minimum(img.shape[1] - tw, 2 * p[:, 0] + 2 + crop)
+    y0, y1 = np.maximum(0, 2 * p[:, 1] - 2 + crop), np.minimum(img.shape[0] - th, 2 * p[:, 1] + 2 + crop)
+    keep = (x0 <= x1) & (y0 <= y1)
+    if not keep.any():
+        return []
+    bx, by, bq = _best_in_whole_level(_scores(img, lv, method), x0[keep], x1[keep], y0[keep], y1[keep])
+    bx, by = bx - crop, by - crop
+    key = (by + crop) * (img.shape[1] + 1) + (bx + crop)
+    first = np.sort(np.unique(key, return_index=True)[1])  # each place once, where it first came
+    bx, by, bq = bx[first], by[first], bq[first]
+    order = np.lexsort((bx, by, -bq))
+    return list(zip(bx[order].tolist(), by[order].tolist(), bq[order].tolist()))
+
+
+def _best_in_whole_level(s, x0, x1, y0, y1):
+    """Each window's best place in the score map ``s`` (the first best in
+    row order, as ``_best_in_merged_areas`` picks): arrays x, y, score."""
+    np = _np()
+    best_q = np.full(len(x0), -np.inf)
+    best_x, best_y = x0.copy(), y0.copy()
+    for dy in range(int((y1 - y0).max()) + 1):
+        for dx in range(int((x1 - x0).max()) + 1):
+            ok = (y0 + dy <= y1) & (x0 + dx <= x1)
+            q = np.where(ok, s[np.minimum(y0 + dy, s.shape[0] - 1), np.minimum(x0 + dx, s.shape[1] - 1)], -np.inf)
+            better = q > best_q
+            best_q = np.where(better, q, best_q)
+            best_x = np.where(better, x0 + dx, best_x)
+            best_y = np.where(better, y0 + dy, best_y)
+    return best_x, best_y, best_q
 
 
 def _sqdiff_best(img, lv, x0, x1, y0, y1):
@@ -674,18 +719,12 @@ def _first_pass(img, tpl, params, best_only):
         cands = _candidates(s, min(threshold, float(s.max())) - slack)
     places = [(x - crop, y - crop, None) for x, y in cands]
     for level in range(top - 1, -1, -1):
-        refined, seen = [], set()
-        if best_only and level == 0:
-            found = _refine_until_perfect(pyr, tpl, method, places)
+        if not best_only and len(places) > _MAX_MERGED_WINDOWS:
+            refined = _refine_many(pyr, tpl, method, level, places)
         else:
-            found = _refine_level(pyr, tpl, method, level, places)
-        for r in found:
-            if (r[0], r[1]) not in seen:
-                seen.add((r[0], r[1]))
-                refined.append(r)
+            refined = _refine_few(pyr, tpl, method, level, places, best_only)
         if not refined:
             return []
-        refined.sort(key=lambda r: (-r[2], r[1], r[0]))
         if level:
             if best_only:
                 # the best and whatever is close behind it (half the slack) go on
@@ -694,6 +733,23 @@ def _first_pass(img, tpl, params, best_only):
                 refined = [r for r in refined if r[2] >= min(threshold, refined[0][2]) - slack]
         places = refined
     return places
+
+
+def _refine_few(pyr, tpl, method, level, places, best_only):
+    """The places refined at ``level`` (``_refine_level``; at full size for
+    ``match``, best first until a perfect one), each once, best first (ties
+    top to bottom, left to right)."""
+    if best_only and level == 0:
+        found = _refine_until_perfect(pyr, tpl, method, places)
+    else:
+        found = _refine_level(pyr, tpl, method, level, places)
+    refined, seen = [], set()
+    for r in found:
+        if (r[0], r[1]) not in seen:
+            seen.add((r[0], r[1]))
+            refined.append(r)
+    refined.sort(key=lambda r: (-r[2], r[1], r[0]))
+    return refined
 
 
 # ---------------------------------------------------------------------------
@@ -788,12 +844,11 @@ def _search(prep, frame, region, best_only):
         places = _first_pass(window, prep.levels(template), params, best_only)
     blocked = None
     for x, y, q in places:
-        r = Region(area.x + x, area.y + y, tw, th)
         score = _reported(method, q)
         passed = score >= params.match_threshold
         if best_only:
             ok = passed and _confirm(window[y:y + th, x:x + tw], template.pixels, template.mask, params)
-            yield MatchResult(t, ok, r, score, frame, prep.image, passed)
+            yield MatchResult(t, ok, Region(area.x + x, area.y + y, tw, th), score, frame, prep.image, passed)
             return
         if not passed:
             continue
@@ -803,6 +858,7 @@ def _search(prep, frame, region, best_only):
             continue  # it would overlap a match given already
         if _confirm(window[y:y + th, x:x + tw], template.pixels, template.mask, params):
             blocked[max(0, y - th + 1):y + th, max(0, x - tw + 1):x + tw] = True
+            r = Region(area.x + x, area.y + y, tw, th)
             yield MatchResult(t, True, r, score, frame, prep.image, True)
     if best_only:  # no place at all (cannot happen when the template fits)
         yield MatchResult(t, False, Region(area.x, area.y, tw, th), 0.0, frame, prep.image, False)

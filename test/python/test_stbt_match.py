@@ -490,6 +490,26 @@ class Inputs(Base):
             self.assertEqual(found, sorted(stbt.Region(x, y, width=16, height=16)
                                            for x in range(0, 320, 16) for y in range(0, 240, 16)), method)
 
+    def test_match_all_on_a_plateau_tiles_the_frame_from_its_top_left_corner(self):
+        # a flat template on a flat frame scores the same at every place: the matches are a grid from
+        # the top-left corner, row by row, found through the path for places all over a level
+        calls = []
+        real = _match._refine_many  # pylint: disable=protected-access
+
+        def counted(*args):
+            calls.append(len(args[-1]))
+            return real(*args)
+        _match._refine_many = counted  # pylint: disable=protected-access
+        try:
+            for value in (0, 7):
+                found = [m.region for m in stbt.match_all(np.full((20, 24, 3), value, np.uint8),
+                                                          frame=np.full((240, 320, 3), value, np.uint8))]
+                self.assertEqual(found, [stbt.Region(x, y, width=24, height=20)
+                                         for y in range(0, 221, 20) for x in range(0, 289, 24)])
+        finally:
+            _match._refine_many = real  # pylint: disable=protected-access
+        self.assertTrue(calls and min(calls) > _match._MAX_MERGED_WINDOWS, calls)  # pylint: disable=protected-access
+
     def test_black_on_black(self):
         black, near_black = np.zeros((10, 10, 3), np.uint8), np.ones((10, 10, 3), np.uint8)
         frame, grey2 = np.zeros((720, 1280, 3), np.uint8), np.full((720, 1280, 3), 2, np.uint8)
