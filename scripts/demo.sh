@@ -17,6 +17,19 @@ if [ ! -d "$DEMO/test-pack/.git" ]; then
   git -C "$DEMO/test-pack" -c user.name=farmhand -c user.email=farmhand@localhost commit -qm "Example test pack"
 fi
 
+# Tests must not read what the daemon keeps (docs/security.md): as root, farmhand runs them as farmhand-test
+# (made when missing). That user must reach this checkout (farmhand's Python package); when it cannot (a
+# checkout under /root), the tests run as root, on purpose ("run_tests_as": false), and the daemon warns.
+CONFIG=()
+if [ "$(id -u)" -eq 0 ]; then
+  id farmhand-test >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin farmhand-test
+  if ! runuser -u farmhand-test -- test -r "$PWD/python/farmhand/__init__.py"; then
+    echo "demo: WARNING: farmhand-test cannot read $PWD (farmhand's Python package), so the tests run as root and can read the data directory; move the checkout somewhere others can read (e.g. /opt or /srv) to run them as farmhand-test" >&2
+    echo '{ "runner": { "run_tests_as": false } }' >"$DEMO/run-as-root.json"
+    CONFIG=(--config "$DEMO/run-as-root.json")
+  fi
+fi
+
 URL="http://127.0.0.1:$PORT"
 export BANNER="
 farmhand listens on $URL.
@@ -42,7 +55,7 @@ the API contract at $URL/api/openapi.json and, readable, $URL/app/api.
 # The banner only once the daemon listens (its "listening on" line): a daemon that cannot
 # start (port in use, ...) prints its one-line error and the script exits with its status.
 # The filter ignores Ctrl-C, so the daemon's last log lines still get through while it stops.
-exec node dist/main.js serve --listen "127.0.0.1:$PORT" --data-dir "$DEMO/data" \
+exec node dist/main.js serve "${CONFIG[@]}" --listen "127.0.0.1:$PORT" --data-dir "$DEMO/data" \
   --test-pack "$DEMO/test-pack" --capture virtual: --ir virtual: --node-id farmhand-demo \
   > >(trap '' INT TERM
       shown=""

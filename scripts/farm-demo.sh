@@ -55,6 +55,9 @@ elif [ ${#PGDIR} -gt 80 ]; then
   rmdir "$PGDIR"
   PGDIR="$(mktemp -d /tmp/farmhand-farm-demo-pg.XXXXXX)"
 fi
+# The cluster trusts whoever reaches its socket: its folder is closed to every other user (the tests run as
+# other users, below).
+chmod 0700 "$PGDIR"
 PGUSER=$([ ${#AS[@]} -gt 0 ] && echo postgres || id -un)
 PGPORT=5432 # only names the socket file: the cluster listens on no TCP port
 
@@ -101,6 +104,29 @@ done
 farm user add demo >/dev/null
 TOKEN=$(farm token create demo)
 
+# ---------------------------------------------------------------- test users
+# Tests must not read their node's credential (docs/security.md). As root, each node runs its tests as a
+# dedicated user of its own, made here as scripts/install-appliance.sh makes farmhand-test (two daemons must
+# not share one: each ends that user's processes). That user must reach this checkout (farmhand's Python
+# package); when it cannot (a checkout under /root), the tests run as root and every node warns, here, in
+# its log and on the portal's page. As another user, farmhand cannot switch user: the nodes warn likewise.
+declare -A RUN_AS
+for id in "${NODES[@]}"; do RUN_AS[$id]=""; done
+if [ "$(id -u)" -eq 0 ]; then
+  for id in "${NODES[@]}"; do
+    user="farmhand-test-$id"
+    id "$user" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin "$user"
+    if runuser -u "$user" -- test -r "$PWD/python/farmhand/__init__.py"; then
+      RUN_AS[$id]="\"$user\""
+    else
+      RUN_AS[$id]=false
+    fi
+  done
+  if [ "${RUN_AS[${NODES[0]}]}" = false ]; then
+    echo "farm-demo: WARNING: the test users cannot read $PWD (farmhand's Python package), so the tests run as root and can read the nodes' credentials; move the checkout somewhere others can read (e.g. /opt or /srv) to run them as dedicated users" >&2
+  fi
+fi
+
 # ---------------------------------------------------------------- configs
 cat >"$DEMO/portal/portal.json" <<EOF
 {
@@ -113,6 +139,8 @@ cat >"$DEMO/portal/portal.json" <<EOF
 EOF
 for i in "${!NODES[@]}"; do
   id=${NODES[$i]}
+  runner=""
+  [ -z "${RUN_AS[$id]}" ] || runner=$',\n  "runner": { "run_tests_as": '"${RUN_AS[$id]}"' }'
   cat >"$DEMO/nodes/$id.json" <<EOF
 {
   "node_id": "$id",
@@ -121,7 +149,7 @@ for i in "${!NODES[@]}"; do
   "test_pack": { "url": "$DEMO/test-pack" },
   "capture": { "uri": "virtual:" },
   "ir": { "uri": "virtual:" },
-  "portal": { "url": "$URL", "node_credential_file": "$DEMO/nodes/$id.credential" }
+  "portal": { "url": "$URL", "node_credential_file": "$DEMO/nodes/$id.credential" }$runner
 }
 EOF
 done
