@@ -25,43 +25,48 @@ export function snmpSwitch(u: NetworkPowerUri): OutletSwitch {
   const mib = u.options.mib ?? 'apc-rpdu';
   const oid = `${CONTROL_OIDS[mib]}.${u.outlet}`;
   const where = `the SNMP PDU at ${u.host}:${u.port} (outlet ${u.outlet}, mib ${mib})`;
-  const version = u.options.version === '2c' ? snmp.Version2c : snmp.Version1;
-  const request = (fn: (s: Session, done: (e: Error | null, vbs?: Varbind[]) => void) => void): Promise<Varbind> =>
-    new Promise((resolve, reject) => {
-      let session: Session;
-      try {
-        session = snmp.createSession(u.host, u.user ?? 'private', { port: u.port, retries: RETRIES, timeout: u.timeoutMs, version, transport: u.host.includes(':') ? 'udp6' : 'udp4' });
-      } catch (e) {
-        reject(new FarmError('device_unavailable', `${where}: ${(e as Error).message}`));
-        return;
-      }
-      let settled = false;
-      const finish = (e: Error | null, vbs?: Varbind[]): void => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(guard);
-        session.close();
-        if (e) reject(snmpError(e, where, u.timeoutMs));
-        else if (!vbs?.[0] || snmp.isVarbindError(vbs[0])) reject(new FarmError('device_unavailable', `${where} has no such outlet (${vbs?.[0] ? snmp.varbindError(vbs[0]) : 'empty answer'}); check the outlet number and mib`));
-        else resolve(vbs[0]);
-      };
-      // net-snmp times out by itself; this guard only makes sure nothing it misses can hang a press.
-      const guard = setTimeout(() => finish(new snmp.RequestTimedOutError('Request timed out')), u.timeoutMs * (RETRIES + 1) + 1000);
-      session.on('error', (e) => finish(e));
-      fn(session, finish);
-    });
   return {
     key: { host: u.host, port: u.port },
     async read() {
-      const vb = await request((s, done) => s.get([oid], done));
+      const vb = await snmpRequest(u, where, (s, done) => s.get([oid], done));
       const v = Number(vb.value);
       if (v !== ON && v !== OFF) throw new FarmError('device_unavailable', `${where} reports the outlet's state as ${String(vb.value)} (neither on nor off); check the PDU`);
       return v === ON;
     },
     async write(on) {
-      await request((s, done) => s.set([{ oid, type: snmp.ObjectType.Integer, value: on ? ON : OFF }], done));
+      await snmpRequest(u, where, (s, done) => s.set([{ oid, type: snmp.ObjectType.Integer, value: on ? ON : OFF }], done));
     },
   };
+}
+
+type Done = (e: Error | null, vbs?: Varbind[]) => void;
+
+/** One request in a session of its own: the answer's first varbind, or a FarmError saying what to check. */
+function snmpRequest(u: NetworkPowerUri, where: string, fn: (s: Session, done: Done) => void): Promise<Varbind> {
+  return new Promise((resolve, reject) => {
+    let session: Session;
+    try {
+      const version = u.options.version === '2c' ? snmp.Version2c : snmp.Version1;
+      session = snmp.createSession(u.host, u.user ?? 'private', { port: u.port, retries: RETRIES, timeout: u.timeoutMs, version, transport: u.host.includes(':') ? 'udp6' : 'udp4' });
+    } catch (e) {
+      reject(new FarmError('device_unavailable', `${where}: ${(e as Error).message}`));
+      return;
+    }
+    let settled = false;
+    const finish: Done = (e, vbs) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(guard);
+      session.close();
+      if (e) reject(snmpError(e, where, u.timeoutMs));
+      else if (!vbs?.[0] || snmp.isVarbindError(vbs[0])) reject(new FarmError('device_unavailable', `${where} has no such outlet (${vbs?.[0] ? snmp.varbindError(vbs[0]) : 'empty answer'}); check the outlet number and mib`));
+      else resolve(vbs[0]);
+    };
+    // net-snmp times out by itself; this guard only makes sure nothing it misses can hang a press.
+    const guard = setTimeout(() => finish(new snmp.RequestTimedOutError('Request timed out')), u.timeoutMs * (RETRIES + 1) + 1000);
+    session.on('error', (e) => finish(e));
+    fn(session, finish);
+  });
 }
 
 /** A clear message for each way an SNMP request fails; the community is never in it. */
@@ -72,5 +77,5 @@ function snmpError(e: Error, where: string, timeoutMs: number): FarmError {
   if (e instanceof snmp.RequestFailedError) {
     return new FarmError('device_unavailable', `${where} refused the request (${e.message}): check that the community may write and that the outlet exists`);
   }
-  return new FarmError('device_unavailable', `${where}: ${e.message}`);
+  return new FarmError('device_unavailable', `${where}: ${e.message}; check its address`);
 }
