@@ -1,9 +1,11 @@
 /**
  * How soon a network stream that restarts is back (issue 33: "a network stream that restarts is back in
- * <= 3 s"): `node --import tsx bench/network-capture-bench.ts [--restarts 6] [--protocols udp,srt,http]`.
+ * <= 3 s"): `node --import tsx bench/network-capture-bench.ts [--restarts 6] [--protocols udp,srt,http,rtsp]`.
  *
  * A real ffmpeg on loopback stands in for an HDMI-over-IP encoder (H.264 in MPEG-TS, 25 fps, a keyframe
- * every 0.5 s: test/integration/network-capture-lib.ts) and the node's capture (FfmpegFrameSource, the
+ * every 0.5 s: test/integration/network-capture-lib.ts; for rtsp:// it sends RTP to a minimal RTSP
+ * server in this process, test/integration/network-capture-rtsp.ts, which closes its clients'
+ * connections when the encoder "reboots") and the node's capture (FfmpegFrameSource, the
  * daemon's code path) reads it at 320x240. Each restart kills the sender and starts another at another
  * size and in another colour (red, then blue, ...), so the first frame of the new stream is known by its
  * picture. Two kinds of restart, alternating:
@@ -17,6 +19,7 @@
 import { performance } from 'node:perf_hooks';
 import { FfmpegFrameSource } from '../src/hardware/capture/index.js';
 import { freePort, portKind, senderUrls, startSender, type Sender, type SenderProtocol } from '../test/integration/network-capture-lib.js';
+import { MiniRtspServer } from '../test/integration/network-capture-rtsp.js';
 import { formatSummary, summarize } from './lib/stats.js';
 
 const arg = (name: string, dflt: string): string => {
@@ -24,7 +27,7 @@ const arg = (name: string, dflt: string): string => {
   return i >= 0 ? process.argv[i + 1]! : dflt;
 };
 const RESTARTS = Number(arg('--restarts', '6'));
-const PROTOCOLS = arg('--protocols', 'udp,srt,http').split(',') as SenderProtocol[];
+const PROTOCOLS = arg('--protocols', 'udp,srt,http,rtsp').split(',') as Array<SenderProtocol | 'rtsp'>;
 const BAR_MS = 3000;
 const W = 320;
 const H = 240;
@@ -59,11 +62,30 @@ function until(source: FfmpegFrameSource, probe: () => boolean, what: string, ti
   });
 }
 
-async function benchProtocol(protocol: SenderProtocol): Promise<Record<Kind, number[]>> {
+/** The encoder stand-in of a protocol: the URI to read, how to start a sender, how the device reboots. */
+interface Peer {
+  uri: string;
+  start(width: number, height: number, color: string): Sender;
+  /** After the sender is killed (an RTSP server closes its clients' connections). */
+  reboot(): void;
+  close(): Promise<void>;
+}
+
+async function peerFor(protocol: SenderProtocol | 'rtsp'): Promise<Peer> {
+  if (protocol === 'rtsp') {
+    const server = new MiniRtspServer();
+    await server.start();
+    return { uri: server.uri(), start: (w, h, c) => server.startSender(w, h, c), reboot: () => server.restart(), close: () => server.close() };
+  }
   const urls = senderUrls(protocol, await freePort(portKind(protocol)));
-  const source = new FfmpegFrameSource({ uri: urls.read, width: W, height: H, fps: 25, preview_fps: 10, live_fps: 25, ffmpeg: 'ffmpeg' });
+  return { uri: urls.read, start: (w, h, c) => startSender(urls.send, w, h, urls.outputArgs, c), reboot: () => undefined, close: async () => undefined };
+}
+
+async function benchProtocol(protocol: SenderProtocol | 'rtsp'): Promise<Record<Kind, number[]>> {
+  const peer = await peerFor(protocol);
+  const source = new FfmpegFrameSource({ uri: peer.uri, width: W, height: H, fps: 25, preview_fps: 10, live_fps: 25, ffmpeg: 'ffmpeg' });
   const times: Record<Kind, number[]> = { 'at once': [], 'after offline': [] };
-  let sender: Sender = startSender(urls.send, SIZES[0]![0], SIZES[0]![1], urls.outputArgs, COLORS[0]);
+  let sender: Sender = peer.start(SIZES[0]![0], SIZES[0]![1], COLORS[0]);
   try {
     await source.start();
     await until(source, () => shows(source, COLORS[0]), `${protocol}: the first stream`);
@@ -72,11 +94,12 @@ async function benchProtocol(protocol: SenderProtocol): Promise<Record<Kind, num
       const frames = source.stats().framesReceived;
       await until(source, () => source.stats().framesReceived >= frames + 50, 'the stream to run 2 s');
       await sender.kill();
+      peer.reboot();
       if (kind === 'after offline') await until(source, () => !source.health().online, 'offline');
       const color = COLORS[i % 2]!;
       const [w, h] = SIZES[i % 2]!;
       const t0 = performance.now();
-      sender = startSender(urls.send, w, h, urls.outputArgs, color);
+      sender = peer.start(w, h, color);
       await until(source, () => shows(source, color), `${protocol}: the restarted stream (${color} ${w}x${h})`);
       const ms = performance.now() - t0;
       times[kind].push(ms);
@@ -86,6 +109,7 @@ async function benchProtocol(protocol: SenderProtocol): Promise<Record<Kind, num
   } finally {
     await source.stop();
     await sender.kill();
+    await peer.close();
   }
   return times;
 }

@@ -12,20 +12,25 @@ import { asUser } from '../helpers/auth.js';
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { capturingLogger } from '../helpers/logger.js';
 import { waitFor } from '../helpers/wait.js';
+import { MiniRtspServer } from './network-capture-rtsp.js';
 import { freePort, portKind, senderUrls, startSender, type Sender, type SenderProtocol } from './network-capture-lib.js';
 
 const W = 320;
 const H = 240;
+/** The centre pixel's first byte (red) in an rgb24 frame of W x H; +2 is its blue. */
+const centre = ((H >> 1) * W + (W >> 1)) * 3;
 const base: Omit<FfmpegFrameSourceOptions, 'uri'> = { width: W, height: H, fps: 25, preview_fps: 10, ffmpeg: 'ffmpeg' };
 
 describe('capture: network video (udp, srt, http) from a real ffmpeg sender', function () {
   this.timeout(60_000);
   let source: FfmpegFrameSource | undefined;
   let sender: Sender | undefined;
+  let rtsp: MiniRtspServer | undefined;
   afterEach(async () => {
     await source?.stop();
     await sender?.kill();
-    source = sender = undefined;
+    await rtsp?.close();
+    source = sender = rtsp = undefined;
   });
 
   for (const protocol of ['udp', 'srt', 'http'] as const) {
@@ -51,6 +56,29 @@ describe('capture: network video (udp, srt, http) from a real ffmpeg sender', fu
       expect(source.losses().count).to.be.at.least(1);
     });
   }
+
+  it('rtsp:// (a minimal RTSP server relaying an ffmpeg RTP sender): online, then an encoder reboot is offline and online again', async () => {
+    rtsp = new MiniRtspServer();
+    await rtsp.start();
+    sender = rtsp.startSender(640, 360, 'red');
+    source = new FfmpegFrameSource({ ...base, uri: rtsp.uri('viewer:pw@') });
+    await source.start();
+    await waitFor(() => source!.health().online, { what: `rtsp capture online (sender: ${sender.stderr()})`, timeoutMs: 20_000 });
+    const first = source.latestFrame()!;
+    expect([first.width, first.height]).to.deep.equal([W, H]);
+    expect(first.data[centre]).to.be.above(180); // red
+
+    await sender.kill();
+    rtsp.restart();
+    await waitFor(() => !source!.health().online, { what: 'offline after the encoder rebooted', timeoutMs: 15_000 });
+    expect(source.health().reason).to.match(/rtsp:\/\/\*\*\*@127\.0\.0\.1:\d+\/live/);
+    sender = rtsp.startSender(480, 270, 'blue');
+    const blue = await waitFor(() => {
+      const f = source!.latestFrame();
+      return f && f.data[centre + 2]! > 180 ? f : undefined;
+    }, { what: `the new stream's blue frames (sender: ${sender.stderr()})`, timeoutMs: 20_000 });
+    expect([blue.width, blue.height, blue.data.length]).to.deep.equal([W, H, W * H * 3]);
+  });
 
   it('udp://: a sender that restarts at another size without a pause keeps frames at the configured size', async () => {
     const urls = senderUrls('udp', await freePort('udp'));
