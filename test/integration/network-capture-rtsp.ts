@@ -1,6 +1,8 @@
 /**
  * A minimal RTSP server for the network capture tests: ffmpeg can only be an RTSP client (or a
- * receiver in listen mode), and Debian 12 packages no RTSP server with a command line, so the encoder
+ * receiver in listen mode), and the RTSP servers Debian 12 packages are a library (GStreamer's, driven
+ * through GObject introspection) and a Perl daemon (rtsp-server-perl), more to install and run than
+ * this, and neither lets a test drop its clients as a rebooting encoder does. So the encoder
  * is an ffmpeg sending RTP (H.264, `-f rtp`, its SDP written to a file) to a UDP port of this server,
  * which answers OPTIONS, DESCRIBE (that SDP), SETUP (interleaved over the RTSP connection only:
  * `RTP/AVP/TCP;interleaved=0-1`), PLAY, GET_PARAMETER and TEARDOWN, and relays every RTP packet to
