@@ -2,11 +2,13 @@
  * `stbt.PDU` through the daemon: with `power.uri: virtual:` a test script
  * switches the virtual set-top box's mains off (its picture goes black) and
  * on again (it boots to a picture), and reads the outlet's state back; each
- * switch is a line of the run's log. (The control request itself, and an
- * outlet that is missing or fails: test/integration/control-power.test.ts.)
+ * switch is a line of the run's log. With `power.uri: snmp://...` the same
+ * requests reach net-snmp's snmpd (an APC PDU emulated on loopback). (The control
+ * request itself, and an outlet that is missing or fails: test/integration/control-power.test.ts.)
  */
 import { expect } from 'chai';
 import { startTestDaemon, waitForJob, waitOnline, type TestDaemon } from '../helpers/daemon.js';
+import { startSnmpd, type SnmpPeer } from '../unit/power-peers.js';
 
 const PACK = {
   'tests/test_power.py': [
@@ -52,5 +54,47 @@ describe('stbt.PDU through the daemon (power.uri virtual:)', function () {
     expect(off, log).to.be.greaterThan(-1);
     expect(on, log).to.be.greaterThan(off);
     expect(log.search(/^\S+ power cycle \(off 0 s\) outlet=virtual:/m), log).to.be.greaterThan(on);
+  });
+});
+
+describe('stbt.PDU through the daemon (power.uri snmp:// to net-snmp\'s snmpd)', function () {
+  this.timeout(200_000);
+  let d: TestDaemon;
+  let agent: SnmpPeer;
+  const SNMP_PACK = {
+    'tests/test_snmp.py': [
+      'import stbt',
+      '',
+      'def test_snmp_outlet():',
+      '    pdu = stbt.PDU()',
+      '    pdu.power_off()',
+      '    assert pdu.get() is False',
+      '    pdu.power_cycle(off_secs=0)',
+      '    assert pdu.get() is True',
+      '',
+    ].join('\n'),
+  };
+
+  before(async () => {
+    agent = await startSnmpd('lab-rw');
+    d = await startTestDaemon({ files: SNMP_PACK, config: { capture: { uri: 'testsrc:', fps: 5, preview_fps: 1 }, power: { uri: `snmp://lab-rw@127.0.0.1:${agent.port}/2?timeout=2` } } });
+    await waitOnline(d);
+  });
+  after(async () => {
+    await d?.stop();
+    await agent?.stop();
+  });
+
+  it('a test switches outlet 2 off and cycles it through the PDU; the log shows the URI without the community', async () => {
+    const res = await d.http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: ['tests/test_snmp.py::test_snmp_outlet'] });
+    expect(res.status, res.text).to.equal(200);
+    await waitForJob(d, res.body.job_uid, 180_000);
+    const [result] = (await d.http.get(`/api/v1/jobs${res.body.job_uid}/results`)).body as Array<Record<string, string>>;
+    expect(result!.result, result!.failure_reason).to.equal('pass');
+    const oid = '.1.3.6.1.4.1.318.1.1.12.3.3.1.1.4.2';
+    expect(await agent.sets()).to.deep.equal([`${oid} 2`, `${oid} 2`, `${oid} 1`]);
+    const log = (await d.http.get(`/api/v1/result${result!.result_id}/farmhand.log`)).text;
+    expect(log).to.match(new RegExp(`power cycle \\(off 0 s\\) outlet=snmp://\\*\\*\\*@127\\.0\\.0\\.1:${agent.port}/2\\?timeout=2`));
+    expect(log).not.to.contain('lab-rw');
   });
 });
