@@ -38,7 +38,7 @@ export async function setUpTestUser(cfg: FarmConfig, logger: Logger, stack: Reso
     return undefined;
   }
   if (configured === undefined && !(await canSwitchUser())) {
-    warnOwnUser(cfg, logger, 'the daemon can switch to no other user (it is not root and lacks CAP_SETUID, CAP_SETGID and CAP_KILL)');
+    warnOwnUser(cfg, logger, 'the daemon can switch to no other user: it is not root and lacks CAP_SETUID, CAP_SETGID and CAP_KILL');
     return undefined;
   }
   if (configured !== undefined) return setUpTestUserNamed(cfg, configured, logger, stack);
