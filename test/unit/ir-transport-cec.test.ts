@@ -19,8 +19,8 @@ describe('CecTransport (cec-ctl stand-in)', () => {
     t = createIrTransport('cec:/dev/cec0', { cecCtl: cec.bin, timeoutMs: 3000 }) as CecTransport;
   });
   afterEach(async () => {
-    await t.close();
-    await cec.cleanup();
+    await t?.close();
+    await cec?.cleanup();
   });
 
   it('a press is User Control Pressed + Released to Playback Device 1 in one cec-ctl run', async () => {

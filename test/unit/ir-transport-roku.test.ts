@@ -31,8 +31,8 @@ describe('RokuTransport (ECP over loopback HTTP)', () => {
     t = createIrTransport(`roku:${ecp.url}`, { timeoutMs: 2000 }) as RokuTransport;
   });
   afterEach(async () => {
-    await t.close();
-    await ecp.close();
+    await t?.close();
+    await ecp?.close();
   });
 
   it('presses farmhand and Roku key names as POST /keypress/<Roku name>', async () => {

@@ -15,7 +15,7 @@
  * `device_unavailable`. farmhand does not start an adb server itself.
  */
 import type { Duplex } from 'node:stream';
-import adbkit, { type Client } from '@devicefarmer/adbkit';
+import adbkitModule, { type Client } from '@devicefarmer/adbkit';
 import { FarmError } from '../../../core/errors.js';
 import type { Logger } from '../../../core/ports.js';
 import { silentLogger } from '../../../logger.js';
@@ -49,6 +49,10 @@ export function networkDevice(serial: string): { host: string; port: number } | 
   return { host: m[1]!.replace(/^\[|\]$/g, ''), port: Number(m[2]) };
 }
 
+type AdbClass = typeof adbkitModule.Adb;
+/** adbkit's Adb class, however the CommonJS module was imported (Node's ESM loader, or a CommonJS transform). */
+const Adb: AdbClass = (adbkitModule as unknown as { Adb?: AdbClass }).Adb ?? (adbkitModule as unknown as AdbClass);
+
 /** Output of `input keyevent` that says it did not run (it prints nothing when it did). */
 const INPUT_FAILED = /error|exception|not found|usage:|permission denied|inaccessible/i;
 
@@ -72,7 +76,7 @@ export class AdbTransport implements IrTransport {
     this.net = networkDevice(serial);
     this.server = opts.server ?? adbServerFromEnv();
     // `bin` names no program: adbkit starts an adb server when none answers; farmhand leaves that to the system.
-    this.client = adbkit.Adb.createClient({ host: this.server.host, port: this.server.port, bin: 'farmhand-does-not-start-adb-servers' });
+    this.client = Adb.createClient({ host: this.server.host, port: this.server.port, bin: 'farmhand-does-not-start-adb-servers' });
     this.timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.log = (opts.logger ?? silentLogger).child({ ir: this.uri });
   }
@@ -112,13 +116,15 @@ export class AdbTransport implements IrTransport {
   private async connect(): Promise<void> {
     const net = this.net!;
     await (this.client.connect(net.host, net.port) as unknown as PromiseLike<string>);
+    // `adb connect` answers before the device has said who it is: wait until the server lists it as a device.
+    await (this.client.getDevice(this.serial).waitForDevice() as unknown as PromiseLike<string>);
     this.connected = true;
   }
 
   private async run(cmd: string): Promise<string> {
     // adbkit answers Bluebird promises, whose types are not installed: typed here as what they resolve to.
     const stream = await (this.client.getDevice(this.serial).shell(cmd) as unknown as PromiseLike<Duplex>);
-    const out = await (adbkit.Adb.util.readAll(stream) as unknown as PromiseLike<Buffer>);
+    const out = await (Adb.util.readAll(stream) as unknown as PromiseLike<Buffer>);
     return out.toString('utf8');
   }
 
