@@ -2,7 +2,8 @@
  * Protocol peers for the power outlet tests and bench, on loopback:
  * - `startSnmpd`: net-snmp's real `snmpd` (Debian package "snmpd") on a free UDP port with a
  *   throwaway config whose `pass_persist` script emulates an APC PDU's outlet control OIDs
- *   (PowerNet-MIB rPDUOutletControlOutletCommand and sPDUOutletCtl, outlets 1-8, all on at start);
+ *   (PowerNet-MIB rPDUOutletControlOutletCommand and sPDUOutletCtl, outlets 1-7 on at start, 8 reading
+ *   outletUnknown until switched);
  *   each SET it takes is a line of `sets()`.
  * - `startHttpOutlets`: an HTTP server speaking each HTTP family's outlet protocol (Netio JSON,
  *   Aviosys set.cmd, Shelly Gen1 /relay, Shelly Gen2 RPC, Tasmota /cm) over 8 outlets, counting
@@ -43,7 +44,8 @@ createInterface({ input: process.stdin }).on('line', (raw) => {
   if ((cmd === 'get' || cmd === 'getnext') && req.length === 2) {
     req = [];
     const n = cmd === 'get' ? outletOf(oid) : undefined;
-    out(n === undefined ? 'NONE' : oid + '\\ninteger\\n' + (state.get(n) ?? 1));
+    // Outlet 8 starts in outletUnknown (4), as a PDU whose relay state it cannot tell.
+    out(n === undefined ? 'NONE' : oid + '\\ninteger\\n' + (state.get(n) ?? (n === 8 ? 4 : 1)));
     return;
   }
   if (cmd === 'set' && req.length === 3) {

@@ -68,6 +68,12 @@ describe('power outlet: SNMP (APC PowerNet-MIB) against snmpd', function () {
     expect(e.message).to.match(/no such outlet.*outlet number and mib/);
   });
 
+  it('an outlet whose state the PDU cannot tell (outletUnknown) is an error, not on or off', async () => {
+    const e = await refusal(outlet('snmp://s3cret@127.0.0.1:PORT/8?mib=apc-spdu').get());
+    expect(e.code).to.equal('device_unavailable');
+    expect(e.message).to.contain('reports the outlet\'s state as 4 (neither on nor off)');
+  });
+
   it('a wrong community or no agent: device_unavailable within the timeout, the community never shown', async () => {
     const wrong = await refusal(outlet('snmp://n0tThis@127.0.0.1:PORT/1?timeout=0.3').set(false));
     expect(wrong.code).to.equal('device_unavailable');
