@@ -147,4 +147,4 @@ async function networkCycles(): Promise<void> {
 const a = await throughControlSocket();
 const b = await throughDriver();
 await networkCycles();
-console.log(`1,000 power-cycles of the virtual outlet, 0 lost or doubled: ${a && b ? 'met' : 'NOT met'}`);
+console.log(`${CYCLES.toLocaleString('en')} power-cycles of the virtual outlet, 0 lost or doubled: ${a && b ? 'met' : 'NOT met'}`);
