@@ -1,0 +1,50 @@
+// hubJobStarter (src/farm/queue/adapters.ts): what a node's answer to the forwarded run_tests becomes for the queue:
+// a job_uid, a retry (busy, rate limited, failing, gone), or a refusal that fails the job (another 4xx).
+import { expect } from 'chai';
+import { Readable } from 'node:stream';
+import { FarmError } from '../../src/core/errors.js';
+import type { ForwardRequest, ForwardResponse } from '../../src/farm/contract.js';
+import { hubJobStarter } from '../../src/farm/queue/adapters.js';
+import type { StartOutcome } from '../../src/farm/queue/ports.js';
+
+const RUN = { test_pack_revision: 'main', test_cases: ['tests/a.py::test_a'], category: 'default', soak: 'run once' as const, shuffle: false, remote_control: null, tags: { b: '1' } };
+
+async function outcome(answer: (req: ForwardRequest) => ForwardResponse | Promise<ForwardResponse>): Promise<{ out: StartOutcome; sent: ForwardRequest[] }> {
+  const sent: ForwardRequest[] = [];
+  const starter = hubJobStarter({
+    hub: {
+      forward: async (nodeId, req) => {
+        sent.push({ ...req, path: `${nodeId} ${req.path}` });
+        return answer(req);
+      },
+    },
+    baseUrl: 'http://portal:8080',
+  });
+  const out = await starter.start({ nodeId: 'n1', run: RUN, username: 'alice', queueId: 7 }, new AbortController().signal);
+  return { out, sent };
+}
+
+const reply = (status: number, body: unknown): ForwardResponse => ({ status, headers: { 'content-type': 'application/json' }, body: Readable.from([Buffer.from(JSON.stringify(body))]) });
+
+describe('queue: hubJobStarter', () => {
+  it('forwards run_tests with the node id, on behalf of the queuing user, and takes the job_uid of a 200', async () => {
+    const { out, sent } = await outcome(() => reply(200, { job_uid: '/n1/abcd/3', status: 'running' }));
+    expect(out).to.deep.equal({ ok: true, job_uid: '/n1/abcd/3' });
+    expect(sent).to.have.length(1);
+    expect(sent[0]).to.include({ method: 'POST', path: 'n1 /api/v2/run_tests', user: 'alice', baseUrl: 'http://portal:8080' });
+    expect(JSON.parse(sent[0]!.body!.toString('utf8'))).to.deep.equal({ ...RUN, node_id: 'n1' });
+  });
+
+  it('a busy, limited, failing or unreachable node is a retry; another 4xx fails the job with the node\'s message', async () => {
+    for (const status of [409, 429, 500, 503]) {
+      const { out } = await outcome(() => reply(status, { error: 'x', message: `said ${status}` }));
+      expect(out, String(status)).to.deep.equal({ ok: false, retry: true, status, message: `said ${status}` });
+    }
+    const bad = await outcome(() => reply(400, { error: 'invalid_request', message: 'no such test case' }));
+    expect(bad.out).to.deep.equal({ ok: false, retry: false, status: 400, message: 'no such test case' });
+    const gone = await outcome(() => Promise.reject(new FarmError('device_unavailable', 'node n1 is not connected')));
+    expect(gone.out).to.deep.equal({ ok: false, retry: true, status: null, message: 'node n1 is not connected' });
+    const odd = await outcome(() => ({ status: 200, headers: {}, body: Readable.from([Buffer.from('not json')]) }));
+    expect(odd.out).to.include({ ok: false, retry: true, status: 200 });
+  });
+});
