@@ -3,7 +3,7 @@
  * one handle stream), supervised. It reads the reduced-rate raw preview into
  * a FrameRing, serves screenshots and thumbnails from the latest frame, and
  * restarts ffmpeg with back-off when it exits or stops producing frames.
- * The command is built from an input (testsrc, v4l2, or raw frames on stdin
+ * The command is built from an input (testsrc, v4l2, a network stream, or raw frames on stdin
  * for the virtual set-top box) and a list of outputs: the preview, and when
  * recording is on the H.264 segments the Recorder cuts per-run video from.
  * Every preview frame is also checked for a black or frozen picture.
