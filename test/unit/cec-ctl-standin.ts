@@ -1,6 +1,6 @@
 /**
  * A `cec-ctl` stand-in for tests and the bench (no CEC adapter here): a
- * shell script that checks its arguments are exactly what farmhand sends
+ * POSIX shell script (dash: quick to start, as a C program is) that checks its arguments are exactly what farmhand sends
  * (`-d <dev> -s` then `--to <la>` and messages, or a role and `--osd-name
  * farmhand`), records each run's arguments, and answers as cec-ctl 1.22 does
  * ("Transmit from ..." and "Sequence: ..." per message). Anything else exits
@@ -24,7 +24,7 @@ export interface CecStandIn {
   cleanup(): Promise<void>;
 }
 
-const SCRIPT = String.raw`#!/bin/bash
+const SCRIPT = String.raw`#!/bin/sh
 dir="DIR_OF_0"
 read -r mode < "$dir/mode"
 printf '%s\n' "$*" >> "$dir/calls"
@@ -39,12 +39,12 @@ case "$1" in
   --to) to="$2"; shift 2;;
   *) echo "unexpected arguments: $*" >&2; exit 2;;
 esac
-[[ "$to" =~ ^[0-9]+$ ]] || { echo "bad --to" >&2; exit 2; }
+case "$to" in ''|*[!0-9]*) echo "bad --to" >&2; exit 2;; esac
 if [ "$mode" = unconfigured ] && [ ! -e "$dir/configured" ]; then exit 0; fi
 seq=1
 while [ "$#" -gt 0 ]; do
   case "$1" in
-    --user-control-pressed) [[ "$2" =~ ^ui-cmd=[a-z0-9-]+$ ]] || { echo "bad ui-cmd: $2" >&2; exit 2; }
+    --user-control-pressed) case "$2" in ui-cmd=*[!a-z0-9-]*|ui-cmd=) echo "bad ui-cmd: $2" >&2; exit 2;; ui-cmd=*) ;; *) echo "bad ui-cmd: $2" >&2; exit 2;; esac
       op="USER_CONTROL_PRESSED (0x44):"; shift 2;;
     --user-control-released) op="USER_CONTROL_RELEASED (0x45):"; shift;;
     --standby) op="STANDBY (0x36):"; shift;;
@@ -63,7 +63,7 @@ exit 0
 export async function makeCecStandIn(mode: CecMode = 'ok'): Promise<CecStandIn> {
   const dir = await mkdtemp(path.join(tmpdir(), 'farmhand-cec-'));
   const bin = path.join(dir, 'cec-ctl');
-  await writeFile(bin, SCRIPT.replace('DIR_OF_0', '$' + '{0%/*}')); // bash's dirname without a fork
+  await writeFile(bin, SCRIPT.replace('DIR_OF_0', '$' + '{0%/*}')); // the shell's dirname without a fork
   await chmod(bin, 0o755);
   await writeFile(path.join(dir, 'mode'), mode);
   return {
