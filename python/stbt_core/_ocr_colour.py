@@ -3,10 +3,12 @@ the text colour's brightness, then keep the words whose ink is of the text
 colour.
 
 A capture's luma is sharp and its chroma subsampled (4:2:0) and blurred, so
-the glyphs are read from the luma: the region's luma with its local
-background taken out (a morphological top-hat for text brighter than the
-background, a black-hat for darker text: text of the other polarity and the
-shading of gradients and photo-like backgrounds go), dark text on white.
+the glyphs are read from the luma: the region's luma with text of the
+other polarity flattened into the local median (MEDIAN_SHARE line heights
+wide) and its local background taken out (a morphological top-hat for text
+brighter than the background, a black-hat for darker text: the shading of
+gradients and photo-like backgrounds goes), dark text on white, black from
+the text colour's luma on (a brighter second text does not make it faint).
 tesseract reads that picture with word boxes; each word's ink colour is then
 measured in the capture's own terms and compared with ``text_color``:
 
@@ -23,7 +25,9 @@ A word is kept when its chroma differs from ``text_color``'s by at most
 WORD_CHROMA of the text colour's contrast with the background and its luma
 is between WORD_LUMA_MIN and WORD_LUMA_MAX of the text colour's;
 ``text_color_threshold`` (default 25) scales the chroma limit by
-threshold / 25 and, above 25, widens the luma range by as much. Where text colour and background hardly
+threshold / 25 and, above 25, widens the luma range by as much. A word
+within UNSURE of the chroma limit takes the verdict of the sure word
+nearest to it in colour, when one is within NEAR. Where text colour and background hardly
 differ in luma (less than ``LUMA_CONTRAST``), the luma cannot show the text:
 ``_ocr`` then reads the share-of-colour map instead. Constants chosen on the
 training split of test/python/_ocr_corpus.py.
@@ -43,7 +47,13 @@ KERNEL_SHARE = 0.4
 MIN_KERNEL = 5
 FALLBACK_KERNEL = 15
 LUMA_CONTRAST = 25.0
+MEDIAN_SHARE = 2.0
+MAX_MEDIAN = 101
 DEFAULT_THRESHOLD = 25.0
+# A word's verdict is unsure within UNSURE of the chroma limit (luma in range): it takes that of the
+# nearest sure word in colour when within NEAR (chroma offset and luma share).
+UNSURE = 0.15
+NEAR = 0.25
 _RING = 2  # pixels around a word's box: its background
 
 _Y = np.array([0.114, 0.587, 0.299], np.float32)
@@ -80,20 +90,26 @@ def text_grey(crop, text_color, line_height):
     size = FALLBACK_KERNEL if not line_height else max(MIN_KERNEL, int(round(line_height * KERNEL_SHARE)))
     kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (size | 1, size | 1))
     contrast = float(ycc(text_color)[0]) - float(np.median(y))
+    # Text of the other polarity first flattened into the background (the local median): else the
+    # background between its strokes reads as hollow letters.
+    k = min(MAX_MEDIAN, max(MIN_KERNEL, int(round((line_height or FALLBACK_KERNEL) * MEDIAN_SHARE)))) | 1
+    med = cv2.medianBlur(y, k)
+    y = np.maximum(y, med) if contrast >= 0 else np.minimum(y, med)
     ink = cv2.morphologyEx(y, cv2.MORPH_TOPHAT if contrast >= 0 else cv2.MORPH_BLACKHAT, kernel)
     # Black at the text colour's luma: a brighter text beside it does not make it faint.
     return np.clip(255.0 - ink.astype(np.float32) * (255.0 / max(abs(contrast), 1.0)), 0, 255).astype(np.uint8)
 
 
 def word_colour(crop, box, text_color):
-    """``(chroma difference, luma share)`` of the word in ``box`` (x0, y0, x1, y1 in ``crop``): how far
-    its ink's chroma per unit of luma is from ``text_color``'s (in units of the text colour's distance
-    from the word's background) and its strongest ink's luma as a share of the text colour's."""
+    """``(chroma offset, luma share)`` of the word in ``box`` (x0, y0, x1, y1 in ``crop``): its ink's
+    chroma per unit of luma less ``text_color``'s, at the text colour's luma, in units of the text
+    colour's distance from the word's background (a 2-vector; its length is the chroma difference),
+    and its strongest ink's luma as a share of the text colour's."""
     h, w = crop.shape[:2]
     x0, y0 = max(0, box[0] - _RING), max(0, box[1] - _RING)
     x1, y1 = min(w, box[2] + _RING), min(h, box[3] + _RING)
     if x1 - x0 < 3 or y1 - y0 < 3:
-        return 0.0, 1.0
+        return np.zeros(2, np.float32), 1.0
     sub = ycc(_bgr(crop)[y0:y1, x0:x1])
     ring = np.concatenate([sub[0], sub[-1], sub[:, 0], sub[:, -1]])
     d = sub - np.median(ring, axis=0)
@@ -105,18 +121,27 @@ def word_colour(crop, box, text_color):
     yy, xx = np.mgrid[0:hh, 0:ww].astype(np.float32)
     design = np.stack([np.ones(hh * ww, np.float32), xx.ravel() / ww, yy.ravel() / hh, blurred.ravel()], axis=1)
     sol = np.linalg.lstsq(design, d[:, :, 1:].reshape(-1, 2), rcond=None)[0]
-    chroma = float(np.linalg.norm((sol[3] - t[1:] / ty) * ty)) / (float(np.linalg.norm(t)) + 1e-6)
+    offset = (sol[3] - t[1:] / ty) * ty / (float(np.linalg.norm(t)) + 1e-6)
     luma = float(np.percentile(dy * np.sign(ty), 98)) / abs(ty)
-    return chroma, luma
+    return offset, luma
+
+
+def _verdict(offset, luma, threshold):
+    """``(of text_color, sure)`` for a word's colour: see the module's docstring; not sure when its
+    luma is in range and its chroma difference within UNSURE of the limit."""
+    scale = max(threshold, 1.0) / DEFAULT_THRESHOLD
+    wider = max(scale, 1.0)
+    limit = WORD_CHROMA * scale
+    chroma = float(np.linalg.norm(offset))
+    in_range = WORD_LUMA_MIN / wider <= luma <= WORD_LUMA_MAX * wider
+    return in_range and chroma <= limit, not in_range or abs(chroma - limit) > UNSURE * scale
 
 
 def is_text_colour(crop, box, text_color, threshold):
-    """Whether the word in ``box`` is of ``text_color``: see the module's docstring. ``threshold``
-    (``text_color_threshold``) scales the chroma limit, and widens the luma range above its default."""
-    chroma, luma = word_colour(crop, box, text_color)
-    scale = max(threshold, 1.0) / DEFAULT_THRESHOLD
-    wider = max(scale, 1.0)
-    return chroma <= WORD_CHROMA * scale and WORD_LUMA_MIN / wider <= luma <= WORD_LUMA_MAX * wider
+    """Whether the word in ``box`` is of ``text_color``, on its own: see the module's docstring.
+    ``threshold`` (``text_color_threshold``) scales the chroma limit, and widens the luma range above
+    its default."""
+    return _verdict(*word_colour(crop, box, text_color), threshold)[0]
 
 
 def parse_tsv(out):
@@ -140,14 +165,27 @@ def parse_tsv(out):
 
 
 def keep(words, crop, scale, text_color, threshold):
-    """The words (boxes in the picture read, ``scale`` times the crop) whose ink is of ``text_color``."""
-    out = []
-    for w in words:
-        box = (int(w.left / scale), int(w.top / scale), int(np.ceil(w.right / scale)),
-               int(np.ceil(w.bottom / scale)))
-        if is_text_colour(crop, box, text_color, threshold):
-            out.append(w)
-    return out
+    """The words (boxes in the picture read, ``scale`` times the crop) whose ink is of ``text_color``.
+    A word the measure is not sure of takes the verdict of the sure word nearest to it in colour, when
+    within NEAR."""
+    boxes = [(int(w.left / scale), int(w.top / scale), int(np.ceil(w.right / scale)), int(np.ceil(w.bottom / scale)))
+             for w in words]
+    colours = [word_colour(crop, b, text_color) for b in boxes]
+    verdicts = [_verdict(offset, luma, threshold) for offset, luma in colours]
+    sure = [i for i, (_, certain) in enumerate(verdicts) if certain]
+    kept = []
+    for i, (verdict, certain) in enumerate(verdicts):
+        if not certain and sure:
+            j = min(sure, key=lambda j, i=i: _colour_distance(colours[i], colours[j]))
+            if _colour_distance(colours[i], colours[j]) <= NEAR:
+                verdict = verdicts[j][0]
+        if verdict:
+            kept.append(words[i])
+    return kept
+
+
+def _colour_distance(a, b):
+    return float(np.hypot(np.linalg.norm(a[0] - b[0]), a[1] - b[1]))
 
 
 def join(words):
