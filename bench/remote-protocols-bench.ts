@@ -78,7 +78,7 @@ async function main(): Promise<void> {
   for (const t of Object.values(transports)) await t.close();
   await ecp.close();
   await cec.cleanup();
-  await stb.stop();
+  stb.stop();
 }
 
 await main();
