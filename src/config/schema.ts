@@ -65,7 +65,7 @@ export const configSchema = z.strictObject({
         .union([
           z.literal(false),
           z.string().regex(/^[a-z_][a-z0-9_-]{0,31}$/, 'a user name: lower-case letters, digits, "_" and "-", e.g. farmhand-test; or false for the daemon\'s own user'),
-        ])
+        ], { error: 'a user name (e.g. farmhand-test), or false for the daemon\'s own user' })
         .optional(),
     })
     .prefault({}),
