@@ -28,6 +28,8 @@ import { presentRow, waitingOf, type PgJobQueue, type QueuedJob, type QueueRow }
 
 /** The class of the node locks (pg_try_advisory_xact_lock(class, hashtext(node_id))): 'queu' in ASCII. */
 const NODE_LOCK_CLASS = 0x71756575;
+/** How long a node whose lock another replica holds (it is starting a job there) is left out. */
+const LOCKED_NODE_MS = 250;
 
 export type DispatchEvent =
   | { type: 'started'; job: QueuedJob }
@@ -131,7 +133,7 @@ export class QueueDispatcher {
     const free = this.freeNodes(await this.o.nodes.availability());
     if (free.length === 0) return;
     const labels = await allNodeLabels(this.o.pool);
-    const waiting = await this.o.queue.waiting();
+    const waiting = await this.o.queue.waiting({ skipLocked: true });
     if (waiting.length === 0) return;
     const nodes: QueueNode[] = free.map(([node_id, availability]) => ({ node_id, availability, labels: labels.get(node_id) ?? {} }));
     const byId = new Map(waiting.map((j) => [j.queue_id, j]));
@@ -145,6 +147,12 @@ export class QueueDispatcher {
     for (const [id, at] of this.given) if (all.get(id)?.kind !== 'available' || now - at > settle) this.given.delete(id);
     for (const [id, until] of this.cooling) if (until <= now) this.cooling.delete(id);
     return [...all].filter(([id, a]) => a.kind === 'available' && (this.o.nodes.isLocal?.(id) ?? true) && !this.starting.has(id) && !this.cooling.has(id) && !this.given.has(id));
+  }
+
+  /** Leave a node out for `ms`, then look again (a pass when it is back). */
+  private coolDown(nodeId: string, ms: number): void {
+    this.cooling.set(nodeId, Date.now() + ms);
+    setTimeout(() => this.wake(), ms + 1).unref();
   }
 
   private launch(job: QueuedJob, nodeId: string): void {
@@ -174,6 +182,8 @@ export class QueueDispatcher {
         : undefined;
       if (!row) {
         await client.query('ROLLBACK');
+        // Another replica is starting a job on this node (its lock): look again shortly, not in a loop meanwhile.
+        if (!lock.rows[0]?.ok) this.coolDown(nodeId, LOCKED_NODE_MS);
         return;
       }
       const outcome = await this.o.starter.start({ nodeId, run: job.request, username: job.username, queueId: job.queue_id }, AbortSignal.timeout(timeout)).catch(
@@ -210,7 +220,7 @@ export class QueueDispatcher {
       return;
     }
     await client.query('ROLLBACK');
-    this.cooling.set(nodeId, Date.now() + (this.o.cooldownMs ?? 2_000));
+    this.coolDown(nodeId, this.o.cooldownMs ?? 2_000);
     const message = `node ${nodeId} could not take it${outcome.status ? ` (${outcome.status})` : ''}: ${outcome.message}`;
     await this.o.pool
       .query(`UPDATE queue_jobs SET attempts = attempts + 1, last_error = $2 WHERE queue_id = $1 AND state = 'queued'`, [job.queue_id, message])

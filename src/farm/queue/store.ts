@@ -144,9 +144,14 @@ export class PgJobQueue {
     return [...waiting, ...rest].map(presentRow);
   }
 
-  /** Every waiting job in queue order (the dispatcher's and explain's read). */
-  async waiting(limit = 10_000): Promise<QueuedJob[]> {
-    const { rows } = await this.pool.query<QueueRow>(`SELECT * FROM queue_jobs WHERE state = 'queued' ORDER BY ${ORDER} LIMIT $1`, [limit]);
+  /**
+   * Every waiting job in queue order (the dispatcher's and explain's read). `skipLocked` (the dispatcher's): leave out
+   * the jobs another dispatcher is starting right now (their rows locked FOR UPDATE), by taking the weakest row lock,
+   * FOR KEY SHARE, released at once, with SKIP LOCKED; so a plan does not pick a job it cannot claim.
+   */
+  async waiting(o: { limit?: number; skipLocked?: boolean } = {}): Promise<QueuedJob[]> {
+    const lock = o.skipLocked ? ' FOR KEY SHARE SKIP LOCKED' : '';
+    const { rows } = await this.pool.query<QueueRow>(`SELECT * FROM queue_jobs WHERE state = 'queued' ORDER BY ${ORDER} LIMIT $1${lock}`, [o.limit ?? 10_000]);
     return rows.map(presentRow);
   }
 
