@@ -7,6 +7,8 @@ import { e, type Endpoint } from '../../src/http/endpoints/entry.js';
 import { farmEndpoints, farmPlacements, Placements } from '../../src/http/endpoints/place.js';
 import { ENDPOINTS, endpointKey } from '../../src/http/endpoints/table.js';
 import { mountedRoutes } from '../../src/http/endpoints/authorize.js';
+import { checksOf, validateRequest } from '../../src/http/endpoints/validate.js';
+import { FarmError } from '../../src/core/errors.js';
 import { portalRouter, type PortalRouteDeps } from '../../src/farm/portal/routes.js';
 
 /** A concrete path of a pattern: the node id where the entry says it is, `x` for the other parameters. */
@@ -74,5 +76,32 @@ describe('the table of endpoints places the farm portal`s node-scoped requests',
     for (const x of farmEndpoints()) expect(mounted.filter((k) => k === endpointKey(x.method, x.path)), `${x.method} ${x.path}`).to.have.length(1);
     const table = new Set(ENDPOINTS.map((x) => endpointKey(x.method, x.path)));
     expect(mounted.filter((k) => !table.has(k))).to.deep.equal([]);
+  });
+
+  it('every documented body and query is checked by the table, on each side that answers it itself', () => {
+    for (const x of ENDPOINTS) {
+      if (x.body) expect(x.check?.body, `${x.method} ${x.path}: body`).to.not.equal(undefined);
+      if (x.query && x.served !== 'portal') expect(x.check?.query, `${x.method} ${x.path}: query`).to.not.equal(undefined);
+      // The portal checks what it answers itself; what it forwards, the node checks.
+      if (x.query && x.served !== 'node' && x.farm?.answer !== 'forward') expect(x.portalCheck?.query, `${x.method} ${x.path}: portal query`).to.not.equal(undefined);
+    }
+    const entry = (key: string) => ENDPOINTS.find((x) => `${x.method} ${x.path}` === key)!;
+    const refused = (key: string, req: Parameters<typeof validateRequest>[1], side: 'node' | 'portal' = 'node'): string => {
+      try {
+        validateRequest(checksOf(entry(key), side), req);
+      } catch (err) {
+        expect(err).to.be.instanceOf(FarmError);
+        return `${(err as FarmError).code}: ${(err as Error).message}`;
+      }
+      return 'accepted';
+    };
+    const maintenance = 'POST /api/v2/nodes/:node_id/maintenance';
+    expect(refused(maintenance, { body: { on: true, message: 'rewiring until 15:00' } })).to.equal('accepted');
+    expect(refused(maintenance, { body: { on: true } })).to.match(/^invalid_request: message is required to put a node in maintenance/);
+    expect(refused(maintenance, { body: { on: false, colour: 1 } })).to.match(/^invalid_request: unknown field "colour"/);
+    expect(refused('GET /api/v2/audit', { query: { user: ['a', 'b'] } }, 'portal')).to.equal('invalid_filter: user must be given once in the query string');
+    expect(refused('GET /app/results/row', { query: { filter: 'result:pass' } })).to.equal('invalid_request: result_id is required in the query string');
+    expect(refused('GET /app/results/row', { query: { result_id: '/n/ab/1/2026-01-01_00.00.00' } })).to.equal('accepted');
+    expect(refused('GET /app/nodes/:node_id/live/frame.png', { query: { x: '1', y: ['2', '3'] } })).to.equal('invalid_request: y must be given once in the query string');
   });
 });

@@ -40,6 +40,8 @@ export interface Checks {
   /** Koa's `ctx.query`: a string per parameter, an array of strings for one given more than once. */
   query?: z.ZodType;
   body?: z.ZodType;
+  /** The error code of a refusal (default `invalid_request`): the one the entry documents for a bad request (`invalid_filter`). */
+  code?: 'invalid_request' | 'invalid_filter';
 }
 
 /** One content type of an answer: a zod schema for JSON, or the kind of bytes. */

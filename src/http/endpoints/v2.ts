@@ -6,6 +6,7 @@ import { z } from 'zod';
 import * as S from '../openapi/schemas.js';
 import { e, error, JOB, JOB_PARAMS, json, NODE, NODE_PARAMS, none, text, type Endpoint } from './entry.js';
 import { resultEntries } from './results.js';
+import { queryCheck } from './queryCheck.js';
 import { pictures, resultsQuery, resultsQueryCheck, testCaseNames } from './v1.js';
 
 const tzQuery = z.object({ tz: z.string().optional().meta({ description: 'IANA time zone of the timestamps (v2 log) or of the page; default UTC.' }) });
@@ -72,6 +73,7 @@ export const V2: Endpoint[] = [
     auth: 'token',
     params: NODE_PARAMS,
     body: S.MaintenanceRequest,
+    check: { body: S.MaintenanceCheck },
     responses: {
       200: json(S.MaintenanceAnswer, 'Done: the maintenance now (null: in service).'),
       400: error('A bad body: `on` missing, no message with `on: true`, an unknown field.'),
@@ -138,6 +140,7 @@ export const V2: Endpoint[] = [
     auth: 'token',
     params: JOB_PARAMS,
     query: tzQuery,
+    check: { query: queryCheck(tzQuery) },
     responses: {
       200: text('text/plain', 'The job has had no run yet: nothing is written so far.'),
       302: text('text/plain', "`Location` is the log of the job's run in progress, else of its latest run."),
@@ -292,6 +295,8 @@ export const V2: Endpoint[] = [
     tag: 'extras',
     auth: 'token',
     query: AUDIT_QUERY,
+    check: { query: queryCheck(AUDIT_QUERY), code: 'invalid_filter' },
+    portalCheck: { query: queryCheck(AUDIT_QUERY), code: 'invalid_filter' },
     responses: { 200: json(S.AuditPage, 'The entries.'), 400: error('A bad filter (`invalid_filter`), naming it.'), 403: error('The caller is not an administrator.') },
   },
 ];

@@ -19,10 +19,10 @@ export type Side = 'node' | 'portal';
 /** The entry's checks on one side, or undefined when it has none there. */
 export const checksOf = (e: Pick<Endpoint, 'check' | 'portalCheck'>, side: Side = 'node'): Checks | undefined => (side === 'node' ? e.check : e.portalCheck);
 
-function run(schema: Checks[keyof Checks], value: unknown, what: string): void {
+function run(schema: z.ZodType | undefined, value: unknown, what: string, code: Checks['code'] = 'invalid_request'): void {
   if (!schema) return;
   const r = schema.safeParse(value);
-  if (!r.success) throw new FarmError('invalid_request', r.error.issues[0]?.message ?? `the request's ${what} is not valid`);
+  if (!r.success) throw new FarmError(code, r.error.issues[0]?.message ?? `the request's ${what} is not valid`);
 }
 
 /** A request as the checks see it. */
@@ -35,9 +35,9 @@ export interface RequestParts {
 /** Throws the 400 of the first check that refuses the request; nothing when every one passes. */
 export function validateRequest(checks: Checks | undefined, req: RequestParts): void {
   if (!checks) return;
-  run(checks.params, req.params ?? {}, 'path');
-  run(checks.query, req.query ?? {}, 'query string');
-  run(checks.body, req.body, 'body');
+  run(checks.params, req.params ?? {}, 'path', checks.code);
+  run(checks.query, req.query ?? {}, 'query string', checks.code);
+  run(checks.body, req.body, 'body', checks.code);
 }
 
 /** The body check of the entry's node side alone (the unit tests of run_tests and press). */

@@ -3,6 +3,7 @@
  * front door, results, jobs, the live view and web remote, the audit trail, the API reference.
  */
 import { z } from 'zod';
+import { queryCheck } from './queryCheck.js';
 import { e, error, JOB, page, pageOrError, redirect, RESULT, type Answer, type Endpoint } from './entry.js';
 
 const asset = (description: string): Answer => ({ description, content: { 'text/javascript': 'text', 'text/css': 'text', 'image/svg+xml': 'text' } });
@@ -101,6 +102,27 @@ const listQuery = z.object({
   sort: z.string().optional().describe('`<field>:asc|desc`, field one of category, date, duration, job, testcase, result; default date:desc.'),
   tz: z.string().optional().describe('IANA zone for the dates of the filter and the times shown; default UTC.'),
 });
+const rowQuery = z.object({ result_id: z.string().describe('A finished result.'), filter: listQuery.shape.filter, tz: listQuery.shape.tz });
+const resultPageQuery = z.object({ tz: z.string().optional().meta({ description: 'IANA time zone of the times and log stamps on the page; default UTC.' }) });
+const jobPageQuery = z.object({ tz: listQuery.shape.tz });
+const auditPageQuery = z.object({
+  user: z.string().optional(),
+  action: z.string().optional(),
+  node: z.string().optional(),
+  since: z.string().optional(),
+  until: z.string().optional(),
+  before: z.string().optional(),
+  limit: z.string().optional(),
+});
+const frameQuery = z.object({
+  name: z.string().optional().meta({ description: 'Download as `<name>.png` (letters, digits, `_ . -`).' }),
+  x: z.string().optional().meta({ description: 'Left edge, pixels.' }),
+  y: z.string().optional().meta({ description: 'Top edge, pixels.' }),
+  width: z.string().optional().meta({ description: 'Width, pixels (at least 1).' }),
+  height: z.string().optional().meta({ description: 'Height, pixels (at least 1).' }),
+});
+/** A page the portal renders itself, as a node does: its query checked on both. */
+const bothSides = (q: z.ZodObject, code?: 'invalid_filter') => ({ check: { query: queryCheck(q), ...(code && { code }) }, portalCheck: { query: queryCheck(q), ...(code && { code }) } });
 const PAGE_RESULT_PARAMS = {
   node: 'The node id: the first segment of the result_id.',
   hex: 'The job uid`s hex segment.',
@@ -146,13 +168,8 @@ function live(base: string, served: 'node' | 'both'): Endpoint[] {
         'a reference image for `wait_for_match`. With `name`, offered as a download `<name>.png`. `X-Frame-Seq` names the frame.',
       tag: 'web',
       auth: 'v1',
-      query: z.object({
-        name: z.string().optional().meta({ description: 'Download as `<name>.png` (letters, digits, `_ . -`).' }),
-        x: z.string().optional().meta({ description: 'Left edge, pixels.' }),
-        y: z.string().optional().meta({ description: 'Top edge, pixels.' }),
-        width: z.string().optional().meta({ description: 'Width, pixels (at least 1).' }),
-        height: z.string().optional().meta({ description: 'Height, pixels (at least 1).' }),
-      }),
+      query: frameQuery,
+      check: { query: queryCheck(frameQuery) },
       responses: {
         200: { description: 'The PNG.', content: { 'image/png': 'binary' } },
         400: error('A bad name or a rectangle outside the frame.'),
@@ -186,6 +203,7 @@ export const PAGES: Endpoint[] = [
     tag: 'web',
     auth: 'v1',
     query: listQuery,
+    ...bothSides(listQuery),
     responses: { 200: page('The list.'), 400: pageOrError('The list with the error in the filter, naming the bad term (JSON to a client that does not ask for HTML).') },
   },
   {
@@ -194,7 +212,8 @@ export const PAGES: Endpoint[] = [
     description: "What the list's script asks for on `run.finished`: the row (HTML, a `<tr>` in a table) rendered as the list renders it, or 204 when the result does not match `filter`.",
     tag: 'web',
     auth: 'v1',
-    query: z.object({ result_id: z.string().describe('A finished result.'), filter: listQuery.shape.filter, tz: listQuery.shape.tz }),
+    query: rowQuery,
+    ...bothSides(rowQuery),
     responses: {
       200: page('The row.'),
       204: { description: 'The result does not match the filter.' },
@@ -214,7 +233,8 @@ export const PAGES: Endpoint[] = [
     tag: 'web',
     auth: 'v1',
     params: PAGE_RESULT_PARAMS,
-    query: z.object({ tz: z.string().optional().meta({ description: 'IANA time zone of the times and log stamps on the page; default UTC.' }) }),
+    query: resultPageQuery,
+    check: { query: queryCheck(resultPageQuery) },
     responses: { 200: page('The page.'), 400: error('Unknown tz.'), 403: error('A token is needed (auth.v1_requires_token).'), 404: error('Unknown result_id.'), 410: error('The result was deleted by retention.') },
   },
   {
@@ -233,7 +253,8 @@ export const PAGES: Endpoint[] = [
     tag: 'web',
     auth: 'v1',
     params: { node: 'Node id of the job_uid.', hex: 'Hex part of the job_uid.', num: 'Job number.' },
-    query: z.object({ tz: listQuery.shape.tz }),
+    query: jobPageQuery,
+    check: { query: queryCheck(jobPageQuery) },
     responses: { 200: page('The page.'), 400: error('A bad tz.'), 404: pageOrError('No such job (JSON to a client that does not ask for HTML).') },
   },
   {
@@ -251,15 +272,8 @@ export const PAGES: Endpoint[] = [
     description: 'The entries of `GET /api/v2/audit`, newest first, with its filters as a form; a signed-in administrator only.',
     tag: 'web',
     auth: 'token',
-    query: z.object({
-      user: z.string().optional(),
-      action: z.string().optional(),
-      node: z.string().optional(),
-      since: z.string().optional(),
-      until: z.string().optional(),
-      before: z.string().optional(),
-      limit: z.string().optional(),
-    }),
+    query: auditPageQuery,
+    ...bothSides(auditPageQuery, 'invalid_filter'),
     responses: { 200: page('The entries.'), 400: pageOrError('A bad filter, said above the form.'), 403: pageOrError('Not an administrator.') },
   },
   // The live view and web remote (manual control). The same three under the node's id (the page reads its
