@@ -6,7 +6,7 @@ import { z } from 'zod';
 import * as S from '../openapi/schemas.js';
 import { e, error, JOB, JOB_PARAMS, json, NODE, NODE_PARAMS, none, text, type Endpoint } from './entry.js';
 import { resultEntries } from './results.js';
-import { queryCheck } from './queryCheck.js';
+import { MaintenanceCheck, queryCheck } from './checks.js';
 import { pictures, resultsQuery, resultsQueryCheck, testCaseNames } from './v1.js';
 
 const tzQuery = z.object({ tz: z.string().optional().meta({ description: 'IANA time zone of the timestamps (v2 log) or of the page; default UTC.' }) });
@@ -73,7 +73,7 @@ export const V2: Endpoint[] = [
     auth: 'token',
     params: NODE_PARAMS,
     body: S.MaintenanceRequest,
-    check: { body: S.MaintenanceCheck },
+    check: { body: MaintenanceCheck },
     responses: {
       200: json(S.MaintenanceAnswer, 'Done: the maintenance now (null: in service).'),
       400: error('A bad body: `on` missing, no message with `on: true`, an unknown field.'),

@@ -3,7 +3,7 @@
  * front door, results, jobs, the live view and web remote, the audit trail, the API reference.
  */
 import { z } from 'zod';
-import { queryCheck } from './queryCheck.js';
+import { queryCheck } from './checks.js';
 import { e, error, JOB, page, pageOrError, redirect, RESULT, type Answer, type Endpoint } from './entry.js';
 
 const asset = (description: string): Answer => ({ description, content: { 'text/javascript': 'text', 'text/css': 'text', 'image/svg+xml': 'text' } });

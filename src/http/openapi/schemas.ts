@@ -9,7 +9,6 @@
  * contract check, which is the point.
  */
 import { INFRASTRUCTURE_KINDS } from '../../core/infrastructure.js';
-import { parseMaintenanceRequest } from '../../core/maintenance.js';
 import { DEFAULT_LIMITS, MAX_WAIT_SECS, reservationMessages, type ReservationLimits } from '../../core/reservations.js';
 import { categoryProblem, MAX_TEST_CASES, RUN_TESTS_MESSAGES } from '../../core/runRequest.js';
 import { isTimeZoneText, RESULT_QUERY_MESSAGES, sortOfText } from '../../core/query.js';
@@ -230,15 +229,6 @@ export const MaintenanceRequest = z
     message: z.string().max(500).nullish().meta({ description: 'Required with on: true: why, and until when (one line).' }),
   })
   .meta({ id: 'MaintenanceRequest' });
-
-/** The table's check of a maintenance body: the domain's own rule (core/maintenance.ts), its message in the 400. */
-export const MaintenanceCheck = z.unknown().superRefine((body, ctx) => {
-  try {
-    parseMaintenanceRequest(body);
-  } catch (e) {
-    ctx.addIssue({ code: 'custom', message: e instanceof Error ? e.message : 'the maintenance body is not valid' });
-  }
-});
 
 export const MaintenanceAnswer = z.object({ node_id: z.string(), maintenance: MaintenanceState.nullable() }).meta({ id: 'MaintenanceAnswer' });
 

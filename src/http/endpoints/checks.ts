@@ -1,5 +1,6 @@
-/** The check of an entry's documented query string, for its `check` and `portalCheck` (validate.ts runs them). */
+/** Checks the entries' `check` and `portalCheck` share (validate.ts runs them): a documented query string, a maintenance body. */
 import { z } from 'zod';
+import { parseMaintenanceRequest } from '../../core/maintenance.js';
 
 /**
  * The check of a documented query string (an entry's `query`, a `z.object` of strings): each parameter given at most
@@ -18,3 +19,12 @@ export function queryCheck(q: z.ZodObject<Record<string, z.ZodType>>): z.ZodType
     })
     .pipe(q);
 }
+
+/** The table's check of a maintenance body: the domain's own rule (core/maintenance.ts), its message in the 400. */
+export const MaintenanceCheck = z.unknown().superRefine((body, ctx) => {
+  try {
+    parseMaintenanceRequest(body);
+  } catch (e) {
+    ctx.addIssue({ code: 'custom', message: e instanceof Error ? e.message : 'the maintenance body is not valid' });
+  }
+});
