@@ -124,11 +124,15 @@ describe('a test cannot get its node\'s credential nor act as the node (tests as
     await waitFor(() => child.exitCode === null && /listening on http/.test(logOf(node)), { what: `node ${id} to listen`, ...PROCESS_WAIT }).catch((e: Error) => {
       throw new Error(`${e.message}\n${logOf(node).slice(-3000)}`);
     });
-    // Connected, and its state (with who its tests run as) folded: the portal's page reads it.
-    await waitFor(async () => ((await api(`/api/v2/nodes/${id}`)).json().farm as { connected?: boolean } | undefined)?.connected && (await frontRow(id)).includes(`node-${id}`), {
-      what: `node ${id} on the portal`,
-      ...PROCESS_WAIT,
-    });
+    // Connected, and its own state (node.state, with who its tests run as) on the portal: the page reads it. The
+    // registered node's row is there from the start, and its Node object has no licence_expiry until its state comes.
+    await waitFor(
+      async () => {
+        const n = (await api(`/api/v2/nodes/${id}`)).json();
+        return (n.farm as { connected?: boolean } | undefined)?.connected && n.licence_expiry != null;
+      },
+      { what: `node ${id}'s state on the portal`, ...PROCESS_WAIT },
+    );
     return node;
   }
   const logOf = (n: Node) => readFileSync(n.log, 'utf8');
