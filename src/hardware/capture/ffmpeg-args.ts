@@ -6,6 +6,7 @@
  * only one process may stream from a V4L2 device (DESIGN.md, "Capture and
  * video").
  */
+import type { InputSpec } from './input-spec.js';
 import { isNetworkCaptureUri, networkInputArgs } from './network-input.js';
 
 /** What an input needs besides its arguments. */
@@ -22,12 +23,7 @@ export interface InputOptions {
  * the configured size from its standard input, which the caller must feed
  * (the virtual set-top box); `'none'` means stdin is unused.
  */
-export interface InputSpec {
-  args: string[];
-  stdin: 'none' | 'frames';
-  /** The picture's size may change mid-stream (a network encoder's mode change): every output scales. */
-  resizes?: boolean;
-}
+export type { InputSpec } from './input-spec.js';
 
 /** One ffmpeg output: its options and target, in command-line order. */
 export interface OutputSpec {

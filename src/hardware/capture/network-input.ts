@@ -7,7 +7,7 @@
  */
 import { parseNetworkCaptureUri, redactCaptureUri, type NetworkScheme } from '../../config/uris/capture.js';
 import type { BackoffOptions } from './backoff.js';
-import type { InputSpec } from './ffmpeg-args.js';
+import type { InputSpec } from './input-spec.js';
 import type { ChildExit } from './ffmpeg-child.js';
 
 export { isNetworkCaptureUri, redactCaptureUri } from '../../config/uris/capture.js';
