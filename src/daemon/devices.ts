@@ -92,9 +92,7 @@ async function openDevice(b: Base) {
   });
   if (frames instanceof FfmpegFrameSource) b.late.captureStats = () => frames.stats();
   const ir = await stack.open('IR transport', () => {
-    const raw = createIrTransport(cfg.ir.uri, { logger: logger.child({ module: 'ir' }), ...(stb && { onVirtualEvent: stb.transportListener }) });
-    // The metrics wrapper keeps the methods it times; a key map (CEC, Roku, ADB) is carried over beside them.
-    const t = Object.assign(observeIrTransport(raw, b.metrics), raw.keyMap && { keyMap: raw.keyMap });
+    const t = observeIrTransport(createIrTransport(cfg.ir.uri, { logger: logger.child({ module: 'ir' }), ...(stb && { onVirtualEvent: stb.transportListener }) }), b.metrics);
     return { value: t, close: () => t.close() };
   });
   const power = createPowerOutlet(cfg.power.uri, { ...(stb && { virtualStb: stb }) });

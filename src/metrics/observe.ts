@@ -53,5 +53,7 @@ export function observeIrTransport(t: IrTransport, metrics: FarmMetrics): IrTran
     ...(holdKey && { holdKey: (remote: string, key: string, opts: Parameters<typeof holdKey>[2]) => timed(() => holdKey(remote, key, opts)) }),
     ...(holdTrains && { holdTrains: (trains: Parameters<typeof holdTrains>[0], opts: Parameters<typeof holdTrains>[1]) => timed(() => holdTrains(trains, opts)) }),
     close: () => t.close(),
+    // CEC, Roku and ADB press by name from their own key map (src/hardware/ir/keys.ts reads it).
+    ...(t.keyMap && { keyMap: t.keyMap }),
   };
 }
