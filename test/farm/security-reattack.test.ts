@@ -125,11 +125,13 @@ describe('a test cannot get its node\'s credential nor act as the node (tests as
       throw new Error(`${e.message}\n${logOf(node).slice(-3000)}`);
     });
     // Connected, and its own state (node.state, with who its tests run as) on the portal: the page reads it. The
-    // registered node's row is there from the start, and its Node object has no licence_expiry until its state comes.
+    // registered node's row is there from the start, and its kept Node object has no licence_expiry until its state comes.
     await waitFor(
       async () => {
-        const n = (await api(`/api/v2/nodes/${id}`)).json();
-        return (n.farm as { connected?: boolean } | undefined)?.connected && n.licence_expiry != null;
+        // The list, not GET /api/v2/nodes/<id>: that one asks a connected node afresh, so it has licence_expiry before
+        // the node's state reached the portal; the list, like the page, shows the state the portal keeps.
+        const n = ((await api('/api/v2/nodes')).json() as Record<string, unknown>[]).find((x) => x.node_id === id);
+        return (n?.farm as { connected?: boolean } | undefined)?.connected && n!.licence_expiry != null;
       },
       { what: `node ${id}'s state on the portal`, ...PROCESS_WAIT },
     );
