@@ -31,6 +31,7 @@ export const AUDIT_ACTIONS = [
   'node.add',
   'node.remove',
   'node.maintenance',
+  'power.cycle',
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 
