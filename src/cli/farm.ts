@@ -341,8 +341,7 @@ async function nodeLabel(db: Db, id: string, set: [string, string][], remove: st
   const given = Object.fromEntries(set);
   if (set.length !== Object.keys(given).length) throw new CliFailure(EX_USAGE, 'a label key is given twice; give each key once');
   const { before, after } = await setNodeLabels(pool, id, given, remove);
-  // 'node.label' is not yet in core/audit.ts AUDIT_ACTIONS (docs/queue.md, "Labels"): the table takes it as it is.
-  await audit(db, 'node.label' as AuditAction, id, { before, after });
+  await audit(db, 'node.label', id, { before, after });
   out.write(`${id}: ${selectorText(after) || '(no labels)'}\n`);
   return 0;
 }

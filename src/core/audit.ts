@@ -31,7 +31,10 @@ export const AUDIT_ACTIONS = [
   'node.add',
   'node.remove',
   'node.maintenance',
+  'node.label',
   'power.cycle',
+  'queue.enqueue',
+  'queue.cancel',
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 

@@ -14,6 +14,8 @@
  *   `whenJobExited` waits on that, with no second notification for the same thing.
  * - `node_owner` (`node_id`, `replica`) is sent by the statement of a node's hello that makes it a replica's
  *   (replicas/ownership.ts takeNode): the requests held for a node between owners go to its new one (nodePlace.ts).
+ * - `queue_job` is sent by the database's trigger on `queue_jobs` (migration 15) when a job is queued, on any
+ *   replica: every replica's dispatcher looks at the queue (src/farm/queue/dispatcher.ts).
  * - The LISTEN connection is a pg.Client of its own (never a pooled one); when it drops (PostgreSQL
  *   restarted) it is re-established with a jittered back-off, and the subscribers of `resync` are
  *   called: notifications sent meanwhile are lost, so each one looks again at what it waits for.
@@ -26,7 +28,7 @@ import type { Logger } from '../core/ports.js';
 export const WAKEUP_CHANNEL = 'farmhand';
 
 /** The kinds sent on the channel; `resync` is local only (the LISTEN connection came back). */
-export type WakeupKind = 'reservation_ended' | 'result_stored' | 'job_exited' | 'session_ended' | 'node_owner' | 'resync';
+export type WakeupKind = 'reservation_ended' | 'result_stored' | 'job_exited' | 'session_ended' | 'node_owner' | 'queue_job' | 'resync';
 
 export type Wakeup = { kind: WakeupKind } & Record<string, unknown>;
 
