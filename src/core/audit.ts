@@ -35,6 +35,7 @@ export const AUDIT_ACTIONS = [
   'power.cycle',
   'queue.enqueue',
   'queue.cancel',
+  'pool.maintenance', 'pool.health_check', 'node.healthy', 'node.health_check',
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 
