@@ -437,4 +437,69 @@ END $$;
 CREATE TRIGGER queue_jobs_queued AFTER INSERT ON queue_jobs FOR EACH STATEMENT EXECUTE FUNCTION queue_jobs_queued();
 `,
   },
+  {
+    id: 16,
+    name: "pools' health checks and maintenance (docs/health-checks.md, \"A pool's health check\")",
+    sql: `
+-- A pool's health check (farmhand farm pool health-check): the test case run on each node with all of the pool's
+-- labels when it comes back online and every every_hours (0: only when it comes back). A node in several pools with a
+-- check takes the check of the pool with the most labels (then the first selector in order).
+CREATE TABLE pool_health_checks (
+  selector     text COLLATE "C" PRIMARY KEY,
+  labels       jsonb NOT NULL,
+  test_case    text NOT NULL,
+  revision     text NOT NULL DEFAULT 'HEAD',
+  every_hours  double precision NOT NULL CHECK (every_hours >= 0 AND every_hours <= 8760),
+  set_by       text COLLATE "C" NOT NULL,
+  set_at       timestamptz NOT NULL DEFAULT now()
+);
+-- Each check run on a node (src/farm/queue/health.ts): started in the transaction that asked the node for the job
+-- (job_uid), ended with the job's result. At most one in progress per node.
+CREATE TABLE node_health_checks (
+  check_id    bigserial PRIMARY KEY,
+  node_id     text COLLATE "C" NOT NULL REFERENCES nodes ON DELETE CASCADE,
+  selector    text COLLATE "C" NOT NULL,
+  test_case   text NOT NULL,
+  job_uid     text COLLATE "C",
+  started_at  timestamptz NOT NULL DEFAULT now(),
+  ended_at    timestamptz,
+  outcome     text CHECK (outcome IN ('pass', 'fail', 'error', 'not_started')),
+  result_id   text COLLATE "C",
+  reason      text
+);
+CREATE UNIQUE INDEX node_health_checks_running ON node_health_checks (node_id) WHERE ended_at IS NULL;
+CREATE INDEX node_health_checks_node ON node_health_checks (node_id, check_id);
+-- A node's health as its last check (or an administrator: farmhand farm node healthy) left it. since: the start of
+-- the check that decided it, or when the administrator put it back. No row: never checked.
+CREATE TABLE node_health (
+  node_id    text COLLATE "C" PRIMARY KEY REFERENCES nodes ON DELETE CASCADE,
+  state      text NOT NULL CHECK (state IN ('healthy', 'unhealthy')),
+  check_id   bigint,
+  selector   text COLLATE "C",
+  test_case  text,
+  result_id  text COLLATE "C",
+  reason     text,
+  since      timestamptz NOT NULL DEFAULT now(),
+  set_by     text COLLATE "C" NOT NULL
+);
+-- A pool in maintenance (farmhand farm pool maintenance): each node with all of its labels is put in maintenance
+-- through the node's own maintenance (the portal forwards POST /api/v2/nodes/<id>/maintenance), and taken out at the end.
+CREATE TABLE pool_maintenance (
+  selector  text COLLATE "C" PRIMARY KEY,
+  labels    jsonb NOT NULL,
+  reason    text NOT NULL,
+  set_by    text COLLATE "C" NOT NULL,
+  since     timestamptz NOT NULL DEFAULT now()
+);
+-- Every replica hears of a change at once (src/farm/wakeups.ts, kinds pool_maintenance and node_health).
+CREATE FUNCTION pools_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_notify('farmhand', json_build_object('kind', TG_ARGV[0])::text);
+  RETURN NULL;
+END $$;
+CREATE TRIGGER pool_maintenance_changed AFTER INSERT OR UPDATE OR DELETE ON pool_maintenance FOR EACH STATEMENT EXECUTE FUNCTION pools_changed('pool_maintenance');
+CREATE TRIGGER node_health_changed AFTER INSERT OR UPDATE OR DELETE ON node_health FOR EACH STATEMENT EXECUTE FUNCTION pools_changed('node_health');
+CREATE TRIGGER pool_health_checks_changed AFTER INSERT OR UPDATE OR DELETE ON pool_health_checks FOR EACH STATEMENT EXECUTE FUNCTION pools_changed('node_health');
+`,
+  },
 ];

@@ -3,8 +3,9 @@
  *
  * - `farmNodeStates`: each node's availability as the portal's front door and `GET /api/v2/nodes` decide it
  *   (nodeViews.ts linkOf, availability.ts farmNodeAvailability: the hub's link, or the database's row for a node of
- *   another replica; the farm's reservation; the running job), which nodes this process starts jobs on (connected
- *   here), and the hub's events that may free a node.
+ *   another replica; the farm's reservation; the running job), with its pool's health check when given one
+ *   (health.ts: unhealthy, or held for a check), which nodes this process starts jobs on (connected here), and the
+ *   hub's events that may free a node.
  * - `hubJobStarter`: the path of `POST /api/v2/run_tests` with a node_id through the portal: the request forwarded
  *   over the node's connection (hub.forward), on behalf of the user who queued the job, the node's answer read.
  */
@@ -14,6 +15,8 @@ import type { FarmEvent } from '../../core/events.js';
 import type { FarmHub, FarmReservation, FarmReservations } from '../contract.js';
 import { farmNodeAvailability } from '../portal/availability.js';
 import { linkOf, NODE_COLUMNS, type NodeRow } from '../portal/nodeViews.js';
+import type { PoolHealthChecks } from './health.js';
+import { nodeHealthAll, unhealthyDetail, type NodeHealth } from './poolStore.js';
 import type { JobStarter, NodeStates, StartOutcome } from './ports.js';
 
 /** The hub's events after which a node may take a job. */
@@ -25,6 +28,11 @@ export interface FarmNodeStatesDeps {
   reservations?: Pick<FarmReservations, 'activeAll'> | undefined;
   /** Replicas "many": this replica's id (a node of another replica is read from the database). */
   replicaId?: string | undefined;
+  /**
+   * The pools' health checks (health.ts PoolHealthChecks): a node whose check failed is `unhealthy` (node_health), one
+   * whose check is due or running is held (busy). Absent: the nodes' health is not looked at.
+   */
+  health?: Pick<PoolHealthChecks, 'held' | 'onChange'> | undefined;
 }
 
 export function farmNodeStates(d: FarmNodeStatesDeps): NodeStates {
@@ -32,17 +40,34 @@ export function farmNodeStates(d: FarmNodeStatesDeps): NodeStates {
     async availability() {
       const { rows } = await d.pool.query<NodeRow>(`SELECT ${NODE_COLUMNS}`);
       const held = (await d.reservations?.activeAll()) ?? new Map<string, FarmReservation>();
+      const health = d.health ? await nodeHealthAll(d.pool) : new Map<string, NodeHealth>();
       const out = new Map<string, Availability>();
       for (const row of rows) {
         const link = linkOf(d, row);
         const offline = link ? link.offlineReason : (row.offline_reason ?? 'it has never connected to the portal');
-        out.set(row.node_id, farmNodeAvailability(link, offline, held.get(row.node_id)));
+        const base = farmNodeAvailability(link, offline, held.get(row.node_id));
+        out.set(row.node_id, d.health ? withPoolHealth(base, health.get(row.node_id), d.health.held(row.node_id)) : base);
       }
       return out;
     },
     isLocal: (nodeId) => d.hub.link(nodeId)?.online === true,
-    onChange: (fn) => d.hub.onEvent((e: FarmEvent) => (FREEING.has(e.type) ? fn() : undefined)),
+    onChange: (fn) => {
+      const offs = [d.hub.onEvent((e: FarmEvent) => (FREEING.has(e.type) ? fn() : undefined)), d.health?.onChange(fn)];
+      return () => offs.forEach((off) => off?.());
+    },
   };
+}
+
+/**
+ * A node's availability with its pool's health check (docs/health-checks.md, "A pool's health check"): offline,
+ * licence, maintenance and the node's own health check stand; then a failed pool check (`unhealthy`, naming the
+ * result), over a reservation and a running job (the node's own order); then a check due or running, shown as busy.
+ */
+export function withPoolHealth(base: Availability, health: NodeHealth | undefined, held: string | undefined): Availability {
+  if (base.kind === 'offline' || base.kind === 'licence_expired' || base.kind === 'maintenance' || base.kind === 'unhealthy') return base;
+  if (health?.state === 'unhealthy') return { kind: 'unhealthy', detail: unhealthyDetail(health) };
+  if (held !== undefined && base.kind === 'available') return { kind: 'running', detail: held };
+  return base;
 }
 
 /** A Job object is a few KiB; more is the node misbehaving. */
