@@ -57,13 +57,13 @@ sys.path[:0] = [os.path.join(ROOT, "python")]
 os.environ["FARMHAND_TEST_PACK_DIR"] = tempfile.mkdtemp(prefix="stbt-ocr-bench-")  # built-in defaults
 os.environ.pop("FARMHAND_CONFIG", None)
 os.environ.pop("FARMHAND_CONTROL_SOCKET", None)
-# One OpenMP thread, as _ocr gives each tesseract child: the in-process comparison on equal terms.
+# One OpenMP thread, as _ocr_tesseract gives each tesseract child: the in-process comparison on equal terms.
 os.environ.setdefault("OMP_THREAD_LIMIT", "1")
 
 import cv2  # noqa: E402  pylint: disable=wrong-import-position
 import numpy  # noqa: E402  pylint: disable=wrong-import-position
 import stbt_core as stbt  # noqa: E402  pylint: disable=wrong-import-position
-from stbt_core import _ocr  # noqa: E402  pylint: disable=wrong-import-position
+from stbt_core import _ocr, _ocr_prepare, _ocr_tesseract  # noqa: E402  pylint: disable=wrong-import-position
 
 FONTS = "/usr/share/fonts/truetype/dejavu/"
 FACES = ["DejaVuSans.ttf", "DejaVuSans-Bold.ttf", "DejaVuSerif.ttf", "DejaVuSansMono.ttf",
@@ -103,7 +103,7 @@ def menu_frame():
 
 def worker_cpu():
     """CPU seconds used so far by the resident worker (0 when none runs)."""
-    pid = _ocr._worker_pid()  # pylint: disable=protected-access
+    pid = _ocr_tesseract._worker_pid()  # pylint: disable=protected-access
     if pid is None:
         return 0.0
     try:
@@ -119,7 +119,7 @@ def measure(fn, runs, clear=True):
     times, cpu = [], []
     for _ in range(runs):
         if clear:
-            _ocr._cache.clear()  # pylint: disable=protected-access
+            _ocr_tesseract._cache.clear()  # pylint: disable=protected-access
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         before_worker = worker_cpu()
         start, start_cpu = time.perf_counter(), time.process_time()
@@ -312,7 +312,7 @@ def main():
     line = stbt.Region(100, 154, width=400, height=40)
     assert stbt.ocr(frame, line) == "Recordings", stbt.ocr(frame, line)
     print("stbt OCR bench: tesseract %s, %d runs each, cache emptied before each call" % (
-        _ocr._run([_ocr.TESSERACT, "--version"], None, 10).decode().splitlines()[0],  # pylint: disable=protected-access
+        _ocr_tesseract._run([_ocr_tesseract.TESSERACT, "--version"], None, 10).decode().splitlines()[0],  # pylint: disable=protected-access
         args.runs))
     few = max(3, args.runs // 3)
     cases = [("ocr, one line (400x40 region of a 720p frame)", lambda: stbt.ocr(frame, line), args.runs, 80),
@@ -322,13 +322,13 @@ def main():
              ("ocr, whole 720p frame, text_color", lambda: stbt.ocr(frame, text_color=MENU_TEXT), few, 800)]
     got = {}
     for use_worker in (True, False):
-        _ocr.USE_WORKER = use_worker
+        _ocr_tesseract.USE_WORKER = use_worker
         print("through the %s:" % ("resident tesserocr worker" if use_worker else "tesseract command per read"))
         for name, fn, runs, limit in cases:
             got[use_worker, name] = report("  " + name, measure(fn, runs), limit)
         report("  ocr, identical repeated read (cached)", measure(lambda: stbt.ocr(frame, line), args.runs * 10,
                                                                   clear=False), 2)
-    _ocr.USE_WORKER = True
+    _ocr_tesseract.USE_WORKER = True
     print("worker / command:")
     for name, _, _, _ in cases:
         w, c = got[True, name], got[False, name]
@@ -340,8 +340,8 @@ def main():
     else:
         params = _ocr._Params(stbt.OcrMode.PAGE_SEGMENTATION_WITHOUT_OSD, None, None, None, None, None, None,  # pylint: disable=protected-access
                               None, None, None)
-        grey_line = _ocr._prepare(frame, line, params)[2]  # pylint: disable=protected-access
-        grey_frame = _ocr._prepare(frame, stbt.Region.ALL, params)[2]  # pylint: disable=protected-access
+        grey_line = _ocr_prepare.prepare(frame, line, params)[2]
+        grey_frame = _ocr_prepare.prepare(frame, stbt.Region.ALL, params)[2]
         assert read(grey_line) == "Recordings"
         report("  in-process tesserocr, same line (for comparison)", measure(lambda: read(grey_line), args.runs),
                80)

@@ -1,7 +1,7 @@
 """The switch of the stbt API's cache of image-processing results (``_stbt.imgproc_cache``).
 
 farmhand keeps the text tesseract read for a picture (the last _CACHE_SIZE
-pictures, in memory; python/stbt_core/_ocr.py), so reading the same region
+pictures, in memory; python/stbt_core/_ocr_tesseract.py), so reading the same region
 of the same picture again costs no second OCR. stb-tester keeps such results
 in a cache that a test can set up for a folder and turn off; code written
 for it does both through this module:

@@ -29,14 +29,11 @@ threshold / 25 and, above 25, widens the luma range by as much. A word
 within UNSURE of the chroma limit takes the verdict of the sure word
 nearest to it in colour, when one is within NEAR. Where text colour and background hardly
 differ in luma (less than ``LUMA_CONTRAST``), the luma cannot show the text:
-``_ocr`` then reads the share-of-colour map instead. Constants chosen on the
+``_ocr_prepare`` then reads the share-of-colour map instead. Constants chosen on the
 training split of test/python/_ocr_corpus.py.
 """
 
-import collections
-
-import cv2
-import numpy as np
+import numpy as np  # already loaded by stbt_core._frames
 
 WORD_CHROMA = 0.45
 WORD_LUMA_MIN = 0.5
@@ -60,7 +57,10 @@ _Y = np.array([0.114, 0.587, 0.299], np.float32)
 _YCC = np.stack([_Y, 0.564 * (np.array([1, 0, 0], np.float32) - _Y),
                  0.713 * (np.array([0, 0, 1], np.float32) - _Y)])
 
-Word = collections.namedtuple("Word", "text left top right bottom conf line")
+def _cv2():
+    # OpenCV loads when text_color is first used, not at ``import stbt`` (most of a second).
+    import cv2  # pylint: disable=import-outside-toplevel
+    return cv2
 
 
 def ycc(bgr):
@@ -69,11 +69,15 @@ def ycc(bgr):
 
 
 def _bgr(crop):
-    return crop[:, :, :3] if crop.ndim == 3 else cv2.cvtColor(crop, cv2.COLOR_GRAY2BGR)
+    if crop.ndim == 3:
+        return crop[:, :, :3]
+    cv2 = _cv2()
+    return cv2.cvtColor(crop, cv2.COLOR_GRAY2BGR)
 
 
 def luma(crop):
     """The crop's luma (uint8)."""
+    cv2 = _cv2()
     return cv2.cvtColor(_bgr(crop), cv2.COLOR_BGR2GRAY)
 
 
@@ -86,6 +90,7 @@ def luma_contrast(crop, text_color):
 def text_grey(crop, text_color, line_height):
     """The region's luma with its local background taken out, text of ``text_color``'s polarity dark on
     white (uint8), black from the text colour's luma on."""
+    cv2 = _cv2()
     y = luma(crop)
     size = FALLBACK_KERNEL if not line_height else max(MIN_KERNEL, int(round(line_height * KERNEL_SHARE)))
     kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (size | 1, size | 1))
@@ -116,7 +121,7 @@ def word_colour(crop, box, text_color):
     t = ycc(text_color) - np.median(ring, axis=0)
     ty = float(t[0]) if abs(float(t[0])) > 1.0 else 1.0
     dy = d[:, :, 0]
-    blurred = cv2.blur(dy, (3, 3))
+    blurred = _cv2().blur(dy, (3, 3))
     hh, ww = dy.shape
     yy, xx = np.mgrid[0:hh, 0:ww].astype(np.float32)
     design = np.stack([np.ones(hh * ww, np.float32), xx.ravel() / ww, yy.ravel() / hh, blurred.ravel()], axis=1)
@@ -144,28 +149,9 @@ def is_text_colour(crop, box, text_color, threshold):
     return _verdict(*word_colour(crop, box, text_color), threshold)[0]
 
 
-def parse_tsv(out):
-    """tesseract's TSV as Words (``line`` is (block, paragraph, line))."""
-    words = []
-    for row in out.splitlines()[1:]:
-        cols = row.split("\t")
-        if len(cols) < 12 or cols[0] != "5":
-            continue
-        text = "\t".join(cols[11:]).strip()
-        if not text:
-            continue
-        try:
-            left, top, width, height = (int(c) for c in cols[6:10])
-            conf = float(cols[10])
-            line = tuple(int(c) for c in cols[2:5])
-        except ValueError:
-            continue
-        words.append(Word(text, left, top, left + width, top + height, conf, line))
-    return words
-
-
 def keep(words, crop, scale, text_color, threshold):
-    """The words (boxes in the picture read, ``scale`` times the crop) whose ink is of ``text_color``.
+    """The words (``_ocr_tesseract.Word``s, boxes in the picture read, ``scale`` times the crop) whose ink
+    is of ``text_color``.
     A word the measure is not sure of takes the verdict of the sure word nearest to it in colour, when
     within NEAR."""
     boxes = [(int(w.left / scale), int(w.top / scale), int(np.ceil(w.right / scale)), int(np.ceil(w.bottom / scale)))

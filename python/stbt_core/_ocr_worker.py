@@ -1,7 +1,7 @@
 """The resident OCR worker: one long-lived child process per test process,
 holding tesseract in-process through ``python3-tesserocr`` (see
 docs/migrating-from-stb-tester.md, section OCR). Started by
-``stbt_core._ocr`` as ``python3 _ocr_worker.py``; standalone (it imports
+``stbt_core._ocr_tesseract`` as ``python3 _ocr_worker.py``; standalone (it imports
 nothing of stbt_core).
 
 Protocol on its standard input and output, each message a 4-byte

@@ -14,7 +14,7 @@ import cv2
 import numpy
 
 import stbt
-from stbt_core import _checks, _config, _ocr
+from stbt_core import _checks, _config, _ocr_tesseract
 from _fake_daemon import WithDaemon
 from _env import restore_env
 
@@ -46,7 +46,7 @@ class Base(unittest.TestCase):
         os.environ.pop("FARMHAND_CONTROL_SOCKET", None)
         os.environ.pop("FARMHAND_CONFIG", None)
         _config._reset()  # pylint: disable=protected-access
-        _ocr._cache.clear()  # pylint: disable=protected-access
+        _ocr_tesseract._cache.clear()  # pylint: disable=protected-access
         _checks.flush()
 
     def tearDown(self):

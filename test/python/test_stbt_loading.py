@@ -2,6 +2,9 @@
 packages with relative imports, TEST_PACK_ROOT, and import failures reported
 as errors that say which file and why."""
 
+import os
+import subprocess
+import sys
 import unittest
 
 from _pack import Pack
@@ -91,6 +94,28 @@ class ImportFailures(unittest.TestCase):
         report, _ = self.run_one({"tests/a.py": "assert False, 'no'\ndef test_x():\n    pass\n"}, "tests/a.py::test_x")
         self.assertEqual(report["result"], "error")
         self.assertEqual(report["failure_reason"], "ImportError: tests/a.py cannot be imported: AssertionError: no at tests/a.py line 1")
+
+
+class ImportCost(unittest.TestCase):
+    """``import stbt`` leaves OpenCV (most of a second to load) for the first call that needs it."""
+
+    def test_import_stbt_does_not_load_opencv(self):
+        code = "import sys, stbt; print(sorted(m for m in ('cv2', 'tesserocr') if m in sys.modules))"
+        out = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=dict(os.environ), check=False, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stderr.decode())
+        self.assertEqual(out.stdout.decode().strip(), "[]")
+
+    def test_opencv_loads_when_text_color_is_first_used(self):
+        code = ("import sys, numpy, stbt\n"
+                "from stbt_core import _ocr_colour\n"
+                "before = 'cv2' in sys.modules\n"
+                "_ocr_colour.luma(numpy.zeros((4, 4, 3), numpy.uint8))\n"
+                "print(before, 'cv2' in sys.modules)")
+        out = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=dict(os.environ), check=False, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stderr.decode())
+        self.assertEqual(out.stdout.decode().strip(), "False True")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import cv2
 import numpy
 
 import stbt
-from stbt_core import _config, _ocr
+from stbt_core import _config, _ocr, _ocr_prepare, _ocr_tesseract, _ocr_text
 from _fake_daemon import WithDaemon
 from _env import restore_env
 
@@ -72,7 +72,7 @@ class OcrTestCase(unittest.TestCase):
         os.environ.pop("FARMHAND_NODE_ID", None)
         os.environ.pop("FARMHAND_CONFIG", None)
         _config._reset()  # pylint: disable=protected-access
-        _ocr._cache.clear()  # pylint: disable=protected-access
+        _ocr_tesseract._cache.clear()  # pylint: disable=protected-access
         stbt.set_global_ocr_corrections(None)
 
     def tearDown(self):
@@ -87,17 +87,17 @@ class Cache(OcrTestCase):
 
     def reads(self, frame, times):
         calls = []
-        real = _ocr._run  # pylint: disable=protected-access
+        real = _ocr_tesseract._run  # pylint: disable=protected-access
 
         def counting(argv, stdin, timeout):
             if stdin is not None:  # a picture to read (not --list-langs or --version)
                 calls.append(argv)
             return real(argv, stdin, timeout)
-        _ocr._run = counting  # pylint: disable=protected-access
+        _ocr_tesseract._run = counting  # pylint: disable=protected-access
         try:
             texts = [stbt.ocr(frame, region=LINE1) for _ in range(times)]
         finally:
-            _ocr._run = real  # pylint: disable=protected-access
+            _ocr_tesseract._run = real  # pylint: disable=protected-access
         return texts, len(calls)
 
     def test_the_same_region_read_again_comes_from_the_cache(self):
@@ -120,7 +120,7 @@ class Cache(OcrTestCase):
         self.assertEqual(texts, ["Channel 104: Evening News"] * 3)
 
     def test_tesseract_version_is_a_list_of_integers(self):
-        version = _ocr._tesseract_version()  # pylint: disable=protected-access
+        version = _ocr_tesseract._tesseract_version()  # pylint: disable=protected-access
         self.assertIsInstance(version, list)
         self.assertTrue(all(isinstance(n, int) for n in version))
         self.assertGreaterEqual(version, [4, 0])
@@ -169,12 +169,12 @@ class Ocr(OcrTestCase):
         # tesseract's page analysis (the default mode) finds no text block in a lone short word or number
         # and drops it; a region holding one line of text is read as SINGLE_LINE instead.
         argvs = []
-        real = _ocr._run  # pylint: disable=protected-access
+        real = _ocr_tesseract._run  # pylint: disable=protected-access
 
         def spy(argv, stdin, timeout):
             argvs.append(argv)
             return real(argv, stdin, timeout)
-        _ocr._run = spy  # pylint: disable=protected-access
+        _ocr_tesseract._run = spy  # pylint: disable=protected-access
         try:
             for text, width in (("OK", 60), ("4", 40), ("On", 60)):
                 frame = render([(text, (100, 100), 28, WHITE)])
@@ -187,13 +187,13 @@ class Ocr(OcrTestCase):
             stbt.ocr(render(MENU), LINE1, mode=stbt.OcrMode.SINGLE_UNIFORM_BLOCK_OF_TEXT)
             self.assertEqual(argvs[-1][argvs[-1].index("--psm") + 1], "6")
         finally:
-            _ocr._run = real  # pylint: disable=protected-access
+            _ocr_tesseract._run = real  # pylint: disable=protected-access
 
     def test_large_text_is_upsampled_less(self):
         # 3x upsampling put 40 px text at 120 px, where tesseract misread capitals ("sports 2 (HD)"); the
         # factor now brings the shortest line of text towards UPSAMPLE_LINE_HEIGHT px, 3x at most.
         seen = []
-        real = _ocr._run  # pylint: disable=protected-access
+        real = _ocr_tesseract._run  # pylint: disable=protected-access
 
         def spy(argv, stdin, timeout):
             if stdin:
@@ -205,7 +205,7 @@ class Ocr(OcrTestCase):
         frame[:] = (30, 20, 120)
         for text, y in (("Sports 2 (HD)", 100), ("Settings and Help", 300)):
             serif.putText(frame, text, (100, y), 40, (0, 220, 255), -1, cv2.LINE_AA, False)
-        _ocr._run = spy  # pylint: disable=protected-access
+        _ocr_tesseract._run = spy  # pylint: disable=protected-access
         try:
             self.assertEqual(stbt.ocr(frame, stbt.Region(88, 88, right=380, bottom=160), text_color=(0, 220, 255)),
                              "Sports 2 (HD)")
@@ -215,7 +215,7 @@ class Ocr(OcrTestCase):
             small = render([("Channel 104: Evening News", (100, 100), 14, WHITE)])
             stbt.ocr(small, stbt.Region(88, 88, width=240, height=32))
         finally:
-            _ocr._run = real  # pylint: disable=protected-access
+            _ocr_tesseract._run = real  # pylint: disable=protected-access
         self.assertLess(seen[0][0], 72 * 2)
         self.assertGreaterEqual(seen[0][0], 72)  # never scaled down
         self.assertEqual(seen[-1], (32 * 3, 240 * 3))
@@ -258,18 +258,18 @@ class Ocr(OcrTestCase):
 
     def test_upsample_false_reaches_tesseract_at_the_frames_size(self):
         seen = []
-        real = _ocr._run  # pylint: disable=protected-access
+        real = _ocr_tesseract._run  # pylint: disable=protected-access
 
         def spy(argv, stdin, timeout):
             if stdin:
                 seen.append(cv2.imdecode(numpy.frombuffer(stdin, numpy.uint8), cv2.IMREAD_UNCHANGED).shape)
             return real(argv, stdin, timeout)
-        _ocr._run = spy  # pylint: disable=protected-access
+        _ocr_tesseract._run = spy  # pylint: disable=protected-access
         try:
             stbt.ocr(render(MENU), LINE1, upsample=False)
             stbt.ocr(render(MENU), LINE1)
         finally:
-            _ocr._run = real  # pylint: disable=protected-access
+            _ocr_tesseract._run = real  # pylint: disable=protected-access
         # 28 px text (a line of ~33 rows) upsampled towards UPSAMPLE_LINE_HEIGHT.
         self.assertEqual(seen[0], (45, 420))
         self.assertGreater(seen[1][0], 45 * 1.2)
@@ -303,7 +303,7 @@ class Ocr(OcrTestCase):
                                   tesseract_user_patterns=r"\d\*.\d\*.\d\*.\d\*"), "192.168.10.1")
 
     def test_typographic_punctuation_and_ligatures_read_as_plain(self):
-        self.assertEqual(_ocr._plain_punctuation("\u201cfine\u201d \u2018ok\u2019 em\u2014dash en\u2013dash \ufb01t"),
+        self.assertEqual(_ocr_text.plain_punctuation("\u201cfine\u201d \u2018ok\u2019 em\u2014dash en\u2013dash \ufb01t"),
                          '"fine" \'ok\' em-dash en-dash fit')
         frame = render([("the em-dash, here", (100, 100), 28, WHITE)])
         self.assertTrue(stbt.match_text("em-dash,", frame))
@@ -331,12 +331,12 @@ class Ocr(OcrTestCase):
 
     def test_an_identical_read_does_not_run_tesseract_again(self):
         calls = []
-        real = _ocr._run  # pylint: disable=protected-access
+        real = _ocr_tesseract._run  # pylint: disable=protected-access
 
         def spy(argv, stdin, timeout):
             calls.append(argv)
             return real(argv, stdin, timeout)
-        _ocr._run = spy  # pylint: disable=protected-access
+        _ocr_tesseract._run = spy  # pylint: disable=protected-access
         try:
             frame = render(MENU)
             first = stbt.ocr(frame, LINE1)
@@ -346,7 +346,7 @@ class Ocr(OcrTestCase):
             stbt.ocr(frame, LINE1, mode=stbt.OcrMode.SPARSE_TEXT)  # other parameters: read again
             self.assertEqual(len(calls), n + 1)
         finally:
-            _ocr._run = real  # pylint: disable=protected-access
+            _ocr_tesseract._run = real  # pylint: disable=protected-access
 
 
 class Corrections(OcrTestCase):
@@ -485,17 +485,17 @@ class PackDefaults(OcrTestCase):
 
     def test_ocr_section_gives_the_defaults(self):
         seen = []
-        real = _ocr._run  # pylint: disable=protected-access
+        real = _ocr_tesseract._run  # pylint: disable=protected-access
 
         def spy(argv, stdin, timeout):
             if stdin:
                 seen.append((argv, cv2.imdecode(numpy.frombuffer(stdin, numpy.uint8), cv2.IMREAD_UNCHANGED)))
             return real(argv, stdin, timeout)
-        _ocr._run = spy  # pylint: disable=protected-access
+        _ocr_tesseract._run = spy  # pylint: disable=protected-access
         try:
             stbt.ocr(render(MENU), LINE1)
         finally:
-            _ocr._run = real  # pylint: disable=protected-access
+            _ocr_tesseract._run = real  # pylint: disable=protected-access
         argv, picture = seen[0]
         self.assertEqual(picture.shape, (45, 420))  # upsample = false
         self.assertEqual(argv[argv.index("--oem") + 1], "1")  # the legacy engine reads with LSTM
@@ -513,16 +513,16 @@ class PackNoAutoSingleLine(OcrTestCase):
         frame = render([("OK", (100, 100), 28, WHITE)])
         region = stbt.Region(90, 90, width=60, height=40)
         argvs = []
-        real = _ocr._run  # pylint: disable=protected-access
+        real = _ocr_tesseract._run  # pylint: disable=protected-access
 
         def spy(argv, stdin, timeout):
             argvs.append(argv)
             return real(argv, stdin, timeout)
-        _ocr._run = spy  # pylint: disable=protected-access
+        _ocr_tesseract._run = spy  # pylint: disable=protected-access
         try:
             stbt.ocr(frame, region)
         finally:
-            _ocr._run = real  # pylint: disable=protected-access
+            _ocr_tesseract._run = real  # pylint: disable=protected-access
         self.assertEqual(argvs[-1][argvs[-1].index("--psm") + 1], "3")
 
 
@@ -546,7 +546,7 @@ class Timeout(OcrTestCase):
     CONF = "[ocr]\ntimeout_secs = 0.001\n"
 
     def test_a_tesseract_that_takes_too_long_is_stopped(self):
-        _ocr._installed_langs()  # pylint: disable=protected-access
+        _ocr_tesseract._installed_langs()  # pylint: disable=protected-access
         with self.assertRaises(stbt.UITestError) as cm:
             stbt.ocr(render(MENU))
         self.assertIn("did not finish within 0.001 s", str(cm.exception))
@@ -591,42 +591,42 @@ class Worker(OcrTestCase):
 
     def setUp(self):
         super().setUp()
-        self.assertTrue(_ocr.USE_WORKER)
-        _ocr._installed_langs()  # pylint: disable=protected-access
+        self.assertTrue(_ocr_tesseract.USE_WORKER)
+        _ocr_tesseract._installed_langs()  # pylint: disable=protected-access
 
     def tearDown(self):
-        _ocr._worker_test_sleep = 0.0  # pylint: disable=protected-access
-        _ocr.USE_WORKER = True
+        _ocr_tesseract._worker_test_sleep = 0.0  # pylint: disable=protected-access
+        _ocr_tesseract.USE_WORKER = True
         super().tearDown()
 
     def test_one_worker_process_serves_every_read(self):
         frame = render(MENU)
         stbt.ocr(frame, LINE1)
-        pid = _ocr._worker_pid()  # pylint: disable=protected-access
+        pid = _ocr_tesseract._worker_pid()  # pylint: disable=protected-access
         self.assertIsNotNone(pid)
-        starts = _ocr._worker_starts  # pylint: disable=protected-access
+        starts = _ocr_tesseract._worker_starts  # pylint: disable=protected-access
         for region in (LINE1, stbt.Region(90, 190, width=300, height=45), stbt.Region(690, 390, width=400, height=45)):
             stbt.ocr(frame, region, mode=stbt.OcrMode.SINGLE_LINE)
         self.assertTrue(stbt.match_text("Recordings", frame))
-        self.assertEqual(_ocr._worker_pid(), pid)  # pylint: disable=protected-access
-        self.assertEqual(_ocr._worker_starts, starts)  # pylint: disable=protected-access
+        self.assertEqual(_ocr_tesseract._worker_pid(), pid)  # pylint: disable=protected-access
+        self.assertEqual(_ocr_tesseract._worker_starts, starts)  # pylint: disable=protected-access
 
     def test_a_hung_worker_is_killed_at_the_timeout_and_the_next_read_works(self):
         frame = render(MENU)
         stbt.ocr(frame, stbt.Region(90, 190, width=300, height=45))  # the worker is up
-        pid = _ocr._worker_pid()  # pylint: disable=protected-access
+        pid = _ocr_tesseract._worker_pid()  # pylint: disable=protected-access
         self._timeout(1)
-        _ocr._worker_test_sleep = 3600.0  # pylint: disable=protected-access
+        _ocr_tesseract._worker_test_sleep = 3600.0  # pylint: disable=protected-access
         with self.assertRaises(stbt.UITestError) as cm:
             stbt.ocr(frame, LINE1)
         self.assertIn("did not finish within 1 s", str(cm.exception))
-        self.assertIsNone(_ocr._worker_pid())  # pylint: disable=protected-access
+        self.assertIsNone(_ocr_tesseract._worker_pid())  # pylint: disable=protected-access
         with self.assertRaises(ProcessLookupError):
             os.kill(pid, 0)
-        _ocr._worker_test_sleep = 0.0  # pylint: disable=protected-access
+        _ocr_tesseract._worker_test_sleep = 0.0  # pylint: disable=protected-access
         self._timeout(60)  # the new worker loads its model again: no race with a loaded machine
         self.assertEqual(stbt.ocr(frame, LINE1), "Channel 104: Evening News")
-        self.assertNotEqual(_ocr._worker_pid(), pid)  # pylint: disable=protected-access
+        self.assertNotEqual(_ocr_tesseract._worker_pid(), pid)  # pylint: disable=protected-access
 
     def _timeout(self, secs):
         os.makedirs(os.path.join(self.root, "config"), exist_ok=True)
@@ -637,25 +637,25 @@ class Worker(OcrTestCase):
     def test_a_crashed_worker_fails_the_read_and_the_next_read_works(self):
         frame = render(MENU)
         stbt.ocr(frame, stbt.Region(90, 190, width=300, height=45))
-        pid = _ocr._worker_pid()  # pylint: disable=protected-access
+        pid = _ocr_tesseract._worker_pid()  # pylint: disable=protected-access
         # The worker dies in the middle of the read: it sleeps first, so the kill lands while the read waits.
-        _ocr._worker_test_sleep = 3600.0  # pylint: disable=protected-access
-        real = _ocr._worker_exchange  # pylint: disable=protected-access
+        _ocr_tesseract._worker_test_sleep = 3600.0  # pylint: disable=protected-access
+        real = _ocr_tesseract._worker_exchange  # pylint: disable=protected-access
 
         def kill_then_exchange(p, data, timeout):
             if data:
                 os.kill(p.pid, signal.SIGKILL)
             return real(p, data, timeout)
-        _ocr._worker_exchange = kill_then_exchange  # pylint: disable=protected-access
+        _ocr_tesseract._worker_exchange = kill_then_exchange  # pylint: disable=protected-access
         try:
             with self.assertRaises(stbt.UITestError) as cm:
                 stbt.ocr(frame, LINE1)
         finally:
-            _ocr._worker_exchange = real  # pylint: disable=protected-access
+            _ocr_tesseract._worker_exchange = real  # pylint: disable=protected-access
         self.assertIn("OCR worker (tesserocr) died", str(cm.exception))
-        _ocr._worker_test_sleep = 0.0  # pylint: disable=protected-access
+        _ocr_tesseract._worker_test_sleep = 0.0  # pylint: disable=protected-access
         self.assertEqual(stbt.ocr(frame, LINE1), "Channel 104: Evening News")
-        self.assertNotEqual(_ocr._worker_pid(), pid)  # pylint: disable=protected-access
+        self.assertNotEqual(_ocr_tesseract._worker_pid(), pid)  # pylint: disable=protected-access
 
     def test_the_worker_and_the_command_give_the_same_answers(self):
         frames = [render(MENU), render([("AB12 CD34", (100, 100), 28, WHITE)]),
@@ -668,50 +668,50 @@ class Worker(OcrTestCase):
                 reads.append((frame, kwargs))
         got = {}
         for use in (True, False):
-            _ocr.USE_WORKER = use
-            _ocr._cache.clear()  # pylint: disable=protected-access
+            _ocr_tesseract.USE_WORKER = use
+            _ocr_tesseract._cache.clear()  # pylint: disable=protected-access
             got[use] = [stbt.ocr(frame, **kwargs) for frame, kwargs in reads]
             got[use].append(repr([stbt.match_text(t, frame).region for frame in frames
                                   for t in ("Recordings", "CD34", "light")]))
             # match_text's word boxes and confidences: the TSV itself.
-            _ocr._cache.clear()  # pylint: disable=protected-access
+            _ocr_tesseract._cache.clear()  # pylint: disable=protected-access
             params = _ocr._Params(stbt.OcrMode.PAGE_SEGMENTATION_WITHOUT_OSD,  # pylint: disable=protected-access
                                   None, None, None, None, None, None, None, None, None)
-            grey = _ocr._prepare(frames[0], stbt.Region.ALL, params)[2]  # pylint: disable=protected-access
-            got[use].append(_ocr._tesseract(grey, params, True))  # pylint: disable=protected-access
+            grey = _ocr_prepare.prepare(frames[0], stbt.Region.ALL, params)[2]
+            got[use].append(_ocr_tesseract.read(grey, params, True))
         self.assertIn("Channel 104: Evening News", got[True])
-        words = _ocr._parse_tsv(got[True][-1])  # pylint: disable=protected-access
+        words = _ocr_tesseract.parse_tsv(got[True][-1])  # pylint: disable=protected-access
         self.assertIn("Recordings", [w.text for w in words])
         self.assertTrue(all(0 <= w.conf <= 100 for w in words), words)
         self.assertEqual(got[True], got[False])
 
     def test_without_tesserocr_every_read_runs_the_command_and_the_log_says_so_once(self):
-        _ocr._worker_kill()  # pylint: disable=protected-access
+        _ocr_tesseract._worker_kill()  # pylint: disable=protected-access
         shadow = os.path.join(self.root, "shadow")
         os.makedirs(shadow)
         with open(os.path.join(shadow, "tesserocr.py"), "w") as f:
             f.write("raise ImportError(\"No module named 'tesserocr'\")\n")
         saved_path, logged, commands = os.environ.get("PYTHONPATH"), [], []
-        real_log, real_command = _ocr._log, _ocr._run_command  # pylint: disable=protected-access
+        real_log, real_command = _ocr_tesseract.log, _ocr_tesseract._run_command  # pylint: disable=protected-access
 
         def command_spy(argv, stdin, timeout):
             commands.append(argv)
             return real_command(argv, stdin, timeout)
         os.environ["PYTHONPATH"] = shadow
-        _ocr._log, _ocr._run_command = logged.append, command_spy  # pylint: disable=protected-access
+        _ocr_tesseract.log, _ocr_tesseract._run_command = logged.append, command_spy  # pylint: disable=protected-access
         try:
             frame = render(MENU)
             self.assertEqual(stbt.ocr(frame, LINE1), "Channel 104: Evening News")
             self.assertTrue(stbt.match_text("Recordings", frame))
         finally:
-            _ocr._log, _ocr._run_command = real_log, real_command  # pylint: disable=protected-access
+            _ocr_tesseract.log, _ocr_tesseract._run_command = real_log, real_command  # pylint: disable=protected-access
             if saved_path is None:
                 os.environ.pop("PYTHONPATH")
             else:
                 os.environ["PYTHONPATH"] = saved_path
-            missing, _ocr._worker_missing = _ocr._worker_missing, False  # pylint: disable=protected-access
+            missing, _ocr_tesseract._worker_missing = _ocr_tesseract._worker_missing, False  # pylint: disable=protected-access
         self.assertTrue(missing)
-        self.assertIsNone(_ocr._worker_pid())  # pylint: disable=protected-access
+        self.assertIsNone(_ocr_tesseract._worker_pid())  # pylint: disable=protected-access
         self.assertEqual(len([c for c in commands if c[1] == "stdin"]), 2)
         notes = [line for line in logged if "python3-tesserocr" in line]
         self.assertEqual(len(notes), 1, logged)
@@ -721,7 +721,7 @@ class Worker(OcrTestCase):
     def test_a_forked_child_reads_with_its_own_worker_and_leaves_its_parents_alone(self):
         frame = render(MENU)
         stbt.ocr(frame, stbt.Region(90, 190, width=300, height=45))
-        pid = _ocr._worker_pid()  # pylint: disable=protected-access
+        pid = _ocr_tesseract._worker_pid()  # pylint: disable=protected-access
         r, w = os.pipe()
         child = os.fork()
         if child == 0:  # the child: one read, its answer and its worker's pid to the parent
@@ -729,7 +729,7 @@ class Worker(OcrTestCase):
             try:
                 os.close(r)
                 text = stbt.ocr(frame, LINE1)
-                os.write(w, ("%s\n%s" % (_ocr._worker_pid(), text)).encode())  # pylint: disable=protected-access
+                os.write(w, ("%s\n%s" % (_ocr_tesseract._worker_pid(), text)).encode())  # pylint: disable=protected-access
                 code = 0
             finally:
                 os._exit(code)  # pylint: disable=protected-access
@@ -740,5 +740,5 @@ class Worker(OcrTestCase):
         child_worker, text = answer.split("\n", 1)
         self.assertEqual(text, "Channel 104: Evening News")
         self.assertNotEqual(child_worker, str(pid))
-        self.assertEqual(_ocr._worker_pid(), pid)  # pylint: disable=protected-access
+        self.assertEqual(_ocr_tesseract._worker_pid(), pid)  # pylint: disable=protected-access
         self.assertEqual(stbt.ocr(frame, LINE1), "Channel 104: Evening News")

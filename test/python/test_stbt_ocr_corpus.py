@@ -17,7 +17,7 @@ import cv2
 import numpy
 
 import stbt
-from stbt_core import _config, _ocr
+from stbt_core import _config, _ocr_tesseract
 import _ocr_corpus
 from _env import restore_env
 
@@ -57,7 +57,7 @@ class TextColorOnTvScreens(unittest.TestCase):
         os.environ["FARMHAND_TEST_PACK_DIR"] = self.root
         os.environ.pop("FARMHAND_CONFIG", None)
         _config._reset()  # pylint: disable=protected-access
-        _ocr._cache.clear()  # pylint: disable=protected-access
+        _ocr_tesseract._cache.clear()  # pylint: disable=protected-access
 
     def tearDown(self):
         shutil.rmtree(self.root, True)
