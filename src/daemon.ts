@@ -277,6 +277,7 @@ function nodeServices(b: Live): Services {
     policy: new NodePolicy({ nodeId: cfg.node_id, jobs, reservations: b.reservations, node: b.node, health: b.online, healthProblem: () => b.checks.problem(), testPack: b.testPack, keys: b.keys, frames, events: hub, maintenance: b.maintenance }),
     events: { hub, stream: b.stream, webhooks: b.webhooks },
     audit: b.auditLog,
+    ...(b.power && { power: { outlet: b.power, assertCanUse: (user: string | undefined, what: string) => b.reservations.assertCanUse(user, cfg.node_id, what) } }),
   };
 }
 

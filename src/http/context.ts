@@ -8,6 +8,7 @@ import type { FrameSource, Logger, ResultRepository, TestPack } from '../core/po
 import type { WebhookDispatcher } from '../notify/webhooks.js';
 import { delegatedBaseUrlOf } from './auth.js';
 import type { EventStream } from './events.js';
+import type { NodePower } from './v2/power.js';
 
 export interface Services {
   nodeId: string;
@@ -27,6 +28,8 @@ export interface Services {
   events?: { hub: EventHub; stream: EventStream; webhooks: WebhookDispatcher };
   /** The audit trail (docs/auth.md): `GET /api/v2/audit` and the page `/app/audit` read it; absent: not served. */
   audit?: AuditLog;
+  /** The node's power outlet (`power.uri`; docs/power.md); absent: the node has none. */
+  power?: NodePower;
 }
 
 export type ApiVersion = 'v1' | 'v2';

@@ -52,19 +52,19 @@ describe('the table of endpoints places the farm portal`s node-scoped requests',
   });
 
   it('an entry added to the table is placed with no other edit, and the table`s order changes nothing', () => {
-    const powerCycle: Endpoint = { ...e('POST', '/api/v2/nodes/:node_id/power/cycle', 'admin', 'power-cycle devices'), summary: 'x', tag: 'extras', auth: 'token', responses: {} };
-    expect(powerCycle.farm).to.deep.equal({ id: 'node_id', answer: 'forward' });
-    expect(new Placements(ENDPOINTS).place('POST', '/api/v2/nodes/n3/power/cycle')).to.equal(undefined);
-    for (const entries of [[...ENDPOINTS, powerCycle], [powerCycle, ...ENDPOINTS].reverse()]) {
+    const reboot: Endpoint = { ...e('POST', '/api/v2/nodes/:node_id/reboot', 'admin', 'reboot devices'), summary: 'x', tag: 'extras', auth: 'token', responses: {} };
+    expect(reboot.farm).to.deep.equal({ id: 'node_id', answer: 'forward' });
+    expect(new Placements(ENDPOINTS).place('POST', '/api/v2/nodes/n3/reboot')).to.equal(undefined);
+    for (const entries of [[...ENDPOINTS, reboot], [reboot, ...ENDPOINTS].reverse()]) {
       const p = new Placements(entries);
-      expect(p.place('POST', '/api/v2/nodes/n3/power/cycle')?.entry).to.equal(powerCycle);
-      expect(p.place('POST', '/api/v2/nodes/n3/power/cycle')?.nodeId).to.equal('n3');
+      expect(p.place('POST', '/api/v2/nodes/n3/reboot')?.entry).to.equal(reboot);
+      expect(p.place('POST', '/api/v2/nodes/n3/reboot')?.nodeId).to.equal('n3');
       // A wildcard entry never takes a path from a more specific one, whichever comes first.
       expect(p.place('GET', '/api/v2/results/n3/ab/3/2026-01-01_00.00.00/screenshot.png')?.entry.path).to.equal('/api/v2/results/:node/:hex/:num/:stamp/screenshot.png');
       expect(p.place('GET', '/api/v2/results/n3/ab/3/2026-01-01_00.00.00/video.mp4')?.entry.path).to.equal('/api/v2/results/:node/:hex/:num/:stamp/*rest');
     }
     // Served by the nodes alone, or the nodes' own API: not placed.
-    expect(new Placements([{ ...powerCycle, served: 'node' }]).place('POST', '/api/v2/nodes/n3/power/cycle')).to.equal(undefined);
+    expect(new Placements([{ ...reboot, served: 'node' }]).place('POST', '/api/v2/nodes/n3/reboot')).to.equal(undefined);
     expect(e('PUT', '/farm/v1/results/:node/x', 'node', 'upload results', 'portal').farm).to.equal(undefined);
   });
 

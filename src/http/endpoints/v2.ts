@@ -22,6 +22,30 @@ const AUDIT_QUERY = z.object({
   limit: z.string().optional().meta({ description: 'At most this many, 1 to 1000; default 100.' }),
 });
 
+const OFF_SECS = 'off_secs must be a number of seconds from 0 to 600';
+/** The body of a power-cycle (src/http/v2/power.ts; docs/power.md): an object, every field optional. */
+export const PowerCycleRequest = z
+  .strictObject(
+    {
+      off_secs: z
+        .number({ error: OFF_SECS })
+        .min(0, { error: OFF_SECS })
+        .max(600, { error: OFF_SECS })
+        .nullish()
+        .meta({ description: "How long the outlet stays off, 0 to 600 seconds; default the power.uri's off_secs (5)." }),
+    },
+    { error: (i) => (i.code === 'unrecognized_keys' ? `unknown field ${i.keys.join(', ')}: the body takes only off_secs` : 'the body must be a JSON object, e.g. {"off_secs": 5}, or none') },
+  )
+  .meta({ id: 'PowerCycleRequest' });
+export const PowerCycleAnswer = z
+  .object({
+    node_id: z.string(),
+    off_secs: z.number().meta({ description: 'How long the outlet was left off.' }),
+    started: z.string().meta({ description: 'ISO 8601 (UTC): when the outlet was asked to switch off.' }),
+    ended: z.string().meta({ description: 'ISO 8601 (UTC): when the outlet read on again.' }),
+  })
+  .meta({ id: 'PowerCycleAnswer' });
+
 const stopAnswers = (unknown: string) => ({
   200: json(S.JobWithNotices, 'Stopped (or had already exited).'),
   202: json(S.JobWithNotices, 'Still stopping; retry.'),
@@ -98,6 +122,29 @@ export const V2: Endpoint[] = [
       404: error('Unknown node_id, revision, remote control or key.'),
       409: error('A job is running.'),
       503: error('The infrared transport is not answering.'),
+    },
+  },
+  {
+    // An extension of v2 (issue 33): the node's outlet off and on again (src/http/v2/power.ts; docs/power.md).
+    ...e('POST', `${NODE}/power/cycle`, 'manual', 'power-cycle the device under test'),
+    farm: { id: 'node_id', answer: 'forward', reserved: 'power-cycle the device' },
+    audit: 'power.cycle',
+    summary: 'Power-cycle the device under test (extension of v2)',
+    description:
+      "Not in stb-tester's API: a farmhand extension of v2. The node's outlet (`power.uri`, docs/power.md) is switched off, left off " +
+      '`off_secs`, and switched on; the answer comes once the outlet reads on again. Refused while a job runs or another cycle is under way.',
+    tag: 'extras',
+    auth: 'token',
+    params: NODE_PARAMS,
+    body: PowerCycleRequest,
+    check: { body: PowerCycleRequest },
+    responses: {
+      200: json(PowerCycleAnswer, 'Done: the outlet was off `off_secs` and reads on again.'),
+      400: error('A bad body: off_secs not a number from 0 to 600, an unknown field.'),
+      403: error('The role is below manual, or the node is reserved by someone else.'),
+      404: error('Unknown node_id, or the node has no outlet (power.uri none).'),
+      409: error('A job is running, or a cycle is already under way.'),
+      503: error('The outlet failed: unreachable, too slow, refused, or did not switch (the message says what to check); through the portal, the node is not connected.'),
     },
   },
   // Tests and jobs.

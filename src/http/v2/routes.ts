@@ -18,6 +18,7 @@ import { createLogTzTransform } from '../formats/logTz.js';
 import { jobFromParams } from '../params.js';
 import { mountResultRoutes } from '../resultRoutes.js';
 import { mountNodeRoutes, withNotices } from './nodeRoutes.js';
+import { mountPowerRoutes } from './power.js';
 import { mount } from '../endpoints/mount.js';
 import { checkedBody } from '../endpoints/validate.js';
 import { PressRequest, V2RunTestsCheck } from '../openapi/schemas.js';
@@ -159,6 +160,7 @@ export function v2Router(s: Services): Router {
 
   // v2's log takes `tz` (default UTC) for its timestamps.
   mountNodeRoutes(r, s);
+  mountPowerRoutes(r, s);
   mountResultRoutes(r, '/api/v2/results', 'v2', s, (ctx) => {
     const tz = parseTimeZone(ctx.query.tz);
     return tz === 'UTC' ? undefined : createLogTzTransform(tz);

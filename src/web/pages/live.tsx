@@ -13,13 +13,17 @@
  *   rectangle of it: the full screenshot and the reference images.
  * - Presses go to `POST /api/v2/nodes/<id>/press` from the page, so the
  *   reservation rules of the API apply.
+ * - A node with an outlet (`power.uri`) offers a "Power cycle" button to a
+ *   reader whose role allows manual control, with a confirm step: it calls
+ *   `POST /api/v2/nodes/<id>/power/cycle` (docs/power.md).
  */
 import Router from '@koa/router';
 import type { Context } from 'koa';
 import { loadSharp } from '../../hardware/sharp.js';
 import { FarmError, invalid } from '../../core/errors.js';
 import type { Services } from '../../http/context.js';
-import { signedIn } from '../../http/auth.js';
+import { permits } from '../../core/roles.js';
+import { signedIn, userOf, viaPortal } from '../../http/auth.js';
 import { sendPage } from '../layout.js';
 import { isLiveFrameSource, LiveStream } from '../liveStream.js';
 import { arrange, loadRemotes, type WebRemote } from '../liveRemote.js';
@@ -51,7 +55,7 @@ export function liveRouter(s: Services): Router {
     const size = frameSize(s);
     sendPage(
       ctx,
-      <LivePage nodeId={s.nodeId} base={mine} signedIn={signedIn(ctx)} remotes={remotes.remotes} chosen={remotes.chosen} problem={remotes.problem} width={size.width} height={size.height} capture={stream !== undefined} />,
+      <LivePage nodeId={s.nodeId} base={mine} signedIn={signedIn(ctx)} remotes={remotes.remotes} chosen={remotes.chosen} problem={remotes.problem} width={size.width} height={size.height} capture={stream !== undefined} power={powerOffer(ctx, s)} />,
       { title: 'Live view', section: 'live', scripts: ['live.js'] },
     );
   });
@@ -93,6 +97,18 @@ export function liveRouter(s: Services): Router {
   return r;
 }
 
+/**
+ * The power-cycle offered on the page: the node has an outlet and the reader is signed in with a role that allows
+ * manual control (none: a node without roles). Through the portal the node is told only that she is signed in, so
+ * the page asks the portal's session (live.js) before showing the button.
+ */
+function powerOffer(ctx: Context, s: Services): PowerOffer | undefined {
+  if (!s.power || !signedIn(ctx)) return undefined;
+  const role = userOf(ctx)?.role;
+  if (role !== undefined && !permits(role, 'manual')) return undefined;
+  return { offSecs: s.power.outlet.offSecs, askPortal: viaPortal(ctx) && userOf(ctx) === undefined };
+}
+
 function frameSize(s: Services): { width: number; height: number } {
   const f = s.frames.latestFrame?.();
   return f ? { width: f.width, height: f.height } : { width: 1280, height: 720 };
@@ -115,6 +131,13 @@ function regionOf(ctx: Context, fw: number, fh: number): { x: number; y: number;
   return { x, y, width, height };
 }
 
+interface PowerOffer {
+  /** The outlet's default off time (power.uri's off_secs). */
+  offSecs: number;
+  /** Shown only once the portal's session says the reader's role allows manual control (live.js). */
+  askPortal: boolean;
+}
+
 interface LivePageProps {
   nodeId: string;
   /** `/app/nodes/<id>/live`: where the picture and frames are read. */
@@ -126,6 +149,7 @@ interface LivePageProps {
   width: number;
   height: number;
   capture: boolean;
+  power: PowerOffer | undefined;
 }
 
 function LivePage(p: LivePageProps) {
@@ -198,6 +222,7 @@ function LivePage(p: LivePageProps) {
             <RemoteKeys remote={r} shown={r.name === p.chosen} enabled={p.signedIn} />
           ))}
           <p id="remote-error" class="problem" role="alert" />
+          {p.power ? <PowerPanel power={p.power} /> : null}
           <details class="live-keys-help">
             <summary>Keyboard</summary>
             <p>With the focus anywhere on this page but a text box:</p>
@@ -209,6 +234,29 @@ function LivePage(p: LivePageProps) {
           </details>
         </section>
       </div>
+    </div>
+  );
+}
+
+/** The power-cycle button, its confirm step and its outcome (live.js). */
+function PowerPanel(p: { power: PowerOffer }) {
+  return (
+    <div id="power-panel" class="panel live-power" data-off-secs={String(p.power.offSecs)} data-ask-portal={p.power.askPortal ? 'yes' : 'no'} hidden={p.power.askPortal}>
+      <h3>Power</h3>
+      <p>Switch the device's mains off for {p.power.offSecs} s and on again, through the node's outlet.</p>
+      <button type="button" id="power-cycle">
+        Power cycle
+      </button>
+      <p id="power-confirm" hidden>
+        Switch the device off, and on again after {p.power.offSecs} s? It starts from cold.{' '}
+        <button type="button" id="power-yes">
+          Yes, power-cycle
+        </button>{' '}
+        <button type="button" id="power-no">
+          Cancel
+        </button>
+      </p>
+      <p id="power-status" role="status" />
     </div>
   );
 }

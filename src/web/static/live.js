@@ -9,10 +9,12 @@
  *   daemon sends a picture only when it changed);
  * - the web remote: buttons and the keyboard press keys through
  *   `POST /api/v2/nodes/<id>/press`; the API's error is shown;
+ * - the power-cycle (a node with an outlet): confirm, then
+ *   `POST /api/v2/nodes/<id>/power/cycle`; its outcome is shown;
  * - reference images: drag a rectangle on the picture, name it, download
  *   the exact pixels (`/app/live/frame.png?...`) and copy the Python line.
  */
-import { api, ApiError } from './api.js';
+import { api, ApiError, pageSession } from './api.js';
 
 const root = /** @type {HTMLElement} */ (document.getElementById('live'));
 const nodeId = root.dataset.nodeId ?? '';
@@ -239,6 +241,63 @@ document.addEventListener('keydown', (ev) => {
   ev.preventDefault();
   void press(key);
 });
+
+// ---------------------------------------------------------------- the power-cycle
+
+const ROLES = ['read', 'manual', 'run', 'admin'];
+const powerPanel = document.getElementById('power-panel');
+if (powerPanel) setUpPower(powerPanel);
+
+/**
+ * The "Power cycle" button (docs/power.md): a confirm step, then `POST /api/v2/nodes/<id>/power/cycle`, whose
+ * answer comes once the device is on again; the outcome is written under the button. Through the portal the panel
+ * comes hidden, and is shown once the portal's session says the reader's role allows manual control.
+ * @param {HTMLElement} panel
+ */
+function setUpPower(panel) {
+  const start = /** @type {HTMLButtonElement} */ (document.getElementById('power-cycle'));
+  const confirmBox = /** @type {HTMLElement} */ (document.getElementById('power-confirm'));
+  const yes = /** @type {HTMLButtonElement} */ (document.getElementById('power-yes'));
+  const no = /** @type {HTMLButtonElement} */ (document.getElementById('power-no'));
+  const said = /** @type {HTMLElement} */ (document.getElementById('power-status'));
+  const offSecs = Number(panel.dataset.offSecs);
+  if (panel.dataset.askPortal === 'yes') {
+    void pageSession().then((s) => {
+      // The portal's session may name the role (a portal that does not is taken at its word: signed in).
+      const role = /** @type {{ role?: unknown } | null} */ (s)?.role;
+      panel.hidden = !s?.login || (typeof role === 'string' && ROLES.indexOf(role) < ROLES.indexOf('manual'));
+    });
+  }
+  /** @param {boolean} asking */
+  const asking = (asking) => {
+    confirmBox.hidden = !asking;
+    start.hidden = asking;
+  };
+  start.addEventListener('click', () => {
+    said.textContent = '';
+    asking(true);
+    yes.focus();
+  });
+  no.addEventListener('click', () => {
+    asking(false);
+    start.focus();
+  });
+  yes.addEventListener('click', async () => {
+    asking(false);
+    start.disabled = true;
+    said.classList.remove('problem');
+    said.textContent = `Power-cycling: off for ${offSecs} s, then on again...`;
+    try {
+      const done = await api('POST', `/api/v2/nodes/${encodeURIComponent(nodeId)}/power/cycle`, {});
+      said.textContent = `Power-cycled: off for ${done.off_secs} s, on again at ${new Date(done.ended).toLocaleTimeString()}.`;
+    } catch (e) {
+      said.classList.add('problem');
+      said.textContent = `Power cycle failed: ${e instanceof ApiError ? e.message : String(e)}`;
+    } finally {
+      start.disabled = false;
+    }
+  });
+}
 
 // ---------------------------------------------------------------- reference images
 
