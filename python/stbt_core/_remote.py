@@ -187,28 +187,32 @@ def _request_alone(op, timeout, **fields):
 
 
 def press_until_match(key, image, interval_secs=None, max_presses=None, match_parameters=None, region=_ALL):
-    """Press ``key``, then wait up to ``interval_secs`` (``[press_until_match]
-    interval_secs``, 3) for ``image``; repeat up to ``max_presses`` times
-    (10). Returns the ``MatchResult``; ``MatchTimeout`` when it never matched."""
+    """Press ``key`` as many times as it takes for ``image`` to appear: look
+    for it for up to ``interval_secs`` (``[press_until_match] interval_secs``,
+    3) first, and press only when it is not there, then look again; up to
+    ``max_presses`` presses (10). An image already on the screen takes no
+    press. Returns the ``MatchResult``; ``MatchTimeout`` after the look that
+    follows the last press."""
     from stbt_core._match import MatchTimeout, wait_for_match  # pylint: disable=import-outside-toplevel
 
     if interval_secs is None:
         interval_secs = get_config("press_until_match", "interval_secs", type_=float)
     if max_presses is None:
         max_presses = get_config("press_until_match", "max_presses", type_=int)
+    if int(max_presses) < 0:
+        raise ValueError("max_presses must be 0 or more, not %r" % (max_presses,))
     kwargs = {"match_parameters": match_parameters}
     if region is not None:
         kwargs["region"] = region
-    last = None
-    for _ in range(int(max_presses)):
-        press(key)
+    presses = 0
+    while True:
         try:
             return wait_for_match(image, timeout_secs=interval_secs, **kwargs)
         except MatchTimeout as e:
-            last = e
-    if last is None:
-        raise ValueError("max_presses must be at least 1, not %r" % (max_presses,))
-    raise MatchTimeout(last.screenshot, last.expected, float(interval_secs) * int(max_presses))
+            if presses >= int(max_presses):
+                raise MatchTimeout(e.screenshot, e.expected, float(interval_secs) * (presses + 1)) from None
+        press(key)
+        presses += 1
 
 
 # ITU-T E.161 letters on a phone keypad; each key's own digit comes last.

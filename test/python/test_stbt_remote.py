@@ -92,9 +92,31 @@ class Press(WithDaemon, unittest.TestCase):
     def test_press_until_match_raises_match_timeout_after_max_presses(self):
         template = numpy.zeros((12, 12, 3), numpy.uint8)
         template[2:10, 2:10] = (0, 255, 0)
-        with self.assertRaises(stbt.MatchTimeout):
+        with self.assertRaises(stbt.MatchTimeout) as cm:
             stbt.press_until_match("KEY_LEFT", template, interval_secs=0.1, max_presses=2)
         self.assertEqual(len(self.daemon.presses), 2)
+        # A look before each press and one after the last: three looks of interval_secs.
+        self.assertAlmostEqual(cm.exception.timeout_secs, 0.3)
+
+    def test_press_until_match_looks_before_it_presses(self):
+        template = numpy.zeros((12, 12, 3), numpy.uint8)
+        template[:] = (128, 0, 0)
+        template[2:10, 2:10] = 255
+        # Screen 0 already shows the square at x = 4: found without a press.
+        result = stbt.press_until_match("KEY_RIGHT", template, interval_secs=1,
+                                        region=stbt.Region(0, 0, right=20, bottom=20))
+        self.assertTrue(result)
+        self.assertEqual(self.daemon.presses, [])
+        self.assertEqual(result.region, stbt.Region(2, 2, width=12, height=12))
+
+    def test_press_until_match_with_max_presses_0_only_looks(self):
+        template = numpy.zeros((12, 12, 3), numpy.uint8)
+        template[2:10, 2:10] = (0, 255, 0)
+        with self.assertRaises(stbt.MatchTimeout):
+            stbt.press_until_match("KEY_RIGHT", template, interval_secs=0.1, max_presses=0)
+        self.assertEqual(self.daemon.presses, [])
+        with self.assertRaises(ValueError):
+            stbt.press_until_match("KEY_RIGHT", template, interval_secs=0.1, max_presses=-1)
 
 
 class Config(WithDaemon, unittest.TestCase):
