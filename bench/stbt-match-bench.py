@@ -8,6 +8,16 @@ Run from the repository root:  /usr/bin/python3 bench/stbt-match-bench.py [--run
 - a template with transparency (63 % of its pixels transparent) at most 1.5x
   its opaque twin (same pixels, no alpha), in both cases.
 
+Then two shortcuts, each against the general path it stands in for (forced
+by setting the module's own switch for the run), printed as a ratio:
+
+- the rectangle mask: a transparent template whose compared pixels are a few
+  rectangles (here an opaque frame round a hole) sums over an integral image
+  instead of correlating through the mask;
+- match_all's flat template: a plain 24x24 template over a plain 320x180
+  frame matches at every place; all those places are refined from one score
+  map of each level instead of one window each.
+
 The frame and the templates are drawn by test/python/_match_corpus.py (the
 matching tests' pictures). Each figure is the median (and 90th percentile)
 of N calls of stbt.match on the same frame, with the built-in [match]
@@ -83,7 +93,40 @@ def main():
                   % (name, med, p90, cpu, ratio, cpu_ratio, mark))
             if med > rows[i - 1][3]:
                 print("  %-34s (above the %.1f ms limit of the opaque case)" % ("", rows[i - 1][3]))
+    shortcuts(args.runs, transparent, frame, region)
     return 0 if ok else 1
+
+
+def shortcuts(runs, transparent, frame, region):
+    """The rectangle-mask and flat-template shortcuts against the paths they replace."""
+    import numpy  # pylint: disable=import-outside-toplevel
+    from stbt_core import _match  # pylint: disable=import-outside-toplevel
+    print("shortcuts, against the path they replace (forced): wall median (CPU median), ms")
+    for name, where in (("whole frame", stbt.Region.ALL), ("region 400x200", region)):
+        rect = measure(lambda r=where: stbt.match(transparent, frame=frame, region=r), max(5, runs // 4))
+        saved = _match._MAX_MASK_CORNERS, _match._MAX_MASK_RECTS  # pylint: disable=protected-access
+        _match._MAX_MASK_CORNERS, _match._MAX_MASK_RECTS = -1, -1  # pylint: disable=protected-access
+        try:
+            general = measure(lambda r=where: stbt.match(transparent, frame=frame, region=r), max(5, runs // 4))
+        finally:
+            _match._MAX_MASK_CORNERS, _match._MAX_MASK_RECTS = saved  # pylint: disable=protected-access
+        print("  %-44s %8.2f (%7.2f)  through the mask %8.2f (%7.2f)  %.1fx faster (CPU %.1fx)"
+              % ("rectangle mask, transparent twin, " + name, rect[0], rect[2], general[0], general[2],
+                 general[0] / rect[0], general[2] / rect[2]))
+    plain = numpy.full((180, 320, 3), (90, 60, 30), numpy.uint8)
+    flat = plain[:24, :24].copy()
+    count = len(list(stbt.match_all(flat, frame=plain)))
+    fast = measure(lambda: list(stbt.match_all(flat, frame=plain)), 5)
+    saved = _match._MAX_MERGED_WINDOWS  # pylint: disable=protected-access
+    _match._MAX_MERGED_WINDOWS = 1 << 30  # pylint: disable=protected-access
+    try:
+        assert len(list(stbt.match_all(flat, frame=plain))) == count
+        slow = measure(lambda: list(stbt.match_all(flat, frame=plain)), 3)
+    finally:
+        _match._MAX_MERGED_WINDOWS = saved  # pylint: disable=protected-access
+    print("  %-44s %8.2f (%7.2f)  window by window %8.2f (%7.2f)  %.1fx faster (CPU %.1fx)"
+          % ("match_all, flat template (%d matches)" % count, fast[0], fast[2], slow[0], slow[2],
+             slow[0] / fast[0], slow[2] / fast[2]))
 
 
 if __name__ == "__main__":
