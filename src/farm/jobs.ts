@@ -76,6 +76,64 @@ const zeroCounts = (): ResultCounts => ({ pass: 0, fail: 0, error: 0, total: 0 }
  */
 const newer = (p: string) => `(${p}::bigint[] IS NULL OR last_node_event IS NULL OR last_node_event < ${p}::bigint[])`;
 
+/** Writes one node event into the jobs table: whether it changed a row, undefined when it is not ours to keep. */
+type JobEventWriter = (data: unknown, nodeId: string, at: ReturnType<typeof nodeEventOrder>, q: Queryable) => Promise<boolean | undefined>;
+
+const changedRow = (r: { rowCount: number | null }) => (r.rowCount ?? 0) > 0;
+
+const jobEventWriters: Partial<Record<EventType, JobEventWriter>> = {
+  async 'job.started'(data, nodeId, at, q) {
+    const d = data as JobStartedData & { node_id: string };
+    if (!d.job_uid.startsWith(`/${nodeId}/`)) return undefined; // ids start with their node's id; anything else is not ours to keep
+    const job: StoredJob = { status: 'running', start_time: d.start_time, end_time: null, result_counts: zeroCounts(), runs_finished: 0 };
+    const { node_id: _n, ...request } = d;
+    // DO NOTHING: a job the portal already knows (and maybe ended) is never reopened.
+    const r = await q.query(
+      `INSERT INTO jobs (job_uid, node_id, username, state, request, created_at, job, last_node_event)
+       VALUES ($1, $2, $3, 'running', $4, $5, $6, $7) ON CONFLICT (job_uid) DO NOTHING`,
+      [d.job_uid, nodeId, d.username, JSON.stringify(request), d.start_time, JSON.stringify(job), at],
+    );
+    return changedRow(r);
+  },
+  async 'run.started'(data, nodeId, at, q) {
+    const d = data as RunStartedData;
+    const r = await q.query(
+      `UPDATE jobs SET current_run = $2, last_node_event = coalesce($4, last_node_event)
+       WHERE job_uid = $1 AND node_id = $3 AND state = 'running' AND ${newer('$4')}`,
+      [d.job_uid, JSON.stringify({ result_id: d.result_id, test_case: d.test_case, start_time: d.start_time }), nodeId, at],
+    );
+    return changedRow(r);
+  },
+  async 'run.finished'(data, nodeId, at, q) {
+    const d = data as EventPayloads['run.finished'];
+    const r = await q.query(
+      `UPDATE jobs SET
+         current_run = CASE WHEN current_run->>'result_id' = $2 THEN NULL ELSE current_run END,
+         job = jsonb_set(
+                 jsonb_set(jsonb_set(job, ARRAY['result_counts', $3], to_jsonb(coalesce((job->'result_counts'->>$3)::int, 0) + 1)),
+                           '{result_counts,total}', to_jsonb(coalesce((job->'result_counts'->>'total')::int, 0) + 1)),
+                 '{runs_finished}', to_jsonb(coalesce((job->>'runs_finished')::int, 0) + 1)),
+         last_node_event = coalesce($5, last_node_event)
+       WHERE job_uid = $1 AND node_id = $4 AND state = 'running' AND ${newer('$5')}`,
+      [d.job_uid, d.result_id, d.result, nodeId, at],
+    );
+    return changedRow(r);
+  },
+  async 'job.exited'(data, nodeId, at, q) {
+    const d = data as EventPayloads['job.exited'];
+    const patch = { status: 'exited', end_time: d.end_time, result_counts: d.result_counts };
+    // A job still running here, or one closed by the node's own word. One the portal ended (end_reason set)
+    // keeps the portal's account, and the stale event is dropped (false).
+    const r = await q.query(
+      `UPDATE jobs SET state = 'exited', ended_at = coalesce($2::timestamptz, now()), current_run = NULL, job = coalesce(job, '{}') || $3::jsonb,
+              last_node_event = coalesce($5, last_node_event)
+       WHERE job_uid = $1 AND node_id = $4 AND (state = 'running' OR end_reason IS NULL) AND ${newer('$5')}`,
+      [d.job_uid, d.end_time, JSON.stringify(patch), nodeId, at],
+    );
+    return changedRow(r);
+  },
+};
+
 export class FarmJobs implements HubJobs {
   constructor(private readonly o: FarmJobsOptions) {}
 
@@ -94,63 +152,11 @@ export class FarmJobs implements HubJobs {
 
   /** Apply one event; false when it changed no row (an unknown or ended job), undefined when it is not a job event. */
   private async apply(e: FarmEvent, nodeId: string, q: Queryable): Promise<boolean | undefined> {
+    const write = jobEventWriters[e.type];
+    if (!write) return undefined;
     // The event's place among the node's events: a row already changed by it (or a later one) is left alone, so
     // an event the node sends again (at least once, docs/farm.md "The outbox") counts once.
-    const at = nodeEventOrder(e.id);
-    switch (e.type) {
-      case 'job.started': {
-        const d = e.data as JobStartedData & { node_id: string };
-        if (!d.job_uid.startsWith(`/${nodeId}/`)) return undefined; // ids start with their node's id; anything else is not ours to keep
-        const job: StoredJob = { status: 'running', start_time: d.start_time, end_time: null, result_counts: zeroCounts(), runs_finished: 0 };
-        const { node_id: _n, ...request } = d;
-        // DO NOTHING: a job the portal already knows (and maybe ended) is never reopened.
-        const r = await q.query(
-          `INSERT INTO jobs (job_uid, node_id, username, state, request, created_at, job, last_node_event)
-           VALUES ($1, $2, $3, 'running', $4, $5, $6, $7) ON CONFLICT (job_uid) DO NOTHING`,
-          [d.job_uid, nodeId, d.username, JSON.stringify(request), d.start_time, JSON.stringify(job), at],
-        );
-        return (r.rowCount ?? 0) > 0;
-      }
-      case 'run.started': {
-        const d = e.data as RunStartedData;
-        const r = await q.query(
-          `UPDATE jobs SET current_run = $2, last_node_event = coalesce($4, last_node_event)
-           WHERE job_uid = $1 AND node_id = $3 AND state = 'running' AND ${newer('$4')}`,
-          [d.job_uid, JSON.stringify({ result_id: d.result_id, test_case: d.test_case, start_time: d.start_time }), nodeId, at],
-        );
-        return (r.rowCount ?? 0) > 0;
-      }
-      case 'run.finished': {
-        const d = e.data as EventPayloads['run.finished'];
-        const r = await q.query(
-          `UPDATE jobs SET
-             current_run = CASE WHEN current_run->>'result_id' = $2 THEN NULL ELSE current_run END,
-             job = jsonb_set(
-                     jsonb_set(jsonb_set(job, ARRAY['result_counts', $3], to_jsonb(coalesce((job->'result_counts'->>$3)::int, 0) + 1)),
-                               '{result_counts,total}', to_jsonb(coalesce((job->'result_counts'->>'total')::int, 0) + 1)),
-                     '{runs_finished}', to_jsonb(coalesce((job->>'runs_finished')::int, 0) + 1)),
-             last_node_event = coalesce($5, last_node_event)
-           WHERE job_uid = $1 AND node_id = $4 AND state = 'running' AND ${newer('$5')}`,
-          [d.job_uid, d.result_id, d.result, nodeId, at],
-        );
-        return (r.rowCount ?? 0) > 0;
-      }
-      case 'job.exited': {
-        const d = e.data as EventPayloads['job.exited'];
-        const patch = { status: 'exited', end_time: d.end_time, result_counts: d.result_counts };
-        // A job still running here, or one closed by the node's own word. One the portal ended (end_reason set)
-        // keeps the portal's account, and the stale event is dropped (false).
-        const r = await q.query(
-          `UPDATE jobs SET state = 'exited', ended_at = coalesce($2::timestamptz, now()), current_run = NULL, job = coalesce(job, '{}') || $3::jsonb,
-                  last_node_event = coalesce($5, last_node_event)
-           WHERE job_uid = $1 AND node_id = $4 AND (state = 'running' OR end_reason IS NULL) AND ${newer('$5')}`,
-          [d.job_uid, d.end_time, JSON.stringify(patch), nodeId, at],
-        );
-        return (r.rowCount ?? 0) > 0;
-      }
-      default:
-        return undefined;
-    }
+    return write(e.data, nodeId, nodeEventOrder(e.id), q);
   }
 
   /**
@@ -158,64 +164,26 @@ export class FarmJobs implements HubJobs {
    * nothing written, when the node moved to another replica (src/farm/replicas/ownership.ts).
    */
   async nodeOffline(nodeId: string, reason: string, tenure?: Tenure): Promise<boolean> {
-    const lost: ResultRecord[] = [];
-    const exited: { job_uid: string; end_time: string; result_counts: ResultCounts }[] = [];
-    let moved = false;
-    await inTransaction(this.o.pool, async (client) => {
-      moved = false;
+    // undefined: the node moved to another replica, and nothing was written.
+    const ended = await inTransaction(this.o.pool, async (client) => {
       try {
         await holdNode(client, nodeId, tenure);
       } catch (e) {
         if (!(e instanceof NodeMoved)) throw e;
-        moved = true;
-        return;
+        return undefined;
       }
-      const { rows } = await client.query<{
-        job_uid: string;
-        username: string;
-        request: Partial<JobStartedData>;
-        current_run: { result_id: string; test_case: string; start_time: string } | null;
-        job: StoredJob | null;
-        now: Date;
-      }>(`SELECT job_uid, username, request, current_run, job, now() AS now FROM jobs WHERE node_id = $1 AND state = 'running' FOR UPDATE`, [nodeId]);
-      for (const row of rows) {
-        const end = row.now.toISOString();
-        const counts = { ...zeroCounts(), ...row.job?.result_counts };
-        const run = row.current_run;
-        if (run) {
-          const r = row.request;
-          lost.push({
-            result_id: run.result_id,
-            job_uid: row.job_uid,
-            test_case: run.test_case,
-            test_pack_sha: r.test_pack_sha ?? '',
-            test_pack_branch: r.test_pack_branch ?? null,
-            category: r.category ?? '',
-            username: row.username,
-            tags: r.tags ?? {},
-            start_time: run.start_time,
-            end_time: end,
-            duration: Math.max(0, (Date.parse(end) - Date.parse(run.start_time)) / 1000),
-            result: 'error',
-            failure_reason: `node ${nodeId} went offline: ${reason}`,
-            traceback: null,
-            infrastructure_error: null,
-          });
-          counts.error += 1;
-          counts.total += 1;
-        }
-        // The lost run is a result too (put below, as the node's recovery puts it again).
-        const runs = typeof row.job?.runs_finished === 'number' ? { runs_finished: row.job.runs_finished + (run ? 1 : 0) } : {};
-        const job: StoredJob = { status: 'exited', start_time: row.job?.start_time ?? end, end_time: end, result_counts: counts, ...runs };
-        await client.query(`UPDATE jobs SET state = 'exited', ended_at = $2, end_reason = $3, current_run = NULL, job = $4 WHERE job_uid = $1`, [
-          row.job_uid,
-          end,
-          reason,
-          JSON.stringify(job),
-        ]);
-        exited.push({ job_uid: row.job_uid, end_time: end, result_counts: counts });
-      }
+      return endRunningJobs(client, nodeId, reason);
     });
+    if (!ended) {
+      this.o.logger.info({ node: nodeId, reason }, 'the fault rule left a node alone: it moved to another portal replica');
+      return false;
+    }
+    await this.announceEnded(nodeId, reason, ended);
+    return true;
+  }
+
+  /** Records the runs lost with an offline node and tells the listeners of the runs and jobs it ended. */
+  private async announceEnded(nodeId: string, reason: string, { lost, exited }: EndedJobs): Promise<void> {
     if (lost.length > 0) {
       try {
         for (const r of lost) await this.o.onRunLost(r);
@@ -239,8 +207,6 @@ export class FarmJobs implements HubJobs {
     }
     for (const j of exited) this.o.emit?.('job.exited', nodeId, j);
     if (exited.length > 0) this.o.logger.warn({ node: nodeId, jobs: exited.map((j) => j.job_uid), lost_runs: lost.length, reason }, 'jobs ended: their node went offline');
-    if (moved) this.o.logger.info({ node: nodeId, reason }, 'the fault rule left a node alone: it moved to another portal replica');
-    return !moved;
   }
 
   /**
@@ -265,6 +231,66 @@ export class FarmJobs implements HubJobs {
     const { rows } = await this.o.pool.query<FarmJobRow>(`SELECT job_uid, node_id, username, state, job, end_reason, request, current_run FROM jobs WHERE job_uid = $1`, [jobUid]);
     return rows[0];
   }
+}
+
+/** What the fault rule ended: the runs in flight (now `error` results) and the jobs. */
+interface EndedJobs {
+  lost: ResultRecord[];
+  exited: { job_uid: string; end_time: string; result_counts: ResultCounts }[];
+}
+
+type RunningJobRow = Pick<FarmJobRow, 'job_uid' | 'username' | 'request' | 'current_run'> & { job: StoredJob | null; now: Date };
+
+/** Ends, in the caller's transaction, every job of the node still running; its run in flight becomes an `error`. */
+async function endRunningJobs(client: Queryable, nodeId: string, reason: string): Promise<EndedJobs> {
+  const ended: EndedJobs = { lost: [], exited: [] };
+  const { rows } = await client.query<RunningJobRow>(
+    `SELECT job_uid, username, request, current_run, job, now() AS now FROM jobs WHERE node_id = $1 AND state = 'running' FOR UPDATE`,
+    [nodeId],
+  );
+  for (const row of rows) {
+    const end = row.now.toISOString();
+    const counts = { ...zeroCounts(), ...row.job?.result_counts };
+    const run = row.current_run;
+    if (run) {
+      ended.lost.push(lostRun(row, run, end, `node ${nodeId} went offline: ${reason}`));
+      counts.error += 1;
+      counts.total += 1;
+    }
+    // The lost run is a result too (put by the caller, as the node's recovery puts it again).
+    const runs = typeof row.job?.runs_finished === 'number' ? { runs_finished: row.job.runs_finished + (run ? 1 : 0) } : {};
+    const job: StoredJob = { status: 'exited', start_time: row.job?.start_time ?? end, end_time: end, result_counts: counts, ...runs };
+    await client.query(`UPDATE jobs SET state = 'exited', ended_at = $2, end_reason = $3, current_run = NULL, job = $4 WHERE job_uid = $1`, [
+      row.job_uid,
+      end,
+      reason,
+      JSON.stringify(job),
+    ]);
+    ended.exited.push({ job_uid: row.job_uid, end_time: end, result_counts: counts });
+  }
+  return ended;
+}
+
+/** The `error` result of a run in flight when its node went offline. */
+function lostRun(row: RunningJobRow, run: NonNullable<FarmJobRow['current_run']>, end: string, why: string): ResultRecord {
+  const r = row.request;
+  return {
+    result_id: run.result_id,
+    job_uid: row.job_uid,
+    test_case: run.test_case,
+    test_pack_sha: r.test_pack_sha ?? '',
+    test_pack_branch: r.test_pack_branch ?? null,
+    category: r.category ?? '',
+    username: row.username,
+    tags: r.tags ?? {},
+    start_time: run.start_time,
+    end_time: end,
+    duration: Math.max(0, (Date.parse(end) - Date.parse(run.start_time)) / 1000),
+    result: 'error',
+    failure_reason: why,
+    traceback: null,
+    infrastructure_error: null,
+  };
 }
 
 /** The Job object of a row (v2, or v1 for `GET /api/v1/jobs/<uid>`: only job_url differs), with URLs on the portal. */
