@@ -63,9 +63,9 @@ describe('capture: ffmpeg input for network streams', () => {
     });
   });
 
-  it('each protocol its own timeout option; rtsp interleaved over TCP', () => {
+  it('each protocol its own timeout option (srt 0.5 s); rtsp interleaved over TCP', () => {
     const tail = (uri: string) => networkInputArgs(uri).args.slice(10);
-    expect(tail('srt://h:9000')).to.deep.equal(['-timeout', '1000000', '-connect_timeout', '1000', '-i', 'srt://h:9000']);
+    expect(tail('srt://h:9000')).to.deep.equal(['-timeout', '500000', '-connect_timeout', '1000', '-i', 'srt://h:9000']);
     expect(tail('rtsp://u:p@cam/live')).to.deep.equal(['-rtsp_transport', 'tcp', '-timeout', '1000000', '-i', 'rtsp://u:p@cam/live']);
     expect(tail('http://cam/live.ts')).to.deep.equal(['-rw_timeout', '1000000', '-i', 'http://cam/live.ts']);
     expect(tail('https://cam/live.ts')).to.deep.equal(['-rw_timeout', '1000000', '-i', 'https://cam/live.ts']);
@@ -111,11 +111,11 @@ describe('capture: why a network stream ended', () => {
 });
 
 describe('capture: network restart schedule', () => {
-  it('100 ms, doubling to 1.5 s; back to 100 ms after 2 s of frames', () => {
+  it('100 ms, doubling to 1 s; back to 100 ms after 2 s of frames', () => {
     const b = new Backoff(NETWORK_BACKOFF);
     const delays = [0, 1, 2, 3, 4, 5].map((i) => b.failed(i * 1000, undefined));
-    expect(delays).to.deep.equal([100, 200, 400, 800, 1500, 1500]);
-    expect(b.failed(10_000, 8500)).to.equal(1500); // 1.5 s of frames: still the same outage
+    expect(delays).to.deep.equal([100, 200, 400, 800, 1000, 1000]);
+    expect(b.failed(10_000, 8500)).to.equal(1000); // 1.5 s of frames: still the same outage
     expect(b.failed(20_000, 18_000)).to.equal(100);
   });
 });

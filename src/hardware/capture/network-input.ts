@@ -21,14 +21,25 @@ export { isNetworkCaptureUri, redactCaptureUri } from '../../config/uris/capture
 export const NETWORK_IO_TIMEOUT_MS = 1000;
 
 /**
- * Restarts of a network stream: the first at once (100 ms: an encoder that restarts on a mode change
- * is usually back within a second or two), doubling to 1.5 s, so a stream that comes back after any
- * outage is read again within 1.5 s plus ffmpeg's start (and the encoder's next keyframe); back to
- * 100 ms once a stream has delivered frames for 2 s (it worked: its next end is a new outage, such as
- * the next mode change). A dead stream costs one ffmpeg start every ~1.5-2.5 s (each attempt ends on
- * its own: connection refused, or the I/O timeout).
+ * SRT's shorter I/O timeout. An SRT sender that restarts can never go on with the old connection (its
+ * new listener does not know it), so every ms waited past the last packet is time before the reconnect;
+ * udp has no connection, and a sender back within its timeout is read on by the same ffmpeg. Half a
+ * second is still a dozen frames (and many more MPEG-TS packets) missing; the receiver's libsrt keeps
+ * reading on a busy machine, so a late ffmpeg does not count against it.
  */
-export const NETWORK_BACKOFF: BackoffOptions = { initialMs: 100, maxMs: 1500, healthyResetMs: 2000 };
+export const SRT_IO_TIMEOUT_MS = 500;
+
+/**
+ * Restarts of a network stream: the first at once (100 ms: an encoder that restarts on a mode change
+ * is usually back within a second or two), doubling to 1 s, so a stream that comes back after any
+ * outage is read again within 1 s plus the failing attempt's own time, ffmpeg's start and the
+ * encoder's next keyframe; back to 100 ms once a stream has delivered frames for 2 s (it worked: its
+ * next end is a new outage, such as the next mode change). A dead stream costs one ffmpeg start
+ * (about 0.16 s of CPU) every ~1.5-2 s: each attempt ends on its own (connection refused, or the
+ * I/O or connect timeout) and is followed by the 1 s wait. 1.5 s here put the worst return after an
+ * outage at 3.3-4.1 s on a loaded 2-core box.
+ */
+export const NETWORK_BACKOFF: BackoffOptions = { initialMs: 100, maxMs: 1000, healthyResetMs: 2000 };
 
 /**
  * Probe only what it takes to know the stream (a keyframe's size and format), not ffmpeg's default 5 s
@@ -62,7 +73,7 @@ function protocolArgs(scheme: NetworkScheme, us: string): string[] {
     case 'srt':
       // SRT runs over UDP: a caller gets no "connection refused" from a listener that is not up yet, only
       // the handshake's timeout (3 s by default), and every retry of a restarting encoder waited for it.
-      return ['-timeout', us, '-connect_timeout', String(NETWORK_IO_TIMEOUT_MS)];
+      return ['-timeout', String(SRT_IO_TIMEOUT_MS * 1000), '-connect_timeout', String(NETWORK_IO_TIMEOUT_MS)];
     case 'rtsp':
       // Interleaved over the RTSP connection: no UDP ports to open, no packets lost to a busy machine.
       return ['-rtsp_transport', 'tcp', '-timeout', us];
