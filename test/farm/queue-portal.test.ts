@@ -40,7 +40,7 @@ describe('the job queue through a portal and real nodes', function () {
 
   before(async () => {
     pack = await makeTestPack();
-    farm = await startTestFarm();
+    farm = await startTestFarm({ options: { queue: { dispatch: false } } }); // this test runs its own dispatcher
     for (const id of NODES) await farm.addNode(id, { pack });
     for (const id of NODES) await setNodeLabels(farm.db, id, { device: 'vbox', room: 'lab1' }, []);
     const { pool, hub } = farm.portal;

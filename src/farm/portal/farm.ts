@@ -10,16 +10,21 @@ import { availabilityText } from '../../core/availability.js';
 import type { Logger } from '../../core/ports.js';
 import { EventStream } from '../../http/events.js';
 import { version } from '../../version.js';
-import type { NodeLink } from '../contract.js';
+import type { FarmHub, NodeLink } from '../contract.js';
 import { farmStreamSource, OutboxListener, PgEventLog } from '../events.js';
 import { PgNodeCredentials } from '../nodeCredentials.js';
+import { farmNodeStates, hubJobStarter } from '../queue/adapters.js';
+import { QueueDispatcher, type DispatchEvent, type QueueDispatcherOptions } from '../queue/dispatcher.js';
+import type { NodeStates } from '../queue/ports.js';
+import { queueRouter } from '../queue/routes.js';
+import { PgJobQueue } from '../queue/store.js';
 import { farmReservationRouter } from '../reservationRoutes.js';
 import { PgReservations } from '../reservations.js';
 import { farmResultRouter, forwardThroughHub } from '../resultRoutes.js';
 import { StoredResults } from '../storedResults.js';
 import { uploadRouter } from '../uploadRoutes.js';
 import { PgUploadLocks } from '../uploadLocks.js';
-import { whenJobExited } from '../wakeups.js';
+import { whenJobExited, type FarmWakeups } from '../wakeups.js';
 import { FarmUploads } from '../uploads.js';
 import { PgTokenVerifier } from '../users.js';
 import { FarmWebhooks } from '../webhooks.js';
@@ -29,12 +34,16 @@ import { NODE_COLUMNS, remoteLink, type NodeRow } from './nodeViews.js';
 import { startPortal, type Portal, type PortalParts } from './portal.js';
 import { ResourceStack, type ResourceEvent } from '../../service/resources.js';
 import { storedResultPageRouter } from './web.js';
+import { insertAuditEntries } from '../audit.js';
+import type pg from 'pg';
 
 export interface FarmPortal extends Portal {
   reservations: PgReservations;
   events: { log: PgEventLog; listener: OutboxListener; stream: EventStream; webhooks: FarmWebhooks };
   store: StoredResults;
   uploads: FarmUploads;
+  /** The job queue (docs/queue.md): its store, where each node stands, and this process's dispatcher (none with `queue.dispatch: false`). */
+  queue: { store: PgJobQueue; nodes: NodeStates; dispatcher: QueueDispatcher | undefined };
 }
 
 /**
@@ -56,7 +65,11 @@ export interface FarmPortalOptions extends Pick<PortalParts, 'onLockLost' | 'onL
    * resource opened fails the start at that step: the tests' seam for a start that fails half-way.
    */
   onResource?: (e: ResourceEvent) => void;
+  /** The queue's dispatcher: `dispatch: false` starts none (a test that runs its own); its timings; told of each of its events. */
+  queue?: QueuePortalOptions;
 }
+
+export type QueuePortalOptions = Pick<QueueDispatcherOptions, 'startTimeoutMs' | 'pollMs' | 'cooldownMs' | 'settleMs' | 'onEvent'> & { dispatch?: boolean };
 
 /** The farm's parts, made in the portal's factories (so they close among its resources), started once it listens. */
 interface FarmParts {
@@ -68,6 +81,13 @@ interface FarmParts {
   uploads?: FarmUploads;
   locks?: PgUploadLocks | undefined;
   webhooks?: FarmWebhooks;
+  queue?: PgJobQueue;
+  nodes?: NodeStates;
+  dispatcher?: QueueDispatcher;
+  pool?: pg.Pool;
+  wakeups?: FarmWakeups;
+  replicaId?: string | undefined;
+  hub?: Pick<FarmHub, 'forward'>;
 }
 
 /**
@@ -76,12 +96,13 @@ interface FarmParts {
  * hub (its last events go into the outbox) and the requests under way, and before the pool.
  */
 export async function startFarmPortal(cfg: PortalConfig, logger: Logger, opts: FarmPortalOptions = {}): Promise<FarmPortal> {
-  const { reservationRecheckMs, onResource, ...o } = opts;
+  const { reservationRecheckMs, onResource, queue, ...o } = opts;
   const stack = new ResourceStack({ logger, ...(onResource && { onEvent: onResource }) });
   const f: FarmParts = {};
   const portal = await startPortal(cfg, logger, { ...o, ...farmFactories(cfg, logger, stack, f, reservationRecheckMs), stack });
   try {
     await startParts(cfg, logger, stack, f);
+    if (queue?.dispatch !== false) startDispatcher(cfg, logger, stack, f, portal.url, queue);
   } catch (e) {
     await portal.stop();
     throw e;
@@ -92,6 +113,7 @@ export async function startFarmPortal(cfg: PortalConfig, logger: Logger, opts: F
     events: { log: f.log!, listener: f.listener!, stream: f.stream!, webhooks: f.webhooks! },
     store: f.store!,
     uploads: f.uploads!,
+    queue: { store: f.queue!, nodes: f.nodes!, dispatcher: f.dispatcher },
   };
 }
 
@@ -108,6 +130,7 @@ function farmFactories(cfg: PortalConfig, logger: Logger, stack: ResourceStack, 
     tokens: (pool) => new PgTokenVerifier(pool, { logger: partsLogger(logger, 'tokens') }),
     credentials: (pool) => new PgNodeCredentials(pool),
     reservations: (pool, hub, wakeups, replicaId) => {
+      Object.assign(f, { pool, hub, wakeups, replicaId });
       const log = (f.log = new PgEventLog({ pool, logger: partsLogger(logger, 'events'), keepRows: cfg.events.buffer_size }));
       stack.defer('outbox log', () => log.close());
       const r = (f.reservations = new PgReservations({
@@ -159,6 +182,7 @@ function eventRouters(cfg: PortalConfig, logger: Logger, stack: ResourceStack, f
     storedResultPageRouter({ store, hub, pool, ...(cfg.public_url && { publicUrl: cfg.public_url }) }),
     farmResultRouter({ store, forward: forwardThroughHub(hub, cfg.public_url), ...(cfg.public_url && { publicUrl: cfg.public_url }) }),
     farmReservationRouter({ reservations: r, notices: (u, a) => r.takeNotices(u, a) }),
+    queueRouter({ queue: (f.queue = new PgJobQueue(pool)), nodes: (f.nodes = farmNodeStates({ pool, hub, reservations: r, replicaId: f.replicaId })) }),
     stream.router(),
   ];
 }
@@ -190,4 +214,38 @@ async function startParts(cfg: PortalConfig, logger: Logger, stack: ResourceStac
   retain();
   const retainer = setInterval(retain, cfg.retention.interval_secs * 1000).unref();
   stack.defer('retention', () => clearInterval(retainer));
+}
+
+/**
+ * The queue's dispatcher (docs/queue.md, "Dispatching"), once the portal listens: after the hub, the reservations and
+ * the wake-ups, so closed before them. A queued job it starts is in the audit trail as `job.run` by the user who
+ * queued it (via `portal`: the portal acted for them), with its queue id.
+ */
+function startDispatcher(cfg: PortalConfig, logger: Logger, stack: ResourceStack, f: FarmParts, url: string, o: QueuePortalOptions = {}): void {
+  const { dispatch: _dispatch, onEvent, ...timings } = o;
+  const log = partsLogger(logger, 'queue');
+  const pool = f.pool!;
+  const audit = (e: DispatchEvent): void => {
+    if (e.type !== 'started') return;
+    const { job } = e;
+    const detail = { queue_id: job.queue_id, test_cases: job.request.test_cases.length, revision: job.request.test_pack_revision, api: 'queue' };
+    const entry = { at: new Date().toISOString(), who: job.username, via: 'portal' as const, token_id: null, from: null, action: 'job.run' as const, node: job.node_id, target: job.job_uid, detail, outcome: 200 };
+    insertAuditEntries(pool, [entry]).catch((err: unknown) => log.warn({ err, queue_id: job.queue_id }, 'queue: the audit entry of a started job was not written'));
+  };
+  const dispatcher = (f.dispatcher = new QueueDispatcher({
+    pool,
+    queue: f.queue!,
+    nodes: f.nodes!,
+    wakeups: f.wakeups,
+    logger: log,
+    starter: hubJobStarter({ hub: f.hub!, baseUrl: cfg.public_url ?? url }),
+    ...timings,
+    onEvent: (e) => {
+      audit(e);
+      if (e.type === 'started') log.info({ queue_id: e.job.queue_id, node: e.job.node_id, job_uid: e.job.job_uid, user: e.job.username }, 'queue: started a queued job');
+      onEvent?.(e);
+    },
+  }));
+  dispatcher.start();
+  stack.defer('queue dispatcher', () => dispatcher.close());
 }

@@ -5,10 +5,12 @@
  */
 import type pg from 'pg';
 import { availabilityText, type Availability } from '../../core/availability.js';
+import type { Labels } from '../../core/queue.js';
 import { presentReservation } from '../../http/presenters.js';
 import type { FarmHub, FarmReservation, FarmReservations, NodeLink } from '../contract.js';
 import { nodeState } from '../hub/availability.js';
 import { nodeTestUserOf, TEST_USER_KEY, type NodeTestUser } from '../protocol.js';
+import { allNodeLabels } from '../queue/labels.js';
 import { farmNodeAvailability } from './availability.js';
 
 export interface NodeViewDeps {
@@ -52,11 +54,12 @@ export async function listFarmNodeViews(
 ): Promise<{ node: Record<string, unknown>; availability: Availability; testUser: NodeTestUser | undefined }[]> {
   const { rows } = await d.pool.query<NodeRow>(`SELECT ${NODE_COLUMNS} ORDER BY n.node_id`);
   const held = (await d.reservations?.activeAll()) ?? new Map<string, FarmReservation>();
+  const labels = await allNodeLabels(d.pool);
   return rows.map((row) => {
     const link = linkOf(d, row);
     const res = held.get(row.node_id);
     return {
-      node: presentFarmNode(row, link, res, caller, base),
+      node: presentFarmNode(row, link, res, caller, base, labels.get(row.node_id) ?? {}),
       availability: farmNodeAvailability(link, offlineReasonOfRow(row, link), res),
       testUser: nodeTestUserOf(link?.snapshot ?? row.state?.node),
     };
@@ -122,9 +125,17 @@ const offlineReasonOfRow = (row: NodeRow, link: NodeLink | undefined): string | 
 /**
  * The v2 Node object on the portal: the node's own (its last snapshot), with what only the portal knows laid
  * over it: whether it is connected, the address it connects from, the farm's reservation, its URL on the portal,
- * and available / not_available_reason worked out again from those.
+ * its labels (the farm administrator's, node_labels: whatever the node's snapshot says of `labels` is replaced, so a
+ * test pack cannot grant its node labels; docs/queue.md), and available / not_available_reason worked out again.
  */
-export function presentFarmNode(row: NodeRow, link: NodeLink | undefined, res: FarmReservation | undefined, caller: string, base: string): Record<string, unknown> {
+export function presentFarmNode(
+  row: NodeRow,
+  link: NodeLink | undefined,
+  res: FarmReservation | undefined,
+  caller: string,
+  base: string,
+  labels: Labels,
+): Record<string, unknown> {
   // Who the node's tests run as is for its page only (protocol.ts TEST_USER_KEY), not the API's Node object.
   const { [TEST_USER_KEY]: _testUser, ...snap } = link?.snapshot ?? row.state?.node ?? {};
   const connected = link?.online ?? false;
@@ -151,6 +162,8 @@ export function presentFarmNode(row: NodeRow, link: NodeLink | undefined, res: F
     last_used_time: snap.last_used_time ?? null,
     licence_expiry: snap.licence_expiry ?? null,
     reservation: res ? presentReservation({ ...res, ended: null }, caller) : null,
+    // Not in the spec: the farm administrator's labels of the node (never the node's own word).
+    labels,
     // Not in the spec: the portal's view of the node's connection.
     farm: {
       connected,

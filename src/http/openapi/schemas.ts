@@ -171,6 +171,7 @@ export const Node = z
       })
       .optional()
       .meta({ description: "Not in the spec: on a farm portal only (docs/farm.md), the portal's view of the node's connection." }),
+    labels: z.record(z.string(), z.string()).optional().meta({ description: "Not in the spec: on a farm portal only, the node's labels set by the farm's administrator (docs/queue.md); never the node's own." }),
   })
   .meta({ id: 'Node' });
 
