@@ -3,7 +3,11 @@
  * the node's page components (src/web/pages/) fed with the farm's data.
  *
  * - `/`: every node, from the data of `GET /api/v2/nodes` (listFarmNodeViews) and
- *   the test case each running job is on (the jobs table).
+ *   the test case each running job is on (the jobs table), with its labels
+ *   (node_labels); `?labels=k=v,...` keeps the nodes with all of them.
+ * - `/app/wall`: the same nodes as tiles, their pictures over `/app/wall/frames`
+ *   (wallFrames.ts); `/app/queue`: the queue per label set (PgJobQueue list and
+ *   explain, with each node's availability as the dispatcher sees it).
  * - `/app/results` and its live row: the node's results list over the farm's
  *   index in PostgreSQL (FarmResults), with a Node column.
  *
@@ -33,7 +37,15 @@ import { LOG_NAMES } from '../../http/resultRoutes.js';
 import { historyOf, type History } from '../../web/result-data.js';
 import { sendJobPage } from '../../web/pages/job.js';
 import { resultPageData, sendLogVtt, sendResultPage, type ResultPageSource } from '../../web/pages/result.js';
-import { farmFrontRouter, type FarmNode, type RunningTest } from '../../web/pages/farm.js';
+import { farmFrontRouter, type FarmFrontData, type FarmNode, type LabelFilter, type RunningTest } from '../../web/pages/farm.js';
+import { queuePageRouter, type QueuePageData, type QueueSetSummary } from '../../web/pages/queue.js';
+import { wallRouter } from '../../web/pages/wall.js';
+import { matches, parseSelector, selectorText, type Labels } from '../../core/queue.js';
+import { endpointOf } from '../../http/endpoints/table.js';
+import { farmNodeStates } from '../queue/adapters.js';
+import { allNodeLabels } from '../queue/labels.js';
+import { PgJobQueue, type QueuedJob } from '../queue/store.js';
+import { WallFrames, wallFramesRouter } from './wallFrames.js';
 import { resultsRouter, type ResultsSource } from '../../web/pages/results.js';
 import type { FarmHub, FarmReservations } from '../contract.js';
 import { presentFarmJob, type FarmJobs } from '../jobs.js';
@@ -72,17 +84,81 @@ export function farmResultsSource(results: Pick<FarmResults, 'query' | 'get'>): 
   };
 }
 
+/** A page's `?labels=k=v,...`: the selector, or the text and what is wrong with it (the page says it beside the box, 400). */
+export function labelFilterOf(ctx: Context): { selector?: Labels; filter?: LabelFilter } {
+  const raw = ctx.query.labels;
+  const text = (Array.isArray(raw) ? raw.join(',') : (raw ?? '')).trim();
+  if (text === '') return {};
+  try {
+    const selector = parseSelector(text, 'labels');
+    return { selector, filter: { text: selectorText(selector) } };
+  } catch (e) {
+    if (!(e instanceof FarmError)) throw e;
+    return { filter: { text, error: e.message } };
+  }
+}
+
 export function portalWebRouters(d: PortalWebDeps): Router[] {
-  const load = async (ctx: Context) => {
-    const views = await listFarmNodeViews(d, userOf(ctx)?.login ?? 'anonymous', portalBaseUrl(ctx, d.publicUrl));
-    const nodes = views.map((v): FarmNode => ({ ...(v.node as FarmNode), availability: v.availability, ...(v.testUser && { test_user: v.testUser }) }));
+  const load = async (ctx: Context): Promise<FarmFrontData> => {
+    const { selector, filter } = labelFilterOf(ctx);
+    const [views, labels] = await Promise.all([listFarmNodeViews(d, userOf(ctx)?.login ?? 'anonymous', portalBaseUrl(ctx, d.publicUrl)), allNodeLabels(d.pool)]);
+    const all = views.map((v): FarmNode => ({ ...(v.node as FarmNode), availability: v.availability, labels: labels.get(String(v.node.node_id)) ?? {}, ...(v.testUser && { test_user: v.testUser }) }));
+    const nodes = selector ? all.filter((n) => matches(n.labels ?? {}, selector)) : all;
     const { rows } = await d.pool.query<{ job_uid: string; current_run: RunningTest | null }>(
       `SELECT job_uid, current_run FROM jobs WHERE state = 'running' AND current_run IS NOT NULL`,
     );
     const login = userOf(ctx)?.login;
-    return { nodes, running: new Map(rows.map((r) => [r.job_uid, r.current_run!])), ...(login !== undefined && { login }) };
+    return { nodes, total: all.length, running: new Map(rows.map((r) => [r.job_uid, r.current_run!])), ...(login !== undefined && { login }), ...(filter && { filter }) };
   };
-  return [farmFrontRouter(load), resultsRouter(farmResultsSource(d.results))];
+  const frames = new WallFrames({ hub: d.hub });
+  return [
+    farmFrontRouter(load),
+    resultsRouter(farmResultsSource(d.results)),
+    wallRouter(load),
+    wallFramesRouter({ pool: d.pool, frames, publicUrl: d.publicUrl }),
+    queuePageRouter(queuePageLoader(d)),
+  ];
+}
+
+/** Whether the portal serves the cancel of a queued job (the queue API): the page's Cancel buttons call it. */
+const CANCEL_KEYS = ['/api/v2/queue/:queue_id', '/api/v2/queue/:id'];
+const cancelApi = (): boolean => CANCEL_KEYS.some((p) => endpointOf('DELETE', p)?.served !== undefined && endpointOf('DELETE', p)!.served !== 'node');
+
+/** The queue pages' data: every label set with waiting jobs, or one set's jobs explained. */
+function queuePageLoader(d: PortalWebDeps): (ctx: Context) => Promise<QueuePageData> {
+  const queue = new PgJobQueue(d.pool);
+  const states = farmNodeStates({ pool: d.pool, hub: d.hub, reservations: d.reservations, replicaId: d.replicaId });
+  return async (ctx) => {
+    const { selector, filter } = labelFilterOf(ctx);
+    const [availability, labels] = await Promise.all([states.availability(), allNodeLabels(d.pool)]);
+    if (!selector) {
+      const waiting = await queue.explain(await queue.list({ states: ['queued'] }), availability);
+      return { kind: 'overview', sets: summarise(waiting, labels, availability), ...(filter && { filter }) };
+    }
+    const jobs = await queue.list({ selector, limit: 20 });
+    const waiting = await queue.explain(jobs.filter((j) => j.state === 'queued'), availability);
+    const nodes = [...labels].filter(([, l]) => matches(l, selector)).map(([node_id]) => ({ node_id, availability: availability.get(node_id) ?? { kind: 'offline' as const, detail: null } }));
+    const user = userOf(ctx);
+    const canceller = user && cancelApi() ? { login: user.login, admin: user.role === 'admin' } : undefined;
+    return { kind: 'set', filter: filter!, selector: selectorText(selector), waiting, ended: jobs.filter((j) => j.state !== 'queued'), nodes, ...(canceller && { canceller }) };
+  };
+}
+
+/** The overview's rows: one per label set with waiting jobs, in the order of their first job. */
+function summarise(waiting: QueuedJob[], labels: Map<string, Labels>, availability: ReadonlyMap<string, { kind: string }>): QueueSetSummary[] {
+  const sets = new Map<string, QueueSetSummary>();
+  for (const j of waiting) {
+    const s = sets.get(j.selector);
+    if (s) {
+      s.waiting++;
+      if (j.queued_at < s.oldest) s.oldest = j.queued_at;
+      continue;
+    }
+    const mine = [...labels].filter(([, l]) => matches(l, j.labels)).map(([id]) => id);
+    const free = mine.filter((id) => availability.get(id)?.kind === 'available').length;
+    sets.set(j.selector, { selector: j.selector, waiting: 1, topPriority: j.priority, oldest: j.queued_at, why: j.waiting?.message ?? '', matching: mine.length, free });
+  }
+  return [...sets.values()];
 }
 
 const ID = '/:node/:hex/:num/:stamp';

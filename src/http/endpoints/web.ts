@@ -121,6 +121,10 @@ const frameQuery = z.object({
   width: z.string().optional().meta({ description: 'Width, pixels (at least 1).' }),
   height: z.string().optional().meta({ description: 'Height, pixels (at least 1).' }),
 });
+const labelsQuery = z.object({
+  labels: z.string().optional().describe('On a farm portal: only the nodes with all of these labels, `key=value` separated by commas (e.g. `device=roku,room=lab2`; docs/queue.md).'),
+});
+const wallFramesQuery = z.object({ nodes: z.string().describe('The node ids whose pictures to send, separated by commas (at most 500), each a registered node.') });
 /** A page the portal renders itself, as a node does: its query checked on both. */
 const bothSides = (q: z.ZodObject, code?: 'invalid_filter') => ({ check: { query: queryCheck(q), ...(code && { code }) }, portalCheck: { query: queryCheck(q), ...(code && { code }) } });
 const PAGE_RESULT_PARAMS = {
@@ -193,6 +197,49 @@ export const PAGES: Endpoint[] = [
       403: error('No token or session (only with `auth.v1_requires_token`).'),
       // The contract check folds dot segments as clients do (`/api/v1/jobs/../../..` is `/` to it); the daemon routes the raw path.
       404: error('A raw path with dot segments that a client would fold to `/`: no route.'),
+      400: pageOrError('On a farm portal: a malformed `labels` filter, said beside the filter box (JSON to a client that does not ask for HTML).'),
+    },
+    query: labelsQuery,
+    portalCheck: { query: queryCheck(labelsQuery) },
+  },
+  // The farm's queue pages and video wall (src/web/pages/queue.tsx, wall.tsx; docs/video-wall.md).
+  {
+    ...e('GET', '/app/queue', 'read', 'read the queue', 'portal'),
+    summary: 'The queue: every label set with waiting jobs; with `labels`, that set\'s waiting jobs in order and why each waits',
+    description:
+      'Without `labels`: each label set (the labels jobs were queued with) that has waiting jobs, their number, the highest priority, the oldest, the nodes of the set and why its first job waits. ' +
+      'With `labels`: the jobs queued with exactly these labels, in the order they will start (priority, then oldest), who queued each, since when and why it waits; then the last ended ones. docs/queue.md.',
+    tag: 'web',
+    auth: 'v1',
+    query: labelsQuery,
+    portalCheck: { query: queryCheck(labelsQuery) },
+    responses: { 200: page('The page.'), 400: pageOrError('A malformed `labels`, said beside the filter box (JSON to a client that does not ask for HTML).') },
+  },
+  {
+    ...e('GET', '/app/wall', 'read', 'read node status', 'portal'),
+    summary: "The video wall: every node's live thumbnail, state and job",
+    description:
+      'A tile per node (with `labels`, the nodes with all of them): its picture about once a second while the tile is on screen (over `/app/wall/frames`), its state, its job, its labels; a tile opens the node\'s live view. docs/video-wall.md.',
+    tag: 'web',
+    auth: 'v1',
+    query: labelsQuery,
+    portalCheck: { query: queryCheck(labelsQuery) },
+    responses: { 200: page('The page.'), 400: pageOrError('A malformed `labels`, said beside the filter box (JSON to a client that does not ask for HTML).') },
+  },
+  {
+    ...e('GET', '/app/wall/frames', 'read', 'read screenshots', 'portal'),
+    summary: "The video wall's pictures: the listed nodes' thumbnails as server-sent events",
+    description:
+      'A stream that stays open: `event: frame` `{"node_id", "seq", "jpeg"}` (a 320-wide JPEG, base64) each time a node\'s picture changes, asked of each node at most once a second whatever the number of walls; ' +
+      '`event: nopicture` `{"node_id", "seq", "reason"}` while a node has none (offline, capture down). A wall that reads slowly skips pictures.',
+    tag: 'web',
+    auth: 'v1',
+    query: wallFramesQuery,
+    portalCheck: { query: queryCheck(wallFramesQuery) },
+    responses: {
+      200: { description: 'The stream.', content: { 'text/event-stream': 'text' } },
+      400: error('No `nodes`, too many, or a node id that is not registered.'),
+      503: error('Too many walls open on this portal (200); retry after Retry-After.'),
     },
   },
   // Results list and job page (src/web/pages/results.tsx, job.tsx).

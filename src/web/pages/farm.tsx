@@ -5,13 +5,16 @@
  * counts and the test case running now), each linking to its pages (live view
  * and remote, job page, its results), and to the farm-wide results list.
  * Readable without JavaScript; `/static/farm.js` re-renders the table from the
- * event stream. The data comes through a function the portal passes in, so
- * this module knows nothing of PostgreSQL or the hub.
+ * event stream. Each node's labels (docs/queue.md) are shown in its row, each a
+ * link to the nodes with that label; `?labels=k=v,...` shows only the nodes with
+ * all of them (docs/video-wall.md, "Labels on the pages"). The data comes through
+ * a function the portal passes in, so this module knows nothing of PostgreSQL or the hub.
  */
 import Router from '@koa/router';
 import type { Context } from 'koa';
 import type { VNode } from 'preact';
 import type { Availability } from '../../core/availability.js';
+import type { Labels } from '../../core/queue.js';
 import type { NodeStatus } from '../../http/presenters.js';
 import { ReserveFields } from '../components/reserve-fields.js';
 import { sendPage } from '../layout.js';
@@ -28,7 +31,15 @@ export type FarmNode = NodeStatus & {
   availability?: Availability;
   /** For this page only: who the node's tests run as, as the node said (src/farm/protocol.ts NodeTestUser); absent from an older node. */
   test_user?: { run_as: string | null; can_read_credential: boolean };
+  /** The node's labels, set by the farm's administrator (docs/queue.md). */
+  labels?: Labels;
 };
+
+/** A page's label filter (`?labels=device=roku,room=lab2`): the text as given, and what was wrong with it. */
+export interface LabelFilter {
+  text: string;
+  error?: string;
+}
 
 /** The run in flight of a running job (the portal's jobs table). */
 export interface RunningTest {
@@ -42,6 +53,10 @@ export interface FarmFrontData {
   running: Map<string, RunningTest>;
   /** The signed-in person (the reservation forms are theirs); undefined for a reader. */
   login?: string;
+  /** The label filter; `nodes` are already the matching ones. */
+  filter?: LabelFilter;
+  /** Registered nodes before the filter. */
+  total?: number;
 }
 
 /** What the page reads: the nodes as the signed-in person (or nobody) sees them. */
@@ -100,6 +115,47 @@ function TestUserWarning({ n }: { n: FarmNode }): VNode | null {
   );
 }
 
+/** The page's own URL filtered to one label set. */
+export const withLabels = (path: string, labels: string): string => `${path}?labels=${encodeURIComponent(labels)}`;
+
+/** A node's labels, each a link to `path` filtered by it. */
+export function LabelChips({ labels, path }: { labels: Labels | undefined; path: string }): VNode | null {
+  const pairs = Object.entries(labels ?? {});
+  if (pairs.length === 0) return null;
+  return (
+    <ul class="labels" aria-label="Labels">
+      {pairs.map(([k, v]) => (
+        <li>
+          <a class="label" href={withLabels(path, `${k}=${v}`)}>
+            {k}={v}
+          </a>
+        </li>
+      ))}
+    </ul>
+  );
+}
+
+/** The label filter's form (a GET of the same page), its error beside the box. */
+export function LabelFilterForm({ filter, action, id }: { filter?: LabelFilter; action: string; id: string }): VNode {
+  const err = filter?.error;
+  return (
+    <form class="label-filter" method="get" action={action} role="search">
+      <label for={id}>Filter by labels</label>{' '}
+      <input id={id} name="labels" value={filter?.text ?? ''} placeholder="device=roku,room=lab2" size={32} aria-invalid={err ? 'true' : undefined} aria-describedby={`${id}-error`} />{' '}
+      <button type="submit">Filter</button>
+      {filter?.text ? (
+        <>
+          {' '}
+          <a href={action}>All nodes</a>
+        </>
+      ) : null}
+      <p id={`${id}-error`} class="form-error" role="alert">
+        {err ?? ''}
+      </p>
+    </form>
+  );
+}
+
 function NodeRow({ n, running, login }: { n: FarmNode; running: Map<string, RunningTest>; login?: string }): VNode {
   const job = n.job;
   const c = job?.result_counts;
@@ -123,6 +179,7 @@ function NodeRow({ n, running, login }: { n: FarmNode; running: Map<string, Runn
             · <code>{n.device_type}</code>
           </>
         ) : null}
+        <LabelChips labels={n.labels} path="/" />
       </th>
       <td class="node-state">
         <span class={`node-online ${n.online ? 'online' : 'offline'}`}>
@@ -199,8 +256,12 @@ function FarmFront({ data }: { data: FarmFrontData }): VNode {
     <div id="farm-front">
       <h1>Farm</h1>
       <p id="farm-summary">
-        {data.nodes.length} {data.nodes.length === 1 ? 'node' : 'nodes'}, {online} online. <a href="/app/results">Results of every node</a>
+        {data.nodes.length} {data.nodes.length === 1 ? 'node' : 'nodes'}
+        {data.filter?.text && !data.filter.error ? ` with ${data.filter.text} (of ${data.total ?? data.nodes.length})` : ''}, {online} online.{' '}
+        <a href="/app/results">Results of every node</a> · <a href="/app/queue">The queue</a> ·{' '}
+        <a href={data.filter?.text && !data.filter.error ? withLabels('/app/wall', data.filter.text) : '/app/wall'}>The video wall</a>
       </p>
+      <LabelFilterForm filter={data.filter} action="/" id="farm-filter" />
       <div id="farm-nodes">
         {data.nodes.length ? (
           <table class="farm-nodes">
@@ -225,6 +286,8 @@ function FarmFront({ data }: { data: FarmFrontData }): VNode {
               ))}
             </tbody>
           </table>
+        ) : data.filter?.text ? (
+          <p class="no-match">No node has the labels {data.filter.text}.</p>
         ) : (
           <p>
             No node is registered yet: <code>farmhand farm node add &lt;node_id&gt;</code> makes one.
@@ -270,7 +333,7 @@ export function farmFrontRouter(load: LoadFarmFront): Router {
   const r = new Router();
   mount(r, 'GET /', async (ctx) => {
     const data = await load(ctx);
-    sendPage(ctx, <FarmFront data={data} />, { title: 'Farm', section: 'node', scripts: ['farm.js'], farm: true });
+    sendPage(ctx, <FarmFront data={data} />, { title: 'Farm', section: 'node', scripts: ['farm.js'], farm: true }, data.filter?.error ? 400 : 200);
   });
   // The node's pages link their navigation's "Live & remote" here: on a farm, each node has its own (`/app/nodes/<id>/live`).
   mount(r, 'GET /app/live', (ctx) => {

@@ -51,7 +51,7 @@ export function pageRefresher(update, fail) {
     try {
       do {
         again = false;
-        const res = await fetch(location.pathname, { headers: { Accept: 'text/html' }, credentials: 'same-origin' });
+        const res = await fetch(location.pathname + location.search, { headers: { Accept: 'text/html' }, credentials: 'same-origin' });
         if (!res.ok) throw new Error(`the page answered ${res.status}`);
         update(new DOMParser().parseFromString(await res.text(), 'text/html'));
       } while (again);
