@@ -127,7 +127,7 @@ export class PgJobQueue {
   /** One job; not_found when there is none. */
   async get(queueId: number): Promise<QueuedJob> {
     const { rows } = await this.pool.query<QueueRow>('SELECT * FROM queue_jobs WHERE queue_id = $1', [checkId(queueId)]);
-    if (!rows[0]) throw new FarmError('not_found', `no queued job ${queueId}; GET /api/v2/jobs lists them`);
+    if (!rows[0]) throw new FarmError('not_found', `no queued job ${queueId}; GET /api/v2/queue lists them`);
     return presentRow(rows[0]);
   }
 
@@ -168,7 +168,7 @@ export class PgJobQueue {
         throw e;
       });
       const row = rows[0];
-      if (!row) throw new FarmError('not_found', `no queued job ${queueId}; GET /api/v2/jobs lists them`);
+      if (!row) throw new FarmError('not_found', `no queued job ${queueId}; GET /api/v2/queue lists them`);
       if (row.username !== by.user && !by.admin) throw new FarmError('forbidden', `queued job ${queueId} is ${row.username}'s: only they or an admin can cancel it`);
       if (row.state === 'started') throw new FarmError('conflict', `queued job ${queueId} has already started as job ${row.job_uid} on node ${row.node_id}: stop that job instead`);
       if (row.state !== 'queued') {
