@@ -25,7 +25,8 @@ const AUDIT_QUERY = z.object({
 const OFF_SECS = 'off_secs must be a number of seconds from 0 to 600';
 /** The body of a power-cycle (src/http/v2/power.ts; docs/power.md): an object, every field optional. */
 export const PowerCycleRequest = z
-  .strictObject(
+  // No body at all (the button's, curl's -X POST) is the empty object: every default.
+  .preprocess((v) => (v === undefined || v === null || v === '' ? {} : v), z.strictObject(
     {
       off_secs: z
         .number({ error: OFF_SECS })
@@ -35,7 +36,7 @@ export const PowerCycleRequest = z
         .meta({ description: "How long the outlet stays off, 0 to 600 seconds; default the power.uri's off_secs (5)." }),
     },
     { error: (i) => (i.code === 'unrecognized_keys' ? `unknown field ${i.keys.join(', ')}: the body takes only off_secs` : 'the body must be a JSON object, e.g. {"off_secs": 5}, or none') },
-  )
+  ))
   .meta({ id: 'PowerCycleRequest' });
 export const PowerCycleAnswer = z
   .object({
