@@ -109,6 +109,13 @@ def main(device):
 sys.exit(main(sys.argv[1]))
 `;
 
+/**
+ * How long the helper may take to start and open the device: the answer timeout, but at least 10 s.
+ * Starting python3 touches no bus and takes over a second on a loaded node; a short answer timeout
+ * (for a transmit that hangs) must not fail the start.
+ */
+const startMs = (timeoutMs: number): number => Math.max(timeoutMs, 10_000);
+
 /** One helper process for one device; requests go one at a time (the transport's queue serialises them). */
 export class CecHelper {
   private child: ChildProcess | undefined;
@@ -162,7 +169,7 @@ export class CecHelper {
     child.stdin.on('error', () => undefined); // a helper that died: its close says why
     child.once('error', (e: NodeJS.ErrnoException) => mine() && this.ended(this.spawnError(e)));
     child.once('close', (code, sig) => mine() && this.ended(`the CEC helper (${this.python}) ended (${sig ?? `code ${code}`})${this.lastStderr()}`));
-    const first = JSON.parse(await this.nextLine(signal, `the CEC helper did not start within ${this.timeoutMs} ms`)) as { ready?: boolean; message?: string };
+    const first = JSON.parse(await this.nextLine(signal, `the CEC helper did not start within ${startMs(this.timeoutMs)} ms`, startMs(this.timeoutMs))) as { ready?: boolean; message?: string };
     if (first.ready !== true) {
       this.stop();
       throw new FarmError('device_unavailable', first.message ?? `the CEC helper could not open ${this.device}`);
@@ -205,7 +212,7 @@ export class CecHelper {
   }
 
   /** The helper's next line; a timeout or an abort kills it (a message stuck in the kernel is not waited for). */
-  private nextLine(signal: AbortSignal | undefined, late: string): Promise<string> {
+  private nextLine(signal: AbortSignal | undefined, late: string, limitMs = this.timeoutMs): Promise<string> {
     if (this.lines.length > 0) return Promise.resolve(this.lines.shift()!);
     if (this.child === undefined) return Promise.reject(new FarmError('device_unavailable', `the CEC helper for ${this.device} is not running`));
     return new Promise<string>((resolve, reject) => {
@@ -217,7 +224,7 @@ export class CecHelper {
       };
       const fail = (e: unknown) => done(() => reject(e));
       const onAbort = () => fail((this.stop(), signal!.reason));
-      const timer = setTimeout(() => fail((this.stop(), new FarmError('device_unavailable', late))), this.timeoutMs);
+      const timer = setTimeout(() => fail((this.stop(), new FarmError('device_unavailable', late))), limitMs);
       this.waiter = { resolve: (line) => done(() => resolve(line)), reject: fail };
       if (signal?.aborted) onAbort();
       else signal?.addEventListener('abort', onAbort, { once: true });
