@@ -25,8 +25,9 @@ from stbt_core._errors import ConfigurationError
 from stbt_core._ocr_prepare import UPSAMPLE_FACTOR, UPSAMPLE_LINE_HEIGHT, prepare
 from stbt_core._ocr_tesseract import CONFIG_KEY_RE, log, parse_tsv
 # Replacements: ocr_eq.replacements' class, known to users as stbt_core._ocr.Replacements.
-from stbt_core._ocr_text import (Replacements, apply_ocr_corrections, check_corrections, ocr_eq,  # noqa: F401 pylint: disable=unused-import
-                                 plain_punctuation, set_global_ocr_corrections, short, word_key)
+from stbt_core._ocr_text import Replacements  # noqa: F401  pylint: disable=unused-import
+from stbt_core._ocr_text import (apply_ocr_corrections, check_corrections, ocr_eq, plain_punctuation,
+                                 set_global_ocr_corrections, short, word_key)
 from stbt_core._types import Region
 
 __all__ = ["OcrEngine", "OcrMode", "TextMatchResult", "apply_ocr_corrections", "match_text", "ocr",
