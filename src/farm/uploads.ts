@@ -33,6 +33,7 @@ import { parseResultId } from '../core/ids.js';
 import { syncDir } from '../storage/atomic.js';
 import { isSafeRelPath, RECORD_FILE } from '../storage/results/artifacts.js';
 import { PARTIAL_DIR, type StoredResults } from './storedResults.js';
+import { chunkFault, type ChunkTarget } from './uploadChunk.js';
 import type { PgUploadLocks } from './uploadLocks.js';
 
 export const DEFAULT_MAX_CHUNK_BYTES = 8 << 20;
@@ -189,67 +190,71 @@ export class FarmUploads {
       return othersBusy(relPath)();
     };
     return this.locked(f.partial, async () => {
-      const have = await sizeOf(f.partial);
-      if (offset !== have) {
-        body.resume(); // drain what the client sends; the answer tells it where to start
-        throw new FarmError('conflict', `the portal holds ${have} bytes of ${relPath}: send the chunk at offset ${have}`, { offset: have });
-      }
-      try {
-        await this.makeRoom(f.node, f.partial, have, declaredBytes, relPath);
-      } catch (e) {
-        body.resume();
-        throw e;
-      }
+      const have = await this.admitChunk(f, offset, declaredBytes, relPath, body);
       const fh = await open(f.partial, constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND | constants.O_NOFOLLOW, 0o644);
-      let written = 0;
-      /** Past the quota: the chunk is refused whole, the rest of it read and dropped (the client reads the answer). */
-      let refused: Error | undefined;
-      let dropped = 0;
+      const t: ChunkTarget = { fh, node: f.node, partial: f.partial, have, declared: declaredBytes, relPath, written: 0 };
       try {
-        for await (const chunk of body) {
-          const buf = chunk as Buffer;
-          if (refused !== undefined) {
-            dropped += buf.length;
-            if (dropped > this.maxChunkBytes) throw refused;
-            continue;
-          }
-          if (written + buf.length > this.maxChunkBytes) {
-            await fh.truncate(have + written); // keep only the whole bytes counted so far
-            throw new FarmError('payload_too_large', `a chunk holds at most ${this.maxChunkBytes} bytes`);
-          }
-          // A chunk longer than it said (or of no stated length) is held to the quota as it arrives: refused whole.
-          if (written + buf.length > declaredBytes) {
-            try {
-              await this.makeRoom(f.node, f.partial, have, written + buf.length, relPath);
-            } catch (e) {
-              await fh.truncate(have);
-              dropped = written + buf.length;
-              written = 0;
-              refused = e instanceof Error ? e : new Error(String(e));
-              continue;
-            }
-          }
-          await fh.write(buf);
-          written += buf.length;
-          this.stats.bytesReceived += buf.length;
-        }
-        if (refused !== undefined) throw refused;
+        await this.receiveChunk(body, t);
       } catch (e) {
-        if (e instanceof FarmError) throw e;
-        await fh.truncate(have + written).catch(() => undefined);
-        const code = (e as NodeJS.ErrnoException).code;
-        if (code === 'ENOSPC') throw new FarmError('storage_full', `the portal's storage is full (${relPath} of ${resultId})`);
-        if (code === 'ECONNRESET' || (e as Error).message === 'aborted') {
-          // The node went away mid-chunk: what arrived is kept, it resumes there (nobody reads this answer).
-          throw new FarmError('invalid_request', `the chunk was cut short; the portal keeps ${have + written} bytes: resume at that offset`);
-        }
-        throw e;
+        throw await chunkFault(e, t, resultId);
       } finally {
         await fh.close();
         await this.track(f.node, f.partial, await sizeOf(f.partial));
       }
-      return { offset: have + written, complete_size: null };
+      return { offset: have + t.written, complete_size: null };
     }, busy);
+  }
+
+  /** The size held now, when the chunk starts there and its stated length fits the node's quota; else the body is drained and the refusal thrown. */
+  private async admitChunk(f: { partial: string; node: string }, offset: number, declaredBytes: number, relPath: string, body: Readable): Promise<number> {
+    const have = await sizeOf(f.partial);
+    try {
+      if (offset !== have) {
+        throw new FarmError('conflict', `the portal holds ${have} bytes of ${relPath}: send the chunk at offset ${have}`, { offset: have });
+      }
+      await this.makeRoom(f.node, f.partial, have, declaredBytes, relPath);
+    } catch (e) {
+      body.resume(); // drain what the client sends; the answer tells it where to start
+      throw e;
+    }
+    return have;
+  }
+
+  /**
+   * Write the body's bytes at the end of the partial file. Past the quota the chunk is refused whole: the file
+   * goes back to its size before the chunk and the rest of the body is read and dropped (the client reads the answer).
+   */
+  private async receiveChunk(body: Readable, t: ChunkTarget): Promise<void> {
+    let refused: Error | undefined;
+    let dropped = 0;
+    for await (const chunk of body) {
+      const buf = chunk as Buffer;
+      if (refused !== undefined) {
+        dropped += buf.length;
+        if (dropped > this.maxChunkBytes) throw refused;
+        continue;
+      }
+      if (t.written + buf.length > this.maxChunkBytes) {
+        await t.fh.truncate(t.have + t.written); // keep only the whole bytes counted so far
+        throw new FarmError('payload_too_large', `a chunk holds at most ${this.maxChunkBytes} bytes`);
+      }
+      // A chunk longer than it said (or of no stated length) is held to the quota as it arrives: refused whole.
+      if (t.written + buf.length > t.declared) {
+        try {
+          await this.makeRoom(t.node, t.partial, t.have, t.written + buf.length, t.relPath);
+        } catch (e) {
+          await t.fh.truncate(t.have);
+          dropped = t.written + buf.length;
+          t.written = 0;
+          refused = e instanceof Error ? e : new Error(String(e));
+          continue;
+        }
+      }
+      await t.fh.write(buf);
+      t.written += buf.length;
+      this.stats.bytesReceived += buf.length;
+    }
+    if (refused !== undefined) throw refused;
   }
 
   /** Check the whole file's sha256 and move it into the result's folder; 400 (and the partial file deleted) on a mismatch. */
