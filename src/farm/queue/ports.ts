@@ -25,6 +25,7 @@ export interface StartRequest {
   nodeId: string;
   run: RunRequest;
   username: string;
+  /** The queued job's id; 0 for a pool's health check (health.ts), which is never queued. */
   queueId: number;
 }
 
