@@ -8,6 +8,7 @@
  * (its Job's start_time and end_time). Portal, database and nodes share one clock here (one machine).
  */
 import type pg from 'pg';
+import { waitFor } from './wait.js';
 
 export interface QueueRun {
   queue_id: number;
@@ -221,16 +222,24 @@ export async function enqueuer(o: { url: string; token: string; db: pg.Pool; use
   return { via: 'store', enqueue: async (body) => (await queue.enqueue(body, o.user)).queue_id };
 }
 
-/** Put nodes in maintenance (or take them out) through the portal, as an administrator. */
+/**
+ * Put nodes in maintenance (or take them out) through the portal, as an administrator. A node the portal cannot reach
+ * at that moment (503: offline for a missed heartbeat on a loaded machine) is asked again until it answers.
+ */
 export async function setMaintenance(url: string, adminToken: string, nodes: readonly string[], on: boolean): Promise<void> {
   for (const id of nodes) {
-    const res = await fetch(`${url}/api/v2/nodes/${id}/maintenance`, {
-      method: 'POST',
-      headers: { authorization: `token ${adminToken}`, 'content-type': 'application/json' },
-      body: JSON.stringify(on ? { on: true, message: 'holding the pool while its jobs are queued' } : { on: false }),
-    });
-    const text = await res.text();
-    if (res.status !== 200) throw new Error(`maintenance ${on ? 'on' : 'off'} for ${id} answered ${res.status}: ${text.slice(0, 300)}`);
+    const ask = async () => {
+      const res = await fetch(`${url}/api/v2/nodes/${id}/maintenance`, {
+        method: 'POST',
+        headers: { authorization: `token ${adminToken}`, 'content-type': 'application/json' },
+        body: JSON.stringify(on ? { on: true, message: 'holding the pool while its jobs are queued' } : { on: false }),
+      });
+      const text = await res.text();
+      if (res.status === 503) return false;
+      if (res.status !== 200) throw new Error(`maintenance ${on ? 'on' : 'off'} for ${id} answered ${res.status}: ${text.slice(0, 300)}`);
+      return true;
+    };
+    if (!(await ask())) await waitFor(ask, { what: `node ${id} to answer its maintenance ${on ? 'on' : 'off'}`, timeoutMs: 120_000, maxIntervalMs: 1000 });
   }
 }
 
