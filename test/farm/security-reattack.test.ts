@@ -130,7 +130,7 @@ describe('a test cannot get its node\'s credential nor act as the node (tests as
       async () => {
         // The list, not GET /api/v2/nodes/<id>: that one asks a connected node afresh, so it has licence_expiry before
         // the node's state reached the portal; the list, like the page, shows the state the portal keeps.
-        const n = ((await api('/api/v2/nodes')).json() as Record<string, unknown>[]).find((x) => x.node_id === id);
+        const n = ((await api('/api/v2/nodes')).json() as unknown as Record<string, unknown>[]).find((x) => x.node_id === id);
         return (n?.farm as { connected?: boolean } | undefined)?.connected && n!.licence_expiry != null;
       },
       { what: `node ${id}'s state on the portal`, ...PROCESS_WAIT },
