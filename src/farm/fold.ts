@@ -56,6 +56,29 @@ export interface PgNodeFoldOptions {
 type Order = [number, number];
 const after = (a: Order, b: Order | null) => b === null || a[0] > b[0] || (a[0] === b[0] && a[1] > b[1]);
 
+/**
+ * The items after the node's cursor, which is locked (a second fold of the same node, another portal's, waits for
+ * this one), and the last of them with an ordered id (the new cursor). An item at or before the cursor was folded
+ * before and sent again after a lost ack.
+ */
+async function freshItems(client: pg.ClientBase, nodeId: string, items: readonly StreamItem[]): Promise<{ fresh: StreamItem[]; last: { at: Order; id: string } | undefined }> {
+  const { rows } = await client.query<{ boot: string; n: string }>('SELECT boot, n FROM node_event_cursors WHERE node_id = $1 FOR UPDATE', [nodeId]);
+  let cursor: Order | null = rows[0] ? [Number(rows[0].boot), Number(rows[0].n)] : null;
+  let last: { at: Order; id: string } | undefined;
+  const fresh: StreamItem[] = [];
+  for (const item of items) {
+    const at = nodeEventOrder(item.event.id);
+    if (at) {
+      if (!after(at, cursor)) continue;
+      cursor = at;
+      last = { at, id: item.event.id };
+    }
+    fresh.push(item);
+  }
+  return { fresh, last };
+}
+
+
 export class PgNodeFold implements HubFold {
   /** Set by PgEventLog.attach: the outbox rows go in the fold's transaction. */
   outbox: FoldOutbox | undefined;
@@ -82,46 +105,14 @@ export class PgNodeFold implements HubFold {
    * NodeMoved thrown (nothing written) when it moved to another replica (src/farm/replicas/ownership.ts).
    */
   async fold(nodeId: string, items: readonly StreamItem[], tenure?: Tenure): Promise<FarmEvent[]> {
-    const kept: FarmEvent[] = [];
-    const records: ResultRecord[] = [];
-    let folded = 0;
-    await inTransaction(this.o.pool, async (client) => {
-      kept.length = records.length = folded = 0;
+    const { kept, records, folded } = await inTransaction(this.o.pool, async (client) => {
       await holdNode(client, nodeId, tenure);
-      // The node's cursor, locked: a second fold of the same node (another portal's) waits for this one.
-      const { rows } = await client.query<{ boot: string; n: string }>('SELECT boot, n FROM node_event_cursors WHERE node_id = $1 FOR UPDATE', [nodeId]);
-      let cursor: Order | null = rows[0] ? [Number(rows[0].boot), Number(rows[0].n)] : null;
-      let last: { at: Order; id: string } | undefined;
-      const fresh: StreamItem[] = [];
-      for (const item of items) {
-        const at = nodeEventOrder(item.event.id);
-        if (at) {
-          if (!after(at, cursor)) continue; // folded before: sent again after a lost ack
-          cursor = at;
-          last = { at, id: item.event.id };
-        }
-        fresh.push(item);
-      }
-      for (const item of fresh) {
-        folded++;
-        if (item.refused) continue;
-        const rec = item.event.type === 'run.finished' && item.record !== undefined ? this.recordOf(nodeId, item) : undefined;
-        if (rec) records.push(rec);
-      }
+      const { fresh, last } = await freshItems(client, nodeId, items);
+      const finished = fresh.filter((item) => !item.refused && item.event.type === 'run.finished' && item.record !== undefined);
+      const records = finished.flatMap((item) => this.recordOf(nodeId, item) ?? []);
       // The records first: a job.exited of this batch then finds its runs' results already in the index.
       await this.putRecords(client, records);
-      let state: FarmEvent | undefined;
-      for (const item of fresh) {
-        if (item.refused) continue;
-        // The node's state (internal: not in the outbox): the last of the batch is kept, in the nodes row.
-        if (item.event.type === 'node.state') state = item.event;
-        else if (await this.o.jobs.record(item.event, client)) kept.push(item.event);
-        else this.o.logger.info({ node: nodeId, type: item.event.type, job: (item.event.data as { job_uid?: string }).job_uid }, 'dropped a late event of a job the portal ended');
-      }
-      if (state) {
-        const { node_id: _n, ...data } = state.data;
-        await client.query('UPDATE nodes SET state = $2, state_event_id = $3 WHERE node_id = $1', [nodeId, JSON.stringify(data), state.id]);
-      }
+      const kept = await this.keepEvents(client, nodeId, fresh);
       if (last) {
         await client.query(
           `INSERT INTO node_event_cursors AS c (node_id, boot, n, event_id) VALUES ($1, $2, $3, $4)
@@ -134,10 +125,31 @@ export class PgNodeFold implements HubFold {
         client,
         kept.map((e) => ({ type: e.type, nodeId, data: e.data, time: e.time, nodeEventId: e.id })),
       );
+      return { kept, records, folded: fresh.length };
     });
     this.stats.transactions++;
     this.stats.events += folded;
     this.o.results.notePut(records);
+    return kept;
+  }
+
+  /**
+   * The batch's job events into the jobs table: the events kept (to publish; a late event of a job the portal
+   * ended is dropped). The node's state (internal: not in the outbox): the last of the batch goes in its nodes row.
+   */
+  private async keepEvents(client: pg.ClientBase, nodeId: string, fresh: readonly StreamItem[]): Promise<FarmEvent[]> {
+    const kept: FarmEvent[] = [];
+    let state: FarmEvent | undefined;
+    for (const item of fresh) {
+      if (item.refused) continue;
+      if (item.event.type === 'node.state') state = item.event;
+      else if (await this.o.jobs.record(item.event, client)) kept.push(item.event);
+      else this.o.logger.info({ node: nodeId, type: item.event.type, job: (item.event.data as { job_uid?: string }).job_uid }, 'dropped a late event of a job the portal ended');
+    }
+    if (state) {
+      const { node_id: _n, ...data } = state.data;
+      await client.query('UPDATE nodes SET state = $2, state_event_id = $3 WHERE node_id = $1', [nodeId, JSON.stringify(data), state.id]);
+    }
     return kept;
   }
 
