@@ -112,50 +112,15 @@ export class ReplicaProxy {
   }
 
   private request(ctx: Context, nodeId: string, to: ReplicaTarget, mayRetry: boolean): Promise<http.IncomingMessage> {
-    const target = new URL(to.url);
-    const user = userOf(ctx);
-    const headers: Record<string, string> = {
-      ...passedRequestHeaders(ctx),
-      host: ctx.get('host') || target.host,
-      ...signReplicaRequest(this.o.secret, ctx.method, ctx.url, { replica: this.o.replicaId, user: user?.login ?? '', role: user?.role }),
-    };
-    let body: Buffer | undefined;
-    if (BODY_METHODS.has(ctx.method)) {
-      body = Buffer.from(JSON.stringify(bodyOf(ctx)));
-      headers['content-type'] = 'application/json';
-      headers['content-length'] = String(body.length);
-    }
-    const secure = target.protocol === 'https:';
-    const prefix = target.pathname.replace(/\/+$/, '');
+    const { options, body, secure } = this.outgoing(ctx, to);
     return new Promise<http.IncomingMessage>((resolve, reject) => {
-      const req = (secure ? https : http).request({
-        protocol: target.protocol,
-        hostname: target.hostname.replace(/^\[|\]$/g, ''),
-        port: target.port || (secure ? 443 : 80),
-        method: ctx.method,
-        path: prefix + ctx.url,
-        headers,
-        agent: (ctx.method === 'GET' || ctx.method === 'HEAD' ? this.agents : this.once)[secure ? 'https' : 'http'],
-      });
+      const req = (secure ? https : http).request(options);
       let answered = false;
-      /** Whether a connection was made for this request (none: the owner never saw it). */
-      let connected = false;
+      const connected = this.watchConnect(req);
       const onClientGone = () => {
         if (!ctx.res.writableFinished) req.destroy();
       };
       ctx.res.once('close', onClientGone);
-      req.once('socket', (socket) => {
-        if (!socket.connecting) {
-          connected = true;
-          return;
-        }
-        const timer = setTimeout(() => req.destroy(new Error(`no connection within ${this.o.connectTimeoutMs ?? 3000} ms`)), this.o.connectTimeoutMs ?? 3000);
-        socket.once('connect', () => {
-          connected = true;
-          clearTimeout(timer);
-        });
-        socket.once('close', () => clearTimeout(timer));
-      });
       req.once('response', (res) => {
         answered = true;
         res.once('close', () => ctx.res.off('close', onClientGone));
@@ -173,12 +138,63 @@ export class ReplicaProxy {
           new OwnerUnavailable(
             `node ${nodeId} is connected to portal replica ${to.replicaId}, which does not answer (${e.code ?? e.message}); try again shortly`,
             this.o.retryAfterSecs,
-            !connected,
+            !connected(),
           ),
         );
       });
       req.end(body);
     });
+  }
+
+  /** The request to the owning replica: the client's, signed as this replica, its JSON body read again. */
+  private outgoing(ctx: Context, to: ReplicaTarget): { options: http.RequestOptions; body: Buffer | undefined; secure: boolean } {
+    const target = new URL(to.url);
+    const user = userOf(ctx);
+    const headers: Record<string, string> = {
+      ...passedRequestHeaders(ctx),
+      host: ctx.get('host') || target.host,
+      ...signReplicaRequest(this.o.secret, ctx.method, ctx.url, { replica: this.o.replicaId, user: user?.login ?? '', role: user?.role }),
+    };
+    let body: Buffer | undefined;
+    if (BODY_METHODS.has(ctx.method)) {
+      body = Buffer.from(JSON.stringify(bodyOf(ctx)));
+      headers['content-type'] = 'application/json';
+      headers['content-length'] = String(body.length);
+    }
+    const secure = target.protocol === 'https:';
+    const prefix = target.pathname.replace(/\/+$/, '');
+    const options: http.RequestOptions = {
+      protocol: target.protocol,
+      hostname: target.hostname.replace(/^\[|\]$/g, ''),
+      port: target.port || (secure ? 443 : 80),
+      method: ctx.method,
+      path: prefix + ctx.url,
+      headers,
+      agent: (ctx.method === 'GET' || ctx.method === 'HEAD' ? this.agents : this.once)[secure ? 'https' : 'http'],
+    };
+    return { options, body, secure };
+  }
+
+  /**
+   * Gives up a connection not made within the connect timeout; the answer says whether a connection was made for
+   * this request (none: the owner never saw it).
+   */
+  private watchConnect(req: http.ClientRequest): () => boolean {
+    let connected = false;
+    req.once('socket', (socket) => {
+      if (!socket.connecting) {
+        connected = true;
+        return;
+      }
+      const ms = this.o.connectTimeoutMs ?? 3000;
+      const timer = setTimeout(() => req.destroy(new Error(`no connection within ${ms} ms`)), ms);
+      socket.once('connect', () => {
+        connected = true;
+        clearTimeout(timer);
+      });
+      socket.once('close', () => clearTimeout(timer));
+    });
+    return () => connected;
   }
 
   /**
