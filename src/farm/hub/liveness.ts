@@ -15,6 +15,15 @@ import type { Conn, Entry, NodeTable } from './nodes.js';
 import type { PortalHubOptions } from './options.js';
 import { tenureSql } from '../replicas/ownership.js';
 
+/** The nodes' liveness of one flush, as the columns of its UPDATE. */
+interface SeenBatch {
+  ids: string[];
+  times: string[];
+  online: boolean[];
+  reasons: (string | null)[];
+  epochs: number[];
+}
+
 export class Liveness {
   /** Nodes that had a running job when the portal started, and when they must have connected by. */
   readonly grace = new Map<string, number>();
@@ -72,51 +81,8 @@ export class Liveness {
   /** Write every node's last_seen held in memory since the last flush, in one statement. */
   flush(): Promise<void> {
     this.flushing = this.flushing.then(async () => {
-      const ids: string[] = [];
-      const times: string[] = [];
-      const online: boolean[] = [];
-      const reasons: (string | null)[] = [];
-      const epochs: number[] = [];
-      const many = this.nodes.replicaId;
-      for (const [id, e] of this.nodes.entries) {
-        if (!e.dirty) continue;
-        // Replicas "many": a node not yet taken here (its hello's write not yet done) waits for the next flush.
-        if (many !== undefined && e.epoch === undefined) continue;
-        e.dirty = false;
-        epochs.push(e.epoch ?? -1);
-        ids.push(id);
-        times.push(new Date(e.lastSeenMs).toISOString());
-        online.push(e.link.online);
-        reasons.push(e.link.offlineReason);
-      }
-      if (ids.length > 0) {
-        try {
-          // The state goes too (the same values unless a state write was lost to a database restart): memory is the truth.
-          // Replicas "many": only for the nodes still owned here at their epoch; the others moved (dropped below).
-          const { rows } = await this.o.pool.query<{ node_id: string }>(
-            `UPDATE nodes SET last_seen = CASE WHEN nodes.last_seen IS NULL OR nodes.last_seen < v.t THEN v.t ELSE nodes.last_seen END,
-                              online = v.o, offline_reason = v.r
-               FROM unnest($1::text[], $2::timestamptz[], $3::boolean[], $4::text[], $5::bigint[]) AS v(id, t, o, r, e)
-              WHERE nodes.node_id = v.id${many === undefined ? '' : ' AND nodes.owner_replica = $6 AND nodes.owner_epoch = v.e'}
-              RETURNING nodes.node_id`,
-            [ids, times, online, reasons, epochs, ...(many === undefined ? [] : [many])],
-          );
-          if (many !== undefined) {
-            const written = new Set(rows.map((r) => r.node_id));
-            ids.forEach((id, i) => {
-              const entry = this.nodes.get(id);
-              if (!written.has(id) && entry) this.nodes.dropMoved(entry, { replica: many, epoch: epochs[i]! });
-            });
-          }
-        } catch (e) {
-          // Kept dirty for the next flush: a database restart loses no liveness.
-          for (const id of ids) {
-            const entry = this.nodes.get(id);
-            if (entry) entry.dirty = true;
-          }
-          this.o.logger.warn({ err: e, nodes: ids.length }, "flushing the nodes' last_seen failed; retried at the next flush");
-        }
-      }
+      const batch = this.takeDirty();
+      if (batch.ids.length > 0) await this.writeSeen(batch);
       // Fault rules that failed (the database was away) are applied now, unless the node came back meanwhile.
       for (const [nodeId, reason] of [...this.faultRetry]) {
         this.faultRetry.delete(nodeId);
@@ -125,6 +91,52 @@ export class Liveness {
       }
     });
     return this.flushing;
+  }
+
+  /** The nodes seen since the last flush, as columns, marked clean. */
+  private takeDirty(): SeenBatch {
+    const batch: SeenBatch = { ids: [], times: [], online: [], reasons: [], epochs: [] };
+    for (const [id, e] of this.nodes.entries) {
+      if (!e.dirty) continue;
+      // Replicas "many": a node not yet taken here (its hello's write not yet done) waits for the next flush.
+      if (this.nodes.replicaId !== undefined && e.epoch === undefined) continue;
+      e.dirty = false;
+      batch.epochs.push(e.epoch ?? -1);
+      batch.ids.push(id);
+      batch.times.push(new Date(e.lastSeenMs).toISOString());
+      batch.online.push(e.link.online);
+      batch.reasons.push(e.link.offlineReason);
+    }
+    return batch;
+  }
+
+  /** One UPDATE of the batch; on failure the nodes stay dirty for the next flush (a database restart loses no liveness). */
+  private async writeSeen({ ids, times, online, reasons, epochs }: SeenBatch): Promise<void> {
+    const many = this.nodes.replicaId;
+    try {
+      // The state goes too (the same values unless a state write was lost to a database restart): memory is the truth.
+      // Replicas "many": only for the nodes still owned here at their epoch; the others moved (dropped below).
+      const { rows } = await this.o.pool.query<{ node_id: string }>(
+        `UPDATE nodes SET last_seen = CASE WHEN nodes.last_seen IS NULL OR nodes.last_seen < v.t THEN v.t ELSE nodes.last_seen END,
+                          online = v.o, offline_reason = v.r
+           FROM unnest($1::text[], $2::timestamptz[], $3::boolean[], $4::text[], $5::bigint[]) AS v(id, t, o, r, e)
+          WHERE nodes.node_id = v.id${many === undefined ? '' : ' AND nodes.owner_replica = $6 AND nodes.owner_epoch = v.e'}
+          RETURNING nodes.node_id`,
+        [ids, times, online, reasons, epochs, ...(many === undefined ? [] : [many])],
+      );
+      if (many === undefined) return;
+      const written = new Set(rows.map((r) => r.node_id));
+      ids.forEach((id, i) => {
+        const entry = this.nodes.get(id);
+        if (!written.has(id) && entry) this.nodes.dropMoved(entry, { replica: many, epoch: epochs[i]! });
+      });
+    } catch (e) {
+      for (const id of ids) {
+        const entry = this.nodes.get(id);
+        if (entry) entry.dirty = true;
+      }
+      this.o.logger.warn({ err: e, nodes: ids.length }, "flushing the nodes' last_seen failed; retried at the next flush");
+    }
   }
 
   goOffline(nodeId: string, reason: string): void {
