@@ -144,6 +144,43 @@ const isPgError = (e: unknown, code: string): boolean => (e as { code?: unknown 
 /** Thrown to a waiter whose client went away, or when the portal stops. */
 const gone = (why: string) => new FarmError('device_unavailable', why);
 
+/** Locks the nodes' rows (in node order: two reservers never deadlock); 404 naming the unknown ones. The reservations that hold them. */
+async function lockAndHeld(db: pg.PoolClient, nodeIds: readonly string[]): Promise<Row[]> {
+  const locked = await db.query<{ node_id: string }>('SELECT node_id FROM nodes WHERE node_id = ANY($1::text[]) ORDER BY node_id FOR UPDATE', [nodeIds]);
+  if (locked.rowCount !== nodeIds.length) {
+    const known = new Set(locked.rows.map((r) => r.node_id));
+    throw notFound(`unknown node_id: ${nodeIds.filter((n) => !known.has(n)).join(', ')}`);
+  }
+  const held = await db.query<Row>(
+    `SELECT ${COLUMNS} FROM reservations r JOIN reservation_nodes n USING (reservation_id) WHERE n.node_id = ANY($1::text[]) AND n.active`,
+    [nodeIds],
+  );
+  return held.rows;
+}
+
+/** One reservation per node, of one group, in the order asked. */
+async function insertReservations(db: pg.PoolClient, c: Checked): Promise<Row[]> {
+  const made = await db.query<Row>(
+    `WITH ids AS (
+       SELECT nextval('reservations_reservation_id_seq') AS id, u.node_id, u.ord FROM unnest($1::text[]) WITH ORDINALITY AS u(node_id, ord)
+     ), grp AS (SELECT nextval('reservation_groups') AS id),
+     r AS (
+       INSERT INTO reservations (reservation_id, group_id, username, message, created_at, expires_at, lease_secs, lease_until)
+       SELECT ids.id, grp.id, $2, $3, clock_timestamp(), clock_timestamp() + make_interval(secs => $4::double precision),
+              $5::integer, clock_timestamp() + make_interval(secs => $5::double precision)
+       FROM ids, grp ORDER BY ids.ord
+       RETURNING *
+     ), n AS (
+       INSERT INTO reservation_nodes (reservation_id, node_id) SELECT id, node_id FROM ids RETURNING reservation_id
+     )
+     SELECT r.reservation_id, ids.node_id, r.username, r.created_at, r.expires_at, r.message, r.lease_secs, r.lease_until,
+            r.ended_at, r.end_reason, r.ended_by, r.end_message, r.group_id, true AS live
+     FROM r JOIN ids ON ids.id = r.reservation_id ORDER BY ids.ord`,
+    [c.nodeIds, c.username, c.message, c.durationSecs, c.leaseSecs],
+  );
+  return made.rows;
+}
+
 // ------------------------------------------------------------------ the service
 
 export class PgReservations implements FarmReservations {
@@ -331,45 +368,12 @@ export class PgReservations implements FarmReservations {
     let out: { ended: Row[]; made?: Row[]; conflict?: string };
     try {
       out = await this.tx(async (db) => {
-        const locked = await db.query<{ node_id: string }>('SELECT node_id FROM nodes WHERE node_id = ANY($1::text[]) ORDER BY node_id FOR UPDATE', [c.nodeIds]);
-        if (locked.rowCount !== c.nodeIds.length) {
-          const known = new Set(locked.rows.map((r) => r.node_id));
-          throw notFound(`unknown node_id: ${c.nodeIds.filter((n) => !known.has(n)).join(', ')}`);
-        }
-        const held = await db.query<Row>(
-          `SELECT ${COLUMNS} FROM reservations r JOIN reservation_nodes n USING (reservation_id) WHERE n.node_id = ANY($1::text[]) AND n.active`,
-          [c.nodeIds],
-        );
+        const held = await lockAndHeld(db, c.nodeIds);
         // Past their time but not swept yet: ended now, so the unique index lets the new rows in.
-        const ended = held.rows.some((r) => !r.live) ? await this.expireDue(db, c.nodeIds) : [];
-        const holder = new Map(held.rows.filter((r) => r.live).map((r) => [r.node_id, r]));
-        const taken: string[] = [];
-        for (const node of c.nodeIds) {
-          const r = holder.get(node);
-          const busy = r ? null : await this.o.isBusy(node, db);
-          if (r) taken.push(`node ${node} is reserved by ${r.username} (reservation ${r.reservation_id})`);
-          else if (busy !== null) taken.push(`node ${node} is not free: ${busy}`);
-        }
+        const ended = held.some((r) => !r.live) ? await this.expireDue(db, c.nodeIds) : [];
+        const taken = await this.taken(db, c.nodeIds, held);
         if (taken.length) return { ended, conflict: `nothing was reserved: ${taken.join('; ')}` };
-        const made = await db.query<Row>(
-          `WITH ids AS (
-             SELECT nextval('reservations_reservation_id_seq') AS id, u.node_id, u.ord FROM unnest($1::text[]) WITH ORDINALITY AS u(node_id, ord)
-           ), grp AS (SELECT nextval('reservation_groups') AS id),
-           r AS (
-             INSERT INTO reservations (reservation_id, group_id, username, message, created_at, expires_at, lease_secs, lease_until)
-             SELECT ids.id, grp.id, $2, $3, clock_timestamp(), clock_timestamp() + make_interval(secs => $4::double precision),
-                    $5::integer, clock_timestamp() + make_interval(secs => $5::double precision)
-             FROM ids, grp ORDER BY ids.ord
-             RETURNING *
-           ), n AS (
-             INSERT INTO reservation_nodes (reservation_id, node_id) SELECT id, node_id FROM ids RETURNING reservation_id
-           )
-           SELECT r.reservation_id, ids.node_id, r.username, r.created_at, r.expires_at, r.message, r.lease_secs, r.lease_until,
-                  r.ended_at, r.end_reason, r.ended_by, r.end_message, r.group_id, true AS live
-           FROM r JOIN ids ON ids.id = r.reservation_id ORDER BY ids.ord`,
-          [c.nodeIds, c.username, c.message, c.durationSecs, c.leaseSecs],
-        );
-        return { ended, made: made.rows };
+        return { ended, made: await insertReservations(db, c) };
       });
     } catch (e) {
       // The last line of defence: the partial unique index refused a second live reservation of a node.
@@ -382,6 +386,19 @@ export class PgReservations implements FarmReservations {
     await this.events;
     if (!out.made) return { conflict: out.conflict as string };
     return { made: out.made.map(toReservation) };
+  }
+
+  /** Why each node that is not free cannot be reserved: held by a live reservation, or busy (a job). */
+  private async taken(db: pg.PoolClient, nodeIds: readonly string[], held: readonly Row[]): Promise<string[]> {
+    const holder = new Map(held.filter((r) => r.live).map((r) => [r.node_id, r]));
+    const taken: string[] = [];
+    for (const node of nodeIds) {
+      const r = holder.get(node);
+      const busy = r ? null : await this.o.isBusy(node, db);
+      if (r) taken.push(`node ${node} is reserved by ${r.username} (reservation ${r.reservation_id})`);
+      else if (busy !== null) taken.push(`node ${node} is not free: ${busy}`);
+    }
+    return taken;
   }
 
   /** end / interrupt: 404 never issued; 204 when already ended (an unswept expiry is ended now); else `act`. */
