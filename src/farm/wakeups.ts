@@ -16,6 +16,8 @@
  *   (replicas/ownership.ts takeNode): the requests held for a node between owners go to its new one (nodePlace.ts).
  * - `queue_job` is sent by the database's trigger on `queue_jobs` (migration 15) when a job is queued, on any
  *   replica: every replica's dispatcher looks at the queue (src/farm/queue/dispatcher.ts).
+ * - `node_health` and `pool_maintenance` are sent by the triggers of migration 16 when a node's health-check
+ *   verdict or a pool's maintenance changes (src/farm/queue/health.ts, pool.ts; docs/health-checks.md).
  * - The LISTEN connection is a pg.Client of its own (never a pooled one); when it drops (PostgreSQL
  *   restarted) it is re-established with a jittered back-off, and the subscribers of `resync` are
  *   called: notifications sent meanwhile are lost, so each one looks again at what it waits for.
@@ -28,7 +30,7 @@ import type { Logger } from '../core/ports.js';
 export const WAKEUP_CHANNEL = 'farmhand';
 
 /** The kinds sent on the channel; `resync` is local only (the LISTEN connection came back). */
-export type WakeupKind = 'reservation_ended' | 'result_stored' | 'job_exited' | 'session_ended' | 'node_owner' | 'queue_job' | 'resync';
+export type WakeupKind = 'reservation_ended' | 'result_stored' | 'job_exited' | 'session_ended' | 'node_owner' | 'queue_job' | 'node_health' | 'pool_maintenance' | 'resync';
 
 export type Wakeup = { kind: WakeupKind } & Record<string, unknown>;
 

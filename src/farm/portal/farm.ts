@@ -14,6 +14,8 @@ import type { FarmHub, NodeLink } from '../contract.js';
 import { farmStreamSource, OutboxListener, PgEventLog } from '../events.js';
 import { PgNodeCredentials } from '../nodeCredentials.js';
 import { farmNodeStates, hubJobStarter } from '../queue/adapters.js';
+import { PoolHealthChecks } from '../queue/health.js';
+import { PoolMaintenance } from '../queue/pool.js';
 import { QueueDispatcher, type DispatchEvent, type QueueDispatcherOptions } from '../queue/dispatcher.js';
 import type { NodeStates } from '../queue/ports.js';
 import { queueRouter } from '../queue/routes.js';
@@ -35,6 +37,7 @@ import { startPortal, type Portal, type PortalParts } from './portal.js';
 import { ResourceStack, type ResourceEvent } from '../../service/resources.js';
 import { storedResultPageRouter } from './web.js';
 import { insertAuditEntries } from '../audit.js';
+import type { NewAuditEntry } from '../../core/audit.js';
 import type pg from 'pg';
 
 export interface FarmPortal extends Portal {
@@ -88,6 +91,12 @@ interface FarmParts {
   wakeups?: FarmWakeups;
   replicaId?: string | undefined;
   hub?: Pick<FarmHub, 'forward'>;
+  /** The hub as the pools' health checks and maintenance read it (link, links, events, folds, forwards). */
+  nodeHub?: Pick<FarmHub, 'link' | 'links' | 'onEvent' | 'folded' | 'forward'>;
+  /** The pools' health checks (docs/health-checks.md): the queue's node states read their verdicts. */
+  health?: PoolHealthChecks;
+  /** The portal's base URL for links in the nodes' answers (its public URL, else where it listens). */
+  baseUrl?: string;
 }
 
 /**
@@ -182,10 +191,35 @@ function eventRouters(cfg: PortalConfig, logger: Logger, stack: ResourceStack, f
     storedResultPageRouter({ store, hub, pool, ...(cfg.public_url && { publicUrl: cfg.public_url }) }),
     farmResultRouter({ store, forward: forwardThroughHub(hub, cfg.public_url), ...(cfg.public_url && { publicUrl: cfg.public_url }) }),
     farmReservationRouter({ reservations: r, notices: (u, a) => r.takeNotices(u, a) }),
-    queueRouter({ queue: (f.queue = new PgJobQueue(pool)), nodes: (f.nodes = farmNodeStates({ pool, hub, reservations: r, replicaId: f.replicaId })) }),
+    queueRouter({ queue: (f.queue = new PgJobQueue(pool)), nodes: queueNodeStates(logger, f, pool, hub) }),
     stream.router(),
   ];
 }
+
+/**
+ * Where each node stands for the queue: the hub's and the reservations' word, with the pools' health checks' verdicts
+ * laid over it (a node whose check failed is `unhealthy`; one whose check is due or running is busy).
+ */
+function queueNodeStates(logger: Logger, f: FarmParts, pool: pg.Pool, hub: NonNullable<FarmParts['nodeHub']>): NodeStates {
+  const base = { pool, hub, reservations: f.reservations!, replicaId: f.replicaId };
+  f.nodeHub = hub;
+  f.health = new PoolHealthChecks({
+    pool,
+    hub,
+    // The portal's URL is known once it listens (startDispatcher), before any check starts.
+    starter: { start: (req, signal) => hubJobStarter({ hub, baseUrl: f.baseUrl! }).start(req, signal) },
+    wakeups: f.wakeups,
+    audit: auditTo(pool, logger),
+    logger: partsLogger(logger, 'health'),
+    base: farmNodeStates(base),
+  });
+  return (f.nodes = farmNodeStates({ ...base, health: f.health }));
+}
+
+/** Audit entries written as they come (a failed write is logged, never the caller's failure). */
+const auditTo = (pool: pg.Pool, logger: Logger) => ({
+  record: (e: NewAuditEntry): void => void insertAuditEntries(pool, [e]).catch((err: unknown) => logger.warn({ err, action: e.action }, 'an audit entry was not written')),
+});
 
 /** Once the portal listens: the stored results, the reservations' timers, the outbox and its webhooks, the sweeps. */
 async function startParts(cfg: PortalConfig, logger: Logger, stack: ResourceStack, f: FarmParts): Promise<void> {
@@ -223,6 +257,7 @@ async function startParts(cfg: PortalConfig, logger: Logger, stack: ResourceStac
  */
 function startDispatcher(cfg: PortalConfig, logger: Logger, stack: ResourceStack, f: FarmParts, url: string, o: QueuePortalOptions = {}): void {
   const { dispatch: _dispatch, onEvent, ...timings } = o;
+  f.baseUrl = cfg.public_url ?? url;
   const log = partsLogger(logger, 'queue');
   const pool = f.pool!;
   const audit = (e: DispatchEvent): void => {
@@ -238,7 +273,7 @@ function startDispatcher(cfg: PortalConfig, logger: Logger, stack: ResourceStack
     nodes: f.nodes!,
     wakeups: f.wakeups,
     logger: log,
-    starter: hubJobStarter({ hub: f.hub!, baseUrl: cfg.public_url ?? url }),
+    starter: hubJobStarter({ hub: f.hub!, baseUrl: f.baseUrl }),
     ...timings,
     onEvent: (e) => {
       audit(e);
@@ -246,6 +281,12 @@ function startDispatcher(cfg: PortalConfig, logger: Logger, stack: ResourceStack
       onEvent?.(e);
     },
   }));
+  // The pools' health checks and maintenance first, so they close after the dispatcher.
+  f.health!.start();
+  stack.defer('pool health checks', () => f.health!.close());
+  const maintenance = new PoolMaintenance({ pool, hub: f.nodeHub!, baseUrl: f.baseUrl, wakeups: f.wakeups, audit: auditTo(pool, log), logger: partsLogger(logger, 'pool-maintenance') });
+  maintenance.start();
+  stack.defer('pool maintenance', () => maintenance.close());
   dispatcher.start();
   stack.defer('queue dispatcher', () => dispatcher.close());
 }
