@@ -5,7 +5,7 @@
  *   lircd:/run/lirc/lircd  a running lircd's socket; sends keys by name
  *   virtual:               the virtual set-top box (listeners get the trains)
  *   none                   no blaster: sends fail with device_unavailable
- *   cec:/dev/cec0[?to=4]   HDMI-CEC through cec-ctl; keys by name (docs/remotes.md)
+ *   cec:/dev/cec0[?to=4]   HDMI-CEC through a resident python3 helper (cec-ctl configures); keys by name (docs/remotes.md)
  *   roku:http://<ip>:8060  Roku External Control Protocol; keys by name
  *   adb:<serial|host:port> Android over an adb server; keys by name
  */
