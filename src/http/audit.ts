@@ -192,6 +192,10 @@ export function auditTrail(o: AuditTrailOptions): AuditTrail {
         }
         break;
       }
+      case 'queue.enqueue':
+        // The queued job's id, and what it waits for (never the body as it came).
+        entries.push({ ...base, target: typeof answer?.queue_id === 'number' || typeof answer?.queue_id === 'string' ? String(answer.queue_id) : null, detail: { selector: str(answer?.selector), priority: answer?.priority ?? null } });
+        break;
       case 'reservation.extend':
         entries.push({ ...base, target: str(p.id), detail: { duration_secs: req.duration_secs ?? null } });
         break;

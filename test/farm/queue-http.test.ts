@@ -156,6 +156,10 @@ describe('the job queue over HTTP on a portal', function () {
       ['alice', String(later.body.queue_id), 200],
       ['alice', String(hang.body.queue_id), 409],
     ]);
-    expect(audit.filter((r) => r.action === 'queue.enqueue' && r.outcome === 201)).to.have.length(3);
+    const queued = audit.filter((r) => r.action === 'queue.enqueue' && r.outcome === 201);
+    expect(queued).to.have.length(3);
+    // Each names the queued job it made, and what it waits for.
+    expect(queued.map((r) => r.target)).to.include.members([String(hang.body.queue_id), String(next.body.queue_id), String(later.body.queue_id)]);
+    for (const r of queued) expect(r.detail).to.have.property('selector').that.is.a('string').and.match(/=/);
   });
 });
