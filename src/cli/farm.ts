@@ -19,7 +19,6 @@
  * us; 78 the portal config file cannot be read.
  */
 import { readFileSync } from 'node:fs';
-import { userInfo } from 'node:os';
 import type { Writable } from 'node:stream';
 import { type Command, CommanderError, InvalidArgumentError } from 'commander';
 import type pg from 'pg';
@@ -28,6 +27,7 @@ import { isFarmError } from '../core/errors.js';
 import { LABEL_KEY, parseLabelAssignment, selectorText } from '../core/queue.js';
 import { isRole, ROLES, type Role } from '../core/roles.js';
 import type { CliIo } from './program.js';
+import { registerPoolCommands, type PoolRun } from './farmPool.js';
 
 export const EX_UNAVAILABLE = 69;
 const EX_USAGE = 64;
@@ -101,57 +101,20 @@ export function registerFarmCommand(program: Command, io: CliIo, setStatus: (cod
     .option('--remove <key>', 'remove this label (repeatable)', collectKey, [])
     .action(act((db, [id, labels, o]) => nodeLabel(db, str(id), labels as [string, string][], (o as { remove: string[] }).remove)));
   node.command('remove').description('remove a node, its jobs and its reservations').argument('<id>', "the node's node_id").action(act((db, [id]) => nodeRemove(db, str(id))));
-  registerPoolCommands(farm, node, act);
+  registerPoolCommands(farm, node, poolRun(act));
 }
 
 type Act = (fn: (db: Db, args: unknown[]) => Promise<number>) => (...all: unknown[]) => Promise<void>;
 
-/** Pools' health checks and maintenance, a node put back (docs/health-checks.md; src/farm/queue/poolCommands.ts). */
-function registerPoolCommands(farm: Command, node: Command, act: Act): void {
-  const run = (fn: (c: typeof import('../farm/queue/poolCommands.js'), db: Db, args: unknown[]) => Promise<import('../farm/queue/poolCommands.js').CommandDone>) =>
+/** Pools' health checks and maintenance, a node put back (src/cli/farmPool.ts): each command's audit entry and output. */
+function poolRun(act: Act): PoolRun {
+  return (fn) =>
     act(async (db, args) => {
-      const done = await fn(await import('../farm/queue/poolCommands.js'), db, args);
+      const done = await fn(await import('../farm/queue/poolCommands.js'), db.pool, args);
       if (done.audit) await audit(db, done.audit.action, done.audit.target, done.audit.detail);
       db.out.write(done.out.map((l) => `${l}\n`).join(''));
       return 0;
     });
-  const pool = farm.command('pool').description('pools of nodes (a label selector, e.g. device=roku): their health check and maintenance');
-  pool
-    .command('health-check')
-    .description("set, remove or (with neither) print a pool's health check: a test case run on each of its nodes when it comes back online and every N hours")
-    .argument('<selector>', 'the pool: labels its nodes all have, e.g. device=roku or device=roku,room=lab2')
-    .argument('[test_case]', 'the check, e.g. tests/health.py::test_ok')
-    .option('--every-hours <n>', 'also every N hours after its last check (0: only when a node comes back online; default 24)', parseHours)
-    .option('--revision <rev>', "the test pack's revision it runs at (default HEAD: the default branch)")
-    .option('--remove', 'remove the check (the nodes it held out come back)')
-    .action(run((c, db, [sel, tc, o]) => c.poolHealthCheckCommand(db.pool, { selector: sel as string, testCase: tc as string | undefined, ...(o as object), by: osUser() })));
-  pool
-    .command('maintenance')
-    .description('put every node of a pool in maintenance (running jobs finish, nothing new starts), end it, or (with neither) print it')
-    .argument('<selector>', 'the pool: labels its nodes all have, e.g. device=roku')
-    .option('--reason <text>', 'why, until when (each node shows it)')
-    .option('--end', "end the pool's maintenance")
-    .action(run((c, db, [sel, o]) => c.poolMaintenanceCommand(db.pool, { selector: sel as string, ...(o as { reason?: string; end?: boolean }), by: osUser() })));
-  node
-    .command('healthy')
-    .description('put a node whose health check failed back in its pool')
-    .argument('<id>', "the node's node_id")
-    .action(run((c, db, [id]) => c.nodeHealthyCommand(db.pool, id as string, osUser())));
-  node.command('health').description("each node's health as its pool's last check (or an administrator) left it").action(run((c, db) => c.nodeHealthCommand(db.pool)));
-}
-
-function parseHours(value: string): number {
-  if (!/^\d{1,4}(\.\d{1,3})?$/.test(value) || Number(value) > 8760) throw new InvalidArgumentError('a number of hours from 0 to 8760, e.g. 6 or 0.5');
-  return Number(value);
-}
-
-/** Who a pool's change is set by (the nodes' maintenance names them): the operating system's user, as the audit's os_user. */
-function osUser(): string {
-  try {
-    return userInfo().username;
-  } catch {
-    return 'cli';
-  }
 }
 
 function parseRole(value: string): Role {
