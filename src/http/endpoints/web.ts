@@ -200,6 +200,8 @@ export const PAGES: Endpoint[] = [
       400: pageOrError('On a farm portal: a malformed `labels` filter, said beside the filter box (JSON to a client that does not ask for HTML).'),
     },
     query: labelsQuery,
+    // A node has one node and no labels: it takes the same query (a text) and shows its page.
+    check: { query: queryCheck(labelsQuery) },
     portalCheck: { query: queryCheck(labelsQuery) },
   },
   // The farm's queue pages and video wall (src/web/pages/queue.tsx, wall.tsx; docs/video-wall.md).
