@@ -29,7 +29,7 @@ import { V2 } from './v2.js';
 import { FRONT_DOOR, PAGES } from './web.js';
 
 export { e, isDocumented, TAGS } from './entry.js';
-export type { Answer, ApiFields, AuditRouteAction, Body, Documented, Endpoint, Method, Need, Served, Tag } from './entry.js';
+export type { Answer, ApiFields, AuditRouteAction, Body, Documented, Endpoint, FarmScope, Method, Need, Served, Tag } from './entry.js';
 
 /** Entries of no area yet (`e(...)` from entry.ts; better, in their area's file). */
 const OTHER: Endpoint[] = [];

@@ -58,6 +58,11 @@ export function commonAnswers(e: Operation): Record<number, Answer> {
     const own = 'A browser sent it for another web site (`cross_site_request`: Sec-Fetch-Site cross-site or same-site, or a foreign Origin; src/http/crossSite.ts).';
     out[403] = ERROR(out[403] ? `${out[403].description} Or: ${own}` : own);
   }
+  // A portal answers a request for one node 503 with Retry-After while that node is not connected, or is between
+  // replicas past replicas.hold_secs, or while the portal stops (src/farm/portal/nodePlace.ts, drain.ts).
+  if (e.farm && e.farm.answer !== 'itself') {
+    out[503] = ERROR('Through a farm portal: the node is not connected, or is between portal replicas (`device_unavailable`); retry after Retry-After.');
+  }
   if (e.rateLimited !== false) out[429] = ERROR('Rate limited; retry after the Retry-After seconds.');
   out[431] = ERROR('The request line or headers are too large (`headers_too_large`, answered before routing).');
   out[500] = ERROR('Internal error; the daemon log has the details.');

@@ -5,7 +5,7 @@
  * of the pattern takes the k-th key of the entry's `params`). The document (document.ts), the reference
  * page (page.ts) and the suite's contract check read these.
  */
-import { ENDPOINTS, isDocumented, TAGS, type Answer, type ApiFields, type Body, type Endpoint, type Need } from '../endpoints/table.js';
+import { ENDPOINTS, isDocumented, TAGS, type Answer, type ApiFields, type Body, type Endpoint, type FarmScope, type Need } from '../endpoints/table.js';
 
 export type { Answer, Body };
 export type Method = 'get' | 'post' | 'put' | 'delete';
@@ -16,6 +16,8 @@ export interface Operation extends ApiFields {
   path: string;
   /** Who may call it (the entry's role): the document's `x-farmhand-role`. */
   role: Need;
+  /** On a farm portal, how a request for one node is answered (the portal's 503 when the node is away). */
+  farm?: FarmScope;
 }
 
 /** Path parameters that match the rest of the path, slashes included (branch names, artifact paths). */
