@@ -8,13 +8,12 @@ import Router from '@koa/router';
 import type { Context } from 'koa';
 import { FarmError } from '../core/errors.js';
 import { formatNotice, type InterruptionNotice } from '../core/reservations.js';
-import { bodyOf } from '../http/body.js';
 import { userOf } from '../http/context.js';
 import { presentReservation } from '../http/presenters.js';
 import type { FarmReservation, FarmReservations, ReserveRequest } from './contract.js';
 import { mount } from '../http/endpoints/mount.js';
 import { checkedBody } from '../http/endpoints/validate.js';
-import { RESERVATION_CHECKS as RESERVE } from '../http/openapi/schemas.js';
+import { RESERVATION_CHECKS as RESERVE, type ReserveBody } from '../http/openapi/schemas.js';
 
 export interface FarmReservationRouterDeps {
   reservations: FarmReservations;
@@ -48,8 +47,7 @@ function clientGone(ctx: Context): AbortSignal {
 }
 
 /** A reserve body the entry's `portalCheck` accepted, as the request of `username` (absent fields: null). */
-export function reserveRequestOf(body: unknown, username: string): ReserveRequest {
-  const b = body as Omit<ReserveRequest, 'username'>;
+export function reserveRequestOf(b: ReserveBody, username: string): ReserveRequest {
   return { node_ids: b.node_ids, message: b.message, duration_secs: b.duration_secs ?? null, username, lease_secs: b.lease_secs ?? null, wait_secs: b.wait_secs ?? null };
 }
 
@@ -60,7 +58,7 @@ export function farmReservationRouter(d: FarmReservationRouterDeps): Router {
 
   mount(r, 'POST /api/v2/reservations', async (ctx) => {
     const user = userIn(ctx);
-    const made = await d.reservations.reserve(reserveRequestOf(bodyOf(ctx), user), clientGone(ctx));
+    const made = await d.reservations.reserve(reserveRequestOf(checkedBody(ctx, RESERVE.reserve.portal.body), user), clientGone(ctx));
     const notices = (await d.notices?.(user, {})) ?? [];
     const reservations = made.map((x) => presentFarmReservation(x, user));
     ctx.body = notices.length ? { reservations, notices } : { reservations };

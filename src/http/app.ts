@@ -24,6 +24,7 @@ import { portalRouters } from '../web/routes.js';
 import { forbiddenPages } from '../web/pages/forbidden.js';
 import { SessionStore } from './session.js';
 import type { OidcSignIn } from './oidc.js';
+import { rateExempt } from './endpoints/rateExempt.js';
 
 export interface AppOptions {
   /** Largest JSON body accepted; more is a 413. */
@@ -62,9 +63,10 @@ export function createApp(s: Services, opts: AppOptions): Koa {
   app.use(authenticate(opts.tokens, sessions, opts.delegate));
   app.use(refuseCrossSiteRequests({ publicUrl: s.publicUrl }));
   app.use(rememberCredential(opts.tokens, sessions));
-  // Long polls are exempt: a held request costs one promise listener, and clients retry them at once.
+  // The table's `rateLimited: false` entries are exempt (long polls, probes: src/http/endpoints/rateExempt.ts).
   const limit = rateLimit(opts.rateLimit);
-  app.use((ctx, next): Promise<unknown> => (ctx.path.toLowerCase().endsWith('/await_completion') ? next() : limit(ctx, next)));
+  const exempt = rateExempt();
+  app.use((ctx, next): Promise<unknown> => (exempt(ctx.method, ctx.path) ? next() : limit(ctx, next)));
   if (opts.audit) app.use(opts.audit.middleware);
   app.use(guardApi({ v1RequiresToken: opts.v1RequiresToken ?? false }));
   const json = jsonBody(opts.maxBodyBytes ?? 1024 * 1024);

@@ -14,6 +14,7 @@ import { errorHandler } from '../../src/http/errors.js';
 import { isArtifactPath, RateLimiter, rateLimit, type RateLimitSettings } from '../../src/http/rateLimit.js';
 import { expectError } from '../helpers/errors.js';
 import { FileTokenVerifier, TokenStore, tokensFile } from '../../src/storage/tokens.js';
+import { rateExempt } from '../../src/http/endpoints/rateExempt.js';
 
 /** The shipped defaults, so these tests prove what a node does out of the box. */
 const DEFAULTS: RateLimitSettings = configSchema.parse({ test_pack: { url: '/x' } }).rate_limit;
@@ -146,6 +147,25 @@ describe('rate limiting', () => {
   it('one client\'s normal traffic is never limited: a v1 client without credentials', async () => {
     const seen = await normalClient(request(app().callback()), {}, 'v1');
     expect(seen.filter((s) => s !== 200)).to.deep.equal([]);
+  });
+
+  it('exempt from the limit: exactly the table\'s `rateLimited: false` entries (long polls, probes), matched as the router does', () => {
+    const exempt = rateExempt();
+    const yes: Array<[string, string]> = [
+      ['GET', '/api/v2/jobs/farmhand-test/beef/1/await_completion'],
+      ['GET', '/API/V2/nodes/farmhand-test/job/await_completion'],
+      ['HEAD', '/healthz'],
+      ['GET', '/readyz'],
+    ];
+    const no: Array<[string, string]> = [
+      ['GET', '/api/v2/jobs/farmhand-test/beef/1'],
+      ['POST', '/api/v2/jobs/farmhand-test/beef/1/await_completion'],
+      ['GET', '/api/v2/results'],
+      ['GET', '/anything/await_completion'],
+      ['POST', '/readyz'],
+    ];
+    expect(yes.filter(([m, p]) => !exempt(m, p))).to.deep.equal([]);
+    expect(no.filter(([m, p]) => exempt(m, p))).to.deep.equal([]);
   });
 
   it('isArtifactPath: result artifacts, saved screenshots and logs in v1 and v2; nothing else', () => {

@@ -12,6 +12,7 @@ import { endpointOf } from '../../src/http/endpoints/table.js';
 import { validateRequest, type RequestParts } from '../../src/http/endpoints/validate.js';
 import type { Checks } from '../../src/http/endpoints/entry.js';
 import { reserveRequestOf } from '../../src/farm/reservationRoutes.js';
+import type { ReserveBody } from '../../src/http/openapi/schemas.js';
 
 // ---------------------------------------------------------------- the hand validators, as they were
 
@@ -205,7 +206,7 @@ describe('reservation requests: the table\'s schemas answer as the hand validato
     const cases = reserveBodies().map((b) => {
       const old = outcome(() => oldFarmReserve(b, 'alice'));
       const now = viaSchema(checks, { body: b });
-      return { what: b, old, now: now.ok ? outcome(() => reserveRequestOf(b, 'alice')) : now };
+      return { what: b, old, now: now.ok ? outcome(() => reserveRequestOf(b as ReserveBody, 'alice')) : now };
     });
     const r = compare(cases);
     figures.push(`farm reserve: ${r.compared} bodies, ${r.differences.length} differences`);

@@ -30,6 +30,7 @@ import { oidcSignInRouter, type OnOidcSignIn } from '../../web/pages/oidcSignIn.
 import { staticRouter } from '../../web/static.js';
 import { forbiddenPages } from '../../web/pages/forbidden.js';
 import { adoptReplicaCaller, replicaCallerOf, replicaEdge } from './replicaAuth.js';
+import { rateExempt } from '../../http/endpoints/rateExempt.js';
 
 export interface PortalAppOptions {
   logger: Logger;
@@ -88,12 +89,12 @@ export function createPortalApp(o: PortalAppOptions): Koa {
   app.use(adoptReplicaCaller);
   app.use(refuseCrossSiteRequests({ publicUrl: o.publicUrl }));
   app.use(rememberCredential(o.tokens, sessions));
-  // Long polls are exempt, as on the node: a held request costs a promise, and clients retry them at once.
-  // So are a load balancer's health checks: behind one, every request comes from its address, and a 429
-  // on /readyz would take a healthy portal out of service.
+  // The table's `rateLimited: false` entries are exempt, as on the node: long polls (a held request costs a
+  // promise, and clients call again at once) and a load balancer's probes (behind one, every request comes from
+  // its address, and a 429 on /readyz would take a healthy portal out of service): rateExempt.ts.
   const limit = rateLimit(o.rateLimit);
-  const unlimited = (p: string) => p.endsWith('/await_completion') || p === '/healthz' || p === '/readyz';
-  app.use((ctx, next): Promise<unknown> => (unlimited(ctx.path.toLowerCase()) ? next() : limit(ctx, next)));
+  const exempt = rateExempt();
+  app.use((ctx, next): Promise<unknown> => (exempt(ctx.method, ctx.path) ? next() : limit(ctx, next)));
   // A request passed between replicas is in the trail once: the row of the replica the caller called, with the
   // caller's own address and credential, and what the owner's answer made (readPassedAnswer); the owner that serves
   // it records nothing more (docs/farm.md, "The farm suite through replicas").

@@ -12,6 +12,8 @@ export const OPS: Endpoint[] = [
     summary: 'Liveness: the process answers (constant cost)',
     tag: 'meta',
     auth: 'none',
+    // A load balancer probes from one address: a 429 would take a healthy process out of service.
+    rateLimited: false,
     responses: { 200: json(S.Health, 'The process is alive; `starting` while it starts.') },
   },
   {
@@ -21,6 +23,7 @@ export const OPS: Endpoint[] = [
       "On a farm portal (`farmhand portal`): the database answers and the portal holds the portal lock (one portal per database); a load balancer's health check (docs/farm.md).",
     tag: 'meta',
     auth: 'none',
+    rateLimited: false,
     responses: { 200: json(S.Ready, 'Ready to run tests.'), 503: json(S.NotReady, 'Not ready: the failed checks and why.') },
   },
   {

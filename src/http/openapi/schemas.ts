@@ -253,7 +253,7 @@ const listedTwice = (ids: readonly string[]): string | undefined => ids.find((n,
  * The reservation requests' schemas for `limits`: `node` ignores the farm's extensions (lease_secs,
  * wait_secs) as a single node always did; `farm` checks them. Each answers the hand validators' messages.
  */
-export function reservationChecks(limits: Pick<ReservationLimits, 'maxMessageChars' | 'maxNodes' | 'maxDurationSecs'>, side: 'node' | 'farm') {
+export function reservationChecks<S extends 'node' | 'farm'>(limits: Pick<ReservationLimits, 'maxMessageChars' | 'maxNodes' | 'maxDurationSecs'>, side: S) {
   const M = reservationMessages(limits);
   const nodeIds = z
     .array(z.string({ error: M.nodeIds }).min(1), { error: M.nodeIds })
@@ -270,15 +270,14 @@ export function reservationChecks(limits: Pick<ReservationLimits, 'maxMessageCha
       .nullish()
       .meta({ description: 'Farm only: wait (first come, first served) up to this long instead of a 409.' }),
   };
-  const reserve = z.looseObject(
-    {
-      node_ids: nodeIds,
-      message: atMost(z.string({ error: M.message }), limits.maxMessageChars, M.messageLength).meta({ description: 'Shown to other users while the reservation is active.' }),
-      duration_secs: seconds(limits.maxDurationSecs, M.duration(true)).nullish().meta({ description: 'Absent or null: no expiry.' }),
-      ...(side === 'farm' ? extensions : {}),
-    },
-    { error: M.body },
-  );
+  const shape = {
+    node_ids: nodeIds,
+    message: atMost(z.string({ error: M.message }), limits.maxMessageChars, M.messageLength).meta({ description: 'Shown to other users while the reservation is active.' }),
+    duration_secs: seconds(limits.maxDurationSecs, M.duration(true)).nullish().meta({ description: 'Absent or null: no expiry.' }),
+  };
+  // The farm's shape has the extensions, a node's not: the type says which, from `side`.
+  const sided = (side === 'farm' ? { ...shape, ...extensions } : shape) as typeof shape & (S extends 'farm' ? typeof extensions : unknown);
+  const reserve = z.looseObject(sided, { error: M.body });
   const extend = z.looseObject({ duration_secs: seconds(limits.maxDurationSecs, M.duration(false)) }, { error: M.duration(false) });
   const interrupt = z.looseObject(
     {
@@ -302,6 +301,8 @@ export const RESERVATION_CHECKS = {
 };
 
 export const ReserveRequest = FARM_RESERVATIONS.reserve.meta({ id: 'ReserveRequest' });
+/** A reserve body as the farm's entry checked it (src/farm/reservationRoutes.ts). */
+export type ReserveBody = z.infer<typeof ReserveRequest>;
 export const ExtendRequest = FARM_RESERVATIONS.extend.meta({ id: 'ExtendRequest' });
 export const InterruptRequest = FARM_RESERVATIONS.interrupt.meta({ id: 'InterruptRequest' });
 
