@@ -301,8 +301,7 @@ export const RESERVATION_CHECKS = {
 };
 
 export const ReserveRequest = FARM_RESERVATIONS.reserve.meta({ id: 'ReserveRequest' });
-/** A reserve body as the farm's entry checked it (src/farm/reservationRoutes.ts). */
-export type ReserveBody = z.infer<typeof ReserveRequest>;
+export type ReserveBody = z.infer<typeof ReserveRequest>; // as the farm's entry checked it (reservationRoutes.ts)
 export const ExtendRequest = FARM_RESERVATIONS.extend.meta({ id: 'ExtendRequest' });
 export const InterruptRequest = FARM_RESERVATIONS.interrupt.meta({ id: 'InterruptRequest' });
 
