@@ -111,7 +111,11 @@ describe('a test pack in stb-tester style, through the daemon', function () {
     for (const [name, expected] of Object.entries(EXPECTED)) {
       expect(byName[name]?.result, `${name}: ${byName[name]?.failure_reason}`).to.equal(expected);
     }
-    expect(byName['tests/menu/test_menu.py::test_wrong_item_fails']!.failure_reason).to.match(/^MatchTimeout: .* \(at tests\/menu\/test_menu\.py line 45\)$/);
+    // The reason names the line of the wait_for_match that timed out, as stb-tester's does (read from the fixture).
+    const menuLines = (await readFile('test/fixtures/stbt-pack/tests/menu/test_menu.py', 'utf8')).split('\n');
+    const line = menuLines.findIndex((l) => l.includes('stbt.wait_for_match(focused_image(ITEMS[4])')) + 1;
+    expect(line, 'the failing wait_for_match in the fixture').to.be.above(0);
+    expect(byName['tests/menu/test_menu.py::test_wrong_item_fails']!.failure_reason).to.match(new RegExp(`^MatchTimeout: .* \\(at tests/menu/test_menu\\.py line ${line}\\)$`));
     expect(byName['tests/misc/test_misc.py::test_failure_on_purpose']!.failure_reason).to.equal('AssertionError: the greeting differs');
     expect(byName['tests/misc/test_misc.py::test_precondition_error']!.failure_reason).to.match(/^PreconditionError: /);
 
