@@ -11,10 +11,16 @@ capture):
 - ``end_time``: the time of the first frame of the final still period: the
   frame after which nothing changed any more (each frame is compared with
   the one before it) for ``stable_secs``.
-- ``timeout_secs`` counts from the press (or from ``initial_frame``, else
-  the first frame): the screen must start changing within it (else
-  ``START_TIMEOUT``) and have stayed still for ``stable_secs`` by its end
-  (else ``STABLE_TIMEOUT``).
+- ``timeout_secs`` counts from the press: the screen must start changing
+  within it (else ``START_TIMEOUT``) and have stayed still for
+  ``stable_secs`` by its end (else ``STABLE_TIMEOUT``).
+- ``wait_for_transition_to_end`` only waits for the screen to stop changing:
+  ``initial_frame`` (else the first frame) is the animation's start, so a
+  screen already still is COMPLETE with ``end_time`` that frame's time, as
+  the manual's example (``wait_for_transition_to_end(match_result.frame)``
+  after a ``wait_for_match``) needs; ``timeout_secs`` counts from it.
+- ``frame``: the first still frame when COMPLETE, else the last frame
+  looked at.
 """
 
 import enum
@@ -126,48 +132,58 @@ def _frames_after(seq, timeout_secs):
 
 def _run(key, initial_frame, start_time, frames, m, d, timeout_secs, stable_secs, press_time):
     """Watch ``frames`` (after ``initial_frame``, the reference; without
-    it, the first frame is) through mask ``m`` with differ ``d``."""
-    reference = previous = None
-    animation_start = None
-    end = None  # time of the first frame of the current still period
-    start_frame = end_frame = None
+    it, the first frame is) through mask ``m`` with differ ``d``: the first
+    frame that differs from the reference starts the animation, then
+    ``_until_still`` waits for its end."""
+    reference = None
     last = initial_frame
     since = getattr(initial_frame, "time", None)
     if initial_frame is not None:
-        reference = previous = _reference(d, m, initial_frame)
+        reference = _reference(d, m, initial_frame)
     for frame in frames:
         t = frame.time
         if since is not None and t is not None and t <= since:
             continue  # not after the reference frame (a given list may start earlier)
         last = frame
         if reference is None:  # no frame before: the first one is the reference
-            reference = previous = _reference(d, m, frame)
+            reference = _reference(d, m, frame)
             continue
         current = d.preprocess(frame)
-        if animation_start is None:
-            if d.diff(reference, current, m):
-                animation_start = end = t
-                start_frame = end_frame = frame
-            elif t - start_time >= timeout_secs:
-                return Transition(key, frame, TransitionStatus.START_TIMEOUT, press_time, None, None)
-            previous = current
-            if animation_start is None or stable_secs > 0:
-                continue
-        elif d.diff(previous, current, m):
-            end = t
+        if d.diff(reference, current, m):
+            return _until_still(key, frame, current, frames, m, d, start_time + timeout_secs,
+                                stable_secs, press_time)
+        if t - start_time >= timeout_secs:
+            return Transition(key, frame, TransitionStatus.START_TIMEOUT, press_time, None, None)
+    # The frames ran out (a given list, or the daemon's clock ran out first).
+    return Transition(key, last, TransitionStatus.START_TIMEOUT, press_time, None, None)
+
+
+def _until_still(key, start_frame, previous, frames, m, d, expiry, stable_secs, press_time):
+    """From ``start_frame`` (the animation's first frame, ``previous`` its
+    preprocessed pixels), each frame compared with the one before it, until
+    nothing changed for ``stable_secs`` (COMPLETE: ``frame`` is the first
+    still frame, ``end_time`` its time) or the frames' clock reaches
+    ``expiry`` (STABLE_TIMEOUT: ``frame`` is the last frame looked at)."""
+    animation_start = start_frame.time
+    end_frame = last = start_frame
+    if stable_secs <= 0:
+        return Transition(key, start_frame, TransitionStatus.COMPLETE, press_time, animation_start,
+                          animation_start, start_frame, start_frame)
+    for frame in frames:
+        if frame.time <= last.time:
+            continue
+        last = frame
+        current = d.preprocess(frame)
+        if d.diff(previous, current, m):
             end_frame = frame
         previous = current
-        if t - end >= stable_secs:
-            return Transition(key, frame, TransitionStatus.COMPLETE, press_time, animation_start, end,
-                              start_frame, end_frame)
-        if t - start_time >= timeout_secs:
-            return Transition(key, frame, TransitionStatus.STABLE_TIMEOUT, press_time, animation_start, end,
-                              start_frame, end_frame)
-    # The frames ran out (a given list, or the daemon's clock ran out first).
-    if animation_start is None:
-        return Transition(key, last, TransitionStatus.START_TIMEOUT, press_time, None, None)
-    return Transition(key, last, TransitionStatus.STABLE_TIMEOUT, press_time, animation_start, end,
-                      start_frame, end_frame)
+        if frame.time - end_frame.time >= stable_secs:
+            return Transition(key, end_frame, TransitionStatus.COMPLETE, press_time, animation_start,
+                              end_frame.time, start_frame, end_frame)
+        if frame.time >= expiry:
+            break
+    return Transition(key, last, TransitionStatus.STABLE_TIMEOUT, press_time, animation_start,
+                      end_frame.time, start_frame, end_frame)
 
 
 def _reference(d, m, frame):
@@ -180,10 +196,14 @@ def _reference(d, m, frame):
 
 def wait_for_transition_to_end(initial_frame=None, mask=Region.ALL, region=Region.ALL, timeout_secs=10,
                                stable_secs=1, min_size=None, frames=None, *, threshold=None, differ=None):
-    """Wait for the screen to change from ``initial_frame`` (default: the
-    first frame looked at) and then to stay still for ``stable_secs``.
-    Returns a ``Transition`` (``key`` and ``press_time`` None). The differ
-    is ``differ``, else ``press_and_wait.differ``."""
+    """Wait for the screen to stop changing: ``initial_frame`` (default: the
+    first frame looked at) is taken as the transition's start
+    (``animation_start_time``), and the result is COMPLETE once nothing has
+    changed for ``stable_secs`` (``end_time`` the first still frame's time,
+    which is ``initial_frame``'s when nothing changed after it), else
+    STABLE_TIMEOUT ``timeout_secs`` after ``initial_frame``. Returns a
+    ``Transition`` (``key`` and ``press_time`` None). The differ is
+    ``differ``, else ``press_and_wait.differ``."""
     m = _mask_for(mask, region)
     d = _differ_for(differ, threshold, None, min_size, default=press_and_wait.differ)
     stable_secs, timeout_secs = float(stable_secs), float(timeout_secs)
@@ -191,21 +211,14 @@ def wait_for_transition_to_end(initial_frame=None, mask=Region.ALL, region=Regio
         seq = getattr(initial_frame, "_seq", None)
         frames = _frames_after(seq, timeout_secs + stable_secs + 1)
     frames = iter(frames)
-    start_time = getattr(initial_frame, "time", None)
-    if start_time is None:
-        first = next(frames, None)
-        if first is None:
-            return Transition(None, initial_frame, TransitionStatus.START_TIMEOUT, None, None, None)
-        start_time = first.time
-        frames = _chain(first, frames)
-    result = _run(None, initial_frame, start_time, frames, m, d, timeout_secs, stable_secs, None)
+    if getattr(initial_frame, "time", None) is None:
+        initial_frame = next(frames, None)
+        if initial_frame is None:
+            raise ValueError("wait_for_transition_to_end: no frame to look at")
+    result = _until_still(None, initial_frame, _reference(d, m, initial_frame), frames, m, d,
+                          initial_frame.time + timeout_secs, stable_secs, None)
     _log("wait_for_transition_to_end: %r" % (result,))
     return result
-
-
-def _chain(first, rest):
-    yield first
-    yield from rest
 
 
 def press_and_wait(key, mask=Region.ALL, region=Region.ALL, timeout_secs=10, stable_secs=1, min_size=None,

@@ -55,38 +55,52 @@ class FakeDut:
         return FakeKeypress(key, self.end_time - 0.01, self.end_time, self.frame_before)
 
 
+def press_at_first(seq, **kwargs):
+    """press_and_wait over ``seq`` with a press at its first frame."""
+    return stbt.press_and_wait("KEY_OK", frames=seq, _dut=FakeDut(seq[0], seq[0].time), **kwargs)
+
+
 class WaitForTransitionToEnd(unittest.TestCase):
-    def test_times_are_the_first_changed_frame_and_the_first_still_one(self):
+    """It waits for the screen to stop changing: the initial frame is the
+    transition's start (the manual's example measures the end of a screen's
+    loading from the frame a wait_for_match found)."""
+
+    def test_the_initial_frame_starts_it_and_the_first_still_frame_ends_it(self):
         seq = slide(start=5, length=10, total=60)
-        t = stbt.wait_for_transition_to_end(seq[0], frames=seq[1:], stable_secs=0.5)
+        t = stbt.wait_for_transition_to_end(seq[3], frames=seq[4:], stable_secs=0.5)
         self.assertIs(t.status, TransitionStatus.COMPLETE)
         self.assertTrue(t)
         self.assertTrue(t.started and t.complete and t.stable)
-        self.assertEqual(t.animation_start_time, seq[5].time)
+        self.assertEqual(t.animation_start_time, seq[3].time)
         # frame 15 is the first of the final picture: the last that changed
         self.assertEqual(t.end_time, seq[15].time)
-        self.assertAlmostEqual(t.animation_duration, 10 * STEP)
+        self.assertAlmostEqual(t.animation_duration, 12 * STEP)
         self.assertIsNone(t.press_time)
         self.assertIsNone(t.duration)
         self.assertIsNone(t.key)
-        # complete as soon as the picture had been still for stable_secs
-        self.assertAlmostEqual(t.frame.time - t.end_time, 0.52)
+        # the frame is the first still one, not the one that showed it had been still long enough
+        self.assertIs(t.frame, seq[15])
+
+    def test_a_screen_already_still_is_complete_at_the_initial_frame(self):
+        seq = [frame(i) for i in range(100)]
+        t = stbt.wait_for_transition_to_end(seq[0], frames=seq[1:], timeout_secs=1, stable_secs=0.5)
+        self.assertIs(t.status, TransitionStatus.COMPLETE)
+        self.assertEqual((t.animation_start_time, t.end_time), (seq[0].time, seq[0].time))
+        self.assertIs(t.frame, seq[0])
+        self.assertEqual(t.animation_duration, 0)
+
+    def test_the_manuals_example_measures_from_a_match(self):
+        # a screen whose template is there from frame 5, filling in until frame 15
+        seq = slide(start=5, length=10, total=60)
+        found = seq[5]
+        t = stbt.wait_for_transition_to_end(found, frames=seq, stable_secs=0.5)  # earlier frames skipped
+        self.assertEqual(t.animation_start_time, found.time)
+        self.assertAlmostEqual(t.end_time - T0, 15 * STEP)
 
     def test_initial_frame_defaults_to_the_first(self):
         seq = slide(start=5, length=10, total=60)
         t = stbt.wait_for_transition_to_end(frames=seq, stable_secs=0.5)
-        self.assertEqual((t.animation_start_time, t.end_time), (seq[5].time, seq[15].time))
-
-    def test_start_timeout(self):
-        seq = [frame(i) for i in range(100)]
-        t = stbt.wait_for_transition_to_end(seq[0], frames=seq[1:], timeout_secs=1)
-        self.assertIs(t.status, TransitionStatus.START_TIMEOUT)
-        self.assertFalse(t)
-        self.assertFalse(t.started or t.complete)
-        self.assertTrue(t.stable)  # nothing moved: only STABLE_TIMEOUT is unstable
-        self.assertIsNone(t.animation_start_time)
-        self.assertIsNone(t.end_time)
-        self.assertAlmostEqual(t.frame.time - T0, 1.0)
+        self.assertEqual((t.animation_start_time, t.end_time), (seq[0].time, seq[15].time))
 
     def test_stable_timeout(self):
         seq = slide(start=3, length=90, total=100)  # keeps moving
@@ -95,26 +109,26 @@ class WaitForTransitionToEnd(unittest.TestCase):
         self.assertFalse(t)
         self.assertTrue(t.started)
         self.assertFalse(t.complete or t.stable)
-        self.assertEqual(t.animation_start_time, seq[3].time)
+        self.assertEqual(t.animation_start_time, seq[0].time)
+        self.assertAlmostEqual(t.frame.time - T0, 1.0)  # timeout_secs from the initial frame
 
     def test_mask_ignores_changes_elsewhere(self):
         seq = slide(start=5, length=10, total=60)
         outside = Region(0, 50, width=W, height=40)
-        t = stbt.wait_for_transition_to_end(seq[0], frames=seq[1:], timeout_secs=1, mask=outside)
-        self.assertIs(t.status, TransitionStatus.START_TIMEOUT)
-        t = stbt.wait_for_transition_to_end(seq[0], frames=seq[1:], timeout_secs=1, region=outside)
-        self.assertIs(t.status, TransitionStatus.START_TIMEOUT)
-        # a small change is no change with min_size bigger than it
-        t = stbt.wait_for_transition_to_end(seq[0], frames=seq[1:], timeout_secs=1, min_size=(30, 30))
-        self.assertIs(t.status, TransitionStatus.START_TIMEOUT)
+        for kwargs in ({"mask": outside}, {"region": outside}, {"min_size": (30, 30)}):
+            t = stbt.wait_for_transition_to_end(seq[0], frames=seq[1:], stable_secs=0.5, **kwargs)
+            self.assertEqual(t.end_time, seq[0].time, kwargs)
+            t = press_at_first(seq, timeout_secs=1, **kwargs)
+            self.assertIs(t.status, TransitionStatus.START_TIMEOUT, kwargs)
 
     def test_a_slow_fade_ends_when_it_stops_changing(self):
         # brightness +12 a frame (a distance of 20.8 a step: motion at threshold 20)
         # over frames 5-14, then still
         seq = [frame(i, grey=40 + 12 * min(max(i - 4, 0), 10)) for i in range(60)]
         t = stbt.wait_for_transition_to_end(seq[0], frames=seq[1:], stable_secs=0.5, threshold=20)
-        self.assertEqual(t.animation_start_time, seq[5].time)
         self.assertEqual(t.end_time, seq[14].time)
+        t = press_at_first(seq, stable_secs=0.5, threshold=20)
+        self.assertEqual((t.animation_start_time, t.end_time), (seq[5].time, seq[14].time))
 
 
 class PressAndWait(unittest.TestCase):
@@ -222,13 +236,18 @@ class PressAndWaitWithADevice(unittest.TestCase):
             return stbt.Frame(a, time=T0 + i * STEP)
         seq = [hue_change(i) for i in range(40)]
         self.assertIsInstance(stbt.press_and_wait.differ, stbt.BGRDiff)
-        t = stbt.wait_for_transition_to_end(seq[0], frames=seq[1:], timeout_secs=1, stable_secs=0.2)
+        t = press_at_first(seq, timeout_secs=1, stable_secs=0.2)
         self.assertIs(t.status, TransitionStatus.COMPLETE)
+        self.assertEqual(stbt.wait_for_transition_to_end(seq[1], frames=seq, stable_secs=0.2).end_time,
+                         seq[3].time)
         saved = stbt.press_and_wait.differ
         self.addCleanup(setattr, stbt.press_and_wait, "differ", saved)
         stbt.press_and_wait.differ = stbt.GrayscaleDiff()
-        t = stbt.wait_for_transition_to_end(seq[0], frames=seq[1:], timeout_secs=1, stable_secs=0.2)
+        t = press_at_first(seq, timeout_secs=1, stable_secs=0.2)
         self.assertIs(t.status, TransitionStatus.START_TIMEOUT)
+        # wait_for_transition_to_end uses the same module-wide default
+        self.assertEqual(stbt.wait_for_transition_to_end(seq[1], frames=seq, stable_secs=0.2).end_time,
+                         seq[1].time)
         t = stbt.press_and_wait("KEY_OK", frames=seq, timeout_secs=1, stable_secs=0.2,
                                 _dut=FakeDut(seq[0], seq[0].time), differ=stbt.BGRDiff())
         self.assertIs(t.status, TransitionStatus.COMPLETE)
@@ -243,9 +262,9 @@ class PressAndWaitWithADevice(unittest.TestCase):
                                 _dut=FakeDut(seq[0], seq[0].time))
         above = np.zeros((H, W), np.uint8)
         above[:20] = 255  # the box slides over rows 20-39
-        t = stbt.wait_for_transition_to_end(seq[0], frames=seq[1:], timeout_secs=1, mask=above)
+        t = press_at_first(seq, timeout_secs=1, mask=above)
         self.assertIs(t.status, TransitionStatus.START_TIMEOUT)
-        t = stbt.wait_for_transition_to_end(seq[0], frames=seq[1:], timeout_secs=2, mask=~stbt.Mask(above))
+        t = press_at_first(seq, timeout_secs=2, mask=~stbt.Mask(above))
         self.assertIs(t.status, TransitionStatus.COMPLETE)
 
 
