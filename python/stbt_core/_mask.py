@@ -133,7 +133,8 @@ class Mask:
         return equal if equal is NotImplemented else not equal
 
     def __hash__(self):
-        return hash(self._key)
+        # a Mask of one Region equals that Region, so it hashes as it does
+        return hash(self._args[0]) if self._kind == "region" else hash(self._key)
 
     def __repr__(self):
         if self._kind == "region":

@@ -94,6 +94,10 @@ class AlgebraTest(unittest.TestCase):
         self.assertNotEqual(Mask(None), None)
         self.assertEqual(Mask(None), ~Mask(Region.ALL))
         self.assertEqual(len({Mask(a), Mask(a), a + self.b, a + self.b}), 2)
+        # equal objects hash alike, a Mask of one Region and that Region too (one set entry, one dict key)
+        self.assertEqual(hash(Mask(a)), hash(a))
+        self.assertEqual(len({a, Mask(a)}), 1)
+        self.assertEqual({Mask(a): 1}.get(a), 1)
         pixels = np.zeros((5, 8), np.uint8)
         pixels[1, 1] = 255
         self.assertEqual(Mask(pixels), Mask(pixels.copy()))
