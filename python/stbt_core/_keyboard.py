@@ -47,6 +47,29 @@ def _stbt():
     return sys.modules["stbt_core"]
 
 
+def _adjacent_groups(cells, spec):
+    """The cells in groups of neighbours (left, right, above, below) with
+    the same ``spec``, in the order of each group's first cell; a name that
+    is in two places apart makes two groups (a SHIFT at each end)."""
+    at = {tuple(c.position): c for c in cells}
+    seen, groups = set(), []
+    for cell in cells:
+        if cell.index in seen:
+            continue
+        group, todo = [], [cell]
+        seen.add(cell.index)
+        while todo:
+            c = todo.pop()
+            group.append(c)
+            x, y = c.position
+            for n in (at.get(p) for p in ((x - 1, y), (x + 1, y), (x, y - 1), (x, y + 1))):
+                if n is not None and n.index not in seen and spec(n) == spec(cell):
+                    seen.add(n.index)
+                    todo.append(n)
+        groups.append(sorted(group, key=lambda c: c.index))
+    return groups
+
+
 class Key(collections.namedtuple("Key", _FIELDS)):
     """One key: ``name`` (e.g. "a", " ", "BACKSPACE"), ``text`` (what OK on
     it types; "" for none), ``region`` (where it is on screen, or None) and
@@ -274,9 +297,9 @@ class Keyboard:
     def add_grid(self, grid, mode=None, merge=False):
         """A key for each cell of ``grid`` (a ``Grid`` whose data are key
         names or Keys), with the cell's region and ``mode``, and the arrow
-        moves between neighbouring cells. With ``merge``, the cells holding
-        the same name are one key whose region spans them all (a SPACE bar
-        three cells wide). Returns a Grid like ``grid`` whose data are the
+        moves between neighbouring cells. With ``merge``, neighbouring cells
+        holding the same name are one key whose region spans them (a SPACE
+        bar three cells wide); the same name in cells apart stays two keys. Returns a Grid like ``grid`` whose data are the
         Keys."""
         from stbt_core._grid import Grid  # pylint: disable=import-outside-toplevel
         cells = grid.cells
@@ -303,11 +326,9 @@ class Keyboard:
 
         if not merge:
             return {c.index: self.add_key(*spec(c), region=c.region, mode=mode) for c in cells}
-        groups = collections.OrderedDict()
-        for c in cells:
-            groups.setdefault(spec(c), []).append(c)
         keys = {}
-        for (name, text), group in groups.items():
+        for group in _adjacent_groups(cells, spec):
+            name, text = spec(group[0])
             key = self.add_key(name, text, Region.bounding_box(*(c.region for c in group)), mode)
             keys.update((c.index, key) for c in group)
         return keys

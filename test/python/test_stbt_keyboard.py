@@ -223,6 +223,17 @@ class KeyboardModelTest(unittest.TestCase):
         self.assertEqual(list(_keys_to_press(kb.G, shift, [f])), [("KEY_UP", {e, f})])
         self.assertEqual(list(_keys_to_press(kb.G, e, [space])), [("KEY_DOWN", {shift}), ("KEY_RIGHT", {space})])
 
+    def test_add_grid_merges_only_neighbours(self):
+        # a SHIFT at each end of the top row, a SPACE two cells wide below
+        kb = stbt.Keyboard()
+        kb.add_grid(stbt.Grid(Region(0, 0, 400, 200), data=[["SHIFT", "a", "b", "SHIFT"], ["c", " ", " ", "d"]]),
+                    merge=True)
+        shifts = kb.find_keys("SHIFT")
+        self.assertEqual([k.region for k in shifts], [Region(0, 0, 100, 100), Region(300, 0, 100, 100)])
+        self.assertEqual(kb.find_key(" ").region, Region(100, 100, 200, 100))
+        self.assertEqual(kb.G[shifts[1]][kb.find_key("d")], {"key": "KEY_DOWN"})
+        self.assertFalse(kb.G.has_edge(shifts[0], kb.find_key("d")))
+
     def test_paths_change_mode(self):
         kb = box_keyboard()
         a, b_upper = kb.find_key("a"), kb.find_key("B")
