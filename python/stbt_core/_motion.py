@@ -182,6 +182,12 @@ class Differ:
             changed = cv2.erode(changed, _kernel(), dst=_scratch("eroded", changed.shape, np.uint8))
         region = None
         x, y, w, h = cv2.boundingRect(changed)  # of the non-zero pixels of a binary image
+        if self.erode and w > 0 and h > 0:
+            # A pixel kept by the 2x2 erosion stands for itself and its left, upper and upper-left
+            # neighbours, all changed: the box of the change itself (an opening) is one pixel wider
+            # and higher, towards the top-left (not past the box's edge).
+            x0, y0 = max(x - 1, 0), max(y - 1, 0)
+            x, y, w, h = x0, y0, x + w - x0, y + h - y0
         if w > 0 and h > 0 and (self.min_size is None or (w >= self.min_size[0] and h >= self.min_size[1])):
             region = Region(x + box.x, y + box.y, width=w, height=h)
         return MotionResult(getattr(b, "time", None), region is not None, region, b)
