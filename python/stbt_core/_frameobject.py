@@ -19,9 +19,10 @@ farmhand's own code, written from the behaviour stb-tester documents:
 - two instances are equal when one's class is the other's or a subclass of
   it, they have the same ``_fields`` and equal values for them (the frames
   may differ); the hash follows;
-- the repr shows the frame's time and the properties computed so far
-  (``...`` for the others); an invisible object shows only ``is_visible``:
-  ``<Menu(_frame=<Frame(time=None)>, is_visible=True, selection='Home', title=...)>``;
+- the repr shows the frame (its time, or a loaded image's name and size)
+  and every property's value (computing those not computed yet, once as
+  always); an invisible object shows only ``is_visible``:
+  ``<Menu(_frame=<Frame(time=None)>, is_visible=True, selection='Home', title='Menu')>``;
 - ``refresh(frame=None, **kwargs)`` is a new instance for a new frame.
 """
 
@@ -157,10 +158,9 @@ class FrameObject(metaclass=_FrameObjectMeta):
     def __repr__(self):
         parts = ["_frame=%s" % _frame_text(self.__dict__.get("_frame")), "is_visible=%r" % self.is_visible]
         if self.is_visible:
-            values = _state(self).values
             for n in type(self)._fields:
                 if n != "is_visible":
-                    parts.append("%s=%s" % (n, repr(values[n]) if n in values else "..."))
+                    parts.append("%s=%r" % (n, getattr(self, n)))
         return "<%s(%s)>" % (type(self).__name__, ", ".join(parts))
 
     def __eq__(self, other):
@@ -193,6 +193,8 @@ def _frame_text(frame):
     """The frame in a FrameObject's repr: its capture time, never its pixels."""
     if frame is None:
         return "None"
+    if type(frame).__name__ == "Image" and hasattr(frame, "filename"):
+        return repr(frame)  # <Image(filename=..., dimensions=...)>
     t = getattr(frame, "time", None)
     return "<Frame(time=%s)>" % ("None" if t is None else "%.3f" % t)
 
