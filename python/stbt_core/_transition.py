@@ -91,21 +91,14 @@ class Transition:
 
     def __repr__(self):
         return ("Transition(key=%r, frame=%s, status=%s, press_time=%s, animation_start_time=%s, "
-                "end_time=%s, duration=%s, animation_duration=%s)" % (
+                "end_time=%s)" % (
                     self.key, _frame_repr(self.frame), self.status, _time_repr(self.press_time),
-                    _time_repr(self.animation_start_time), _time_repr(self.end_time),
-                    _time_repr(self.duration), _time_repr(self.animation_duration)))
+                    _time_repr(self.animation_start_time), _time_repr(self.end_time)))
 
     def __str__(self):
-        what = "after %r" % (self.key,) if self.key is not None else "transition"
-        if self.status == TransitionStatus.START_TIMEOUT:
-            return "%s: the screen didn't start changing (START_TIMEOUT)" % what
-        if self.status == TransitionStatus.STABLE_TIMEOUT:
-            return "%s: the screen started changing at %s but didn't stop (STABLE_TIMEOUT)" % (
-                what, _time_repr(self.animation_start_time))
-        return "%s: complete, animation from %s to %s%s" % (
-            what, _time_repr(self.animation_start_time), _time_repr(self.end_time),
-            "" if self.duration is None else " (%.3f s after the press)" % self.duration)
+        """The repr with the two durations too (what a log line wants)."""
+        return "%s, duration=%s, animation_duration=%s)" % (
+            repr(self)[:-1], _time_repr(self.duration), _time_repr(self.animation_duration))
 
 
 def _frames_after(seq, timeout_secs):
@@ -217,7 +210,7 @@ def wait_for_transition_to_end(initial_frame=None, mask=Region.ALL, region=Regio
             raise ValueError("wait_for_transition_to_end: no frame to look at")
     result = _until_still(None, initial_frame, _reference(d, m, initial_frame), frames, m, d,
                           initial_frame.time + timeout_secs, stable_secs, None)
-    _log("wait_for_transition_to_end: %r" % (result,))
+    _log("wait_for_transition_to_end: %s" % (result,))
     return result
 
 
@@ -248,7 +241,7 @@ def press_and_wait(key, mask=Region.ALL, region=Region.ALL, timeout_secs=10, sta
             source = _frames_after(getattr(initial, "_seq", None), timeout_secs + stable_secs + 1)
         result = _run(getattr(keypress, "key", key), initial, press_time, iter(source), m, d,
                       timeout_secs, stable_secs, press_time)
-        _log("press_and_wait(%r): %r" % (key, result))
+        _log("press_and_wait(%r): %s" % (key, result))
         if result.started or attempt == int(retries):
             return result
     return result  # pragma: no cover  (the loop always returns)
