@@ -12,11 +12,11 @@ guesses. networkx is imported when a Keyboard is made (Debian's
 """
 
 import collections
-import heapq
-import itertools
 import sys
 import time as _time
 
+from stbt_core._keyboard_graph import (_UNSURE_WEIGHT, _adjacent_groups, _keys_to_press, _networkx,
+                                      _strip_shift_transitions)
 from stbt_core._types import Region
 
 __all__ = ["Keyboard"]
@@ -24,50 +24,16 @@ __all__ = ["Keyboard"]
 # The key that undoes each move, for symmetrical transitions.
 _OPPOSITE = {"KEY_LEFT": "KEY_RIGHT", "KEY_RIGHT": "KEY_LEFT", "KEY_UP": "KEY_DOWN", "KEY_DOWN": "KEY_UP"}
 
-# The weight of an edge whose press may land elsewhere (one of several targets).
-_UNSURE_WEIGHT = 100
-
 _FIELDS = ("name", "text", "region", "mode")
 
 # How long the keyboard must stay still after a press (press_and_wait's stable_secs).
 _STABLE_SECS = 0.5
 
 
-def _networkx():
-    try:
-        import networkx  # pylint: disable=import-outside-toplevel
-    except ImportError as e:
-        raise ImportError("stbt.Keyboard needs networkx (Debian package python3-networkx)") from e
-    return networkx
-
-
 def _stbt():
     """The stbt_core module itself, looked up at call time so that a test's
     ``mock.patch("stbt_core.press", ...)`` is what the keyboard presses."""
     return sys.modules["stbt_core"]
-
-
-def _adjacent_groups(cells, spec):
-    """The cells in groups of neighbours (left, right, above, below) with
-    the same ``spec``, in the order of each group's first cell; a name that
-    is in two places apart makes two groups (a SHIFT at each end)."""
-    at = {tuple(c.position): c for c in cells}
-    seen, groups = set(), []
-    for cell in cells:
-        if cell.index in seen:
-            continue
-        group, todo = [], [cell]
-        seen.add(cell.index)
-        while todo:
-            c = todo.pop()
-            group.append(c)
-            x, y = c.position
-            for n in (at.get(p) for p in ((x - 1, y), (x + 1, y), (x, y - 1), (x, y + 1))):
-                if n is not None and n.index not in seen and spec(n) == spec(cell):
-                    seen.add(n.index)
-                    todo.append(n)
-        groups.append(sorted(group, key=lambda c: c.index))
-    return groups
 
 
 class Key(collections.namedtuple("Key", _FIELDS)):
@@ -79,59 +45,6 @@ class Key(collections.namedtuple("Key", _FIELDS)):
 
     def __repr__(self):
         return "Keyboard.Key(name=%r, text=%r, region=%r, mode=%r)" % tuple(self)
-
-
-# ---------------------------------------------------------------- graph helpers
-
-
-def _strip_shift_transitions(G):
-    """A read-only view of ``G`` without the KEY_OK edges out of keys that
-    type text (e.g. "after typing a capital letter the keyboard goes back to
-    lowercase"): following one while navigating would type a character."""
-    nx = _networkx()
-
-    def keep(u, v):
-        return not (G[u][v].get("key") == "KEY_OK" and u.text)
-
-    return nx.subgraph_view(G, filter_edge=keep)
-
-
-def _shortest_path(G, source, targets):
-    """The cheapest list of nodes from ``source`` to the nearest of
-    ``targets`` (Dijkstra; edges weigh their ``weight``, else 1; ties go to
-    the path found first). Raises networkx's ``NetworkXNoPath``."""
-    targets = set(targets)
-    if source in targets:
-        return [source]
-    done, best, came_from = set(), {source: 0}, {source: None}
-    order = itertools.count()
-    heap = [(0, next(order), source)]
-    while heap:
-        cost, _, node = heapq.heappop(heap)
-        if node in done:
-            continue
-        done.add(node)
-        if node in targets:
-            path = [node]
-            while came_from[path[-1]] is not None:
-                path.append(came_from[path[-1]])
-            return path[::-1]
-        for nxt, data in G[node].items():
-            c = cost + data.get("weight", 1)
-            if nxt not in done and (nxt not in best or c < best[nxt]):
-                best[nxt], came_from[nxt] = c, node
-                heapq.heappush(heap, (c, next(order), nxt))
-    raise _networkx().NetworkXNoPath("No path to %s." % " or ".join(repr(t) for t in sorted(targets, key=repr)))
-
-
-def _keys_to_press(G, source, targets):
-    """Yields ``(keypress, keys)`` along the shortest path from ``source`` to
-    the nearest of ``targets``: the remote-control key to press and the set
-    of keys the focus may land on after it."""
-    path = _shortest_path(G, source, targets)
-    for here, there in zip(path, path[1:]):
-        keypress = G[here][there]["key"]
-        yield keypress, {k for k, data in G[here].items() if data.get("key") == keypress}
 
 
 # ---------------------------------------------------------------- the keyboard
@@ -299,8 +212,8 @@ class Keyboard:
         names or Keys), with the cell's region and ``mode``, and the arrow
         moves between neighbouring cells. With ``merge``, neighbouring cells
         holding the same name are one key whose region spans them (a SPACE
-        bar three cells wide); the same name in cells apart stays two keys. Returns a Grid like ``grid`` whose data are the
-        Keys."""
+        bar three cells wide); the same name in cells apart stays two keys.
+        Returns a Grid like ``grid`` whose data are the Keys."""
         from stbt_core._grid import Grid  # pylint: disable=import-outside-toplevel
         cells = grid.cells
         for cell in cells:

@@ -10,8 +10,9 @@ farmhand's own code, written from stb-tester's public manual. How it works:
   ``GrayscaleDiff`` when its brightness moved by more than
   ``(1 - threshold) * 255`` (``threshold`` is a similarity, 0-1). With
   ``erode`` the changed pixels are eroded by a 2x2 square first, so changes
-  only 1 pixel wide or high (noisy pixels, thin edges) do not count; what
-  survives loses a pixel on its left and top. With ``min_size``
+  only 1 pixel wide or high (noisy pixels, thin edges) do not count; the
+  result's ``region`` is the box of what survives at its full size (as an
+  opening would restore it). With ``min_size``
   (``(width, height)``) motion is only reported when the bounding box of the
   changed pixels is at least that big.
 - ``detect_motion`` compares each frame with the *reference*: the first
@@ -19,12 +20,11 @@ farmhand's own code, written from stb-tester's public manual. How it works:
   changes each pixel a little per frame still adds up to motion.
 """
 
-import threading
-
 from stbt_core import _checks
 from stbt_core._config import get_config
 from stbt_core._errors import UITestFailure
 from stbt_core._mask import load_mask
+from stbt_core._motion_arrays import _kernel, _quarters, _scratch
 from stbt_core._types import Region
 
 __all__ = ["BGRDiff", "Differ", "GrayscaleDiff", "MotionResult", "MotionTimeout",
@@ -191,36 +191,6 @@ class Differ:
         if w > 0 and h > 0 and (self.min_size is None or (w >= self.min_size[0] and h >= self.min_size[1])):
             region = Region(x + box.x, y + box.y, width=w, height=h)
         return MotionResult(getattr(b, "time", None), region is not None, region, b)
-
-
-_cache = {}
-_thread = threading.local()
-
-
-def _scratch(name, shape, dtype):
-    """This thread's reusable array for an intermediate result: a fresh
-    array of a few megabytes for each frame costs more (in page faults)
-    than the arithmetic on it. What is written there never leaves ``diff``."""
-    arrays = getattr(_thread, "arrays", None)
-    if arrays is None:
-        arrays = _thread.arrays = {}
-    a = arrays.get(name)
-    if a is None or a.shape != shape or a.dtype != dtype:
-        a = arrays[name] = _np().empty(shape, dtype)
-    return a
-
-
-def _kernel():
-    if "kernel" not in _cache:
-        # 2x2: a change survives unless it is only 1 pixel wide or high
-        _cache["kernel"] = _np().ones((2, 2), _np().uint8)
-    return _cache["kernel"]
-
-
-def _quarters():
-    if "quarters" not in _cache:
-        _cache["quarters"] = _np().full((1, 3), 0.25, _np().float32)
-    return _cache["quarters"]
 
 
 class BGRDiff(Differ):
