@@ -92,7 +92,7 @@ async function openDevice(b: Base) {
   });
   if (frames instanceof FfmpegFrameSource) b.late.captureStats = () => frames.stats();
   const ir = await stack.open('IR transport', () => {
-    const t = observeIrTransport(createIrTransport(cfg.ir.uri, { logger: logger.child({ module: 'ir' }), ...(stb && { onVirtualEvent: stb.transportListener }) }), b.metrics);
+    const t = observeIrTransport(createIrTransport(cfg.ir.uri, { logger: logger.child({ module: 'ir' }), python: cfg.runner.python, ...(stb && { onVirtualEvent: stb.transportListener }) }), b.metrics);
     return { value: t, close: () => t.close() };
   });
   const power = createPowerOutlet(cfg.power.uri, { ...(stb && { virtualStb: stb }) });

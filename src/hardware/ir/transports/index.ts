@@ -36,6 +36,8 @@ export interface IrTransportOptions {
   timeoutMs?: number;
   /** `cec:`: the cec-ctl program (a path, or a name looked up on PATH); default `cec-ctl`. */
   cecCtl?: string;
+  /** `cec:`: the python3 that runs the resident helper (the daemon passes `runner.python`); default `/usr/bin/python3`. */
+  python?: string;
   /** `adb:`: the adb server; default from ADB_SERVER_SOCKET / ANDROID_ADB_SERVER_PORT, else 127.0.0.1:5037. */
   adbServer?: AdbServerAddress;
   /** Serial port class for `irtoy:` (tests pass serialport's SerialPortMock). */
@@ -85,7 +87,7 @@ export function createIrTransport(uri: string, opts: IrTransportOptions = {}): I
 /** The transports that press keys by name over a control protocol; undefined for another scheme. */
 function namedKeyTransport(uri: string, opts: IrTransportOptions): IrTransport | undefined {
   const common = { ...(opts.logger && { logger: opts.logger }), ...(opts.timeoutMs && { timeoutMs: opts.timeoutMs }) };
-  if (uri.startsWith('cec:')) return new CecTransport(uri.slice(4), { ...common, ...(opts.cecCtl && { cecCtl: opts.cecCtl }) });
+  if (uri.startsWith('cec:')) return new CecTransport(uri.slice(4), { ...common, ...(opts.cecCtl && { cecCtl: opts.cecCtl }), ...(opts.python && { python: opts.python }) });
   if (uri.startsWith('roku:')) return new RokuTransport(uri.slice(5), common);
   if (uri.startsWith('adb:')) return new AdbTransport(uri.slice(4), { ...common, ...(opts.adbServer && { server: opts.adbServer }) });
   return undefined;
