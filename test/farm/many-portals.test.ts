@@ -47,10 +47,10 @@ async function signIn(url: string, token: string): Promise<{ cookie: string; csr
 }
 
 /** GET /app/session with the cookie: who the portal says is signed in (null: nobody). */
-async function whoIs(url: string, cookie: string): Promise<{ login: string | null; csrf: string | null }> {
+async function whoIs(url: string, cookie: string): Promise<{ login: string | null; csrf: string | null; role: string | null }> {
   const res = await fetch(`${url}/app/session`, { headers: { Cookie: `farmhand_session=${cookie}` } });
   expect(res.status).to.equal(200);
-  return (await res.json()) as { login: string | null; csrf: string | null };
+  return (await res.json()) as { login: string | null; csrf: string | null; role: string | null };
 }
 
 describe('farm: many portals on one database (sessions, wake-ups)', function () {
@@ -107,7 +107,7 @@ describe('farm: many portals on one database (sessions, wake-ups)', function () 
   it('a session made on A works on B; signed out on A, B refuses it at once and ends its event stream; the table holds only its hash', async () => {
     const token = await tokenOnBoth('alice');
     const s = await signIn(a.url, token);
-    expect(await whoIs(b.url, s.cookie)).to.deep.equal({ login: 'alice', csrf: s.csrf });
+    expect(await whoIs(b.url, s.cookie)).to.deep.equal({ login: 'alice', csrf: s.csrf, role: 'run' });
     // A state-changing request on B with A's session and its CSRF token is accepted as alice's.
     const made = await fetch(`${b.url}/api/v2/reservations`, {
       method: 'POST',
@@ -128,7 +128,7 @@ describe('farm: many portals on one database (sessions, wake-ups)', function () 
     const out = await fetch(`${a.url}/app/sign-out`, { method: 'POST', redirect: 'manual', headers: { Cookie: `farmhand_session=${s.cookie}`, 'X-CSRF-Token': s.csrf } });
     expect(out.status).to.equal(303);
     await waitFor(() => stream.ended, { what: "B's event stream of the session to end, before any request on B", timeoutMs: 30_000 });
-    expect(await whoIs(b.url, s.cookie), 'signed out on A: nobody on B').to.deep.equal({ login: null, csrf: null });
+    expect(await whoIs(b.url, s.cookie), 'signed out on A: nobody on B').to.deep.equal({ login: null, csrf: null, role: null });
     expect((await a.db.query('SELECT 1 FROM web_sessions')).rowCount).to.equal(0);
   });
 
@@ -137,7 +137,7 @@ describe('farm: many portals on one database (sessions, wake-ups)', function () 
     const s = await signIn(a.url, token);
     await a.stop();
     a = await startA();
-    expect(await whoIs(a.url, s.cookie), 'the same cookie after the restart').to.deep.equal({ login: 'bob', csrf: s.csrf });
+    expect(await whoIs(a.url, s.cookie), 'the same cookie after the restart').to.deep.equal({ login: 'bob', csrf: s.csrf, role: 'run' });
     // bob's role changed: his session on B has the new role at once (as his token does).
     const reserveAs = () =>
       fetch(`${b.url}/api/v2/reservations`, {

@@ -139,7 +139,7 @@ describe('farm portal: a hostile node`s pages and headers', function () {
     expect(json.headers['content-security-policy'], 'JSON of the node: the answers` default').to.equal(DEFAULT_CSP);
     // The portal's own scripts on the page get the token from the portal instead.
     const mine = await request(farm.url).get('/app/session').set('Cookie', s.cookie).set('Accept', 'application/json');
-    expect(mine.body).to.deep.equal({ login: 'alice', csrf: s.csrf });
+    expect(mine.body).to.deep.equal({ login: 'alice', csrf: s.csrf, role: 'run' });
     expect(mine.headers['cache-control']).to.equal('no-store');
   });
 

@@ -281,7 +281,7 @@ describe('farm portal: web pages (front door, results, sign-in, live view)', fun
     expect(await page.locator('form[data-portal-session] input[name="csrf"]').inputValue(), 'the token is not kept in the page').to.equal('');
     await Promise.all([page.waitForURL((u) => u.pathname !== `/app/jobs${jobA}`, { ...WAIT, waitUntil: 'commit' }), page.getByRole('button', { name: 'Sign out' }).click()]);
     const session = await page.context().request.get(`${farm.url}/app/session`);
-    expect(await session.json()).to.deep.equal({ login: null, csrf: null });
+    expect(await session.json()).to.deep.equal({ login: null, csrf: null, role: null });
   });
 
   it('signed out, the front door offers no reservation forms, only a way to sign in', async () => {

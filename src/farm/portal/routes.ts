@@ -80,10 +80,12 @@ function farmRoutes(d: PortalRouteDeps, calls: NodeCalls): Record<string, Handle
       ctx.body = { login: user(ctx) };
     },
     // The person reading a node's page through the portal, for the portal's own scripts on it (api.js): the node is
-    // told neither (nodeAnswer.ts). Same origin only (no CORS), never cached.
+    // told neither (nodeAnswer.ts). Her role too (null: none), so live.js offers the Power cycle only from manual up
+    // (docs/power.md). Same origin only (no CORS), never cached.
     'GET /app/session': (ctx) => {
       ctx.set('Cache-Control', 'no-store');
-      ctx.body = { login: userOf(ctx)?.login ?? null, csrf: csrfTokenOf(ctx) ?? null };
+      const u = userOf(ctx);
+      ctx.body = { login: u?.login ?? null, csrf: csrfTokenOf(ctx) ?? null, role: u?.role ?? null };
     },
     'GET /api/v2/nodes': async (ctx) => {
       ctx.body = await listFarmNodes(d, user(ctx), portalBaseUrl(ctx, d.publicUrl));

@@ -110,7 +110,7 @@ export interface Endpoint extends Partial<ApiFields> {
   audit?: AuditRouteAction;
 }
 
-/** An entry of the OpenAPI document: one with a summary (the routes the document leaves out have none: `*rest` fallbacks, the nodes' upload API, the session probe). */
+/** An entry of the OpenAPI document: one with a summary (the routes the document leaves out have none: `*rest` fallbacks, the nodes' upload API). */
 export type Documented = Endpoint & ApiFields;
 export const isDocumented = (x: Endpoint): x is Documented => x.summary !== undefined;
 

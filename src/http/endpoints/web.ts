@@ -3,8 +3,18 @@
  * front door, results, jobs, the live view and web remote, the audit trail, the API reference.
  */
 import { z } from 'zod';
+import { ROLES } from '../../core/roles.js';
 import { queryCheck } from './checks.js';
-import { e, error, JOB, page, pageOrError, redirect, RESULT, type Answer, type Endpoint } from './entry.js';
+import { e, error, JOB, json, page, pageOrError, redirect, RESULT, type Answer, type Endpoint } from './entry.js';
+
+/** `GET /app/session` on the portal (src/farm/portal/routes.ts). */
+const AppSession = z
+  .object({
+    login: z.string().nullable().meta({ description: 'The signed-in user; null when nobody is.' }),
+    csrf: z.string().nullable().meta({ description: "The session's CSRF token, for the page's forms and state-changing calls; null without a session." }),
+    role: z.enum(ROLES).nullable().meta({ description: "The user's role; null when she has none (no roles) or nobody is signed in." }),
+  })
+  .meta({ id: 'AppSession' });
 
 const asset = (description: string): Answer => ({ description, content: { 'text/javascript': 'text', 'text/css': 'text', 'image/svg+xml': 'text' } });
 
@@ -313,7 +323,16 @@ export const PAGES: Endpoint[] = [
     auth: 'v1',
     responses: { 200: page('The reference page, rendered from this document.') },
   },
-  e('GET', '/app/session', 'read', 'read their session', 'portal'),
+  {
+    ...e('GET', '/app/session', 'read', 'read their session', 'portal'),
+    summary: 'Who reads the page: the signed-in user, her CSRF token and role (the portal\'s scripts on a node\'s page)',
+    description:
+      'A node renders its pages through the portal without the reader\'s name, CSRF token or role; the portal\'s scripts (api.js, live.js) ask here, ' +
+      'same origin only, never cached. `role` is null when the reader has none (nobody signed in, or no roles); live.js shows the Power cycle from `manual` up (docs/power.md).',
+    tag: 'web',
+    auth: 'v1',
+    responses: { 200: json(AppSession, 'The reader (every field null when nobody is signed in).') },
+  },
   // The audit trail (src/web/pages/audit.tsx).
   {
     ...e('GET', '/app/audit', 'admin', 'read the audit trail'),

@@ -263,7 +263,7 @@ function setUpPower(panel) {
   const offSecs = Number(panel.dataset.offSecs);
   if (panel.dataset.askPortal === 'yes') {
     void pageSession().then((s) => {
-      // The portal's session may name the role (a portal that does not is taken at its word: signed in).
+      // The portal's session names the role: below manual, hidden; null (a farm without roles), shown to the signed-in.
       const role = /** @type {{ role?: unknown } | null} */ (s)?.role;
       panel.hidden = !s?.login || (typeof role === 'string' && ROLES.indexOf(role) < ROLES.indexOf('manual'));
     });
