@@ -87,6 +87,7 @@ function answerOf(ctx: Context): Record<string, unknown> | undefined {
 }
 
 const str = (v: unknown): string | null => (typeof v === 'string' && v !== '' ? clip(v, 128) : null);
+const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
 
 export function auditTrail(o: AuditTrailOptions): AuditTrail {
   const now = o.now ?? Date.now;
@@ -202,6 +203,10 @@ export function auditTrail(o: AuditTrailOptions): AuditTrail {
       case 'node.maintenance':
         // on, and the message when put in (200 characters at most), as asked; the outcome says whether it was done.
         entries.push({ ...base, target: node, detail: { on: typeof req.on === 'boolean' ? req.on : null, ...(req.on === true && typeof req.message === 'string' && { message: clip(req.message) }) } });
+        break;
+      case 'power.cycle':
+        // How long the outlet was off (the answer's: the outlet's default when no body named it); refused: as asked, if a number.
+        entries.push({ ...base, target: null, detail: { off_secs: num(answer?.off_secs) ?? num(req.off_secs) } });
         break;
       case 'reservation.interrupt':
         entries.push({ ...base, target: str(p.id), detail: typeof req.message === 'string' ? { message: clip(req.message) } : {} });

@@ -2,7 +2,8 @@
  * The power-cycle endpoint on a real node daemon (docs/power.md, "The power-cycle endpoint"):
  * - `power.uri` "virtual:": the virtual box's mains go off and on again (its own log of mains transitions);
  *   the role check (read 403, manual allowed), bad bodies 400, another node 404, another user's reservation
- *   403 and a running job 409, nothing switched by any refusal; the audit trail's `power.cycle` entries; the
+ *   403 and a running job 409, nothing switched by any refusal; the audit trail's `power.cycle` entries, with
+ *   the off_secs of each cycle (the outlet's own when no body named it); the
  *   live page offers the button to a manual user;
  * - an HTTP outlet (the Shelly Gen1 stand-in of the power driver tests, on loopback): the requests the
  *   cycle sends, the URI's off_secs as the default, a second cycle refused with 409 while the first is held
@@ -109,18 +110,24 @@ describe('power-cycle endpoint: the virtual outlet', function () {
     expect(mains().length).to.equal(before + 2);
   });
 
-  it('audited as power.cycle: who, from where, the node and the status answered', async () => {
+  it('audited as power.cycle: who, from where, the node, the status answered and off_secs (as done, or as asked)', async () => {
+    // One more cycle with no body: the entry has the outlet's own off_secs (virtual: 5), from the answer.
+    expect((await as(d, t.mia!).post(CYCLE)).status).to.equal(200);
     const res = await as(d, t.ada!).get('/api/v2/audit?action=power.cycle');
     expect(res.status, res.text).to.equal(200);
-    const entries = (res.body.entries as { who: string; via: string; node: string; outcome: number; action: string }[]).reverse();
-    expect(entries.map((e) => [e.who, e.via, e.node, e.outcome])).to.deep.equal([
-      ['mia', 'token', NODE, 200],
-      ['rita', 'token', NODE, 403],
-      ...[400, 400, 400, 400, 400, 400, 400, 404].map((s) => ['mia', 'token', NODE, s]),
-      ['mia', 'token', NODE, 403],
-      ['bob', 'token', NODE, 200],
-      ['mia', 'token', NODE, 409],
+    const entries = (res.body.entries as { who: string; via: string; node: string; outcome: number; target: string | null; detail: Record<string, unknown> }[]).reverse();
+    expect(entries.map((e) => [e.who, e.via, e.node, e.outcome, e.detail])).to.deep.equal([
+      ['mia', 'token', NODE, 200, { off_secs: 0 }],
+      ['rita', 'token', NODE, 403, { off_secs: 0 }],
+      // The bad bodies: a number is recorded as asked, anything else not at all.
+      ...[-1, 601, null, null, null, null, null].map((o) => ['mia', 'token', NODE, 400, { off_secs: o }]),
+      ['mia', 'token', NODE, 404, { off_secs: 0 }],
+      ['mia', 'token', NODE, 403, { off_secs: 0 }],
+      ['bob', 'token', NODE, 200, { off_secs: 0 }],
+      ['mia', 'token', NODE, 409, { off_secs: 0 }],
+      ['mia', 'token', NODE, 200, { off_secs: 5 }],
     ]);
+    expect(entries.every((e) => e.target === null)).to.equal(true);
   });
 
   it("the live page offers the button to a manual user, with the outlet's off time", async () => {

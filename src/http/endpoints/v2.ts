@@ -128,7 +128,8 @@ export const V2: Endpoint[] = [
   {
     // An extension of v2 (issue 33): the node's outlet off and on again (src/http/v2/power.ts; docs/power.md).
     ...e('POST', `${NODE}/power/cycle`, 'manual', 'power-cycle the device under test'),
-    farm: { id: 'node_id', answer: 'forward', reserved: 'power-cycle the device' },
+    // whole: the portal reads the node's small answer whole, so its audit row records the off_secs it answered.
+    farm: { id: 'node_id', answer: 'forward', reserved: 'power-cycle the device', job: 'whole' },
     audit: 'power.cycle',
     summary: 'Power-cycle the device under test (extension of v2)',
     description:
