@@ -101,6 +101,8 @@ class WaitForTransitionToEnd(unittest.TestCase):
         seq = slide(start=5, length=10, total=60)
         t = stbt.wait_for_transition_to_end(frames=seq, stable_secs=0.5)
         self.assertEqual((t.animation_start_time, t.end_time), (seq[0].time, seq[15].time))
+        with self.assertRaisesRegex(ValueError, "no frame to look at"):
+            stbt.wait_for_transition_to_end(frames=[])
 
     def test_stable_timeout(self):
         seq = slide(start=3, length=90, total=100)  # keeps moving
