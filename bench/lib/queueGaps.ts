@@ -1,0 +1,79 @@
+/**
+ * bench/queue-bench.ts's gap, as issue 32 words it: "no node idle while a job it matches waits", measured as the time
+ * from a node freeing (its job's end_time) to its next queued job starting (that job's start_time), whenever a job of
+ * its pool was waiting at the freeing, **less the time the node was offline in between** (the portal's events outbox:
+ * `node.offline` / `node.online`, both the node's connection and its capture; an offline node is not idle).
+ *
+ * Times: job start/end are the node's, the outbox events' `time` the node's (its own capture events) or the
+ * portal's insert time (`at`, the connection's events): one machine, one clock.
+ */
+import type pg from 'pg';
+import { isDone, type DoneRun, type QueueRun } from '../../test/helpers/queueScale.js';
+
+export interface Span {
+  from: number;
+  to: number;
+}
+
+export interface OfflineGap {
+  node_id: string;
+  /** The node's job end, and its next job's start (or, never given another, the last claim of a job then waiting). */
+  from: number;
+  to: number;
+  /** The whole gap, the part of it the node was offline, and the rest (what the target judges). */
+  rawMs: number;
+  offlineMs: number;
+  gapMs: number;
+  neverAgain: boolean;
+}
+
+/**
+ * Each node's offline spans from the outbox, in time order. Any `node.offline` opens a span (if none is open), the
+ * next `node.online` closes it; one still open at the end runs to +Infinity.
+ */
+export async function offlineSpans(db: pg.Pool, nodes: readonly string[]): Promise<{ spans: Map<string, Span[]>; events: number }> {
+  const { rows } = await db.query<{ node_id: string; type: string; ms: number }>(
+    `SELECT node_id, type, extract(epoch FROM coalesce(time, at))::float8 * 1000 AS ms FROM events_outbox
+      WHERE type IN ('node.online', 'node.offline') AND node_id = ANY($1::text[]) ORDER BY coalesce(time, at), seq`,
+    [nodes],
+  );
+  const spans = new Map<string, Span[]>();
+  for (const r of rows) {
+    const list = spans.get(r.node_id) ?? [];
+    spans.set(r.node_id, list);
+    const open = list.at(-1)?.to === Infinity ? list.at(-1) : undefined;
+    if (r.type === 'node.offline' && !open) list.push({ from: r.ms, to: Infinity });
+    if (r.type === 'node.online' && open) open.to = r.ms;
+  }
+  return { spans, events: rows.length };
+}
+
+/** How much of [from, to] the spans cover (spans do not overlap one another). */
+export function overlapMs(spans: readonly Span[], from: number, to: number): number {
+  return spans.reduce((n, s) => n + Math.max(0, Math.min(to, s.to) - Math.max(from, s.from)), 0);
+}
+
+const group = <T>(xs: readonly T[], key: (x: T) => string): Map<string, T[]> => {
+  const out = new Map<string, T[]>();
+  for (const x of xs) out.set(key(x), [...(out.get(key(x)) ?? []), x]);
+  return out;
+};
+
+/** The gaps of test/helpers/queueScale.ts freedGaps, each less the node's offline time within it. */
+export function offlineFreeGaps(runs: readonly QueueRun[], spans: ReadonlyMap<string, Span[]>): OfflineGap[] {
+  const out: OfflineGap[] = [];
+  for (const list of group(runs.filter(isDone), (r) => r.selector).values()) {
+    for (const [node, unsorted] of group(list, (r: DoneRun) => r.node_id)) {
+      const mine = [...unsorted].sort((a, b) => a.start - b.start);
+      mine.forEach((job, i) => {
+        const waiting = list.filter((o) => o.queued_at <= job.end && o.claimed_at > job.end);
+        if (waiting.length === 0) return;
+        const next = mine[i + 1];
+        const to = next ? next.start : Math.max(...waiting.map((o) => o.claimed_at));
+        const offlineMs = overlapMs(spans.get(node) ?? [], job.end, to);
+        out.push({ node_id: node, from: job.end, to, rawMs: to - job.end, offlineMs, gapMs: Math.max(0, to - job.end - offlineMs), neverAgain: !next });
+      });
+    }
+  }
+  return out;
+}
