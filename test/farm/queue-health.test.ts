@@ -10,6 +10,7 @@ import { PassThrough } from 'node:stream';
 import { expect } from 'chai';
 import type { FarmEvent } from '../../src/core/events.js';
 import { farmCommand } from '../../src/cli/farm.js';
+import { presentNodeHealth } from '../../src/farm/portal/nodeViews.js';
 import { farmNodeStates, hubJobStarter } from '../../src/farm/queue/adapters.js';
 import { QueueDispatcher, type DispatchEvent } from '../../src/farm/queue/dispatcher.js';
 import { PoolHealthChecks } from '../../src/farm/queue/health.js';
@@ -201,6 +202,42 @@ describe('pools: health checks and maintenance through a portal and real nodes',
       `SELECT action, node_id, detail FROM audit WHERE action IN ('pool.maintenance', 'node.maintenance') ORDER BY id`,
     );
     expect(audit.rows.filter((r) => r.action === 'pool.maintenance').map((r) => r.detail.on)).to.deep.equal([true, false]);
+  });
+
+  it('shows each node\'s pool health in its Node object: unhealthy with the failed check\'s result linked, then healthy', async () => {
+    const admin = await farm.tokenFor('root', 'admin');
+    const nodeHealth = async (node: string) => {
+      const one = await farm.http.get(`/api/v2/nodes/${node}`).set('Authorization', `token ${admin}`);
+      const all = await farm.http.get('/api/v2/nodes').set('Authorization', `token ${admin}`);
+      expect(one.status, one.text).to.equal(200);
+      expect(all.status, all.text).to.equal(200);
+      const listed = (all.body as { node_id: string; health: unknown }[]).find((n) => n.node_id === node)!.health;
+      expect(listed, 'the list and the node agree').to.deep.equal(one.body.health);
+      return one.body.health as { state: string; pool: string | null; test_case: string | null; reason: string | null; result_url: string | null; checked_at: string | null; set_by: string | null };
+    };
+    await writeFile(path.join(flags, 'vbox-1'), 'broken\n');
+    const checksBefore = (await checks('vbox-1')).length;
+    await reconnect('vbox-1');
+    await waitFor(async () => (await checks('vbox-1')).length > checksBefore && (await healthOf('vbox-1'))?.state === 'unhealthy', { what: 'vbox-1 unhealthy again', ...WAIT });
+    const bad = await nodeHealth('vbox-1');
+    const row = (await healthOf('vbox-1'))!;
+    expect(bad).to.include({ state: 'unhealthy', pool: 'device=vbox', test_case: CHECK, set_by: 'health-check' });
+    expect(bad.reason).to.match(/the rig of this node is broken/);
+    expect(bad.checked_at).to.match(/^\d{4}-\d\d-\d\dT/);
+    expect(bad.result_url).to.be.a('string').and.match(/\/api\/v2\/results\//);
+    // The link is the check's own result, served by the portal.
+    const result = await farm.http.get(new URL(bad.result_url!).pathname).set('Authorization', `token ${admin}`);
+    expect(result.status, result.text).to.equal(200);
+    expect(result.body).to.include({ test_case: CHECK, result: 'fail' });
+    expect(new URL(bad.result_url!).pathname).to.equal(`/api/v2/results${row.result_id}`);
+    expect((await nodeHealth('vbox-2')).state).to.equal('healthy');
+
+    await rm(path.join(flags, 'vbox-1'));
+    const r = await cli('node', 'healthy', 'vbox-1');
+    expect(r.code, r.text).to.equal(0);
+    const good = await nodeHealth('vbox-1');
+    expect(good).to.include({ state: 'healthy', result_url: null, reason: 'put back by an administrator', pool: null });
+    expect(presentNodeHealth(undefined, farm.url)).to.include({ state: 'unchecked', result_url: null });
   });
 
   it('refuses a pool no node is in, and bad arguments', async () => {

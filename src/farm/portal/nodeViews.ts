@@ -11,6 +11,7 @@ import type { FarmHub, FarmReservation, FarmReservations, NodeLink } from '../co
 import { nodeState } from '../hub/availability.js';
 import { nodeTestUserOf, TEST_USER_KEY, type NodeTestUser } from '../protocol.js';
 import { allNodeLabels } from '../queue/labels.js';
+import { nodeHealthAll, type NodeHealth } from '../queue/poolStore.js';
 import { farmNodeAvailability } from './availability.js';
 
 export interface NodeViewDeps {
@@ -54,12 +55,12 @@ export async function listFarmNodeViews(
 ): Promise<{ node: Record<string, unknown>; availability: Availability; testUser: NodeTestUser | undefined }[]> {
   const { rows } = await d.pool.query<NodeRow>(`SELECT ${NODE_COLUMNS} ORDER BY n.node_id`);
   const held = (await d.reservations?.activeAll()) ?? new Map<string, FarmReservation>();
-  const labels = await allNodeLabels(d.pool);
+  const [labels, health] = await Promise.all([allNodeLabels(d.pool), nodeHealthAll(d.pool)]);
   return rows.map((row) => {
     const link = linkOf(d, row);
     const res = held.get(row.node_id);
     return {
-      node: presentFarmNode(row, link, res, caller, base, labels.get(row.node_id) ?? {}),
+      node: presentFarmNode(row, link, res, caller, base, labels.get(row.node_id) ?? {}, health.get(row.node_id)),
       availability: farmNodeAvailability(link, offlineReasonOfRow(row, link), res),
       testUser: nodeTestUserOf(link?.snapshot ?? row.state?.node),
     };
@@ -126,7 +127,8 @@ const offlineReasonOfRow = (row: NodeRow, link: NodeLink | undefined): string | 
  * The v2 Node object on the portal: the node's own (its last snapshot), with what only the portal knows laid
  * over it: whether it is connected, the address it connects from, the farm's reservation, its URL on the portal,
  * its labels (the farm administrator's, node_labels: whatever the node's snapshot says of `labels` is replaced, so a
- * test pack cannot grant its node labels; docs/queue.md), and available / not_available_reason worked out again.
+ * test pack cannot grant its node labels; docs/queue.md), its pool health (node_health: presentNodeHealth), and
+ * available / not_available_reason worked out again.
  */
 export function presentFarmNode(
   row: NodeRow,
@@ -135,6 +137,7 @@ export function presentFarmNode(
   caller: string,
   base: string,
   labels: Labels,
+  health?: NodeHealth,
 ): Record<string, unknown> {
   // Who the node's tests run as is for its page only (protocol.ts TEST_USER_KEY), not the API's Node object.
   const { [TEST_USER_KEY]: _testUser, ...snap } = link?.snapshot ?? row.state?.node ?? {};
@@ -164,6 +167,8 @@ export function presentFarmNode(
     reservation: res ? presentReservation({ ...res, ended: null }, caller) : null,
     // Not in the spec: the farm administrator's labels of the node (never the node's own word).
     labels,
+    // Not in the spec: the node's health for its pool's health check (docs/health-checks.md).
+    health: presentNodeHealth(health, base),
     // Not in the spec: the portal's view of the node's connection.
     farm: {
       connected,
@@ -172,4 +177,27 @@ export function presentFarmNode(
       last_seen: (link?.lastSeen ?? row.last_seen)?.toISOString() ?? null,
     },
   };
+}
+
+/**
+ * A node's pool health as its Node object shows it (docs/health-checks.md, "A pool's health check"): `unchecked`
+ * while node_health has no row for it (never checked, or its pool has no check), else the last verdict, with the
+ * check's result linked (`result_url`, null when the check recorded none or an administrator put the node back).
+ */
+export function presentNodeHealth(h: NodeHealth | undefined, base: string): Record<string, unknown> {
+  if (!h) return { state: 'unchecked', pool: null, test_case: null, reason: null, result_url: null, checked_at: null, set_by: null };
+  return {
+    state: h.state,
+    pool: h.selector,
+    test_case: h.test_case,
+    reason: h.reason,
+    result_url: h.result_id ? `${base}/api/v2/results${h.result_id}` : null,
+    checked_at: h.since,
+    set_by: h.set_by,
+  };
+}
+
+/** One node's pool health (`GET /api/v2/nodes/<id>`): the store's read, one query, as its labels. */
+export async function nodeHealthOf(pool: Pick<pg.Pool, 'query'>, nodeId: string): Promise<NodeHealth | undefined> {
+  return (await nodeHealthAll(pool)).get(nodeId);
 }

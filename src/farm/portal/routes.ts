@@ -22,7 +22,7 @@ import { farmEndpoints, type FarmEndpoint } from '../../http/endpoints/place.js'
 import { endpointKey } from '../../http/endpoints/table.js';
 import { presentFarmJob } from '../jobs.js';
 import { nodeLabels } from '../queue/labels.js';
-import { linkOf, listFarmNodes, presentFarmNode } from './nodeViews.js';
+import { linkOf, listFarmNodes, nodeHealthOf, presentFarmNode } from './nodeViews.js';
 import { NodeCalls, portalBaseUrl, type PortalRouteDeps } from './nodeForward.js';
 import { isHere } from './nodePlace.js';
 import { replicaCallerOf } from './replicaAuth.js';
@@ -128,7 +128,7 @@ function nodeRoutes(d: PortalRouteDeps, calls: NodeCalls): Record<string, Handle
         const fresh = await calls.freshStatus(ctx, row.node_id);
         if (fresh) link = { ...link, snapshot: fresh };
       }
-      ctx.body = presentFarmNode(row, link, res, who, portalBaseUrl(ctx, d.publicUrl), await nodeLabels(d.pool, row.node_id));
+      ctx.body = presentFarmNode(row, link, res, who, portalBaseUrl(ctx, d.publicUrl), await nodeLabels(d.pool, row.node_id), await nodeHealthOf(d.pool, row.node_id));
     },
     [`GET ${NODE}/job/await_completion`]: (ctx) => calls.awaitOnNode(ctx, param(ctx, 'node_id')),
   };
