@@ -15,6 +15,7 @@ import { isTimeZoneText, RESULT_QUERY_MESSAGES, sortOfText } from '../../core/qu
 import { JUNIT_CLASSNAMES, type JunitClassname } from '../formats/junit.js';
 import { z } from 'zod';
 import { STATUS } from '../errors.js';
+import { FARM_NODE_FIELDS } from './farmNodeFields.js';
 import { PATTERNS, type DualPattern } from './patterns.js';
 
 /** ISO 8601 date-time text, as every timestamp of the API. */
@@ -171,19 +172,7 @@ export const Node = z
       })
       .optional()
       .meta({ description: "Not in the spec: on a farm portal only (docs/farm.md), the portal's view of the node's connection." }),
-    labels: z.record(z.string(), z.string()).optional().meta({ description: "Not in the spec: on a farm portal only, the node's labels set by the farm's administrator (docs/queue.md); never the node's own." }),
-    health: z
-      .object({
-        state: z.enum(['unchecked', 'healthy', 'unhealthy']),
-        pool: z.string().nullable().meta({ description: 'The pool (label selector) whose check gave the verdict; null when unchecked or put back by an administrator.' }),
-        test_case: z.string().nullable(),
-        reason: z.string().nullable().meta({ description: 'Why the check failed (unhealthy), or how the node was put back.' }),
-        result_url: z.string().nullable().meta({ description: "The check's result (GET it on the portal); null when it recorded none." }),
-        checked_at: isoTime().nullable().meta({ description: 'When the check that gave the verdict started, or when an administrator put the node back.' }),
-        set_by: z.string().nullable(),
-      })
-      .optional()
-      .meta({ description: "Not in the spec: on a farm portal only, the node's health for its pool's health check (docs/health-checks.md); an unhealthy node gets no queued job." }),
+    ...FARM_NODE_FIELDS,
   })
   .meta({ id: 'Node' });
 
