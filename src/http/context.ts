@@ -8,7 +8,14 @@ import type { FrameSource, Logger, ResultRepository, TestPack } from '../core/po
 import type { WebhookDispatcher } from '../notify/webhooks.js';
 import { delegatedBaseUrlOf } from './auth.js';
 import type { EventStream } from './events.js';
-import type { NodePower } from './v2/power.js';
+import type { PowerOutlet } from '../hardware/power/index.js';
+
+/** The node's outlet as the HTTP layer uses it (Services.power), with the node's reservation rule. */
+export interface NodePower {
+  outlet: Pick<PowerOutlet, 'uri' | 'offSecs' | 'cycle'>;
+  /** Throws 403 `forbidden` when someone other than `user` holds the node's reservation, naming `what`. */
+  assertCanUse(user: string | undefined, what: string): void;
+}
 
 export interface Services {
   nodeId: string;

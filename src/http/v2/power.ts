@@ -13,18 +13,10 @@
 import type Router from '@koa/router';
 import type { Context } from 'koa';
 import { FarmError } from '../../core/errors.js';
-import type { PowerOutlet } from '../../hardware/power/index.js';
-import { userOf, type Services } from '../context.js';
+import { userOf, type NodePower, type Services } from '../context.js';
 import { mount } from '../endpoints/mount.js';
 import { checkedBody } from '../endpoints/validate.js';
 import { PowerCycleRequest } from '../endpoints/v2.js';
-
-/** The node's outlet as the HTTP layer uses it (Services.power), with the node's reservation rule. */
-export interface NodePower {
-  outlet: Pick<PowerOutlet, 'uri' | 'offSecs' | 'cycle'>;
-  /** Throws 403 `forbidden` when someone other than `user` holds the node's reservation, naming `what`. */
-  assertCanUse(user: string | undefined, what: string): void;
-}
 
 /** A cycle asked through this endpoint, under way. */
 interface Cycling {
