@@ -138,7 +138,7 @@ describe('a test pack in stb-tester style, through the daemon', function () {
     expect(wrong).to.match(/^\S+ wait_for_match \S*focused-settings\.png: no match within 2 s$/m);
     // The traceback names the test's own line.
     const tb = (await d.http.get(`/api/v1/result${byName['tests/menu/test_menu.py::test_wrong_item_fails']!.result_id}/artifacts/stderr.log`)).text;
-    expect(tb).to.include('tests/menu/test_menu.py", line 45, in test_wrong_item_fails');
+    expect(tb).to.include(`tests/menu/test_menu.py", line ${line}, in test_wrong_item_fails`);
     // save_frame writes into the result folder: an artifact of the run.
     const listing = (await d.http.get(`/api/v1/result${byName['tests/misc/test_misc.py::test_screenshot_saved']!.result_id}/artifacts/`)).body as Record<string, unknown>;
     expect(listing).to.have.property('corner.png');
