@@ -23,6 +23,9 @@ export interface H2ServerOptions {
   answered: () => void;
 }
 
+/** A new loopback connection per request (no keep-alive): for requests that are not reads, and a read's second try. */
+const ONCE = new http.Agent({ keepAlive: false });
+
 /** Serve the forwarded requests of one link's byte stream; close() ends the session and every request in it. */
 export function serveH2(tunnel: WsTunnel, o: H2ServerOptions): { close(): void } {
   const server = http2.createServer({ settings: { initialWindowSize: STREAM_WINDOW_BYTES, enablePush: false }, maxSessionMemory: 64 });
@@ -42,32 +45,43 @@ export function serveH2(tunnel: WsTunnel, o: H2ServerOptions): { close(): void }
       stream.end(JSON.stringify({ error: 'invalid_request', message: 'the forwarded path must start with a single /' }));
       return;
     }
-    let req: http.ClientRequest;
-    try {
-      req = http.request({ protocol: o.local.protocol, hostname: o.local.hostname, port: o.local.port, method, path, headers: localRequestHeaders(h, o.delegateSecret), agent: o.agent });
-    } catch (e) {
-      stream.respond({ ':status': 400, 'content-type': 'application/json' });
-      stream.end(JSON.stringify({ error: 'invalid_request', message: `bad request: ${(e as Error).message}` }));
-      return;
-    }
-    let res: http.IncomingMessage | undefined;
-    stream.on('close', () => {
-      if (!res?.complete) req.destroy();
-    });
-    req.on('error', () => {
-      if (stream.destroyed) return;
-      if (!stream.headersSent) stream.respond({ ':status': 502 });
-      stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
-    });
-    req.on('response', (r) => {
-      res = r;
-      if (stream.destroyed) return;
-      stream.respond(streamAnswerHeaders(r.statusCode ?? 502, r.headers));
-      r.pipe(stream);
-      r.on('end', () => o.answered());
-      r.on('aborted', () => stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR));
-    });
-    stream.pipe(req);
+    const read = method === 'GET' || method === 'HEAD';
+    const send = (agent: http.Agent): void => {
+      let req: http.ClientRequest;
+      try {
+        req = http.request({ protocol: o.local.protocol, hostname: o.local.hostname, port: o.local.port, method, path, headers: localRequestHeaders(h, o.delegateSecret), agent });
+      } catch (e) {
+        stream.respond({ ':status': 400, 'content-type': 'application/json' });
+        stream.end(JSON.stringify({ error: 'invalid_request', message: `bad request: ${(e as Error).message}` }));
+        return;
+      }
+      let res: http.IncomingMessage | undefined;
+      stream.on('close', () => {
+        if (!res?.complete) req.destroy();
+      });
+      req.on('error', () => {
+        if (stream.destroyed) return;
+        // A kept-alive socket the node's server closed (idle) as the read was sent on it: once more, on a new one.
+        if (read && req.reusedSocket && !res && agent !== ONCE) return send(ONCE);
+        if (!stream.headersSent) stream.respond({ ':status': 502 });
+        stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+      });
+      req.on('response', (r) => {
+        res = r;
+        if (stream.destroyed) return;
+        stream.respond(streamAnswerHeaders(r.statusCode ?? 502, r.headers));
+        r.pipe(stream);
+        r.on('end', () => o.answered());
+        r.on('aborted', () => stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR));
+      });
+      if (read) {
+        req.end(); // a read has no body: the stream's (empty) request side is only drained
+        stream.resume();
+      } else stream.pipe(req);
+    };
+    // A request that is not a read goes on a connection of its own: on a kept-alive socket the server closes as it is
+    // sent, it could not be known whether the node read it (a stop, a run_tests), and it could not be sent again.
+    send(read ? o.agent : ONCE);
   });
   server.emit('connection', tunnel);
   return {
