@@ -97,6 +97,8 @@ export async function startHaproxy(
     balance?: 'first' | 'roundrobin' | 'leastconn';
     /** The backend's `default-server` line (its checks). */
     defaultServer?: string;
+    /** The portals backend's `timeout check` (default the defaults' 1s). */
+    checkTimeout?: string;
     /** Send the nodes' link (`/farm/v1/connect`) to this one server only; every other request is balanced. */
     nodesTo?: string;
     /** More lines of the backend (e.g. `option http-server-close`). */
@@ -143,6 +145,7 @@ export async function startHaproxy(
       '    http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host farm',
       '    http-check expect status 200',
       ...(o.backend ?? []).map((l) => `    ${l}`),
+      ...(o.checkTimeout ? [`    timeout check ${o.checkTimeout}`] : []),
       `    default-server ${o.defaultServer ?? 'inter 300ms fall 2 rise 1'}`,
       ...Object.entries(servers).map(([name, p]) => `    server ${name} 127.0.0.1:${p} check`),
       '',
@@ -230,7 +233,19 @@ export interface ReplicaFarm {
  * `balance` (roundrobin by default: consecutive requests land on different replicas). `portal`: more of every
  * replica's config.
  */
-export async function startReplicaFarm(n: number, o: { balance?: 'first' | 'roundrobin' | 'leastconn'; portal?: Record<string, unknown> } = {}): Promise<ReplicaFarm> {
+export async function startReplicaFarm(
+  n: number,
+  o: {
+    balance?: 'first' | 'roundrobin' | 'leastconn';
+    portal?: Record<string, unknown>;
+    /**
+     * HAProxy's checks as a production front would have them (/readyz every 1 s, 5 s to answer, down after 5 failures)
+     * instead of the failover tests' fast ones: for tests of the API through replicas, where no replica is stopped and a
+     * loaded machine's slow /readyz must not take every replica out of service (HAProxy's own 503 page to the client).
+     */
+    steadyChecks?: boolean;
+  } = {},
+): Promise<ReplicaFarm> {
   fullLaneOnly('portal replicas (startReplicaFarm)');
   const cluster = await startPostgres();
   const db = new pg.Pool({ connectionString: connectionString(cluster), max: 2 });
@@ -252,7 +267,10 @@ export async function startReplicaFarm(n: number, o: { balance?: 'first' | 'roun
     await writeFile(path.join(work, 'replica.secret'), `${randomBytes(32).toString('hex')}\n`, { mode: 0o600 });
     const ports: Record<string, number> = {};
     for (let i = 1; i <= n; i++) ports[`r${i}`] = await freePort();
-    haproxy = await startHaproxy(work, ports, { balance: o.balance ?? 'roundrobin' });
+    haproxy = await startHaproxy(work, ports, {
+      balance: o.balance ?? 'roundrobin',
+      ...(o.steadyChecks && { defaultServer: 'inter 1s fall 5 rise 1', checkTimeout: '5s' }),
+    });
     const h = haproxy;
     await Promise.all(
       Object.entries(ports).map(async ([name, port]) => {
@@ -327,7 +345,7 @@ export async function startNodeBehindReplicas(
   n: number,
   opts: { files?: Files; config?: TestConfig; pack?: TestPackRepo },
 ): Promise<TestDaemon & { farm: Pick<TestFarm, 'db' | 'tokenFor'>; replicas: ReplicaFarm }> {
-  const farm = await startReplicaFarm(n, { portal: { api: { await_completion_secs: opts.config?.api?.await_completion_secs ?? 55 } } });
+  const farm = await startReplicaFarm(n, { steadyChecks: true, portal: { api: { await_completion_secs: opts.config?.api?.await_completion_secs ?? 55 } } });
   const pack = opts.pack ?? (await makeTestPack(opts.files));
   const nodeId = opts.config?.node_id ?? 'farmhand-test';
   try {
