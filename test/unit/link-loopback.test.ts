@@ -23,6 +23,7 @@ describe('node link: forwarded requests on loopback connections', function () {
   let agent: http.Agent;
   let client: http2.ClientHttp2Session;
   let closeServer: () => void;
+  const sockets: WebSocket[] = [];
   const seen: Seen[] = [];
   /** The local server closes a reused socket, unanswered, for the next request that arrives on one (set by a test). */
   let dropNextReused = false;
@@ -50,6 +51,7 @@ describe('node link: forwarded requests on loopback connections', function () {
     agent = new http.Agent({ keepAlive: true });
     const nodeWs = new WebSocket(`ws://127.0.0.1:${(wss.address() as AddressInfo).port}`);
     const portalWs = await new Promise<WebSocket>((r) => wss.once('connection', r));
+    sockets.push(nodeWs, portalWs);
     await new Promise<void>((r) => (nodeWs.readyState === WebSocket.OPEN ? r() : nodeWs.once('open', () => r())));
     const nodeTunnel = new WsTunnel(nodeWs);
     nodeWs.on('message', (d: Buffer, binary: boolean) => binary && nodeTunnel.deliver(d));
@@ -64,6 +66,7 @@ describe('node link: forwarded requests on loopback connections', function () {
     client?.close();
     closeServer?.();
     agent?.destroy();
+    for (const w of sockets) w.terminate();
     wss?.close();
     local?.close();
   });
