@@ -137,7 +137,7 @@ async function readSmall(stream: AsyncIterable<Buffer | string>, max: number): P
   return Buffer.concat(parts);
 }
 
-/** How a forward treats the node's answer: `reservation`, checked first; `body`, the request's passed on; `settle`/`whole`: a Job. */
+/** How a forward treats the node's answer: `reservation`, checked first; `body`, the request's passed on; `settle`: a Job, settled; `whole`: small JSON read whole (entry.ts FarmScope.job). */
 export interface ToNode {
   reservation?: string;
   body?: boolean;

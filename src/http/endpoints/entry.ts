@@ -19,8 +19,9 @@ export type Served = 'node' | 'portal' | 'both';
  *   `itself`: from the portal's own copy (the database), never held for a node between owners (the node's status);
  *   `held`: a long poll on a job's end, held for the node that owns the job (answered 202 by a stopping portal).
  * - `reserved`: before forwarding, 403 when another user holds the node's reservation, naming this ("press a key").
- * - `job`: the node answers a Job object: `settle`, held until the node's events before it are folded (read your
- *   writes); `whole`, read whole (the audit trail names the job it started).
+ * - `job`: the node's answer is small JSON the portal reads whole: `settle`, a Job held until the node's events
+ *   before it are folded (read your writes); `whole`, read whole so the audit trail can record what it answered (the
+ *   job a run_tests started, a power cycle's off_secs).
  * The placement (nodePlace.ts: which replica answers) and the portal's router (routes.ts) read it, nothing else.
  */
 export interface FarmScope {
