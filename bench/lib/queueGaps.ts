@@ -8,7 +8,7 @@
  * portal's insert time (`at`, the connection's events): one machine, one clock.
  */
 import type pg from 'pg';
-import { isDone, type DoneRun, type QueueRun } from '../../test/helpers/queueScale.js';
+import { freedGaps, type QueueRun } from '../../test/helpers/queueScale.js';
 
 export interface Span {
   from: number;
@@ -53,27 +53,10 @@ export function overlapMs(spans: readonly Span[], from: number, to: number): num
   return spans.reduce((n, s) => n + Math.max(0, Math.min(to, s.to) - Math.max(from, s.from)), 0);
 }
 
-const group = <T>(xs: readonly T[], key: (x: T) => string): Map<string, T[]> => {
-  const out = new Map<string, T[]>();
-  for (const x of xs) out.set(key(x), [...(out.get(key(x)) ?? []), x]);
-  return out;
-};
-
 /** The gaps of test/helpers/queueScale.ts freedGaps, each less the node's offline time within it. */
 export function offlineFreeGaps(runs: readonly QueueRun[], spans: ReadonlyMap<string, Span[]>): OfflineGap[] {
-  const out: OfflineGap[] = [];
-  for (const list of group(runs.filter(isDone), (r) => r.selector).values()) {
-    for (const [node, unsorted] of group(list, (r: DoneRun) => r.node_id)) {
-      const mine = [...unsorted].sort((a, b) => a.start - b.start);
-      mine.forEach((job, i) => {
-        const waiting = list.filter((o) => o.queued_at <= job.end && o.claimed_at > job.end);
-        if (waiting.length === 0) return;
-        const next = mine[i + 1];
-        const to = next ? next.start : Math.max(...waiting.map((o) => o.claimed_at));
-        const offlineMs = overlapMs(spans.get(node) ?? [], job.end, to);
-        out.push({ node_id: node, from: job.end, to, rawMs: to - job.end, offlineMs, gapMs: Math.max(0, to - job.end - offlineMs), neverAgain: !next });
-      });
-    }
-  }
-  return out;
+  return freedGaps(runs).map((g) => {
+    const offlineMs = overlapMs(spans.get(g.node_id) ?? [], g.from, g.to);
+    return { node_id: g.node_id, from: g.from, to: g.to, rawMs: g.gapMs, offlineMs, gapMs: Math.max(0, g.gapMs - offlineMs), neverAgain: g.neverAgain };
+  });
 }

@@ -155,6 +155,9 @@ function nodesOf(list: readonly DoneRun[]): Map<string, DoneRun[]> {
 /** A node freed while a job of its pool waited, and how long until its next job. */
 export interface FreedGap {
   node_id: string;
+  /** The node's job end, and its next job's start (or, never given another, the last claim of a job then waiting). */
+  from: number;
+  to: number;
   /** Its job's end to its next job's start, both the node's (ms); the whole gap. */
   gapMs: number;
   /** The portal's part: the end to the dispatcher's claim of the next job. */
@@ -174,10 +177,11 @@ export function freedGaps(runs: readonly QueueRun[]): FreedGap[] {
         const waiting = list.filter((o) => o.queued_at <= job.end && o.claimed_at > job.end);
         if (waiting.length === 0) return;
         const next = mine[i + 1];
-        if (next) out.push({ node_id: node, gapMs: next.start - job.end, claimMs: next.claimed_at - job.end, answerMs: next.start - next.claimed_at, neverAgain: false });
-        else {
-          const last = Math.max(...waiting.map((o) => o.claimed_at)) - job.end;
-          out.push({ node_id: node, gapMs: last, claimMs: last, answerMs: 0, neverAgain: true });
+        if (next) {
+          out.push({ node_id: node, from: job.end, to: next.start, gapMs: next.start - job.end, claimMs: next.claimed_at - job.end, answerMs: next.start - next.claimed_at, neverAgain: false });
+        } else {
+          const to = Math.max(...waiting.map((o) => o.claimed_at));
+          out.push({ node_id: node, from: job.end, to, gapMs: to - job.end, claimMs: to - job.end, answerMs: 0, neverAgain: true });
         }
       });
     }
