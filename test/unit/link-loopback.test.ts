@@ -54,13 +54,16 @@ describe('node link: forwarded requests on loopback connections', function () {
     sockets.push(nodeWs, portalWs);
     await new Promise<void>((r) => (nodeWs.readyState === WebSocket.OPEN ? r() : nodeWs.once('open', () => r())));
     const nodeTunnel = new WsTunnel(nodeWs);
+    nodeTunnel.on('error', () => undefined); // the sessions' last frames after the sockets close, in after()
     nodeWs.on('message', (d: Buffer, binary: boolean) => binary && nodeTunnel.deliver(d));
     const served = serveH2(nodeTunnel, { local: localUrl, delegateSecret: 'x', agent, answered: () => undefined });
     closeServer = () => served.close();
     // The portal's side: an HTTP/2 client session on the other end.
     const tunnel = new WsTunnel(portalWs);
+    tunnel.on('error', () => undefined);
     portalWs.on('message', (d: Buffer, binary: boolean) => binary && tunnel.deliver(d));
     client = http2.connect('http://node', { createConnection: () => tunnel });
+    client.on('error', () => undefined);
   });
   after(() => {
     client?.close();
