@@ -51,6 +51,8 @@ export const DISK_FULL = 'InfrastructureError: disk_full';
 export class JobService {
   private active: ActiveJob | undefined;
   private starting = false;
+  /** The start under way and the `username\nkey` of its Idempotency-Key, if it has one. */
+  private startingKey: { key: string; job: Promise<JobRecord> } | undefined;
   private readonly ended = new Map<string, { promise: Promise<void>; resolve: () => void }>();
   private readonly now: () => Date;
   private readonly rng: Rng;
@@ -129,57 +131,76 @@ export class JobService {
   }
 
   /**
+   * The job `username` started with this Idempotency-Key: stored (running or ended), or the start under way (its
+   * outcome, an error included); undefined when the key is new, so a start with it may go ahead.
+   */
+  startedWithKey(username: string, key: string): Promise<JobRecord> | undefined {
+    if (this.startingKey?.key === `${username}\n${key}`) return this.startingKey.job;
+    const found = this.active?.record.idempotency_key === key && this.active.record.username === username ? this.active.record : this.d.jobs.findByKey(username, key);
+    return found ? Promise.resolve(found) : undefined;
+  }
+
+  /**
    * Validate against the test pack, then start the job; resolves once it is
    * running. Whether the node may be used (licence, reservation, online) is
    * NodePolicy's call; the busy check stays here too because it guards the
-   * one-job-at-a-time loop itself.
+   * one-job-at-a-time loop itself. `key`: the request's Idempotency-Key, kept
+   * with the job (startedWithKey).
    */
-  async runTests(req: RunRequest, username: string, remoteRule: RemoteRule = 'v1'): Promise<JobRecord> {
+  async runTests(req: RunRequest, username: string, remoteRule: RemoteRule = 'v1', key?: string): Promise<JobRecord> {
     if (this.isRunning()) {
       throw new FarmError('conflict', `a test job is already running (${this.active?.record.job_uid ?? 'starting'}); stop it or wait for it to end`);
     }
     this.starting = true;
+    const job = this.start(req, username, remoteRule, key);
+    if (key !== undefined) this.startingKey = { key: `${username}\n${key}`, job };
     try {
-      const rev = await this.d.testPack.resolve(req.test_pack_revision, { fresh: true });
-      const known = new Set(await this.d.testPack.testCaseNames(rev.sha));
-      const missing = req.test_cases.filter((t) => !known.has(t));
-      if (missing.length) {
-        throw invalid(`test case(s) not found at ${rev.sha.slice(0, 10)}: ${missing.slice(0, 5).join(', ')}${missing.length > 5 ? ', ...' : ''}`);
-      }
-      const config = await this.d.testPack.config(rev.sha);
-      const remote = await chooseRemote(this.d.testPack, rev.sha, req.remote_control, remoteRule);
-      const number = await this.d.jobs.nextNumber();
-      const record: JobRecord = {
-        job_uid: formatJobUid({ nodeId: this.d.nodeId, hex: this.d.installationHex, number }),
-        number,
-        status: 'running',
-        start_time: this.now().toISOString(),
-        end_time: null,
-        result_counts: { pass: 0, fail: 0, error: 0, total: req.soak === 'run once' ? req.test_cases.length : 0 },
-        test_cases: req.test_cases,
-        test_pack_revision: req.test_pack_revision,
-        test_pack_sha: rev.sha,
-        test_pack_branch: rev.branch,
-        category: req.category,
-        soak: req.soak,
-        shuffle: req.shuffle,
-        remote_control: remote,
-        tags: req.tags,
-        username,
-        current_run: null,
-      };
-      await this.d.jobs.save(record);
-      const abort = new AbortController();
-      const active: ActiveJob = { record, abort, done: Promise.resolve(), step: 'starting' };
-      this.active = active;
-      this.d.events?.publish('job.started', jobStarted(record));
-      active.done = this.loop(active, config).catch((e: unknown) => {
-        this.d.logger.error({ err: e, job: record.job_uid }, 'job loop failed');
-      });
-      return record;
+      return await job;
     } finally {
       this.starting = false;
+      this.startingKey = undefined;
     }
+  }
+
+  private async start(req: RunRequest, username: string, remoteRule: RemoteRule, key: string | undefined): Promise<JobRecord> {
+    const rev = await this.d.testPack.resolve(req.test_pack_revision, { fresh: true });
+    const known = new Set(await this.d.testPack.testCaseNames(rev.sha));
+    const missing = req.test_cases.filter((t) => !known.has(t));
+    if (missing.length) {
+      throw invalid(`test case(s) not found at ${rev.sha.slice(0, 10)}: ${missing.slice(0, 5).join(', ')}${missing.length > 5 ? ', ...' : ''}`);
+    }
+    const config = await this.d.testPack.config(rev.sha);
+    const remote = await chooseRemote(this.d.testPack, rev.sha, req.remote_control, remoteRule);
+    const number = await this.d.jobs.nextNumber();
+    const record: JobRecord = {
+      job_uid: formatJobUid({ nodeId: this.d.nodeId, hex: this.d.installationHex, number }),
+      number,
+      status: 'running',
+      start_time: this.now().toISOString(),
+      end_time: null,
+      result_counts: { pass: 0, fail: 0, error: 0, total: req.soak === 'run once' ? req.test_cases.length : 0 },
+      test_cases: req.test_cases,
+      test_pack_revision: req.test_pack_revision,
+      test_pack_sha: rev.sha,
+      test_pack_branch: rev.branch,
+      category: req.category,
+      soak: req.soak,
+      shuffle: req.shuffle,
+      remote_control: remote,
+      tags: req.tags,
+      username,
+      ...(key !== undefined && { idempotency_key: key }),
+      current_run: null,
+    };
+    await this.d.jobs.save(record);
+    const abort = new AbortController();
+    const active: ActiveJob = { record, abort, done: Promise.resolve(), step: 'starting' };
+    this.active = active;
+    this.d.events?.publish('job.started', jobStarted(record));
+    active.done = this.loop(active, config).catch((e: unknown) => {
+      this.d.logger.error({ err: e, job: record.job_uid }, 'job loop failed');
+    });
+    return record;
   }
 
   /**

@@ -31,6 +31,11 @@ export interface JobRecord {
   remote_control: string | null;
   tags: Record<string, string>;
   username: string;
+  /**
+   * The `Idempotency-Key` it was started with (v2 run_tests; the queue's starts send one): the same key from the same
+   * user answers this job instead of starting another (core/jobs.ts `startedWithKey`). Absent: none was sent.
+   */
+  idempotency_key?: string;
   /** The run in flight, kept so a restart can close it as an error. */
   current_run: { result_id: string; test_case: string; start_time: string; pid: number | null } | null;
 }

@@ -32,7 +32,7 @@ export interface Noticed<T> {
 
 export interface NodePolicyDeps {
   nodeId: string;
-  jobs: Pick<JobService, 'runTests' | 'stop' | 'current' | 'isRunning'>;
+  jobs: Pick<JobService, 'runTests' | 'startedWithKey' | 'stop' | 'current' | 'isRunning'>;
   reservations: ReservationService;
   node: Pick<NodeService, 'licenceExpired' | 'recordUse' | 'licenceExpiry' | 'stateOf'>;
   /** The node is online when it has a picture (or has no capture configured). */
@@ -53,9 +53,12 @@ export class NodePolicy {
 
   /**
    * Start a job. 403 licence expired or reserved by another, 409 busy, 503 offline, 503 health check failed
-   * (in that order), then the test pack's 400/404.
+   * (in that order), then the test pack's 400/404. With an Idempotency-Key `key` the caller already started a job
+   * with (or is starting it now): that job, whatever the node's state, and nothing started.
    */
-  async runTests(caller: Caller, req: RunRequest): Promise<Noticed<JobRecord>> {
+  async runTests(caller: Caller, req: RunRequest, key?: string): Promise<Noticed<JobRecord>> {
+    const prior = key === undefined ? undefined : this.d.jobs.startedWithKey(caller.user ?? 'anonymous', key);
+    if (prior) return this.used(caller, await prior);
     if (this.d.node.licenceExpired()) {
       throw new FarmError('forbidden', `the licence of node ${this.d.nodeId} expired on ${this.d.node.licenceExpiry}; renew it (node.licence_expiry in the config)`);
     }
@@ -73,7 +76,7 @@ export class NodePolicy {
     if (unhealthy !== null) {
       throw new FarmError('device_unavailable', `the node is not available: ${unhealthy}; it is checked again until the health check passes (docs/health-checks.md)`);
     }
-    const job = await this.d.jobs.runTests(req, caller.user ?? 'anonymous', caller.api);
+    const job = await this.d.jobs.runTests(req, caller.user ?? 'anonymous', caller.api, key);
     return this.used(caller, job);
   }
 

@@ -99,6 +99,8 @@ export interface JobRepository {
   nextNumber(): Promise<number>;
   /** Every job whose stored status is `running` (after a crash, these are stale). */
   running(): JobRecord[];
+  /** The job `username` started with this `Idempotency-Key`, among the node's recent jobs (the store says how many). */
+  findByKey(username: string, key: string): JobRecord | undefined;
 }
 
 // ---------------------------------------------------------------- test pack

@@ -151,7 +151,8 @@ export function planAssignments(waiting: readonly WaitingJob[], free: readonly Q
 }
 
 /** Why a job waits, as a kind and the words shown. */
-export type WaitKind = 'no_node' | 'offline' | 'maintenance' | 'unhealthy' | 'busy' | 'unavailable' | 'position';
+/** Why a job waits; `starting`: it is being started on a node (store.ts explain), the rest from explainWait. */
+export type WaitKind = 'no_node' | 'offline' | 'maintenance' | 'unhealthy' | 'busy' | 'unavailable' | 'position' | 'starting';
 
 export interface WaitReason {
   kind: WaitKind;

@@ -11,6 +11,10 @@
  * collapse into one write of the newest state. `flush()` resolves once every
  * save made before it has landed; `close()` flushes and refuses later saves,
  * so nothing of this daemon lands after the next one has started.
+ *
+ * Idempotency keys (v2 run_tests' `Idempotency-Key`) are looked up among the last KEY_LOOKBACK jobs, indexed in
+ * memory on the first lookup and kept up to date by every save: a key is for retrying a start that lost its
+ * answer, minutes later, not months.
  */
 import { mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -26,6 +30,11 @@ export interface FileJobRepositoryOptions {
 }
 
 /** The write queue of one job file. */
+/** How many of the newest jobs an `Idempotency-Key` is looked up in. */
+export const KEY_LOOKBACK = 1000;
+
+const keyOf = (username: string, key: string) => `${username}\n${key}`;
+
 interface Slot {
   /** The newest state asked for, as JSON (taken when save was called: the record keeps changing). */
   text: string;
@@ -42,6 +51,8 @@ export class FileJobRepository implements JobRepository {
   private readonly slots = new Map<number, Slot>();
   private readonly write: (file: string, text: string) => Promise<void>;
   private closed = false;
+  /** `username\nkey` -> job number, over the last KEY_LOOKBACK jobs; built on the first findByKey. */
+  private keys: Map<string, number> | undefined;
 
   constructor(
     dataDir: string,
@@ -71,9 +82,24 @@ export class FileJobRepository implements JobRepository {
     return this.latestJob?.status === 'running' ? [this.latestJob] : [];
   }
 
+  findByKey(username: string, key: string): JobRecord | undefined {
+    if (!this.keys) {
+      this.keys = new Map();
+      const last = this.state.data.last_job_number;
+      for (let n = Math.max(1, last - KEY_LOOKBACK + 1); n <= last; n++) {
+        const job = n === this.latestJob?.number ? this.latestJob : this.read(n);
+        if (job?.idempotency_key !== undefined) this.keys.set(keyOf(job.username, job.idempotency_key), n);
+      }
+    }
+    const n = this.keys.get(keyOf(username, key));
+    if (n === undefined || n <= this.state.data.last_job_number - KEY_LOOKBACK) return undefined;
+    return n === this.latestJob?.number ? this.latestJob : this.read(n);
+  }
+
   save(job: JobRecord): Promise<void> {
     if (this.closed) return Promise.reject(new Error(`job store closed: job ${job.job_uid} not saved`));
     if (!this.latestJob || job.number >= this.latestJob.number) this.latestJob = job;
+    if (job.idempotency_key !== undefined) this.keys?.set(keyOf(job.username, job.idempotency_key), job.number);
     let slot = this.slots.get(job.number);
     if (!slot) {
       slot = { text: '', asked: 0, landed: 0, chain: Promise.resolve() };

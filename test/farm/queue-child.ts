@@ -1,5 +1,5 @@
 // A dispatcher in a process of its own, for test/farm/queue.test.ts ("a dispatcher killed between claim and start"):
-// every node it is given is free, and its starts never finish: it prints `starting <queue_id> <node>` and hangs
+// every node it is given is free, and its starts never finish: it prints `starting <queue_id> <node> <key>` and hangs
 // there, holding the claim, until the test SIGKILLs it. argv: the connection string, then the node ids.
 import pg from 'pg';
 import { QueueDispatcher } from '../../src/farm/queue/dispatcher.js';
@@ -13,7 +13,7 @@ const dispatcher = new QueueDispatcher({
   nodes: { availability: () => Promise.resolve(new Map(nodes.map((n) => [n, { kind: 'available' as const, detail: null }]))) },
   starter: {
     start: (req) => {
-      process.stdout.write(`starting ${req.queueId} ${req.nodeId}\n`);
+      process.stdout.write(`starting ${req.queueId} ${req.nodeId} ${req.key}\n`);
       return new Promise(() => undefined);
     },
   },

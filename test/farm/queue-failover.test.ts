@@ -16,7 +16,8 @@ import { registerNode } from '../../src/farm/nodeCredentials.js';
 import { setNodeLabels } from '../../src/farm/queue/labels.js';
 import { PgTokens, PgUsers } from '../../src/farm/users.js';
 import { makeTestPack, STANDARD_FILES, type TestPackRepo } from '../fixtures/testPack.js';
-import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { startTestDaemon, type TestConfig, type TestDaemon } from '../helpers/daemon.js';
+import { holdableOrigin } from '../helpers/heldOrigin.js';
 import { connectionString } from '../helpers/farmPortal.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { freePort } from '../helpers/processFarm.js';
@@ -40,6 +41,12 @@ interface QueueRowSeen {
 
 /** One farm of the test: a cluster, a work folder with the gate, the nodes (joined at `url`), a token of `ci`. */
 class Farm {
+  /** `nodeIds`: the nodes (all device=vbox; the first two room=lab1 too); `jobCount` jobs queued; `nodeConfig` added to each node's. */
+  constructor(
+    readonly nodeIds: string[] = NODES,
+    readonly jobCount = JOBS,
+    private readonly nodeConfig: TestConfig = {},
+  ) {}
   cluster!: TestPostgres;
   db!: pg.Pool;
   work!: string;
@@ -67,22 +74,22 @@ class Farm {
 
   /** Register the nodes, label them (all device=vbox; the first two room=lab1 too), start them joined at `url`. */
   async addNodes(url: string): Promise<void> {
-    for (const [i, id] of NODES.entries()) {
+    for (const [i, id] of this.nodeIds.entries()) {
       const cred = path.join(this.work, `${id}.credential`);
       await writeFile(cred, `${await registerNode(this.db, id)}\n`, { mode: 0o600 });
       await setNodeLabels(this.db, id, i < 2 ? { device: 'vbox', room: 'lab1' } : { device: 'vbox' }, []);
-      this.nodes.set(id, await startTestDaemon({ pack: this.pack, config: { node_id: id, portal: { url, node_credential_file: cred } } }));
+      this.nodes.set(id, await startTestDaemon({ pack: this.pack, config: { ...this.nodeConfig, node_id: id, portal: { url, node_credential_file: cred } } }));
     }
     await this.allOnline('the nodes to join');
   }
 
   async allOnline(what: string): Promise<void> {
-    await waitFor(async () => (await this.db.query(`SELECT 1 FROM nodes WHERE node_id = ANY($1) AND online AND state IS NOT NULL`, [NODES])).rowCount === NODES.length, { what, ...WAIT });
+    await waitFor(async () => (await this.db.query(`SELECT 1 FROM nodes WHERE node_id = ANY($1) AND online AND state IS NOT NULL`, [this.nodeIds])).rowCount === this.nodeIds.length, { what, ...WAIT });
   }
 
-  /** Queue JOBS jobs through HTTP at `url`: priorities mixed, a third for room=lab1 (two nodes), the rest for any vbox. */
+  /** Queue jobCount jobs through HTTP at `url`: priorities mixed, a third for room=lab1 (two nodes), the rest for any vbox. */
   async queueJobs(url: string): Promise<void> {
-    for (let i = 0; i < JOBS; i++) {
+    for (let i = 0; i < this.jobCount; i++) {
       const labels = i % 3 === 0 ? { room: 'lab1' } : { device: 'vbox' };
       const body = { labels, priority: (i * 37) % 101, test_pack_revision: 'main', test_cases: [GATED], tags: { q: String(i) } };
       const res = await fetch(`${url}/api/v2/jobs`, { method: 'POST', headers: { Authorization: `token ${this.token}`, 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
@@ -119,7 +126,7 @@ class Farm {
       const seen = { started, running, queued: rows.filter((r) => r.state === 'queued').length, audited: (await this.audited()).length };
       const failed = rows.filter((r) => r.state !== 'queued' && r.state !== 'started');
       if (failed.length) return failed;
-      if (seen.started === n && seen.running === n && seen.queued === JOBS - n && seen.audited === n) return [];
+      if (seen.started === n && seen.running === n && seen.queued === this.jobCount - n && seen.audited === n) return [];
       throw new Error(`seen ${JSON.stringify(seen)}`);
     }, { what, ...WAIT });
     expect(ended, 'queued jobs ended otherwise than started').to.deep.equal([]);
@@ -131,9 +138,9 @@ class Farm {
     await waitFor(async () => (await this.rows()).every((r) => r.state === 'started'), { what: 'every queued job to start', ...WAIT });
     await waitFor(async () => {
       const jobs = await this.nodeJobs();
-      return jobs.length >= JOBS && jobs.every((j) => j.status === 'exited');
+      return jobs.length >= this.jobCount && jobs.every((j) => j.status === 'exited');
     }, { what: 'every node job to exit', ...WAIT });
-    await waitFor(async () => (await this.audited()).length >= JOBS, { what: 'a job.run audit entry per started job', ...WAIT });
+    await waitFor(async () => (await this.audited()).length >= this.jobCount, { what: 'a job.run audit entry per started job', ...WAIT });
   }
 
   /** 0 lost, 0 doubled: each queued job started once, as one node job, audited once; no node job the queue does not know. */
@@ -148,8 +155,8 @@ class Farm {
     console.log(`      ${what}: ${rows.length} queued, ${rows.filter((r) => r.state === 'started').length} started, ${jobs.length} node jobs, ${lost.length} lost, ${doubled.length} doubled`);
     expect(lost, 'queued jobs not started (lost)').to.deep.equal([]);
     expect(doubled, 'queued jobs started twice on the nodes').to.deep.equal([]);
-    expect(rows.map((r) => r.q).sort(), 'the queue holds each job once').to.deep.equal([...Array(JOBS).keys()].map(String).sort());
-    expect(new Set(rows.map((r) => r.job_uid)).size, 'a job_uid per queue row').to.equal(JOBS);
+    expect(rows.map((r) => r.q).sort(), 'the queue holds each job once').to.deep.equal([...Array(this.jobCount).keys()].map(String).sort());
+    expect(new Set(rows.map((r) => r.job_uid)).size, 'a job_uid per queue row').to.equal(this.jobCount);
     const byUid = new Map(jobs.map((j) => [j.job_uid, j]));
     for (const r of rows) expect(byUid.get(r.job_uid!), `queue row q=${r.q} names ${r.job_uid}, a job of its node with its tag`).to.deep.include({ node: r.node_id, q: r.q });
     expect(jobs.map((j) => j.job_uid).sort(), 'no node job the queue does not know').to.deep.equal(rows.map((r) => r.job_uid).sort());
@@ -258,5 +265,46 @@ describe('the queue through replica restarts (3 replicas behind HAProxy)', funct
     expect((await farm.rows()).filter((r) => r.state === 'queued').length, 'jobs waiting after the restarts').to.equal(JOBS - NODES.length);
     await farm.drain();
     await farm.expectExactlyOnce(`replica ${first} SIGTERMed, ${second} SIGKILLed`);
+  });
+});
+
+describe('the queue through a portal SIGKILL while a start is in flight', function () {
+  this.timeout(900_000);
+  // One node that fetches the test pack on every start (refresh_secs 0), so that its start can be held at the origin.
+  const farm = new Farm(['vbox-qf1'], 1, { test_pack: { refresh_secs: 0 } });
+  let port: number;
+  let config: string;
+
+  before(async function () {
+    this.timeout(300_000);
+    await farm.open();
+    port = await freePort();
+    config = await writePortalConfig(farm.work, 'portal', port, connectionString(farm.cluster));
+    await startPortal(farm, 'portal', port, config);
+    await farm.addNodes(`http://127.0.0.1:${port}`);
+  });
+  after(() => farm.close());
+
+  it('"a portal restart ... starts none twice": killed after the claim, while the node fetches before answering: the restarted portal asks again with the key, one job', async () => {
+    const node = farm.nodes.get('vbox-qf1')!;
+    const origin = await holdableOrigin(path.join(node.dataDir, 'test-pack.git'));
+    try {
+      await origin.hold();
+      await farm.queueJobs(`http://127.0.0.1:${port}`);
+      // In flight: the intent committed (the job pinned to the node) and the node's start held in its fetch.
+      await waitFor(async () => (await origin.heldCount()) > 0 && (await farm.rows())[0]?.node_id === 'vbox-qf1', { what: 'the start held at the origin', ...WAIT });
+      const killed = farm.portals.at(-1)!;
+      killed.signal('SIGKILL');
+      expect(await killed.exited).to.equal(null);
+      await startPortal(farm, 'portal', port, config);
+      await farm.allOnline('the node back at the restarted portal');
+      expect((await farm.rows())[0], 'still being started on its node').to.include({ state: 'queued', node_id: 'vbox-qf1' });
+      // The start the dead portal sent goes on; the restarted portal's, with the same key, is answered with its job.
+      await origin.release();
+      await farm.drain();
+      await farm.expectExactlyOnce('portal SIGKILLed during a start');
+    } finally {
+      await origin.cleanup();
+    }
   });
 });

@@ -28,6 +28,8 @@ class Lab {
   /** Each queue id's starts, in order: [node, job_uid]. */
   readonly started = new Map<number, [string, string][]>();
   readonly order: number[] = [];
+  /** The nodes' Idempotency-Keys: key -> the job_uid it started (a start sent again with it answers that job). */
+  readonly keys = new Map<string, string>();
   private readonly listeners = new Set<() => void>();
   private n = 0;
   /** Jobs end by themselves after each start (the next tick) when true. */
@@ -51,11 +53,14 @@ class Lab {
       start: async (req: StartRequest): Promise<StartOutcome> => {
         // A node answers over a connection: not in the same tick.
         await new Promise((r) => setImmediate(r));
+        const known = req.key === undefined ? undefined : this.keys.get(req.key);
+        if (known) return { ok: true, job_uid: known };
         if (this.state.get(req.nodeId) !== 'available') return { ok: false, retry: true, status: 409, message: `node ${req.nodeId} is busy` };
         this.state.set(req.nodeId, 'running');
         const uid = `/${req.nodeId}/abcd/${++this.n}`;
         this.started.set(req.queueId, [...(this.started.get(req.queueId) ?? []), [req.nodeId, uid]]);
         this.order.push(req.queueId);
+        if (req.key !== undefined) this.keys.set(req.key, uid);
         if (this.autoFinish) setImmediate(() => this.set(req.nodeId, 'available'));
         return { ok: true, job_uid: uid };
       },
@@ -270,10 +275,8 @@ describe('the job queue (PostgreSQL)', function () {
     expect((await q.get(job.queue_id)).state).to.equal('expired');
   });
 
-  it('a dispatcher SIGKILLed between its claim and the node\'s answer gives the job back; another starts it once', async () => {
-    const pool = await farm({ r1: { device: 'roku' }, r2: { device: 'roku' } });
-    const q = new PgJobQueue(pool);
-    const job = await q.enqueue({ labels: { device: 'roku' }, ...RUN }, 'alice');
+  /** A dispatcher in a child process (queue-child.ts) that claims `job` on r1 and hangs there; resolves with the key it pinned. */
+  async function claimInChild(q: PgJobQueue, job: QueuedJob): Promise<{ child: ChildProcess; key: string }> {
     const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'test/farm/queue-child.ts', conninfo, 'r1'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
     closers.push(async () => {
       if (child.exitCode === null && child.signalCode === null) {
@@ -289,9 +292,22 @@ describe('the job queue (PostgreSQL)', function () {
         break;
       }
     }
-    expect(claimed).to.equal(`starting ${job.queue_id} r1`);
+    const [, queueId, node, key] = claimed.split(' ');
+    expect([queueId, node]).to.deep.equal([String(job.queue_id), 'r1']);
+    // The intent is committed before the node is asked: pinned to r1 with the key the start carries.
+    expect(await q.get(job.queue_id)).to.include({ state: 'queued', node_id: 'r1' });
     // While the child holds it, the job is neither startable elsewhere nor cancellable: it is being started.
     expect(await codeOf(q.cancel(job.queue_id, { user: 'alice', admin: false }))).to.equal('conflict');
+    const [why] = await q.explain([await q.get(job.queue_id)], new Map());
+    expect(why!.waiting).to.include({ kind: 'starting', message: 'being started on node r1' });
+    return { child, key: key! };
+  }
+
+  it('a dispatcher SIGKILLed between its claim and the node\'s answer: the job stays on its node and is sent there again with its key, started once', async () => {
+    const pool = await farm({ r1: { device: 'roku' }, r2: { device: 'roku' } });
+    const q = new PgJobQueue(pool);
+    const job = await q.enqueue({ labels: { device: 'roku' }, ...RUN }, 'alice');
+    const { child } = await claimInChild(q, job);
     child.kill('SIGKILL');
     await once(child, 'exit');
     const lab = new Lab(['r1', 'r2']);
@@ -300,8 +316,81 @@ describe('the job queue (PostgreSQL)', function () {
     await dispatcher(pool, lab, (e) => started.push(e));
     await started.done;
     expect([...lab.started]).to.deep.equal([[job.queue_id, [['r1', '/r1/abcd/1']]]]);
-    const row: QueuedJob = await q.get(job.queue_id);
-    expect(row).to.include({ state: 'started', node_id: 'r1', job_uid: '/r1/abcd/1' });
+    expect(await q.get(job.queue_id)).to.include({ state: 'started', node_id: 'r1', job_uid: '/r1/abcd/1', attempts: 1 });
+  });
+
+  it('"a restart ... starts none twice": the node got the start but its answer died with the dispatcher; sent again with the key, the node answers that job', async () => {
+    const pool = await farm({ r1: { device: 'roku' }, r2: { device: 'roku' } });
+    const q = new PgJobQueue(pool);
+    const job = await q.enqueue({ labels: { device: 'roku' }, ...RUN }, 'alice');
+    const { child, key } = await claimInChild(q, job);
+    // The node received the start and runs the job; the dispatcher that sent it dies before reading the answer.
+    const lab = new Lab(['r1', 'r2']);
+    const first = await lab.starter().start({ nodeId: 'r1', run: job.request, username: 'alice', queueId: job.queue_id, key }, new AbortController().signal);
+    expect(first).to.deep.equal({ ok: true, job_uid: '/r1/abcd/1' });
+    child.kill('SIGKILL');
+    await once(child, 'exit');
+    const events: DispatchEvent[] = [];
+    const started = eventsUntil(events, (l) => l.some((e) => e.type === 'started'));
+    await dispatcher(pool, lab, (e) => started.push(e));
+    await started.done;
+    // r2 was free all along: without the pin the job would have started there as well.
+    expect([...lab.started]).to.deep.equal([[job.queue_id, [['r1', '/r1/abcd/1']]]]);
+    expect(await q.get(job.queue_id)).to.include({ state: 'started', node_id: 'r1', job_uid: '/r1/abcd/1' });
+  });
+
+  it('an answer that does not say (502, no answer in time) keeps the job on its node and asks again with the same key; an offline node past lostNodeMs gives it back', async () => {
+    const pool = await farm({ r1: { device: 'roku' }, r2: { device: 'roku' } });
+    const lab = new Lab(['r1', 'r2']);
+    lab.set('r2', 'offline');
+    const q = new PgJobQueue(pool);
+    const keys: (string | undefined)[] = [];
+    const answers: StartOutcome[] = [{ ok: false, retry: true, unknown: true, status: 502, message: 'the link lost the answer' }];
+    /** r1 answers nothing that says, every time. */
+    let stuck = false;
+    const real = lab.starter();
+    const starter: JobStarter = {
+      start: (req, signal) => {
+        keys.push(req.key);
+        const next = answers.shift() ?? (stuck && req.nodeId === 'r1' ? { ok: false, retry: true, unknown: true, status: null, message: 'no answer in time' } : undefined);
+        return next ? Promise.resolve(next) : real.start(req, signal);
+      },
+    };
+    const events: DispatchEvent[] = [];
+    let wait = eventsUntil(events, (l) => l.some((e) => e.type === 'started'));
+    const wakeups = new FarmWakeups({ pool });
+    await wakeups.start();
+    /** Nodes not connected to this dispatcher's portal. */
+    const away = new Set<string>();
+    const nodes: NodeStates = { ...lab.nodes(), isLocal: (id) => !away.has(id) };
+    const d = new QueueDispatcher({ pool, queue: q, nodes, starter, wakeups, onEvent: (e) => wait.push(e), pollMs: 60_000, cooldownMs: 20, settleMs: 0, lostNodeMs: 0 });
+    d.start();
+    closers.push(() => wakeups.close(), () => d.close());
+    const job = await q.enqueue({ labels: { device: 'roku' }, ...RUN }, 'alice');
+    await wait.done;
+    expect(events.map((e) => e.type)).to.deep.equal(['unanswered', 'started']);
+    expect(keys).to.have.length(2);
+    expect(keys[0], 'the same key both times').to.be.a('string').and.equal(keys[1]);
+    expect(await q.get(job.queue_id)).to.include({ state: 'started', node_id: 'r1', attempts: 1 });
+
+    // Lost with its node: r1 unanswered, then offline and not connected here; r2 free. Back in the queue, started on r2.
+    lab.set('r1', 'available');
+    stuck = true;
+    events.length = 0;
+    wait = eventsUntil(events, (l) => l.some((e) => e.type === 'unanswered'));
+    const second = await q.enqueue({ labels: { device: 'roku' }, ...RUN }, 'alice');
+    await wait.done;
+    expect(await q.get(second.queue_id)).to.include({ state: 'queued', node_id: 'r1' });
+    wait = eventsUntil(events, (l) => l.some((e) => e.type === 'started'));
+    away.add('r1');
+    lab.set('r2', 'available');
+    lab.set('r1', 'offline');
+    await wait.done;
+    const kinds = events.map((e) => e.type);
+    expect(kinds.slice(-2)).to.deep.equal(['returned', 'started']);
+    expect(new Set(kinds.slice(0, -2))).to.deep.equal(new Set(['unanswered']));
+    expect(await q.get(second.queue_id)).to.include({ state: 'started', node_id: 'r2', attempts: 2 });
+    expect(lab.started.get(second.queue_id), 'started on r2 only').to.deep.equal([['r2', '/r2/abcd/2']]);
   });
 
   it('a node that cannot take a job (busy, gone) gives it back to the queue, in its place; a refused request fails the job', async () => {

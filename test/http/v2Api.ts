@@ -5,6 +5,7 @@
  * front of it (v2-portal.test.ts) and through 3 portal replicas behind a real HAProxy (v2-replicas.test.ts).
  */
 import path from 'node:path';
+import { randomUUID } from 'node:crypto';
 import { expect } from 'chai';
 import { startTestDaemon, waitForJob, waitOnline, type TestDaemon } from '../helpers/daemon.js';
 import { startNodeBehindPortal, type TestFarm } from '../helpers/farm.js';
@@ -180,6 +181,28 @@ export function describeV2Api(through: V2Route): void {
           await waitForJob(d, uid);
         }
       }
+    });
+
+    it('Idempotency-Key (not in the spec): the same key again answers the job it started, running or ended, and starts none; a bad key is 400', async () => {
+      const key = randomUUID();
+      const first = await run({ test_cases: [HANG] }).set('Idempotency-Key', key);
+      expect(first.status, first.text).to.equal(200);
+      try {
+        const again = await run({ test_cases: [HANG] }).set('Idempotency-Key', key);
+        expect(again.status, again.text).to.equal(200);
+        expect(again.body).to.include({ job_uid: first.body.job_uid, status: 'running' });
+        const other = await run({ test_cases: [HANG] }).set('Idempotency-Key', randomUUID());
+        expect(other.status, 'another key while the job runs: busy').to.equal(409);
+      } finally {
+        expect((await as.post(`/api/v2/jobs${first.body.job_uid}/stop`)).status).to.equal(200);
+      }
+      const ended = await run({ test_cases: [PASS] }).set('Idempotency-Key', key);
+      expect(ended.status, ended.text).to.equal(200);
+      expect(ended.body).to.include({ job_uid: first.body.job_uid, status: 'exited' });
+      const bad = await run({ test_cases: [PASS] }).set('Idempotency-Key', 'has a space');
+      expect(bad.status, bad.text).to.equal(400);
+      expect(bad.body.error).to.equal('invalid_request');
+      expect(bad.body.message).to.match(/^Idempotency-Key must be/);
     });
 
     it('POST /api/v2/nodes/{node_id}/job/stop stops the node`s job', async () => {

@@ -35,6 +35,7 @@ function setup() {
     nodeId: NODE,
     jobs: {
       runTests: async (_req, user, rule) => (world.started.push({ user, rule: rule ?? 'v1' }), job),
+      startedWithKey: () => undefined,
       stop: async () => ({ job, stopped: true }),
       current: () => job,
       isRunning: () => world.running,

@@ -1,5 +1,6 @@
 // hubJobStarter (src/farm/queue/adapters.ts): what a node's answer to the forwarded run_tests becomes for the queue:
-// a job_uid, a retry (busy, rate limited, failing, gone), or a refusal that fails the job (another 4xx).
+// a job_uid, a retry (busy, rate limited, unavailable, not connected), a start not known to have happened or not (a 5xx
+// on the way, no answer, the connection lost: asked again with the same key), or a refusal that fails the job.
 import { expect } from 'chai';
 import { Readable } from 'node:stream';
 import { FarmError } from '../../src/core/errors.js';
@@ -9,10 +10,11 @@ import type { StartOutcome } from '../../src/farm/queue/ports.js';
 
 const RUN = { test_pack_revision: 'main', test_cases: ['tests/a.py::test_a'], category: 'default', soak: 'run once' as const, shuffle: false, remote_control: null, tags: { b: '1' } };
 
-async function outcome(answer: (req: ForwardRequest) => ForwardResponse | Promise<ForwardResponse>): Promise<{ out: StartOutcome; sent: ForwardRequest[] }> {
+async function outcome(answer: (req: ForwardRequest) => ForwardResponse | Promise<ForwardResponse>, online = true): Promise<{ out: StartOutcome; sent: ForwardRequest[] }> {
   const sent: ForwardRequest[] = [];
   const starter = hubJobStarter({
     hub: {
+      link: () => ({ online }) as ReturnType<Parameters<typeof hubJobStarter>[0]['hub']['link']>,
       forward: async (nodeId, req) => {
         sent.push({ ...req, path: `${nodeId} ${req.path}` });
         return answer(req);
@@ -20,7 +22,7 @@ async function outcome(answer: (req: ForwardRequest) => ForwardResponse | Promis
     },
     baseUrl: 'http://portal:8080',
   });
-  const out = await starter.start({ nodeId: 'n1', run: RUN, username: 'alice', queueId: 7 }, new AbortController().signal);
+  const out = await starter.start({ nodeId: 'n1', run: RUN, username: 'alice', queueId: 7, key: 'k-7' }, new AbortController().signal);
   return { out, sent };
 }
 
@@ -32,19 +34,33 @@ describe('queue: hubJobStarter', () => {
     expect(out).to.deep.equal({ ok: true, job_uid: '/n1/abcd/3' });
     expect(sent).to.have.length(1);
     expect(sent[0]).to.include({ method: 'POST', path: 'n1 /api/v2/run_tests', user: 'alice', baseUrl: 'http://portal:8080' });
+    expect(sent[0]!.headers).to.include({ 'idempotency-key': 'k-7' });
     expect(JSON.parse(sent[0]!.body!.toString('utf8'))).to.deep.equal({ ...RUN, node_id: 'n1' });
   });
 
-  it('a busy, limited, failing or unreachable node is a retry; another 4xx fails the job with the node\'s message', async () => {
-    for (const status of [409, 429, 500, 503]) {
+  it('a busy, limited or unavailable node is a retry; another 4xx fails the job with the node\'s message', async () => {
+    for (const status of [409, 429, 503]) {
       const { out } = await outcome(() => reply(status, { error: 'x', message: `said ${status}` }));
       expect(out, String(status)).to.deep.equal({ ok: false, retry: true, status, message: `said ${status}` });
     }
     const bad = await outcome(() => reply(400, { error: 'invalid_request', message: 'no such test case' }));
     expect(bad.out).to.deep.equal({ ok: false, retry: false, status: 400, message: 'no such test case' });
-    const gone = await outcome(() => Promise.reject(new FarmError('device_unavailable', 'node n1 is not connected')));
-    expect(gone.out).to.deep.equal({ ok: false, retry: true, status: null, message: 'node n1 is not connected' });
+  });
+
+  it('a node not connected here is a retry with nothing sent', async () => {
+    const { out, sent } = await outcome(() => reply(200, { job_uid: '/n1/abcd/3' }), false);
+    expect(out).to.deep.equal({ ok: false, retry: true, status: null, message: 'node n1 is not connected to this portal' });
+    expect(sent).to.deep.equal([]);
+  });
+
+  it('a 5xx on the way, a 200 without a job, or the connection lost: not known whether it started (unknown)', async () => {
+    for (const status of [500, 502, 504]) {
+      const { out } = await outcome(() => reply(status, { error: 'x', message: `said ${status}` }));
+      expect(out, String(status)).to.deep.equal({ ok: false, retry: true, unknown: true, status, message: `said ${status}` });
+    }
+    const lost = await outcome(() => Promise.reject(new FarmError('device_unavailable', 'node n1 could not answer: the stream closed before an answer')));
+    expect(lost.out).to.deep.equal({ ok: false, retry: true, unknown: true, status: null, message: 'node n1 could not answer: the stream closed before an answer' });
     const odd = await outcome(() => ({ status: 200, headers: {}, body: Readable.from([Buffer.from('not json')]) }));
-    expect(odd.out).to.include({ ok: false, retry: true, status: 200 });
+    expect(odd.out).to.include({ ok: false, retry: true, unknown: true, status: 200 });
   });
 });

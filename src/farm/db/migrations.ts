@@ -502,4 +502,17 @@ CREATE TRIGGER node_health_changed AFTER INSERT OR UPDATE OR DELETE ON node_heal
 CREATE TRIGGER pool_health_checks_changed AFTER INSERT OR UPDATE OR DELETE ON pool_health_checks FOR EACH STATEMENT EXECUTE FUNCTION pools_changed('node_health');
 `,
   },
+  {
+    id: 17,
+    name: 'a queued job being started is pinned to its node with a key (docs/queue.md, "Dispatching, exactly once")',
+    sql: `
+-- A start's intent, committed before the node is asked: the node (node_id), the Idempotency-Key sent with the
+-- run_tests (start_key) and when (start_at, the database clock). The job stays queued and pinned to that node until
+-- the node's answer is recorded; a start whose answer was lost is sent again to the same node with the same key,
+-- and the node answers the job it started instead of starting another.
+ALTER TABLE queue_jobs ADD COLUMN start_key uuid, ADD COLUMN start_at timestamptz;
+-- At most one job being started per node.
+CREATE UNIQUE INDEX queue_jobs_starting ON queue_jobs (node_id) WHERE state = 'queued' AND start_key IS NOT NULL;
+`,
+  },
 ];

@@ -90,7 +90,7 @@ interface FarmParts {
   pool?: pg.Pool;
   wakeups?: FarmWakeups;
   replicaId?: string | undefined;
-  hub?: Pick<FarmHub, 'forward'>;
+  hub?: Pick<FarmHub, 'forward' | 'link'>;
   /** The hub as the pools' health checks and maintenance read it (link, links, events, folds, forwards). */
   nodeHub?: Pick<FarmHub, 'link' | 'links' | 'onEvent' | 'folded' | 'forward'>;
   /** The pools' health checks (docs/health-checks.md): the queue's node states read their verdicts. */

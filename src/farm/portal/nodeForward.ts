@@ -25,7 +25,7 @@ import { SharedForwards } from './sharedForward.js';
  * Request headers passed on (the rest describe the client's hop to the portal, or the person: never her cookie,
  * token or CSRF token).
  */
-const PASSED_REQUEST_HEADERS = ['content-type', 'accept', 'range', 'if-none-match', 'if-modified-since', 'last-event-id'];
+const PASSED_REQUEST_HEADERS = ['content-type', 'accept', 'range', 'if-none-match', 'if-modified-since', 'last-event-id', 'idempotency-key'];
 
 /** The client's headers that are passed on, to a node or to another replica. */
 export function passedRequestHeaders(ctx: Context): Record<string, string> {

@@ -74,7 +74,7 @@ export function withPoolHealth(base: Availability, health: NodeHealth | undefine
 const MAX_ANSWER = 1 << 20;
 
 export interface HubJobStarterDeps {
-  hub: Pick<FarmHub, 'forward'>;
+  hub: Pick<FarmHub, 'forward' | 'link'>;
   /** The portal's base URL (its public_url), so the job's URLs point at the portal. */
   baseUrl: string;
 }
@@ -83,18 +83,23 @@ export function hubJobStarter(d: HubJobStarterDeps): JobStarter {
   return {
     async start(req, signal): Promise<StartOutcome> {
       const body = Buffer.from(JSON.stringify({ ...req.run, node_id: req.nodeId }));
-      const headers = { 'content-type': 'application/json', accept: 'application/json' };
+      const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json', ...(req.key !== undefined && { 'idempotency-key': req.key }) };
+      // Not connected here: nothing is sent, so the node surely did not start it.
+      if (d.hub.link(req.nodeId)?.online !== true) return { ok: false, retry: true, status: null, message: `node ${req.nodeId} is not connected to this portal` };
       try {
         const res = await d.hub.forward(req.nodeId, { method: 'POST', path: '/api/v2/run_tests', headers, body, user: req.username, baseUrl: d.baseUrl }, signal);
         const text = await readAll(res.body);
         const parsed = safeJson(text) as { job_uid?: unknown; message?: unknown } | undefined;
         if (res.status === 200 && typeof parsed?.job_uid === 'string') return { ok: true, job_uid: parsed.job_uid };
         const message = typeof parsed?.message === 'string' ? parsed.message : text.slice(0, 500);
-        // Busy (409), rate limited (429), unavailable or failing (5xx): another node, or this one later, may take it.
-        const retry = res.status === 409 || res.status === 429 || res.status >= 500 || res.status === 200;
-        return { ok: false, retry, status: res.status, message };
+        // The node's own "not now": busy (409), rate limited (429), offline, unhealthy or in maintenance (503).
+        if (res.status === 409 || res.status === 429 || res.status === 503) return { ok: false, retry: true, status: res.status, message };
+        // A 200 without a job, a failure on the way (the link's 502, a 500, a 504): whether it started is not known.
+        if (res.status === 200 || res.status >= 500) return { ok: false, retry: true, unknown: true, status: res.status, message };
+        return { ok: false, retry: false, status: res.status, message };
       } catch (e) {
-        return { ok: false, retry: true, status: null, message: e instanceof Error ? e.message : String(e) };
+        // No answer in time, or the connection lost: the request may have reached the node.
+        return { ok: false, retry: true, unknown: true, status: null, message: e instanceof Error ? e.message : String(e) };
       }
     },
   };

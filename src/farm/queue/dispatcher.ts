@@ -2,17 +2,23 @@
  * The queue's dispatcher (docs/queue.md, "Dispatching"): gives the highest-priority-then-oldest waiting job to
  * the first free node that matches it, on every portal process (replica) at once, each job exactly once.
  *
- * A pass: end the jobs past their queue timeout; read which nodes are free (NodeStates: online, not running, not
- * reserved by a person, not in maintenance, not unhealthy) and local; plan who goes where (core/queue.ts
- * planAssignments); start each assignment in a transaction of its own that holds, until the node has answered,
+ * A pass: end the jobs past their queue timeout; ask again after the starts whose answer was lost (below); read
+ * which nodes are free (NodeStates: online, not running, not reserved by a person, not in maintenance, not
+ * unhealthy) and local; plan who goes where (core/queue.ts planAssignments); start each assignment:
  *
- * - a transaction-scoped advisory lock on the node (another replica does not start a second job on it meanwhile);
- * - the job's row, `FOR UPDATE SKIP LOCKED` (another replica skips it and takes the next one).
+ * 1. The claim, one short transaction: the node's advisory lock and the job's, both held by the session until the
+ *    node has answered (another replica neither starts a second job on the node nor asks about this one meanwhile);
+ *    the job's row `FOR UPDATE SKIP LOCKED`, then pinned to the node with a fresh key (node_id, start_key,
+ *    start_at; the job stays `queued`). Committed before the node is asked: the intent outlives this process.
+ * 2. The start: the run_tests forwarded with the key as its Idempotency-Key.
+ * 3. The outcome: a job_uid makes the row `started`; the node's "not now" (busy, in maintenance) unpins it (it
+ *    waits again, in its place); a refusal of the request itself fails it; no answer that says (no answer in time,
+ *    the connection lost) leaves it pinned.
  *
- * The node answers with its job_uid: the row becomes `started` and the transaction commits. The node cannot take
- * it (busy, gone, no answer within startTimeoutMs) or this process dies during the start: the transaction rolls
- * back (PostgreSQL does it when the connection goes) and the job is waiting again, in its place. The node refuses
- * the request itself (a 4xx other than 409): the job is `failed` with the node's message.
+ * A pinned job whose claimer is gone (this process died: its session, so its locks, went with it) or whose answer
+ * was lost is sent again by the process the node is connected to, with the same key: the node answers the job it
+ * started, or starts it now, never a second one. A job pinned to a node offline for longer than lostNodeMs since the
+ * start began goes back to the queue (the node is taken for dead, and its job with it).
  *
  * Woken by: a job queued on any replica (the trigger's NOTIFY, kind `queue_job`), a node that may have become free
  * (NodeStates.onChange: the hub's job.exited, node.online, node.state), the LISTEN connection coming back
@@ -26,8 +32,10 @@ import { allNodeLabels } from './labels.js';
 import type { JobStarter, NodeStates, QueueWakeups, StartOutcome } from './ports.js';
 import { presentRow, waitingOf, type PgJobQueue, type QueuedJob, type QueueRow } from './store.js';
 
-/** The class of the node locks (pg_try_advisory_xact_lock(class, hashtext(node_id))): 'queu' in ASCII. */
+/** The class of the node locks (pg_try_advisory_lock(class, hashtext(node_id))): 'queu' in ASCII. */
 const NODE_LOCK_CLASS = 0x71756575;
+/** The class of the job locks (pg_try_advisory_lock(class, hashtext(queue_id::text))), held by a start's claimer: 'qjob'. */
+const JOB_LOCK_CLASS = 0x716a6f62;
 /** How long a node whose lock another replica holds (it is starting a job there) is left out. */
 const LOCKED_NODE_MS = 250;
 
@@ -35,7 +43,9 @@ export type DispatchEvent =
   | { type: 'started'; job: QueuedJob }
   | { type: 'failed'; job: QueuedJob }
   | { type: 'expired'; job: QueuedJob }
-  | { type: 'returned'; queue_id: number; node_id: string; message: string };
+  | { type: 'returned'; queue_id: number; node_id: string; message: string }
+  /** The node's answer did not say whether it started the job: it stays pinned to the node, asked again. */
+  | { type: 'unanswered'; queue_id: number; node_id: string; message: string };
 
 export interface QueueDispatcherOptions {
   pool: pg.Pool;
@@ -52,6 +62,8 @@ export interface QueueDispatcherOptions {
   cooldownMs?: number | undefined;
   /** A node just given a job is left out until it shows busy, or this long (default 5 s). */
   settleMs?: number | undefined;
+  /** A job being started on a node that is offline this long after the start began goes back to the queue (default 60 s). */
+  lostNodeMs?: number | undefined;
   /** Told of each job started, failed, expired or given back (events, the audit trail, tests). */
   onEvent?: ((e: DispatchEvent) => void) | undefined;
 }
@@ -130,7 +142,9 @@ export class QueueDispatcher {
   private async pass(): Promise<void> {
     this.passes++;
     for (const job of await this.o.queue.expire()) this.o.onEvent?.({ type: 'expired', job });
-    const free = this.freeNodes(await this.o.nodes.availability());
+    const availability = await this.o.nodes.availability();
+    const pinned = await this.reconcile(availability);
+    const free = this.freeNodes(availability).filter(([id]) => !pinned.has(id));
     if (free.length === 0) return;
     const labels = await allNodeLabels(this.o.pool);
     const waiting = await this.o.queue.waiting({ skipLocked: true });
@@ -149,15 +163,50 @@ export class QueueDispatcher {
     return [...all].filter(([id, a]) => a.kind === 'available' && (this.o.nodes.isLocal?.(id) ?? true) && !this.starting.has(id) && !this.cooling.has(id) && !this.given.has(id));
   }
 
+  /**
+   * The jobs pinned to a node (being started): sent again with their key where the node is connected here, the
+   * claimer is gone (its job lock is free: startOne checks) and the node is not cooling down; given back to the queue
+   * when the node has been offline past lostNodeMs. Returns the nodes with a pinned job (no other job for them).
+   */
+  private async reconcile(availability: Map<string, Availability>): Promise<Set<string>> {
+    const pinned = await this.o.queue.pinned();
+    const lost = this.o.lostNodeMs ?? 60_000;
+    for (const p of pinned) {
+      if (this.starting.has(p.node_id) || (this.cooling.get(p.node_id) ?? 0) > Date.now()) continue;
+      if (this.o.nodes.isLocal?.(p.node_id) ?? true) this.launch(p.job, p.node_id, p.key);
+      else if (availability.get(p.node_id)?.kind === 'offline' && p.age_ms >= lost) await this.unpinLost(p.job.queue_id, p.node_id, p.key, lost);
+    }
+    return new Set(pinned.map((p) => p.node_id));
+  }
+
+  /** Give back a job pinned to a node offline since its start began, unless its claimer still holds it. */
+  private async unpinLost(queueId: number, nodeId: string, key: string, lostMs: number): Promise<void> {
+    const client = await this.o.pool.connect();
+    try {
+      const { rows } = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1, hashtext($2::text)) AS ok', [JOB_LOCK_CLASS, String(queueId)]);
+      if (!rows[0]?.ok) return;
+      const message = `node ${nodeId} went offline while the job was being started and was not back within ${Math.round(lostMs / 1000)} s; the job waits again`;
+      const done = await client.query(
+        `UPDATE queue_jobs SET node_id = NULL, start_key = NULL, start_at = NULL, last_error = $3
+         WHERE queue_id = $1 AND state = 'queued' AND start_key = $2 AND start_at <= now() - make_interval(secs => $4::float8)`,
+        [queueId, key, message, lostMs / 1000],
+      );
+      if (done.rowCount) this.o.onEvent?.({ type: 'returned', queue_id: queueId, node_id: nodeId, message });
+    } finally {
+      await client.query('SELECT pg_advisory_unlock_all()').catch(() => undefined);
+      client.release();
+    }
+  }
+
   /** Leave a node out for `ms`, then look again (a pass when it is back). */
   private coolDown(nodeId: string, ms: number): void {
     this.cooling.set(nodeId, Date.now() + ms);
     setTimeout(() => this.wake(), ms + 1).unref();
   }
 
-  private launch(job: QueuedJob, nodeId: string): void {
+  private launch(job: QueuedJob, nodeId: string, key?: string): void {
     this.starting.add(nodeId);
-    const p = this.startOne(job, nodeId)
+    const p = this.startOne(job, nodeId, key)
       .catch((err: unknown) => this.o.logger?.warn({ err, queue_id: job.queue_id, node: nodeId }, 'queue: starting a job failed; it waits again'))
       .finally(() => {
         this.starting.delete(nodeId);
@@ -167,64 +216,112 @@ export class QueueDispatcher {
     this.starts.add(p);
   }
 
-  /** Claim the job and the node in one transaction, start it, record the outcome; see the header. */
-  private async startOne(job: QueuedJob, nodeId: string): Promise<void> {
+  /**
+   * Claim the job (a waiting one, or with `key` one pinned to this node whose claimer is gone), start it on the node
+   * with its key, record the outcome; see the header. The claim's locks are the session's, so held by this connection
+   * until the end (or until PostgreSQL sees it gone).
+   */
+  private async startOne(job: QueuedJob, nodeId: string, key?: string): Promise<void> {
     const timeout = this.o.startTimeoutMs ?? 30_000;
     const client = await this.o.pool.connect();
     let broken: Error | undefined;
     try {
-      await client.query('BEGIN');
-      // A process that hangs (not one that dies: its connection closing rolls back at once) lets go too.
-      await client.query(`SET LOCAL idle_in_transaction_session_timeout = ${Math.round(timeout + 10_000)}`);
-      const lock = await client.query<{ ok: boolean }>('SELECT pg_try_advisory_xact_lock($1, hashtext($2)) AS ok', [NODE_LOCK_CLASS, nodeId]);
-      const row = lock.rows[0]?.ok
-        ? (await client.query<QueueRow>(`SELECT * FROM queue_jobs WHERE queue_id = $1 AND state = 'queued' AND (expires_at IS NULL OR expires_at > now()) FOR UPDATE SKIP LOCKED`, [job.queue_id])).rows[0]
-        : undefined;
-      if (!row) {
-        await client.query('ROLLBACK');
-        // Another replica is starting a job on this node (its lock): look again shortly, not in a loop meanwhile.
-        if (!lock.rows[0]?.ok) this.coolDown(nodeId, LOCKED_NODE_MS);
+      // A process that hangs (not one that dies: its connection closing lets go at once) lets go too.
+      await client.query(`SET idle_session_timeout = ${Math.round(timeout + 10_000)}`);
+      const claim = await this.claim(client, job.queue_id, nodeId, key);
+      if (claim === 'locked') {
+        // Another replica is starting a job on this node, or this job (their locks): look again shortly, not in a loop meanwhile.
+        this.coolDown(nodeId, LOCKED_NODE_MS);
         return;
       }
-      const outcome = await this.o.starter.start({ nodeId, run: job.request, username: job.username, queueId: job.queue_id }, AbortSignal.timeout(timeout)).catch(
-        (e: unknown): StartOutcome => ({ ok: false, retry: true, status: null, message: e instanceof Error ? e.message : String(e) }),
+      if (!claim) return;
+      const req = { nodeId, run: claim.job.request, username: claim.job.username, queueId: claim.job.queue_id, key: claim.key };
+      const outcome = await this.o.starter.start(req, AbortSignal.timeout(timeout)).catch(
+        (e: unknown): StartOutcome => ({ ok: false, retry: true, unknown: true, status: null, message: e instanceof Error ? e.message : String(e) }),
       );
-      await this.record(client, job, nodeId, outcome);
+      await this.record(client, claim.job, nodeId, claim.key, outcome);
     } catch (e) {
       // A connection in an unknown state (a COMMIT that failed, the server gone) is not handed to the next caller.
       broken = e instanceof Error ? e : new Error(String(e));
       throw e;
     } finally {
+      if (!broken) await client.query('SELECT pg_advisory_unlock_all(); RESET idle_session_timeout').catch((e: unknown) => (broken = e instanceof Error ? e : new Error(String(e))));
       client.release(broken);
     }
   }
 
-  private async record(client: pg.PoolClient, job: QueuedJob, nodeId: string, outcome: StartOutcome): Promise<void> {
-    if (outcome.ok) {
+  /**
+   * The claim (step 1): the node's and the job's session locks, the row, pinned with a fresh key (or, resuming, the
+   * row pinned to this node with `key`). 'locked': another process is starting a job on the node, or this job;
+   * undefined: the job is not (or no longer) this process's to start.
+   */
+  private async claim(client: pg.PoolClient, queueId: number, nodeId: string, key: string | undefined): Promise<{ job: QueuedJob; key: string } | 'locked' | undefined> {
+    const lock = (cls: number, id: string) => client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1, hashtext($2::text)) AS ok', [cls, id]).then((r) => r.rows[0]?.ok === true);
+    if (!(await lock(NODE_LOCK_CLASS, nodeId))) return 'locked';
+    await client.query('BEGIN');
+    try {
+      const row =
+        key === undefined
+          ? (await client.query<QueueRow>(`SELECT * FROM queue_jobs WHERE queue_id = $1 AND state = 'queued' AND start_key IS NULL AND (expires_at IS NULL OR expires_at > now()) FOR UPDATE SKIP LOCKED`, [queueId])).rows[0]
+          : (await client.query<QueueRow>(`SELECT * FROM queue_jobs WHERE queue_id = $1 AND state = 'queued' AND node_id = $2 AND start_key = $3 FOR UPDATE SKIP LOCKED`, [queueId, nodeId, key])).rows[0];
+      if (!row) {
+        await client.query('ROLLBACK');
+        return undefined;
+      }
+      // The job's lock free: nobody else is starting it (a pinned job's claimer is gone).
+      if (!(await lock(JOB_LOCK_CLASS, String(queueId)))) {
+        await client.query('ROLLBACK');
+        return 'locked';
+      }
+      if (key !== undefined) {
+        await client.query('COMMIT');
+        return { job: presentRow(row), key };
+      }
       const { rows } = await client.query<QueueRow>(
-        `UPDATE queue_jobs SET state = 'started', node_id = $2, job_uid = $3, ended_at = now(), end_reason = 'started', attempts = attempts + 1 WHERE queue_id = $1 RETURNING *`,
-        [job.queue_id, nodeId, outcome.job_uid],
+        `UPDATE queue_jobs SET node_id = $2, start_key = gen_random_uuid(), start_at = now(), attempts = attempts + 1 WHERE queue_id = $1 RETURNING *`,
+        [queueId, nodeId],
       );
       await client.query('COMMIT');
+      return { job: presentRow(rows[0]!), key: rows[0]!.start_key! };
+    } catch (e) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      // Another job pinned to this node meanwhile (queue_jobs_starting): not this pass's to start.
+      if ((e as { code?: string }).code === '23505') return undefined;
+      throw e;
+    }
+  }
+
+  /** Step 3: the node's answer, recorded on the row still pinned with `key` (see the header). */
+  private async record(client: pg.PoolClient, job: QueuedJob, nodeId: string, key: string, outcome: StartOutcome): Promise<void> {
+    const mine = `queue_id = $1 AND state = 'queued' AND start_key = $2`;
+    if (outcome.ok) {
+      const { rows } = await client.query<QueueRow>(`UPDATE queue_jobs SET state = 'started', job_uid = $3, ended_at = now(), end_reason = 'started' WHERE ${mine} RETURNING *`, [
+        job.queue_id,
+        key,
+        outcome.job_uid,
+      ]);
       this.given.set(nodeId, Date.now());
-      this.o.onEvent?.({ type: 'started', job: presentRow(rows[0]!) });
+      if (rows[0]) this.o.onEvent?.({ type: 'started', job: presentRow(rows[0]) });
       return;
     }
     if (!outcome.retry) {
-      const { rows } = await client.query<QueueRow>(
-        `UPDATE queue_jobs SET state = 'failed', node_id = $2, ended_at = now(), end_reason = $3, last_error = $3, attempts = attempts + 1 WHERE queue_id = $1 RETURNING *`,
-        [job.queue_id, nodeId, `node ${nodeId} refused the request (${outcome.status ?? 'no status'}): ${outcome.message}`],
-      );
-      await client.query('COMMIT');
-      this.o.onEvent?.({ type: 'failed', job: presentRow(rows[0]!) });
+      const { rows } = await client.query<QueueRow>(`UPDATE queue_jobs SET state = 'failed', ended_at = now(), end_reason = $3, last_error = $3 WHERE ${mine} RETURNING *`, [
+        job.queue_id,
+        key,
+        `node ${nodeId} refused the request (${outcome.status ?? 'no status'}): ${outcome.message}`,
+      ]);
+      if (rows[0]) this.o.onEvent?.({ type: 'failed', job: presentRow(rows[0]) });
       return;
     }
-    await client.query('ROLLBACK');
     this.coolDown(nodeId, this.o.cooldownMs ?? 2_000);
+    if (outcome.unknown) {
+      const message = `node ${nodeId} did not say whether it started the job${outcome.status ? ` (${outcome.status})` : ''}: ${outcome.message}; asking it again`;
+      await client.query(`UPDATE queue_jobs SET last_error = $3 WHERE ${mine}`, [job.queue_id, key, message]);
+      this.o.onEvent?.({ type: 'unanswered', queue_id: job.queue_id, node_id: nodeId, message });
+      return;
+    }
     const message = `node ${nodeId} could not take it${outcome.status ? ` (${outcome.status})` : ''}: ${outcome.message}`;
-    await this.o.pool
-      .query(`UPDATE queue_jobs SET attempts = attempts + 1, last_error = $2 WHERE queue_id = $1 AND state = 'queued'`, [job.queue_id, message])
-      .catch(() => undefined);
+    await client.query(`UPDATE queue_jobs SET node_id = NULL, start_key = NULL, start_at = NULL, last_error = $3 WHERE ${mine}`, [job.queue_id, key, message]);
     this.o.onEvent?.({ type: 'returned', queue_id: job.queue_id, node_id: nodeId, message });
   }
 }

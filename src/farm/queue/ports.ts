@@ -27,14 +27,21 @@ export interface StartRequest {
   username: string;
   /** The queued job's id; 0 for a pool's health check (health.ts), which is never queued. */
   queueId: number;
+  /**
+   * The start's Idempotency-Key (a queued job's `start_key`): sent again with the same start, the node answers the job
+   * it started instead of starting another. Absent: none (a health check).
+   */
+  key?: string;
 }
 
 /**
  * What became of a start: the job_uid the node answered, or a refusal. `retry`: the node could not take it now
- * (busy, gone, no answer in time): the job goes back to the queue; else the request itself was refused (a test
- * case the test pack lacks): the job fails with the node's message, as run_tests would have answered it.
+ * (busy, in maintenance): the job goes back to the queue; else the request itself was refused (a test case the test
+ * pack lacks): the job fails with the node's message, as run_tests would have answered it. `unknown`: no answer
+ * came that says whether the node started it (no answer in time, the connection lost on the way, a gateway's 5xx):
+ * the job stays pinned to the node and the same start is sent again (its key) until the node says.
  */
-export type StartOutcome = { ok: true; job_uid: string } | { ok: false; retry: boolean; status: number | null; message: string };
+export type StartOutcome = { ok: true; job_uid: string } | { ok: false; retry: boolean; unknown?: boolean; status: number | null; message: string };
 
 export interface JobStarter {
   /** Start the job; `signal` aborts a start that takes too long (the outcome is then a retry). Must not throw. */

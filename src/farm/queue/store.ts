@@ -62,6 +62,18 @@ export interface QueueRow {
   ended_at: Date | null;
   end_reason: string | null;
   ended_by: string | null;
+  /** Set while the job is being started on node_id (migration 17): the Idempotency-Key sent, and since when. */
+  start_key: string | null;
+  start_at: Date | null;
+}
+
+/** A waiting job pinned to a node while it is being started (dispatcher.ts): the key its run_tests carries. */
+export interface PinnedStart {
+  job: QueuedJob;
+  node_id: string;
+  key: string;
+  /** How long since the start began, by the database clock. */
+  age_ms: number;
 }
 
 export const presentRow = (r: QueueRow): QueuedJob => ({
@@ -151,8 +163,18 @@ export class PgJobQueue {
    */
   async waiting(o: { limit?: number; skipLocked?: boolean } = {}): Promise<QueuedJob[]> {
     const lock = o.skipLocked ? ' FOR KEY SHARE SKIP LOCKED' : '';
-    const { rows } = await this.pool.query<QueueRow>(`SELECT * FROM queue_jobs WHERE state = 'queued' ORDER BY ${ORDER} LIMIT $1${lock}`, [o.limit ?? 10_000]);
+    const { rows } = await this.pool.query<QueueRow>(`SELECT * FROM queue_jobs WHERE state = 'queued' AND start_key IS NULL ORDER BY ${ORDER} LIMIT $1${lock}`, [
+      o.limit ?? 10_000,
+    ]);
     return rows.map(presentRow);
+  }
+
+  /** The waiting jobs being started on a node (pinned to it with a key; dispatcher.ts), oldest start first. */
+  async pinned(): Promise<PinnedStart[]> {
+    const { rows } = await this.pool.query<QueueRow & { age_ms: number }>(
+      `SELECT *, (extract(epoch FROM now() - start_at) * 1000)::float8 AS age_ms FROM queue_jobs WHERE state = 'queued' AND start_key IS NOT NULL ORDER BY start_at`,
+    );
+    return rows.map((r) => ({ job: presentRow(r), node_id: r.node_id!, key: r.start_key!, age_ms: r.age_ms }));
   }
 
   /**
@@ -171,6 +193,9 @@ export class PgJobQueue {
       if (!row) throw new FarmError('not_found', `no queued job ${queueId}; GET /api/v2/queue lists them`);
       if (row.username !== by.user && !by.admin) throw new FarmError('forbidden', `queued job ${queueId} is ${row.username}'s: only they or an admin can cancel it`);
       if (row.state === 'started') throw new FarmError('conflict', `queued job ${queueId} has already started as job ${row.job_uid} on node ${row.node_id}: stop that job instead`);
+      if (row.state === 'queued' && row.start_key !== null) {
+        throw new FarmError('conflict', `queued job ${queueId} is being started on node ${row.node_id} right now; look at it again in a moment (stop the job if it started)`);
+      }
       if (row.state !== 'queued') {
         await client.query('COMMIT');
         return presentRow(row);
@@ -193,7 +218,7 @@ export class PgJobQueue {
   async expire(): Promise<QueuedJob[]> {
     const { rows } = await this.pool.query<QueueRow>(
       `UPDATE queue_jobs SET state = 'expired', ended_at = now(), end_reason = 'queue_timeout'
-       WHERE queue_id IN (SELECT queue_id FROM queue_jobs WHERE state = 'queued' AND expires_at <= now() FOR UPDATE SKIP LOCKED)
+       WHERE queue_id IN (SELECT queue_id FROM queue_jobs WHERE state = 'queued' AND start_key IS NULL AND expires_at <= now() FOR UPDATE SKIP LOCKED)
        RETURNING *`,
     );
     return rows.map(presentRow);
@@ -202,7 +227,7 @@ export class PgJobQueue {
   /** Seconds until the next waiting job expires (by the database clock), or null when none has a timeout. */
   async nextExpiryInSecs(): Promise<number | null> {
     const { rows } = await this.pool.query<{ secs: number | null }>(
-      `SELECT extract(epoch FROM min(expires_at) - now())::float8 AS secs FROM queue_jobs WHERE state = 'queued' AND expires_at IS NOT NULL`,
+      `SELECT extract(epoch FROM min(expires_at) - now())::float8 AS secs FROM queue_jobs WHERE state = 'queued' AND start_key IS NULL AND expires_at IS NOT NULL`,
     );
     return rows[0]?.secs ?? null;
   }
@@ -216,7 +241,12 @@ export class PgJobQueue {
     const labels = await allNodeLabels(this.pool);
     const nodes: QueueNode[] = [...labels].map(([node_id, l]) => ({ node_id, labels: l, availability: availability.get(node_id) ?? { kind: 'offline', detail: 'not connected to the portal' } }));
     const waiting = (await this.waiting()).map(waitingOf);
-    return jobs.map((j) => ({ ...j, waiting: j.state === 'queued' ? explainWait(waitingOf(j), waiting, nodes) : null }));
+    const why = (j: QueuedJob): WaitReason => {
+      const base = explainWait(waitingOf(j), waiting, nodes);
+      // Pinned to a node (its node_id set while queued): the start is under way, or its answer is asked for again.
+      return j.node_id === null ? base : { ...base, kind: 'starting', position: 1, message: `being started on node ${j.node_id}` };
+    };
+    return jobs.map((j) => ({ ...j, waiting: j.state === 'queued' ? why(j) : null }));
   }
 }
 

@@ -72,6 +72,8 @@ export interface ApiFields {
    */
   params?: Record<string, string>;
   query?: z.ZodObject;
+  /** Request headers the entry reads, name -> description (documented as header parameters, all optional). */
+  headers?: Record<string, string>;
   body?: z.ZodType;
   /** The entry's own answers, its own 4xx included; the common ones (403 token, 429, 500, ...) are added by the builder. */
   responses: Record<number, Answer>;

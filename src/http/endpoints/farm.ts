@@ -77,7 +77,7 @@ const QueuedJobCheck = domainCheck(parseQueuedJob, 'the queued job is not valid'
 // --- The queue's answers.
 
 export const QUEUE_STATES = ['queued', 'started', 'cancelled', 'expired', 'failed'] as const;
-const WAIT_KINDS = ['no_node', 'offline', 'maintenance', 'unhealthy', 'busy', 'unavailable', 'position'] as const;
+const WAIT_KINDS = ['no_node', 'offline', 'maintenance', 'unhealthy', 'busy', 'unavailable', 'position', 'starting'] as const;
 const time = () => z.string().meta({ description: 'ISO 8601 date-time, e.g. 2026-11-23T09:19:15.123Z' });
 
 export const WaitReason = z
@@ -102,7 +102,7 @@ export const QueuedJob = z
     queue_timeout_secs: z.number().int().nullable(),
     expires_at: time().nullable(),
     request: z.record(z.string(), z.unknown()).meta({ description: 'The run_tests body it starts with (without `node_id`).' }),
-    node_id: z.string().nullable(),
+    node_id: z.string().nullable().meta({ description: 'The node it started on; while `queued`, the node it is being started on (`waiting.kind` `starting`), else null.' }),
     job_uid: z.string().nullable().meta({ description: 'Once started: the job, at `/api/v2/jobs` + job_uid.' }),
     attempts: z.number().int().min(0).meta({ description: 'Starts tried (a node that could not take it gives it back to the queue, in its place).' }),
     last_error: z.string().nullable(),

@@ -158,6 +158,11 @@ export const V2: Endpoint[] = [
     summary: 'Start a job (v2)',
     tag: 'v2',
     auth: 'token',
+    headers: {
+      'Idempotency-Key':
+        'Not in the spec. A key of the caller\'s choosing (a UUID): the same key from the same user again answers the job it started (or is starting) instead of starting another, ' +
+        'whatever the node\'s state, over the node\'s last 1000 jobs. So a start whose answer was lost can be sent again. 1 to 255 visible ASCII characters.',
+    },
     body: S.V2RunTestsRequest,
     check: { body: S.V2RunTestsCheck },
     responses: {

@@ -90,6 +90,7 @@ function parameters(e: Operation, components: Record<string, Json>): Json[] {
     const { description, ...rest } = schema;
     out.push({ name, in: 'query', required: query.required?.includes(name) ?? false, ...(description ? { description } : {}), schema: rest });
   }
+  for (const [name, description] of Object.entries(e.headers ?? {})) out.push({ name, in: 'header', required: false, description, schema: { type: 'string', maxLength: 255 } });
   return out;
 }
 

@@ -79,7 +79,7 @@ export function v2Router(s: Services): Router {
   mount(r, 'POST /api/v2/run_tests', async (ctx) => {
     const body = checkedBody(ctx, V2RunTestsCheck);
     if (body.node_id !== s.nodeId) throw new FarmError('not_found', `no node ${JSON.stringify(body.node_id)}; this node is ${s.nodeId}`);
-    const started = await s.policy.runTests(caller(ctx), parseRunRequest(body, 'v2'));
+    const started = await s.policy.runTests(caller(ctx), parseRunRequest(body, 'v2'), idempotencyKey(ctx));
     ctx.body = withNotices(present(ctx, started.value), started);
   });
 
@@ -184,4 +184,17 @@ async function waitForEnd(ctx: Context, s: Services, job: JobRecord): Promise<bo
     clearTimeout(timer);
     if (onClose) ctx.res.off('close', onClose);
   }
+}
+
+/**
+ * The request's `Idempotency-Key` (docs/api-notes.md, "Idempotency-Key"): up to 255 visible ASCII characters; absent,
+ * undefined. Anything else is a 400 before the job is looked at.
+ */
+function idempotencyKey(ctx: Context): string | undefined {
+  const key = ctx.get('Idempotency-Key');
+  if (key === '') return undefined;
+  if (!/^[\x21-\x7e]{1,255}$/.test(key)) {
+    throw new FarmError('invalid_request', 'Idempotency-Key must be 1 to 255 visible ASCII characters (no spaces), e.g. a UUID; leave it out to start a job every time');
+  }
+  return key;
 }
