@@ -72,7 +72,7 @@ export interface FarmPortalOptions extends Pick<PortalParts, 'onLockLost' | 'onL
   queue?: QueuePortalOptions;
 }
 
-export type QueuePortalOptions = Pick<QueueDispatcherOptions, 'startTimeoutMs' | 'pollMs' | 'cooldownMs' | 'settleMs' | 'onEvent'> & { dispatch?: boolean };
+export type QueuePortalOptions = Pick<QueueDispatcherOptions, 'startTimeoutMs' | 'pollMs' | 'cooldownMs' | 'settleMs' | 'lostNodeMs' | 'onEvent'> & { dispatch?: boolean };
 
 /** The farm's parts, made in the portal's factories (so they close among its resources), started once it listens. */
 interface FarmParts {
