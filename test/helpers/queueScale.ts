@@ -3,8 +3,8 @@
  * row (queue_jobs) beside the job it became (the portal's `jobs` row: the node's own start_time and end_time), and
  * what the queue's rule (docs/queue.md, "The order, and who goes where") says of them, from the order of events only.
  *
- * Times: `queued_at` and `claimed_at` are the database's (claimed_at is the queue row's ended_at, `now()` of the
- * transaction that claimed it: the dispatcher's BEGIN, before it asked the node); `start` and `end` are the node's
+ * Times: `queued_at` and `claimed_at` are the database's (claimed_at is the queue row's start_at, `now()` of the
+ * transaction that claimed it and pinned it to its node, before the node was asked); `start` and `end` are the node's
  * (its Job's start_time and end_time). Portal, database and nodes share one clock here (one machine).
  */
 import type pg from 'pg';
@@ -44,7 +44,7 @@ export async function readQueueRuns(db: pg.Pool): Promise<QueueRun[]> {
   }>(
     `SELECT q.queue_id, q.selector, q.priority, q.state, q.attempts, q.node_id, q.job_uid,
             extract(epoch FROM q.queued_at)::float8 * 1000 AS queued_ms,
-            CASE WHEN q.state = 'started' THEN extract(epoch FROM q.ended_at)::float8 * 1000 END AS claimed_ms,
+            CASE WHEN q.state = 'started' THEN extract(epoch FROM q.start_at)::float8 * 1000 END AS claimed_ms,
             j.job->>'start_time' AS start_time, j.job->>'end_time' AS end_time
        FROM queue_jobs q LEFT JOIN jobs j ON j.job_uid = q.job_uid ORDER BY q.queue_id`,
   );
