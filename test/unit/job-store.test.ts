@@ -8,7 +8,7 @@ import type { JobRecord } from '../../src/core/model.js';
 import { silentLogger } from '../../src/logger.js';
 import { capturingLogger } from '../helpers/logger.js';
 import { writeFileAtomic } from '../../src/storage/atomic.js';
-import { FileJobRepository } from '../../src/storage/jobStore.js';
+import { FileJobRepository, KEY_LOOKBACK } from '../../src/storage/jobStore.js';
 import { StateStore } from '../../src/storage/state.js';
 import { jobRecord } from '../fixtures/records.js';
 
@@ -171,5 +171,55 @@ describe('FileJobRepository: the store owns its writes', () => {
     expect(line, log.text()).to.not.equal(undefined);
     expect(line!.level).to.equal('error');
     expect(line!.obj).to.include({ stuck_at: 'running the test' });
+  });
+});
+
+describe('FileJobRepository: Idempotency-Key lookup (findByKey)', () => {
+  let dataDir: string;
+  let state: StateStore;
+
+  beforeEach(async () => {
+    dataDir = await mkdtemp(join(tmpdir(), 'farmhand-jobkeys-'));
+    state = await StateStore.open(dataDir);
+  });
+  afterEach(async () => {
+    await state.close();
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  const save = async (repo: FileJobRepository, username: string, key?: string): Promise<JobRecord> => {
+    const number = await repo.nextNumber();
+    const job = jobRecord({ job_uid: `/${NODE}/${state.data.installation_hex}/${number}`, number, username, ...(key !== undefined && { idempotency_key: key }) });
+    await repo.save(job);
+    return job;
+  };
+
+  it('finds the job a user started with a key, after a restart too; another user\'s key, or none, is not found', async () => {
+    const repo = new FileJobRepository(dataDir, state, NODE);
+    expect(repo.findByKey('alice', 'k1'), 'nothing saved yet').to.equal(undefined);
+    const first = await save(repo, 'alice', 'k1');
+    await save(repo, 'bob', 'k2');
+    await save(repo, 'alice');
+    expect(repo.findByKey('alice', 'k1')?.job_uid).to.equal(first.job_uid);
+    expect(repo.findByKey('bob', 'k1'), 'keys are per user').to.equal(undefined);
+    // Saved after the index was built: found too.
+    const later = await save(repo, 'alice', 'k3');
+    expect(repo.findByKey('alice', 'k3')?.job_uid).to.equal(later.job_uid);
+    const again = new FileJobRepository(dataDir, state, NODE);
+    expect(again.findByKey('alice', 'k1')?.job_uid, 'read back from the job files').to.equal(first.job_uid);
+    expect(again.findByKey('bob', 'k2')?.username).to.equal('bob');
+  });
+
+  it(`looks only among the last ${KEY_LOOKBACK} jobs`, async () => {
+    const repo = new FileJobRepository(dataDir, state, NODE);
+    const old = await save(repo, 'alice', 'old');
+    expect(repo.findByKey('alice', 'old')?.job_uid).to.equal(old.job_uid);
+    await state.update((s) => {
+      s.last_job_number = KEY_LOOKBACK;
+    });
+    expect(repo.findByKey('alice', 'old')?.job_uid, `job 1 is still one of the last ${KEY_LOOKBACK}`).to.equal(old.job_uid);
+    await save(repo, 'alice');
+    expect(repo.findByKey('alice', 'old'), 'one job later it is past the lookback').to.equal(undefined);
+    expect(new FileJobRepository(dataDir, state, NODE).findByKey('alice', 'old'), 'and after a restart').to.equal(undefined);
   });
 });
