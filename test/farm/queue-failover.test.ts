@@ -55,6 +55,31 @@ class Farm {
   readonly nodes = new Map<string, TestDaemon>();
   readonly portals: PortalProcess[] = [];
 
+  /** With one portal process (openWithOnePortal): its port and configuration file. */
+  port = 0;
+  config = '';
+
+  get url(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  /** open(), then one `farmhand portal` process on a free port and the nodes joined to it. */
+  async openWithOnePortal(): Promise<void> {
+    await this.open();
+    this.port = await freePort();
+    this.config = await writePortalConfig(this.work, 'portal', this.port, connectionString(this.cluster));
+    await startPortal(this, 'portal', this.port, this.config);
+    await this.addNodes(this.url);
+  }
+
+  /** SIGKILL the one portal, then start it again on the same database and port. */
+  async killAndRestartPortal(): Promise<void> {
+    const killed = this.portals.at(-1)!;
+    killed.signal('SIGKILL');
+    expect(await killed.exited).to.equal(null);
+    await startPortal(this, 'portal', this.port, this.config);
+  }
+
   get gate(): string {
     return path.join(this.work, 'gate');
   }
@@ -184,27 +209,16 @@ async function startPortal(farm: Farm, name: string, port: number, file: string)
 describe('the queue through a portal SIGKILL (one portal process)', function () {
   this.timeout(900_000);
   const farm = new Farm();
-  let port: number;
-  let config: string;
-
   before(async function () {
     this.timeout(300_000);
-    await farm.open();
-    port = await freePort();
-    config = await writePortalConfig(farm.work, 'portal', port, connectionString(farm.cluster));
-    await startPortal(farm, 'portal', port, config);
-    await farm.addNodes(`http://127.0.0.1:${port}`);
+    await farm.openWithOnePortal();
   });
   after(() => farm.close());
 
   it('SIGKILLed with 3 jobs started and 9 queued, started again on the same database: 0 lost, 0 doubled', async () => {
-    const url = `http://127.0.0.1:${port}`;
-    await farm.queueJobs(url);
+    await farm.queueJobs(farm.url);
     await farm.settledWith(NODES.length, '3 jobs started (one per node) and 9 waiting');
-    const killed = farm.portals.at(-1)!;
-    killed.signal('SIGKILL');
-    expect(await killed.exited).to.equal(null);
-    await startPortal(farm, 'portal', port, config);
+    await farm.killAndRestartPortal();
     await farm.allOnline('the nodes back at the restarted portal');
     // The restarted portal saw the queue as it was: nothing started or lost while it was away.
     const rows = await farm.rows();
@@ -272,16 +286,9 @@ describe('the queue through a portal SIGKILL while a start is in flight', functi
   this.timeout(900_000);
   // One node that fetches the test pack on every start (refresh_secs 0), so that its start can be held at the origin.
   const farm = new Farm(['vbox-qf1'], 1, { test_pack: { refresh_secs: 0 } });
-  let port: number;
-  let config: string;
-
   before(async function () {
     this.timeout(300_000);
-    await farm.open();
-    port = await freePort();
-    config = await writePortalConfig(farm.work, 'portal', port, connectionString(farm.cluster));
-    await startPortal(farm, 'portal', port, config);
-    await farm.addNodes(`http://127.0.0.1:${port}`);
+    await farm.openWithOnePortal();
   });
   after(() => farm.close());
 
@@ -290,13 +297,10 @@ describe('the queue through a portal SIGKILL while a start is in flight', functi
     const origin = await holdableOrigin(path.join(node.dataDir, 'test-pack.git'));
     try {
       await origin.hold();
-      await farm.queueJobs(`http://127.0.0.1:${port}`);
+      await farm.queueJobs(farm.url);
       // In flight: the intent committed (the job pinned to the node) and the node's start held in its fetch.
       await waitFor(async () => (await origin.heldCount()) > 0 && (await farm.rows())[0]?.node_id === 'vbox-qf1', { what: 'the start held at the origin', ...WAIT });
-      const killed = farm.portals.at(-1)!;
-      killed.signal('SIGKILL');
-      expect(await killed.exited).to.equal(null);
-      await startPortal(farm, 'portal', port, config);
+      await farm.killAndRestartPortal();
       await farm.allOnline('the node back at the restarted portal');
       expect((await farm.rows())[0], 'still being started on its node').to.include({ state: 'queued', node_id: 'vbox-qf1' });
       // The start the dead portal sent goes on; the restarted portal's, with the same key, is answered with its job.
