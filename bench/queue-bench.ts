@@ -53,7 +53,7 @@ import {
 import { waitFor } from '../test/helpers/wait.js';
 import { PROJECT_ROOT } from './lib/daemon.js';
 import { waitFor200 } from './lib/http.js';
-import { offlineFreeGaps, offlineSpans } from './lib/queueGaps.js';
+import { nodeEventsBetween, offlineFreeGaps, offlineSpans } from './lib/queueGaps.js';
 import { freePort, spawnLogged, tail, type Spawned } from './lib/processes.js';
 import { percentile, Targets } from './lib/stats.js';
 
@@ -223,6 +223,12 @@ async function gaps(farm: Farm, runs: QueueRun[], t: Targets): Promise<void> {
   log(`  the portal's part (freed -> dispatcher's claim, offline included): ${dist(legacy.map((x) => x.claimMs))}`);
   const worst = [...g].sort((a, b) => b.gapMs - a.gapMs).slice(0, 3);
   log(`  largest: ${worst.map((x) => `${x.node_id} ${x.gapMs.toFixed(0)} ms at +${((x.from - Math.min(...runs.map((r) => r.start ?? Infinity))) / 1000).toFixed(1)} s`).join('; ')}`);
+  // Where each of the largest went: to the dispatcher's claim and to the node's start, and what the node said meanwhile.
+  const parts = new Map(legacy.map((x) => [`${x.node_id} ${x.from}`, x]));
+  for (const x of worst) {
+    const p = parts.get(`${x.node_id} ${x.from}`);
+    log(`    ${x.node_id}: to the claim ${p ? p.claimMs.toFixed(0) : '?'} ms, the node's answer ${p ? p.answerMs.toFixed(0) : '?'} ms; its events: ${await nodeEventsBetween(farm.db, x.node_id, x.from, x.to)}`);
+  }
   if (g.length) t.check('largest gap, node freed -> next queued job started (offline left out)', Math.max(...g.map((x) => x.gapMs)), '<=', TARGET_MS, 'ms', dist(g.map((x) => x.gapMs)));
 }
 

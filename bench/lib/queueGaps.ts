@@ -60,3 +60,20 @@ export function offlineFreeGaps(runs: readonly QueueRun[], spans: ReadonlyMap<st
     return { node_id: g.node_id, from: g.from, to: g.to, rawMs: g.gapMs, offlineMs, gapMs: Math.max(0, g.gapMs - offlineMs), neverAgain: g.neverAgain };
   });
 }
+
+/**
+ * What the portal heard of a node between `from` and `to` (ms since the epoch), from the events outbox: each event's
+ * type and offset, with the job or the availability it names; for reading where a large gap went.
+ */
+export async function nodeEventsBetween(db: pg.Pool, nodeId: string, from: number, to: number): Promise<string> {
+  const { rows } = await db.query<{ type: string; ms: number; data: Record<string, unknown> }>(
+    `SELECT type, extract(epoch FROM coalesce(time, at))::float8 * 1000 AS ms, data FROM events_outbox
+      WHERE node_id = $1 AND coalesce(time, at) BETWEEN to_timestamp($2::float8 / 1000) AND to_timestamp($3::float8 / 1000) ORDER BY coalesce(time, at), seq LIMIT 30`,
+    [nodeId, from, to],
+  );
+  const what = (d: Record<string, unknown>) => {
+    const a = d.availability as { kind?: string } | undefined;
+    return [d.job_uid, a?.kind, d.reason].filter((x) => typeof x === 'string').join(' ');
+  };
+  return rows.map((r) => `+${((r.ms - from) / 1000).toFixed(1)} s ${r.type}${what(r.data) ? ` (${what(r.data)})` : ''}`).join(', ') || 'none';
+}
