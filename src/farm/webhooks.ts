@@ -35,6 +35,12 @@ export interface FarmWebhooksOptions extends WebhookDispatcherOptions {
   connect?: (() => Promise<pg.Client>) | undefined;
 }
 
+/**
+ * How long a clean stop waits for the deliveries in flight to be answered before it saves the cursor:
+ * an event its receiver has is then not sent again by the next leader (exactly once across a clean stop).
+ */
+const DRAIN_MS = 5000;
+
 /** Advisory lock namespace (first key) of the webhook leader; the second key is the cursor name's hash. */
 const LEADER_LOCK = 0x66687768; // 'fhwh'
 
@@ -110,7 +116,7 @@ export class FarmWebhooks {
   async close(): Promise<void> {
     this.stopped = true;
     clearInterval(this.standbyTimer);
-    await this.endTerm('closing');
+    await this.endTerm('closing', DRAIN_MS);
     const c = this.lockClient;
     this.lockClient = undefined;
     await c?.end().catch(() => undefined);
@@ -160,12 +166,14 @@ export class FarmWebhooks {
     this.saveTimer.unref();
   }
 
-  private async endTerm(why: string): Promise<void> {
+  /** End this portal's term; `drainMs` (a clean stop, the lock still held) lets attempts in flight get their answer. */
+  private async endTerm(why: string, drainMs = 0): Promise<void> {
     const d = this.dispatcher;
     if (!d) return;
     this.sub?.close();
     this.sub = undefined;
     clearInterval(this.saveTimer);
+    if (drainMs > 0) await d.drain(drainMs);
     await this.save().catch((err: unknown) => this.log.warn({ err, why }, 'farm webhooks: saving the cursor failed'));
     this.dispatcher = undefined;
     const c = d.deliveries();

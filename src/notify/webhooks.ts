@@ -14,7 +14,9 @@
  *   honoured up to the back-off ceiling.
  * - Every attempt is signed anew (its own `webhook-timestamp`) with the same
  *   `webhook-id`, the event id, which receivers use to drop duplicates.
- * - `close()` aborts what is in flight and forgets what waits (logged).
+ * - `close()` aborts what is in flight and forgets what waits (logged). `drain(ms)` first lets the
+ *   attempts in flight get their answer (at most `ms`), so a receiver that already has an event is not
+ *   sent it again by whoever resumes from the farm's cursor (a clean stop delivers exactly once).
  * - No URL is logged with its credentials or query (a query may carry a receiver's key): the endpoint is
  *   named without them, and a failed attempt's error text (undici's messages quote the whole URL) passes
  *   through {@link redactUrls}. The config refuses `user:password@` in a URL (src/config/schema.ts).
@@ -102,6 +104,20 @@ export class WebhookDispatcher {
     return this.endpoints.reduce((n, e) => n + e.pending, 0);
   }
 
+  /**
+   * Start nothing new (no next event, no retry) and wait until the attempts in flight have their
+   * answer, at most `ms`; `close()` after it. An attempt answered 2xx while draining counts as delivered.
+   */
+  async drain(ms: number): Promise<void> {
+    this.sub?.close();
+    this.sub = undefined;
+    const inFlight = this.endpoints.flatMap((ep) => ep.stopAfterAttempt());
+    if (inFlight.length === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.all(inFlight), new Promise<void>((r) => (timer = setTimeout(r, ms)))]);
+    clearTimeout(timer);
+  }
+
   /** Stop: abort attempts in flight and back-off waits, forget queued events. */
   close(): void {
     this.sub?.close();
@@ -114,6 +130,10 @@ export class WebhookDispatcher {
 class Endpoint {
   private readonly queue: FarmEvent[] = [];
   private sending = false;
+  /** Set by `stopAfterAttempt`: the attempt in flight is the last one. */
+  private stopping = false;
+  /** The attempt in flight, settled when its answer (or error) is in. */
+  private attemptInFlight: Promise<unknown> | undefined;
   /** The event being delivered (attempts and back-off waits included). */
   private current: FarmEvent | undefined;
   private readonly signer: Webhook;
@@ -154,6 +174,12 @@ class Endpoint {
     if (!this.sending) void this.pump();
   }
 
+  /** No further attempt or event after the one in flight; that attempt, if any (to be awaited). */
+  stopAfterAttempt(): Promise<unknown>[] {
+    this.stopping = true;
+    return this.attemptInFlight ? [this.attemptInFlight] : [];
+  }
+
   discard(): void {
     if (this.queue.length) this.log.warn({ events: this.queue.length }, 'daemon stopping: queued webhook events not sent');
     this.queue.length = 0;
@@ -162,9 +188,11 @@ class Endpoint {
   private async pump(): Promise<void> {
     this.sending = true;
     try {
-      for (let e = this.queue.shift(); e && !this.signal.aborted; e = this.queue.shift()) {
+      // Taken off the queue only when it will be sent: a stop leaves the rest at the head, for the cursor.
+      while (this.queue.length > 0 && !this.signal.aborted && !this.stopping) {
+        const e = this.queue.shift()!;
         this.current = e;
-        await this.deliver(e);
+        if (!(await this.deliver(e))) this.queue.unshift(e); // stopped before it was done: still the head
         this.current = undefined;
       }
     } finally {
@@ -173,30 +201,39 @@ class Endpoint {
     }
   }
 
-  /** Attempts until one succeeds or `max_attempts` failed. Never rejects. */
-  private async deliver(e: FarmEvent): Promise<void> {
+  /**
+   * Attempts until one succeeds or `max_attempts` failed: true when the event is done (delivered or
+   * abandoned), false when a stop came first. Never rejects.
+   */
+  private async deliver(e: FarmEvent): Promise<boolean> {
     const s = this.o.settings;
     const body = JSON.stringify(toCloudEvent(e));
     for (let attempt = 1; attempt <= s.max_attempts; attempt++) {
       const started = performance.now();
-      const r = await this.attempt(e, body);
-      if (this.signal.aborted) return;
+      const pending = this.attempt(e, body);
+      this.attemptInFlight = pending;
+      const r = await pending;
+      this.attemptInFlight = undefined;
+      if (this.signal.aborted) return false;
       const ms = Math.round(performance.now() - started);
       if (r.ok) {
         this.counts.delivered++;
         this.log.info({ event: e.id, type: e.type, attempt, status: r.status, ms }, 'webhook delivered');
-        return;
+        return true;
       }
       this.counts.failed_attempts++;
+      if (this.stopping) return false; // draining: the event stays at the head, for whoever resumes
       if (attempt === s.max_attempts) {
         this.counts.abandoned++;
         this.log.error({ event: e.id, type: e.type, attempts: attempt, status: r.status, error: r.error }, 'webhook abandoned: every attempt failed');
-        return;
+        return true;
       }
       const delay = this.backoff(attempt, r.retryAfterSecs);
       this.log.warn({ event: e.id, type: e.type, attempt, status: r.status, error: r.error, ms, retry_in_ms: delay }, 'webhook attempt failed');
       await sleep(delay, this.signal);
+      if (this.signal.aborted || this.stopping) return false;
     }
+    return true; // not reached: the last attempt returns above
   }
 
   private async attempt(e: FarmEvent, body: string): Promise<{ ok: boolean; status: number | null; error?: string; retryAfterSecs?: number }> {

@@ -320,8 +320,10 @@ describe('farm events: the outbox, the stream and the webhooks', function () {
       return Number(rows[0]!.seq) === h2.through && h2.queued === 0;
     }, 'the cursor to be saved');
   });
-  it('webhooks with two portals: one delivers, the other takes over from the cursor when it stops', async () => {
-    const hook = await receiver(0);
+  it('webhooks with two portals: one delivers, the other takes over from the cursor when it stops ("exactly once across a clean stop")', async () => {
+    // The first delivery is still unanswered when its portal stops: the stop waits for the answer, so
+    // the cursor moves past it and the standby does not send it again.
+    const hook = await receiver(0, true);
     cleanups.push(hook.close);
     const w = await portal();
     const settings = { endpoints: [{ url: hook.url, secret: SECRET }], max_attempts: 5, backoff_initial_ms: 1, backoff_max_ms: 4, timeout_secs: 10, queue_size: 100 };
@@ -335,10 +337,13 @@ describe('farm events: the outbox, the stream and the webhooks', function () {
     const [h1, h2] = [await start(), await start()];
     expect([h1.leading, h2.leading]).to.deep.equal([true, false]);
     await w.log.append('reservation.made', 'n1', made(1));
-    await waitFor(() => hook.got.length === 1, 'the delivery');
-    await h1.close();
+    await waitFor(() => hook.got.length === 1, 'the delivery to reach the receiver');
+    const closed = h1.close();
+    hook.release();
+    await closed;
+    expect(h1.deliveries().delivered).to.equal(1);
     await w.log.append('reservation.made', 'n1', made(2));
-    await waitFor(() => h2.leading && hook.got.length === 2, 'the standby to take over and deliver');
+    await waitFor(() => h2.leading && hook.got.length >= 2, 'the standby to take over and deliver');
     // Another event, so a duplicate of the first two would have had time to arrive before it.
     await w.log.append('reservation.made', 'n1', made(3));
     await waitFor(() => hook.got.length >= 3, 'the third delivery');
@@ -352,22 +357,29 @@ interface Delivery {
   status: number;
 }
 
-/** A webhook receiver that answers 500 to the first `failures` requests, then 200. */
-async function receiver(failures: number) {
+/**
+ * A webhook receiver that answers 500 to the first `failures` requests, then 200. With `holdFirst`, the
+ * first request is recorded at once but answered only at `release()`.
+ */
+async function receiver(failures: number, holdFirst = false) {
   const got: Delivery[] = [];
+  let held: (() => void) | undefined;
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const status = got.length < failures ? 500 : 200;
+      const first = got.length === 0;
       got.push({ headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), status });
-      res.writeHead(status).end();
+      if (first && holdFirst) held = () => res.writeHead(status).end();
+      else res.writeHead(status).end();
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return {
     got,
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
+    release: () => held?.(),
     close: () => {
       server.closeAllConnections();
       return new Promise((r) => server.close(r));

@@ -93,6 +93,45 @@ describe('webhook delivery', function () {
     expect(r.got.map((g) => (JSON.parse(g.body) as { data: { key: string } }).data.key)).to.deep.equal(['KEY_1', 'KEY_3', 'KEY_4']);
   });
 
+  it('drain: the attempt in flight gets its answer and counts; nothing new is sent; what waits stays the head', async () => {
+    const r = await receiver((n) => (n === 0 ? 'hold' : 200));
+    const { hub, w } = dispatcher(r.url);
+    cleanups.push(() => w.close(), r.close);
+    hub.publish('key.pressed', press('KEY_1'));
+    await waitFor(() => r.got.length === 1, 'the first event to reach the receiver');
+    hub.publish('key.pressed', press('KEY_2'));
+    const drained = w.drain(10_000);
+    r.release();
+    await drained;
+    expect(w.deliveries().delivered).to.equal(1);
+    expect(r.got).to.have.length(1);
+    // KEY_2 was never sent: it is what a farm's cursor must stop before.
+    expect(w.pendingHeads().map((e) => (e.data as { key: string }).key)).to.deep.equal(['KEY_2']);
+    hub.publish('key.pressed', press('KEY_3')); // after drain: not taken
+    expect(w.queued).to.equal(1);
+  });
+
+  it('drain: an attempt that fails while draining is not retried and stays the head; drain gives up after its time', async () => {
+    const failing = await receiver(() => 503);
+    const a = dispatcher(failing.url, { max_attempts: 5, backoff_initial_ms: 60_000, backoff_max_ms: 60_000 });
+    cleanups.push(() => a.w.close(), failing.close);
+    a.hub.publish('key.pressed', press('KEY_1'));
+    await waitFor(() => a.w.deliveries().failed_attempts === 1, 'the first attempt to fail');
+    await a.w.drain(10_000); // in its back-off wait: nothing in flight
+    expect(a.w.pendingHeads().map((e) => (e.data as { key: string }).key)).to.deep.equal(['KEY_1']);
+    expect(failing.got).to.have.length(1);
+
+    const silent = await receiver(() => 'hold');
+    const b = dispatcher(silent.url);
+    cleanups.push(() => b.w.close(), silent.close);
+    b.hub.publish('key.pressed', press('KEY_9'));
+    await waitFor(() => silent.got.length === 1, 'the event to reach the silent receiver');
+    await b.w.drain(1); // the answer never comes: drain returns anyway
+    expect(b.w.pendingHeads().map((e) => (e.data as { key: string }).key)).to.deep.equal(['KEY_9']);
+    b.w.close();
+    silent.release();
+  });
+
   it('a refused connection is a failed attempt; an endpoint with types gets only those', async () => {
     const r = await receiver(() => 200);
     const closed = await receiver(() => 200);
