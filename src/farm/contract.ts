@@ -105,6 +105,11 @@ export interface FarmHub {
    */
   onEvent(listener: (e: FarmEvent, from?: EventOrigin) => void): () => void;
   /**
+   * A connected node's own availability changed kind (maintenance, its capture, its health check: the node's
+   * node.state, which the hub keeps on the link and does not publish as an event). Optional for stand-ins.
+   */
+  onAvailabilityChange?(listener: (nodeId: string) => void): () => void;
+  /**
    * Resolves once the node's events received so far are folded into the database (jobs, results' job rows):
    * what the node said before an answer that came after them is then the portal's too. At once for a node
    * the hub does not know.

@@ -5,7 +5,9 @@ import { expect } from 'chai';
 import { Readable } from 'node:stream';
 import { FarmError } from '../../src/core/errors.js';
 import type { ForwardRequest, ForwardResponse } from '../../src/farm/contract.js';
-import { hubJobStarter } from '../../src/farm/queue/adapters.js';
+import type pg from 'pg';
+import type { FarmEvent } from '../../src/core/events.js';
+import { farmNodeStates, hubJobStarter } from '../../src/farm/queue/adapters.js';
 import type { StartOutcome } from '../../src/farm/queue/ports.js';
 
 const RUN = { test_pack_revision: 'main', test_cases: ['tests/a.py::test_a'], category: 'default', soak: 'run once' as const, shuffle: false, remote_control: null, tags: { b: '1' } };
@@ -62,5 +64,31 @@ describe('queue: hubJobStarter', () => {
     expect(lost.out).to.deep.equal({ ok: false, retry: true, unknown: true, status: null, message: 'node n1 could not answer: the stream closed before an answer' });
     const odd = await outcome(() => ({ status: 200, headers: {}, body: Readable.from([Buffer.from('not json')]) }));
     expect(odd.out).to.include({ ok: false, retry: true, unknown: true, status: 200 });
+  });
+});
+
+describe('queue: farmNodeStates wake-ups', () => {
+  it("a change of a node's own availability (its node.state, not a hub event) wakes the dispatcher, as job.exited does", () => {
+    const availabilityListeners: Array<(nodeId: string) => void> = [];
+    const eventListeners: Array<(e: FarmEvent) => void> = [];
+    const states = farmNodeStates({
+      pool: {} as pg.Pool,
+      hub: {
+        link: () => undefined,
+        onEvent: (fn) => (eventListeners.push(fn), () => eventListeners.splice(eventListeners.indexOf(fn), 1)),
+        onAvailabilityChange: (fn) => (availabilityListeners.push(fn), () => availabilityListeners.splice(availabilityListeners.indexOf(fn), 1)),
+      },
+    });
+    let wakes = 0;
+    const off = states.onChange!(() => wakes++);
+    availabilityListeners.forEach((fn) => fn('n1'));
+    expect(wakes).to.equal(1);
+    eventListeners.forEach((fn) => fn({ id: '1', type: 'job.exited', time: '', data: { node_id: 'n1' } } as unknown as FarmEvent));
+    expect(wakes).to.equal(2);
+    eventListeners.forEach((fn) => fn({ id: '2', type: 'run.finished', time: '', data: { node_id: 'n1' } } as unknown as FarmEvent));
+    expect(wakes).to.equal(2);
+    off();
+    expect(availabilityListeners).to.have.length(0);
+    expect(eventListeners).to.have.length(0);
   });
 });

@@ -51,6 +51,7 @@ export interface IntakeStats {
 
 export class EventIntake {
   private readonly listeners = new Set<(e: FarmEvent, from: EventOrigin) => void>();
+  private readonly availabilityListeners = new Set<(nodeId: string) => void>();
   private readonly boot: string;
   private seq = 0;
 
@@ -66,6 +67,12 @@ export class EventIntake {
   onEvent(listener: (e: FarmEvent, from: EventOrigin) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
+  }
+
+  /** A node's own availability changed kind (its node.state, which is not an event of the hub: see onEvent). */
+  onAvailabilityChange(listener: (nodeId: string) => void): () => void {
+    this.availabilityListeners.add(listener);
+    return () => this.availabilityListeners.delete(listener);
   }
 
   /**
@@ -176,8 +183,18 @@ export class EventIntake {
     const at = nodeEventOrder(e.id);
     if (at && entry.stateAt && (at[0] < entry.stateAt[0] || (at[0] === entry.stateAt[0] && at[1] <= entry.stateAt[1]))) return true;
     entry.stateAt = at;
+    const before = entry.link.availability?.kind;
     entry.link.snapshot = s.snapshot;
     entry.link.availability = s.availability;
+    if (s.availability?.kind !== before) {
+      for (const fn of [...this.availabilityListeners]) {
+        try {
+          fn(nodeId);
+        } catch (err) {
+          this.o.logger.error({ err, node: nodeId }, 'a node availability listener failed');
+        }
+      }
+    }
     return true;
   }
 

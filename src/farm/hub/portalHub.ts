@@ -88,6 +88,10 @@ export class PortalHub implements FarmHub {
     return this.intake.onEvent(listener);
   }
 
+  onAvailabilityChange(listener: (nodeId: string) => void): () => void {
+    return this.intake.onAvailabilityChange(listener);
+  }
+
   jobExited(nodeId: string, jobUid: string): void {
     const link = this.nodes.get(nodeId)?.link;
     if (link?.job?.job_uid === jobUid) link.job = { job_uid: jobUid, status: 'exited' };

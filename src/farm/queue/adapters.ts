@@ -19,12 +19,12 @@ import type { PoolHealthChecks } from './health.js';
 import { nodeHealthAll, unhealthyDetail, type NodeHealth } from './poolStore.js';
 import type { JobStarter, NodeStates, StartOutcome } from './ports.js';
 
-/** The hub's events after which a node may take a job. */
-const FREEING: ReadonlySet<string> = new Set(['job.exited', 'node.online', 'node.state', 'reservation.ended', 'reservation.interrupted']);
+/** The hub's events after which a node may take a job (and any change of a node's own availability: onAvailabilityChange). */
+const FREEING: ReadonlySet<string> = new Set(['job.exited', 'node.online', 'reservation.ended', 'reservation.interrupted']);
 
 export interface FarmNodeStatesDeps {
   pool: pg.Pool;
-  hub: Pick<FarmHub, 'link' | 'onEvent'>;
+  hub: Pick<FarmHub, 'link' | 'onEvent' | 'onAvailabilityChange'>;
   reservations?: Pick<FarmReservations, 'activeAll'> | undefined;
   /** Replicas "many": this replica's id (a node of another replica is read from the database). */
   replicaId?: string | undefined;
@@ -52,7 +52,7 @@ export function farmNodeStates(d: FarmNodeStatesDeps): NodeStates {
     },
     isLocal: (nodeId) => d.hub.link(nodeId)?.online === true,
     onChange: (fn) => {
-      const offs = [d.hub.onEvent((e: FarmEvent) => (FREEING.has(e.type) ? fn() : undefined)), d.health?.onChange(fn)];
+      const offs = [d.hub.onEvent((e: FarmEvent) => (FREEING.has(e.type) ? fn() : undefined)), d.hub.onAvailabilityChange?.(() => fn()), d.health?.onChange(fn)];
       return () => offs.forEach((off) => off?.());
     },
   };

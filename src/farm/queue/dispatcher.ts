@@ -21,7 +21,7 @@
  * start began goes back to the queue (the node is taken for dead, and its job with it).
  *
  * Woken by: a job queued on any replica (the trigger's NOTIFY, kind `queue_job`), a node that may have become free
- * (NodeStates.onChange: the hub's job.exited, node.online, node.state), the LISTEN connection coming back
+ * (NodeStates.onChange: the hub's job.exited and node.online, a node's own availability changing), the LISTEN connection coming back
  * (`resync`), a start finished, the next queue timeout, and a slow poll in case a wake-up was lost.
  */
 import type pg from 'pg';

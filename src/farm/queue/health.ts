@@ -40,7 +40,7 @@ const LOST_SECS = 120;
 
 export interface PoolHealthChecksOptions {
   pool: pg.Pool;
-  hub: Pick<FarmHub, 'link' | 'links' | 'onEvent' | 'folded'>;
+  hub: Pick<FarmHub, 'link' | 'links' | 'onEvent' | 'onAvailabilityChange' | 'folded'>;
   starter: JobStarter;
   /** Each node's availability without the health checks' (adapters.ts farmNodeStates without `health`). */
   base: { availability(): Promise<Map<string, Availability>> };
@@ -86,6 +86,8 @@ export class PoolHealthChecks {
   start(): void {
     for (const l of this.o.hub.links()) if (l.online) this.reconnected.add(l.nodeId);
     this.unsubscribe.push(this.o.hub.onEvent((e) => this.onEvent(e)));
+    const off = this.o.hub.onAvailabilityChange?.(() => this.wake());
+    if (off) this.unsubscribe.push(off);
     if (this.o.wakeups) {
       this.unsubscribe.push(this.o.wakeups.on('node_health', () => (this.changed(), this.wake())));
       this.unsubscribe.push(this.o.wakeups.on('resync', () => this.wake()));
@@ -134,7 +136,7 @@ export class PoolHealthChecks {
     }
     if (e.type === 'node.offline') this.reconnected.delete(e.data.node_id);
     if (e.type === 'job.exited') this.track(this.resolveJob((e as FarmEvent<'job.exited'>).data.job_uid, e.data.node_id));
-    if (['node.online', 'node.offline', 'job.exited', 'node.state', 'reservation.ended', 'reservation.interrupted'].includes(e.type)) this.wake();
+    if (['node.online', 'node.offline', 'job.exited', 'reservation.ended', 'reservation.interrupted'].includes(e.type)) this.wake();
   }
 
   private track(p: Promise<unknown>): void {
