@@ -34,6 +34,10 @@ class Lab {
   private n = 0;
   /** Jobs end by themselves after each start (the next tick) when true. */
   autoFinish = false;
+  /** A start does not make its node look busy when true: its job.started not heard yet (NodeStates.jobOf). */
+  quiet = false;
+  /** Each node's job as the portal heard of it (NodeStates.jobOf). */
+  readonly heard = new Map<string, { job_uid: string; status: 'running' | 'exited' }>();
 
   constructor(nodes: string[]) {
     for (const id of nodes) this.state.set(id, 'available');
@@ -46,6 +50,7 @@ class Lab {
     return {
       availability: () => Promise.resolve(new Map([...this.state].map(([id, kind]): [string, Availability] => [id, { kind, detail: kind === 'available' ? null : 'x' }]))),
       onChange: (fn) => (this.listeners.add(fn), () => this.listeners.delete(fn)),
+      jobOf: (id) => this.heard.get(id) ?? null,
     };
   }
   starter(): JobStarter {
@@ -56,7 +61,7 @@ class Lab {
         const known = req.key === undefined ? undefined : this.keys.get(req.key);
         if (known) return { ok: true, job_uid: known };
         if (this.state.get(req.nodeId) !== 'available') return { ok: false, retry: true, status: 409, message: `node ${req.nodeId} is busy` };
-        this.state.set(req.nodeId, 'running');
+        if (!this.quiet) this.state.set(req.nodeId, 'running');
         const uid = `/${req.nodeId}/abcd/${++this.n}`;
         this.started.set(req.queueId, [...(this.started.get(req.queueId) ?? []), [req.nodeId, uid]]);
         this.order.push(req.queueId);
@@ -126,11 +131,11 @@ describe('the job queue (PostgreSQL)', function () {
     return pool;
   }
 
-  async function dispatcher(pool: pg.Pool, lab: Lab, onEvent: (e: DispatchEvent) => void): Promise<QueueDispatcher> {
+  async function dispatcher(pool: pg.Pool, lab: Lab, onEvent: (e: DispatchEvent) => void, settleMs = 0): Promise<QueueDispatcher> {
     const wakeups = new FarmWakeups({ pool });
     await wakeups.start();
     // A slow poll: what starts the jobs in time is the NOTIFY of each job queued and the lab's node changes.
-    const d = new QueueDispatcher({ pool, queue: new PgJobQueue(pool), nodes: lab.nodes(), starter: lab.starter(), wakeups, onEvent, pollMs: 60_000, settleMs: 0 });
+    const d = new QueueDispatcher({ pool, queue: new PgJobQueue(pool), nodes: lab.nodes(), starter: lab.starter(), wakeups, onEvent, pollMs: 60_000, settleMs });
     d.start();
     closers.push(() => wakeups.close(), () => d.close());
     return d;
@@ -185,6 +190,34 @@ describe('the job queue (PostgreSQL)', function () {
     lab.set('a1', 'available');
     await next.done;
     expect(await q.get(tv)).to.include({ state: 'started', node_id: 'a1', end_reason: 'started' });
+  });
+
+  it('"no node idle while a job it matches waits": a node given a job is not offered another until its job is heard of, then at once, even when the job already ended', async () => {
+    const pool = await farm({ n1: { device: 'roku' } });
+    const lab = new Lab(['n1']);
+    lab.quiet = true;
+    const q = new PgJobQueue(pool);
+    const first = (await q.enqueue({ labels: { device: 'roku' }, priority: 90, ...RUN }, 'alice')).queue_id;
+    const second = (await q.enqueue({ labels: { device: 'roku' }, ...RUN }, 'alice')).queue_id;
+    const events: DispatchEvent[] = [];
+    let next = eventsUntil(events, (l) => l.some((e) => e.type === 'started'));
+    // A settle time longer than the test: what frees the node is hearing of its job.
+    const d = await dispatcher(pool, lab, (e) => next.push(e), 600_000);
+    await next.done;
+    const uid = lab.started.get(first)![0]![1];
+    // Still shown available (its job.started not heard yet): woken again, the dispatcher does not offer it the second job.
+    const passes = d.passes;
+    lab.set('n1', 'available');
+    await d.idle();
+    expect(d.passes).to.be.greaterThan(passes);
+    expect(lab.started.has(second)).to.equal(false);
+    // The first job, short, ended before any pass saw it running: its job.exited is what the portal hears first.
+    next = eventsUntil(events, (l) => l.some((e) => e.type === 'started' && e.job.queue_id === second));
+    lab.heard.set('n1', { job_uid: uid, status: 'exited' });
+    lab.set('n1', 'available');
+    await next.done;
+    expect(lab.started.get(second)?.[0]?.[0]).to.equal('n1');
+    expect(lab.started.get(first)).to.have.length(1);
   });
 
   it('two dispatchers on one database: every job started exactly once, never two at once on a node', async () => {

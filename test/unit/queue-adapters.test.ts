@@ -91,4 +91,18 @@ describe('queue: farmNodeStates wake-ups', () => {
     expect(availabilityListeners).to.have.length(0);
     expect(eventListeners).to.have.length(0);
   });
+
+  it("jobOf is the node's job as this portal's hub last heard of it (running or ended), null when none or not connected here", () => {
+    const links: Record<string, { job: { job_uid: string; status: 'running' | 'exited' } | null }> = {
+      n1: { job: { job_uid: '/n1/ab/3', status: 'exited' } },
+      n2: { job: null },
+    };
+    const states = farmNodeStates({
+      pool: {} as pg.Pool,
+      hub: { link: ((id: string) => links[id]) as never, onEvent: () => () => undefined },
+    });
+    expect(states.jobOf!('n1')).to.deep.equal({ job_uid: '/n1/ab/3', status: 'exited' });
+    expect(states.jobOf!('n2')).to.equal(null);
+    expect(states.jobOf!('n3')).to.equal(null);
+  });
 });

@@ -51,6 +51,7 @@ export function farmNodeStates(d: FarmNodeStatesDeps): NodeStates {
       return out;
     },
     isLocal: (nodeId) => d.hub.link(nodeId)?.online === true,
+    jobOf: (nodeId) => d.hub.link(nodeId)?.job ?? null,
     onChange: (fn) => {
       const offs = [d.hub.onEvent((e: FarmEvent) => (FREEING.has(e.type) ? fn() : undefined)), d.hub.onAvailabilityChange?.(() => fn()), d.health?.onChange(fn)];
       return () => offs.forEach((off) => off?.());

@@ -60,7 +60,10 @@ export interface QueueDispatcherOptions {
   pollMs?: number | undefined;
   /** A node that could not take a job is left out this long (default 2 s). */
   cooldownMs?: number | undefined;
-  /** A node just given a job is left out until it shows busy, or this long (default 5 s). */
+  /**
+   * A node just given a job is left out until it shows busy, its job is heard of (NodeStates.jobOf: a short job may
+   * end before a pass sees it busy), or this long (default 5 s).
+   */
   settleMs?: number | undefined;
   /** A job being started on a node that is offline this long after the start began goes back to the queue (default 60 s). */
   lostNodeMs?: number | undefined;
@@ -76,7 +79,7 @@ export class QueueDispatcher {
   private readonly starting = new Set<string>();
   private readonly starts = new Set<Promise<void>>();
   private readonly cooling = new Map<string, number>();
-  private readonly given = new Map<string, number>();
+  private readonly given = new Map<string, { at: number; job_uid: string }>();
   private readonly unsubscribe: (() => void)[] = [];
   /** Passes run, for tests and metrics. */
   passes = 0;
@@ -97,6 +100,11 @@ export class QueueDispatcher {
     this.closed = true;
     clearTimeout(this.timer);
     for (const off of this.unsubscribe.splice(0)) off();
+    await this.idle();
+  }
+
+  /** The pass under way, if any, and the starts it launched, done (tests; close). */
+  async idle(): Promise<void> {
     await this.looping;
     await Promise.all([...this.starts]);
   }
@@ -158,7 +166,10 @@ export class QueueDispatcher {
   private freeNodes(all: Map<string, Availability>): [string, Availability][] {
     const now = Date.now();
     const settle = this.o.settleMs ?? 5_000;
-    for (const [id, at] of this.given) if (all.get(id)?.kind !== 'available' || now - at > settle) this.given.delete(id);
+    for (const [id, g] of this.given) {
+      // Shown busy, or its job heard of (running, or already ended: a short job), or past the settle time.
+      if (all.get(id)?.kind !== 'available' || this.o.nodes.jobOf?.(id)?.job_uid === g.job_uid || now - g.at > settle) this.given.delete(id);
+    }
     for (const [id, until] of this.cooling) if (until <= now) this.cooling.delete(id);
     return [...all].filter(([id, a]) => a.kind === 'available' && (this.o.nodes.isLocal?.(id) ?? true) && !this.starting.has(id) && !this.cooling.has(id) && !this.given.has(id));
   }
@@ -300,7 +311,9 @@ export class QueueDispatcher {
         key,
         outcome.job_uid,
       ]);
-      this.given.set(nodeId, Date.now());
+      this.given.set(nodeId, { at: Date.now(), job_uid: outcome.job_uid });
+      // Nothing else may wake a pass when the settle time ends (no event of the node seen meanwhile).
+      setTimeout(() => this.wake(), (this.o.settleMs ?? 5_000) + 1).unref();
       if (rows[0]) this.o.onEvent?.({ type: 'started', job: presentRow(rows[0]) });
       return;
     }

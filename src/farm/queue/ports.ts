@@ -18,6 +18,12 @@ export interface NodeStates {
   isLocal?(nodeId: string): boolean;
   /** Subscribe to "a node may have become free" (a job exited, a node came online, its state changed); returns the unsubscribe. */
   onChange?(fn: () => void): () => void;
+  /**
+   * The node's job as this process last heard of it (its job.started and job.exited, before the database has them):
+   * once the job a start answered is heard of here, the availability above counts it, running or ended. Absent: the
+   * dispatcher relies on its settle time alone.
+   */
+  jobOf?(nodeId: string): { job_uid: string; status: 'running' | 'exited' } | null;
 }
 
 /** A job to start on a node: the run_tests body (without node_id), on behalf of the user who queued it. */
