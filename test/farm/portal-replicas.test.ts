@@ -90,7 +90,8 @@ describe('farm: portal replicas ("many") on one database, behind a real HAProxy'
     ports.a = await freePort();
     ports.b = await freePort();
     haproxy = await startHaproxy(work, ports);
-    // a: a lease of 60 s, so that it outlives the stop of (b); b: 1.5 s, its sweeper runs every 1.5 s.
+    // a: a lease of 60 s, so that it outlives the stop of (b); b: 4 s, its sweeper runs every 4 s (short, so that its row is
+    // swept soon after its SIGKILL in (c); not shorter: a loaded machine holding b's event loop past a renewal would lose it).
     a = await start('a', ports.a, await config('a', ports.a, { replica_id: 'a', lease_secs: 60 }, { restart_grace_secs: 1 }));
     await waitFor(async () => (await haproxy.state('a')) === 2, { what: `HAProxy to see replica a up (${haproxy.log()})`, ...WAIT });
     node = await startTestDaemon({ pack, config: { node_id: NODE, portal: { url: haproxy.url, node_credential_file: credFile } } });
@@ -117,8 +118,8 @@ describe('farm: portal replicas ("many") on one database, behind a real HAProxy'
     uid = started.job_uid;
     await waitFor(async () => (await jobRow())?.current_run, { what: 'the first run under way', ...WAIT });
 
-    b = await start('b', ports.b, await config('b', ports.b, { replica_id: 'b', lease_secs: 1.5 }, { restart_grace_secs: 1 }));
-    // b's sweeper has looked at the farm for longer than its restart grace (1 s) and a lease: 4 sweeps, 1.5 s apart.
+    b = await start('b', ports.b, await config('b', ports.b, { replica_id: 'b', lease_secs: 4 }, { restart_grace_secs: 1 }));
+    // b's sweeper has looked at the farm for longer than its restart grace (1 s) and a lease: 4 sweeps, 4 s apart.
     await waitFor(async () => ((await metric(b, 'farmhand_portal_replica_sweeps_total')) ?? 0) >= 4, { what: 'four sweeps of replica b', ...WAIT });
     expect(await nodeRow(), 'the node row past b`s grace').to.deep.include({ online: true, offline_reason: null, owner_replica: 'a' });
     expect(await jobRow(), 'the job past b`s grace').to.deep.include({ state: 'running', end_reason: null });
