@@ -336,6 +336,29 @@ describe('farm hub (portal side of the node connections)', function () {
     expect(row.job.result_counts).to.deep.equal({ pass: 1, fail: 0, error: 0, total: 2 });
   });
 
+  it("onAvailabilityChange: told when a node's own availability changes kind (its node.state, never a hub event), not for a state of the same kind", async () => {
+    const changes: string[] = [];
+    const off = t.portal.hub.onAvailabilityChange((id) => changes.push(`${id}:${t.portal.hub.link(id)?.availability?.kind ?? 'none'}`));
+    const n = await node('avail-1');
+    await online(n);
+    await waitFor(() => changes.length >= 1, { what: 'the hello state told', ...WAIT });
+    expect(changes).to.deep.equal(['avail-1:available']);
+    const snap = { node_id: 'avail-1', online: true, job: null };
+    n.state(snap, { kind: 'maintenance', detail: 'lab work' });
+    await waitFor(() => changes.length >= 2, { what: 'maintenance told', ...WAIT });
+    // The same kind with another detail, then back to available: one more, not two.
+    n.state(snap, { kind: 'maintenance', detail: 'still lab work' });
+    n.state(snap, { kind: 'available', detail: null });
+    await waitFor(() => changes.length >= 3, { what: 'available again told', ...WAIT });
+    await waitFor(() => t.portal.hub.link('avail-1')?.availability?.kind === 'available', WAIT);
+    expect(changes).to.deep.equal(['avail-1:available', 'avail-1:maintenance', 'avail-1:available']);
+    expect(events.some((e) => e.type === 'node.state'), 'a node.state published as a hub event').to.equal(false);
+    off();
+    n.state(snap, { kind: 'maintenance', detail: 'after unsubscribing' });
+    await waitFor(() => t.portal.hub.link('avail-1')?.availability?.kind === 'maintenance', WAIT);
+    expect(changes).to.have.length(3);
+  });
+
   it('at least once: the welcome names the last node event recorded; an event recorded whose acknowledgement was lost, sent again, is stored and counted once; a late event the portal drops counts as handled', async () => {
     const log = new PgEventLog({ pool: t.portal.pool, pruneIntervalMs: 0 });
     // As the portal wires it (src/farm/portal/farm.ts): a node's events go into the outbox in the fold's transaction,
