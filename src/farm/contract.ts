@@ -105,8 +105,10 @@ export interface FarmHub {
    */
   onEvent(listener: (e: FarmEvent, from?: EventOrigin) => void): () => void;
   /**
-   * A connected node's own availability changed kind (maintenance, its capture, its health check: the node's
-   * node.state, which the hub keeps on the link and does not publish as an event). Optional for stand-ins.
+   * A connected node's availability as the portal decides it may have changed: its own availability changed kind
+   * (maintenance, its capture, its health check: the node's node.state, which the hub keeps on the link and does not
+   * publish as an event), or its job ended (told as its job.exited arrives, before the fold publishes the event).
+   * Optional for stand-ins.
    */
   onAvailabilityChange?(listener: (nodeId: string) => void): () => void;
   /**

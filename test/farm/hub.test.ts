@@ -336,7 +336,7 @@ describe('farm hub (portal side of the node connections)', function () {
     expect(row.job.result_counts).to.deep.equal({ pass: 1, fail: 0, error: 0, total: 2 });
   });
 
-  it("onAvailabilityChange: told when a node's own availability changes kind (its node.state, never a hub event), not for a state of the same kind", async () => {
+  it("onAvailabilityChange: told when a node's own availability changes kind (its node.state, never a hub event), not for a state of the same kind, and when its job ends, before the fold", async () => {
     const changes: string[] = [];
     const off = t.portal.hub.onAvailabilityChange((id) => changes.push(`${id}:${t.portal.hub.link(id)?.availability?.kind ?? 'none'}`));
     const n = await node('avail-1');
@@ -353,10 +353,26 @@ describe('farm hub (portal side of the node connections)', function () {
     await waitFor(() => t.portal.hub.link('avail-1')?.availability?.kind === 'available', WAIT);
     expect(changes).to.deep.equal(['avail-1:available', 'avail-1:maintenance', 'avail-1:available']);
     expect(events.some((e) => e.type === 'node.state'), 'a node.state published as a hub event').to.equal(false);
+    // Its job ending: told as the job.exited arrives, before the fold publishes it as the hub's event.
+    let seq = 0;
+    const ev = (type: FarmEvent['type'], data: Record<string, unknown>) => ({ id: `av1-${++seq}`, type, time: new Date().toISOString(), data: { node_id: 'avail-1', ...data } }) as FarmEvent;
+    const uid = '/avail-1/cccc/1';
+    n.event(ev('job.started', { job_uid: uid, username: 'bob', test_cases: ['a'], test_pack_sha: 'f'.repeat(40), start_time: new Date().toISOString() }));
+    await waitFor(() => t.portal.hub.link('avail-1')?.job?.status === 'running', WAIT);
+    expect(changes, 'a job starting is not a change to tell').to.have.length(3);
+    let published: boolean | undefined;
+    const offJob = t.portal.hub.onAvailabilityChange((id) => {
+      if (id === 'avail-1' && t.portal.hub.link(id)?.job?.status === 'exited') published ??= events.some((e) => e.type === 'job.exited');
+    });
+    n.event(ev('job.exited', { job_uid: uid, end_time: new Date().toISOString(), result_counts: { pass: 1, fail: 0, error: 0, total: 1 } }));
+    await waitFor(() => events.some((e) => e.type === 'job.exited'), { what: 'the job.exited published', ...WAIT });
+    offJob();
+    expect(published, 'told, before the job.exited event was published').to.equal(false);
+    expect(changes).to.have.length(4);
     off();
     n.state(snap, { kind: 'maintenance', detail: 'after unsubscribing' });
     await waitFor(() => t.portal.hub.link('avail-1')?.availability?.kind === 'maintenance', WAIT);
-    expect(changes).to.have.length(3);
+    expect(changes).to.have.length(4);
   });
 
   it('at least once: the welcome names the last node event recorded; an event recorded whose acknowledgement was lost, sent again, is stored and counted once; a late event the portal drops counts as handled', async () => {

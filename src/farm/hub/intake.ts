@@ -69,7 +69,11 @@ export class EventIntake {
     return () => this.listeners.delete(listener);
   }
 
-  /** A node's own availability changed kind (its node.state, which is not an event of the hub: see onEvent). */
+  /**
+   * A node's availability as the portal decides it may have changed: its own availability changed kind (its
+   * node.state, which is not an event of the hub: see onEvent), or its job ended (its job.exited as it arrives, before
+   * the fold that publishes the event).
+   */
   onAvailabilityChange(listener: (nodeId: string) => void): () => void {
     this.availabilityListeners.add(listener);
     return () => this.availabilityListeners.delete(listener);
@@ -186,16 +190,18 @@ export class EventIntake {
     const before = entry.link.availability?.kind;
     entry.link.snapshot = s.snapshot;
     entry.link.availability = s.availability;
-    if (s.availability?.kind !== before) {
-      for (const fn of [...this.availabilityListeners]) {
-        try {
-          fn(nodeId);
-        } catch (err) {
-          this.o.logger.error({ err, node: nodeId }, 'a node availability listener failed');
-        }
+    if (s.availability?.kind !== before) this.availabilityChanged(nodeId);
+    return true;
+  }
+
+  private availabilityChanged(nodeId: string): void {
+    for (const fn of [...this.availabilityListeners]) {
+      try {
+        fn(nodeId);
+      } catch (err) {
+        this.o.logger.error({ err, node: nodeId }, 'a node availability listener failed');
       }
     }
-    return true;
   }
 
   /** The node moved to another replica (NodeMoved): its connection dropped, its queued events left (it sends them again there). */
@@ -219,7 +225,12 @@ export class EventIntake {
     const uid = (e.data as { job_uid?: unknown }).job_uid;
     if (typeof uid !== 'string') return;
     if (e.type === 'job.started') entry.link.job = { job_uid: uid, status: 'running' };
-    else if (e.type === 'job.exited' && (entry.link.job === null || entry.link.job.job_uid === uid)) entry.link.job = { job_uid: uid, status: 'exited' };
+    else if (e.type === 'job.exited' && (entry.link.job === null || entry.link.job.job_uid === uid)) {
+      const was = entry.link.job?.status;
+      entry.link.job = { job_uid: uid, status: 'exited' };
+      // Free again as the portal decides it (the link's job): told now, not after the fold (its job.exited event).
+      if (was !== 'exited') this.availabilityChanged(e.data.node_id);
+    }
   }
 
   private publish(e: FarmEvent, from: EventOrigin): void {
