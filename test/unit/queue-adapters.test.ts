@@ -106,3 +106,30 @@ describe('queue: farmNodeStates wake-ups', () => {
     expect(states.jobOf!('n3')).to.equal(null);
   });
 });
+
+describe('queue: farmNodeStates with pool health checks', () => {
+  it("a check's verdict committed while availability is read never leaves a failed node free: its hold is read before the verdicts", async () => {
+    // The check's end as the health checks make it: the verdict committed, then a pass lets the hold go. Here it lands
+    // just after the read of node_health began (that read sees the table before it).
+    let committed = false;
+    const pool = {
+      query: async (sql: string) => {
+        if (/FROM node_health\b/.test(sql)) {
+          const rows = committed ? [{ node_id: 'n1', state: 'unhealthy', check_id: 1, selector: 'device=a', test_case: 't', result_id: 'r', reason: 'fail', since: new Date(0), set_by: 'x' }] : [];
+          committed = true;
+          return { rows };
+        }
+        return { rows: [{ node_id: 'n1', online: true, offline_reason: null }] };
+      },
+    } as unknown as pg.Pool;
+    const states = farmNodeStates({
+      pool,
+      hub: { link: (() => ({ nodeId: 'n1', online: true, job: null, availability: { kind: 'available', detail: null } })) as never, onEvent: () => () => undefined },
+      health: { held: () => (committed ? undefined : 'health check t of pool device=a running'), onChange: () => () => undefined },
+    });
+    const first = (await states.availability()).get('n1');
+    expect(first?.kind, JSON.stringify(first)).to.equal('running');
+    const next = (await states.availability()).get('n1');
+    expect(next?.kind, JSON.stringify(next)).to.equal('unhealthy');
+  });
+});

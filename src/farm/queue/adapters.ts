@@ -39,6 +39,10 @@ export function farmNodeStates(d: FarmNodeStatesDeps): NodeStates {
   return {
     async availability() {
       const { rows } = await d.pool.query<NodeRow>(`SELECT ${NODE_COLUMNS}`);
+      // The checks' holds before their verdicts: a check's verdict is committed before a pass lets its hold go, so read
+      // in this order a node just checked shows either held or its verdict, never neither (read the other way round, a
+      // verdict committed between the two reads left a failed node free for one pass).
+      const checking = new Map(rows.map((r) => [r.node_id, d.health?.held(r.node_id)]));
       const held = (await d.reservations?.activeAll()) ?? new Map<string, FarmReservation>();
       const health = d.health ? await nodeHealthAll(d.pool) : new Map<string, NodeHealth>();
       const out = new Map<string, Availability>();
@@ -46,7 +50,7 @@ export function farmNodeStates(d: FarmNodeStatesDeps): NodeStates {
         const link = linkOf(d, row);
         const offline = link ? link.offlineReason : (row.offline_reason ?? 'it has never connected to the portal');
         const base = farmNodeAvailability(link, offline, held.get(row.node_id));
-        out.set(row.node_id, d.health ? withPoolHealth(base, health.get(row.node_id), d.health.held(row.node_id)) : base);
+        out.set(row.node_id, d.health ? withPoolHealth(base, health.get(row.node_id), checking.get(row.node_id)) : base);
       }
       return out;
     },
