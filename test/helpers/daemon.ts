@@ -79,7 +79,9 @@ export async function startTestDaemon(opts: { files?: Files; config?: TestConfig
         clearTimeout(slow);
         log.done();
       }
-      await rm(dataDir, { recursive: true, force: true });
+      // Retried: under load a child the stop killed (a test, a recording's ffmpeg) may still be writing its last file
+      // into the results folder as it is removed (ENOTEMPTY).
+      await rm(dataDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
       if (!opts.pack) await pack.cleanup();
     },
   };
