@@ -369,10 +369,17 @@ describe('farm hub (portal side of the node connections)', function () {
     offJob();
     expect(published, 'told, before the job.exited event was published').to.equal(false);
     expect(changes).to.have.length(4);
+    // The node's own answer that a job exited (a stop through the portal) is told the same way, once.
+    n.event(ev('job.started', { job_uid: '/avail-1/cccc/2', username: 'bob', test_cases: ['a'], test_pack_sha: 'f'.repeat(40), start_time: new Date().toISOString() }));
+    await waitFor(() => t.portal.hub.link('avail-1')?.job?.job_uid === '/avail-1/cccc/2', WAIT);
+    t.portal.hub.jobExited('avail-1', '/avail-1/cccc/2');
+    expect(changes).to.have.length(5);
+    t.portal.hub.jobExited('avail-1', '/avail-1/cccc/2');
+    expect(changes).to.have.length(5);
     off();
     n.state(snap, { kind: 'maintenance', detail: 'after unsubscribing' });
     await waitFor(() => t.portal.hub.link('avail-1')?.availability?.kind === 'maintenance', WAIT);
-    expect(changes).to.have.length(4);
+    expect(changes).to.have.length(5);
   });
 
   it('at least once: the welcome names the last node event recorded; an event recorded whose acknowledgement was lost, sent again, is stored and counted once; a late event the portal drops counts as handled', async () => {

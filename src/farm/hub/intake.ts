@@ -6,7 +6,7 @@
  */
 import type { EventPayloads, EventType, FarmEvent } from '../../core/events.js';
 import { parseJobUid, parseResultId } from '../../core/ids.js';
-import type { EventOrigin } from '../contract.js';
+import type { EventOrigin, NodeLink } from '../contract.js';
 import { NodeMoved } from '../replicas/ownership.js';
 import { nodeEventOrder } from '../protocol.js';
 import { nodeState } from './availability.js';
@@ -225,12 +225,17 @@ export class EventIntake {
     const uid = (e.data as { job_uid?: unknown }).job_uid;
     if (typeof uid !== 'string') return;
     if (e.type === 'job.started') entry.link.job = { job_uid: uid, status: 'running' };
-    else if (e.type === 'job.exited' && (entry.link.job === null || entry.link.job.job_uid === uid)) {
-      const was = entry.link.job?.status;
-      entry.link.job = { job_uid: uid, status: 'exited' };
-      // Free again as the portal decides it (the link's job): told now, not after the fold (its job.exited event).
-      if (was !== 'exited') this.availabilityChanged(e.data.node_id);
-    }
+    else if (e.type === 'job.exited' && (entry.link.job === null || entry.link.job.job_uid === uid)) this.jobEnded(entry.link, uid);
+  }
+
+  /**
+   * The node's job ended, as its job.exited or its own answer says: free again as the portal decides it (the link's
+   * job), told to onAvailabilityChange now, not after the fold publishes the event.
+   */
+  jobEnded(link: NodeLink, uid: string): void {
+    const was = link.job?.status;
+    link.job = { job_uid: uid, status: 'exited' };
+    if (was !== 'exited') this.availabilityChanged(link.nodeId);
   }
 
   private publish(e: FarmEvent, from: EventOrigin): void {

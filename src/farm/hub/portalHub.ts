@@ -94,7 +94,7 @@ export class PortalHub implements FarmHub {
 
   jobExited(nodeId: string, jobUid: string): void {
     const link = this.nodes.get(nodeId)?.link;
-    if (link?.job?.job_uid === jobUid) link.job = { job_uid: jobUid, status: 'exited' };
+    if (link?.job?.job_uid === jobUid) this.intake.jobEnded(link, jobUid);
   }
 
   folded(nodeId: string): Promise<void> {
