@@ -9,7 +9,8 @@
  * or doubled (queue rows started, jobs the nodes ran, distinct job ids, jobs per node); priority inversions (a
  * lower-priority job of a pool started before a higher-priority one queued before it started; split into starts of
  * one dispatch pass that answered in either order, and true inversions, where the job ahead started only after the
- * other had ended); nodes left idle while a job of their pool waited (test/helpers/queueScale.ts idleNodes); and the
+ * other had ended); nodes left idle while a job of their pool waited (test/helpers/queueScale.ts idleNodes), those online
+ * through as long as the other node's job (an offline node could not take the job; bench/lib/queueGaps.ts) and all; and the
  * gap from a node freeing (its job's end_time) to its next queued job starting (that job's start_time) whenever a job
  * of its pool was waiting then, **less the time the node was offline in between** (the events outbox's
  * `node.offline`/`node.online`: bench/lib/queueGaps.ts): median / p99 / max, against the target, <= 500 ms; the
@@ -19,13 +20,13 @@
  * they start by default; the nodes recording, at the default rates), jobs queued with `POST /api/v2/jobs`. A portal
  * without that endpoint is an error: the bench does not fall back to a portal in its own process.
  *
- *   node --import tsx bench/queue-bench.ts [--pools 3] [--per-pool 3] [--jobs 300] [--revision main|sha]
+ *   node --import tsx bench/queue-bench.ts [--pools 3] [--per-pool 3] [--jobs 300] [--revision main|sha] [--trace DIR [--log-level debug] [--node-log-level info]]
  *
  * `--revision main` (default) queues the jobs on the branch, as CI usually does: a node fetches the test pack
  * before a job when its mirror is older than `test_pack.refresh_secs` (10 s); `--revision sha` names the commit,
  * so no job waits for a fetch.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { appendFileSync, cpSync, mkdirSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -53,7 +54,7 @@ import {
 import { waitFor } from '../test/helpers/wait.js';
 import { PROJECT_ROOT } from './lib/daemon.js';
 import { waitFor200 } from './lib/http.js';
-import { nodeEventsBetween, offlineFreeGaps, offlineSpans } from './lib/queueGaps.js';
+import { idleWhileOnline, nodeEventsBetween, offlineFreeGaps, offlineSpans } from './lib/queueGaps.js';
 import { freePort, spawnLogged, tail, type Spawned } from './lib/processes.js';
 import { percentile, Targets } from './lib/stats.js';
 
@@ -65,6 +66,10 @@ const POOLS = Number(arg('pools', '3'));
 const PER_POOL = Number(arg('per-pool', '3'));
 const JOBS = Number(arg('jobs', '300'));
 const REVISION = arg('revision', 'main');
+/** Keep the portal's and the nodes' logs (at `--log-level` and `--node-log-level`) and a sample of the portal's database sessions here. */
+const TRACE = arg('trace', '');
+const LOG_LEVEL = arg('log-level', 'warn');
+const NODE_LOG_LEVEL = arg('node-log-level', 'warn');
 const TARGET_MS = 500;
 /** Short test cases of the example pack (no device; one reads its tags). */
 const CASES = ['tests/example.py::test_passes', 'tests/example.py::test_reads_tags'];
@@ -114,7 +119,7 @@ const poolOf = (p: number) => `box-${String.fromCharCode(97 + p)}`;
 async function startPortal(farm: Farm): Promise<void> {
   const port = await freePort();
   farm.url = `http://127.0.0.1:${port}`;
-  const settings = { listen: `127.0.0.1:${port}`, public_url: farm.url, database: connectionString(farm.cluster), storage_dir: path.join(farm.work, 'storage'), log_level: 'warn' };
+  const settings = { listen: `127.0.0.1:${port}`, public_url: farm.url, database: connectionString(farm.cluster), storage_dir: path.join(farm.work, 'storage'), log_level: LOG_LEVEL };
   const config = path.join(farm.work, 'portal.json');
   writeFileSync(config, JSON.stringify(settings));
   const logFile = path.join(farm.work, 'portal.log');
@@ -139,7 +144,7 @@ async function startNodes(farm: Farm): Promise<void> {
         node_id: id,
         listen: `127.0.0.1:${await freePort()}`,
         data_dir: path.join(dir, 'data'),
-        log_level: 'warn',
+        log_level: NODE_LOG_LEVEL,
         test_pack: { url: farm.pack.dir },
         capture: { uri: 'virtual:' },
         ir: { uri: 'virtual:' },
@@ -238,8 +243,10 @@ async function report(farm: Farm, runs: QueueRun[], totalMs: number, jobsSeen: n
   once(farm, runs, jobsSeen, t);
   inversions(runs, t);
   const idle = idleNodes(runs);
-  log(`nodes idle through another node's whole job while a job of their pool waited: ${idle.length}${idle.length ? ` (${JSON.stringify(idle.slice(0, 3))})` : ''}`);
-  t.check('nodes idle while their pool waited', idle.length, '<=', 0, '', 'another node ran a whole job meanwhile');
+  const { spans } = await offlineSpans(farm.db, farm.nodes);
+  const online = idleWhileOnline(idle, runs, spans);
+  log(`nodes idle through another node's whole job while a job of their pool waited: ${online.length} online through it${online.length ? ` (${JSON.stringify(online.slice(0, 3))})` : ''}; ${idle.length} counting the ones offline (no picture) meanwhile`);
+  t.check('nodes idle (online) while their pool waited', online.length, '<=', 0, '', `another node ran a whole job meanwhile; ${idle.length} with offline ones`);
   await gaps(farm, runs, t);
   return t;
 }
@@ -248,9 +255,32 @@ const load = () => os.loadavg().map((x) => x.toFixed(1)).join(' ');
 
 const priorityOf = (runs: QueueRun[], id: number) => runs.find((r) => r.queue_id === id)!.priority;
 
+/**
+ * `--trace`: every 250 ms, the portal's database sessions (state, wait, last query, how long), one JSON
+ * line each sample, to find where a stall waits. Returns a stop function.
+ */
+function traceSessions(farm: Farm, file: string): () => void {
+  let on = true;
+  void (async () => {
+    while (on) {
+      const { rows } = await farm.db
+        .query(
+          `SELECT pid, state, wait_event_type, wait_event, left(query, 160) AS query, round(extract(epoch FROM now() - state_change) * 1000) AS ms,
+                  round(extract(epoch FROM now() - xact_start) * 1000) AS xact_ms
+           FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name <> 'queue-bench'`,
+        )
+        .catch(() => ({ rows: [] }));
+      appendFileSync(file, `${JSON.stringify({ t: new Date().toISOString(), total: rows.length, sessions: rows })}\n`);
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  })();
+  return () => (on = false);
+}
+
 async function main(): Promise<void> {
   const work = await mkdtemp(path.join(os.tmpdir(), 'queue-bench-'));
   let farm: Farm | undefined;
+  let stopTrace = () => {};
   try {
     farm = await prepare(work);
     log(`load average at the start (1, 5, 15 min): ${load()} on ${os.cpus().length} CPUs`);
@@ -260,14 +290,25 @@ async function main(): Promise<void> {
     log(`${POOLS} pools x ${PER_POOL} nodes, ${JOBS} jobs, revision ${REVISION}; portal: \`farmhand portal\` process (pid ${farm.portal?.pid}), POST /api/v2/jobs`);
     await startNodes(farm);
     log(`${farm.nodes.length} nodes online`);
+    if (TRACE) {
+      mkdirSync(TRACE, { recursive: true });
+      stopTrace = traceSessions(farm, path.join(TRACE, 'sessions.jsonl'));
+    }
     const { runs, totalMs } = await run(farm, REVISION === 'sha' ? farm.pack.sha : REVISION);
     const t = await report(farm, runs, totalMs, await jobsOnNodes(farm.db, farm.nodes));
     log(`load average at the end (1, 5, 15 min): ${load()}`);
     t.printSummary();
     process.exitCode = t.missed.length ? 1 : 0;
   } finally {
+    stopTrace();
     for (const p of farm?.procs ?? []) await p.stop();
     await farm?.portal?.stop();
+    if (TRACE && farm) {
+      cpSync(path.join(farm.work, 'portal.log'), path.join(TRACE, 'portal.log'));
+      for (const id of farm.nodes) cpSync(path.join(farm.work, id, 'log'), path.join(TRACE, `${id}.log`));
+      const { rows } = await farm.db.query('SELECT * FROM queue_jobs ORDER BY queue_id');
+      writeFileSync(path.join(TRACE, 'queue_jobs.json'), JSON.stringify(rows));
+    }
     await farm?.db.end();
     await farm?.cluster.stop();
     await farm?.pack.cleanup();

@@ -8,7 +8,7 @@
  * portal's insert time (`at`, the connection's events): one machine, one clock.
  */
 import type pg from 'pg';
-import { freedGaps, type QueueRun } from '../../test/helpers/queueScale.js';
+import { freedGaps, type IdleNode, type QueueRun } from '../../test/helpers/queueScale.js';
 
 export interface Span {
   from: number;
@@ -76,4 +76,19 @@ export async function nodeEventsBetween(db: pg.Pool, nodeId: string, from: numbe
     return [d.job_uid, a?.kind, d.reason].filter((x) => typeof x === 'string').join(' ');
   };
   return rows.map((r) => `+${((r.ms - from) / 1000).toFixed(1)} s ${r.type}${what(r.data) ? ` (${what(r.data)})` : ''}`).join(', ') || 'none';
+}
+
+/**
+ * The idle nodes (test/helpers/queueScale.ts idleNodes) that were online through as long a stretch as the other
+ * node's whole job: an idle node that spent the wait offline (no picture) could not have taken the job.
+ */
+export function idleWhileOnline(idle: readonly IdleNode[], runs: readonly QueueRun[], spans: ReadonlyMap<string, Span[]>): IdleNode[] {
+  const byId = new Map(runs.map((r) => [r.queue_id, r]));
+  return idle.filter((i) => {
+    const x = byId.get(i.meanwhile);
+    const to = i.nextClaim ?? Math.max(...runs.map((r) => r.end ?? 0));
+    if (!x?.end || x.claimed_at === null) return true;
+    const online = to - i.freedAt - overlapMs(spans.get(i.node_id) ?? [], i.freedAt, to);
+    return online >= x.end - x.claimed_at;
+  });
 }

@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import type { Availability, AvailabilityKind } from '../../src/core/availability.js';
 import { FarmError } from '../../src/core/errors.js';
+import type { Logger } from '../../src/core/ports.js';
 import { migrate } from '../../src/farm/db/migrate.js';
 import { QueueDispatcher, type DispatchEvent } from '../../src/farm/queue/dispatcher.js';
 import { setNodeLabels } from '../../src/farm/queue/labels.js';
@@ -74,6 +75,29 @@ class Lab {
 }
 
 /** Resolves when `pred` holds for the dispatchers' events seen so far. */
+/** A Logger that keeps what it is told (the dispatcher's debug lines). */
+class RecordingLogger implements Logger {
+  readonly lines: { level: string; obj: Record<string, unknown>; msg: string | undefined }[] = [];
+  private keep(level: string, obj: object | string, msg?: string): void {
+    this.lines.push(typeof obj === 'string' ? { level, obj: {}, msg: obj } : { level, obj: obj as Record<string, unknown>, msg });
+  }
+  debug(obj: object | string, msg?: string): void {
+    this.keep('debug', obj, msg);
+  }
+  info(obj: object | string, msg?: string): void {
+    this.keep('info', obj, msg);
+  }
+  warn(obj: object | string, msg?: string): void {
+    this.keep('warn', obj, msg);
+  }
+  error(obj: object | string, msg?: string): void {
+    this.keep('error', obj, msg);
+  }
+  child(): Logger {
+    return this;
+  }
+}
+
 function eventsUntil(list: DispatchEvent[], pred: (l: DispatchEvent[]) => boolean): { push(e: DispatchEvent): void; done: Promise<void> } {
   let fire!: () => void;
   const done = new Promise<void>((r) => (fire = r));
@@ -131,11 +155,11 @@ describe('the job queue (PostgreSQL)', function () {
     return pool;
   }
 
-  async function dispatcher(pool: pg.Pool, lab: Lab, onEvent: (e: DispatchEvent) => void, settleMs = 0): Promise<QueueDispatcher> {
+  async function dispatcher(pool: pg.Pool, lab: Lab, onEvent: (e: DispatchEvent) => void, settleMs = 0, logger?: Logger): Promise<QueueDispatcher> {
     const wakeups = new FarmWakeups({ pool });
     await wakeups.start();
     // A slow poll: what starts the jobs in time is the NOTIFY of each job queued and the lab's node changes.
-    const d = new QueueDispatcher({ pool, queue: new PgJobQueue(pool), nodes: lab.nodes(), starter: lab.starter(), wakeups, onEvent, pollMs: 60_000, settleMs });
+    const d = new QueueDispatcher({ pool, queue: new PgJobQueue(pool), nodes: lab.nodes(), starter: lab.starter(), wakeups, onEvent, pollMs: 60_000, settleMs, logger });
     d.start();
     closers.push(() => wakeups.close(), () => d.close());
     return d;
@@ -202,7 +226,8 @@ describe('the job queue (PostgreSQL)', function () {
     const events: DispatchEvent[] = [];
     let next = eventsUntil(events, (l) => l.some((e) => e.type === 'started'));
     // A settle time longer than the test: what frees the node is hearing of its job.
-    const d = await dispatcher(pool, lab, (e) => next.push(e), 600_000);
+    const log = new RecordingLogger();
+    const d = await dispatcher(pool, lab, (e) => next.push(e), 600_000, log);
     await next.done;
     const uid = lab.started.get(first)![0]![1];
     // Still shown available (its job.started not heard yet): woken again, the dispatcher does not offer it the second job.
@@ -211,6 +236,10 @@ describe('the job queue (PostgreSQL)', function () {
     await d.idle();
     expect(d.passes).to.be.greaterThan(passes);
     expect(lab.started.has(second)).to.equal(false);
+    // The pass's debug line says why the node was left out (docs/queue.md, the dispatcher's debug log).
+    const last = log.lines.filter((l) => l.msg === 'queue: dispatch pass').at(-1);
+    expect(last?.obj).to.deep.include({ free: [], left_out: { n1: 'given' } });
+    expect(log.lines.find((l) => l.msg === 'queue: a start')?.obj).to.include({ queue_id: first, node: 'n1', ok: true });
     // The first job, short, ended before any pass saw it running: its job.exited is what the portal hears first.
     next = eventsUntil(events, (l) => l.some((e) => e.type === 'started' && e.job.queue_id === second));
     lab.heard.set('n1', { job_uid: uid, status: 'exited' });

@@ -38,6 +38,8 @@ const NODE_LOCK_CLASS = 0x71756575;
 const JOB_LOCK_CLASS = 0x716a6f62;
 /** How long a node whose lock another replica holds (it is starting a job there) is left out. */
 const LOCKED_NODE_MS = 250;
+/** A pass this long is logged at warn (every free node waited for it). */
+const SLOW_PASS_MS = 2_000;
 
 export type DispatchEvent =
   | { type: 'started'; job: QueuedJob }
@@ -149,17 +151,52 @@ export class QueueDispatcher {
 
   private async pass(): Promise<void> {
     this.passes++;
-    for (const job of await this.o.queue.expire()) this.o.onEvent?.({ type: 'expired', job });
-    const availability = await this.o.nodes.availability();
-    const pinned = await this.reconcile(availability);
-    const free = this.freeNodes(availability).filter(([id]) => !pinned.has(id));
-    if (free.length === 0) return;
-    const labels = await allNodeLabels(this.o.pool);
-    const waiting = await this.o.queue.waiting({ skipLocked: true });
-    if (waiting.length === 0) return;
-    const nodes: QueueNode[] = free.map(([node_id, availability]) => ({ node_id, availability, labels: labels.get(node_id) ?? {} }));
-    const byId = new Map(waiting.map((j) => [j.queue_id, j]));
-    for (const { job, node_id } of planAssignments(waiting.map(waitingOf), nodes)) this.launch(byId.get(job.queue_id)!, node_id);
+    const t0 = performance.now();
+    const trace: Record<string, unknown> = { pass: this.passes, ...this.poolUse() };
+    try {
+      for (const job of await this.o.queue.expire()) this.o.onEvent?.({ type: 'expired', job });
+      const availability = await this.o.nodes.availability();
+      trace['read_ms'] = Math.round(performance.now() - t0);
+      const pinned = await this.reconcile(availability);
+      const free = this.freeNodes(availability).filter(([id]) => !pinned.has(id));
+      trace['free'] = free.map(([id]) => id);
+      trace['left_out'] = this.leftOut(availability, pinned);
+      if (free.length === 0) return;
+      const labels = await allNodeLabels(this.o.pool);
+      const waiting = await this.o.queue.waiting({ skipLocked: true });
+      trace['waiting'] = waiting.length;
+      if (waiting.length === 0) return;
+      const nodes: QueueNode[] = free.map(([node_id, availability]) => ({ node_id, availability, labels: labels.get(node_id) ?? {} }));
+      const byId = new Map(waiting.map((j) => [j.queue_id, j]));
+      const plan = planAssignments(waiting.map(waitingOf), nodes);
+      trace['assigned'] = plan.map((a) => `${a.job.queue_id}->${a.node_id}`);
+      for (const { job, node_id } of plan) this.launch(byId.get(job.queue_id)!, node_id);
+    } finally {
+      const ms = Math.round(performance.now() - t0);
+      // A slow pass holds every free node back: say so at warn; each pass at debug (docs/queue.md, "Why a node waits").
+      if (ms >= SLOW_PASS_MS) this.o.logger?.warn({ ...trace, ms }, 'queue: a dispatch pass was slow');
+      else this.o.logger?.debug({ ...trace, ms }, 'queue: dispatch pass');
+    }
+  }
+
+  /** The pool's connections (open, idle, callers waiting for one): a pool used up stalls every pass. */
+  private poolUse(): { pool?: string } {
+    const p = this.o.pool as Partial<Record<'totalCount' | 'idleCount' | 'waitingCount', number>>;
+    return p.totalCount === undefined ? {} : { pool: `${p.totalCount} open, ${p.idleCount} idle, ${p.waitingCount} waiting` };
+  }
+
+  /** Why each node the nodes' states call available is not free for this pass (the debug log). */
+  private leftOut(all: Map<string, Availability>, pinned: Set<string>): Record<string, string> {
+    const out: Record<string, string> = {};
+    for (const [id, a] of all) {
+      if (a.kind !== 'available') out[id] = a.kind;
+      else if (this.starting.has(id)) out[id] = 'starting';
+      else if (pinned.has(id)) out[id] = 'pinned';
+      else if (this.cooling.has(id)) out[id] = 'cooling';
+      else if (this.given.has(id)) out[id] = 'given';
+      else if (!(this.o.nodes.isLocal?.(id) ?? true)) out[id] = 'elsewhere';
+    }
+    return out;
   }
 
   /** The nodes that take a job now: available, local, not being started, not cooling down, not just given one. */
@@ -234,12 +271,17 @@ export class QueueDispatcher {
    */
   private async startOne(job: QueuedJob, nodeId: string, key?: string): Promise<void> {
     const timeout = this.o.startTimeoutMs ?? 30_000;
+    const t0 = performance.now();
+    const times: Record<string, number> = {};
+    const mark = (what: string) => (times[what] = Math.round(performance.now() - t0));
     const client = await this.o.pool.connect();
+    mark('connected_ms');
     let broken: Error | undefined;
     try {
       // A process that hangs (not one that dies: its connection closing lets go at once) lets go too.
       await client.query(`SET idle_session_timeout = ${Math.round(timeout + 10_000)}`);
       const claim = await this.claim(client, job.queue_id, nodeId, key);
+      mark('claimed_ms');
       if (claim === 'locked') {
         // Another replica is starting a job on this node, or this job (their locks): look again shortly, not in a loop meanwhile.
         this.coolDown(nodeId, LOCKED_NODE_MS);
@@ -250,7 +292,10 @@ export class QueueDispatcher {
       const outcome = await this.o.starter.start(req, AbortSignal.timeout(timeout)).catch(
         (e: unknown): StartOutcome => ({ ok: false, retry: true, unknown: true, status: null, message: e instanceof Error ? e.message : String(e) }),
       );
+      mark('answered_ms');
       await this.record(client, claim.job, nodeId, claim.key, outcome);
+      mark('recorded_ms');
+      this.o.logger?.debug({ queue_id: job.queue_id, node: nodeId, ok: outcome.ok, ...times }, 'queue: a start');
     } catch (e) {
       // A connection in an unknown state (a COMMIT that failed, the server gone) is not handed to the next caller.
       broken = e instanceof Error ? e : new Error(String(e));
