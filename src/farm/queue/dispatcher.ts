@@ -173,7 +173,7 @@ export class QueueDispatcher {
       for (const { job, node_id } of plan) this.launch(byId.get(job.queue_id)!, node_id);
     } finally {
       const ms = Math.round(performance.now() - t0);
-      // A slow pass holds every free node back: say so at warn; each pass at debug (docs/queue.md, "Why a node waits").
+      // A slow pass holds every free node back: say so at warn; each pass at debug (docs/queue.md, "The dispatcher's log").
       if (ms >= SLOW_PASS_MS) this.o.logger?.warn({ ...trace, ms }, 'queue: a dispatch pass was slow');
       else this.o.logger?.debug({ ...trace, ms }, 'queue: dispatch pass');
     }
