@@ -74,7 +74,6 @@ class Lab {
   }
 }
 
-/** Resolves when `pred` holds for the dispatchers' events seen so far. */
 /** A Logger that keeps what it is told (the dispatcher's debug lines). */
 class RecordingLogger implements Logger {
   readonly lines: { level: string; obj: Record<string, unknown>; msg: string | undefined }[] = [];
@@ -98,6 +97,7 @@ class RecordingLogger implements Logger {
   }
 }
 
+/** Resolves when `pred` holds for the dispatchers' events seen so far. */
 function eventsUntil(list: DispatchEvent[], pred: (l: DispatchEvent[]) => boolean): { push(e: DispatchEvent): void; done: Promise<void> } {
   let fire!: () => void;
   const done = new Promise<void>((r) => (fire = r));
@@ -236,7 +236,7 @@ describe('the job queue (PostgreSQL)', function () {
     await d.idle();
     expect(d.passes).to.be.greaterThan(passes);
     expect(lab.started.has(second)).to.equal(false);
-    // The pass's debug line says why the node was left out (docs/queue.md, the dispatcher's debug log).
+    // The pass's debug line says why the node was left out (docs/queue.md, "The dispatcher's log").
     const last = log.lines.filter((l) => l.msg === 'queue: dispatch pass').at(-1);
     expect(last?.obj).to.deep.include({ free: [], left_out: { n1: 'given' } });
     expect(log.lines.find((l) => l.msg === 'queue: a start')?.obj).to.include({ queue_id: first, node: 'n1', ok: true });
