@@ -18,6 +18,7 @@ import { setNodeLabels } from '../../src/farm/queue/labels.js';
 import type { JobStarter, NodeStates, StartOutcome, StartRequest } from '../../src/farm/queue/ports.js';
 import { PgJobQueue, type QueuedJob } from '../../src/farm/queue/store.js';
 import { FarmWakeups } from '../../src/farm/wakeups.js';
+import { capturingLogger } from '../helpers/logger.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 
 const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
@@ -71,29 +72,6 @@ class Lab {
         return { ok: true, job_uid: uid };
       },
     };
-  }
-}
-
-/** A Logger that keeps what it is told (the dispatcher's debug lines). */
-class RecordingLogger implements Logger {
-  readonly lines: { level: string; obj: Record<string, unknown>; msg: string | undefined }[] = [];
-  private keep(level: string, obj: object | string, msg?: string): void {
-    this.lines.push(typeof obj === 'string' ? { level, obj: {}, msg: obj } : { level, obj: obj as Record<string, unknown>, msg });
-  }
-  debug(obj: object | string, msg?: string): void {
-    this.keep('debug', obj, msg);
-  }
-  info(obj: object | string, msg?: string): void {
-    this.keep('info', obj, msg);
-  }
-  warn(obj: object | string, msg?: string): void {
-    this.keep('warn', obj, msg);
-  }
-  error(obj: object | string, msg?: string): void {
-    this.keep('error', obj, msg);
-  }
-  child(): Logger {
-    return this;
   }
 }
 
@@ -226,7 +204,7 @@ describe('the job queue (PostgreSQL)', function () {
     const events: DispatchEvent[] = [];
     let next = eventsUntil(events, (l) => l.some((e) => e.type === 'started'));
     // A settle time longer than the test: what frees the node is hearing of its job.
-    const log = new RecordingLogger();
+    const log = capturingLogger();
     const d = await dispatcher(pool, lab, (e) => next.push(e), 600_000, log);
     await next.done;
     const uid = lab.started.get(first)![0]![1];
@@ -237,9 +215,9 @@ describe('the job queue (PostgreSQL)', function () {
     expect(d.passes).to.be.greaterThan(passes);
     expect(lab.started.has(second)).to.equal(false);
     // The pass's debug line says why the node was left out (docs/queue.md, "The dispatcher's log").
-    const last = log.lines.filter((l) => l.msg === 'queue: dispatch pass').at(-1);
+    const last = log.entries.filter((l) => l.msg === 'queue: dispatch pass').at(-1);
     expect(last?.obj).to.deep.include({ free: [], left_out: { n1: 'given' } });
-    expect(log.lines.find((l) => l.msg === 'queue: a start')?.obj).to.include({ queue_id: first, node: 'n1', ok: true });
+    expect(log.entries.find((l) => l.msg === 'queue: a start')?.obj).to.include({ queue_id: first, node: 'n1', ok: true });
     // The first job, short, ended before any pass saw it running: its job.exited is what the portal hears first.
     next = eventsUntil(events, (l) => l.some((e) => e.type === 'started' && e.job.queue_id === second));
     lab.heard.set('n1', { job_uid: uid, status: 'exited' });
