@@ -158,9 +158,9 @@ export class QueueDispatcher {
       const availability = await this.o.nodes.availability();
       trace['read_ms'] = Math.round(performance.now() - t0);
       const pinned = await this.reconcile(availability);
-      const free = this.freeNodes(availability).filter(([id]) => !pinned.has(id));
+      const { free, leftOut } = this.freeNodes(availability, pinned);
       trace['free'] = free.map(([id]) => id);
-      trace['left_out'] = this.leftOut(availability, pinned);
+      trace['left_out'] = leftOut;
       if (free.length === 0) return;
       const labels = await allNodeLabels(this.o.pool);
       const waiting = await this.o.queue.waiting({ skipLocked: true });
@@ -185,22 +185,11 @@ export class QueueDispatcher {
     return p.totalCount === undefined ? {} : { pool: `${p.totalCount} open, ${p.idleCount} idle, ${p.waitingCount} waiting` };
   }
 
-  /** Why each node the nodes' states call available is not free for this pass (the debug log). */
-  private leftOut(all: Map<string, Availability>, pinned: Set<string>): Record<string, string> {
-    const out: Record<string, string> = {};
-    for (const [id, a] of all) {
-      if (a.kind !== 'available') out[id] = a.kind;
-      else if (this.starting.has(id)) out[id] = 'starting';
-      else if (pinned.has(id)) out[id] = 'pinned';
-      else if (this.cooling.has(id)) out[id] = 'cooling';
-      else if (this.given.has(id)) out[id] = 'given';
-      else if (!(this.o.nodes.isLocal?.(id) ?? true)) out[id] = 'elsewhere';
-    }
-    return out;
-  }
-
-  /** The nodes that take a job now: available, local, not being started, not cooling down, not just given one. */
-  private freeNodes(all: Map<string, Availability>): [string, Availability][] {
+  /**
+   * The nodes that take a job now (available, local, no job pinned to it, not being started, not cooling down, not
+   * just given one), and why each other node does not (the pass's debug line).
+   */
+  private freeNodes(all: Map<string, Availability>, pinned: Set<string>): { free: [string, Availability][]; leftOut: Record<string, string> } {
     const now = Date.now();
     const settle = this.o.settleMs ?? 5_000;
     for (const [id, g] of this.given) {
@@ -208,7 +197,25 @@ export class QueueDispatcher {
       if (all.get(id)?.kind !== 'available' || this.o.nodes.jobOf?.(id)?.job_uid === g.job_uid || now - g.at > settle) this.given.delete(id);
     }
     for (const [id, until] of this.cooling) if (until <= now) this.cooling.delete(id);
-    return [...all].filter(([id, a]) => a.kind === 'available' && (this.o.nodes.isLocal?.(id) ?? true) && !this.starting.has(id) && !this.cooling.has(id) && !this.given.has(id));
+    const free: [string, Availability][] = [];
+    const leftOut: Record<string, string> = {};
+    for (const [id, a] of all) {
+      const why = this.whyNotFree(id, a, pinned);
+      if (why === null) free.push([id, a]);
+      else leftOut[id] = why;
+    }
+    return { free, leftOut };
+  }
+
+  /** Why the node does not take a job in this pass (the names of docs/queue.md, "The dispatcher's log"), or null: it does. */
+  private whyNotFree(id: string, a: Availability, pinned: Set<string>): string | null {
+    if (a.kind !== 'available') return a.kind;
+    if (this.starting.has(id)) return 'starting';
+    if (pinned.has(id)) return 'pinned';
+    if (this.cooling.has(id)) return 'cooling';
+    if (this.given.has(id)) return 'given';
+    if (!(this.o.nodes.isLocal?.(id) ?? true)) return 'elsewhere';
+    return null;
   }
 
   /**
