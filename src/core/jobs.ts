@@ -163,15 +163,23 @@ export class JobService {
   }
 
   private async start(req: RunRequest, username: string, remoteRule: RemoteRule, key: string | undefined): Promise<JobRecord> {
+    // Each step's end in ms since the start began, logged at debug once the job runs (what a slow answer was made of).
+    const began = performance.now();
+    const took: Record<string, number> = {};
+    const mark = (step: string) => (took[step] = Math.round(performance.now() - began));
     const rev = await this.d.testPack.resolve(req.test_pack_revision, { fresh: true });
+    mark('resolved_ms');
     const known = new Set(await this.d.testPack.testCaseNames(rev.sha));
+    mark('listed_ms');
     const missing = req.test_cases.filter((t) => !known.has(t));
     if (missing.length) {
       throw invalid(`test case(s) not found at ${rev.sha.slice(0, 10)}: ${missing.slice(0, 5).join(', ')}${missing.length > 5 ? ', ...' : ''}`);
     }
     const config = await this.d.testPack.config(rev.sha);
     const remote = await chooseRemote(this.d.testPack, rev.sha, req.remote_control, remoteRule);
+    mark('configured_ms');
     const number = await this.d.jobs.nextNumber();
+    mark('numbered_ms');
     const record: JobRecord = {
       job_uid: formatJobUid({ nodeId: this.d.nodeId, hex: this.d.installationHex, number }),
       number,
@@ -193,6 +201,8 @@ export class JobService {
       current_run: null,
     };
     await this.d.jobs.save(record);
+    mark('saved_ms');
+    this.d.logger.debug({ job: record.job_uid, ...took }, 'job: started');
     const abort = new AbortController();
     const active: ActiveJob = { record, abort, done: Promise.resolve(), step: 'starting' };
     this.active = active;

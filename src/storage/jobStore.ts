@@ -2,8 +2,11 @@
  * Jobs on disk: one small JSON file per job, `<data_dir>/jobs/<number>.json`,
  * written atomically. Jobs are read on demand (not all loaded at start), so
  * a long history costs nothing at start-up; the job counter lives in the
- * state file. Only one job runs at a time, so only the latest job can have
- * been running when the daemon died.
+ * state file, written beside the new job's file rather than before it (a start
+ * waits for one durable write, not two in a row: on a loaded node each is
+ * hundreds of ms, docs/queue.md), so at open the counter is the state file's or
+ * the highest job file's, whichever is higher. Only one job runs at a time, so
+ * only the latest job can have been running when the daemon died.
  *
  * The store owns its writes: saves of one job go through a promise chain, so
  * they land in the order they were made (two atomic renames racing could
@@ -16,7 +19,7 @@
  * memory on the first lookup and kept up to date by every save: a key is for retrying a start that lost its
  * answer, minutes later, not months.
  */
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { JobRecord } from '../core/model.js';
 import type { JobRepository } from '../core/ports.js';
@@ -53,6 +56,8 @@ export class FileJobRepository implements JobRepository {
   private closed = false;
   /** `username\nkey` -> job number, over the last KEY_LOOKBACK jobs; built on the first findByKey. */
   private keys: Map<string, number> | undefined;
+  /** The highest job number given out (the state file's may lag behind it while its write is on its way). */
+  private last: number;
 
   constructor(
     dataDir: string,
@@ -63,8 +68,9 @@ export class FileJobRepository implements JobRepository {
     this.dir = path.join(dataDir, 'jobs');
     this.write = opts.write ?? writeFileAtomic;
     mkdirSync(this.dir, { recursive: true });
-    const last = this.state.data.last_job_number;
-    this.latestJob = last > 0 ? this.read(last) : undefined;
+    // A job saved while its number's state write had not landed yet (the daemon stopped between the two): its file counts.
+    this.last = Math.max(this.state.data.last_job_number, highestJobFile(this.dir));
+    this.latestJob = this.last > 0 ? this.read(this.last) : undefined;
   }
 
   get(jobUid: string): JobRecord | undefined {
@@ -85,14 +91,14 @@ export class FileJobRepository implements JobRepository {
   findByKey(username: string, key: string): JobRecord | undefined {
     if (!this.keys) {
       this.keys = new Map();
-      const last = this.state.data.last_job_number;
+      const last = this.last;
       for (let n = Math.max(1, last - KEY_LOOKBACK + 1); n <= last; n++) {
         const job = n === this.latestJob?.number ? this.latestJob : this.read(n);
         if (job?.idempotency_key !== undefined) this.keys.set(keyOf(job.username, job.idempotency_key), n);
       }
     }
     const n = this.keys.get(keyOf(username, key));
-    if (n === undefined || n <= this.state.data.last_job_number - KEY_LOOKBACK) return undefined;
+    if (n === undefined || n <= this.last - KEY_LOOKBACK) return undefined;
     return n === this.latestJob?.number ? this.latestJob : this.read(n);
   }
 
@@ -137,12 +143,18 @@ export class FileJobRepository implements JobRepository {
     await this.flush();
   }
 
-  async nextNumber(): Promise<number> {
-    const n = this.state.data.last_job_number + 1;
-    await this.state.update((s) => {
-      s.last_job_number = n;
-    });
-    return n;
+  /**
+   * The next job's number, given at once. The state file records it on its own write queue, not awaited here: the job's
+   * own file, saved next, is what a restart reads it back from (the constructor); a full disk is reported by that save.
+   */
+  nextNumber(): Promise<number> {
+    const n = ++this.last;
+    this.state
+      .update((s) => {
+        s.last_job_number = Math.max(s.last_job_number, n);
+      })
+      .catch(() => undefined);
+    return Promise.resolve(n);
   }
 
   private file(n: number) {
@@ -156,4 +168,14 @@ export class FileJobRepository implements JobRepository {
       return undefined;
     }
   }
+}
+
+/** The highest `<n>.json` in the jobs folder, 0 when there is none. */
+function highestJobFile(dir: string): number {
+  let max = 0;
+  for (const name of readdirSync(dir)) {
+    const m = /^(\d{1,15})\.json$/.exec(name);
+    if (m) max = Math.max(max, Number(m[1]));
+  }
+  return max;
 }

@@ -217,9 +217,42 @@ describe('FileJobRepository: Idempotency-Key lookup (findByKey)', () => {
     await state.update((s) => {
       s.last_job_number = KEY_LOOKBACK;
     });
-    expect(repo.findByKey('alice', 'old')?.job_uid, `job 1 is still one of the last ${KEY_LOOKBACK}`).to.equal(old.job_uid);
-    await save(repo, 'alice');
-    expect(repo.findByKey('alice', 'old'), 'one job later it is past the lookback').to.equal(undefined);
+    // Opened again on a state file that has counted KEY_LOOKBACK jobs.
+    const later = new FileJobRepository(dataDir, state, NODE);
+    expect(later.findByKey('alice', 'old')?.job_uid, `job 1 is still one of the last ${KEY_LOOKBACK}`).to.equal(old.job_uid);
+    await save(later, 'alice');
+    expect(later.findByKey('alice', 'old'), 'one job later it is past the lookback').to.equal(undefined);
     expect(new FileJobRepository(dataDir, state, NODE).findByKey('alice', 'old'), 'and after a restart').to.equal(undefined);
+  });
+});
+
+describe('FileJobRepository: the job counter', () => {
+  let dataDir: string;
+  afterEach(() => rm(dataDir, { recursive: true, force: true }));
+
+  it('a job file the state file did not count yet (its write on its way when the daemon stopped) is the latest job after a restart, and its number is not given again', async () => {
+    dataDir = await mkdtemp(join(tmpdir(), 'farmhand-jobcount-'));
+    const state = await StateStore.open(dataDir);
+    const repo = new FileJobRepository(dataDir, state, NODE);
+    const hex = state.data.installation_hex;
+    const saveJob = async (r: FileJobRepository) => {
+      const number = await r.nextNumber();
+      await r.save(jobRecord({ job_uid: `/${NODE}/${hex}/${number}`, number }));
+      return number;
+    };
+    expect(await saveJob(repo)).to.equal(1);
+    expect(await saveJob(repo)).to.equal(2);
+    await state.close();
+    expect(JSON.parse(await readFile(join(dataDir, 'state.json'), 'utf8')).last_job_number, 'the state file counts both once its writes land').to.equal(2);
+    // The daemon stopped after job 3's file landed and before the state file's write of 3 did.
+    await writeFileAtomic(join(dataDir, 'jobs', '3.json'), JSON.stringify(jobRecord({ job_uid: `/${NODE}/${hex}/3`, number: 3, status: 'running' })));
+    const reopened = await StateStore.open(dataDir);
+    expect(reopened.data.last_job_number).to.equal(2);
+    const again = new FileJobRepository(dataDir, reopened, NODE);
+    expect(again.latest()?.number, 'job 3 is the latest (the one a restart finds running)').to.equal(3);
+    expect(await saveJob(again), 'job 3 is not written over').to.equal(4);
+    expect(JSON.parse(await readFile(join(dataDir, 'jobs', '3.json'), 'utf8')).status).to.equal('running');
+    await reopened.close();
+    expect(JSON.parse(await readFile(join(dataDir, 'state.json'), 'utf8')).last_job_number).to.equal(4);
   });
 });
