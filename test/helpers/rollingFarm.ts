@@ -16,7 +16,8 @@ export type Front = Haproxy;
  * HAProxy in front of the replicas, `balance roundrobin` (nodes and clients spread over every replica, so most
  * requests are proxied between replicas), checking /readyz every second: as documented, `on-marked-down
  * shutdown-sessions`, down after 5 failed checks 1 s apart (at least 4 s), longer than a stopping replica's drain
- * (3 s), as the documented `inter 2s fall 3` is; `option http-server-close` (no kept-alive connection to a replica).
+ * (3 s), as the documented `inter 2s fall 3` is; `option http-server-close` (no kept-alive connection to a replica);
+ * `retry-on conn-failure empty-response` (a request a replica reset unanswered sent again: replicas-haproxy-retry).
  */
 export const startFront = (work: string, servers: Record<string, number>): Promise<Front> =>
   startHaproxy(work, servers, {
@@ -25,7 +26,11 @@ export const startFront = (work: string, servers: Record<string, number>): Promi
     // A new connection to a replica per request (docs/farm.md, HAProxy with replicas): a kept-alive one that the
     // replica closes (its drain, its keep-alive timeout) as HAProxy sends a request on it makes HAProxy close the
     // client's connection unanswered ("other side closed" at the client, on a run_tests too).
-    backend: ['option http-server-close'],
+    // A request whose replica closed the connection having answered nothing (a stopping replica's listener closed
+    // on connections the kernel had queued: reset, the request unread) is sent again, to another replica on the
+    // last retry (`retries 2`, `option redispatch`: replicaFarm.ts), instead of a 502 or, on a kept-alive client
+    // connection, the client's connection closed unanswered.
+    backend: ['option http-server-close', 'retry-on conn-failure empty-response'],
   });
 
 /** Write a replica's portal config ("many"); returns its path. */

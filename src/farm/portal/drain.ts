@@ -1,6 +1,8 @@
 /**
  * A portal's stop that lets the requests under way finish (docs/farm.md, "Many portals: faults and figures"): the
- * listener closes at once (a load balancer's next connection is refused and goes to another replica), kept-alive
+ * listener closes at once (a load balancer's next connection is refused and goes to another replica; one the kernel
+ * had already queued on the listener, not yet accepted, is reset by the close, its request unread: HAProxy's
+ * `retry-on conn-failure empty-response` sends that request to another replica, docs/farm.md), kept-alive
  * connections close after their request, and the requests under way get up to `waitMs` to end (those that change
  * something, longer). What is still unanswered then (a long poll held by a node) is answered 503 `device_unavailable` with `Retry-After`, so that no
  * request that had started ends in a reset connection; a stream whose answer had begun (an event stream, the live
