@@ -12,6 +12,7 @@ import type { Logger } from '../core/ports.js';
 import { announcePresses } from '../core/remoteControl.js';
 import type { PortalLink } from '../farm/link/index.js';
 import { createCapture, FfmpegFrameSource } from '../hardware/capture/index.js';
+import { liveSize, previewRate } from '../hardware/capture/ffmpeg-frame-source.js';
 import { KeyPresser } from '../hardware/ir/keys.js';
 import { createIrTransport } from '../hardware/ir/transports/index.js';
 import { createPowerOutlet, type PowerOutlet } from '../hardware/power/index.js';
@@ -81,7 +82,16 @@ async function openDevice(b: Base) {
   const virtual = cfg.capture.uri === 'virtual:' || cfg.ir.uri === 'virtual:' || cfg.power.uri === 'virtual:';
   const stb = virtual
     ? await stack.open('virtual set-top box', () => {
-        const s = createVirtualStb({ width: cfg.capture.width, height: cfg.capture.height, fps: cfg.capture.fps, animations: cfg.capture.virtual_animations, logger: logger.child({ module: 'virtual-stb' }) });
+        // A still picture is fed at the rate of the capture's preview output (its only output that needs a steady input).
+        const stillFps = liveSize(cfg.capture) ? cfg.capture.preview_fps : previewRate(cfg.capture);
+        const s = createVirtualStb({
+          width: cfg.capture.width,
+          height: cfg.capture.height,
+          fps: cfg.capture.fps,
+          stillFps,
+          animations: cfg.capture.virtual_animations,
+          logger: logger.child({ module: 'virtual-stb' }),
+        });
         return { value: s, close: () => s.stop() };
       })
     : undefined;

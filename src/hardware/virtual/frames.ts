@@ -36,6 +36,8 @@ export interface FrameStats {
   written: number;
   /** Ticks skipped because ffmpeg had not taken the previous frame yet, or no frame existed yet. */
   dropped: number;
+  /** Ticks not written because the picture had not changed and the still rate's interval had not passed. */
+  still: number;
 }
 
 /** A rectangle of pixels, `x1`/`y1` exclusive. */
@@ -122,7 +124,7 @@ export class FrameCache {
   /** Jobs that failed, not tried again (a broken scene is not retried every frame). */
   private readonly failed = new Set<string>();
   private stopped = false;
-  readonly stats: FrameStats = { renders: 0, svgRenders: 0, written: 0, dropped: 0 };
+  readonly stats: FrameStats = { renders: 0, svgRenders: 0, written: 0, dropped: 0, still: 0 };
 
   constructor(
     private readonly width: number,
@@ -251,9 +253,26 @@ export class FrameCache {
  * the rate stays the same; the picture is only never held back by a tick.
  * `decorate`, when given, makes the bytes written from the cache's frame
  * (the animations and frame numbers of animations.ts).
+ *
+ * `stillFps` (at most `fps`): while the picture does not change, a frame is
+ * written only this often; the ticks go on at `fps` (so a new clock second or
+ * picture goes out within a tick) but skip the write. ffmpeg repeats the
+ * last frame on its constant-rate outputs (the recording, the preview while
+ * recording), so the video is the same; the box's pipe and ffmpeg's input
+ * carry a fifth of the bytes at 5 of 25 (docs/virtual-stb.md, "Frames").
+ * With `decorate` every frame is new (its number): always `fps`.
  */
-export function feedFrames(stdin: Writable, fps: number, cache: FrameCache, beforeFrame: () => void, decorate?: (frame: Buffer) => Buffer): () => void {
+export function feedFrames(
+  stdin: Writable,
+  fps: number,
+  cache: FrameCache,
+  beforeFrame: () => void,
+  decorate?: (frame: Buffer) => Buffer,
+  stillFps = fps,
+): () => void {
   const interval = 1000 / fps;
+  // Half a tick of slack: a tick a little early still writes, so the still frames keep to about `stillFps`.
+  const stillGap = decorate ? 0 : 1000 / Math.min(fps, stillFps) - interval / 2;
   let due = performance.now();
   let lastWrite = -Infinity;
   let lastFrame: Buffer | undefined;
@@ -263,6 +282,10 @@ export function feedFrames(stdin: Writable, fps: number, cache: FrameCache, befo
   let awaitingDrain = false;
   const write = (): void => {
     const frame = cache.current();
+    if (frame !== undefined && frame === lastFrame && performance.now() - lastWrite < stillGap) {
+      cache.stats.still++;
+      return;
+    }
     if (frame && stdin.writable && !stdin.writableNeedDrain) {
       stdin.write(decorate ? decorate(frame) : frame);
       cache.stats.written++;

@@ -37,6 +37,11 @@ export interface VirtualStbOptions {
   remote?: LircRemote;
   /** Animations, frame numbers and the record of picture changes (animations.ts); default off. */
   animations?: boolean;
+  /**
+   * Frames a second written while the picture does not change (feedFrames): the rate of the capture's outputs that
+   * need a steady input, its preview; default `fps` (every tick). Unused with `animations` (every frame is numbered).
+   */
+  stillFps?: number;
 }
 
 export interface VirtualStb {
@@ -99,7 +104,7 @@ export function createVirtualStb(o: VirtualStbOptions): VirtualStb {
   };
 
   const feed: FrameFeed = (stdin: Writable) => {
-    const stopFeeding = feedFrames(stdin, o.fps, cache, () => cache.refresh(), animator && ((f) => animator.frame(f)));
+    const stopFeeding = feedFrames(stdin, o.fps, cache, () => cache.refresh(), animator && ((f) => animator.frame(f)), o.stillFps);
     const detach = (): void => {
       stopFeeding();
       detachers.delete(detach);
