@@ -110,11 +110,13 @@ export const LIVE_MJPEG_QSCALE = 3;
  * on `pipe` (fd 4), passed as they come (`-fps_mode vfr -r`: never held, never repeated), one thread as the
  * preview. The scale is swscale's `fast_bilinear`: measured on 720p25 (docs/portal.md, "The first viewer's
  * CPU"), a 640x360 output costs ffmpeg ~0.03 cores, against ~0.08 for the default bicubic and ~0.02 for
- * `neighbor`, which drops every other pixel (thin lines and text vanish).
+ * `neighbor`, which drops every other pixel (thin lines and text vanish). `overlay`: a filter drawn after the
+ * scale (draw_text's drawtext, overlay.ts), so its text is sized for the live picture.
  */
-export function liveOutput(o: { width: number; height: number; rate: number; pipe: string }): OutputSpec {
+export function liveOutput(o: { width: number; height: number; rate: number; pipe: string; overlay?: string | undefined }): OutputSpec {
+  const filters = [`scale=${o.width}:${o.height}:flags=fast_bilinear`, ...(o.overlay === undefined ? [] : [o.overlay])];
   return {
-    args: ['-map', '0:v', '-threads', '1', '-vf', `scale=${o.width}:${o.height}:flags=fast_bilinear`, '-fps_mode', 'vfr', '-r', String(o.rate),
+    args: ['-map', '0:v', '-threads', '1', '-vf', filters.join(','), '-fps_mode', 'vfr', '-r', String(o.rate),
       '-c:v', 'mjpeg', '-q:v', String(LIVE_MJPEG_QSCALE), '-pix_fmt', 'yuvj420p', '-f', 'mjpeg', o.pipe],
   };
 }
@@ -129,16 +131,18 @@ const ULTRAFAST_MAX_PIXELS = 1280 * 720;
  * `pipe:N`). Every segment starts with a keyframe and carries SPS/PPS
  * (`repeat-headers=1`), so any run of consecutive segments plays from its
  * first frame. Presets as DESIGN.md measured them on the 2-core box:
- * ultrafast up to 720p, veryfast above.
+ * ultrafast up to 720p, veryfast above. `overlay`: a filter drawn on every
+ * frame after the scale (draw_text's drawtext, overlay.ts).
  */
-export function recordOutput(o: { width: number; height: number; fps: number; pattern: string; list: string; scale?: boolean }): OutputSpec {
+export function recordOutput(o: { width: number; height: number; fps: number; pattern: string; list: string; scale?: boolean; overlay?: string | undefined }): OutputSpec {
   const gop = String(Math.max(1, Math.round(o.fps)));
   const preset = o.width * o.height > ULTRAFAST_MAX_PIXELS ? 'veryfast' : 'ultrafast';
+  const filters = [...(o.scale === true ? [`scale=${o.width}:${o.height}`] : []), ...(o.overlay === undefined ? [] : [o.overlay])];
   return {
     args: [
       '-map', '0:v',
       // An input whose size changes mid-stream (InputSpec.resizes): the encoder keeps the size it started with.
-      ...(o.scale === true ? ['-vf', `scale=${o.width}:${o.height}`] : []),
+      ...(filters.length > 0 ? ['-vf', filters.join(',')] : []),
       '-c:v', 'libx264', '-preset', preset, '-pix_fmt', 'yuv420p',
       // Constant rate from the input's timestamps: a late frame is repeated, so video time follows wall time.
       '-fps_mode', 'cfr', '-r', String(o.fps),

@@ -8,7 +8,7 @@
  * recording is on the H.264 segments the Recorder cuts per-run video from.
  * Every preview frame is also checked for a black or frozen picture.
  */
-import { statfs } from 'node:fs/promises';
+import { access, constants, statfs } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Writable } from 'node:stream';
 import { FarmError } from '../../core/errors.js';
@@ -23,6 +23,7 @@ import { isNetworkCaptureUri, NETWORK_BACKOFF, NETWORK_IO_TIMEOUT_MS, networkExi
 import { FrameRing, type RawFrame } from './frame-ring.js';
 import { NO_VIDEO_DISK_FULL, Recorder, type RecorderOptions } from './recorder.js';
 import { SignalMonitor, signalOptionsFor, type SignalOptions, type SignalReport } from './signal-monitor.js';
+import { DEFAULT_OVERLAY_FONT, drawtextFilter, TextOverlay } from './overlay.js';
 import { silentLogger } from '../../logger.js';
 
 /**
@@ -64,6 +65,12 @@ export interface FfmpegFrameSourceOptions {
   signal?: SignalOptions;
   /** Replaces the input the URI selects (tests and benchmarks: lavfi sources, replayed files). */
   input?: InputSpec;
+  /**
+   * `stbt.draw_text` (overlay.ts): the text file ffmpeg's drawtext reads on the recording and live outputs
+   * (never the preview), and its font (default DEFAULT_OVERLAY_FONT). Off when absent, or when the font or the
+   * file cannot be had at start (logged; draw_text then only logs).
+   */
+  overlay?: { file: string; font?: string };
 }
 
 /**
@@ -101,7 +108,12 @@ export class FfmpegFrameSource implements FrameSource {
   private readonly liveSplitter: MjpegSplitter | undefined;
   /** The live output's latest JPEG and its number (counted across runs). */
   private liveLatest: { jpeg: Buffer; seq: number } | undefined;
-  private readonly live: OutputSpec | undefined;
+  /** The live output's size when it has one (`live_width`). */
+  private readonly liveDims: { width: number; height: number } | undefined;
+  /** draw_text's texts (overlay.ts); undefined when the options have no `overlay`. */
+  private readonly overlay: TextOverlay | undefined;
+  /** The overlay's file is there and its font readable: the drawtext filter is on the outputs. */
+  private overlayOn = false;
   /** Frames a second the live view gets (`live_fps` capped, or the preview's rate). */
   private readonly liveRate: number;
   private liveFramesReceived = 0;
@@ -168,7 +180,10 @@ export class FfmpegFrameSource implements FrameSource {
     this.rate = live ? o.preview_fps : this.liveRate;
     if (live) {
       this.liveSplitter = new MjpegSplitter();
-      this.live = liveOutput({ ...live, rate: this.liveRate, pipe: 'pipe:4' });
+      this.liveDims = live;
+    }
+    if (o.overlay) {
+      this.overlay = new TextOverlay({ file: o.overlay.file, onError: (e) => this.log.warn({ err: e, file: o.overlay!.file }, 'draw_text: could not write the overlay text file') });
     }
     // The ring keeps at least preview_fps frames a second (25 / 10: one in 2); the check takes preview_fps of them.
     this.checkEvery = Math.max(1, Math.floor(this.rate / o.preview_fps));
@@ -201,7 +216,45 @@ export class FfmpegFrameSource implements FrameSource {
       this.phase = 'idle';
       throw e;
     }
+    await this.prepareOverlay();
     if (this.phase === 'starting') this.spawnChild();
+  }
+
+  /**
+   * The overlay's file, written before ffmpeg first reads it (drawtext fails without it), and its font. Either
+   * missing leaves the filter off: capture and recording go on, draw_text only logs.
+   */
+  private async prepareOverlay(): Promise<void> {
+    if (!this.overlay || this.overlayOn) return;
+    const font = this.o.overlay!.font ?? DEFAULT_OVERLAY_FONT;
+    try {
+      await access(font, constants.R_OK);
+      await this.overlay.prepare();
+      this.overlayOn = true;
+    } catch (e) {
+      this.log.warn({ err: e, font, file: this.overlay.file }, 'draw_text: no overlay on the video (font or text file missing); draw_text only logs');
+    }
+  }
+
+  /**
+   * `stbt.draw_text`: draw `text` on the recording and the live view for `durationSecs`, stacked under the
+   * texts already shown. Resolves true once ffmpeg reads it (from its next frame), false when there is no
+   * overlay (no `overlay` option, or its font or file were missing at start); never rejects.
+   */
+  async drawText(text: string, durationSecs: number, owner?: unknown): Promise<boolean> {
+    if (!this.overlay || !this.overlayOn) return false;
+    await this.overlay.show(text, durationSecs, owner);
+    return true;
+  }
+
+  /** Take away the texts `owner` drew with `drawText` (its run ended). */
+  async clearText(owner: unknown): Promise<void> {
+    await this.overlay?.clear(owner);
+  }
+
+  /** The texts drawn now, top to bottom (tests, diagnostics). */
+  overlayLines(): string[] {
+    return this.overlayOn ? (this.overlay?.lines() ?? []) : [];
   }
 
   /** The per-run video recorder; undefined when recording is off. */
@@ -384,8 +437,10 @@ export class FfmpegFrameSource implements FrameSource {
   /** The command of ffmpeg process `run` (segment names carry the run, so restarts never collide). */
   private buildArgs(run: string): string[] {
     const recording = this.video !== undefined && this.video.stopped() === undefined;
-    const live = this.live ? [this.live] : [];
-    return ffmpegArgs(this.input, recording ? [this.preview.cfr, this.video.output(run), ...live] : [this.preview.vfr, ...live]);
+    const draw = (height: number) => (this.overlayOn ? drawtextFilter({ file: this.overlay!.file, font: this.o.overlay!.font ?? DEFAULT_OVERLAY_FONT, height }) : undefined);
+    const live = this.liveDims ? [liveOutput({ ...this.liveDims, rate: this.liveRate, pipe: 'pipe:4', overlay: draw(this.liveDims.height) })] : [];
+    // The preview (test scripts' frames, screenshots, the checks) never gets the overlay.
+    return ffmpegArgs(this.input, recording ? [this.preview.cfr, this.video.output(run, draw(this.o.height)), ...live] : [this.preview.vfr, ...live]);
   }
 
   /**

@@ -15,10 +15,10 @@ export type { RawFrame } from './frame-ring.js';
 export { THUMBNAIL_WIDTH } from './encode.js';
 
 /** The `capture` section of the config. */
-export type CaptureConfig = Omit<FfmpegFrameSourceOptions, 'logger' | 'feed' | 'recording' | 'signal' | 'input'>;
+export type CaptureConfig = Omit<FfmpegFrameSourceOptions, 'logger' | 'feed' | 'recording' | 'signal' | 'input' | 'overlay'>;
 
 /** What the daemon wires in besides the config. */
-export type CaptureExtras = Pick<FfmpegFrameSourceOptions, 'feed' | 'recording' | 'signal'>;
+export type CaptureExtras = Pick<FfmpegFrameSourceOptions, 'feed' | 'recording' | 'signal' | 'overlay'>;
 
 /**
  * `none:` -> always offline; anything else -> one supervised ffmpeg. Does no

@@ -88,9 +88,9 @@ export class Recorder implements VideoRecorder {
     await Promise.all(stale.map((f) => rm(join(this.o.dir, f), { force: true })));
   }
 
-  /** The recording output of the ffmpeg process `run`; the segment list goes to fd 3. */
-  output(run: string): OutputSpec {
-    return recordOutput({ ...this.d, pattern: join(this.o.dir, `seg-${run}-%06d.ts`), list: 'pipe:3' });
+  /** The recording output of the ffmpeg process `run`; the segment list goes to fd 3. `overlay`: a filter drawn on it (overlay.ts). */
+  output(run: string, overlay?: string): OutputSpec {
+    return recordOutput({ ...this.d, pattern: join(this.o.dir, `seg-${run}-%06d.ts`), list: 'pipe:3', overlay });
   }
 
   /** A new ffmpeg process `run` was spawned. */
