@@ -23,6 +23,7 @@ import { isNetworkCaptureUri, NETWORK_BACKOFF, NETWORK_IO_TIMEOUT_MS, networkExi
 import { FrameRing, type RawFrame } from './frame-ring.js';
 import { NO_VIDEO_DISK_FULL, Recorder, type RecorderOptions } from './recorder.js';
 import { SignalMonitor, signalOptionsFor, type SignalOptions, type SignalReport } from './signal-monitor.js';
+import { CLOCK_TICKS_PER_SEC, cpuTicks } from './process-cpu.js';
 import { DEFAULT_OVERLAY_FONT, drawtextFilter, TextOverlay } from './overlay.js';
 import { silentLogger } from '../../logger.js';
 
@@ -99,6 +100,18 @@ const STARTUP_MS = 10_000;
  * ffmpeg, so the watchdog waits another full period instead.
  */
 const LOOP_LAG_MS = 250;
+
+/**
+ * No frame within the staleness bound, and the event loop on time: before ffmpeg is ended for a stall, its CPU time is
+ * read twice this far apart. An ffmpeg that used BUSY_TICKS or more meanwhile is working and only starved of CPU (a
+ * loaded machine: its frames are late, not lost), so the watchdog waits another period, up to STARVED_MAX_MS without a
+ * frame in all; one whose CPU time stands still is stuck (a card or stream that delivers nothing) and is ended.
+ * Ending a starved ffmpeg only made it worse: the restart costs more CPU than the frames it was late with, and the node
+ * is offline meanwhile (docs/capture.md, "Stalls").
+ */
+const PROBE_MS = 1000;
+const BUSY_TICKS = 2;
+const STARVED_MAX_MS = 10_000;
 
 type Phase = 'idle' | 'starting' | 'running' | 'waiting' | 'stopped';
 
@@ -591,8 +604,41 @@ export class FfmpegFrameSource implements FrameSource {
         this.armWatchdog(ms);
         return;
       }
-      this.onStall(ms);
+      this.probeOrStall(child, ms);
     });
+  }
+
+  /**
+   * No frame for `ms`: end ffmpeg unless it is working (its CPU time grows over PROBE_MS) on a loaded machine, for
+   * at most STARVED_MAX_MS without a frame. Only while running: the first frame has its own bound (STARTUP_MS).
+   */
+  private probeOrStall(child: FfmpegChild, ms: number): void {
+    const pid = child.pid;
+    const last = this.ring.latestMonotonic();
+    const silentMs = this.phase === 'running' && last !== undefined ? performance.now() - last : Infinity;
+    const before = pid === undefined || silentMs >= STARVED_MAX_MS ? undefined : cpuTicks(pid);
+    if (pid === undefined || before === undefined) {
+      this.onStall(ms);
+      return;
+    }
+    // Armed like the watchdog: a frame meanwhile refreshes it (onData), and then it re-arms for the time left.
+    this.watchdogDue = performance.now() + PROBE_MS;
+    this.watchdog = setTimeout(() => {
+      this.watchdog = undefined;
+      if (child !== this.child || this.phase === 'stopped') return;
+      if (this.watchdogDue > performance.now()) {
+        this.armWatchdog(this.watchdogDue - performance.now()); // a frame arrived meanwhile
+        return;
+      }
+      const used = (cpuTicks(pid) ?? before) - before;
+      if (used >= BUSY_TICKS) {
+        const cpuMs = (used * 1000) / CLOCK_TICKS_PER_SEC;
+        this.log.debug({ pid, cpu_ms: cpuMs, silent_ms: Math.round(silentMs + PROBE_MS) }, 'ffmpeg is working but its frames are late (the machine is loaded); waiting again');
+        this.armWatchdog(ms);
+        return;
+      }
+      this.onStall(ms);
+    }, PROBE_MS);
   }
 
   private onStall(ms: number): void {
