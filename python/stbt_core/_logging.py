@@ -2,8 +2,9 @@
 
 Both go to the daemon's run log (``farmhand.log``) over the control socket,
 stamped with the daemon's clock like the presses and matches around them, so
-the log read beside the video tells the story. Outside farmhand they go to
-standard error.
+the log read beside the video tells the story; ``draw_text`` also writes its
+text on the video (the daemon's ``draw_text`` request: src/runner/control.ts).
+Outside farmhand they go to standard error.
 """
 
 import contextlib
@@ -11,6 +12,7 @@ import os
 import sys
 
 from farmhand import control
+from farmhand.errors import ControlError
 
 __all__ = ["debug", "draw_text"]
 
@@ -23,10 +25,29 @@ def _emit(text):
 
 
 def draw_text(text, duration_secs=3):
-    """Log ``text`` in the run's log at this moment. (stb-tester also draws it
-    on the recorded video for ``duration_secs``; farmhand's recording is the
-    capture as it is, so the log line stands for it.)"""
-    _emit("draw_text: %s (for %s s)" % (text, duration_secs))
+    """Write ``text`` on the output video (the run's recording and the live
+    view) for ``duration_secs`` seconds, and log it in the run's log at this
+    moment. The frames the script gets (``get_frame``, ``frames``) never show
+    it. Returns once the text is on the video; never raises (a capture
+    without video, or a daemon going away, leaves the log line only)."""
+    text = str(text)
+    line = "draw_text: %s (for %s s)" % (text, duration_secs)
+    if not os.environ.get(control.SOCKET_ENV):
+        sys.stderr.write(line + "\n")
+        return
+    try:
+        secs = float(duration_secs)
+    except (TypeError, ValueError):
+        secs = None
+    try:
+        if secs is None or secs != secs or secs in (float("inf"), float("-inf")):
+            control.log_event(line)  # no duration to draw for: the log line alone
+        else:
+            control.request("draw_text", text=text, duration_secs=secs)
+    except ControlError:
+        control.log_event(line)  # a daemon without draw_text: the log line as before
+    except Exception:  # pylint: disable=broad-except
+        pass
 
 
 def debug(msg, *args, **kwargs):  # pylint: disable=unused-argument

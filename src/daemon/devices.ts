@@ -99,6 +99,8 @@ async function openDevice(b: Base) {
   const { frames, video } = createCapture(captureCfg, logger.child({ module: 'capture' }), {
     ...(stb && { feed: stb.feed }),
     ...(recordVideo && { recording: { dir: path.join(cfg.data_dir, 'recording') } }),
+    // stbt.draw_text's texts, drawn on the recording and the live view (overlay.ts).
+    overlay: { file: path.join(cfg.data_dir, 'capture', 'draw-text.txt') },
   });
   if (frames instanceof FfmpegFrameSource) b.late.captureStats = () => frames.stats();
   const ir = await stack.open('IR transport', () => {
@@ -142,6 +144,10 @@ async function openRunner(b: Base & { hub: EventHub }, keys: KeyPresser, frames:
       ...(power && { power }),
       tmpPrefix: tempPrefixes.control,
       ...(frames instanceof FfmpegFrameSource && { onFrames: (listener: () => void) => frames.onPreviewFrames(listener) }),
+      // stbt.draw_text on the video; `none:` has no ffmpeg: the run's log only.
+      ...(frames instanceof FfmpegFrameSource && {
+        overlay: { show: (text: string, secs: number, owner: unknown) => frames.drawText(text, secs, owner), clear: (owner: unknown) => frames.clearText(owner) },
+      }),
     });
     return { value: c, close: () => c.close() };
   });

@@ -28,6 +28,10 @@
  *                                 configured -> not_found
  *   {"id":8,"op":"power","cycle":true,"off_secs":5}  -> {"id":8,"ok":true,"on":true} once the outlet
  *                                 was switched off, left off off_secs (default: power.uri's) and is on again
+ *   {"id":9,"op":"draw_text","text":"tuning","duration_secs":3}  -> {"id":9,"ok":true,"drawn":true}
+ *                                 stbt.draw_text: a line `draw_text: tuning (for 3 s)` in the run's log, and
+ *                                 the text on the recorded video and the live view for duration_secs (drawn
+ *                                 false: this capture has no overlay, the line only); taken away when the run ends
  *   failures                   -> {"id":..,"ok":false,"error":"<code>","message":"..."}
  *
  * A connection is read only while no request of it is being answered, and an
@@ -100,6 +104,12 @@ export interface ControlServerOptions {
    * connect, and no one else but the daemon.
    */
   group?: number;
+  /**
+   * `draw_text`'s overlay (FfmpegFrameSource.drawText / clearText): `show` resolves true once the text is on
+   * the video, false when the capture has none; `clear` takes away a run's texts when it ends. Absent (`none:`):
+   * draw_text only logs.
+   */
+  overlay?: { show(text: string, durationSecs: number, owner: unknown): Promise<boolean>; clear(owner: unknown): Promise<void> };
   /** The name of each run's folder there, before mkdtemp's 6 characters; default `farmhand-ctl-` (the daemon adds its data directory's tag: storage/sweep.ts). */
   tmpPrefix?: string;
 }
@@ -214,6 +224,8 @@ class ControlChannel implements RunControlChannel {
       this.abort.abort(new FarmError('device_unavailable', 'the test run has ended'));
       this.stopKeeping?.();
       for (const s of this.sockets) s.destroy();
+      // The run's texts leave the video with it (the next run's video must not show them).
+      await this.o.overlay?.clear(this).catch((err: unknown) => this.log?.warn({ err }, 'draw_text: could not take the run\'s texts away'));
       await new Promise<void>((resolve) => this.server.close(() => resolve()));
       await rm(this.dir, { recursive: true, force: true });
       this.onClosed();
@@ -287,7 +299,8 @@ class ControlChannel implements RunControlChannel {
       if (r.op === 'release') return this.release(id, r);
       if (r.op === 'held') return await this.held(id, r);
       if (r.op === 'power') return await this.power(id, r);
-      throw new FarmError('invalid_request', `unknown op ${JSON.stringify(r.op)}; use "press", "get_frame", "next_frame", "held", "release", "power" or "log"`);
+      if (r.op === 'draw_text') return await this.drawText(id, r);
+      throw new FarmError('invalid_request', `unknown op ${JSON.stringify(r.op)}; use "press", "get_frame", "next_frame", "held", "release", "power", "draw_text" or "log"`);
     } catch (e) {
       if (!isFarmError(e)) this.log?.error({ err: e }, 'control request failed');
       return failure(id, e);
@@ -517,6 +530,19 @@ class ControlChannel implements RunControlChannel {
     if (typeof r.text !== 'string') throw new FarmError('invalid_request', 'log needs "text": the line to write');
     this.event(r.text);
     return { header: { id, ok: true } };
+  }
+
+  /**
+   * stbt.draw_text: the line in the run's log first (its time is when the text appears), then the text on the
+   * video. `text` is only ever the content of the overlay's file (overlay.ts): never a path or a filter option.
+   */
+  private async drawText(id: number | string | null, r: Record<string, unknown>): Promise<Answer> {
+    if (typeof r.text !== 'string') throw new FarmError('invalid_request', 'draw_text needs "text": the text to draw');
+    const secs = r.duration_secs ?? 3;
+    if (typeof secs !== 'number' || !Number.isFinite(secs)) throw new FarmError('invalid_request', '"duration_secs" must be a number of seconds');
+    this.event(`draw_text: ${r.text} (for ${secs} s)`);
+    const drawn = this.closing || !this.o.overlay ? false : await this.o.overlay.show(r.text, secs, this);
+    return { header: { id, ok: true, drawn } };
   }
 
   private frame(id: number | string | null): Answer {

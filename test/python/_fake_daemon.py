@@ -30,6 +30,7 @@ class FakeDaemon:
         self.path = os.path.join(self.dir, "control.sock")
         self.presses = []  # (key, hold_ms, start, end, released)
         self.logs = []  # (time, text)
+        self.draws = []  # (text, duration_secs) of draw_text requests
         self.seq = 0
         # seq -> capture time of the last frames: a loaded machine must not make the test's reader skip one
         # (the daemon keeps 8; the stand-in keeps more, since the test checks frames(), not that bound).
@@ -120,6 +121,12 @@ class FakeDaemon:
                 elif op == "log":
                     self.logs.append((time.time(), req["text"]))
                     out = {"ok": True}
+                elif op == "draw_text":
+                    # As the daemon: the line in the run's log, and the text on the video (here: remembered).
+                    secs = req.get("duration_secs", 3)
+                    self.logs.append((time.time(), "draw_text: %s (for %s s)" % (req["text"], "%g" % secs)))
+                    self.draws.append((req["text"], secs))
+                    out = {"ok": True, "drawn": True}
                 elif op in ("get_frame", "next_frame"):
                     with self.cond:
                         if self.seq == 0 and op == "get_frame":

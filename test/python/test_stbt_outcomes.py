@@ -50,6 +50,12 @@ def test_logging():
     stbt.draw_text("tuning to BBC One")
     stbt.debug("%d presses", 3)
     stbt.press("KEY_OK")
+
+
+def test_draw_text_durations():
+    stbt.draw_text("tuning to BBC One")
+    stbt.draw_text("a:b,c'd [e] %{pts}\\nnext", duration_secs=0.5)
+    stbt.draw_text("nothing drawn", duration_secs="soon")
 """
 
 
@@ -106,6 +112,15 @@ class Outcomes(unittest.TestCase):
         lines = [t for _, t in self.daemon.logs[before:]]
         self.assertEqual(lines, ["draw_text: tuning to BBC One (for 3 s)", "debug: 3 presses"])
         self.assertGreaterEqual(self.daemon.presses[-1][2], self.daemon.logs[-1][0])
+
+    def test_draw_text_asks_the_daemon_to_draw_the_text_for_its_duration(self):
+        before = len(self.daemon.draws)
+        report, out = self.run_case("test_draw_text_durations")
+        self.assertEqual(report["result"], "pass", out)
+        # The text as given (the daemon makes it safe to draw); a duration that is no number is logged only.
+        self.assertEqual(self.daemon.draws[before:], [("tuning to BBC One", 3), ("a:b,c'd [e] %{pts}\nnext", 0.5)])
+        lines = [t for _, t in self.daemon.logs]
+        self.assertIn("draw_text: nothing drawn (for soon s)", lines)
 
     def test_without_the_daemon_they_go_to_stderr(self):
         report, out = self.pack.run("tests/outcomes.py::test_logging", env={"FARMHAND_CONTROL_SOCKET": ""})
