@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages: capture and video (ffmpeg), test packs (git), test scripts
-# (python3 with numpy and OpenCV), the virtual set-top box's text (fonts-dejavu-core),
+# (python3 with numpy and OpenCV), the virtual set-top box's text and stbt.draw_text on the video (fonts-dejavu-core),
 # serial tests (socat), the IR oracle and remote files (lirc, lirc-compat-remotes),
 # jUnit schema checks (libxml2-utils), systemd unit checks (systemd), /metrics and alert-rule checks
 # (prometheus, for promtool only: its server is disabled when setup installs it), the farm's database and
