@@ -19,13 +19,14 @@
  * memory on the first lookup and kept up to date by every save: a key is for retrying a start that lost its
  * answer, minutes later, not months.
  */
-import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { JobRecord } from '../core/model.js';
 import type { JobRepository } from '../core/ports.js';
+import { FarmError } from '../core/errors.js';
 import { parseJobUid } from '../core/ids.js';
 import { writeFileAtomic } from './atomic.js';
-import type { StateStore } from './state.js';
+import { isDiskFull, type StateStore } from './state.js';
 
 export interface FileJobRepositoryOptions {
   /** How a job file is written (default: writeFileAtomic); tests slow it down. */
@@ -104,7 +105,8 @@ export class FileJobRepository implements JobRepository {
 
   save(job: JobRecord): Promise<void> {
     if (this.closed) return Promise.reject(new Error(`job store closed: job ${job.job_uid} not saved`));
-    if (!this.latestJob || job.number >= this.latestJob.number) this.latestJob = job;
+    const previous = this.latestJob;
+    if (!previous || job.number >= previous.number) this.latestJob = job;
     if (job.idempotency_key !== undefined) this.keys?.set(keyOf(job.username, job.idempotency_key), job.number);
     let slot = this.slots.get(job.number);
     if (!slot) {
@@ -117,7 +119,12 @@ export class FileJobRepository implements JobRepository {
     const run = s.chain.then(async () => {
       if (s.landed >= version) return; // a later state already landed
       const [text, v] = [s.text, s.asked];
-      await this.write(this.file(job.number), text);
+      await this.write(this.file(job.number), text).catch((e: unknown) => {
+        // A job whose file never landed is no job (its start fails here): the latest is the one before it again.
+        if (this.latestJob === job && !existsSync(this.file(job.number))) this.latestJob = previous === job ? undefined : previous;
+        // The client hears "disk full" (507), not an internal error: this is the start's one durable write (nextNumber's is not awaited).
+        throw isDiskFull(e) ? new FarmError('storage_full', 'no space left on the data disk to save the job; free some space') : e;
+      });
       s.landed = v;
     });
     const chain = run.catch(() => undefined);

@@ -269,7 +269,8 @@ async function recoverLatestJob(dataDir: string, nodeId: string, st: StateData, 
   );
 }
 
-function isDiskFull(e: unknown): boolean {
+/** A write that failed for want of space (or quota) on the data disk. */
+export function isDiskFull(e: unknown): boolean {
   const code = (e as NodeJS.ErrnoException).code;
   return code === 'ENOSPC' || code === 'EDQUOT';
 }

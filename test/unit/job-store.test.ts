@@ -255,4 +255,25 @@ describe('FileJobRepository: the job counter', () => {
     await reopened.close();
     expect(JSON.parse(await readFile(join(dataDir, 'state.json'), 'utf8')).last_job_number).to.equal(4);
   });
+
+  it('a job whose first save fails for want of space is refused as storage_full and is not the latest job', async () => {
+    dataDir = await mkdtemp(join(tmpdir(), 'farmhand-jobfull-'));
+    const state = await StateStore.open(dataDir);
+    let full = false;
+    const write = async (file: string, text: string) => {
+      if (full) throw Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' });
+      await writeFileAtomic(file, text);
+    };
+    const repo = new FileJobRepository(dataDir, state, NODE, { write });
+    const hex = state.data.installation_hex;
+    const first = jobRecord({ job_uid: `/${NODE}/${hex}/${await repo.nextNumber()}`, number: 1 });
+    await repo.save(first);
+    full = true;
+    const number = await repo.nextNumber();
+    const err = await repo.save(jobRecord({ job_uid: `/${NODE}/${hex}/${number}`, number, status: 'running' })).then(() => undefined, (e: unknown) => e);
+    expect((err as { code?: string } | undefined)?.code).to.equal('storage_full');
+    expect(repo.latest()?.job_uid).to.equal(first.job_uid);
+    expect(repo.running()).to.deep.equal([]);
+    await state.close();
+  });
 });
