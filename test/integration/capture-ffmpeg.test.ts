@@ -4,6 +4,7 @@
  * supervisor's recovery from a killed, stalled or missing ffmpeg.
  */
 import { expect } from 'chai';
+import { createHook } from 'node:async_hooks';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,11 +22,40 @@ const base: FfmpegFrameSourceOptions = { uri: 'testsrc:', width: W, height: H, f
 
 
 
-/** Active timers and child-process handles, after pending handle closes ran. */
-async function handles(): Promise<number> {
-  // A closed handle leaves the list in the loop's close phase, after the first setImmediate.
-  for (let i = 0; i < 2; i++) await new Promise((r) => setImmediate(r));
-  return process.getActiveResourcesInfo().filter((r) => r === 'Timeout' || r === 'ProcessWrap').length;
+/**
+ * Timers and child processes the capture code created and that are still alive (not fired, cleared or closed).
+ * Only its own: the whole suite runs in one process, where other files' timers come and go at any time, so a count of
+ * every active handle in the process fails at random (it did in CI).
+ */
+class CaptureHandles {
+  private readonly live = new Map<number, string>();
+  private readonly hook = createHook({
+    init: (id, type) => {
+      if (type !== 'Timeout' && type !== 'PROCESSWRAP') return;
+      const limit = Error.stackTraceLimit;
+      Error.stackTraceLimit = 50;
+      const stack = new Error().stack ?? '';
+      Error.stackTraceLimit = limit;
+      if (/src[/\\]hardware[/\\]capture[/\\]/.test(stack)) this.live.set(id, type);
+    },
+    destroy: (id) => {
+      this.live.delete(id);
+    },
+  });
+
+  constructor() {
+    this.hook.enable();
+  }
+
+  /** The kinds of the live ones, after pending destroys ran (they run in the loop's close phase). */
+  async alive(): Promise<string[]> {
+    for (let i = 0; i < 2; i++) await new Promise((r) => setImmediate(r));
+    return [...this.live.values()].sort();
+  }
+
+  dispose(): void {
+    this.hook.disable();
+  }
 }
 
 describe('capture: FfmpegFrameSource on testsrc2', function () {
@@ -144,27 +174,36 @@ describe('capture: FfmpegFrameSource on testsrc2', function () {
   });
 
   it('stop() ends ffmpeg and leaves no child, timer or process handle behind', async () => {
-    const before = await handles();
-    source = new FfmpegFrameSource(base);
-    await source.start();
-    await waitFor(online, 'online');
-    const pid = source.pid()!;
-    expect(isAlive(pid)).to.equal(true);
-    expect(await handles()).to.be.greaterThan(before);
-    await source.stop();
-    expect(isAlive(pid)).to.equal(false);
-    expect(source.health()).to.deep.equal({ online: false, reason: 'capture stopped' });
-    expect(await handles()).to.equal(before);
+    const handles = new CaptureHandles();
+    try {
+      source = new FfmpegFrameSource(base);
+      await source.start();
+      await waitFor(online, 'online');
+      const pid = source.pid()!;
+      expect(isAlive(pid)).to.equal(true);
+      expect(await handles.alive(), 'the running ffmpeg and its watchdog').to.include.members(['PROCESSWRAP', 'Timeout']);
+      await source.stop();
+      expect(isAlive(pid)).to.equal(false);
+      expect(source.health()).to.deep.equal({ online: false, reason: 'capture stopped' });
+      expect(await handles.alive()).to.deep.equal([]);
+    } finally {
+      handles.dispose();
+    }
   });
 
   it('stop() while a restart is pending cancels it', async () => {
-    const before = await handles();
-    source = new FfmpegFrameSource({ ...base, ffmpeg: '/nonexistent/farmhand/ffmpeg' });
-    await source.start();
-    await waitFor(() => /restarting in/.test(source!.health().reason ?? ''), 'restart pending');
-    await source.stop();
-    expect(await handles(), 'no restart timer left').to.equal(before);
-    expect(source.health().reason).to.equal('capture stopped');
+    const handles = new CaptureHandles();
+    try {
+      source = new FfmpegFrameSource({ ...base, ffmpeg: '/nonexistent/farmhand/ffmpeg' });
+      await source.start();
+      await waitFor(() => /restarting in/.test(source!.health().reason ?? ''), 'restart pending');
+      expect(await handles.alive(), 'the restart timer').to.deep.equal(['Timeout']);
+      await source.stop();
+      expect(await handles.alive(), 'no restart timer left').to.deep.equal([]);
+      expect(source.health().reason).to.equal('capture stopped');
+    } finally {
+      handles.dispose();
+    }
   });
 });
 
