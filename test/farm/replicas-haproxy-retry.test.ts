@@ -96,8 +96,9 @@ describe('farm: the replicas` HAProxy sends a request again when a replica reset
   let work: string;
   let front: Front;
   const servers: net.Server[] = [];
-  /** The requests the stand-in reset (request line and body). */
+  /** The requests the stand-in reset (request line and body), and their Idempotency-Key headers. */
   const reset: string[] = [];
+  const keys: (string | undefined)[] = [];
 
   before(async () => {
     work = await mkdtemp(path.join(os.tmpdir(), 'farm-hap-retry-'));
@@ -106,9 +107,10 @@ describe('farm: the replicas` HAProxy sends a request again when a replica reset
       await standIn(ports.gone, (head, sock) => {
         if (head.startsWith('GET /readyz ')) return ok(sock, '{"ready":true}');
         reset.push(`${head.split('\r\n', 1)[0]} ${head.slice(head.indexOf('\r\n\r\n') + 4)}`);
+        keys.push(keyOf(head));
         sock.resetAndDestroy();
       }),
-      await standIn(ports.ok, (head, sock) => ok(sock, JSON.stringify({ served: 'ok', request: head.split('\r\n', 1)[0] }))),
+      await standIn(ports.ok, (head, sock) => ok(sock, JSON.stringify({ served: 'ok', request: head.split('\r\n', 1)[0], key: keyOf(head) }))),
     );
     front = await startFront(work, ports);
     for (const name of Object.keys(ports)) await waitFor(async () => (await front.state(name)) === 2, { what: `HAProxy to see ${name} up`, ...WAIT });
@@ -137,4 +139,33 @@ describe('farm: the replicas` HAProxy sends a request again when a replica reset
     expect(reset.some((r) => r.startsWith('POST /api/v2/run_tests ')), reset.join('; ')).to.equal(true);
     expect(reset.some((r) => !r.endsWith('"i":0}')), reset.join('; ')).to.equal(true);
   });
+
+  it('a v2 run_tests without an Idempotency-Key is given one, the same on the request sent again; a client\'s own is kept; nothing else gets one', async () => {
+    reset.length = keys.length = 0;
+    const answered: { key: string | undefined; i: number }[] = [];
+    for (let i = 0; i < 6; i++) {
+      const post = await fetch(`${front.url}/api/v2/run_tests`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ node_id: 'n', i }) });
+      expect(post.status, `POST ${i}`).to.equal(200);
+      answered.push({ key: ((await post.json()) as { key?: string }).key, i });
+    }
+    // Every start got a key, each its own.
+    expect(answered.every((a) => typeof a.key === 'string' && /^[\x21-\x7e]{1,255}$/.test(a.key)), JSON.stringify(answered)).to.equal(true);
+    expect(new Set(answered.map((a) => a.key)).size).to.equal(6);
+    // A start reset by the first replica reached the other with the key it had there: the node answers it with the
+    // job the first one may have started.
+    const resetStarts = reset.map((r, n) => ({ i: Number(/"i":(\d+)/.exec(r)?.[1]), key: keys[n] })).filter((r) => Number.isInteger(r.i));
+    expect(resetStarts.length, reset.join('; ')).to.be.greaterThan(0);
+    for (const r of resetStarts) expect(r.key, `start ${r.i}`).to.equal(answered[r.i]!.key);
+    const own = await fetch(`${front.url}/api/v2/run_tests`, { method: 'POST', headers: { 'Content-Type': 'application/json', 'Idempotency-Key': 'my-own-key-1' }, body: '{}' });
+    expect(((await own.json()) as { key?: string }).key).to.equal('my-own-key-1');
+    const v1 = await fetch(`${front.url}/api/v1/run_tests`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{}' });
+    expect(((await v1.json()) as { key?: string }).key).to.equal(undefined);
+    const get = await fetch(`${front.url}/api/v2/jobs/n/1/1`);
+    expect(((await get.json()) as { key?: string }).key).to.equal(undefined);
+  });
 });
+
+/** A raw request head's Idempotency-Key header, if any. */
+function keyOf(head: string): string | undefined {
+  return /\r\nidempotency-key: *([^\r]*)/i.exec(head)?.[1];
+}

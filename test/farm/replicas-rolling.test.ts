@@ -24,7 +24,7 @@ import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { connectionString } from '../helpers/farmPortal.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
 import { freePort } from '../helpers/processFarm.js';
-import { startPortalProcess, type PortalProcess } from '../helpers/replicaFarm.js';
+import { SERVED_BY_HEADER, startPortalProcess, type PortalProcess } from '../helpers/replicaFarm.js';
 import { CountingClient, filesOf, newTally, replicaConfig, startFront, type Front } from '../helpers/rollingFarm.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -172,8 +172,36 @@ describe('farm: replicas` faults, three replicas behind a real HAProxy, real nod
     // No job the clients do not know of: a run_tests answered 503 (so sent again by its client) after the node had
     // started the job would leave one.
     const orphans = await db.query<{ job_uid: string }>('SELECT job_uid FROM jobs WHERE node_id = ANY($1) AND NOT (job_uid = ANY($2))', [NODES, uids]);
-    if (orphans.rows.length) for (const p of all) console.log(p.name, p.out().split('\n').filter((l) => /drained|stopping|run_tests|forward/.test(l)).join('\n'));
+    if (orphans.rows.length) {
+      for (const p of all) console.log(p.name, p.out().split('\n').filter((l) => /drained|stopping|run_tests|forward|lease/.test(l)).join('\n'));
+      console.log('HAProxy:', front.log().split('\n').filter((l) => /run_tests/.test(l)).join('\n'));
+    }
     expect(orphans.rows, 'jobs started that no client was told of').to.deep.equal([]);
+    expect(new Set(uids).size, 'a job told to two clients').to.equal(uids.length);
+  });
+
+  it('a run_tests sent again with its Idempotency-Key, through another replica, answers the job it started', async () => {
+    const id = NODES[1]!;
+    const send = async (base: string) => {
+      const res = await fetch(`${base}/api/v2/run_tests`, {
+        method: 'POST',
+        headers: { Authorization: `token ${token}`, 'Content-Type': 'application/json', 'Idempotency-Key': 'rolling-once-1' },
+        body: JSON.stringify({ node_id: id, test_pack_revision: 'main', test_cases: JOB, shuffle: false, tags: {} }),
+      });
+      return { status: res.status, served: res.headers.get(SERVED_BY_HEADER), json: (await res.json()) as { job_uid?: string } };
+    };
+    const count = async () => (await db.query<{ n: number }>('SELECT count(*)::int AS n FROM jobs WHERE node_id = $1', [id])).rows[0]!.n;
+    const before = await count();
+    const first = await send(front.url);
+    expect(first.status, JSON.stringify(first.json)).to.equal(200);
+    // Sent again to another replica, as HAProxy's retry does (on its last try, `option redispatch`).
+    const other = REPLICAS.find((r) => r !== first.served)!;
+    const again = await send(replicas[other]!.url);
+    expect(again.status, JSON.stringify(again.json)).to.equal(200);
+    expect(again.json.job_uid).to.equal(first.json.job_uid);
+    const job = await new CountingClient(front.url, token).awaitJob(first.json.job_uid!);
+    expect(job.status).to.equal('exited');
+    expect(await count(), 'one job started').to.equal(before + 1);
   });
 
   it('(b) the owner SIGKILLed during a job, an upload, a long poll and a reservation: nothing ended, lost or changed', async () => {

@@ -103,6 +103,10 @@ export async function startHaproxy(
     nodesTo?: string;
     /** More lines of the backend (e.g. `option http-server-close`). */
     backend?: string[];
+    /** More lines of the frontend (e.g. `http-request set-header ...`). */
+    frontend?: string[];
+    /** Log every request to HAProxy's stdout (`log()`): its unique id, server, status, retries (`%rc`), termination state and request line. */
+    requestLog?: boolean;
   } = {},
 ): Promise<Haproxy> {
   if (spawnSync('haproxy', ['-v']).error) throw new Error('haproxy is not installed: scripts/setup.sh installs it (apt-get install haproxy)');
@@ -114,6 +118,7 @@ export async function startHaproxy(
     [
       'global',
       `    stats socket ${socket} mode 600 level admin`,
+      ...(o.requestLog ? ['    log stdout format raw local0'] : []),
       'defaults',
       '    mode http',
       '    timeout connect 1s',
@@ -125,6 +130,8 @@ export async function startHaproxy(
       '    option redispatch',
       'frontend farm',
       `    bind 127.0.0.1:${port}`,
+      ...(o.requestLog ? ['    log global', '    log-format "%t %ID %b/%s %ST retries=%rc %tsc %{+Q}r"'] : []),
+      ...(o.frontend ?? []).map((l) => `    ${l}`),
       ...(o.nodesTo === undefined ? [] : [`    acl node_link path_beg ${CONNECT_PATH}`, '    use_backend nodes if node_link']),
       '    default_backend portals',
       ...(o.nodesTo === undefined

@@ -17,7 +17,9 @@ export type Front = Haproxy;
  * requests are proxied between replicas), checking /readyz every second: as documented, `on-marked-down
  * shutdown-sessions`, down after 5 failed checks 1 s apart (at least 4 s), longer than a stopping replica's drain
  * (3 s), as the documented `inter 2s fall 3` is; `option http-server-close` (no kept-alive connection to a replica);
- * `retry-on conn-failure empty-response` (a request a replica reset unanswered sent again: replicas-haproxy-retry).
+ * `retry-on conn-failure empty-response` (a request a replica reset unanswered sent again: replicas-haproxy-retry),
+ * made safe for a v2 `run_tests` by the `Idempotency-Key` HAProxy gives one that has none (RUN_TESTS_KEY).
+ * Every request is logged (`log()`), with its retries.
  */
 export const startFront = (work: string, servers: Record<string, number>): Promise<Front> =>
   startHaproxy(work, servers, {
@@ -31,7 +33,20 @@ export const startFront = (work: string, servers: Record<string, number>): Promi
     // last retry (`retries 2`, `option redispatch`: replicaFarm.ts), instead of a 502 or, on a kept-alive client
     // connection, the client's connection closed unanswered.
     backend: ['option http-server-close', 'retry-on conn-failure empty-response'],
+    frontend: RUN_TESTS_KEY,
+    requestLog: true,
   });
+
+/**
+ * docs/farm.md ("HAProxy in front of the portal", with replicas): a v2 `run_tests` without an `Idempotency-Key` is
+ * given one, HAProxy's unique id of the request, so that the same request sent again by `retry-on empty-response`
+ * (a replica that read it and then closed the connection unanswered: it may have started the job) is answered with
+ * the job it started (docs/api-notes.md, "Idempotency-Key") instead of a 409 and a job its client never hears of.
+ */
+export const RUN_TESTS_KEY = [
+  'unique-id-format %{+X}o%ci:%cp_%fi:%fp_%Ts_%rt:%pid',
+  'http-request set-header Idempotency-Key %[unique-id] if METH_POST { path /api/v2/run_tests } !{ req.hdr(idempotency-key) -m found }',
+];
 
 /** Write a replica's portal config ("many"); returns its path. */
 export const replicaConfig = (
