@@ -36,7 +36,8 @@ import { PgTokens, PgUsers } from '../../src/farm/users.js';
 import { testConfig } from '../../test/helpers/daemon.js';
 import { connectionString } from '../../test/helpers/farmPortal.js';
 import { startPostgres } from '../../test/helpers/postgres.js';
-import { startHaproxy, type Haproxy } from '../../test/helpers/replicaFarm.js';
+import type { Haproxy } from '../../test/helpers/replicaFarm.js';
+import { startFront } from '../../test/helpers/rollingFarm.js';
 import { makeTestPack, STANDARD_FILES } from '../../test/fixtures/testPack.js';
 import { PROJECT_ROOT } from '../lib/daemon.js';
 import { timedRequest, waitFor200 } from '../lib/http.js';
@@ -156,9 +157,11 @@ async function main(): Promise<void> {
         const name = `r${i}`;
         ports[name] = await slotAt(name, (url) => ({ replicas: { mode: 'many', replica_id: name, advertise_url: url, secret_file: secretFile } }));
       }
-      // As rollingFarm's: /readyz every second, down after 5 failures (longer than a stopping replica's drain),
-      // the sessions of a replica marked down cut so its nodes reconnect to another.
-      haproxy = await startHaproxy(work, ports, { balance: 'roundrobin', defaultServer: 'inter 1s fall 5 rise 1 on-marked-down shutdown-sessions' });
+      // rollingFarm's startFront, as docs/farm.md's configuration with replicas: /readyz every second, down after 5
+      // failures (longer than a stopping replica's drain), the sessions of a replica marked down cut so its nodes
+      // reconnect to another; a new connection per request, a request a replica closed unanswered sent again, and a
+      // v2 start given an Idempotency-Key so that sending it again is safe.
+      haproxy = await startFront(work, ports, { requestLog: false });
       portalUrl = haproxy.url;
     } else {
       await slotAt('portal', () => ({}));

@@ -19,9 +19,9 @@ export type Front = Haproxy;
  * (3 s), as the documented `inter 2s fall 3` is; `option http-server-close` (no kept-alive connection to a replica);
  * `retry-on conn-failure empty-response` (a request a replica reset unanswered sent again: replicas-haproxy-retry),
  * made safe for a v2 `run_tests` by the `Idempotency-Key` HAProxy gives one that has none (RUN_TESTS_KEY).
- * Every request is logged (`log()`), with its retries.
+ * Every request is logged (`log()`), with its retries, unless `requestLog` is false.
  */
-export const startFront = (work: string, servers: Record<string, number>): Promise<Front> =>
+export const startFront = (work: string, servers: Record<string, number>, o: { /** Default true; a soak leaves it off (the log is kept in memory). */ requestLog?: boolean } = {}): Promise<Front> =>
   startHaproxy(work, servers, {
     balance: 'roundrobin',
     defaultServer: 'inter 1s fall 5 rise 1 on-marked-down shutdown-sessions',
@@ -34,7 +34,7 @@ export const startFront = (work: string, servers: Record<string, number>): Promi
     // connection, the client's connection closed unanswered.
     backend: ['option http-server-close', 'retry-on conn-failure empty-response'],
     frontend: RUN_TESTS_KEY,
-    requestLog: true,
+    requestLog: o.requestLog ?? true,
   });
 
 /**
