@@ -142,7 +142,33 @@ def frames(timeout_secs=None):
     """Yield each new frame, in order, until ``timeout_secs`` have passed
     (for ever when None). A loop slower than the capture skips the frames it
     was too slow for (it always gets the newest). Frames come at the
-    capture's ``preview_fps`` (docs/migrating-from-stb-tester.md)."""
+    capture's ``preview_fps`` (docs/migrating-from-stb-tester.md).
+
+    A test pack whose ``[test_pack] stbt_version`` is below 29 gets the form
+    of those versions: ``(frame, timestamp)`` tuples, the timestamp the
+    frame's ``time`` in integer nanoseconds."""
+    if _legacy_frame_tuples():
+        return ((frame, int(round(frame.time * 1e9)) if frame.time is not None else None)
+                for frame in live_frames(timeout_secs))
+    return live_frames(timeout_secs)
+
+
+def _legacy_frame_tuples():
+    """``[test_pack] stbt_version`` (stb-tester's API version pin) below 29:
+    ``frames()`` yields ``(frame, timestamp)`` tuples, as it did before v29."""
+    from stbt_core._config import get_config  # pylint: disable=import-outside-toplevel
+    version = get_config("test_pack", "stbt_version", None)
+    if version is None:
+        return False
+    try:
+        return int(str(version).strip().split(".", 1)[0]) < 29
+    except ValueError:
+        return False
+
+
+def live_frames(timeout_secs=None):
+    """The daemon's frames, each new one in order, until ``timeout_secs``
+    (``frames()`` without the legacy tuples: what the API's own loops use)."""
     import cv2  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
     # (imported before the clock starts: a first import can take longer than a short timeout)
     deadline = None if timeout_secs is None else _time.monotonic() + float(timeout_secs)

@@ -1038,7 +1038,7 @@ def _frames_for(frames, timeout_secs):
     iterable until a frame's capture time is ``timeout_secs`` after the
     first's (frames without a time: until the iterable ends)."""
     if frames is None:
-        from stbt_core._frames import frames as live_frames  # pylint: disable=import-outside-toplevel
+        from stbt_core._frames import live_frames  # pylint: disable=import-outside-toplevel
         return live_frames(timeout_secs)
     return _until(frames, timeout_secs)
 

@@ -277,7 +277,7 @@ def _timed_frames(frames, timeout_secs):
     (by the frames' own clock; None: no end). Without ``frames``, the live
     frames from the daemon (which also stop on the wall clock)."""
     if frames is None:
-        from stbt_core._frames import frames as live  # pylint: disable=import-outside-toplevel
+        from stbt_core._frames import live_frames as live  # pylint: disable=import-outside-toplevel
         frames = live(timeout_secs)
     first = None
     for frame in frames:

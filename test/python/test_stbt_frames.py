@@ -50,6 +50,32 @@ class Frames(WithDaemon, unittest.TestCase):
         seqs = [f._seq for f in got]  # pylint: disable=protected-access
         self.assertEqual(seqs, sorted(set(seqs)))
 
+    def test_a_pack_pinned_before_v29_gets_frame_and_timestamp_tuples(self):
+        # `[test_pack] stbt_version` below 29: `for frame, timestamp in stbt.frames()`, as those versions yielded.
+        from stbt_core import _config  # pylint: disable=import-outside-toplevel
+        saved = os.environ.pop("STBT_CONFIG_FILE", None)
+        try:
+            for version, legacy in (("28", True), ("27.1", True), ("29", False), ("34", False), ("x", False)):
+                _config.set_config("test_pack", "stbt_version", version)
+                item = next(iter(stbt.frames(timeout_secs=5)))
+                if legacy:
+                    frame, timestamp = item
+                    self.assertIsInstance(frame, stbt.Frame, version)
+                    self.assertEqual(timestamp, int(round(frame.time * 1e9)), version)
+                else:
+                    self.assertIsInstance(item, stbt.Frame, version)
+            # The API's own loops take frames either way: wait_for_match on a pack pinned to 28.
+            _config.set_config("test_pack", "stbt_version", "28")
+            template = numpy.zeros((12, 12, 3), numpy.uint8)
+            template[:] = (128, 0, 0)
+            template[2:10, 2:10] = 255
+            self.assertTrue(stbt.wait_for_match(template, timeout_secs=5))
+            self.assertIsInstance(next(stbt.detect_motion(timeout_secs=5)).frame, stbt.Frame)
+        finally:
+            _config.set_config("test_pack", "stbt_version", None)
+            if saved is not None:
+                os.environ["STBT_CONFIG_FILE"] = saved
+
     def test_frames_is_the_source_of_wait_for_match(self):
         template = numpy.zeros((12, 12, 3), numpy.uint8)
         template[:] = (128, 0, 0)
