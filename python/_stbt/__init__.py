@@ -7,6 +7,10 @@ Here ``_stbt.<name>`` is the farmhand module that holds the same public names
 (``_stbt.types`` *is* ``stbt_core._types``), so such imports keep working and
 give the same classes as ``import stbt``. Only the public names of those
 modules are promised; a private helper of stb-tester's may be absent.
+A few internal modules of stb-tester's that test code imports are small
+modules of this package instead: ``cv2_compat`` (the OpenCV version),
+``utils`` (temporary folders, ``to_unicode``) and ``libstbt`` (the colour
+difference of its native library, computed with numpy).
 
 farmhand's own code, not stb-tester's: the names below are module names only.
 """

@@ -1,8 +1,9 @@
 """``_stbt.utils``: the small helpers of stb-tester's internal module that test code imports.
 
 farmhand's own code, written from how they are used: ``named_temporary_directory``
-(a temporary folder for the length of a ``with`` block) and ``scoped_curdir``
-(a temporary working directory for the length of a ``with`` block).
+(a temporary folder for the length of a ``with`` block), ``scoped_curdir``
+(a temporary working directory for the length of a ``with`` block) and
+``to_unicode`` (text from bytes or text).
 """
 
 import contextlib
@@ -10,7 +11,7 @@ import os
 import shutil
 import tempfile
 
-__all__ = ["named_temporary_directory", "scoped_curdir"]
+__all__ = ["named_temporary_directory", "scoped_curdir", "to_unicode"]
 
 
 @contextlib.contextmanager
@@ -33,3 +34,14 @@ def scoped_curdir():
             yield path
         finally:
             os.chdir(old)
+
+
+def to_unicode(value):
+    """``value`` as text: bytes are decoded as UTF-8 (bytes that are not UTF-8
+    are kept as surrogate escapes, as Python does for file names), text is
+    returned as it is, anything else is ``str(value)``."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "surrogateescape")
+    if isinstance(value, str):
+        return value
+    return str(value)

@@ -149,7 +149,7 @@ class Mask:
     __str__ = __repr__
 
     # ---- pixels -------------------------------------------------------------------
-    def to_array(self, region, color_channels=1):
+    def to_array(self, region=None, color_channels=1, *, shape=None):
         """``(array, bounding_box)`` for a frame whose region is ``region``
         (the frame's own ``Region(0, 0, width, height)``).
 
@@ -158,7 +158,20 @@ class Mask:
         and 255 with shape ``(height, width, color_channels)``, or None when
         every pixel of the box is white (a plain rectangle). ValueError when
         no pixel of the frame is white, or when an image in the mask is not
-        the frame's size."""
+        the frame's size.
+
+        ``to_array(shape=(height, width[, channels]))`` (the older form, which
+        test packs written for earlier stb-tester releases call) is the whole
+        frame instead: one read-only uint8 array of 0 and 255, shape
+        ``(height, width, channels)`` (1 channel when the shape gives none),
+        all 0 for an empty mask rather than a ValueError. A tuple given as
+        ``region`` is taken as such a shape."""
+        if shape is None and isinstance(region, tuple) and not isinstance(region, Region):
+            shape = region
+        if shape is not None:
+            return self._whole_frame(tuple(int(n) for n in shape))
+        if region is None:
+            raise TypeError("to_array needs the frame's region (or shape=)")
         width, height = int(region.width), int(region.height)
         color_channels = int(color_channels)
         if self._kind == "region":
@@ -170,6 +183,18 @@ class Mask:
         hit = _cache.get(cache_key)
         if hit is None:
             hit = self._cropped(width, height, color_channels, region)
+            _remember(cache_key, hit)
+        return hit
+
+    def _whole_frame(self, shape):
+        if len(shape) not in (2, 3):
+            raise ValueError("a mask's shape is (height, width) or (height, width, channels), not %r"
+                             % (shape,))
+        cache_key = (self._key, "whole") + shape
+        hit = _cache.get(cache_key)
+        if hit is None:
+            height, width = shape[:2]
+            hit = _as_uint8(_pixels(self, width, height), shape[2] if len(shape) == 3 else 1)
             _remember(cache_key, hit)
         return hit
 
@@ -219,6 +244,9 @@ def _file_leaf(filename):
 
 def _array_leaf(array):
     np = _np()
+    # an image that load_image read (or a slice of one, such as its alpha channel) shows its file
+    # in the repr, so a log or failure message says which mask it was
+    name = getattr(array, "relative_filename", None)
     a = np.asarray(array)
     if a.ndim == 3:
         a = a[:, :, :3].any(axis=2) if a.shape[2] in (3, 4) else a[:, :, 0] != 0
@@ -229,7 +257,7 @@ def _array_leaf(array):
     a = np.ascontiguousarray(a)
     a.flags.writeable = False
     digest = hashlib.blake2b(a.tobytes(), digest_size=16).hexdigest()
-    return "array", ("<Image>", a), ("array", a.shape, digest)
+    return "array", (repr(name) if name else "<Image>", a), ("array", a.shape, digest)
 
 
 def _read_file_mask(path):

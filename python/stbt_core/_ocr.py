@@ -24,6 +24,8 @@ from stbt_core._config import get_config
 from stbt_core._errors import ConfigurationError
 from stbt_core._ocr_prepare import UPSAMPLE_FACTOR, UPSAMPLE_LINE_HEIGHT, prepare
 from stbt_core._ocr_tesseract import CONFIG_KEY_RE, log, parse_tsv
+# _tesseract_version: known to users (and to code that skips OCR without tesseract) as stbt_core._ocr's.
+from stbt_core._ocr_tesseract import _tesseract_version  # noqa: F401  pylint: disable=unused-import
 # Replacements: ocr_eq.replacements' class, known to users as stbt_core._ocr.Replacements.
 from stbt_core._ocr_text import Replacements  # noqa: F401  pylint: disable=unused-import
 from stbt_core._ocr_text import (apply_ocr_corrections, check_corrections, ocr_eq, plain_punctuation,

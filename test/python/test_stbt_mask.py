@@ -1,7 +1,8 @@
 """stbt's mask algebra: Regions and Masks combined with +, |, - and ~, None as
 the empty mask, equality and reprs of the expressions, to_array (bounding
 box, cropped read-only array, memoised, ValueError when nothing overlaps or
-the sizes differ), masks from files, arrays and alpha channels, and the
+the sizes differ; the whole frame with shape=), masks from files, arrays
+(a loaded image's repr names its file) and alpha channels, and the
 private helpers _stbt.mask._to_array and _stbt.imgutils._image_region."""
 
 import os
@@ -140,6 +141,21 @@ class ToArrayTest(unittest.TestCase):
             with self.assertRaisesRegex(ValueError, r"doesn't overlap with the frame's Region\(x=0, y=0"):
                 empty.to_array(FRAME)
 
+    def test_shape_form_gives_the_whole_frame(self):
+        m = Region(0, 0, 1, 1) + Region(3, 2, 1, 1)
+        whole = m.to_array(shape=(5, 8, 1))
+        self.assertEqual(whole.shape, (5, 8, 1))
+        self.assertEqual(picture(m), ["".join("#" if whole[y, x, 0] else "-" for x in range(8)) for y in range(5)])
+        self.assertEqual(m.to_array(shape=(5, 8, 3)).shape, (5, 8, 3))
+        self.assertEqual(m.to_array(shape=(5, 8)).shape, (5, 8, 1))  # no channels given: one
+        self.assertIs(m.to_array((5, 8, 1)), whole)  # a bare tuple is a shape; memoised
+        with self.assertRaises(ValueError):
+            whole[0, 0, 0] = 0
+        # an empty mask is all black here, not a ValueError
+        self.assertEqual(int(Mask(None).to_array(shape=(5, 8, 1)).sum()), 0)
+        with self.assertRaisesRegex(ValueError, "doesn't match required shape"):
+            Mask(np.zeros((5, 8), np.uint8)).to_array(shape=(2, 2, 1))
+
     def test_whole_frame_private_helpers(self):
         full = _mask._to_array(Region(1, 1, 2, 2), FRAME)  # pylint: disable=protected-access
         self.assertEqual(full.shape, (5, 8, 1))
@@ -180,6 +196,16 @@ class SourcesTest(unittest.TestCase):
         for a in (two_d, two_d[:, :, None], cv2.cvtColor(two_d, cv2.COLOR_GRAY2BGR)):
             self.assertEqual(Mask(a).to_array(FRAME), (None, Region(1, 1, 2, 2)))
         self.assertEqual(Mask(two_d, invert=True), ~Mask(two_d))
+
+    def test_mask_of_a_loaded_image_names_its_file(self):
+        pixels = np.zeros((5, 8), np.uint8)
+        pixels[:2, :2] = 255
+        img = stbt.load_image(self.png("corner.png", pixels))
+        self.assertTrue(img.relative_filename.endswith("corner.png"))
+        self.assertEqual(repr(Mask(img)), "Mask(%r)" % (img.relative_filename,))
+        self.assertEqual(repr(~Mask(img[:, :, 0])), "~Mask(%r)" % (img.relative_filename,))
+        self.assertEqual(Mask(img).to_array(FRAME), (None, Region(0, 0, 2, 2)))
+        self.assertEqual(repr(Mask(np.asarray(img))), "Mask(<Image>)")  # a plain array has no file
 
     def test_from_alpha_channel(self):
         bgra = np.full((5, 8, 4), 255, np.uint8)

@@ -266,6 +266,16 @@ class MaskAndRegionTest(unittest.TestCase):
         # a region partly outside is cut to the frame
         self.assertEqual(len(list(stbt.detect_motion(frames=seq, mask=Region(0, 0, right=W * 2, bottom=H * 9)))), 2)
 
+    def test_the_no_overlap_error_starts_with_the_masks_name(self):
+        # scripts match on this text: the mask as its repr shows it, then the complaint
+        seq = [frame(t) for t in times(2)]
+        for mask, name in ((np.zeros((H, W), np.uint8), "Mask(<Image>)"),
+                           (~Region.ALL, "~Region.ALL")):
+            with self.assertRaises(ValueError) as cm:
+                next(stbt.detect_motion(frames=seq, mask=mask))
+            self.assertTrue(str(cm.exception).startswith(name + " doesn't overlap with the frame"),
+                            str(cm.exception))
+
     def test_preprocess_mask_gives_the_array_and_its_bounding_box(self):
         d = stbt.BGRDiff()
         array, box = d.preprocess_mask(Region(10, 20, width=30, height=5), Region(0, 0, W, H))
