@@ -3,7 +3,7 @@
 farmhand's own code, written from how they are used: ``named_temporary_directory``
 (a temporary folder for the length of a ``with`` block), ``scoped_curdir``
 (a temporary working directory for the length of a ``with`` block) and
-``to_unicode`` (text from bytes or text).
+``to_unicode`` / ``to_native_str`` (text from bytes or text).
 """
 
 import contextlib
@@ -11,7 +11,7 @@ import os
 import shutil
 import tempfile
 
-__all__ = ["named_temporary_directory", "scoped_curdir", "to_unicode"]
+__all__ = ["named_temporary_directory", "scoped_curdir", "to_native_str", "to_unicode"]
 
 
 @contextlib.contextmanager
@@ -45,3 +45,9 @@ def to_unicode(value):
     if isinstance(value, str):
         return value
     return str(value)
+
+
+def to_native_str(value):
+    """``value`` as Python's own string type: the same as ``to_unicode`` (on
+    Python 3 the native string is text)."""
+    return to_unicode(value)

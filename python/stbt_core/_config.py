@@ -8,9 +8,10 @@ Layers, the later one winning key by key:
 4. the configuration the daemon handed to the run (``FARMHAND_CONFIG``: the
    first of ``config/farmhand.conf``, ``config/stbt.conf``, ``.stbt.conf``);
 5. the node's own ``config/test-farm/<node_id>.conf`` (``FARMHAND_NODE_ID``);
-6. the files of ``STBT_CONFIG_FILE`` (colon-separated, the first winning),
-   then what ``set_config`` set in this process;
-7. the section ``result.tags``: the job's tags.
+6. what ``set_config`` set in this process (with no ``STBT_CONFIG_FILE``
+   to write it to);
+7. the files of ``STBT_CONFIG_FILE`` (colon-separated, the first winning);
+8. the section ``result.tags``: the job's tags.
 
 Files are read from the checkout the test runs in (``FARMHAND_TEST_PACK_DIR``),
 with Python's ``configparser`` (no interpolation, keys lower-cased), once per
@@ -18,6 +19,7 @@ process.
 """
 
 import configparser
+import contextlib
 import enum
 import json
 import os
@@ -90,8 +92,8 @@ def _load():
         node = os.environ.get("FARMHAND_NODE_ID", "")
         if node and "/" not in node and node not in (".", ".."):
             layers.append(_read_ini(os.path.join(root, "config", "test-farm", node + ".conf")))
-        layers.extend(_read_ini(p) for p in reversed(_explicit_files()))
         layers.append(_set_in_process)
+        layers.extend(_read_ini(p) for p in reversed(_explicit_files()))
         if isinstance(tags, dict):
             layers.append({"result.tags": tags})
         merged = {}
@@ -115,13 +117,16 @@ def _explicit_files():
     return [p for p in os.environ.get("STBT_CONFIG_FILE", "").split(":") if p]
 
 
-_set_in_process = {}  # set_config's values when there is no STBT_CONFIG_FILE to write
+# set_config's values when there is no STBT_CONFIG_FILE to write. They sit where stb-tester's
+# per-user file would: over the test pack's files, under STBT_CONFIG_FILE's.
+_set_in_process = {}
 
 
 def set_config(section, option, value):
     """Set ``[section] option = value``: written to the first file of
     ``STBT_CONFIG_FILE`` (created if need be) when there is one, else kept
-    for the rest of this process. ``value`` None removes the option."""
+    for the rest of this process (under the files of a ``STBT_CONFIG_FILE``
+    set later). ``value`` None removes the option."""
     files = _explicit_files()
     if files:
         _write_option(files[0], section, option, value)
@@ -142,10 +147,38 @@ def _write_option(path, section, option, value):
         if not parser.has_section(section):
             parser.add_section(section)
         parser.set(section, option, str(value))
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with _sponge(path) as f:
         parser.write(f)
+
+
+@contextlib.contextmanager
+def _sponge(path):
+    """Write a file all at once: yields a text file (UTF-8) to write to, which
+    replaces ``path`` when the block ends. If the block raises, ``path`` is
+    left as it was, so a reader never sees half a configuration file. The
+    file keeps its permissions (a new one gets the usual ones)."""
+    path = os.path.abspath(path)
+    folder, name = os.path.split(path)
+    for _ in range(100):
+        temporary = os.path.join(folder, ".%s.%s.tmp" % (name, os.urandom(4).hex()))
+        try:
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise FileExistsError("no free temporary name beside %s" % path)
+    try:
+        with open(fd, "w", encoding="utf-8") as f:
+            yield f
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(temporary, os.stat(path).st_mode & 0o7777)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
 
 
 def _config_init(force=False):
@@ -173,22 +206,35 @@ def get_config(section, key, default=_NOT_GIVEN, type_=str):
         return _convert(raw, type_)
     except (ValueError, KeyError, TypeError) as e:
         raise ConfigurationError(
-            "configuration value %s.%s = %r is not a valid %s"
-            % (section, key, raw, getattr(type_, "__name__", type_))) from e
+            "configuration value %s.%s = %r is not a valid %s%s"
+            % (section, key, raw, getattr(type_, "__name__", type_),
+               ". %s" % (e,) if isinstance(e, _NotAMember) else "")) from e
 
 
 def _convert(raw, type_):
     if type_ is bool:
         return _BOOLEANS[raw.strip().lower()]
     if isinstance(type_, type) and issubclass(type_, enum.Enum):
-        for candidate in (raw, raw.strip()):
-            try:
-                return type_(candidate)
-            except ValueError:
-                pass
-        name = raw.strip()
-        for n in (name, name.upper(), name.upper().replace("-", "_")):
-            if n in type_.__members__:
-                return type_[n]
-        raise ValueError(raw)
+        return _to_enum(raw, type_)
     return type_(raw)
+
+
+def _to_enum(raw, type_):
+    """The member of ``type_`` whose value is ``raw`` (an int for an
+    ``IntEnum``) or whose name is ``raw`` in any case (``-`` for ``_``)."""
+    candidates = [raw, raw.strip()]
+    if issubclass(type_, int):
+        with contextlib.suppress(ValueError):
+            candidates.append(int(raw.strip()))
+    for candidate in candidates:
+        with contextlib.suppress(ValueError):
+            return type_(candidate)
+    name = raw.strip()
+    for n in (name, name.upper(), name.upper().replace("-", "_")):
+        if n in type_.__members__:
+            return type_[n]
+    raise _NotAMember("Valid values are %s" % ", ".join(type_.__members__))
+
+
+class _NotAMember(ValueError):
+    """A configured value that names no member of the Enum asked for."""

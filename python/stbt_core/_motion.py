@@ -18,6 +18,8 @@ farmhand's own code, written from stb-tester's public manual. How it works:
 - ``detect_motion`` compares each frame with the *reference*: the first
   frame, then the last frame in which motion was seen, so a slow fade that
   changes each pixel a little per frame still adds up to motion.
+  ``DetectMotion`` is that comparison one frame at a time (stb-tester's
+  internal ``_stbt.motion`` / ``_stbt.diff`` name, which test code uses).
 """
 
 from stbt_core import _checks
@@ -316,22 +318,46 @@ def detect_motion(timeout_secs=10, threshold=None, mask=Region.ALL, region=Regio
     own clock. ``region`` is the older name of a rectangular ``mask``."""
     m = _mask_for(mask, region)
     d = _differ_for(differ, threshold, noise_threshold, default=detect_motion.differ, config_threshold=True)
-    reference = None
+    against = None
     for frame in _timed_frames(frames, timeout_secs):
-        current = d.preprocess(frame)
-        if reference is None:
-            height, width = current.shape[:2]
-            d.preprocess_mask(m, Region(0, 0, width, height))  # a mask outside the frame: ValueError now
-            reference = current
+        if against is None:
+            against = DetectMotion(d, frame, m)
             continue
-        result = d.diff(reference, current, m)
-        result.frame, result.time = frame, getattr(frame, "time", None)
-        if result:
-            reference = current
-        yield result
+        yield against.diff(frame)
 
 
 detect_motion.differ = _BUILT_IN_MOTION_DIFFER
+
+
+class DetectMotion:
+    """``detect_motion``'s comparison, one frame at a time: ``diff(frame)``
+    is the ``MotionResult`` of ``frame`` against the reference, which starts
+    as ``initial_frame`` and becomes each frame in which motion is seen.
+    ``differ`` is a ``Differ`` (e.g. ``BGRDiff()``); ``mask`` as for
+    ``detect_motion``."""
+
+    def __init__(self, differ, initial_frame, mask=Region.ALL):
+        self.differ = differ
+        self.mask = load_mask(Region.ALL if mask is None else mask)
+        self.reference = differ.preprocess(initial_frame)
+        height, width = self.reference.shape[:2]
+        differ.preprocess_mask(self.mask, Region(0, 0, width, height))  # a mask outside the frame: ValueError now
+
+    def diff(self, frame):
+        current = self.differ.preprocess(frame)
+        result = self.differ.diff(self.reference, current, self.mask)
+        result.frame, result.time = frame, getattr(frame, "time", None)
+        if result:
+            self.reference = current
+        return result
+
+
+def _threshold_diff_bgr_numpy(a, b, threshold):
+    """Which pixels of two BGR images differ by a squared colour distance of
+    ``threshold`` or more (uint8, 1 or 0): ``_stbt.libstbt.threshold_diff_bgr``,
+    under the name stb-tester's ``_stbt.diff`` gives its numpy version."""
+    from _stbt.libstbt import threshold_diff_bgr  # pylint: disable=import-outside-toplevel
+    return threshold_diff_bgr(a, b, threshold)
 
 
 def _parse_consecutive(value):

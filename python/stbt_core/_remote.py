@@ -225,19 +225,25 @@ _E161 = {
 class MultiPress:
     """Type text with a phone keypad, pressing a key once per letter step
     (``enter_text("hi")``: ``KEY_4`` twice, then ``KEY_4`` three times after
-    ``interletter_delay_secs``). ``key_mapping`` maps key names to the
-    characters they cycle through (ITU-T E.161 by default)."""
+    ``interletter_delay_secs``). The keypad is ITU-T E.161; ``key_mapping``
+    (key name -> the characters it cycles through) changes or adds keys of
+    it, and where a character is on two keys the ``key_mapping`` one is
+    used. Each press goes through ``stbt.press`` as it is when the letter is
+    typed, so a test that replaces ``stbt.press`` sees the presses."""
 
     def __init__(self, key_mapping=None, interpress_delay_secs=None, interletter_delay_secs=1):
-        self.key_mapping = dict(_E161 if key_mapping is None else key_mapping)
+        given = dict(key_mapping or {})
+        self.key_mapping = dict(_E161, **given)
         self.interpress_delay_secs = interpress_delay_secs
         self.interletter_delay_secs = interletter_delay_secs
         self._where = {}
-        for k, chars in self.key_mapping.items():
-            for i, c in enumerate(chars):
+        for k in list(given) + [k for k in self.key_mapping if k not in given]:
+            for i, c in enumerate(self.key_mapping[k]):
                 self._where.setdefault(c, (k, i + 1))
 
     def enter_text(self, text):
+        import stbt_core  # pylint: disable=import-outside-toplevel
+
         previous = None
         for c in text:
             found = self._where.get(c) or self._where.get(c.lower())
@@ -245,8 +251,9 @@ class MultiPress:
                 raise ValueError("%r cannot be typed with this keypad" % (c,))
             key, times = found
             if key == previous:
-                # The same key again: wait for the keypad to accept the last letter.
-                time.sleep(float(self.interletter_delay_secs))
+                # The same key again: wait for the keypad to accept the last letter. The delay goes
+                # to time.sleep as it was given.
+                time.sleep(self.interletter_delay_secs)
             for _ in range(times):
-                press(key, interpress_delay_secs=self.interpress_delay_secs)
+                stbt_core.press(key, interpress_delay_secs=self.interpress_delay_secs)
             previous = key

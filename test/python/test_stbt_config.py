@@ -1,7 +1,7 @@
 """get_config of the stbt API: built-in defaults, .stbt.conf, config/stbt.conf,
 the run's configuration, the node's config/test-farm/<node_id>.conf and
 STBT_CONFIG_FILE, in that order, plus result.tags; set_config and the merged
-parser of _stbt.config; types and errors."""
+parser of _stbt.config, its all-at-once file writer; types and errors."""
 
 import enum
 import json
@@ -23,9 +23,19 @@ FILES = {
 }
 
 
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
 class Mode(enum.Enum):
     FAST = "fast"
     SLOW = "slow"
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
 
 
 class GetConfig(unittest.TestCase):
@@ -102,7 +112,7 @@ class GetConfig(unittest.TestCase):
         _config.set_config("global", "who", "first")  # written to the first file, which wins
         self.assertEqual(stbt.get_config("global", "who"), "first")
         self.assertEqual(stbt.get_config("global", "only_second"), "2")
-        self.assertIn("who = first", open(first).read())
+        self.assertIn("who = first", read(first))
         self.assertEqual(_config._config_init().get("global", "who"), "first")  # pylint: disable=protected-access
         os.environ.pop("STBT_CONFIG_FILE")
         parser = _config._config_init(force=True)  # pylint: disable=protected-access
@@ -116,6 +126,46 @@ class GetConfig(unittest.TestCase):
         finally:
             _config.set_config("custom", "mode", None)
         self.assertIs(stbt.get_config("custom", "mode", type_=Mode), Mode.FAST)
+
+    def test_set_config_without_a_file_is_under_a_stbt_config_file_set_later(self):
+        _config.set_config("custom", "mode", "slow")
+        try:
+            later = os.path.join(self.root, "later.conf")
+            with open(later, "w") as f:
+                f.write("[custom]\nmode = fast\n")
+            os.environ["STBT_CONFIG_FILE"] = later
+            _config._reset()  # pylint: disable=protected-access
+            self.assertIs(stbt.get_config("custom", "mode", type_=Mode), Mode.FAST)  # the file wins
+            os.environ.pop("STBT_CONFIG_FILE")
+            _config._reset()  # pylint: disable=protected-access
+            self.assertIs(stbt.get_config("custom", "mode", type_=Mode), Mode.SLOW)
+        finally:
+            _config.set_config("custom", "mode", None)
+
+    def test_an_enum_value_by_number_and_the_valid_names_in_the_error(self):
+        path = os.path.join(self.root, "levels.conf")
+        with open(path, "w") as f:
+            f.write("[levels]\nnumber = 2\nname = low\nwrong = 3\nmode = medium\n")
+        os.environ["STBT_CONFIG_FILE"] = path
+        _config._reset()  # pylint: disable=protected-access
+        self.assertIs(stbt.get_config("levels", "number", type_=Level), Level.HIGH)
+        self.assertIs(stbt.get_config("levels", "name", type_=Level), Level.LOW)
+        with self.assertRaisesRegex(stbt.ConfigurationError, "Valid values are LOW, HIGH"):
+            stbt.get_config("levels", "wrong", type_=Level)
+        with self.assertRaisesRegex(stbt.ConfigurationError, "Valid values are FAST, SLOW"):
+            stbt.get_config("levels", "mode", type_=Mode)
+
+    def test_sponge_replaces_the_file_only_when_the_block_ends_well(self):
+        path = os.path.join(self.root, "written.conf")
+        with _config._sponge(path) as f:  # pylint: disable=protected-access
+            f.write("[a]\nb = 1\n")
+        self.assertEqual(read(path), "[a]\nb = 1\n")
+        with self.assertRaises(RuntimeError):
+            with _config._sponge(path) as f:  # pylint: disable=protected-access
+                f.write("[half")
+                raise RuntimeError("stopped half way")
+        self.assertEqual(read(path), "[a]\nb = 1\n")
+        self.assertEqual([n for n in os.listdir(self.root) if n.startswith(".written")], [])  # no leftovers
 
     def test_a_broken_file_is_a_configuration_error(self):
         with open(os.path.join(self.root, "config", "stbt.conf"), "w") as f:

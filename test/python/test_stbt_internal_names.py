@@ -66,6 +66,11 @@ class InternalNames(unittest.TestCase):
         # bytes that are not UTF-8 survive a round trip, as file names do
         self.assertEqual(to_unicode(b"\xff.cfg").encode("utf-8", "surrogateescape"), b"\xff.cfg")
 
+    def test_to_native_str_is_text_as_python_3_strings_are(self):
+        from _stbt.utils import to_native_str  # pylint: disable=import-outside-toplevel
+        self.assertEqual(to_native_str(b"stbt.conf"), "stbt.conf")
+        self.assertIsInstance(to_native_str("x"), str)
+
     def test_threshold_diff_bgr_marks_pixels_whose_squared_colour_distance_reaches_the_threshold(self):
         import numpy  # pylint: disable=import-outside-toplevel
         from _stbt.libstbt import threshold_diff_bgr  # pylint: disable=import-outside-toplevel

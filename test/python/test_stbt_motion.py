@@ -2,7 +2,7 @@
 (BGRDiff's colour distance, GrayscaleDiff's similarity, erode, min_size),
 masks and regions, detect_motion against the last frame with motion (slow
 fades add up), its timeout on the frames' own clock, wait_for_motion's "N/M"
-with its default from [motion], MotionTimeout."""
+with its default from [motion], MotionTimeout; DetectMotion of _stbt.motion."""
 
 import os
 import shutil
@@ -141,6 +141,43 @@ class DetectMotionTest(unittest.TestCase):
         seq = [frame(t) for t in times(100)]  # 4 s of frames
         self.assertEqual(len(list(stbt.detect_motion(timeout_secs=1, frames=seq))), 25)  # 1.04 s is past
         self.assertEqual(len(list(stbt.detect_motion(timeout_secs=None, frames=seq))), 99)
+
+
+class DetectMotionOneFrameAtATimeTest(unittest.TestCase):
+    """``_stbt.motion.DetectMotion`` / ``_stbt.diff.DetectMotion``: the comparison of detect_motion, frame by frame."""
+
+    def test_diff_compares_with_the_last_frame_with_motion(self):
+        from _stbt.motion import DetectMotion  # pylint: disable=import-outside-toplevel
+        ts = times(5)
+        detector = DetectMotion(stbt.BGRDiff(), frame(ts[0]))
+        r = detector.diff(frame(ts[1], (50, 50, 50)))  # distance 17.3: no motion, the first frame stays
+        self.assertFalse(r)
+        self.assertEqual(r.time, ts[1])
+        r = detector.diff(frame(ts[2], (60, 60, 60)))  # 34.6 from the first frame
+        self.assertTrue(r)
+        self.assertEqual(r.region, Region(0, 0, W, H))
+        self.assertFalse(detector.diff(frame(ts[3], (70, 70, 70))))  # 17.3 from the frame with motion
+
+    def test_the_differ_and_the_mask_are_the_given_ones(self):
+        from _stbt.diff import DetectMotion  # pylint: disable=import-outside-toplevel
+        before = frame(1000.0)
+        after = frame(1000.04, boxes=[(BOX, (60, 60, 60))])  # distance 34.6, grey level 20
+        self.assertTrue(DetectMotion(stbt.BGRDiff(), before).diff(after))
+        self.assertFalse(DetectMotion(stbt.GrayscaleDiff(), before).diff(after))
+        self.assertFalse(DetectMotion(stbt.BGRDiff(), before, mask=Region(80, 0, width=80, height=90)).diff(after))
+        with self.assertRaises(ValueError):
+            DetectMotion(stbt.BGRDiff(), before, mask=Region(500, 500, width=10, height=10))
+
+    def test_threshold_diff_bgr_numpy_marks_squared_distances_from_the_threshold_up(self):
+        from _stbt import diff  # pylint: disable=import-outside-toplevel
+        a = np.zeros((4, 6, 3), np.uint8)
+        b = a.copy()
+        b[1, 2] = (1, 2, 3)  # squared distance 14
+        got = diff._threshold_diff_bgr_numpy(a, b, 14)  # pylint: disable=protected-access
+        self.assertEqual((got.dtype, got.shape), (np.uint8, (4, 6)))
+        self.assertEqual(sorted(zip(*np.nonzero(got))), [(1, 2)])
+        self.assertFalse(diff._threshold_diff_bgr_numpy(a, b, 15).any())  # pylint: disable=protected-access
+        self.assertTrue(diff._threshold_diff_bgr_numpy(a, a, 0).all())  # pylint: disable=protected-access
 
 
 class WaitForMotionTest(unittest.TestCase):

@@ -9,6 +9,7 @@ import os
 import shutil
 import tempfile
 import unittest
+from unittest import mock
 
 import numpy
 
@@ -160,6 +161,22 @@ class Multi(WithDaemon, unittest.TestCase):
     def test_key_mapping(self):
         stbt.MultiPress(key_mapping={"KEY_RED": "xy"}, interpress_delay_secs=0).enter_text("y")
         self.assertEqual([p[0] for p in self.daemon.presses], ["KEY_RED", "KEY_RED"])
+
+    def test_key_mapping_changes_keys_of_the_e161_keypad_and_keeps_the_others(self):
+        mp = stbt.MultiPress(key_mapping={"KEY_1": "#1"}, interpress_delay_secs=0, interletter_delay_secs=0)
+        mp.enter_text("1a")  # KEY_1 is changed, KEY_2 is still the keypad's
+        self.assertEqual([p[0] for p in self.daemon.presses], ["KEY_1"] * 2 + ["KEY_2"])
+        self.assertEqual(mp.key_mapping["KEY_9"], "wxyz9")
+
+    def test_enter_text_presses_with_stbt_press_as_it_is_at_the_time(self):
+        calls = []
+        with mock.patch("stbt.press", lambda key, interpress_delay_secs=None: calls.append(("press", key))), \
+                mock.patch("time.sleep", lambda secs: calls.append(("sleep", secs))):
+            stbt.MultiPress(interletter_delay_secs=2).enter_text("Ab")
+        # The delay between two letters of one key goes to time.sleep as it was given (an int here).
+        self.assertEqual(calls, [("press", "KEY_2"), ("sleep", 2), ("press", "KEY_2"), ("press", "KEY_2")])
+        self.assertIs(type(calls[1][1]), int)
+        self.assertEqual(self.daemon.presses, [])
 
 
 if __name__ == "__main__":
