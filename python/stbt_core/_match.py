@@ -342,10 +342,32 @@ class _Levels:
         ms = [None] * n if mask is None else _build_pyramid((mask * 255).astype(np.uint8), n, is_mask=True)
         self.levels = []
         for level, (t, m) in enumerate(zip(ts, ms)):
-            if m is not None and not m.any():
-                break  # nothing compared at this size: search at the sizes above only
+            if m is not None and not _mask_spans(m, ms[0]):
+                # Nothing compared at this size, or the stricter mask has shrunk what is compared to a
+                # few rows or columns of it (a single row of vertical stripes matches at any height):
+                # search at the sizes above only.
+                break
             self.levels.append(_level_entry(np.ascontiguousarray(t), m, _CROP if level else 0))
         self.height, self.width = pixels.shape[:2]
+
+
+def _mask_spans(m, full):
+    """Whether the mask ``m`` of a smaller level still spans the template as
+    the full-size mask ``full`` does: the box around its compared pixels is,
+    as a share of the template's height and of its width, at least
+    ``_MIN_MASK_SPAN`` of the full-size box's."""
+    np = _np()
+
+    def extent(a):
+        a = a if a.ndim == 2 else a.max(axis=2)
+        rows, cols = np.flatnonzero(a.any(axis=1)), np.flatnonzero(a.any(axis=0))
+        if not len(rows):
+            return 0.0, 0.0
+        return (rows[-1] - rows[0] + 1) / a.shape[0], (cols[-1] - cols[0] + 1) / a.shape[1]
+
+    h, w = extent(m)
+    full_h, full_w = extent(full)
+    return h > 0 and h >= _MIN_MASK_SPAN * full_h and w >= _MIN_MASK_SPAN * full_w
 
 
 def _level_entry(t, m8, crop):
@@ -439,6 +461,9 @@ def _masked_sums(sq, corners, out_shape):
 _MAX_MASK_CORNERS = 32
 # A mask made of more rectangles than this is compared through the mask (see _sqdiff_best).
 _MAX_MASK_RECTS = 8
+# A smaller level is used only while the box around its compared pixels spans at least this share
+# of the template's height and of its width, as the full-size mask's box does: see _mask_spans.
+_MIN_MASK_SPAN = 0.5
 # Pixels cut off each side of the template below full size (see _build_pyramid).
 _CROP = 1
 # The template at the pyramid's top level keeps at least this many pixels per side.
@@ -842,12 +867,18 @@ def _search(prep, frame, region, best_only):
         places = _everywhere(window, th, tw)
     else:
         places = _first_pass(window, prep.levels(template), params, best_only)
+
+    def confirmed(x, y):
+        if template.transparent:
+            return True  # no pixel is compared, so none can differ
+        return _confirm(window[y:y + th, x:x + tw], template.pixels, template.mask, params)
+
     blocked = None
     for x, y, q in places:
         score = _reported(method, q)
         passed = score >= params.match_threshold
         if best_only:
-            ok = passed and _confirm(window[y:y + th, x:x + tw], template.pixels, template.mask, params)
+            ok = passed and confirmed(x, y)
             yield MatchResult(t, ok, Region(area.x + x, area.y + y, tw, th), score, frame, prep.image, passed)
             return
         if not passed:
@@ -856,7 +887,7 @@ def _search(prep, frame, region, best_only):
             blocked = _np().zeros((window.shape[0] - th + 1, window.shape[1] - tw + 1), bool)
         if blocked[y, x]:
             continue  # it would overlap a match given already
-        if _confirm(window[y:y + th, x:x + tw], template.pixels, template.mask, params):
+        if confirmed(x, y):
             blocked[max(0, y - th + 1):y + th, max(0, x - tw + 1):x + tw] = True
             r = Region(area.x + x, area.y + y, tw, th)
             yield MatchResult(t, True, r, score, frame, prep.image, True)
@@ -877,20 +908,25 @@ def _merge_regions(regions):
     bigger than the two of them (one inside the other, or nearly): what is
     left is a list of regions to search where searching each part apart would
     cost more than searching their bounding box."""
+    # (x, y, right, bottom, area, the Region as given or None once merged): plain numbers, because
+    # building a Region per comparison costs more than the comparison
     out = []
-    for r in regions:
+    for region in regions:
+        x, y, right, bottom = region.x, region.y, region.right, region.bottom
+        r = (x, y, right, bottom, (right - x) * (bottom - y), region)
         merged = True
         while merged:
             merged = False
             for i, o in enumerate(out):
-                box = Region.bounding_box(r, o)
-                if box.width * box.height <= r.width * r.height + o.width * o.height:
-                    r = box
+                bx, by, bright, bbottom = min(r[0], o[0]), min(r[1], o[1]), max(r[2], o[2]), max(r[3], o[3])
+                area = (bright - bx) * (bbottom - by)
+                if area <= r[4] + o[4]:
+                    r = (bx, by, bright, bbottom, area, None)
                     del out[i]
                     merged = True
                     break
         out.append(r)
-    regions[:] = out
+    regions[:] = [r[5] if r[5] is not None else Region(r[0], r[1], right=r[2], bottom=r[3]) for r in out]
 
 
 def _log(text):

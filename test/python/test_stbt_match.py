@@ -480,6 +480,20 @@ class Inputs(Base):
         self.assertEqual(len(found), 24)
         self.assertEqual(len(list(stbt.match_all(t, frame=frame, region=stbt.Region(10, 10, 150, 130)))), 4)
 
+    def test_a_template_transparent_everywhere_passes_the_confirm_pass_on_a_busy_frame(self):
+        # nothing of the template is compared, so the confirm pass has no pixel that could differ:
+        # the black of its (hidden) colour channels must not be held against the frame's bright parts
+        t = np.zeros((44, 135, 4), np.uint8)
+        frame = self.menu[:268, :434].copy()
+        frame[::3] = 255
+        m = stbt.match(t, frame=frame)
+        self.assertTrue(m)
+        self.assertEqual(m.region, stbt.Region(0, 0, width=135, height=44))
+        self.assertEqual(len(list(stbt.match_all(t, frame=frame))), 18)  # 3 columns x 6 rows
+        for method in (stbt.ConfirmMethod.ABSDIFF, stbt.ConfirmMethod.NORMED_ABSDIFF):
+            params = stbt.MatchParameters(confirm_method=method, confirm_threshold=0.01, erode_passes=0)
+            self.assertTrue(stbt.match(t, frame=frame, match_parameters=params), method)
+
     def test_a_template_that_repeats_matches_every_tile(self):
         rng = np.random.default_rng(8)
         tile = rng.integers(0, 255, (16, 16, 3), np.uint8)
@@ -590,6 +604,35 @@ class LookalikesAtCoarseLevels(Base):
                 self.assertTrue(m, (x, y, m))
                 self.assertEqual(m.position, (x, y))
                 self.assertEqual(m.first_pass_result, 1.0)
+
+    def test_a_level_whose_mask_shrank_to_a_strip_is_not_searched(self):
+        # 3-pixel red/blue stripes with a transparent middle: at quarter size the stricter mask keeps one
+        # row of the template, which fits anywhere along the stripes. Searching there led to a place above
+        # the real one, and no match; the pyramid must stop at the level whose mask still spans the template.
+        red, blue = (0, 0, 255), (255, 0, 0)
+        stripes = np.zeros((41, 43, 3), np.uint8)
+        for x in range(43):
+            stripes[:, x] = red if x // 3 % 2 == 0 else blue
+        template = np.dstack([stripes, np.full((41, 43), 255, np.uint8)])
+        template[10:30, 10:32, 3] = 0
+        for vertical in (True, False):
+            t = template if vertical else template.transpose(1, 0, 2).copy()
+            h, w = t.shape[:2]
+            for x, y in ((100, 101), (2, 3), (5, 7), (1237, 676)):
+                frame = np.zeros((720, 1280, 3), np.uint8)
+                frame[300:300 + h, 600:600 + w] = np.roll(t[:, :, :3], 3, axis=1 if vertical else 0)
+                frame[y:y + h, x:x + w] = t[:, :, :3]
+                m = stbt.match(t, frame=frame)
+                self.assertTrue(m, (vertical, x, y, m))
+                self.assertEqual(m.region, stbt.Region(x, y, width=w, height=h))
+
+    def test_a_thin_opaque_frame_keeps_the_smaller_levels(self):
+        # the span rule above must not drop the pyramid for a selection frame's outline: its mask
+        # shrinks at smaller sizes but still goes all round the template
+        ring = np.zeros((100, 200), np.float32)
+        ring[:6], ring[-6:], ring[:, :6], ring[:, -6:] = 1, 1, 1, 1
+        tpl = _match._Levels(np.zeros((100, 200, 3), np.uint8), ring, 3)  # pylint: disable=protected-access
+        self.assertEqual(len(tpl.levels), 2)
 
 
 class PrivateHelpers(unittest.TestCase):
