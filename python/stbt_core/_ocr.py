@@ -22,7 +22,7 @@ import numpy  # already loaded by stbt_core._frames
 from stbt_core import _checks, _ocr_colour, _ocr_tesseract
 from stbt_core._config import get_config
 from stbt_core._errors import ConfigurationError
-from stbt_core._ocr_prepare import UPSAMPLE_FACTOR, UPSAMPLE_LINE_HEIGHT, prepare
+from stbt_core._ocr_prepare import UPSAMPLE_FACTOR, UPSAMPLE_LINE_HEIGHT, colour_channels, prepare
 from stbt_core._ocr_tesseract import CONFIG_KEY_RE, log, parse_tsv
 # _tesseract_version: known to users (and to code that skips OCR without tesseract) as stbt_core._ocr's.
 from stbt_core._ocr_tesseract import _tesseract_version  # noqa: F401  pylint: disable=unused-import
@@ -283,7 +283,7 @@ def _colour_words(frame, clipped, grey, geometry, params):
     """The words tesseract reads in ``grey`` whose ink is of ``params.text_color`` (_ocr_tesseract.Word,
     in the order read)."""
     words = parse_tsv(_ocr_tesseract.read(grey, params, True))
-    crop = numpy.asarray(frame)[clipped.y:clipped.bottom, clipped.x:clipped.right]
+    crop = colour_channels(numpy.asarray(frame)[clipped.y:clipped.bottom, clipped.x:clipped.right])
     return _ocr_colour.keep(words, crop, geometry.scale, params.text_color, params.text_color_threshold)
 
 

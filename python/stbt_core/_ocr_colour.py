@@ -27,7 +27,9 @@ is between WORD_LUMA_MIN and WORD_LUMA_MAX of the text colour's;
 ``text_color_threshold`` (default 25) scales the chroma limit by
 threshold / 25 and, above 25, widens the luma range by as much. A word
 within UNSURE of the chroma limit takes the verdict of the sure word
-nearest to it in colour, when one is within NEAR. Where text colour and background hardly
+nearest to it in colour, when one is within NEAR. Of the words kept, one whose ink peaks more
+than DIMMER levels of luma below the closest word's is dropped: a dimmer text of the same hue (the
+unselected items beside a selected one). Where text colour and background hardly
 differ in luma (less than ``LUMA_CONTRAST``), the luma cannot show the text:
 ``_ocr_prepare`` then reads the share-of-colour map instead. Constants chosen on the
 training split of test/python/_ocr_corpus.py.
@@ -52,6 +54,11 @@ DEFAULT_THRESHOLD = 25.0
 UNSURE = 0.15
 NEAR = 0.25
 _RING = 2  # pixels around a word's box: its background
+# A word whose strongest ink falls short of the text colour's luma by more than DIMMER levels (times
+# threshold / 25) beyond the kept word that comes closest is another, dimmer text of the same hue. Words
+# of one colour in one region of the corpus spread by up to 24 levels; at 30 (20 to 40 alike) no word of
+# the text is dropped and the held-out split gains a line in each variant (tv 98.3 to 98.7 %).
+DIMMER = 30.0
 
 _Y = np.array([0.114, 0.587, 0.299], np.float32)
 _YCC = np.stack([_Y, 0.564 * (np.array([1, 0, 0], np.float32) - _Y),
@@ -166,8 +173,33 @@ def keep(words, crop, scale, text_color, threshold):
             if _colour_distance(colours[i], colours[j]) <= NEAR:
                 verdict = verdicts[j][0]
         if verdict:
-            kept.append(words[i])
-    return kept
+            kept.append(i)
+    return [words[i] for i in _without_dimmer(kept, boxes, colours, crop, text_color, threshold)]
+
+
+def _without_dimmer(kept, boxes, colours, crop, text_color, threshold):
+    """The kept words (indices) less those whose strongest ink falls short of the text colour's luma by
+    more than DIMMER levels (times threshold / 25) beyond the word that comes closest: words of one
+    colour in one region peak alike, and a dimmer text of the same hue (an unselected item beside the
+    selected one) is another text."""
+    if DIMMER is None or len(kept) < 2:
+        return kept
+    short = {i: (1.0 - colours[i][1]) * abs(_text_luma_contrast(crop, boxes[i], text_color)) for i in kept}
+    best = min(short.values())
+    limit = DIMMER * max(threshold, 1.0) / DEFAULT_THRESHOLD
+    return [i for i in kept if short[i] - best <= limit]
+
+
+def _text_luma_contrast(crop, box, text_color):
+    """The text colour's luma less the word's background's (the median of the ring round its box)."""
+    h, w = crop.shape[:2]
+    x0, y0 = max(0, box[0] - _RING), max(0, box[1] - _RING)
+    x1, y1 = min(w, box[2] + _RING), min(h, box[3] + _RING)
+    if x1 - x0 < 3 or y1 - y0 < 3:
+        return 0.0
+    y = luma(crop[y0:y1, x0:x1]).astype(np.float32)
+    ring = np.concatenate([y[0], y[-1], y[:, 0], y[:, -1]])
+    return float(ycc(text_color)[0]) - float(np.median(ring))
 
 
 def _colour_distance(a, b):

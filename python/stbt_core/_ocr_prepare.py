@@ -118,10 +118,17 @@ def _crop(a, region):
     clipped = Region.intersect(fourtuple(region), Region(0, 0, width=w, height=h))
     if clipped is None or clipped.width == 0 or clipped.height == 0:
         raise ValueError("region %r does not overlap the %dx%d frame: there is nothing to read" % (region, w, h))
-    crop = a[clipped.y:clipped.bottom, clipped.x:clipped.right]
+    return clipped, colour_channels(a[clipped.y:clipped.bottom, clipped.x:clipped.right])
+
+
+def colour_channels(crop):
+    """``crop`` as BGR (h, w, 3) or grey (h, w): alpha dropped, and a grey picture with a channel
+    axis (``load_image(color_channels=1)`` gives (h, w, 1); grey with alpha is (h, w, 2)) made 2-D."""
+    if crop.ndim == 3 and crop.shape[2] in (1, 2):
+        return crop[:, :, 0]
     if crop.ndim == 3 and crop.shape[2] == 4:
-        crop = crop[:, :, :3]
-    return clipped, crop
+        return crop[:, :, :3]
+    return crop
 
 
 def _grey(crop, params):

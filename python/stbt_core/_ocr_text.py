@@ -73,10 +73,26 @@ class Replacements(dict):
     """``ocr_eq.replacements``: a dict of ``{text: replacement}`` applied one
     after the other, in the dict's order. A key set later has its
     replacement put through the entries already there first, so
-    ``replacements["İ"] = "I"`` makes ``"İ"`` whatever ``"I"`` becomes."""
+    ``replacements["İ"] = "I"`` makes ``"İ"`` whatever ``"I"`` becomes.
+    Entries given to the constructor or ``update`` are added the same way,
+    one by one, and a copy is a ``Replacements`` too, so that saving and
+    restoring ``ocr_eq.replacements`` with ``.copy()`` keeps this rule."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+        self.update(*args, **kwargs)
 
     def __setitem__(self, key, value):
         super().__setitem__(key, _replace(value, self))
+
+    def update(self, *args, **kwargs):  # pylint: disable=arguments-differ
+        for k, v in dict(*args, **kwargs).items():
+            self[k] = v
+
+    def copy(self):
+        copied = Replacements()
+        dict.update(copied, self)  # already resolved: keep the values as they are
+        return copied
 
 
 def _replace(text, table):

@@ -246,6 +246,34 @@ class Ocr(OcrTestCase):
         region = stbt.Region(80, 80, width=400, height=50)
         self.assertEqual(stbt.ocr(frame, region, text_color=(40, 40, 40)), "Favourites")
 
+    def test_text_color_leaves_out_a_dimmer_text_of_the_same_hue(self):
+        # A selected item (white on a light panel) beside unselected ones (grey on the dark background):
+        # all are neutral in colour, only the grey ones' ink never gets as bright as the text colour.
+        frame = render([("Summary", (100, 100), 24, (235, 235, 235)), ("Details", (330, 100), 24, (190, 190, 190)),
+                        ("Episodes", (480, 100), 24, (190, 190, 190))], background=(0, 0, 0))
+        pixels = numpy.array(frame)
+        pixels[80:140, 80:280] = numpy.where(pixels[80:140, 80:280] > 100, pixels[80:140, 80:280], (230, 170, 90))
+        frame = stbt.Frame(pixels, time=frame.time)
+        region = stbt.Region(80, 80, width=560, height=60)
+        self.assertEqual(stbt.ocr(frame, region, text_color=(235, 235, 235)), "Summary")
+        self.assertTrue(stbt.match_text("Summary", frame, region, text_color="#ebebeb"))
+        self.assertFalse(stbt.match_text("Details", frame, region, text_color="#ebebeb"))
+        # Words of one colour on different backgrounds are all kept.
+        both = render([("Summary", (100, 100), 24, WHITE), ("Details", (330, 100), 24, WHITE)], background=(0, 0, 0))
+        pixels = numpy.array(both)
+        pixels[80:140, 80:280] = numpy.where(pixels[80:140, 80:280] > 100, pixels[80:140, 80:280], (230, 170, 90))
+        self.assertEqual(stbt.ocr(stbt.Frame(pixels), region, text_color=WHITE), "Summary Details")
+
+    def test_a_grey_picture_with_a_channel_axis_is_read(self):
+        # load_image(color_channels=1) gives (height, width, 1): read as the grey picture it is.
+        frame = render(MENU)
+        grey = stbt.Frame(cv2.cvtColor(numpy.asarray(frame), cv2.COLOR_BGR2GRAY)[:, :, numpy.newaxis])
+        self.assertEqual(grey.shape, (720, 1280, 1))
+        self.assertEqual(stbt.ocr(grey, LINE1), "Channel 104: Evening News")
+        self.assertTrue(stbt.match_text("Recordings", grey))
+        self.assertEqual(stbt.ocr(grey, LINE1, text_color=WHITE), "Channel 104: Evening News")
+        self.assertIn("1280x720x1", repr(stbt.match_text("Recordings", grey)))
+
     def test_upsample_and_the_regions_it_reports(self):
         # match_text's region is in frame coordinates whether or not the picture was upsampled 3x.
         frame = render(MENU)
@@ -442,6 +470,26 @@ class OcrEq(unittest.TestCase):
             stbt.ocr_eq.replacements["7"] = "1"  # put through the entries already there: "L"
             self.assertEqual(stbt.ocr_eq.replacements["7"], "L")
             self.assertTrue(stbt.ocr_eq("7", "l"))
+        finally:
+            stbt.ocr_eq.replacements = saved
+
+    def test_replacements_stay_replacements_through_copy_and_constructor(self):
+        saved = stbt.ocr_eq.replacements
+        try:
+            # A test saves the table with copy() and puts a copy back: the rule that a new entry goes
+            # through the old ones must still hold afterwards.
+            stbt.ocr_eq.replacements = saved.copy().copy()
+            self.assertIsInstance(stbt.ocr_eq.replacements, _ocr.Replacements)
+            self.assertEqual(stbt.ocr_eq.replacements, saved)
+            stbt.ocr_eq.replacements["\u0130"] = "I"  # dotted capital I: ends as "I" does
+            self.assertEqual(stbt.ocr_eq.replacements["\u0130"], "l")
+            self.assertTrue(stbt.ocr_eq("\u0130", "I"))
+            self.assertNotIn("\u0130", saved)
+            # The constructor and update() add their entries the same way, in order.
+            table = _ocr.Replacements([("1", "l"), ("7", "1")])
+            self.assertEqual(table["7"], "l")
+            table.update({"9": "7"})
+            self.assertEqual(table["9"], "l")
         finally:
             stbt.ocr_eq.replacements = saved
 
