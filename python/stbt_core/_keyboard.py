@@ -17,6 +17,7 @@ import time as _time
 
 from stbt_core._keyboard_graph import (_UNSURE_WEIGHT, _adjacent_groups, _keys_to_press, _networkx,
                                       _strip_shift_transitions)
+from stbt_core._mask import load_mask
 from stbt_core._types import Region
 
 __all__ = ["Keyboard"]
@@ -30,16 +31,53 @@ _FIELDS = ("name", "text", "region", "mode")
 _STABLE_SECS = 0.5
 
 
+def _either(keys):
+    """"A, B or C": the keys' reprs, in order when they can be ordered."""
+    try:
+        keys = sorted(keys)
+    except TypeError:
+        keys = list(keys)
+    names = [repr(k) for k in keys]
+    return " or ".join(filter(None, [", ".join(names[:-1]), names[-1]])) if names else ""
+
+
+def _region_test(query):
+    """The test a ``region`` query puts a key's region to: it holds the
+    middle of the region asked for, as in stb-tester (a page object finds
+    the focused key with ``find_key(region=match.region)``, and a match of
+    the focus highlight is seldom the key's exact cell)."""
+    try:
+        middle = query.center
+    except (AttributeError, TypeError, ValueError, OverflowError):
+        return lambda region: region == query
+    return lambda region: region is not None and region.contains(middle)
+
+
+def _check_cell_dict(cell, mode):
+    """A grid cell's dict names a key (``name``, perhaps ``text``); its
+    ``mode``, if any, is ``add_grid``'s and its ``region`` is the cell's."""
+    data, (x, y) = cell.data, cell.position
+    if "name" not in data:
+        raise ValueError("Grid cell [%d,%d] has no 'name': %r" % (x, y, data))
+    if data.get("mode", mode) != mode:
+        raise ValueError("Grid cell [%d,%d] specifies mode %r but add_grid specifies mode %r"
+                         % (x, y, data["mode"], mode))
+    unknown = set(data) - set(_FIELDS)
+    if unknown:
+        raise ValueError("Grid cell [%d,%d] has fields a key doesn't have: %s" % (x, y, ", ".join(sorted(unknown))))
+
+
 def _stbt():
     """The stbt_core module itself, looked up at call time so that a test's
     ``mock.patch("stbt_core.press", ...)`` is what the keyboard presses."""
     return sys.modules["stbt_core"]
 
 
-class Key(collections.namedtuple("Key", _FIELDS)):
+class Key(collections.namedtuple("Key", _FIELDS, defaults=(None,) * len(_FIELDS))):
     """One key: ``name`` (e.g. "a", " ", "BACKSPACE"), ``text`` (what OK on
     it types; "" for none), ``region`` (where it is on screen, or None) and
-    ``mode`` (e.g. "lowercase"; None on a keyboard without modes)."""
+    ``mode`` (e.g. "lowercase"; None on a keyboard without modes). Every
+    field defaults to None, as in stb-tester."""
 
     __slots__ = ()
 
@@ -59,7 +97,8 @@ class Keyboard:
     ``focus`` (or, older name, ``selection``) property is the focused
     ``Keyboard.Key`` and whose ``refresh()`` looks at a new frame. ``mask``
     is where the keyboard is on screen (``press_and_wait`` watches only
-    there); ``navigate_timeout`` bounds one ``navigate_to`` in seconds. An
+    there): a Region, a Mask or a mask file, loaded when the keyboard is
+    made; ``navigate_timeout`` bounds one ``navigate_to`` in seconds. An
     edge list string as the first argument is added with ``add_edgelist``.
     """
 
@@ -67,7 +106,8 @@ class Keyboard:
 
     def __init__(self, graph=None, *, mask=Region.ALL, navigate_timeout=60):
         self.G = _networkx().DiGraph()
-        self.mask = mask
+        # Loaded now, as stb-tester does: a mask file is found beside the file that makes the keyboard.
+        self.mask = load_mask(mask)
         self.navigate_timeout = navigate_timeout
         self.modes = set()
         self._named = {}  # name -> [Key], in the order they were added
@@ -90,11 +130,11 @@ class Keyboard:
         keyboard's other keys don't, or the other way round."""
         if not isinstance(name, str):
             raise ValueError("A key's name is a string, not %r" % (name,))
-        if text is None:
-            text = name if len(name) == 1 else ""
         existing = self.find_keys(name, text, region, mode)
         if existing:
             raise ValueError("Key already exists: %r" % (existing[0],))
+        if text is None:
+            text = name if len(name) == 1 else ""
         fields = dict(zip(_FIELDS, (name, text, region, mode)))
         if self.G:
             some_key = next(iter(self.G))
@@ -113,37 +153,46 @@ class Keyboard:
         return key
 
     def find_keys(self, name=None, text=None, region=None, mode=None):
-        """Every key whose fields equal the ones given (None: any)."""
+        """Every key whose fields equal the ones given (None: any); a
+        ``region`` finds the keys whose region holds its middle."""
         candidates = self._named.get(name, []) if name is not None else self.G
+        holds = _region_test(region) if region is not None else None
         return [k for k in candidates
-                if (text is None or k.text == text) and (region is None or k.region == region)
-                and (mode is None or k.mode == mode)]
+                if (mode is None or k.mode == mode) and (text is None or k.text == text)
+                and (holds is None or holds(k.region))]
 
     def find_key(self, name=None, text=None, region=None, mode=None):
-        """The one key whose fields equal the ones given; ``ValueError``
-        when none or several do."""
+        """The one key that ``find_keys`` finds; ``ValueError`` when none or
+        several do, or when no field is given."""
         query = {f: v for f, v in zip(_FIELDS, (name, text, region, mode)) if v is not None}
+        if not query:
+            raise ValueError("Empty query %r" % (query,))
         return self._one(query, self.find_keys(name, text, region, mode))
 
     @staticmethod
-    def _one(query, found):
+    def _one(query, found, what="query"):
         if not found:
             raise ValueError("Query %r doesn't match any key in the keyboard" % (query,))
         if len(found) > 1:
-            raise ValueError("Ambiguous key %r: Could mean %s" % (query, " or ".join(map(repr, found))))
+            raise ValueError("Ambiguous %s %r: Could mean %s" % (what, query, _either(found)))
         return found[0]
 
     def _lookup(self, query, mode=None):
         """The keys a Key, a name or a dict of fields means (``mode`` is
-        added to a name or dict that has none)."""
+        added to a name or dict that has none; ``ValueError`` when it
+        contradicts the query's own mode, or the dict asks nothing)."""
         if isinstance(query, Key):
+            if mode is not None and query.mode != mode:
+                raise ValueError("mode %r doesn't match %r" % (mode, query))
             return [query] if query in self.G else []
         if isinstance(query, str):
             return self.find_keys(name=query, mode=mode)
         if isinstance(query, dict):
-            fields = dict(query)
-            if mode is not None:
-                fields.setdefault("mode", mode)
+            fields = {f: v for f, v in query.items() if v is not None}
+            if mode is not None and fields.setdefault("mode", mode) != mode:
+                raise ValueError("mode %r doesn't match key %r" % (mode, query))
+            if not fields:
+                raise ValueError("Empty query %r" % (query,))
             return self.find_keys(**fields)
         raise TypeError("A key is a Keyboard.Key, a name or a dict of its fields, not %r" % (query,))
 
@@ -205,12 +254,13 @@ class Keyboard:
         name = " " if name == "SPACE" else name
         query = {"name": name} if mode is None else {"name": name, "mode": mode}
         found = self.find_keys(**query)
-        return self._one(query, found) if found else self.add_key(name, mode=mode)
+        return self._one(query, found, "key") if found else self.add_key(name, mode=mode)
 
     def add_grid(self, grid, mode=None, merge=False):
         """A key for each cell of ``grid`` (a ``Grid`` whose data are key
-        names or Keys), with the cell's region and ``mode``, and the arrow
-        moves between neighbouring cells. With ``merge``, neighbouring cells
+        names, dicts of a key's ``name`` and ``text``, or Keys), with the
+        cell's region and ``mode``, and the arrow moves between neighbouring
+        cells. With ``merge``, neighbouring cells
         holding the same name are one key whose region spans them (a SPACE
         bar three cells wide); the same name in cells apart stays two keys.
         Returns a Grid like ``grid`` whose data are the Keys."""
@@ -219,6 +269,8 @@ class Keyboard:
         for cell in cells:
             if cell.data is None:
                 raise ValueError("Grid cell [%d,%d] doesn't have any data" % tuple(cell.position))
+            if isinstance(cell.data, dict):
+                _check_cell_dict(cell, mode)
         keys = self._grid_keys(cells, mode, merge)
         at = {tuple(c.position): keys[c.index] for c in cells}
         for (x, y), key in at.items():
@@ -235,6 +287,8 @@ class Keyboard:
             data = cell.data
             if isinstance(data, Key):
                 return data.name, data.text
+            if isinstance(data, dict):
+                return data["name"], data.get("text")
             return str(data), None
 
         if not merge:
@@ -252,14 +306,18 @@ class Keyboard:
         """Press without waiting (the moves in the middle of a path)."""
         return _stbt().press(key)
 
-    def press_and_wait(self, key):
+    # The keyboard calls both with their first argument alone; the keyword
+    # arguments are stb-tester's, for a subclass that passes them on.
+
+    def press_and_wait(self, key, timeout_secs=10, stable_secs=_STABLE_SECS):
         """Press and wait for the keyboard (``mask``) to stay still for
         half a second."""
-        return _stbt().press_and_wait(key, mask=self.mask, stable_secs=_STABLE_SECS)
+        return _stbt().press_and_wait(key, mask=self.mask, timeout_secs=timeout_secs, stable_secs=stable_secs)
 
-    def wait_for_transition_to_end(self, initial_frame=None):
+    def wait_for_transition_to_end(self, initial_frame=None, timeout_secs=10, stable_secs=_STABLE_SECS):
         """Wait again, for a box that was slow to react to the last press."""
-        return _stbt().wait_for_transition_to_end(initial_frame, mask=self.mask, stable_secs=_STABLE_SECS)
+        return _stbt().wait_for_transition_to_end(initial_frame, mask=self.mask, timeout_secs=timeout_secs,
+                                                  stable_secs=stable_secs)
 
     # ------------------------------------------------------------ reading the page
 
@@ -293,13 +351,14 @@ class Keyboard:
         """Move the focus to ``target`` (a Key, a key's name or text, or a
         dict of fields; the nearest one when several keys match) along a
         cheapest path, and return the page (refreshed after any press), its
-        focus on the target. The focus is checked
-        after the last press (after every press with
-        ``verify_every_keypress``, where a press that lands elsewhere counts
-        as a failed attempt); a box slow to react gets one more wait. When
-        the focus is not where it should be the path is planned again from
-        where it is, ``retries`` more times at most and within
-        ``navigate_timeout`` seconds, then ``AssertionError``."""
+        focus on the target. The focus is checked after the last press of a
+        path (after every press with ``verify_every_keypress``), and a box
+        slow to react gets one more wait. A path ends early after a press
+        that may land on several keys, and goes on from where the focus
+        landed. When the focus is not where the model said, the path is
+        planned again from where it is: ``retries`` times at most, then
+        ``AssertionError``; and no new path starts after
+        ``navigate_timeout`` seconds."""
         targets = self._targets(target)
         return self._navigate(targets, target, page, verify_every_keypress, retries)[0]
 
@@ -317,20 +376,25 @@ class Keyboard:
         graph = _strip_shift_transitions(self.G)
         deadline = _time.monotonic() + float(self.navigate_timeout)
         focus = self._focus(page)
-        attempts = 0
+        failures, paths = 0, 0
         while focus not in targets:
-            if attempts > int(retries) or (attempts and _time.monotonic() > deadline):
-                raise AssertionError("Keyboard: the focus is on %r after %d attempts to reach %r"
-                                     % (focus, attempts, target))
-            attempts += 1
-            page, focus, as_planned = self._follow(graph, focus, targets, page, verify)
-            if not as_planned and attempts > int(retries):
-                raise AssertionError("Keyboard: the focus went to %r, not where the keyboard's model "
-                                     "said, on the way to %r" % (focus, target))
+            if paths and _time.monotonic() > deadline:
+                raise AssertionError("Keyboard: the focus is on %r, not on %r, after navigate_timeout (%g s)"
+                                     % (focus, target, self.navigate_timeout))
+            paths += 1
+            page, focus, missed = self._follow(graph, focus, targets, page, verify)
+            if missed is not None:
+                failures += 1
+                if failures > int(retries):
+                    raise AssertionError("Keyboard: expected %s after pressing %s, but the focus is on %r "
+                                         "(on the way to %r; %d retries)"
+                                         % (_either(missed[1]), missed[0], focus, target, int(retries)))
         return page, focus
 
     def _follow(self, graph, focus, targets, page, verify):
-        """Press along one planned path: (page, focus, as_planned)."""
+        """Press along one planned path: (page, focus, missed), where
+        ``missed`` is the press after which the focus was not where the
+        model said, as ``(keypress, the keys it may land on)``, or None."""
         steps = list(_keys_to_press(graph, focus, targets))
         for n, (keypress, expected) in enumerate(steps, 1):
             if not verify and n < len(steps):
@@ -338,10 +402,10 @@ class Keyboard:
                 continue
             page, focus = self._look(page, self.press_and_wait(keypress))
             if focus not in expected:
-                page, focus = self._look(page, self.wait_for_transition_to_end())
-            if verify and focus not in expected:
-                return page, focus, False
-        return page, focus, True
+                page, focus = self._look(page, self.wait_for_transition_to_end(getattr(page, "_frame", None)))
+            if focus not in expected:
+                return page, focus, (keypress, expected)
+        return page, focus, None
 
     def enter_text(self, text, page, verify_every_keypress=False, retries=2):
         """Type ``text``: for each character, move to a key whose ``text``

@@ -83,8 +83,14 @@ def _shortest_path(G, source, targets):
 def _keys_to_press(G, source, targets):
     """Yields ``(keypress, keys)`` along the shortest path from ``source`` to
     the nearest of ``targets``: the remote-control key to press and the set
-    of keys the focus may land on after it."""
+    of keys the focus may land on after it. It stops after a press that may
+    land on several keys (UP from a wide SPACE bar): the rest of the path
+    assumed one of them, so the caller looks where the focus went and plans
+    again from there, as stb-tester does."""
     path = _shortest_path(G, source, targets)
     for here, there in zip(path, path[1:]):
         keypress = G[here][there]["key"]
-        yield keypress, {k for k, data in G[here].items() if data.get("key") == keypress}
+        landings = {k for k, data in G[here].items() if data.get("key") == keypress}
+        yield keypress, landings
+        if len(landings) > 1:
+            return

@@ -5,10 +5,15 @@ modes and a one-shot SHIFT) whose presses are stbt's own press functions,
 patched. The box can overshoot, lose a press or be slow, and the keyboard
 must notice."""
 
+import os
+import runpy
+import tempfile
 import unittest
 from unittest import mock
 
+import cv2
 import networkx
+import numpy
 
 import stbt
 from stbt import Region
@@ -23,9 +28,9 @@ LAYOUT = {
 KEYS_REGION = Region(0, 0, width=400, height=300)
 
 
-def box_keyboard():
+def box_keyboard(cls=stbt.Keyboard):
     """The model of the box's keyboard, as a test pack would write it."""
-    kb = stbt.Keyboard(mask=KEYS_REGION)
+    kb = cls(mask=KEYS_REGION)
     for mode, rows in LAYOUT.items():
         kb.add_grid(stbt.Grid(KEYS_REGION, data=rows), mode=mode, merge=True)
     kb.add_transition({"name": "SHIFT", "mode": "lowercase"}, {"name": "SHIFT", "mode": "uppercase"}, "KEY_OK")
@@ -82,6 +87,20 @@ class Box:
         return Transition(None, None, TransitionStatus.COMPLETE, 0, 0, 0)
 
 
+class ForgetfulBox(Box):
+    """Every other arrow press is lost."""
+
+    lost = False
+
+    def move(self, keypress):
+        if keypress != "KEY_OK":
+            self.lost = not self.lost
+            if self.lost:
+                self.presses.append(keypress)
+                return
+        super().move(keypress)
+
+
 class OvershootingBox(Box):
     """RIGHT from the first column jumps two keys."""
 
@@ -99,8 +118,9 @@ class SlowBox(Box):
     pending = None
 
     def press_and_wait(self, key, **kwargs):
+        self.waits.append(kwargs)
         self.pending = key
-        return Transition(key, None, TransitionStatus.COMPLETE, 0, 0, 0)
+        return Transition(key, "the frame after " + key, TransitionStatus.COMPLETE, 0, 0, 0)
 
     def wait_for_transition_to_end(self, *args, **kwargs):
         assert self.pending is not None, "waited with no press pending"
@@ -112,12 +132,16 @@ class SlowBox(Box):
 class Page:
     """A stand-in page object: the box's focus when it was made."""
 
+    _frame = None
+
     def __init__(self, box, kb, visible=True, attribute="focus"):
         self.box, self.kb, self.is_visible = box, kb, visible
         setattr(self, attribute, kb.find_key(name=box.name, mode=box.mode))
 
     def refresh(self, frame=None):
-        return Page(self.box, self.kb)
+        page = Page(self.box, self.kb)
+        page._frame = frame
+        return page
 
 
 class KeyboardModelTest(unittest.TestCase):
@@ -136,8 +160,14 @@ class KeyboardModelTest(unittest.TestCase):
             kb.add_key("a")
         with self.assertRaisesRegex(ValueError, r"^Query \{'name': 'z'\} doesn't match any key in the keyboard$"):
             kb.find_key("z")
-        with self.assertRaisesRegex(ValueError, r"^Ambiguous key \{'text': ' '\}: Could mean .* or "):
+        with self.assertRaisesRegex(ValueError, r"^Ambiguous query \{'text': ' '\}: Could mean .* or "):
             kb.find_key(text=" ")
+        with self.assertRaisesRegex(ValueError, "already exists"):
+            kb.add_key("SPACE")  # its text isn't asked for, as in stb-tester
+        with self.assertRaisesRegex(ValueError, r"^Empty query \{\}$"):
+            kb.find_key()
+        # stb-tester's Key has defaults, for type annotations and stand-ins
+        self.assertEqual(stbt.Keyboard.Key(name="q"), ("q", None, None, None))
 
     def test_modes_and_regions_are_all_or_nothing(self):
         kb = stbt.Keyboard()
@@ -164,10 +194,17 @@ class KeyboardModelTest(unittest.TestCase):
         self.assertEqual(kb.G[b][a], {"key": "KEY_LEFT"})  # symmetrical by default
         kb.add_transition("a", "b", "KEY_DOWN", mode="m", symmetrical=False)
         self.assertFalse(kb.G.has_edge(b, a) and kb.G[b][a]["key"] == "KEY_UP")
-        with self.assertRaisesRegex(ValueError, r"^Ambiguous key 'b': Could mean .*mode='m'.* or .*mode='n'"):
+        with self.assertRaisesRegex(ValueError, r"^Ambiguous query 'b': Could mean .*mode='m'.* or .*mode='n'"):
             kb.add_transition("a", "b", "KEY_RIGHT")
         with self.assertRaisesRegex(ValueError, r"^Query 'c' doesn't match any key in the keyboard$"):
             kb.add_transition("a", "c", "KEY_RIGHT")
+        # a mode that contradicts the key's own, and a query that asks nothing, are mistakes
+        with self.assertRaisesRegex(ValueError, "mode 'n' doesn't match"):
+            kb.add_transition(a, "b", "KEY_RIGHT", mode="n")
+        with self.assertRaisesRegex(ValueError, "mode 'n' doesn't match key"):
+            kb.add_transition({"name": "b", "mode": "m"}, "b", "KEY_RIGHT", mode="n")
+        with self.assertRaisesRegex(ValueError, r"^Empty query \{'name': None\}$"):
+            kb.add_transition({"name": None}, a, "KEY_RIGHT")
 
     def test_edgelist(self):
         kb = stbt.Keyboard()
@@ -214,6 +251,39 @@ class KeyboardModelTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, r"^Grid cell \[0,0\] doesn't have any data$"):
             kb.add_grid(stbt.Grid(Region(0, 0, 30, 10), cols=3, rows=1))
 
+    def test_find_key_by_region(self):
+        # A page object finds the focus with find_key(region=match.region): the match of the highlight is not the
+        # key's cell, so the key is the one whose region holds the middle of the region asked for (stb-tester's rule).
+        kb = box_keyboard()
+        highlight = Region(96, 96, width=110, height=60)  # around "f" (100, 100, 100, 100) and spilling over
+        self.assertEqual(kb.find_key(region=highlight, mode="uppercase"), kb.find_key("F"))
+        self.assertEqual(kb.find_keys(region=highlight), [kb.find_key("f"), kb.find_key("F")])
+        self.assertEqual(kb.find_key(region=Region(330, 250, 20, 20), mode="lowercase"),
+                         kb.find_key(" ", mode="lowercase"))  # the right end of the wide SPACE
+        self.assertEqual(kb.find_keys(region=Region(500, 500, 10, 10)), [])
+        with self.assertRaisesRegex(ValueError, r"^Ambiguous query \{'region': Region"):
+            kb.find_key(region=highlight)
+        # the same cell in another mode, as a pack finds where KEY_PLAY lands
+        a = kb.find_key("a")
+        self.assertEqual(kb.find_key(region=a.region, mode="uppercase"), kb.find_key("A"))
+        without = stbt.Keyboard()
+        without.add_key("a")
+        self.assertEqual(without.find_keys(region=Region(0, 0, 10, 10)), [])
+
+    def test_add_grid_cells_may_be_dicts(self):
+        kb = stbt.Keyboard()
+        space = {"name": "SPACE", "text": " "}
+        keys = kb.add_grid(stbt.Grid(Region(0, 0, 300, 100), data=[[space, space, "a"]]), mode="m", merge=True)
+        self.assertEqual(keys[0, 0].data, stbt.Keyboard.Key("SPACE", " ", Region(0, 0, 200, 100), "m"))
+        self.assertIs(keys[1, 0].data, keys[0, 0].data)
+        self.assertEqual(kb.find_key(text=" "), keys[0, 0].data)
+        self.assertEqual(kb.G[kb.find_key("a")][keys[0, 0].data], {"key": "KEY_LEFT"})
+        for data, error in (({"name": "b", "mode": "n"}, r"\[0,0\] specifies mode 'n' but add_grid specifies mode 'm'"),
+                            ({"text": "b"}, r"\[0,0\] has no 'name'"),
+                            ({"name": "b", "colour": "red"}, "colour")):
+            with self.assertRaisesRegex(ValueError, error):
+                kb.add_grid(stbt.Grid(Region(0, 100, 100, 100), data=[[data]]), mode="m")
+
     def test_add_grid_merges_wide_keys(self):
         kb = box_keyboard()
         shift, space = kb.find_key("SHIFT", mode="lowercase"), kb.find_key(" ", mode="lowercase")
@@ -237,9 +307,12 @@ class KeyboardModelTest(unittest.TestCase):
     def test_paths_change_mode(self):
         kb = box_keyboard()
         a, b_upper = kb.find_key("a"), kb.find_key("B")
-        # UP from SHIFT may land on F (a guess that costs 100), then UP to B
-        self.assertEqual([k for k, _ in _keys_to_press(kb.G, a, [b_upper])],
-                         ["KEY_DOWN", "KEY_DOWN", "KEY_OK", "KEY_UP", "KEY_UP"])
+        # UP from SHIFT may land on E or F (a guess that costs 100): the path stops there, for the keyboard to look
+        # where the focus went and go on from it, as stb-tester does
+        self.assertEqual(list(_keys_to_press(kb.G, a, [b_upper]))[2:],
+                         [("KEY_OK", {kb.find_key("SHIFT", mode="uppercase")}),
+                          ("KEY_UP", {kb.find_key("E"), kb.find_key("F")})])
+        self.assertEqual([k for k, _ in _keys_to_press(kb.G, a, [b_upper])][:2], ["KEY_DOWN", "KEY_DOWN"])
         # the nearest of several targets
         spaces = kb.find_keys(name=" ")
         self.assertEqual(list(_keys_to_press(kb.G, kb.find_key("H"), spaces)),
@@ -271,7 +344,7 @@ class KeyboardTypingTest(unittest.TestCase):
         page = kb.enter_text("Bad cafe", Page(box, kb))
         self.assertEqual(box.typed, "Bad cafe")
         self.assertEqual(page.focus, kb.find_key("e"))
-        # SHIFT, then UP UP meant to go by F to B; the box went by E to A, so the rest was planned again
+        # SHIFT, then UP, which may land on E or F: it landed on E, and the path to B was planned from there
         self.assertEqual(box.presses[:7], ["KEY_DOWN", "KEY_DOWN", "KEY_OK",
                                            "KEY_UP", "KEY_UP", "KEY_RIGHT", "KEY_OK"])
         self.assertEqual(box.presses[7:8], ["KEY_LEFT"])  # a: the box went back to lowercase by itself
@@ -314,9 +387,57 @@ class KeyboardTypingTest(unittest.TestCase):
 
     def test_press_and_wait_watches_the_keyboard(self):
         kb, box = box_keyboard(), self.drive(Box())
+        self.assertIsInstance(kb.mask, stbt.Mask)
         kb.navigate_to("c", Page(box, kb))
         self.assertEqual(box.presses, ["KEY_RIGHT", "KEY_RIGHT"])  # the first without waiting
-        self.assertEqual(box.waits, [{"mask": KEYS_REGION, "stable_secs": 0.5}])
+        self.assertEqual(box.waits, [{"mask": KEYS_REGION, "timeout_secs": 10, "stable_secs": 0.5}])
+
+    def test_a_mask_file_is_found_beside_the_file_that_makes_the_keyboard(self):
+        # as in stb-tester, which loads the mask when the keyboard is made: navigate_to is often called from a test
+        # in another folder than the page object that holds the keyboard and its mask
+        with tempfile.TemporaryDirectory() as pages:
+            cv2.imwrite(os.path.join(pages, "keys-mask.png"), numpy.full((30, 40), 255, numpy.uint8))
+            with open(os.path.join(pages, "search_page.py"), "w", encoding="utf-8") as f:
+                f.write("import stbt\nkb = stbt.Keyboard(mask='keys-mask.png')\n")
+            kb = runpy.run_path(os.path.join(pages, "search_page.py"))["kb"]
+        self.assertIn("keys-mask.png", repr(kb.mask))
+        with self.assertRaises(FileNotFoundError):
+            stbt.Keyboard(mask="no-such-mask.png")
+
+    def test_a_subclass_may_pass_stb_testers_arguments_on(self):
+        # stb-tester's hooks take timeout_secs and stable_secs; a subclass written for it passes them to super()
+        class Slower(stbt.Keyboard):
+            def press_and_wait(self, key, timeout_secs=10, stable_secs=1):
+                return super().press_and_wait(key, timeout_secs=timeout_secs, stable_secs=stable_secs)
+
+            def wait_for_transition_to_end(self, initial_frame=None, timeout_secs=10, stable_secs=2):
+                return super().wait_for_transition_to_end(initial_frame, timeout_secs=timeout_secs,
+                                                          stable_secs=stable_secs)
+
+        kb, box = box_keyboard(Slower), self.drive(SlowBox())
+        waited = []
+        with mock.patch("stbt_core.wait_for_transition_to_end",
+                        lambda *a, **kw: (waited.append((a, kw)), box.wait_for_transition_to_end())[1]):
+            self.assertEqual(kb.navigate_to("b", Page(box, kb)).focus, kb.find_key("b"))
+        self.assertEqual(box.waits, [{"mask": KEYS_REGION, "timeout_secs": 10, "stable_secs": 1}])
+        # the wait for a slow box starts from the frame the page was read from
+        self.assertEqual(waited, [(("the frame after KEY_RIGHT",),
+                                   {"mask": KEYS_REGION, "timeout_secs": 10, "stable_secs": 2})])
+
+    def test_a_press_that_may_land_on_several_keys_is_no_failed_attempt(self):
+        # UP from SHIFT lands on E or F: the path goes on from where it landed, without using up a retry
+        kb, box = box_keyboard(), self.drive(Box())
+        page = kb.navigate_to("B", Page(box, kb), retries=0)
+        self.assertEqual(page.focus, kb.find_key("B"))
+        self.assertEqual(box.presses, ["KEY_DOWN", "KEY_DOWN", "KEY_OK", "KEY_UP", "KEY_UP", "KEY_RIGHT"])
+        box = self.drive(Box())
+        kb.enter_text("Head", Page(box, kb), verify_every_keypress=True, retries=0)
+        self.assertEqual(box.typed, "Head")
+
+    def test_lost_presses_are_pressed_again(self):
+        kb, box = box_keyboard(), self.drive(ForgetfulBox())
+        page = kb.enter_text("bcgdcb", Page(box, kb), retries=100)
+        self.assertEqual((box.typed, page.focus), ("bcgdcb", kb.find_key("b")))
 
     def test_navigate_to_plans_again_after_an_overshoot(self):
         kb, box = box_keyboard(), self.drive(OvershootingBox())
@@ -326,11 +447,13 @@ class KeyboardTypingTest(unittest.TestCase):
 
     def test_no_retries_left(self):
         kb = box_keyboard()
-        for target, verify, presses in (("b", False, 1), ("c", False, 2), ("c", True, 1)):
+        for target, verify, presses in (("b", False, 1), ("b", True, 1), ("c", False, 2), ("c", True, 1)):
             box = self.drive(OvershootingBox())
-            with self.assertRaises(AssertionError):
+            with self.assertRaises(AssertionError) as failed:
                 kb.navigate_to(target, Page(box, kb), verify_every_keypress=verify, retries=0)
             self.assertEqual(box.presses, ["KEY_RIGHT"] * presses, (target, verify))
+        self.assertRegex(str(failed.exception), r"^Keyboard: expected Keyboard\.Key\(name='b'.* after pressing "
+                                                r"KEY_RIGHT, but the focus is on Keyboard\.Key\(name='c'")
 
     def test_a_slow_box_is_waited_for(self):
         kb, box = box_keyboard(), self.drive(SlowBox())
