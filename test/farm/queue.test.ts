@@ -13,13 +13,14 @@ import type { Availability, AvailabilityKind } from '../../src/core/availability
 import { FarmError } from '../../src/core/errors.js';
 import type { Logger } from '../../src/core/ports.js';
 import { migrate } from '../../src/farm/db/migrate.js';
-import { QueueDispatcher, type DispatchEvent } from '../../src/farm/queue/dispatcher.js';
+import { JOB_LOCK_CLASS, NODE_LOCK_CLASS, QueueDispatcher, type DispatchEvent } from '../../src/farm/queue/dispatcher.js';
 import { setNodeLabels } from '../../src/farm/queue/labels.js';
 import type { JobStarter, NodeStates, StartOutcome, StartRequest } from '../../src/farm/queue/ports.js';
 import { PgJobQueue, type QueuedJob } from '../../src/farm/queue/store.js';
 import { FarmWakeups } from '../../src/farm/wakeups.js';
 import { capturingLogger } from '../helpers/logger.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { waitFor } from '../helpers/wait.js';
 
 const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 const RUN = { test_pack_revision: 'main', test_cases: ['tests/a.py::test_a'] };
@@ -248,6 +249,40 @@ describe('the job queue (PostgreSQL)', function () {
     expect(rows.filter((j) => j.state === 'started')).to.have.length(N);
     for (const j of rows) expect(j.job_uid).to.equal(lab.started.get(j.queue_id)![0]![1]);
     expect(events.filter((e) => e.type === 'started')).to.have.length(N);
+  });
+
+  it('a claim leaves a node alone while another process holds its lock (a replica starting a job there), and a job while its claimer holds it; the row is not pinned meanwhile', async () => {
+    const pool = await farm({ n1: { device: 'roku' } });
+    const lab = new Lab(['n1']);
+    const q = new PgJobQueue(pool);
+    const other = await pool.connect();
+    closers.push(async () => other.release());
+    const events: DispatchEvent[] = [];
+    let next = eventsUntil(events, (l) => l.some((e) => e.type === 'started'));
+    // Refused while held: the dispatcher looks again every LOCKED_NODE_MS, so some passes go by with nothing started.
+    const refusedWhileHeld = async (d: QueueDispatcher, queueId: number) => {
+      const passes = d.passes;
+      await waitFor(() => d.passes >= passes + 3, { what: 'three passes while the lock is held', timeoutMs: 60_000 });
+      expect(lab.started.has(queueId)).to.equal(false);
+      expect(await q.get(queueId)).to.include({ state: 'queued', node_id: null });
+    };
+    await other.query('SELECT pg_advisory_lock($1, hashtext($2::text))', [NODE_LOCK_CLASS, 'n1']);
+    const first = (await q.enqueue({ labels: { device: 'roku' }, ...RUN }, 'alice')).queue_id;
+    const d = await dispatcher(pool, lab, (e) => next.push(e));
+    await refusedWhileHeld(d, first);
+    await other.query('SELECT pg_advisory_unlock_all()');
+    await next.done;
+    expect(lab.started.get(first)?.[0]?.[0]).to.equal('n1');
+
+    const second = (await q.enqueue({ labels: { device: 'roku' }, ...RUN }, 'alice')).queue_id;
+    await other.query('SELECT pg_advisory_lock($1, hashtext($2::text))', [JOB_LOCK_CLASS, String(second)]);
+    next = eventsUntil(events, (l) => l.some((e) => e.type === 'started' && e.job.queue_id === second));
+    lab.set('n1', 'available');
+    await refusedWhileHeld(d, second);
+    await other.query('SELECT pg_advisory_unlock_all()');
+    await next.done;
+    expect(await q.get(second)).to.include({ state: 'started', node_id: 'n1' });
+    expect(lab.started.get(second)).to.have.length(1);
   });
 
   it('cancel: the owner or an admin, a waiting job only; a cancelled job never starts', async () => {
