@@ -38,13 +38,12 @@ export interface FarmNodeStatesDeps {
 export function farmNodeStates(d: FarmNodeStatesDeps): NodeStates {
   return {
     async availability() {
-      // The nodes and the reservations side by side (each round trip waits for a core on a loaded portal).
-      const [{ rows }, reserved] = await Promise.all([d.pool.query<NodeRow>(`SELECT ${NODE_COLUMNS}`), d.reservations?.activeAll()]);
-      const held = reserved ?? new Map<string, FarmReservation>();
+      const { rows } = await d.pool.query<NodeRow>(`SELECT ${NODE_COLUMNS}`);
       // The checks' holds before their verdicts: a check's verdict is committed before a pass lets its hold go, so read
       // in this order a node just checked shows either held or its verdict, never neither (read the other way round, a
       // verdict committed between the two reads left a failed node free for one pass).
       const checking = new Map(rows.map((r) => [r.node_id, d.health?.held(r.node_id)]));
+      const held = (await d.reservations?.activeAll()) ?? new Map<string, FarmReservation>();
       const health = d.health ? await nodeHealthAll(d.pool) : new Map<string, NodeHealth>();
       const out = new Map<string, Availability>();
       for (const row of rows) {

@@ -6,7 +6,7 @@
  * which nodes are free (NodeStates: online, not running, not reserved by a person, not in maintenance, not
  * unhealthy) and local; plan who goes where (core/queue.ts planAssignments); start each assignment:
  *
- * 1. The claim, two round trips (claim below): the node's advisory lock and the job's, both held by the session until the
+ * 1. The claim, one short transaction: the node's advisory lock and the job's, both held by the session until the
  *    node has answered (another replica neither starts a second job on the node nor asks about this one meanwhile);
  *    the job's row `FOR UPDATE SKIP LOCKED`, then pinned to the node with a fresh key (node_id, start_key,
  *    start_at; the job stays `queued`). Committed before the node is asked: the intent outlives this process.
@@ -30,7 +30,7 @@ import type { Logger } from '../../core/ports.js';
 import { planAssignments, type QueueNode } from '../../core/queue.js';
 import { allNodeLabels } from './labels.js';
 import type { JobStarter, NodeStates, QueueWakeups, StartOutcome } from './ports.js';
-import { presentRow, waitingOf, type PgJobQueue, type PinnedStart, type QueuedJob, type QueueRow } from './store.js';
+import { presentRow, waitingOf, type PgJobQueue, type QueuedJob, type QueueRow } from './store.js';
 
 /** The class of the node locks (pg_try_advisory_lock(class, hashtext(node_id))): 'queu' in ASCII. */
 export const NODE_LOCK_CLASS = 0x71756575;
@@ -154,19 +154,16 @@ export class QueueDispatcher {
     const t0 = performance.now();
     const trace: Record<string, unknown> = { pass: this.passes, ...this.poolUse() };
     try {
-      // The pass's reads side by side, not one after the other: on a loaded portal each round trip to PostgreSQL
-      // waits for a core, and a free node waits for all of them. The waiting jobs and the labels are read only when a
-      // node is free. A job that expires or is pinned by another dispatcher as it is read waiting is refused by the
-      // claim (its row is read again there).
-      const expired = this.o.queue.expire().then((jobs) => jobs.forEach((job) => this.o.onEvent?.({ type: 'expired', job })));
-      const [, availability, pinnedRows] = await Promise.all([expired, this.o.nodes.availability(), this.o.queue.pinned()]);
+      for (const job of await this.o.queue.expire()) this.o.onEvent?.({ type: 'expired', job });
+      const availability = await this.o.nodes.availability();
       trace['read_ms'] = Math.round(performance.now() - t0);
-      const pinned = await this.reconcile(pinnedRows, availability);
+      const pinned = await this.reconcile(availability);
       const { free, leftOut } = this.freeNodes(availability, pinned);
       trace['free'] = free.map(([id]) => id);
       trace['left_out'] = leftOut;
       if (free.length === 0) return;
-      const [labels, waiting] = await Promise.all([allNodeLabels(this.o.pool), this.o.queue.waiting({ skipLocked: true })]);
+      const labels = await allNodeLabels(this.o.pool);
+      const waiting = await this.o.queue.waiting({ skipLocked: true });
       trace['waiting'] = waiting.length;
       if (waiting.length === 0) return;
       const nodes: QueueNode[] = free.map(([node_id, availability]) => ({ node_id, availability, labels: labels.get(node_id) ?? {} }));
@@ -226,7 +223,8 @@ export class QueueDispatcher {
    * claimer is gone (its job lock is free: startOne checks) and the node is not cooling down; given back to the queue
    * when the node has been offline past lostNodeMs. Returns the nodes with a pinned job (no other job for them).
    */
-  private async reconcile(pinned: PinnedStart[], availability: Map<string, Availability>): Promise<Set<string>> {
+  private async reconcile(availability: Map<string, Availability>): Promise<Set<string>> {
+    const pinned = await this.o.queue.pinned();
     const lost = this.o.lostNodeMs ?? 60_000;
     for (const p of pinned) {
       if (this.starting.has(p.node_id) || (this.cooling.get(p.node_id) ?? 0) > Date.now()) continue;
@@ -287,7 +285,9 @@ export class QueueDispatcher {
     mark('connected_ms');
     let broken: Error | undefined;
     try {
-      const claim = await this.claim(client, job.queue_id, nodeId, key, Math.round(timeout + 10_000));
+      // A process that hangs (not one that dies: its connection closing lets go at once) lets go too.
+      await client.query(`SET idle_session_timeout = ${Math.round(timeout + 10_000)}`);
+      const claim = await this.claim(client, job.queue_id, nodeId, key);
       mark('claimed_ms');
       if (claim === 'locked') {
         // Another replica is starting a job on this node, or this job (their locks): look again shortly, not in a loop meanwhile.
@@ -317,48 +317,37 @@ export class QueueDispatcher {
    * The claim (step 1): the node's and the job's session locks, the row, pinned with a fresh key (or, resuming, the
    * row pinned to this node with `key`). 'locked': another process is starting a job on the node, or this job;
    * undefined: the job is not (or no longer) this process's to start.
-   *
-   * Two round trips (each waits for a core on a loaded portal): the session's timeout with the node's lock, then one
-   * statement for the rest, atomic as a statement is: the row locked FOR UPDATE SKIP LOCKED (materialised, so the
-   * job's lock is tried only for a row this statement holds), the job's lock tried, the row pinned only if it was got.
    */
-  private async claim(client: pg.PoolClient, queueId: number, nodeId: string, key: string | undefined, sessionTimeoutMs: number): Promise<{ job: QueuedJob; key: string } | 'locked' | undefined> {
-    // A process that hangs (not one that dies: its connection closing lets go at once) lets go too: idle_session_timeout.
-    const node = await client.query<{ ok: boolean }>(`SELECT set_config('idle_session_timeout', $1, false), pg_try_advisory_lock($2, hashtext($3::text)) AS ok`, [
-      String(sessionTimeoutMs),
-      NODE_LOCK_CLASS,
-      nodeId,
-    ]);
-    if (node.rows[0]?.ok !== true) return 'locked';
+  private async claim(client: pg.PoolClient, queueId: number, nodeId: string, key: string | undefined): Promise<{ job: QueuedJob; key: string } | 'locked' | undefined> {
+    const lock = (cls: number, id: string) => client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1, hashtext($2::text)) AS ok', [cls, id]).then((r) => r.rows[0]?.ok === true);
+    if (!(await lock(NODE_LOCK_CLASS, nodeId))) return 'locked';
+    await client.query('BEGIN');
     try {
-      const { rows } =
+      const row =
         key === undefined
-          ? await client.query<QueueRow & { job_lock: boolean }>(
-              `WITH target AS MATERIALIZED (
-                 SELECT queue_id FROM queue_jobs
-                 WHERE queue_id = $1 AND state = 'queued' AND start_key IS NULL AND (expires_at IS NULL OR expires_at > now())
-                 FOR UPDATE SKIP LOCKED),
-               locked AS MATERIALIZED (SELECT queue_id, pg_try_advisory_lock($3, hashtext(queue_id::text)) AS job_lock FROM target),
-               pinned AS (
-                 UPDATE queue_jobs q SET node_id = $2, start_key = gen_random_uuid(), start_at = now(), attempts = q.attempts + 1
-                 FROM locked WHERE q.queue_id = locked.queue_id AND locked.job_lock
-                 RETURNING q.*)
-               SELECT pinned.*, locked.job_lock FROM locked LEFT JOIN pinned ON pinned.queue_id = locked.queue_id`,
-              [queueId, nodeId, JOB_LOCK_CLASS],
-            )
-          : await client.query<QueueRow & { job_lock: boolean }>(
-              `WITH target AS MATERIALIZED (
-                 SELECT * FROM queue_jobs WHERE queue_id = $1 AND state = 'queued' AND node_id = $2 AND start_key = $4 FOR UPDATE SKIP LOCKED)
-               SELECT target.*, pg_try_advisory_lock($3, hashtext(target.queue_id::text)) AS job_lock FROM target`,
-              [queueId, nodeId, JOB_LOCK_CLASS, key],
-            );
-      const row = rows[0];
-      if (!row) return undefined;
-      // The job's lock held elsewhere: another process is starting it (a pinned job's claimer is not gone).
-      if (!row.job_lock) return 'locked';
-      const { job_lock: _, ...pinned } = row;
-      return { job: presentRow(pinned), key: pinned.start_key! };
+          ? (await client.query<QueueRow>(`SELECT * FROM queue_jobs WHERE queue_id = $1 AND state = 'queued' AND start_key IS NULL AND (expires_at IS NULL OR expires_at > now()) FOR UPDATE SKIP LOCKED`, [queueId])).rows[0]
+          : (await client.query<QueueRow>(`SELECT * FROM queue_jobs WHERE queue_id = $1 AND state = 'queued' AND node_id = $2 AND start_key = $3 FOR UPDATE SKIP LOCKED`, [queueId, nodeId, key])).rows[0];
+      if (!row) {
+        await client.query('ROLLBACK');
+        return undefined;
+      }
+      // The job's lock free: nobody else is starting it (a pinned job's claimer is gone).
+      if (!(await lock(JOB_LOCK_CLASS, String(queueId)))) {
+        await client.query('ROLLBACK');
+        return 'locked';
+      }
+      if (key !== undefined) {
+        await client.query('COMMIT');
+        return { job: presentRow(row), key };
+      }
+      const { rows } = await client.query<QueueRow>(
+        `UPDATE queue_jobs SET node_id = $2, start_key = gen_random_uuid(), start_at = now(), attempts = attempts + 1 WHERE queue_id = $1 RETURNING *`,
+        [queueId, nodeId],
+      );
+      await client.query('COMMIT');
+      return { job: presentRow(rows[0]!), key: rows[0]!.start_key! };
     } catch (e) {
+      await client.query('ROLLBACK').catch(() => undefined);
       // Another job pinned to this node meanwhile (queue_jobs_starting): not this pass's to start.
       if ((e as { code?: string }).code === '23505') return undefined;
       throw e;
