@@ -76,6 +76,22 @@ class TextColorOnTvScreens(unittest.TestCase):
             self.assertTrue(region.contains(result.region), result)
             self.assertLess(result.region.right, 800)  # the title's words only
 
+    def test_each_value_is_read_right_of_its_title_as_a_page_object_reads_it(self):
+        # A page object's way with such a page: find the dim title by its colour, then read what
+        # stands right of it (a region open to the frame's right edge, grown a little), addresses
+        # with dotted-quad patterns.
+        frame = settings_page()
+        titles = stbt.Region(x=620, y=145, right=950, bottom=460)
+        octet = [r"\d", r"\d\d", r"\d\d\d"]
+        quads = ["%s.%s.%s.%s" % (a, b, c, d) for a in octet for b in octet for c in octet for d in octet]
+        for title, value in ROWS:
+            found = stbt.match_text(title, frame, region=titles, text_color=TITLE)
+            self.assertTrue(found, title)
+            beside = found.region.right_of().extend(x=10, y=-5, bottom=10)
+            self.assertEqual(beside.right, float("inf"))
+            patterns = quads if value[0].isdigit() else None
+            self.assertEqual(stbt.ocr(frame, beside, tesseract_user_patterns=patterns), value, title)
+
     def test_a_second_text_of_the_same_brightness_is_left_out(self):
         # Grey titles and crimson values of about the same luma on a pale mint background, drawn at
         # 1080p and captured at 720p through 4:2:0: the values' chroma-subsampled edges pass through
