@@ -8,6 +8,7 @@ import type { ForwardRequest, ForwardResponse } from '../../src/farm/contract.js
 import type pg from 'pg';
 import type { FarmEvent } from '../../src/core/events.js';
 import { farmNodeStates, hubJobStarter } from '../../src/farm/queue/adapters.js';
+import { PoolHealthChecks } from '../../src/farm/queue/health.js';
 import type { StartOutcome } from '../../src/farm/queue/ports.js';
 
 const RUN = { test_pack_revision: 'main', test_cases: ['tests/a.py::test_a'], category: 'default', soak: 'run once' as const, shuffle: false, remote_control: null, tags: { b: '1' } };
@@ -131,5 +132,29 @@ describe('queue: farmNodeStates with pool health checks', () => {
     expect(first?.kind, JSON.stringify(first)).to.equal('running');
     const next = (await states.availability()).get('n1');
     expect(next?.kind, JSON.stringify(next)).to.equal('unhealthy');
+  });
+});
+
+describe('queue: pool health checks, a node already connected when they start', () => {
+  it('is held until a pass has looked whether its check is due, so a dispatcher reading at once never finds it free', async () => {
+    // No pool has a check here: the first pass lets the hold go. Until it has, a dispatcher's pass (the portal starting
+    // with nodes connected, jobs queued) must not give the node a job its check would have to wait behind.
+    const pool = { query: async () => ({ rows: [], rowCount: 0 }) } as unknown as pg.Pool;
+    const changes: string[] = [];
+    const health = new PoolHealthChecks({
+      pool,
+      hub: { link: () => undefined, links: () => [{ nodeId: 'n1', online: true }, { nodeId: 'n2', online: false }], onEvent: () => () => undefined, folded: async () => undefined } as never,
+      starter: { start: async () => ({ ok: false, retry: true, status: null, message: 'not here' }) },
+      base: { availability: async () => new Map() },
+    });
+    health.onChange(() => changes.push(String(health.held('n1'))));
+    health.start();
+    expect(health.held('n1')).to.equal('health check: looking whether one is due');
+    expect(health.held('n2')).to.equal(undefined);
+    await health.close();
+    expect(health.passes).to.be.greaterThan(0);
+    expect(health.held('n1')).to.equal(undefined);
+    // The hold's end is told (the dispatcher is woken by it).
+    expect(changes).to.deep.equal(['undefined']);
   });
 });

@@ -64,6 +64,9 @@ interface Running {
   started_at: Date;
 }
 
+/** The hold of a node just connected, until a pass has looked whether its pool's check is due. */
+const LOOKING = 'health check: looking whether one is due';
+
 export class PoolHealthChecks {
   /** Local nodes whose connection started and which have not had a check started since. */
   private readonly reconnected = new Set<string>();
@@ -84,7 +87,13 @@ export class PoolHealthChecks {
   constructor(private readonly o: PoolHealthChecksOptions) {}
 
   start(): void {
-    for (const l of this.o.hub.links()) if (l.online) this.reconnected.add(l.nodeId);
+    // The nodes already connected are held as a node coming online is (onEvent), until the first pass has looked
+    // whether their check is due: a dispatcher's pass may read `held` before that pass ends.
+    for (const l of this.o.hub.links()) {
+      if (!l.online) continue;
+      this.reconnected.add(l.nodeId);
+      this.holds.set(l.nodeId, LOOKING);
+    }
     this.unsubscribe.push(this.o.hub.onEvent((e) => this.onEvent(e)));
     const off = this.o.hub.onAvailabilityChange?.(() => this.wake());
     if (off) this.unsubscribe.push(off);
@@ -132,7 +141,7 @@ export class PoolHealthChecks {
     if (e.type === 'node.online') {
       // Synchronously, before any dispatcher's pass reads `held`: a node back online is checked before it takes a job.
       this.reconnected.add(e.data.node_id);
-      this.holds.set(e.data.node_id, 'health check: looking whether one is due');
+      this.holds.set(e.data.node_id, LOOKING);
     }
     if (e.type === 'node.offline') this.reconnected.delete(e.data.node_id);
     if (e.type === 'job.exited') this.track(this.resolveJob((e as FarmEvent<'job.exited'>).data.job_uid, e.data.node_id));
