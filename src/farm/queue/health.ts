@@ -87,13 +87,9 @@ export class PoolHealthChecks {
   constructor(private readonly o: PoolHealthChecksOptions) {}
 
   start(): void {
-    // The nodes already connected are held as a node coming online is (onEvent), until the first pass has looked
-    // whether their check is due: a dispatcher's pass may read `held` before that pass ends.
-    for (const l of this.o.hub.links()) {
-      if (!l.online) continue;
-      this.reconnected.add(l.nodeId);
-      this.holds.set(l.nodeId, LOOKING);
-    }
+    // The nodes already connected are held as a node coming online is (onEvent): a dispatcher's pass may read `held`
+    // before the first pass ends.
+    for (const l of this.o.hub.links()) if (l.online) this.connected(l.nodeId);
     this.unsubscribe.push(this.o.hub.onEvent((e) => this.onEvent(e)));
     const off = this.o.hub.onAvailabilityChange?.(() => this.wake());
     if (off) this.unsubscribe.push(off);
@@ -138,14 +134,20 @@ export class PoolHealthChecks {
   }
 
   private onEvent(e: FarmEvent): void {
-    if (e.type === 'node.online') {
-      // Synchronously, before any dispatcher's pass reads `held`: a node back online is checked before it takes a job.
-      this.reconnected.add(e.data.node_id);
-      this.holds.set(e.data.node_id, LOOKING);
-    }
+    if (e.type === 'node.online') this.connected(e.data.node_id);
     if (e.type === 'node.offline') this.reconnected.delete(e.data.node_id);
     if (e.type === 'job.exited') this.track(this.resolveJob((e as FarmEvent<'job.exited'>).data.job_uid, e.data.node_id));
     if (['node.online', 'node.offline', 'job.exited', 'reservation.ended', 'reservation.interrupted'].includes(e.type)) this.wake();
+  }
+
+  /**
+   * A node connected (at start, or back online): due for its pool's check, and held synchronously, before any
+   * dispatcher's pass reads `held`, until a pass has looked whether a check applies (a node is checked before it takes
+   * a job).
+   */
+  private connected(nodeId: string): void {
+    this.reconnected.add(nodeId);
+    this.holds.set(nodeId, LOOKING);
   }
 
   private track(p: Promise<unknown>): void {
