@@ -8,8 +8,10 @@ Layers, the later one winning key by key:
 4. the configuration the daemon handed to the run (``FARMHAND_CONFIG``: the
    first of ``config/farmhand.conf``, ``config/stbt.conf``, ``.stbt.conf``);
 5. the node's own ``config/test-farm/<node_id>.conf`` (``FARMHAND_NODE_ID``);
-6. what ``set_config`` set in this process (with no ``STBT_CONFIG_FILE``
-   to write it to);
+6. the per-user file, ``$XDG_CONFIG_HOME/stbt/stbt.conf`` (``~/.config``
+   when unset), as in stb-tester; in a farmhand run only when that file is
+   inside the run's own folder (a test user's home), so that it never outlives
+   the run; else what ``set_config`` set in this process;
 7. the files of ``STBT_CONFIG_FILE`` (colon-separated, the first winning);
 8. the section ``result.tags``: the job's tags.
 
@@ -92,7 +94,8 @@ def _load():
         node = os.environ.get("FARMHAND_NODE_ID", "")
         if node and "/" not in node and node not in (".", ".."):
             layers.append(_read_ini(os.path.join(root, "config", "test-farm", node + ".conf")))
-        layers.append(_set_in_process)
+        user = _user_file()
+        layers.append(_read_ini(user) if user else _set_in_process)
         layers.extend(_read_ini(p) for p in reversed(_explicit_files()))
         if isinstance(tags, dict):
             layers.append({"result.tags": tags})
@@ -117,17 +120,36 @@ def _explicit_files():
     return [p for p in os.environ.get("STBT_CONFIG_FILE", "").split(":") if p]
 
 
-# set_config's values when there is no STBT_CONFIG_FILE to write. They sit where stb-tester's
-# per-user file would: over the test pack's files, under STBT_CONFIG_FILE's.
+def _user_file():
+    """stb-tester's per-user file, ``$XDG_CONFIG_HOME/stbt/stbt.conf`` (``$HOME/.config`` when
+    unset); None when there is no home, or in a farmhand run (``FARMHAND_REPORT``) whose home is
+    not the run's own folder: the daemon's home is shared by every run, and a value one run set
+    would be read by the next."""
+    config_home = os.environ.get("XDG_CONFIG_HOME") or (
+        os.path.join(os.environ["HOME"], ".config") if os.environ.get("HOME") else "")
+    if not config_home:
+        return None
+    path = os.path.abspath(os.path.join(config_home, "stbt", "stbt.conf"))
+    report = os.environ.get("FARMHAND_REPORT")
+    if report:
+        run_folder = os.path.dirname(os.path.abspath(report))
+        if os.path.commonpath([run_folder, path]) != run_folder:
+            return None
+    return path
+
+
+# set_config's values when there is neither a STBT_CONFIG_FILE nor a per-user file to write. They
+# sit where that file would: over the test pack's files, under STBT_CONFIG_FILE's.
 _set_in_process = {}
 
 
 def set_config(section, option, value):
     """Set ``[section] option = value``: written to the first file of
-    ``STBT_CONFIG_FILE`` (created if need be) when there is one, else kept
-    for the rest of this process (under the files of a ``STBT_CONFIG_FILE``
-    set later). ``value`` None removes the option."""
-    files = _explicit_files()
+    ``STBT_CONFIG_FILE`` when there is one, else to the per-user file
+    (either created, folders and all, if need be), else kept for the rest of
+    this process (under the files of a ``STBT_CONFIG_FILE`` set later).
+    ``value`` None removes the option."""
+    files = _explicit_files() or [f for f in [_user_file()] if f]
     if files:
         _write_option(files[0], section, option, value)
     elif value is None:

@@ -8,6 +8,8 @@
 import { expect } from 'chai';
 import { execFile } from 'node:child_process';
 import { readdirSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { projectRoot } from '../../src/version.js';
 
@@ -25,15 +27,22 @@ describe('stbt Python API (unittest)', function () {
 
   for (const file of FILES) {
     it(file, async () => {
+      // stbt's per-user configuration file (`set_config` writes it, as stb-tester does) in a folder of the module's own.
+      const configHome = await mkdtemp(path.join(tmpdir(), 'stbt-xdg-'));
       const { code, output } = await new Promise<{ code: number | null; output: string }>((resolve) => {
         const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('FARMHAND_')));
         execFile(
           '/usr/bin/python3',
           ['-m', 'unittest', '-v', file.replace(/\.py$/, '')],
-          { cwd: DIR, env: { ...env, PYTHONPATH: path.join(projectRoot, 'python'), PYTHONDONTWRITEBYTECODE: '1' }, maxBuffer: 16 << 20 },
+          {
+            cwd: DIR,
+            env: { ...env, PYTHONPATH: path.join(projectRoot, 'python'), PYTHONDONTWRITEBYTECODE: '1', XDG_CONFIG_HOME: configHome },
+            maxBuffer: 16 << 20,
+          },
           (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, output: `${stdout}${stderr}` }),
         );
       });
+      await rm(configHome, { recursive: true, force: true });
       expect(code, output).to.equal(0);
     });
   }

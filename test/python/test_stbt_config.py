@@ -47,11 +47,14 @@ class GetConfig(unittest.TestCase):
             with open(path, "w") as f:
                 f.write(text)
         self.saved = {k: os.environ.get(k) for k in ("FARMHAND_TEST_PACK_DIR", "FARMHAND_NODE_ID", "FARMHAND_CONFIG",
-                                                     "STBT_CONFIG_FILE")}
+                                                     "STBT_CONFIG_FILE", "FARMHAND_REPORT", "XDG_CONFIG_HOME", "HOME")}
         os.environ["FARMHAND_TEST_PACK_DIR"] = self.root
         os.environ.pop("FARMHAND_NODE_ID", None)
         os.environ.pop("FARMHAND_CONFIG", None)
         os.environ.pop("STBT_CONFIG_FILE", None)
+        # A farmhand run whose home (the daemon's) is outside the run's folder: no per-user file.
+        os.environ["FARMHAND_REPORT"] = os.path.join(self.root, "run", "report.json")
+        os.environ["XDG_CONFIG_HOME"] = os.path.join(self.root, "daemon-home", ".config")
         _config._reset()  # pylint: disable=protected-access
 
     def tearDown(self):
@@ -119,13 +122,46 @@ class GetConfig(unittest.TestCase):
         self.assertEqual(parser.get("global", "who"), "config")
         self.assertIsNone(parser.get("android", "adb_server", fallback=None))
 
+    def test_set_config_outside_a_run_writes_the_per_user_file_creating_its_folders(self):
+        # As stb-tester: no STBT_CONFIG_FILE, so $XDG_CONFIG_HOME/stbt/stbt.conf, read over the pack's files.
+        os.environ.pop("FARMHAND_REPORT")
+        home = os.path.join(self.root, "home")
+        os.environ["XDG_CONFIG_HOME"] = os.path.join(home, "xdg")
+        _config.set_config("custom", "mode", "slow")
+        user_file = os.path.join(home, "xdg", "stbt", "stbt.conf")
+        self.assertIn("mode = slow", read(user_file))
+        _config._reset()  # pylint: disable=protected-access  (another process reads the file again)
+        self.assertIs(stbt.get_config("custom", "mode", type_=Mode), Mode.SLOW)
+        self.assertEqual(stbt.get_config("custom", "ratio"), "2.5")  # the pack's other keys still there
+        _config.set_config("custom", "mode", None)
+        self.assertNotIn("mode", read(user_file))
+        self.assertIs(stbt.get_config("custom", "mode", type_=Mode), Mode.FAST)
+        # Without XDG_CONFIG_HOME: $HOME/.config.
+        os.environ.pop("XDG_CONFIG_HOME")
+        os.environ["HOME"] = home
+        _config.set_config("global", "who", "me")
+        self.assertIn("who = me", read(os.path.join(home, ".config", "stbt", "stbt.conf")))
+
+    def test_set_config_in_a_run_with_its_own_home_writes_the_file_there(self):
+        # A run as the test user: HOME is the run's folder, so the per-user file lives and dies with the run.
+        run = os.path.join(self.root, "run")
+        os.environ.pop("XDG_CONFIG_HOME")
+        os.environ["HOME"] = run
+        _config.set_config("custom", "mode", "slow")
+        self.assertIn("mode = slow", read(os.path.join(run, ".config", "stbt", "stbt.conf")))
+        _config._reset()  # pylint: disable=protected-access
+        self.assertIs(stbt.get_config("custom", "mode", type_=Mode), Mode.SLOW)
+        self.assertFalse(os.path.exists(os.path.join(self.root, "daemon-home")))
+
     def test_set_config_without_a_file_lasts_for_the_process(self):
+        # In a run whose home is the daemon's (shared by every run): nothing written there.
         _config.set_config("custom", "mode", "slow")
         try:
             self.assertIs(stbt.get_config("custom", "mode", type_=Mode), Mode.SLOW)
         finally:
             _config.set_config("custom", "mode", None)
         self.assertIs(stbt.get_config("custom", "mode", type_=Mode), Mode.FAST)
+        self.assertFalse(os.path.exists(os.path.join(self.root, "daemon-home")))
 
     def test_set_config_without_a_file_is_under_a_stbt_config_file_set_later(self):
         _config.set_config("custom", "mode", "slow")
