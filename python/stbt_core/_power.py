@@ -14,8 +14,9 @@ The request (see ``src/runner/control.ts``)::
     {"id":3,"op":"power","cycle":true,"off_secs":5} -> {"id":3,"ok":true,"on":true}
 
 The second form answers once the outlet has taken the new state (the driver
-read it back); the third once the outlet was off ``off_secs`` and is on again. ``"outlet"`` names another outlet than the node's own; the
-daemon refuses names it does not know. Refusals (no outlet configured, the
+read it back); the third once the outlet was off ``off_secs`` and is on again.
+``"outlet"`` names one of the node's other outlets (its ``power.outlets``); the
+daemon refuses names it does not have, listing the ones it has. Refusals (no outlet configured, the
 PDU not answering) raise ``farmhand.ControlError``, a ``UITestError``: the
 run is an error, not a failure of the device.
 
@@ -38,9 +39,8 @@ class PDU:
     """One outlet of the node's power switch.
 
     ``stbt.PDU()`` is the outlet that feeds the node's device under test
-    (the daemon's ``power.uri``). ``outlet`` names another outlet; farmhand
-    nodes have one, so a name is passed to the daemon, which refuses it
-    unless it knows it.
+    (the daemon's ``power.uri``); ``stbt.PDU("router")`` is the outlet the
+    node's configuration names so (``power.outlets``).
     """
 
     def __init__(self, outlet=None):

@@ -8,7 +8,7 @@ import { EVENT_TYPES } from '../core/events.js';
 import { oidcSchema } from './oidc.js';
 import { captureUri } from './uris/capture.js';
 import { irUri } from './uris/ir.js';
-import { powerUri } from './uris/power.js';
+import { powerOutlets, powerUri } from './uris/power.js';
 
 const hostPort = z
   .string()
@@ -128,6 +128,8 @@ export const configSchema = z.strictObject({
     .strictObject({
       /** The outlet feeding the device under test (stbt.PDU): src/config/uris/power.ts. */
       uri: powerUri,
+      /** Other outlets a test switches by name (`stbt.PDU("router")`): network PDUs only (docs/power.md). */
+      outlets: powerOutlets,
     })
     .prefault({}),
   auth: z

@@ -71,7 +71,7 @@ export async function openDevices(b: Base & { hub: EventHub }) {
   await testPack.open();
   const device = await openDevice(b);
   const keys = new KeyPresser({ testPack, transport: device.ir, logger: logger.child({ module: 'keys' }) });
-  return { testPack, keys, ...device, ...(await openRunner(b, keys, device.frames, device.power)) };
+  return { testPack, keys, ...device, ...(await openRunner(b, keys, device.frames, device.power, device.outlets)) };
 }
 
 /** The virtual set-top box, capture (built here, started with the live parts), the IR transport and the outlet. */
@@ -108,13 +108,24 @@ async function openDevice(b: Base) {
     return { value: t, close: () => t.close() };
   });
   const power = createPowerOutlet(cfg.power.uri, { ...(stb && { virtualStb: stb }) });
+  // power.outlets: network PDUs only (the schema refuses `none` and `virtual:`), so each makes an outlet.
+  const outlets = new Map(Object.entries(cfg.power.outlets).flatMap(([name, uri]) => {
+    const outlet = createPowerOutlet(uri);
+    return outlet ? [[name, outlet] as const] : [];
+  }));
   const noCapture = cfg.capture.uri === 'none:';
   const online = () => (noCapture ? { online: true, reason: null } : frames.health());
-  return { stb, frames, video, ir, power, noCapture, online };
+  return { stb, frames, video, ir, power, outlets, noCapture, online };
 }
 
 /** The runner of test processes and the control server their scripts talk to. */
-async function openRunner(b: Base & { hub: EventHub }, keys: KeyPresser, frames: ReturnType<typeof createCapture>['frames'], power: PowerOutlet | undefined) {
+async function openRunner(
+  b: Base & { hub: EventHub },
+  keys: KeyPresser,
+  frames: ReturnType<typeof createCapture>['frames'],
+  power: PowerOutlet | undefined,
+  outlets: ReadonlyMap<string, PowerOutlet>,
+) {
   const { cfg, logger, testUser } = b;
   // Named with the data directory's tag, so the sweep after start finds what a crash left of this node's runs.
   const tempPrefixes = runTempPrefixes(cfg.data_dir);
@@ -142,6 +153,7 @@ async function openRunner(b: Base & { hub: EventHub }, keys: KeyPresser, frames:
       latestFrame: () => (frames instanceof FfmpegFrameSource ? frames.latestPreviewFrame() : frames.latestFrame?.()),
       ...(testUser && { group: testUser.gid }),
       ...(power && { power }),
+      outlets,
       tmpPrefix: tempPrefixes.control,
       ...(frames instanceof FfmpegFrameSource && { onFrames: (listener: () => void) => frames.onPreviewFrames(listener) }),
       // stbt.draw_text on the video; `none:` has no ffmpeg: the run's log only.

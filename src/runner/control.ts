@@ -24,8 +24,8 @@
  *   {"id":2,"op":"release","hold_id":"h1"} -> the hold ends early and both answer ok
  *   {"id":6,"op":"power"}  -> {"id":6,"ok":true,"on":true}  the node's outlet (power.uri), stbt.PDU
  *   {"id":7,"op":"power","on":false}  -> {"id":7,"ok":true,"on":false} once the outlet reads off;
- *                                 "outlet":"<name>" picks another outlet (none yet); no outlet
- *                                 configured -> not_found
+ *                                 "outlet":"<name>" picks an outlet of power.outlets instead; no
+ *                                 such outlet (or none configured) -> not_found
  *   {"id":8,"op":"power","cycle":true,"off_secs":5}  -> {"id":8,"ok":true,"on":true} once the outlet
  *                                 was switched off, left off off_secs (default: power.uri's) and is on again
  *   {"id":9,"op":"draw_text","text":"tuning","duration_secs":3}  -> {"id":9,"ok":true,"drawn":true}
@@ -96,6 +96,8 @@ export interface ControlServerOptions {
   logger?: Logger;
   /** The outlet feeding the device under test (`power.uri`); absent: `power` requests are refused. */
   power?: PowerOutlet;
+  /** Other outlets by name (`power.outlets`): a `power` request with `"outlet"`. */
+  outlets?: ReadonlyMap<string, PowerOutlet>;
   /** Where the per-run socket folders go; default os.tmpdir(). */
   tmpDir?: string;
   /**
@@ -364,9 +366,12 @@ class ControlChannel implements RunControlChannel {
   private async power(id: number | string | null, r: Record<string, unknown>): Promise<Answer> {
     if (r.on !== undefined && typeof r.on !== 'boolean') throw new FarmError('invalid_request', '"on" must be true or false');
     if (r.outlet !== undefined && typeof r.outlet !== 'string') throw new FarmError('invalid_request', '"outlet" must be an outlet\'s name');
-    const outlet = this.o.power;
-    if (!outlet) throw new FarmError('not_found', 'this node has no power outlet (power.uri is "none" in its configuration)');
-    if (r.outlet !== undefined) throw new FarmError('not_found', `no outlet ${JSON.stringify(r.outlet)} on this node: it has one, its device under test's (power.uri)`);
+    const outlet = r.outlet === undefined ? this.o.power : this.o.outlets?.get(r.outlet);
+    if (!outlet && r.outlet === undefined) throw new FarmError('not_found', 'this node has no power outlet (power.uri is "none" in its configuration)');
+    if (!outlet) {
+      const names = [...(this.o.outlets?.keys() ?? [])].map((n) => JSON.stringify(n));
+      throw new FarmError('not_found', `no outlet ${JSON.stringify(r.outlet)} on this node: ${names.length ? `its named outlets (power.outlets) are ${names.join(', ')}` : 'it has no named outlets (power.outlets)'}`);
+    }
     if (r.cycle !== undefined) return this.powerCycle(id, r, outlet);
     if (r.on === undefined) return { header: { id, ok: true, on: await outlet.get() } };
     const want = r.on;

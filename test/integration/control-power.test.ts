@@ -41,8 +41,8 @@ describe('ControlServer: power (stbt.PDU)', () => {
   let ask: (req: unknown) => Promise<Record<string, unknown>>;
   let lines: string[];
 
-  async function open(power?: PowerOutlet): Promise<void> {
-    server = new ControlServer({ keys: { press: async () => undefined }, latestFrame: () => undefined, tmpDir: tmp, ...(power && { power }) });
+  async function open(power?: PowerOutlet, outlets?: ReadonlyMap<string, PowerOutlet>): Promise<void> {
+    server = new ControlServer({ keys: { press: async () => undefined }, latestFrame: () => undefined, tmpDir: tmp, ...(power && { power }), ...(outlets && { outlets }) });
     channel = await server.open({ resultDir: '/results/1', testPackSha: 'a'.repeat(40), remote: 'tv' });
     lines = [];
     channel.onEvent!((t) => lines.push(t));
@@ -92,18 +92,55 @@ describe('ControlServer: power (stbt.PDU)', () => {
     }
   });
 
-  it('refuses a bad "on", and any outlet name (a node has one outlet)', async () => {
+  it('refuses a bad "on", and an outlet name the node does not have (naming the ones it has)', async () => {
     const stb = createVirtualStb({ width: 64, height: 36, fps: 1 });
     try {
       await open(createPowerOutlet('virtual:', { virtualStb: stb }));
       expect(await ask({ id: 1, op: 'power', on: 'off' })).to.include({ ok: false, error: 'invalid_request' });
       const named = await ask({ id: 2, op: 'power', outlet: 'lamp' });
       expect(named).to.include({ ok: false, error: 'not_found' });
-      expect(named.message).to.contain('"lamp"');
+      expect(named.message).to.contain('"lamp"').and.to.contain('no named outlets');
+      expect(await ask({ id: 3, op: 'power', outlet: 7 })).to.include({ ok: false, error: 'invalid_request' });
       expect(stb.mains()).to.equal(true);
     } finally {
       stb.stop();
     }
+  });
+
+  it('power.outlets: "outlet" switches that outlet, not the device\'s; an unknown name lists the known ones', async () => {
+    const stb = createVirtualStb({ width: 64, height: 36, fps: 1 });
+    let router = true;
+    const routerOutlet: PowerOutlet = {
+      uri: 'snmp://***@pdu.lab/3',
+      offSecs: 5,
+      get: async () => router,
+      set: async (on) => (router = on),
+      cycle: async () => (router = true),
+    };
+    try {
+      await open(createPowerOutlet('virtual:', { virtualStb: stb }), new Map([['router', routerOutlet]]));
+      expect(await ask({ id: 1, op: 'power', outlet: 'router', on: false })).to.deep.equal({ id: 1, ok: true, on: false });
+      expect([router, stb.mains()]).to.deep.equal([false, true]);
+      expect(await ask({ id: 2, op: 'power', outlet: 'router' })).to.deep.equal({ id: 2, ok: true, on: false });
+      expect(await ask({ id: 3, op: 'power' })).to.deep.equal({ id: 3, ok: true, on: true }); // the device's own
+      expect(await ask({ id: 4, op: 'power', outlet: 'router', cycle: true, off_secs: 0 })).to.deep.equal({ id: 4, ok: true, on: true });
+      const unknown = await ask({ id: 5, op: 'power', outlet: 'lamp', on: false });
+      expect(unknown).to.include({ ok: false, error: 'not_found' });
+      expect(unknown.message).to.contain('"router"');
+      expect(lines).to.deep.equal(['power off outlet=snmp://***@pdu.lab/3', 'power cycle (off 0 s) outlet=snmp://***@pdu.lab/3']);
+    } finally {
+      stb.stop();
+    }
+  });
+
+  it('power.outlets without power.uri: a named outlet works, the device\'s own is still refused', async () => {
+    let lamp = false;
+    const lampOutlet: PowerOutlet = { uri: 'shelly+http://lamp.lab/0', offSecs: 5, get: async () => lamp, set: async (on) => (lamp = on), cycle: async () => (lamp = true) };
+    await open(undefined, new Map([['lamp', lampOutlet]]));
+    expect(await ask({ id: 1, op: 'power', outlet: 'lamp', on: true })).to.deep.equal({ id: 1, ok: true, on: true });
+    const own = await ask({ id: 2, op: 'power', on: false });
+    expect(own).to.include({ ok: false, error: 'not_found' });
+    expect(own.message).to.contain('power.uri');
   });
 
   it('an outlet that fails or does not take the state is an error, and the log says so', async () => {

@@ -72,12 +72,25 @@ describe('stbt.PDU through the daemon (power.uri snmp:// to net-snmp\'s snmpd)',
       '    pdu.power_cycle(off_secs=0)',
       '    assert pdu.get() is True',
       '',
+      'def test_named_outlet():',
+      '    router = stbt.PDU("router")',
+      '    router.power_off()',
+      '    assert router.get() is False',
+      '    assert stbt.PDU().get() is True',
+      '    try:',
+      '        stbt.PDU("lamp").get()',
+      '    except Exception as e:',
+      '        assert "router" in str(e), str(e)',
+      '    else:',
+      '        raise AssertionError("an unknown outlet was not refused")',
+      '',
     ].join('\n'),
   };
 
   before(async () => {
     agent = await startSnmpd('lab-rw');
-    d = await startTestDaemon({ files: SNMP_PACK, config: { capture: { uri: 'testsrc:', fps: 5, preview_fps: 1 }, power: { uri: `snmp://lab-rw@127.0.0.1:${agent.port}/2?timeout=2` } } });
+    d = await startTestDaemon({ files: SNMP_PACK, config: { capture: { uri: 'testsrc:', fps: 5, preview_fps: 1 }, power: { uri: `snmp://lab-rw@127.0.0.1:${agent.port}/2?timeout=2`, outlets: { router: `snmp://lab-rw@127.0.0.1:${agent.port}/3?timeout=2` } } },
+    });
     await waitOnline(d);
   });
   after(async () => {
@@ -96,5 +109,17 @@ describe('stbt.PDU through the daemon (power.uri snmp:// to net-snmp\'s snmpd)',
     const log = (await d.http.get(`/api/v1/result${result!.result_id}/farmhand.log`)).text;
     expect(log).to.match(new RegExp(`power cycle \\(off 0 s\\) outlet=snmp://\\*\\*\\*@127\\.0\\.0\\.1:${agent.port}/2\\?timeout=2`));
     expect(log).not.to.contain('lab-rw');
+  });
+
+  it('stbt.PDU("router") switches the outlet named in power.outlets (outlet 3), not the device\'s (outlet 2)', async () => {
+    const before = (await agent.sets()).length;
+    const res = await d.http.post('/api/v1/run_tests').send({ test_pack_revision: 'main', test_cases: ['tests/test_snmp.py::test_named_outlet'] });
+    expect(res.status, res.text).to.equal(200);
+    await waitForJob(d, res.body.job_uid, 180_000);
+    const [result] = (await d.http.get(`/api/v1/jobs${res.body.job_uid}/results`)).body as Array<Record<string, string>>;
+    expect(result!.result, result!.failure_reason).to.equal('pass');
+    expect((await agent.sets()).slice(before)).to.deep.equal(['.1.3.6.1.4.1.318.1.1.12.3.3.1.1.4.3 2']);
+    const log = (await d.http.get(`/api/v1/result${result!.result_id}/farmhand.log`)).text;
+    expect(log).to.match(new RegExp(`power off outlet=snmp://\\*\\*\\*@127\\.0\\.0\\.1:${agent.port}/3\\?timeout=2`));
   });
 });

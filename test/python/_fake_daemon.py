@@ -161,7 +161,7 @@ class FakeDaemon:
         if self.outlet is None:
             return {"ok": False, "error": "not_found",
                     "message": "this node has no power outlet (power.uri is \"none\")"}
-        if "outlet" in req:  # as the daemon: a node has one outlet, its device under test's
+        if "outlet" in req:  # as the daemon with no power.outlets: only the device under test's
             return {"ok": False, "error": "not_found", "message": "no outlet %s on this node" % json.dumps(req["outlet"])}
         if "on" in req:
             if not isinstance(req["on"], bool):

@@ -52,7 +52,7 @@ class Power(WithDaemon, unittest.TestCase):
         self.assertEqual(cm.exception.code, "not_found")
         self.assertIn("power.uri", str(cm.exception))
 
-    def test_a_named_outlet_is_passed_to_the_daemon_which_knows_only_its_own(self):
+    def test_a_named_outlet_is_passed_to_the_daemon_which_refuses_a_name_it_does_not_have(self):
         with self.assertRaises(ControlError) as cm:
             PDU("lamp").power_off()
         self.assertEqual(cm.exception.code, "not_found")

@@ -54,6 +54,26 @@ describe('configuration', () => {
     }
   });
 
+  it('power.outlets: named network PDU outlets; virtual:, none and a bad name or URI are refused, each named', async () => {
+    const ok = loadConfig(await write('outlets.json', { test_pack: { url: 'tp' }, power: { outlets: { router: 'snmp://lab@pdu.lab/3', 'usb-hub_2': 'netio+http://pdu.lab/4' } } }));
+    expect(ok.power).to.deep.equal({ uri: 'none', outlets: { router: 'snmp://lab@pdu.lab/3', 'usb-hub_2': 'netio+http://pdu.lab/4' } });
+    expect(loadConfig(await write('no-outlets.json', { test_pack: { url: 'tp' } })).power.outlets).to.deep.equal({});
+    const bad = await write('bad-outlets.json', {
+      test_pack: { url: 'tp' },
+      power: { outlets: { box: 'virtual:', off: 'none', 'no spaces': 'snmp://pdu.lab/1', pdu: 'snmp://pdu.lab' } },
+    });
+    try {
+      loadConfig(bad);
+      expect.fail('should have thrown');
+    } catch (e) {
+      const problems = (e as ConfigError).problems.join('\n');
+      expect(problems).to.match(/power\.outlets\.box: a named outlet is a network PDU's outlet, not "virtual:"/);
+      expect(problems).to.match(/power\.outlets\.off: a named outlet is a network PDU's outlet, not "none"/);
+      expect(problems).to.match(/power\.outlets\.no spaces: an outlet name is/);
+      expect(problems).to.match(/power\.outlets\.pdu: .*outlet number/);
+    }
+  });
+
   it('reports a file that is not JSON, or missing', async () => {
     expect(() => loadConfig(path.join(dir, 'absent.json'))).to.throw(ConfigError, /cannot read/);
     expect(() => loadConfig(path.join(dir, 'x.json'), {})).to.throw(ConfigError);

@@ -127,3 +127,25 @@ export const powerUri = z
     }
   })
   .default('none');
+
+const OUTLET_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
+/** A named outlet's URI: a network PDU's (`virtual:` is the virtual box's own outlet, `power.uri`; `none` is no outlet). */
+const namedPowerUri = z.string().superRefine((v, ctx) => {
+  try {
+    const family = parsePowerUri(v).family;
+    if (family === 'none' || family === 'virtual') ctx.addIssue({ code: 'custom', message: `a named outlet is a network PDU's outlet, not ${JSON.stringify(v)} (that is power.uri's)` });
+  } catch (e) {
+    ctx.addIssue({ code: 'custom', message: `${(e as Error).message.replace(/^power\.uri /, 'the URI ')} (${JSON.stringify(redactPowerUri(v))})` });
+  }
+});
+
+/** `power.outlets`: other outlets by name (`stbt.PDU("router")`), each a network PDU's. */
+export const powerOutlets = z
+  .record(z.string(), namedPowerUri)
+  .superRefine((outlets, ctx) => {
+    for (const name of Object.keys(outlets)) {
+      if (!OUTLET_NAME.test(name)) ctx.addIssue({ code: 'custom', path: [name], message: 'an outlet name is 1-64 letters, digits, ".", "_" or "-", starting with a letter or digit' });
+    }
+  })
+  .default({});
