@@ -101,6 +101,11 @@ class Transition:
             repr(self)[:-1], _time_repr(self.duration), _time_repr(self.animation_duration))
 
 
+# stb-tester's name for this class before it was public: test code written for those releases
+# imports it from ``_stbt.transition`` to build expected results.
+_TransitionResult = Transition
+
+
 def _frames_after(seq, timeout_secs):
     """The daemon's frames from the one after ``seq`` on (so a change that
     came while the press was answered is not missed)."""

@@ -26,6 +26,12 @@ class InternalNames(unittest.TestCase):
         self.assertTrue(all(isinstance(n, int) for n in version), version)
         self.assertGreaterEqual(version, [4])
 
+    def test_the_transition_module_keeps_the_result_class_under_its_older_private_name(self):
+        # Test code written for stb-tester releases before `Transition` was public imports the class by that name.
+        from _stbt.transition import TransitionStatus, _TransitionResult  # pylint: disable=import-outside-toplevel
+        self.assertIs(_TransitionResult, stbt_core.Transition)
+        self.assertIs(TransitionStatus, stbt_core.TransitionStatus)
+
     def test_a_module_keeps_its_own_name_after_being_imported_by_its_alias(self):
         module = importlib.import_module("_stbt.logging")
         self.assertIs(module, sys.modules["stbt_core._logging"])
