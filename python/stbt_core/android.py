@@ -416,9 +416,22 @@ def _is_portrait(width, height):
     return height > width
 
 
+def _hdmi_portrait_columns(width, height):
+    """The columns of a 720p HDMI picture that a portrait screen of ``width``
+    x ``height`` fills, upright at the full height: ``(left, shown)``."""
+    shown = int(round(width * 720.0 / height))
+    return (1280 - shown) // 2, shown
+
+
+def _scaled(image, size):
+    # OpenCV's default (bilinear) scaling, as stb-tester's frames are scaled: a reference image
+    # cut from one of its frames matches the same pixels here.
+    import cv2  # pylint: disable=import-outside-toplevel
+    return cv2.resize(image, size)
+
+
 def _resize(image, coordinate_system):
     """A screenshot at the device's resolution, as ``coordinate_system`` shows the screen."""
-    import cv2  # pylint: disable=import-outside-toplevel
     import numpy  # pylint: disable=import-outside-toplevel
 
     height, width = image.shape[:2]
@@ -426,23 +439,24 @@ def _resize(image, coordinate_system):
         return image
     portrait = _is_portrait(width, height)
     if coordinate_system is CoordinateSystem.ADB_720P:
-        size = (720, 1280) if portrait else (1280, 720)
-        return cv2.resize(image, size, interpolation=cv2.INTER_AREA)
+        return _scaled(image, (720, 1280) if portrait else (1280, 720))
     if not portrait:
-        return cv2.resize(image, (1280, 720), interpolation=cv2.INTER_AREA)
+        return _scaled(image, (1280, 720))
     if coordinate_system is CoordinateSystem.HDMI_720P:
-        shown = int(round(width * 720.0 / height))
+        left, shown = _hdmi_portrait_columns(width, height)
         out = numpy.zeros((720, 1280) + image.shape[2:], dtype=image.dtype)
-        left = (1280 - shown) // 2
-        out[:, left:left + shown] = cv2.resize(image, (shown, 720), interpolation=cv2.INTER_AREA)
+        out[:, left:left + shown] = _scaled(image, (shown, 720))
         return out
     # CAMERA_720P: the screen turned a quarter turn anticlockwise, filling the picture.
-    return cv2.resize(numpy.ascontiguousarray(numpy.rot90(image)), (1280, 720), interpolation=cv2.INTER_AREA)
+    return _scaled(numpy.ascontiguousarray(numpy.rot90(image)), (1280, 720))
 
 
 def _to_native_coordinates(x, y, coordinate_system, device_resolution):
     """``(x, y)`` in ``coordinate_system``'s picture, as the device's own
-    pixels (``device_resolution``: its current width and height)."""
+    pixels (``device_resolution``: its current width and height), truncated
+    to whole pixels as stb-tester does. A point in the black bars beside (or
+    below) a portrait screen's HDMI picture is a ``ValueError``: it is on no
+    pixel of the device."""
     width, height = device_resolution
     if coordinate_system is CoordinateSystem.ADB_NATIVE:
         return int(x), int(y)
@@ -451,12 +465,18 @@ def _to_native_coordinates(x, y, coordinate_system, device_resolution):
         frame_w, frame_h = (720, 1280) if portrait else (1280, 720)
         nx, ny = x * width / frame_w, y * height / frame_h
     elif coordinate_system is CoordinateSystem.HDMI_720P:
+        left, shown = _hdmi_portrait_columns(width, height)
+        if not (left <= x < left + shown and 0 <= y < 720):
+            raise ValueError(
+                "(%s, %s) is outside the device's picture: in HDMI_720P this portrait screen fills x %d to %d "
+                "and y 0 to 719" % (x, y, left, left + shown - 1))
         scale = height / 720.0
-        left = (1280 - width / scale) / 2.0
-        nx, ny = (x - left) * scale, y * scale
+        # The picture's own middle over the device's (the bars' half pixel kept), within its edges.
+        nx = min(max((x - (1280 - width / scale) / 2.0) * scale, 0), width - 1)
+        ny = y * scale
     else:  # CAMERA_720P, portrait: undo the quarter turn anticlockwise
         nx, ny = width - y * width / 720.0, x * height / 1280.0
-    return int(round(nx)), int(round(ny))
+    return int(nx), int(ny)
 
 
 # stb-tester's key names with an Android equivalent.

@@ -226,6 +226,14 @@ class Helpers(unittest.TestCase):
                     self.assertLessEqual(abs(back[1] - native[1]), tolerance, (size, native, system, back))
 
     @unittest.skipIf(cv2 is None, "needs OpenCV")
+    def test_frames_are_scaled_bilinearly_as_stb_testers_are(self):
+        # A reference image cut from a frame stb-tester scaled must find the same pixels here.
+        screen = numpy.random.RandomState(3).randint(0, 256, (1080, 1920, 3)).astype(numpy.uint8)
+        seen = _resize(screen, CoordinateSystem.HDMI_720P)
+        self.assertTrue(numpy.array_equal(seen, cv2.resize(screen, (1280, 720), interpolation=cv2.INTER_LINEAR)))
+        self.assertFalse(numpy.array_equal(seen, cv2.resize(screen, (1280, 720), interpolation=cv2.INTER_AREA)))
+
+    @unittest.skipIf(cv2 is None, "needs OpenCV")
     def test_hdmi_portrait_has_black_bars(self):
         screen = numpy.full((1920, 1080, 3), 200, dtype=numpy.uint8)
         seen = _resize(screen, CoordinateSystem.HDMI_720P)
@@ -343,8 +351,9 @@ class Input(WithFakeAdb, unittest.TestCase):
     def test_tap_in_hdmi_coordinates(self):
         AdbDevice().tap((640, 360))
         AdbDevice().tap(Region(0, 0, width=20, height=10))
+        # The Region's centre (10, 5) is 15, 7.5 on the device: truncated to whole pixels, as stb-tester does.
         self.assertEqual(self.calls(), [["shell", "dumpsys", "window"], ["shell", "input", "tap", "960", "540"],
-                                        ["shell", "dumpsys", "window"], ["shell", "input", "tap", "15", "8"]])
+                                        ["shell", "dumpsys", "window"], ["shell", "input", "tap", "15", "7"]])
 
     def test_tap_in_a_portrait_device(self):
         self.state["display"] = [1080, 1920]
@@ -352,13 +361,27 @@ class Input(WithFakeAdb, unittest.TestCase):
         AdbDevice().tap((640, 360))
         self.assertEqual(self.calls()[-1], ["shell", "input", "tap", "540", "960"])
 
+    def test_a_point_in_the_black_bars_of_a_portrait_hdmi_picture_is_refused_before_sending(self):
+        self.state["display"] = [1080, 1920]
+        self.save_state()
+        for point in ((436, 360), (842, 360), (640, 720), (0, 0)):
+            with self.assertRaises(ValueError) as cm:
+                AdbDevice().tap(point)
+            self.assertIn("outside the device's picture", str(cm.exception))
+        with self.assertRaises(ValueError):
+            AdbDevice().swipe((100, 200), (600, 700))
+        self.assertNotIn("input", [c[1] for c in self.calls() if len(c) > 1])
+        AdbDevice().tap((437, 0))
+        AdbDevice().tap((841, 719))
+        self.assertEqual([c[-2:] for c in self.calls() if "input" in c], [["0", "0"], ["1076", "1917"]])
+
     def test_native_coordinates_need_no_display_size(self):
         AdbDevice(coordinate_system=CoordinateSystem.ADB_NATIVE).tap((3, 4))
         self.assertEqual(self.calls(), [["shell", "input", "tap", "3", "4"]])
 
     def test_swipe(self):
         AdbDevice().swipe((100, 200), Region(600, 300, width=2, height=2))
-        self.assertEqual(self.calls()[-1], ["shell", "input", "swipe", "150", "300", "902", "452"])
+        self.assertEqual(self.calls()[-1], ["shell", "input", "swipe", "150", "300", "901", "451"])
         with self.assertRaises(TypeError):
             AdbDevice().swipe((1, 2), 3)
 
