@@ -15,10 +15,10 @@ The request (see ``src/runner/control.ts``)::
 
 The second form answers once the outlet has taken the new state (the driver
 read it back); the third once the outlet was off ``off_secs`` and is on again.
-``"outlet"`` names one of the node's other outlets (its ``power.outlets``); the
-daemon refuses names it does not have, listing the ones it has. Refusals (no outlet configured, the
-PDU not answering) raise ``farmhand.ControlError``, a ``UITestError``: the
-run is an error, not a failure of the device.
+``"outlet"`` names one of the node's other outlets (its ``power.outlets``);
+the daemon refuses names it does not have, listing the ones it has. Refusals
+(no outlet configured, the PDU not answering) raise ``farmhand.ControlError``,
+a ``UITestError``: the run is an error, not a failure of the device.
 
 farmhand's own code, written from stb-tester's public manual.
 """
