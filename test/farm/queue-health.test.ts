@@ -72,9 +72,12 @@ describe('pools: health checks and maintenance through a portal and real nodes',
     flags = await mkdtemp(path.join(os.tmpdir(), 'farmhand-health-flags-'));
     const healthPy = [
       'import os',
+      'import time',
       '',
       'def test_ok():',
       `    flag = os.path.join(${JSON.stringify(flags)}, os.environ["FARMHAND_NODE_ID"])`,
+      '    while os.path.exists(flag + ".hold"):  # held until the test lets the check go on',
+      '        time.sleep(0.05)',
       '    assert not os.path.exists(flag), "the rig of this node is broken (its test flag is set)"',
       '',
     ].join('\n');
@@ -218,7 +221,14 @@ describe('pools: health checks and maintenance through a portal and real nodes',
     await writeFile(path.join(flags, 'vbox-1'), 'broken\n');
     const checksBefore = (await checks('vbox-1')).length;
     await reconnect('vbox-1');
-    await waitFor(async () => (await checks('vbox-1')).length > checksBefore && (await healthOf('vbox-1'))?.state === 'unhealthy', { what: 'vbox-1 unhealthy again', ...WAIT });
+    // The check of this reconnection has failed, and none is running (one the stop cut short ended as an error first).
+    await waitFor(
+      async () => {
+        const all = await checks('vbox-1');
+        return all.slice(checksBefore).some((c) => c.outcome === 'fail') && all.every((c) => c.outcome !== null) && (await healthOf('vbox-1'))?.state === 'unhealthy';
+      },
+      { what: 'vbox-1 unhealthy again from the check of its reconnection', ...WAIT },
+    );
     const bad = await nodeHealth('vbox-1');
     const row = (await healthOf('vbox-1'))!;
     expect(bad).to.include({ state: 'unhealthy', pool: 'device=vbox', test_case: CHECK, set_by: 'health-check' });
@@ -238,6 +248,21 @@ describe('pools: health checks and maintenance through a portal and real nodes',
     const good = await nodeHealth('vbox-1');
     expect(good).to.include({ state: 'healthy', result_url: null, reason: 'put back by an administrator', pool: null });
     expect(presentNodeHealth(undefined, farm.url)).to.include({ state: 'unchecked', result_url: null });
+  });
+
+  it('a check that started before an administrator put the node back does not undo it when it fails after', async () => {
+    await writeFile(path.join(flags, 'vbox-1'), 'broken\n');
+    await writeFile(path.join(flags, 'vbox-1.hold'), 'hold\n');
+    const checksBefore = (await checks('vbox-1')).length;
+    await reconnect('vbox-1');
+    const running = await waitFor(async () => (await checks('vbox-1')).slice(checksBefore).find((c) => c.job_uid !== null && c.outcome === null), { what: "vbox-1's check running", ...WAIT });
+    const back = await cli('node', 'healthy', 'vbox-1');
+    expect(back.code, back.text).to.equal(0);
+    await rm(path.join(flags, 'vbox-1.hold'));
+    const ended = await waitFor(async () => (await checks('vbox-1')).find((c) => c.check_id === running.check_id && c.outcome !== null), { what: 'the held check ended', ...WAIT });
+    expect(ended.outcome, 'the check itself failed').to.equal('fail');
+    expect(await healthOf('vbox-1')).to.include({ state: 'healthy', reason: 'put back by an administrator' });
+    await rm(path.join(flags, 'vbox-1'));
   });
 
   it('refuses a pool no node is in, and bad arguments', async () => {
