@@ -347,17 +347,17 @@ export class PoolHealthChecks {
     if (!c) return;
     const state = v.outcome === 'pass' ? 'healthy' : 'unhealthy';
     const before = await client.query<{ state: string }>('SELECT state FROM node_health WHERE node_id = $1 FOR UPDATE', [c.node_id]);
-    // A check that started before an administrator put the node back does not undo that: what it saw is older.
+    // A verdict older than the node's present one (an administrator put the node back after this check started) leaves it.
     const set = await client.query(
       `INSERT INTO node_health (node_id, state, check_id, selector, test_case, result_id, reason, since, set_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
        ON CONFLICT (node_id) DO UPDATE SET state = EXCLUDED.state, check_id = EXCLUDED.check_id, selector = EXCLUDED.selector, test_case = EXCLUDED.test_case,
          result_id = EXCLUDED.result_id, reason = EXCLUDED.reason, since = EXCLUDED.since, set_by = EXCLUDED.set_by
-       WHERE node_health.set_by = $9 OR node_health.since <= EXCLUDED.since
+       WHERE node_health.since <= EXCLUDED.since
        RETURNING node_id`,
       [c.node_id, state, checkId, c.selector, c.test_case, v.result_id, v.reason, c.started_at, CHECK_SETTER],
     );
     if (set.rowCount === 0) {
-      this.o.logger?.info({ node: c.node_id, outcome: v.outcome, result_id: v.result_id }, `health checks: node ${c.node_id}'s check ended (${v.outcome}) after an administrator put it back; that stands`);
+      this.o.logger?.info({ node: c.node_id, outcome: v.outcome, result_id: v.result_id }, `health checks: node ${c.node_id}'s check ended (${v.outcome}), older than its present health (${before.rows[0]?.state}); that stands`);
       return;
     }
     this.o.logger?.info({ node: c.node_id, outcome: v.outcome, result_id: v.result_id }, `health checks: node ${c.node_id} is ${state}`);
