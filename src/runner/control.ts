@@ -366,18 +366,22 @@ class ControlChannel implements RunControlChannel {
   private async power(id: number | string | null, r: Record<string, unknown>): Promise<Answer> {
     if (r.on !== undefined && typeof r.on !== 'boolean') throw new FarmError('invalid_request', '"on" must be true or false');
     if (r.outlet !== undefined && typeof r.outlet !== 'string') throw new FarmError('invalid_request', '"outlet" must be an outlet\'s name');
-    const outlet = r.outlet === undefined ? this.o.power : this.o.outlets?.get(r.outlet);
-    if (!outlet && r.outlet === undefined) throw new FarmError('not_found', 'this node has no power outlet (power.uri is "none" in its configuration)');
-    if (!outlet) {
-      const names = [...(this.o.outlets?.keys() ?? [])].map((n) => JSON.stringify(n));
-      throw new FarmError('not_found', `no outlet ${JSON.stringify(r.outlet)} on this node: ${names.length ? `its named outlets (power.outlets) are ${names.join(', ')}` : 'it has no named outlets (power.outlets)'}`);
-    }
+    const outlet = r.outlet === undefined ? this.o.power : this.namedOutlet(r.outlet);
+    if (!outlet) throw new FarmError('not_found', 'this node has no power outlet (power.uri is "none" in its configuration)');
     if (r.cycle !== undefined) return this.powerCycle(id, r, outlet);
     if (r.on === undefined) return { header: { id, ok: true, on: await outlet.get() } };
     const want = r.on;
     const on = await this.powerLogged(`power ${want ? 'on' : 'off'} outlet=${outlet.uri}`, () => outlet.set(want));
     if (on !== want) throw new FarmError('device_unavailable', `the outlet (${outlet.uri}) still reads ${on ? 'on' : 'off'}`);
     return { header: { id, ok: true, on } };
+  }
+
+  /** An outlet of `power.outlets` by name; not_found naming the ones there are. */
+  private namedOutlet(name: string): PowerOutlet {
+    const outlet = this.o.outlets?.get(name);
+    if (outlet) return outlet;
+    const names = [...(this.o.outlets?.keys() ?? [])].map((n) => JSON.stringify(n));
+    throw new FarmError('not_found', `no outlet ${JSON.stringify(name)} on this node: ${names.length ? `its named outlets (power.outlets) are ${names.join(', ')}` : 'it has no named outlets (power.outlets)'}`);
   }
 
   /** Off, `off_secs`, on (PowerOutlet.cycle); one line in the run's log. */

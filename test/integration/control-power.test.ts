@@ -211,6 +211,6 @@ describe('ControlServer: power (stbt.PDU)', () => {
     expect(createPowerOutlet('none')).to.equal(undefined);
     expect(() => createPowerOutlet('virtual:')).to.throw(/virtual set-top box/);
     expect(() => createPowerOutlet('snmp://pdu')).to.throw(/outlet number/);
-    expect(() => createPowerOutlet('ftp://pdu/1')).to.throw(/unknown power.uri scheme/);
+    expect(() => createPowerOutlet('ftp://pdu/1')).to.throw(/power\.uri "ftp:\/\/pdu\/1": unknown URI scheme/);
   });
 });

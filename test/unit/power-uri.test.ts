@@ -25,7 +25,7 @@ describe('power.uri grammar', () => {
 
   it('refuses what it cannot use, saying what to write', () => {
     const bad: Array<[string, RegExp]> = [
-      ['off', /unknown power.uri scheme; use one of: none, virtual:/],
+      ['off', /unknown URI scheme; use one of: none, virtual:/],
       ['snmp://pdu', /outlet number as its path/],
       ['snmp://pdu/0', /count from 1/],
       ['snmp://a:b@pdu/1', /community before "@", no password/],

@@ -61,13 +61,13 @@ export const POWER_URI_FORMS =
   'none, virtual:, snmp://[community@]host[:port]/<outlet>, netio+http://[user:pass@]host/<outlet>, ' +
   'aviosys+http://[user:pass@]host/<outlet>, shelly+http://host/<relay>, shelly2+http://host/<switch>, tasmota+http://host/<n>';
 
-/** Parse `power.uri`; throws an Error saying what is wrong and what to write instead. */
+/** Parse an outlet's URI (`power.uri`, `power.outlets`); throws an Error saying what is wrong and what to write instead. */
 export function parsePowerUri(uri: string): ParsedPowerUri {
   if (uri === 'none') return { family: 'none' };
   if (uri === 'virtual:') return { family: 'virtual' };
   const m = /^([a-z0-9]+)(?:\+(https?))?:\/\//.exec(uri);
   const family = m && FAMILIES[m[1]!];
-  if (!m || !family) throw new Error(`unknown power.uri scheme; use one of: ${POWER_URI_FORMS}`);
+  if (!m || !family) throw new Error(`unknown URI scheme; use one of: ${POWER_URI_FORMS}`);
   if (family === 'snmp' ? m[2] !== undefined : m[2] === undefined) {
     throw new Error(family === 'snmp' ? 'snmp:// takes no +http' : `write ${m[1]}+http:// or ${m[1]}+https://`);
   }
@@ -75,15 +75,15 @@ export function parsePowerUri(uri: string): ParsedPowerUri {
   try {
     u = new URL(`${family === 'snmp' ? 'http' : m[2]}://${uri.slice(m[0].length)}`);
   } catch {
-    throw new Error(`power.uri is not a valid URI after "${m[0]}"; expected host[:port]/<outlet>`);
+    throw new Error(`the URI is not valid after "${m[0]}"; expected host[:port]/<outlet>`);
   }
   return networkUri(family, u, family === 'snmp' ? 'udp:' : (u.protocol as 'http:' | 'https:'));
 }
 
 function networkUri(family: PowerFamily, u: URL, protocol: NetworkPowerUri['protocol']): NetworkPowerUri {
-  if (!u.hostname) throw new Error('power.uri needs a host');
+  if (!u.hostname) throw new Error('the URI needs a host');
   const path = /^\/(\d{1,4})$/.exec(u.pathname);
-  if (!path) throw new Error(`power.uri needs the outlet number as its path, e.g. ${family === 'snmp' ? 'snmp://pdu.lab/3' : `${family}+http://host/1`}`);
+  if (!path) throw new Error(`the URI needs the outlet number as its path, e.g. ${family === 'snmp' ? 'snmp://pdu.lab/3' : `${family}+http://host/1`}`);
   const outlet = Number(path[1]);
   if (outlet < FIRST_OUTLET[family]) throw new Error(`${family} outlets count from ${FIRST_OUTLET[family]}`);
   if (family === 'snmp' && u.password) throw new Error('snmp:// takes a community before "@", no password');
@@ -91,8 +91,8 @@ function networkUri(family: PowerFamily, u: URL, protocol: NetworkPowerUri['prot
   const options: Record<string, string> = {};
   const allowed = FAMILY_OPTIONS[family] ?? {};
   for (const [k, v] of u.searchParams) {
-    if (!COMMON_OPTIONS.includes(k) && !allowed[k]) throw new Error(`power.uri option "${k}" is not known for ${family}; known: ${[...COMMON_OPTIONS, ...Object.keys(allowed)].join(', ')}`);
-    if (allowed[k] && !allowed[k].test(v)) throw new Error(`power.uri option ${k}=${v} is not one of ${allowed[k].source}`);
+    if (!COMMON_OPTIONS.includes(k) && !allowed[k]) throw new Error(`option "${k}" is not known for ${family}; known: ${[...COMMON_OPTIONS, ...Object.keys(allowed)].join(', ')}`);
+    if (allowed[k] && !allowed[k].test(v)) throw new Error(`option ${k}=${v} is not one of ${allowed[k].source}`);
     options[k] = v;
   }
   const timeoutMs = seconds(options.timeout, 5, 60, 'timeout') * 1000;
@@ -107,7 +107,7 @@ function networkUri(family: PowerFamily, u: URL, protocol: NetworkPowerUri['prot
 function seconds(v: string | undefined, dflt: number, max: number, name: string): number {
   if (v === undefined) return dflt;
   const n = Number(v);
-  if (!/^\d+(\.\d+)?$/.test(v) || n > max || (name === 'timeout' && n <= 0)) throw new Error(`power.uri option ${name}=${v} must be a number of seconds${name === 'timeout' ? ' above 0' : ''}, at most ${max}`);
+  if (!/^\d+(\.\d+)?$/.test(v) || n > max || (name === 'timeout' && n <= 0)) throw new Error(`option ${name}=${v} must be a number of seconds${name === 'timeout' ? ' above 0' : ''}, at most ${max}`);
   return n;
 }
 
@@ -116,28 +116,28 @@ export function redactPowerUri(uri: string): string {
   return uri.replace(/^([a-z0-9+]+:\/\/)[^/@?#]*@/i, '$1***@');
 }
 
+/** The zod check of an outlet's URI: parsePowerUri's reason, with the URI shown without its credentials. */
+function parsedIn(ctx: z.RefinementCtx, uri: string): ParsedPowerUri | undefined {
+  try {
+    return parsePowerUri(uri);
+  } catch (e) {
+    ctx.addIssue({ code: 'custom', message: `${(e as Error).message} (${JSON.stringify(redactPowerUri(uri))})` });
+    return undefined;
+  }
+}
+
 /** `none`, `virtual:` or one of the network forms above. */
 export const powerUri = z
   .string()
-  .superRefine((v, ctx) => {
-    try {
-      parsePowerUri(v);
-    } catch (e) {
-      ctx.addIssue({ code: 'custom', message: `${(e as Error).message} (power.uri ${JSON.stringify(redactPowerUri(v))})` });
-    }
-  })
+  .superRefine((v, ctx) => void parsedIn(ctx, v))
   .default('none');
 
 const OUTLET_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
 /** A named outlet's URI: a network PDU's (`virtual:` is the virtual box's own outlet, `power.uri`; `none` is no outlet). */
 const namedPowerUri = z.string().superRefine((v, ctx) => {
-  try {
-    const family = parsePowerUri(v).family;
-    if (family === 'none' || family === 'virtual') ctx.addIssue({ code: 'custom', message: `a named outlet is a network PDU's outlet, not ${JSON.stringify(v)} (that is power.uri's)` });
-  } catch (e) {
-    ctx.addIssue({ code: 'custom', message: `${(e as Error).message.replace(/^power\.uri /, 'the URI ')} (${JSON.stringify(redactPowerUri(v))})` });
-  }
+  const family = parsedIn(ctx, v)?.family;
+  if (family === 'none' || family === 'virtual') ctx.addIssue({ code: 'custom', message: `a named outlet is a network PDU's outlet, not ${JSON.stringify(v)} (that is power.uri's)` });
 });
 
 /** `power.outlets`: other outlets by name (`stbt.PDU("router")`), each a network PDU's. */
