@@ -90,6 +90,17 @@ if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.j
   echo "setup: installing npm dependencies"
   npm ci --no-audit --no-fund --loglevel=error
 fi
+# stbt's OcrEngine.TESSERACT and TESSERACT_AND_LSTM (tesseract's legacy engine, stb-tester's default) need
+# language data with the legacy models, which Debian's tesseract-ocr-eng does not have. English's comes from
+# tesseract's own tessdata, as the npm package @tesseract.js-data/eng ships it (pinned in package-lock.json),
+# unpacked into python/tessdata-legacy/ (python/stbt_core/_ocr_tesseract.py, LEGACY_TESSDATA).
+LEGACY_ENG=python/tessdata-legacy/eng.traineddata
+if [ ! -s "$LEGACY_ENG" ]; then
+  echo "setup: unpacking the legacy OCR engine's English data"
+  mkdir -p python/tessdata-legacy
+  gunzip -c node_modules/@tesseract.js-data/eng/4.0.0/eng.traineddata.gz > "$LEGACY_ENG.partial"
+  mv "$LEGACY_ENG.partial" "$LEGACY_ENG"
+fi
 echo "setup: building"
 npm run --silent build
 # The build makes dist/main.js executable (package.json "postbuild"); link it as `farmhand`.

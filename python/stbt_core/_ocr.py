@@ -59,9 +59,10 @@ class OcrMode(enum.IntEnum):
 
 
 class OcrEngine(enum.IntEnum):
-    """tesseract's engine (its ``--oem``). Debian ships only the LSTM models,
-    so ``TESSERACT`` (the legacy engine) and ``TESSERACT_AND_LSTM`` read with
-    LSTM: see docs/migrating-from-stb-tester.md."""
+    """tesseract's engine (its ``--oem``). ``TESSERACT`` (the legacy engine)
+    and ``TESSERACT_AND_LSTM`` need language data with the legacy models, which
+    Debian's packages do not ship: farmhand's setup adds English's; a language
+    without them reads with LSTM. See docs/migrating-from-stb-tester.md."""
     TESSERACT = 0
     LSTM = 1
     TESSERACT_AND_LSTM = 2
@@ -128,9 +129,13 @@ class _Params:
             text_color_threshold = get_config("ocr", "text_color_threshold", type_=float)
         self.text_color_threshold = float(text_color_threshold)
         self.requested_engine = _engine(engine)
-        # Debian's language data holds the LSTM models only: the legacy engine cannot load it.
-        self.engine = OcrEngine.LSTM if self.requested_engine in (OcrEngine.TESSERACT, OcrEngine.TESSERACT_AND_LSTM) \
-            else self.requested_engine
+        self.engine = self.requested_engine
+        self.tessdata = None  # tesseract's own language data
+        if self.engine in (OcrEngine.TESSERACT, OcrEngine.TESSERACT_AND_LSTM):
+            # The legacy engine needs its models in the language data; where there are none, LSTM reads.
+            self.tessdata = _ocr_tesseract.legacy_tessdata(self.lang)
+            if self.tessdata is None:
+                self.engine = OcrEngine.LSTM
         self.config = _tesseract_config(tesseract_config, char_whitelist)
         self.user_words = user_words
         self.user_patterns = user_patterns

@@ -46,19 +46,62 @@ def _cv2():
 _LANG_RE = re.compile(r"^[A-Za-z0-9_]+(\+[A-Za-z0-9_]+)*$")
 _langs_lock = threading.Lock()
 _langs = None
+_tessdata = None
 _cache = collections.OrderedDict()
 _cache_lock = threading.Lock()
+
+# Language data with the legacy engine's models, for OcrEngine.TESSERACT and TESSERACT_AND_LSTM where
+# tesseract's own folder has the LSTM models only (Debian's): filled by scripts/setup.sh.
+LEGACY_TESSDATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tessdata-legacy")
 
 
 def _installed_langs():
     """The languages tesseract can load (``tesseract --list-langs``, once per process)."""
-    global _langs  # pylint: disable=global-statement
+    global _langs, _tessdata  # pylint: disable=global-statement
     with _langs_lock:
         if _langs is None:
-            out = _run([TESSERACT, "--list-langs"], None, _timeout())
-            _langs = frozenset(line.strip() for line in out.decode("utf-8", "replace").splitlines()[1:]
-                               if line.strip())
+            lines = _run([TESSERACT, "--list-langs"], None, _timeout()).decode("utf-8", "replace").splitlines()
+            # The first line names tesseract's folder: List of available languages in "/.../tessdata/" (2):
+            folder = re.search(r'"(.*)"', lines[0]) if lines else None
+            _tessdata = os.path.normpath(folder.group(1)) if folder else None
+            _langs = frozenset(line.strip() for line in lines[1:] if line.strip())
         return _langs
+
+
+def _tessdata_folder():
+    """tesseract's own folder of language data (None when its list does not name one)."""
+    _installed_langs()
+    return _tessdata
+
+
+def _has_legacy_models(path):
+    """Whether the language data file ``path`` holds the legacy engine's models: in its table of contents
+    (a count, then each component's offset, -1 for none), the classifier's templates, component 3."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4 + 8 * 4)
+    except OSError:
+        return False
+    if len(head) < 4 + 8 * 4 or struct.unpack("<i", head[:4])[0] < 4:
+        return False
+    return struct.unpack("<q", head[4 + 8 * 3:])[0] != -1
+
+
+def legacy_tessdata(lang):
+    """The folder whose data for each language of ``lang`` holds the legacy engine's models: tesseract's
+    own, else LEGACY_TESSDATA; None when neither has them, for a malformed ``lang`` and without tesseract
+    (the read then fails as any read would)."""
+    if not isinstance(lang, str) or not _LANG_RE.match(lang):
+        return None
+    try:
+        own = _tessdata_folder()
+    except UITestError:
+        return None
+    for folder in (own, LEGACY_TESSDATA):
+        if folder and all(_has_legacy_models(os.path.join(folder, part + ".traineddata"))
+                          for part in lang.split("+")):
+            return folder
+    return None
 
 
 _version = None
@@ -294,8 +337,8 @@ def read(grey, params, tsv):
     patterns = _words_data(params.user_patterns, "tesseract_user_patterns")
     digest = hashlib.blake2b(grey.tobytes(), digest_size=20)
     digest.update(repr(grey.shape).encode())
-    key = (digest.hexdigest(), tsv, params.read_mode, params.lang, params.engine, tuple(sorted(params.config.items())),
-           words, patterns)
+    key = (digest.hexdigest(), tsv, params.read_mode, params.lang, params.engine, params.tessdata,
+           tuple(sorted(params.config.items())), words, patterns)
     with _cache_lock:
         if key in _cache and _imgproc_cache.enabled():
             _cache.move_to_end(key)
@@ -306,6 +349,8 @@ def read(grey, params, tsv):
         raise UITestError("could not encode the picture for tesseract")
     argv = [TESSERACT, "stdin", "stdout", "--psm", str(int(params.read_mode)), "--oem", str(int(params.engine)),
             "-l", params.lang]
+    if params.tessdata is not None and params.tessdata != _tessdata:
+        argv += ["--tessdata-dir", params.tessdata]
     config = dict(params.config, **({"tessedit_create_tsv": "1"} if tsv else {}))
     out = _run_with_lists(argv, config, words, patterns, png.tobytes())
     with _cache_lock:

@@ -11,14 +11,14 @@ big-endian length and that many bytes:
   ``{"ok": false, "error": ...}`` (tesserocr missing) and exits;
 - each request is two messages: a JSON header ``{"argv": [...], "sleep": s}``
   (the argv the ``tesseract`` command would run with: ``--psm``, ``--oem``,
-  ``-l``, ``--user-words``, ``--user-patterns``, ``-c k=v``) and the PNG
+  ``-l``, ``--tessdata-dir``, ``--user-words``, ``--user-patterns``, ``-c k=v``) and the PNG
   picture; the answer is one JSON message ``{"ok": true, "out": text}``
   (the command's standard output: text, or its TSV with header when
   ``tessedit_create_tsv=1``, hOCR before the text when
   ``tessedit_create_hocr=1``, no text when ``tessedit_create_txt=0``)
   or ``{"ok": false, "error": ...}``.
 
-The models are loaded once per (lang, engine, config, word lists) and kept
+The models are loaded once per (lang, engine, folder, config, word lists) and kept
 (the four last used); the page segmentation mode is set per read.
 ``sleep`` is a test hook: the worker sleeps that long before reading.
 """
@@ -59,12 +59,13 @@ def _write_json(f, obj):
 
 
 def _parse(argv):
-    """(psm, oem, lang, config dict, user words path, user patterns path) from the command's argv."""
-    psm, oem, lang, config, words, patterns = 3, 3, "eng", {}, None, None
+    """(psm, oem, lang, language data folder or None, config dict, user words path, user patterns path)
+    from the command's argv."""
+    psm, oem, lang, folder, config, words, patterns = 3, 3, "eng", None, {}, None, None
     i = 0
     while i < len(argv):
         a = argv[i]
-        if a in ("--psm", "--oem", "-l", "--user-words", "--user-patterns", "-c"):
+        if a in ("--psm", "--oem", "-l", "--tessdata-dir", "--user-words", "--user-patterns", "-c"):
             v = argv[i + 1]
             i += 2
             if a == "--psm":
@@ -73,6 +74,8 @@ def _parse(argv):
                 oem = int(v)
             elif a == "-l":
                 lang = v
+            elif a == "--tessdata-dir":
+                folder = v
             elif a == "--user-words":
                 words = v
             elif a == "--user-patterns":
@@ -82,7 +85,7 @@ def _parse(argv):
                 config[k] = val
         else:
             i += 1
-    return psm, oem, lang, config, words, patterns
+    return psm, oem, lang, folder, config, words, patterns
 
 
 def _digest(path):
@@ -117,12 +120,12 @@ def main():
         if req.get("sleep"):
             time.sleep(float(req["sleep"]))
         try:
-            psm, oem, lang, config, words, patterns = _parse(req["argv"])
+            psm, oem, lang, folder, config, words, patterns = _parse(req["argv"])
             tsv = config.pop("tessedit_create_tsv", "0") == "1"
             # The command's output files: hOCR when asked, the plain text unless turned off.
             hocr = config.pop("tessedit_create_hocr", "0") == "1"
             txt = config.pop("tessedit_create_txt", "1") != "0"
-            key = (lang, oem, tuple(sorted(config.items())), _digest(words), _digest(patterns))
+            key = (lang, oem, folder, tuple(sorted(config.items())), _digest(words), _digest(patterns))
             api = apis.get(key)
             if api is None:
                 variables = dict(config)
@@ -131,7 +134,7 @@ def main():
                 if patterns is not None:
                     variables["user_patterns_file"] = patterns
                 api = tesserocr.PyTessBaseAPI(init=False)
-                api.InitFull(path=tessdata, lang=lang, oem=oem, variables=variables)
+                api.InitFull(path=folder or tessdata, lang=lang, oem=oem, variables=variables)
                 apis[key] = api
                 while len(apis) > _APIS:
                     apis.popitem(last=False)[1].End()

@@ -303,12 +303,6 @@ class Ocr(OcrTestCase):
         self.assertGreater(seen[1][0], 45 * 1.2)
         self.assertLess(seen[1][0], 45 * 3)
 
-    def test_the_legacy_engine_value_reads_with_lstm(self):
-        frame = render(MENU)
-        for engine in (stbt.OcrEngine.TESSERACT, stbt.OcrEngine.TESSERACT_AND_LSTM, stbt.OcrEngine.LSTM,
-                       stbt.OcrEngine.DEFAULT, "TESSERACT"):
-            self.assertEqual(stbt.ocr(frame, LINE1, engine=engine), "Channel 104: Evening News", engine)
-
     def test_user_words_and_patterns(self):
         frame = render(MENU)
         words = os.path.join(self.root, "words.txt")
@@ -546,12 +540,112 @@ class PackDefaults(OcrTestCase):
             _ocr_tesseract._run = real  # pylint: disable=protected-access
         argv, picture = seen[0]
         self.assertEqual(picture.shape, (45, 420))  # upsample = false
-        self.assertEqual(argv[argv.index("--oem") + 1], "1")  # the legacy engine reads with LSTM
+        self.assertEqual(argv[argv.index("--oem") + 1], "0")  # engine = TESSERACT: the legacy engine
         self.assertEqual(argv[argv.index("-l") + 1], "eng")  # built-in lang
         # threshold 400: a word's colour far from text_color (white text, magenta asked) still counts.
         self.assertEqual(stbt.ocr(render(MENU), LINE1, text_color=(255, 0, 255)), "Channel 104: Evening News")
         # The call's own threshold wins over the section's: at 25 the white line is not magenta.
         self.assertEqual(stbt.ocr(render(MENU), LINE1, text_color=(255, 0, 255), text_color_threshold=25), "")
+
+
+class LegacyEngine(OcrTestCase):
+    """OcrEngine.TESSERACT and TESSERACT_AND_LSTM read with tesseract's legacy engine where the language data
+    has its models (scripts/setup.sh puts English's in LEGACY_TESSDATA; Debian's has none), else with LSTM."""
+
+    def setUp(self):
+        super().setUp()
+        self.saved_folder = _ocr_tesseract.LEGACY_TESSDATA
+        self.saved_worker = _ocr_tesseract.USE_WORKER
+
+    def tearDown(self):
+        _ocr_tesseract.LEGACY_TESSDATA = self.saved_folder
+        _ocr_tesseract.USE_WORKER = self.saved_worker
+        super().tearDown()
+
+    def reads(self, **kwargs):
+        """The text read of LINE1, and the argv of each tesseract read (none from the cache)."""
+        _ocr_tesseract._cache.clear()  # pylint: disable=protected-access
+        argvs = []
+        real = _ocr_tesseract._run  # pylint: disable=protected-access
+
+        def spy(argv, stdin, timeout):
+            if stdin is not None:
+                argvs.append(list(argv))
+            return real(argv, stdin, timeout)
+        _ocr_tesseract._run = spy  # pylint: disable=protected-access
+        try:
+            return stbt.ocr(render(MENU), LINE1, **kwargs), argvs
+        finally:
+            _ocr_tesseract._run = real  # pylint: disable=protected-access
+
+    def test_the_legacy_models_are_told_by_the_data_files_table_of_contents(self):
+        installed = os.path.join(_ocr_tesseract._tessdata_folder(), "eng.traineddata")  # pylint: disable=protected-access
+        self.assertFalse(_ocr_tesseract._has_legacy_models(installed))  # pylint: disable=protected-access
+        self.assertTrue(_ocr_tesseract._has_legacy_models(  # pylint: disable=protected-access
+            os.path.join(_ocr_tesseract.LEGACY_TESSDATA, "eng.traineddata")))
+        for name, data in (("short", b"\x18\x00"), ("empty", b""), ("text", b"not a traineddata file at all, no")):
+            path = os.path.join(self.root, name)
+            with open(path, "wb") as f:
+                f.write(data)
+            self.assertFalse(_ocr_tesseract._has_legacy_models(path), name)  # pylint: disable=protected-access
+        self.assertFalse(_ocr_tesseract._has_legacy_models(os.path.join(self.root, "none")))  # pylint: disable=protected-access
+
+    def test_tesseract_and_tesseract_and_lstm_read_with_the_legacy_engine(self):
+        for use_worker in (True, False):
+            _ocr_tesseract.USE_WORKER = use_worker
+            for engine, oem in ((stbt.OcrEngine.TESSERACT, "0"), ("TESSERACT", "0"), (0, "0"),
+                                (stbt.OcrEngine.TESSERACT_AND_LSTM, "2"), (stbt.OcrEngine.LSTM, "1"),
+                                (stbt.OcrEngine.DEFAULT, "3")):
+                text, argvs = self.reads(engine=engine)
+                self.assertEqual(text, "Channel 104: Evening News", (engine, use_worker))
+                argv = argvs[-1]
+                self.assertEqual(argv[argv.index("--oem") + 1], oem, (engine, use_worker))
+                # Debian's own data cannot start the legacy engine: the read names farmhand's folder.
+                self.assertEqual("--tessdata-dir" in argv, oem in ("0", "2"), argv)
+                if oem in ("0", "2"):
+                    self.assertEqual(argv[argv.index("--tessdata-dir") + 1], _ocr_tesseract.LEGACY_TESSDATA)
+
+    def test_the_legacy_engine_reads_differently_from_lstm(self):
+        # The same picture, the same text, two engines: their word confidences differ (the legacy engine read).
+        grey = cv2.cvtColor(render(MENU)[LINE1.y:LINE1.bottom, LINE1.x:LINE1.right], cv2.COLOR_BGR2GRAY)
+        words = {}
+        for engine in (stbt.OcrEngine.TESSERACT, stbt.OcrEngine.LSTM):
+            params = self.params(engine)
+            self.assertEqual(params.engine, engine)
+            words[engine] = _ocr_tesseract.parse_tsv(_ocr_tesseract.read(grey, params, True))
+        texts = {engine: " ".join(w.text for w in ws) for engine, ws in words.items()}
+        self.assertEqual(texts[stbt.OcrEngine.TESSERACT], "Channel 104: Evening News")
+        self.assertEqual(texts[stbt.OcrEngine.LSTM], "Channel 104: Evening News")
+        self.assertNotEqual([w.conf for w in words[stbt.OcrEngine.TESSERACT]],
+                            [w.conf for w in words[stbt.OcrEngine.LSTM]])
+
+    @staticmethod
+    def params(engine, lang=None):
+        return _ocr._Params(mode=stbt.OcrMode.SINGLE_LINE, lang=lang, tesseract_config=None,  # pylint: disable=protected-access
+                               user_words=None, user_patterns=None, upsample=None, text_color=None,
+                               text_color_threshold=None, engine=engine, char_whitelist=None)
+
+    def test_without_the_legacy_models_it_reads_with_lstm_and_says_so(self):
+        _ocr_tesseract.LEGACY_TESSDATA = self.root  # no eng.traineddata with the legacy models here
+        lines = []
+        real_log = _ocr.log
+        _ocr.log = lines.append
+        try:
+            for engine in (stbt.OcrEngine.TESSERACT, stbt.OcrEngine.TESSERACT_AND_LSTM):
+                text, argvs = self.reads(engine=engine)
+                self.assertEqual(text, "Channel 104: Evening News", engine)
+                self.assertEqual(argvs[-1][argvs[-1].index("--oem") + 1], "1", engine)
+                self.assertNotIn("--tessdata-dir", argvs[-1])
+        finally:
+            _ocr.log = real_log
+        self.assertIn("engine=LSTM (asked TESSERACT)", lines[0])
+        self.assertIn("engine=LSTM (asked TESSERACT_AND_LSTM)", lines[1])
+
+    def test_a_language_without_the_legacy_models_reads_with_lstm(self):
+        # eng+osd: farmhand's folder has English's legacy models, not the script detector's.
+        params = self.params(stbt.OcrEngine.TESSERACT, lang="eng+osd")
+        self.assertEqual((params.engine, params.tessdata), (stbt.OcrEngine.LSTM, None))
+        self.assertIsNone(_ocr_tesseract.legacy_tessdata("not a language"))
 
 
 class PackNoAutoSingleLine(OcrTestCase):
