@@ -298,9 +298,11 @@ def main():
     parser.add_argument("--seed", type=int, default=4, help="the held-out random set's seed (default 4)")
     parser.add_argument("--corpus", type=int, default=300, help="lines of each corpus split (default 300)")
     parser.add_argument("--corpus-only", action="store_true", help="only the TV-screen corpus's accuracy")
+    parser.add_argument("--engine", choices=list(stbt.OcrEngine.__members__),
+                        help="with --corpus-only: read the corpus with this OcrEngine (default: [ocr] engine, LSTM)")
     args = parser.parse_args()
     if args.corpus_only:
-        corpus_accuracy(args.corpus)
+        corpus_accuracy(args.corpus, engine=args.engine and stbt.OcrEngine[args.engine])
         return
     if args.virtual_only:
         virtual_box_accuracy()
@@ -311,6 +313,9 @@ def main():
     frame = menu_frame()
     line = stbt.Region(100, 154, width=400, height=40)
     assert stbt.ocr(frame, line) == "Recordings", stbt.ocr(frame, line)
+    legacy = _ocr._Params(stbt.OcrMode.SINGLE_LINE, None, None, None, None, None, None, None,  # pylint: disable=protected-access
+                          stbt.OcrEngine.TESSERACT, None)
+    assert legacy.engine == stbt.OcrEngine.TESSERACT, "no legacy-engine data: run scripts/setup.sh"
     print("stbt OCR bench: tesseract %s, %d runs each, cache emptied before each call" % (
         _ocr_tesseract._run([_ocr_tesseract.TESSERACT, "--version"], None, 10).decode().splitlines()[0],  # pylint: disable=protected-access
         args.runs))
@@ -319,7 +324,12 @@ def main():
              ("ocr, whole 720p frame", lambda: stbt.ocr(frame), few, 800),
              ("match_text, whole 720p frame", lambda: stbt.match_text("Parental Control", frame), few, 1000),
              ("ocr, one line, text_color", lambda: stbt.ocr(frame, line, text_color=MENU_TEXT), args.runs, 80),
-             ("ocr, whole 720p frame, text_color", lambda: stbt.ocr(frame, text_color=MENU_TEXT), few, 800)]
+             ("ocr, whole 720p frame, text_color", lambda: stbt.ocr(frame, text_color=MENU_TEXT), few, 800),
+             # Beside the default (LSTM): stb-tester's default engine, tesseract's legacy one (OcrEngine).
+             ("ocr, one line, engine=TESSERACT (legacy)",
+              lambda: stbt.ocr(frame, line, engine=stbt.OcrEngine.TESSERACT), args.runs, 80),
+             ("ocr, whole 720p frame, engine=TESSERACT (legacy)",
+              lambda: stbt.ocr(frame, engine=stbt.OcrEngine.TESSERACT), few, 800)]
     got = {}
     for use_worker in (True, False):
         _ocr_tesseract.USE_WORKER = use_worker
@@ -351,13 +361,14 @@ def main():
         all_accuracy(args.seed, args.corpus)
 
 
-def corpus_accuracy(count, variants=("tv", "hard")):
+def corpus_accuracy(count, variants=("tv", "hard"), engine=None):
     """The TV-screen corpus, each variant ("tv": WCAG contrast ratio at least 3:1; "hard": any colours):
     with text_color on every case, without it on the cases with no second text; exact lines, by
     category."""
     sys.path.insert(0, os.path.join(ROOT, "test", "python"))
     import _ocr_corpus  # pylint: disable=import-outside-toplevel,import-error
     print("corpus fonts: %s" % ", ".join(name for name, _ in _ocr_corpus.available_fonts()))
+    print("engine: %s" % (engine.name if engine is not None else "[ocr] engine (LSTM)"))
     for variant in variants:
         for split in ("train", "heldout"):
             name = "corpus %s %s (%s)" % (variant, split, "tuned on" if split == "train" else "held out")
@@ -368,7 +379,8 @@ def corpus_accuracy(count, variants=("tv", "hard")):
                     if c.distractor and not with_colour:
                         continue
                     region = stbt.Region(*c.region[:2], right=c.region[2], bottom=c.region[3])
-                    ok = stbt.ocr(c.frame, region, text_color=c.text_color if with_colour else None) == c.text
+                    ok = stbt.ocr(c.frame, region, text_color=c.text_color if with_colour else None,
+                                  engine=engine) == c.text
                     for key in _corpus_categories(c):
                         tally[key][0] += ok
                         tally[key][1] += 1
