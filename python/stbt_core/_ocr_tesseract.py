@@ -349,7 +349,7 @@ def read(grey, params, tsv):
         raise UITestError("could not encode the picture for tesseract")
     argv = [TESSERACT, "stdin", "stdout", "--psm", str(int(params.read_mode)), "--oem", str(int(params.engine)),
             "-l", params.lang]
-    if params.tessdata is not None and params.tessdata != _tessdata:
+    if params.tessdata is not None and params.tessdata != _tessdata_folder():
         argv += ["--tessdata-dir", params.tessdata]
     config = dict(params.config, **({"tessedit_create_tsv": "1"} if tsv else {}))
     out = _run_with_lists(argv, config, words, patterns, png.tobytes())

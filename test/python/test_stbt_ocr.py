@@ -582,7 +582,8 @@ class LegacyEngine(OcrTestCase):
         installed = os.path.join(_ocr_tesseract._tessdata_folder(), "eng.traineddata")  # pylint: disable=protected-access
         self.assertFalse(_ocr_tesseract._has_legacy_models(installed))  # pylint: disable=protected-access
         self.assertTrue(_ocr_tesseract._has_legacy_models(  # pylint: disable=protected-access
-            os.path.join(_ocr_tesseract.LEGACY_TESSDATA, "eng.traineddata")))
+            os.path.join(_ocr_tesseract.LEGACY_TESSDATA, "eng.traineddata")),
+            "python/tessdata-legacy/eng.traineddata is missing or has no legacy models: run scripts/setup.sh")
         for name, data in (("short", b"\x18\x00"), ("empty", b""), ("text", b"not a traineddata file at all, no")):
             path = os.path.join(self.root, name)
             with open(path, "wb") as f:
