@@ -220,6 +220,7 @@ async function openUploader(b: Base & Records, portal: NonNullable<FarmConfig['p
       results: b.results,
       events: b.hub,
       queueFile: path.join(b.cfg.data_dir, UPLOAD_QUEUE_FILE),
+      ...(portal.upload_delay_secs !== undefined && { delayMs: portal.upload_delay_secs * 1000 }),
       logger: b.logger,
     });
     await u.start();

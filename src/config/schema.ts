@@ -250,6 +250,12 @@ export const configSchema = z.strictObject({
        * (its `restart_grace_secs`). The tests set it short so as not to wait out a 30 s back-off.
        */
       reconnect_max_secs: z.number().min(0.1).max(30).optional(),
+      /**
+       * How long a run's files wait after its end before they are uploaded (default 3 s; 0: at once): their reading,
+       * hashing and sending then do not compete with the node's next job starting (docs/farm.md, "Results: uploads
+       * and the farm index"). Meanwhile the portal serves them from the node.
+       */
+      upload_delay_secs: z.number().min(0).max(300).optional(),
     })
     .optional(),
   log_level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

@@ -17,6 +17,12 @@
  * goes to the back of the queue so one that keeps failing never holds up the
  * others. A result deleted on the node before it was delivered (retention)
  * leaves the queue with a warning.
+ *
+ * A run's files wait `delayMs` (3 s) after its run.finished before they
+ * travel: a node of a queue's pool starts its next job in that moment, and
+ * on a busy machine the upload's reads, hashes and requests (and the
+ * portal's side of them) made that start later (docs/queue.md). The wait is
+ * in memory only: results queued from the file at start go at once.
  */
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
@@ -32,6 +38,7 @@ import { openRegular } from '../storage/safeFile.js';
 
 export const UPLOAD_QUEUE_FILE = 'farm-uploads.json';
 const DEFAULT_CHUNK = 1 << 20;
+const DEFAULT_DELAY_MS = 3000;
 /** One request's time limit: a portal that stops answering is a failure to retry, not a hang. */
 const REQUEST_TIMEOUT_MS = 60_000;
 
@@ -53,6 +60,8 @@ export interface ResultUploaderOptions {
   /** The queue file (`<data_dir>/farm-uploads.json`). */
   queueFile: string;
   logger?: Logger;
+  /** How long a result queued by its run.finished waits before its files travel (default 3000; 0: at once). */
+  delayMs?: number;
   chunkBytes?: number;
   retry?: { minMs: number; maxMs: number };
   /** 0..1; tests pass their own. */
@@ -90,6 +99,8 @@ export class ResultUploader {
   private readonly wakers = new Set<() => void>();
   private writes: Promise<void> = Promise.resolve();
   private readonly listeners = new Set<(resultId: string) => void>();
+  /** When each result queued by its run.finished may travel (ms since the epoch). */
+  private readonly notBefore = new Map<string, number>();
   /** Results delivered since start (record and every file). */
   delivered = 0;
   /** Failed attempts since start (each is retried). */
@@ -114,7 +125,11 @@ export class ResultUploader {
     this.queue = loaded.results;
     this.since = loaded.since;
     this.sub = this.o.events.subscribe((e) => {
-      if (e.type === 'run.finished') this.enqueue((e.data as { result_id: string }).result_id);
+      if (e.type !== 'run.finished') return;
+      const id = (e.data as { result_id: string }).result_id;
+      const delayMs = this.o.delayMs ?? DEFAULT_DELAY_MS;
+      if (delayMs > 0 && !this.notBefore.has(id)) this.notBefore.set(id, Date.now() + delayMs);
+      this.enqueue(id);
     });
     this.catchUp();
     if (this.queue.length > 0) this.log.info({ pending: this.queue.length }, 'results waiting to be uploaded to the portal');
@@ -183,6 +198,13 @@ export class ResultUploader {
         await this.pause(undefined);
         continue;
       }
+      const waitMs = (this.notBefore.get(item.result_id) ?? 0) - Date.now();
+      if (waitMs > 0) {
+        this.log.debug({ result: item.result_id, wait_ms: waitMs }, 'result waits before its upload (the node may be starting its next job)');
+        await this.pause(waitMs);
+        continue;
+      }
+      this.notBefore.delete(item.result_id);
       try {
         if ((await work(item)) === 'done') {
           this.remove(item);

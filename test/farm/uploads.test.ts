@@ -410,6 +410,32 @@ describe('farm: result uploads from a node to the portal', function () {
     expect(await filesThroughPortal(portal.url, whole.result_id)).to.deep.equal(await filesOf(d.daemon.services.results.dirOf(whole.result_id)));
     expect(portal.hub.forwarded).to.equal(forwarded);
   });
+
+  it('a run`s files wait portal.upload_delay_secs after its end (the next job`s start goes first); what the queue file holds at a start goes at once', async () => {
+    const slow = { ...d.config, portal: { ...d.config.portal!, upload_delay_secs: 3600 } };
+    const restart = async (): Promise<string> => {
+      await d.daemon.stop();
+      const log = daemonLogger();
+      d.daemon = await startDaemon(slow, log.logger);
+      as = await asUser({ ...d, url: d.daemon.url }, 'alice');
+      return log.file;
+    };
+    const logFile = await restart();
+    const received = portal.uploads.stats.bytesReceived;
+    const [id] = (await runJob([PASS])) as [string];
+    await waitFor(async () => (await portal.index.get(id)) !== undefined, { what: 'the record in the farm index', timeoutMs: 60_000 });
+    // The uploader came to it and waits, rather than sending it.
+    await waitFor(async () => (await readFile(logFile, 'utf8')).split('\n').some((l) => l.includes('result waits before its upload') && l.includes(id)), 'the uploader to hold the result');
+    expect(uploader().pending).to.deep.equal([id]);
+    expect(portal.uploads.stats.bytesReceived, 'no byte sent').to.equal(received);
+    expect(await portal.store.filesOnNode(id)).to.equal(true);
+    // The wait is not kept across a restart: the queue file's result goes at once, the hour's delay notwithstanding.
+    await restart();
+    await waitFor(() => uploader().pending.length === 0, { what: 'the result delivered after the restart', timeoutMs: 60_000 });
+    expect(await filesOf(portal.store.dirOf(id))).to.deep.equal(await filesOf(d.daemon.services.results.dirOf(id)));
+    await d.daemon.stop();
+    d.daemon = await startDaemon(d.config, daemonLogger().logger);
+  });
 });
 
 /** sha256 of every file of a result read through the portal's v2 API (its artifact listing, then each file). */
