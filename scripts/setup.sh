@@ -95,10 +95,15 @@ fi
 # tesseract's own tessdata, as the npm package @tesseract.js-data/eng ships it (pinned in package-lock.json),
 # unpacked into python/tessdata-legacy/ (python/stbt_core/_ocr_tesseract.py, LEGACY_TESSDATA).
 LEGACY_ENG=python/tessdata-legacy/eng.traineddata
+LEGACY_ENG_GZ=node_modules/@tesseract.js-data/eng/4.0.0/eng.traineddata.gz
 if [ ! -s "$LEGACY_ENG" ]; then
+  if [ ! -f "$LEGACY_ENG_GZ" ]; then
+    echo "setup: installing npm dependencies ($LEGACY_ENG_GZ is missing)"
+    npm ci --no-audit --no-fund --loglevel=error
+  fi
   echo "setup: unpacking the legacy OCR engine's English data"
   mkdir -p python/tessdata-legacy
-  gunzip -c node_modules/@tesseract.js-data/eng/4.0.0/eng.traineddata.gz > "$LEGACY_ENG.partial"
+  gunzip -c "$LEGACY_ENG_GZ" > "$LEGACY_ENG.partial"
   mv "$LEGACY_ENG.partial" "$LEGACY_ENG"
 fi
 echo "setup: building"
