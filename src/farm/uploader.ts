@@ -193,15 +193,19 @@ export class ResultUploader {
   private async lane(name: string, wants: (q: QueuedResult) => boolean, work: (item: QueuedResult) => Promise<'done' | 'next'>): Promise<void> {
     let failuresInARow = 0;
     while (!this.stopping) {
-      const item = this.queue.find(wants);
-      if (!item) {
+      const wanted = this.queue.filter(wants);
+      if (wanted.length === 0) {
         await this.pause(undefined);
         continue;
       }
-      const waitMs = (this.notBefore.get(item.result_id) ?? 0) - Date.now();
-      if (waitMs > 0) {
-        this.log.debug({ result: item.result_id, wait_ms: waitMs }, 'result waits before its upload (the node may be starting its next job)');
-        await this.pause(waitMs);
+      // The first result whose delay is over; a fresh one ahead in the queue holds up none behind it.
+      const readyAt = (q: QueuedResult): number => this.notBefore.get(q.result_id) ?? 0;
+      const now = Date.now();
+      const item = wanted.find((q) => readyAt(q) <= now);
+      if (!item) {
+        const next = wanted.reduce((a, b) => (readyAt(b) < readyAt(a) ? b : a));
+        this.log.debug({ result: next.result_id, wait_ms: readyAt(next) - now }, 'result waits before its upload (the node may be starting its next job)');
+        await this.pause(readyAt(next) - now);
         continue;
       }
       this.notBefore.delete(item.result_id);

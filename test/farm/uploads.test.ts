@@ -411,7 +411,7 @@ describe('farm: result uploads from a node to the portal', function () {
     expect(portal.hub.forwarded).to.equal(forwarded);
   });
 
-  it('a run`s files wait portal.upload_delay_secs after its end (the next job`s start goes first); what the queue file holds at a start goes at once', async () => {
+  it('a run`s files wait portal.upload_delay_secs after its end (the next job`s start goes first), holding up no result behind them; what the queue file holds at a start goes at once', async () => {
     const slow = { ...d.config, portal: { ...d.config.portal!, upload_delay_secs: 3600 } };
     const restart = async (): Promise<string> => {
       await d.daemon.stop();
@@ -420,6 +420,9 @@ describe('farm: result uploads from a node to the portal', function () {
       as = await asUser({ ...d, url: d.daemon.url }, 'alice');
       return log.file;
     };
+    // A result of the node as configured (the default 3 s), delivered.
+    const [older] = (await runJob([PASS])) as [string];
+    await waitFor(() => uploader().pending.length === 0, { what: 'the first result delivered', timeoutMs: 60_000 });
     const logFile = await restart();
     const received = portal.uploads.stats.bytesReceived;
     const [id] = (await runJob([PASS])) as [string];
@@ -428,6 +431,12 @@ describe('farm: result uploads from a node to the portal', function () {
     await waitFor(async () => (await readFile(logFile, 'utf8')).split('\n').some((l) => l.includes('result waits before its upload') && l.includes(id)), 'the uploader to hold the result');
     expect(uploader().pending).to.deep.equal([id]);
     expect(portal.uploads.stats.bytesReceived, 'no byte sent').to.equal(received);
+    expect(await portal.store.filesOnNode(id)).to.equal(true);
+    // A result queued behind the waiting one (as one that failed goes to the back) is not held up by it.
+    const delivered = uploader().delivered;
+    uploader().enqueue(older);
+    await waitFor(() => uploader().delivered > delivered, 'the result queued behind the waiting one delivered');
+    expect(uploader().pending).to.deep.equal([id]);
     expect(await portal.store.filesOnNode(id)).to.equal(true);
     // The wait is not kept across a restart: the queue file's result goes at once, the hour's delay notwithstanding.
     await restart();
