@@ -11,6 +11,7 @@ its standard input as PNG. Why: docs/migrating-from-stb-tester.md, OCR.
 """
 
 import collections
+import functools
 import hashlib
 import json
 import os
@@ -74,9 +75,11 @@ def _tessdata_folder():
     return _tessdata
 
 
+@functools.lru_cache(maxsize=64)
 def _has_legacy_models(path):
     """Whether the language data file ``path`` holds the legacy engine's models: in its table of contents
-    (a count, then each component's offset, -1 for none), the classifier's templates, component 3."""
+    (a count, then each component's offset, -1 for none), the classifier's templates, component 3. Read once
+    per process and path (each read with a legacy engine asks)."""
     try:
         with open(path, "rb") as f:
             head = f.read(4 + 8 * 4)
