@@ -19,6 +19,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { ResultRecord } from '../../src/core/model.js';
 import { parseResultQuery, type ResultQuery } from '../../src/core/query.js';
+import { ConfigError, loadConfig } from '../../src/config/load.js';
 import { startDaemon } from '../../src/daemon.js';
 import { UPLOAD_QUEUE_FILE, type ResultUploader } from '../../src/farm/uploader.js';
 import { asUser } from '../helpers/auth.js';
@@ -409,6 +410,20 @@ describe('farm: result uploads from a node to the portal', function () {
     const forwarded = portal.hub.forwarded;
     expect(await filesThroughPortal(portal.url, whole.result_id)).to.deep.equal(await filesOf(d.daemon.services.results.dirOf(whole.result_id)));
     expect(portal.hub.forwarded).to.equal(forwarded);
+  });
+
+  it('portal.upload_delay_secs takes 0 to 300 seconds; anything else is refused naming the key', async () => {
+    const file = path.join(credDir, 'farmhand.json');
+    const withDelay = (v: unknown) =>
+      writeFile(file, JSON.stringify({ test_pack: { url: 'https://example.com/pack.git' }, portal: { url: 'wss://portal.example', node_credential_file: 'node.cred', upload_delay_secs: v } }));
+    for (const ok of [0, 2.5, 300]) {
+      await withDelay(ok);
+      expect(loadConfig(file).portal!.upload_delay_secs).to.equal(ok);
+    }
+    for (const bad of [-1, 301, '3']) {
+      await withDelay(bad);
+      expect(() => loadConfig(file), String(bad)).to.throw(ConfigError, /portal\.upload_delay_secs/);
+    }
   });
 
   it('a run`s files wait portal.upload_delay_secs after its end (the next job`s start goes first), holding up no result behind them; what the queue file holds at a start goes at once', async () => {
