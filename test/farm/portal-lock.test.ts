@@ -7,12 +7,9 @@
  * fault rule. Before the lock, the second portal started, marked every node offline at once and, its
  * grace later, ended the first one's running jobs. Once the first portal stops, a new one starts.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import pg from 'pg';
 import { migrate } from '../../src/farm/db/migrate.js';
@@ -23,42 +20,13 @@ import { makeTestPack, STANDARD_FILES, type TestPackRepo } from '../fixtures/tes
 import { startTestDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { connectionString } from '../helpers/farmPortal.js';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.js';
+import { freePort, killGroup } from '../helpers/processFarm.js';
+import { startPortalProcess, type PortalProcess } from '../helpers/replicaFarm.js';
 import { waitFor } from '../helpers/wait.js';
 import { throughReplicas } from '../helpers/farm.js';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const NODE = 'farmhand-lock';
 const WAIT = { timeoutMs: 90_000, maxIntervalMs: 200 };
-
-interface PortalProcess {
-  child: ChildProcess;
-  out: () => string;
-  err: () => string;
-  /** Resolves with the exit code (null: a signal) once the process is gone. */
-  exited: Promise<number | null>;
-}
-
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise<void>((resolve) => s.close(() => resolve()));
-  return port;
-}
-
-function startPortalProcess(config: string): PortalProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src/main.ts'), 'portal', '--config', config], {
-    cwd: ROOT,
-    detached: true,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (b: Buffer) => (out += b.toString('utf8')));
-  child.stderr.on('data', (b: Buffer) => (err += b.toString('utf8')));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  return { child, out: () => out, err: () => err, exited };
-}
 
 describe('farm: one portal per database (the portal lock)', function () {
   before(function () {
@@ -103,13 +71,6 @@ describe('farm: one portal per database (the portal lock)', function () {
   const nodeRow = async () => (await db.query<{ online: boolean; offline_reason: string | null }>('SELECT online, offline_reason FROM nodes WHERE node_id = $1', [NODE])).rows[0];
   const jobRow = async (uid: string) =>
     (await db.query<{ state: string; end_reason: string | null; current_run: unknown }>('SELECT state, end_reason, current_run FROM jobs WHERE job_uid = $1', [uid])).rows[0];
-  const killGroup = (p: PortalProcess) => {
-    try {
-      process.kill(-p.child.pid!, 'SIGKILL');
-    } catch {
-      // already gone
-    }
-  };
 
   before(async function () {
     this.timeout(180_000);
@@ -136,14 +97,14 @@ describe('farm: one portal per database (the portal lock)', function () {
     await writeFile(credFile, `${await registerNode(db, NODE)}\n`, { mode: 0o600 });
     const port = await freePort();
     firstUrl = `http://127.0.0.1:${port}`;
-    first = startPortalProcess(await writeConfig('first', port));
+    first = startPortalProcess('first', port, await writeConfig('first', port));
     children.push(first);
-    await waitFor(() => first.out().includes('portal listening on'), { what: `the first portal to listen (stderr: ${first.err()})`, ...WAIT });
+    await first.listening(WAIT);
     node = await startTestDaemon({ pack, config: { node_id: NODE, portal: { url: firstUrl, node_credential_file: credFile } } });
     await waitFor(async () => node!.daemon.portalLink?.connected && (await nodeRow())?.online, { what: 'the node joined to the first portal', ...WAIT });
   });
   after(async () => {
-    for (const c of children) killGroup(c);
+    for (const c of children) killGroup(c.child);
     await node?.stop();
     await pack?.cleanup();
     await db?.end();
@@ -169,7 +130,8 @@ describe('farm: one portal per database (the portal lock)', function () {
     expect(scrape).to.match(/^farmhand_portal_lock_held 1$/m);
 
     // The second portal: same database, another port; its fault rule would end the job 1 s after its start.
-    const second = startPortalProcess(await writeConfig('second', await freePort(), { restart_grace_secs: 1 }));
+    const secondPort = await freePort();
+    const second = startPortalProcess('second', secondPort, await writeConfig('second', secondPort, { restart_grace_secs: 1 }));
     children.push(second);
     let code: number | null | undefined;
     void second.exited.then((c) => (code = c));
@@ -215,7 +177,7 @@ describe('farm: one portal per database (the portal lock)', function () {
     first.child.kill('SIGTERM');
     expect(await first.exited, first.err()).to.equal(0);
     const port = await freePort();
-    const next = startPortalProcess(await writeConfig('next', port));
+    const next = startPortalProcess('next', port, await writeConfig('next', port));
     children.push(next);
     let code: number | null | undefined;
     void next.exited.then((c) => (code = c));
@@ -229,9 +191,9 @@ describe('farm: one portal per database (the portal lock)', function () {
 
   it('a portal whose lock connection is cut while another session takes the lock exits 1 with one line', async () => {
     const port = await freePort();
-    const p = startPortalProcess(await writeConfig('cut', port));
+    const p = startPortalProcess('cut', port, await writeConfig('cut', port));
     children.push(p);
-    await waitFor(() => p.out().includes('portal listening on'), { what: `the portal to listen (stderr: ${p.err()})`, ...WAIT });
+    await p.listening(WAIT);
     const other = new pg.Client({ connectionString: connectionString(cluster), application_name: 'the other portal' });
     other.on('error', () => undefined);
     await other.connect();

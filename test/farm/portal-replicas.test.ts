@@ -55,7 +55,7 @@ describe('farm: portal replicas ("many") on one database, behind a real HAProxy'
   const start = async (name: string, port: number, file: string) => {
     const p = startPortalProcess(name, port, file);
     children.push(p);
-    await waitFor(() => p.out().includes('portal listening on'), { what: `portal ${name} to listen (stderr: ${p.err()})`, ...WAIT });
+    await p.listening(WAIT);
     return p;
   };
   const nodeRow = async () =>

@@ -202,7 +202,7 @@ class Farm {
 async function startPortal(farm: Farm, name: string, port: number, file: string): Promise<PortalProcess> {
   const p = startPortalProcess(name, port, file);
   farm.portals.push(p);
-  await waitFor(() => p.out().includes('portal listening on'), { what: `portal ${name} to listen (stderr: ${p.err()})`, ...WAIT });
+  await p.listening(WAIT);
   return p;
 }
 

@@ -93,7 +93,7 @@ describe('farm: a request for a node between owners is held for its next owner (
     const p = startPortalProcess(name, ports[name]!, file);
     all.push(p);
     replicas[name] = p;
-    await waitFor(() => p.out().includes('portal listening on'), { what: `replica ${name} to listen (stderr: ${p.err()})`, ...WAIT });
+    await p.listening(WAIT);
     return p;
   };
   const row = async () =>

@@ -52,7 +52,7 @@ describe('farm: replicas` faults, three replicas behind a real HAProxy, real nod
     const p = startPortalProcess(name, ports[name]!, file);
     all.push(p);
     replicas[name] = p;
-    await waitFor(() => p.out().includes('portal listening on'), { what: `replica ${name} to listen (stderr: ${p.err()})`, ...WAIT });
+    await p.listening(WAIT);
     await waitFor(async () => (await front.state(name)) === 2, { what: `HAProxy to see ${name} up`, ...WAIT });
     return p;
   };

@@ -24,12 +24,24 @@ import { waitFor } from './wait.js';
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const PROCESS_WAIT = { timeoutMs: 90_000, maxIntervalMs: 200 };
 
+/** Ports freePort handed out in this process: free when asked, but maybe not yet bound by whoever took them. */
+const handedOut = new Set<number>();
+
+/**
+ * A port free on 127.0.0.1 now, and never one handed out before in this test process: between the answer and the
+ * listen of the process it is for, the kernel may give the same port to the next caller (a replica's port to the
+ * HAProxy in front of it, which then holds it: the replica cannot listen).
+ */
 export async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise<void>((resolve) => s.close(() => resolve()));
-  return port;
+  for (;;) {
+    const s = net.createServer();
+    await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
+    const port = (s.address() as net.AddressInfo).port;
+    await new Promise<void>((resolve) => s.close(() => resolve()));
+    if (handedOut.has(port)) continue;
+    handedOut.add(port);
+    return port;
+  }
 }
 
 /** SIGKILL a process group started detached; nothing when it is gone already. */

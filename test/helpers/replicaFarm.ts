@@ -38,6 +38,11 @@ export interface PortalProcess {
   /** Resolves with the exit code (null: a signal) once the process is gone. */
   exited: Promise<number | null>;
   signal(sig: NodeJS.Signals): void;
+  /**
+   * Resolves once the portal says it listens. A process that exits first (a port taken, a start that failed) fails
+   * the wait at once, and either failure quotes its stderr and the end of its stdout as they are then.
+   */
+  listening(o?: { timeoutMs?: number; maxIntervalMs?: number }): Promise<void>;
 }
 
 /** Start `farmhand portal --config <file>` in its own process group. */
@@ -60,6 +65,18 @@ export function startPortalProcess(name: string, port: number, config: string): 
     out: () => out,
     err: () => err,
     exited,
+    async listening({ timeoutMs = 240_000, maxIntervalMs = 250 } = {}) {
+      const said = (): string => `stderr: ${err.trim() || '(none)'}; stdout ends: ${out.slice(-2000).trim() || '(none)'}`;
+      const gone = exited.then((code) => {
+        throw new Error(`portal ${name} exited (${code ?? 'a signal'}) before it listened (${said()})`);
+      });
+      try {
+        await Promise.race([waitFor(() => out.includes('portal listening on'), { what: `portal ${name} to listen`, timeoutMs, maxIntervalMs }), gone]);
+      } catch (e) {
+        if ((e as Error).message.startsWith('timed out')) throw new Error(`${(e as Error).message} (${said()})`);
+        throw e;
+      }
+    },
     signal(sig) {
       if (sig === 'SIGKILL') return killGroup(child);
       try {
@@ -287,7 +304,7 @@ export async function startReplicaFarm(
         });
         const p = startPortalProcess(name, port, file);
         replicas.push(p);
-        await waitFor(() => p.out().includes('portal listening on'), { what: `replica ${name} to listen (stderr: ${p.err()})`, timeoutMs: 120_000, maxIntervalMs: 200 });
+        await p.listening({ timeoutMs: 120_000, maxIntervalMs: 200 });
         await waitFor(async () => (await h.state(name)) === 2, { what: `HAProxy to see replica ${name} up (${h.log()})`, timeoutMs: 120_000, maxIntervalMs: 200 });
       }),
     );
