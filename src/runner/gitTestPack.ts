@@ -457,9 +457,15 @@ export class GitTestPack implements TestPack {
     return `its branches are: ${names.slice(0, BRANCHES_SHOWN).join(', ')}${more}`;
   }
 
-  /** not_found unless the commit is in the mirror (callers pass resolved SHAs). */
+  /**
+   * not_found unless the commit is in the mirror (callers pass resolved SHAs). One known already is not asked of git
+   * again: a job's checkout comes right after its revision was resolved, and a `git` started there held up the node's
+   * event loop (the spawn) on every job's start.
+   */
   private async requireCommit(sha: string): Promise<void> {
+    if (this.commits.has(sha)) return;
     if ((await this.revParse(sha)) !== sha) throw notFound(`commit ${sha} not found in the test pack`);
+    this.commits.add(sha);
   }
 
   private async discover(sha: string): Promise<string[]> {

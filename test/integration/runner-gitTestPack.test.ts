@@ -256,6 +256,27 @@ describe('runner: GitTestPack (real git)', function () {
       expect(messages().filter((m) => m === 'checked out test pack')).to.have.length(1);
     });
 
+    it('a job\'s checkout of a commit resolved or checked out before runs no git (a process per job on its start)', async () => {
+      const dir = await tp.checkout(pack.sha);
+      const resolved = await pack.commit({ 'x.txt': 'resolved by its SHA' }, { ref: 'main' });
+      expect((await tp.resolve(resolved)).sha).to.equal(resolved);
+      const resolvedDir = await tp.checkout(resolved);
+      // With the mirror gone, any git command would fail: the commits are known, the checkouts made.
+      const mirror = path.join(data, 'test-pack.git');
+      await rename(mirror, `${mirror}.away`);
+      try {
+        expect(await tp.checkout(pack.sha)).to.equal(dir);
+        expect(await tp.checkout(resolved)).to.equal(resolvedDir);
+        // A commit never seen is still asked of git, and refused.
+        const err = await tp.checkout('0'.repeat(40)).catch((e: unknown) => e);
+        expect(err).to.be.instanceOf(FarmError).and.to.have.property('code', 'not_found');
+      } finally {
+        await rename(`${mirror}.away`, mirror);
+      }
+      const err = await tp.checkout('1'.repeat(40)).catch((e: unknown) => e);
+      expect(err).to.be.instanceOf(FarmError).and.to.have.property('code', 'not_found');
+    });
+
     it('concurrent calls for one SHA share one checkout', async () => {
       const dirs = await Promise.all([tp.checkout(pack.sha), tp.checkout(pack.sha), tp.checkout(pack.sha)]);
       expect(new Set(dirs).size).to.equal(1);
