@@ -75,7 +75,7 @@ const REVISION = arg('revision', 'main');
 const TRACE = arg('trace', '');
 const LOG_LEVEL = arg('log-level', 'warn');
 const NODE_LOG_LEVEL = arg('node-log-level', 'warn');
-/** The portal's and PostgreSQL's autogroup nice (-20..19); empty: as shipped, untouched. */
+/** The portal's autogroup nice (-20..19); empty: as shipped, untouched. */
 const PORTAL_NICE = arg('portal-nice', '');
 const TARGET_MS = 500;
 /** Short test cases of the example pack (no device; one reads its tags). */
