@@ -75,8 +75,13 @@ const REVISION = arg('revision', 'main');
 const TRACE = arg('trace', '');
 const LOG_LEVEL = arg('log-level', 'warn');
 const NODE_LOG_LEVEL = arg('node-log-level', 'warn');
-/** The portal's autogroup nice (-20..19); empty: as shipped, untouched. */
-const PORTAL_NICE = arg('portal-nice', '');
+/** The portal's autogroup nice (-20..19); undefined: as shipped, untouched. */
+const PORTAL_NICE = ((v) => {
+  if (v === '') return undefined;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < -20 || n > 19) throw new Error(`--portal-nice: an integer from -20 to 19, not ${v}`);
+  return n;
+})(arg('portal-nice', ''));
 const TARGET_MS = 500;
 /** Short test cases of the example pack (no device; one reads its tags). */
 const CASES = ['tests/example.py::test_passes', 'tests/example.py::test_reads_tags'];
@@ -144,7 +149,6 @@ async function startPortal(farm: Farm): Promise<void> {
  * each of its backends starts a session of its own (setsid), so each has a group's share already.
  */
 function raisePortal(farm: Farm, nice: number): string {
-  if (!Number.isInteger(nice) || nice < -20 || nice > 19) throw new Error(`--portal-nice: an integer from -20 to 19, not ${PORTAL_NICE}`);
   writeFileSync(`/proc/${farm.portal!.pid}/autogroup`, String(nice));
   return `the portal (pid ${farm.portal!.pid}) at autogroup nice ${nice}; PostgreSQL, the nodes and their children as shipped`;
 }
@@ -305,7 +309,7 @@ async function main(): Promise<void> {
     const probe = await enqueuer({ url: farm.url, token: farm.tokens.ci, db: farm.db, user: 'ci' });
     if (probe.via !== 'http') throw new Error('the portal answers no POST /api/v2/jobs: the bench measures the queue through a `farmhand portal` process only');
     log(`${POOLS} pools x ${PER_POOL} nodes, ${JOBS} jobs, revision ${REVISION}; portal: \`farmhand portal\` process (pid ${farm.portal?.pid}), POST /api/v2/jobs`);
-    if (PORTAL_NICE) log(`KINDER SET-UP, not the shipped one: ${raisePortal(farm, Number(PORTAL_NICE))}`);
+    if (PORTAL_NICE !== undefined) log(`KINDER SET-UP, not the shipped one: ${raisePortal(farm, PORTAL_NICE)}`);
     await startNodes(farm);
     log(`${farm.nodes.length} nodes online`);
     if (TRACE) {
@@ -316,7 +320,7 @@ async function main(): Promise<void> {
     const t = await report(farm, runs, totalMs, await jobsOnNodes(farm.db, farm.nodes));
     log(`load average at the end (1, 5, 15 min): ${load()}`);
     t.printSummary();
-    if (PORTAL_NICE) log(`KINDER SET-UP (--portal-nice ${PORTAL_NICE}): the portal had more than the shipped share of the cores`);
+    if (PORTAL_NICE !== undefined) log(`KINDER SET-UP (--portal-nice ${PORTAL_NICE}): the portal had more than the shipped share of the cores`);
     process.exitCode = t.missed.length ? 1 : 0;
   } finally {
     stopTrace();

@@ -313,9 +313,7 @@ def main():
     frame = menu_frame()
     line = stbt.Region(100, 154, width=400, height=40)
     assert stbt.ocr(frame, line) == "Recordings", stbt.ocr(frame, line)
-    legacy = _ocr._Params(stbt.OcrMode.SINGLE_LINE, None, None, None, None, None, None, None,  # pylint: disable=protected-access
-                          stbt.OcrEngine.TESSERACT, None)
-    assert legacy.engine == stbt.OcrEngine.TESSERACT, "no legacy-engine data: run scripts/setup.sh"
+    assert _ocr_tesseract.legacy_tessdata("eng"), "no legacy-engine data: run scripts/setup.sh"
     print("stbt OCR bench: tesseract %s, %d runs each, cache emptied before each call" % (
         _ocr_tesseract._run([_ocr_tesseract.TESSERACT, "--version"], None, 10).decode().splitlines()[0],  # pylint: disable=protected-access
         args.runs))
